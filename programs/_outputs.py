@@ -1,0 +1,152 @@
+"""The one result shape every guard program produces for one case.
+
+Official baselines and DSPy programs differ in how they talk to the model, but the
+runner, the cache of results and the scorer should not care: they all read a
+``CaseOutput``. Field names follow the reference harness's result records
+(contract section 4) so a ``CaseOutput`` dumps straight into a results line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["clean", "recovered", "failed", "refused", "error"]
+"""How an answer was obtained.
+
+``clean``: parsed as the protocol asks; ``recovered``: usable only after a lenient
+repair (robust parsing, or a per-rule case with some failed judgments); ``failed``:
+no usable answer could be parsed; ``refused``: the model declined; ``error``: the call
+itself failed (network, server, context window).
+"""
+
+Protocol = Literal["per-policy", "per-rule"]
+Layout = Literal["official", "prefix"]
+TargetType = Literal["decisive", "distractor", "exception"]
+
+# Usage keys that are token counts; anything else a provider reports is dropped.
+_TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+class Usage(BaseModel):
+    """Token counts of one or more LM calls (``reasoning_tokens`` when reported)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int | None = None
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> Usage:
+        """Read a provider/litellm usage dict, tolerating missing and odd values."""
+        if not raw:
+            return cls()
+        counts = {key: _as_int(raw.get(key)) for key in _TOKEN_KEYS}
+        if not counts["total_tokens"]:
+            counts["total_tokens"] = counts["prompt_tokens"] + counts["completion_tokens"]
+        details = raw.get("completion_tokens_details")
+        reasoning = raw.get("reasoning_tokens")
+        if reasoning is None and isinstance(details, Mapping):
+            reasoning = details.get("reasoning_tokens")
+        return cls(**counts, reasoning_tokens=None if reasoning is None else _as_int(reasoning))
+
+    def __add__(self, other: Usage) -> Usage:
+        reasoning = (
+            None
+            if self.reasoning_tokens is None and other.reasoning_tokens is None
+            else (self.reasoning_tokens or 0) + (other.reasoning_tokens or 0)
+        )
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            reasoning_tokens=reasoning,
+        )
+
+    @classmethod
+    def total(cls, parts: Iterable[Usage]) -> Usage:
+        result = cls()
+        for part in parts:
+            result = result + part
+        return result
+
+
+def _as_int(value: object) -> int:
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    return 0
+
+
+def add_costs(costs: Iterable[float | None]) -> float | None:
+    """Sum costs; ``None`` (unknown) only when no part reported a cost at all."""
+    known = [cost for cost in costs if cost is not None]
+    return sum(known) if known else None
+
+
+class JudgmentOutput(BaseModel):
+    """One per-rule judgment: the verdict on one target rule of a case."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule: int
+    rule_type: TargetType
+    gt: bool
+    pred: bool | None
+    refused: bool = False
+    parse_failed: bool = False
+    status: Status
+    reason: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+    error: str | None = None
+
+
+class CaseOutput(BaseModel):
+    """What a guard program answered for one case, ready to score and to store.
+
+    ``violated_rules`` is ``None`` when the case must be excluded from scoring
+    (refused, failed, errored, or a per-rule case with no usable judgment); the
+    scorer reads the flags, so they are kept consistent with it here.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    violated_rules: list[int] | None
+    status: Status
+    refused: bool = False
+    parse_failed: bool = False
+    analysis: str = ""
+    reasoning: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+    judgments: list[JudgmentOutput] | None = None
+    protocol: Protocol
+    layout: Layout | None = None
+    error: str | None = None
+
+
+def aggregate_judgments(judgments: list[JudgmentOutput]) -> tuple[list[int] | None, Status]:
+    """Fold per-rule verdicts back into a case's violated set (contract section 5).
+
+    A ``violated`` verdict adds its rule; refused, unparseable and errored judgments
+    count as not flagged. The case has no answer (``None``) only when it had no
+    judgments or none of them produced a verdict for a reason other than a parse
+    failure: all refused or errored. A case whose every judgment failed to parse
+    still answers the empty set, as the reference harness scores it.
+    """
+    if not judgments or all(j.status in ("refused", "error") for j in judgments):
+        if judgments and all(j.status == "refused" for j in judgments):
+            return None, "refused"
+        return None, "error" if judgments else "failed"
+    violated = sorted({j.rule for j in judgments if j.pred is True})
+    status: Status = "clean" if all(j.status == "clean" for j in judgments) else "recovered"
+    return violated, status

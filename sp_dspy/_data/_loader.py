@@ -1,0 +1,189 @@
+"""Load and validate a SafePyramid benchmark file into ``Case`` objects.
+
+Every bad input gets one line naming the file, the case id and the field; with
+``lenient=True`` bad cases are skipped and counted instead, so one broken case in a
+3,000-case file does not stop an evaluation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .._errors import DataError
+from ._legacy import normalise_case
+from ._schema import LEVELS, Case
+from ._source import resolve_dataset
+
+_RULE_LINE = re.compile(r"^\s*(\d+)\.\s", re.MULTILINE)
+
+
+class Benchmark(BaseModel):
+    """Validated cases plus where they came from (for manifests and split files)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    cases: list[Case]
+    source: str
+    content_hash: str
+    skipped: int = 0
+    skipped_reasons: list[str] = []
+    benchmark: str = "safepyramid"
+
+    def by_id(self) -> dict[str, Case]:
+        return {case.id: case for case in self.cases}
+
+
+def load_benchmark(
+    dataset: str | Path | None = None,
+    *,
+    level: str | Sequence[str] | None = None,
+    domain: str | Sequence[str] | None = None,
+    limit: int | None = None,
+    start_idx: int = 0,
+    with_evidence: bool = False,
+    lenient: bool = False,
+    benchmark: str = "safepyramid",
+) -> Benchmark:
+    """Load a benchmark: the bundled sample (``None``), a local JSON file or a Hub id.
+
+    Filters apply after validation and in this order: level, domain, ``start_idx``,
+    ``limit``. Ids are assigned to id-less cases by position *before* filtering.
+    """
+    if benchmark == "pku-saferlhf":
+        from ._pku_bridge import load_pku_benchmark
+
+        loaded = load_pku_benchmark(None if dataset is None else str(dataset), lenient=lenient)
+    elif benchmark == "safepyramid":
+        path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
+        loaded = load_file(path, lenient=lenient)
+    else:
+        raise DataError(f"--benchmark: unknown benchmark {benchmark!r} (choose safepyramid or pku-saferlhf)")
+    cases = filter_cases(loaded.cases, level=level, domain=domain, limit=limit, start_idx=start_idx)
+    return loaded.model_copy(update={"cases": cases})
+
+
+def filter_cases(
+    cases: list[Case],
+    *,
+    level: str | Sequence[str] | None = None,
+    domain: str | Sequence[str] | None = None,
+    limit: int | None = None,
+    start_idx: int = 0,
+) -> list[Case]:
+    """Select cases by level and domain, then slice by ``start_idx`` and ``limit``."""
+    levels = _as_set(level, upper=True)
+    if levels is not None and not levels <= set(LEVELS):
+        raise DataError(f"--level: expected L0, L1 or L2, got {','.join(sorted(levels - set(LEVELS)))}")
+    domains = _as_set(domain)
+    selected = [
+        c
+        for c in cases
+        if (levels is None or c.level in levels) and (domains is None or c.domain in domains)
+    ]
+    if start_idx < 0 or (limit is not None and limit < 0):
+        raise DataError("--start-idx and --limit must not be negative")
+    end = None if limit is None else start_idx + limit
+    return selected[start_idx:end]
+
+
+def _as_set(value: str | Sequence[str] | None, *, upper: bool = False) -> set[str] | None:
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    cleaned = {item.strip().upper() if upper else item.strip() for item in items if item.strip()}
+    return cleaned or None
+
+
+def load_file(path: Path, *, lenient: bool = False) -> Benchmark:
+    """Parse and validate one benchmark JSON file (object with ``data`` or bare list)."""
+    raw_bytes = path.read_bytes()
+    text = raw_bytes.decode("utf-8", errors="replace")
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    items = _case_list(document, path)
+    cases, reasons = validate_cases(items, path=path, text=text, lenient=lenient)
+    return Benchmark(
+        cases=cases,
+        source=str(path),
+        content_hash=hashlib.sha256(raw_bytes).hexdigest(),
+        skipped=len(reasons),
+        skipped_reasons=reasons,
+    )
+
+
+def _case_list(document: Any, path: Path) -> list[Any]:
+    if isinstance(document, list):
+        return document
+    if isinstance(document, dict) and isinstance(document.get("data"), list):
+        return list(document["data"])
+    raise DataError(f"{path}: expected a JSON list of cases or an object with a 'data' list")
+
+
+def validate_cases(
+    items: list[Any], *, path: Path, text: str = "", lenient: bool = False
+) -> tuple[list[Case], list[str]]:
+    """Validate raw case dicts; returns the good cases and the reasons for skipped ones."""
+    cases: list[Case] = []
+    reasons: list[str] = []
+    seen: set[str] = set()
+    for position, item in enumerate(items):
+        try:
+            case = _validate_one(item, position, path, text, seen)
+        except DataError as error:
+            if not lenient:
+                raise
+            reasons.append(str(error))
+            continue
+        seen.add(case.id)
+        cases.append(case)
+    return cases, reasons
+
+
+def _validate_one(item: Any, position: int, path: Path, text: str, seen: set[str]) -> Case:
+    if not isinstance(item, dict):
+        raise DataError(f"{path}: case #{position}: expected an object, got {type(item).__name__}")
+    normalised = normalise_case(item, position)
+    case_id = str(normalised["id"])
+    where = f"{path}{_line_of(text, case_id)}: case {case_id}"
+    try:
+        case = Case.model_validate(normalised)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "(case)"
+        raise DataError(f"{where}: field {field}: {first['msg']}") from None
+    if case.id in seen:
+        raise DataError(f"{where}: field id: duplicate case id")
+    check_consistency(case, where)
+    return case
+
+
+def check_consistency(case: Case, where: str) -> None:
+    """Cross-field checks the schema alone cannot express."""
+    rubric_rules = {entry.rule for entry in case.rubric.entries()}
+    if rubric_rules:
+        missing_gt = sorted(set(case.ground_truth_violations) - rubric_rules)
+        if missing_gt:
+            raise DataError(
+                f"{where}: field ground_truth_violations: rule(s) {missing_gt} not in the rubric"
+            )
+        in_policy = {int(n) for n in _RULE_LINE.findall(case.policy)}
+        not_in_policy = sorted(rubric_rules - in_policy)
+        if not_in_policy:
+            raise DataError(f"{where}: field rubric: rule(s) {not_in_policy} do not appear in the policy text")
+
+
+def _line_of(text: str, case_id: str) -> str:
+    """``:LINE`` of the case's id in the file, to point an editor at it (empty if unknown)."""
+    if not text:
+        return ""
+    at = text.find(json.dumps(case_id))
+    return "" if at < 0 else f":{text.count(chr(10), 0, at) + 1}"

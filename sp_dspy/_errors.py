@@ -1,0 +1,21 @@
+"""One error type for every bad input, so the CLI can print one line and exit 2.
+
+Messages always name *where* (file, line, case id, field) and *what* is wrong;
+they never contain secrets (see ``sp_dspy._lm.redact``).
+"""
+
+from __future__ import annotations
+
+
+class SpDspyError(Exception):
+    """A user-facing error: its ``str`` is the one line the CLI prints."""
+
+    exit_code: int = 2
+
+
+class DataError(SpDspyError):
+    """The benchmark data or a result file is malformed."""
+
+
+class ConfigError(SpDspyError):
+    """A configuration file, flag or environment setting is wrong."""

@@ -1,0 +1,137 @@
+"""Per-rule targets and their chat messages (contract section 5).
+
+Each rubric rule except ``conditional`` ones becomes one binary judgment. Its bundle
+(the ``[Context]`` section) depends on the target type: a decisive or distractor rule
+is shown with every exception/conditional whose ``paired_with`` names it, an exception
+with the base rules it names. Conditionals are never judged on their own: their effect
+already shows up as their base rule flipping into the ground truth.
+
+Two layouts render a target: ``"official"`` sends the contract's bytes; ``"prefix"``
+(see ``_prefix``) is a cache-friendly reordering that is *not* the official protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, cast
+
+from sp_dspy._protocol._prefix import prefix_system, prefix_user
+from sp_dspy._protocol._prompts import (
+    CONTEXT_HEADER_BASE,
+    CONTEXT_HEADER_EXCEPTION,
+    CONVERSATION_HEADER,
+    EMPTY_CONTEXT_LINE,
+    FRAMEWORK_HEADER,
+    PER_RULE_SYSTEM_BASE,
+    PER_RULE_SYSTEM_EXCEPTION,
+    target_header,
+)
+
+if TYPE_CHECKING:
+    from sp_dspy._data._schema import Case, RubricEntry
+
+TargetType = Literal["decisive", "distractor", "exception"]
+Layout = Literal["official", "prefix"]
+LAYOUTS: tuple[Layout, ...] = ("official", "prefix")
+
+
+@dataclass(frozen=True)
+class RuleTarget:
+    """One per-rule judgment: the rule to judge, its bundle and its gold label."""
+
+    rule: int
+    type: TargetType
+    text: str
+    context: tuple[RubricEntry, ...]  # the bundle, in rule order
+    gold: bool  # rule in ground_truth_violations
+
+
+def build_targets(case: Case) -> list[RuleTarget]:
+    """Every rubric rule except conditionals, in rule order, with its bundle.
+
+    Bundles are listed in rule order and name each rule once, even when a
+    ``paired_with`` list repeats a number; base rules missing from the rubric are
+    skipped (there is no text to show for them).
+    """
+    entries = case.rubric.entries()
+    by_rule = {entry.rule: entry for entry in entries}
+    gold = set(case.ground_truth_violations)
+    targets: list[RuleTarget] = []
+    for entry in entries:
+        if entry.type == "conditional":
+            continue
+        if entry.type == "exception":
+            bundle = [by_rule[n] for n in sorted(set(entry.paired_with)) if n in by_rule]
+        else:
+            bundle = [
+                other
+                for other in entries
+                if other.type in ("exception", "conditional") and entry.rule in other.paired_with
+            ]
+        targets.append(
+            RuleTarget(
+                rule=entry.rule,
+                type=cast(TargetType, entry.type),
+                text=entry.text,
+                context=tuple(bundle),
+                gold=entry.rule in gold,
+            )
+        )
+    return targets
+
+
+def framework_for(case: Case) -> str:
+    """The framework shown to a per-rule judge: only at L2, and only when non-empty."""
+    return case.framework if case.level == "L2" else ""
+
+
+def target_section(target: RuleTarget) -> str:
+    """``[Target ...]`` header, type line and rule line, each ending in a newline."""
+    return f"{target_header(target.rule)}\ntype: {target.type}\nRule {target.rule}: {target.text}\n"
+
+
+def context_section(target: RuleTarget) -> str:
+    """``[Context ...]`` header and one line per bundled rule (or the filler line)."""
+    header = CONTEXT_HEADER_EXCEPTION if target.type == "exception" else CONTEXT_HEADER_BASE
+    lines = [f"- Rule {entry.rule} ({entry.type}): {entry.text}" for entry in target.context]
+    body = "\n".join(lines) if lines else EMPTY_CONTEXT_LINE
+    return f"{header}\n{body}\n"
+
+
+def official_user(case: Case, target: RuleTarget) -> str:
+    """The contract's user message: target, context, framework (L2), conversation."""
+    parts = [target_section(target), context_section(target)]
+    framework = framework_for(case)
+    if framework:
+        parts.append(f"{FRAMEWORK_HEADER}\n{framework}\n")
+    parts.append(f"{CONVERSATION_HEADER}\n{case.conversation}")
+    return "\n".join(parts)
+
+
+def official_system(target: RuleTarget) -> str:
+    """The contract's system message for the target's type."""
+    return PER_RULE_SYSTEM_EXCEPTION if target.type == "exception" else PER_RULE_SYSTEM_BASE
+
+
+def per_rule_messages(
+    case: Case, target: RuleTarget, layout: Layout = "official"
+) -> list[dict[str, str]]:
+    """The two chat messages of one per-rule judgment.
+
+    ``"official"`` reproduces the contract byte for byte. ``"prefix"`` carries the
+    same information with the framework and conversation first and the target last,
+    so the calls of one case share a long prompt prefix; it is not the official
+    protocol and results produced with it must be labelled as such.
+    """
+    if layout == "official":
+        system, user = official_system(target), official_user(case, target)
+    else:
+        system = prefix_system()
+        user = prefix_user(
+            framework=framework_for(case),
+            conversation=case.conversation,
+            target=target_section(target),
+            context=context_section(target),
+            is_exception=target.type == "exception",
+        )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

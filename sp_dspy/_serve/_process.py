@@ -1,0 +1,117 @@
+"""Process and loopback-HTTP plumbing shared by the llama.cpp and vLLM servers.
+
+Servers run as child processes in their own session (process group): a Ctrl-C in
+the terminal reaches only the parent, which then stops the child deliberately, and a
+stop signal reaches every worker the server forked (vLLM spawns several).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from .._errors import ConfigError
+
+# Environment proxies must never see loopback traffic: ``http_proxy`` without a
+# matching ``no_proxy`` would send our health checks to a remote host.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS reports free right now (another process may still take it first)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def get_json(url: str, *, timeout: float) -> Any:
+    """GET ``url`` and decode JSON, bypassing any configured proxy."""
+    with _OPENER.open(url, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def post_json(url: str, body: dict[str, Any], *, timeout: float) -> Any:
+    """POST a JSON body and decode the JSON answer, bypassing any configured proxy."""
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with _OPENER.open(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def served_model_ids(api_base: str, *, timeout: float = 2.0) -> list[str] | None:
+    """Model ids listed by ``{api_base}/models``, or None when nothing answers."""
+    try:
+        payload = get_json(f"{api_base}/models", timeout=timeout)
+    except (OSError, urllib.error.URLError, ValueError):
+        return None
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list):
+        return None
+    return [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
+
+
+def wait_for_models(
+    api_base: str, *, timeout: float, process: subprocess.Popen[Any] | None = None, what: str = "server"
+) -> list[str]:
+    """Poll ``/models`` until it answers; fail early if ``process`` exits meanwhile.
+
+    Raises:
+        ConfigError: the process died, or nothing answered within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        ids = served_model_ids(api_base, timeout=min(2.0, max(0.1, deadline - time.monotonic())))
+        if ids is not None:
+            return ids
+        if process is not None and process.poll() is not None:
+            raise ConfigError(f"{what} exited with status {process.returncode} before {api_base} answered")
+        if time.monotonic() >= deadline:
+            raise ConfigError(f"{what} did not answer at {api_base}/models within {timeout:g} s")
+        time.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (zombies count as gone)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            if stat.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                return False
+    return True
+
+
+def stop_process(process: subprocess.Popen[Any], *, grace: float) -> int | None:
+    """Stop a child started with ``start_new_session=True``: SIGTERM, then SIGKILL.
+
+    The signal goes to the child's whole process group so forked workers die too.
+    Returns the exit status (None only if even SIGKILL did not reap it in time).
+    """
+    if process.poll() is not None:
+        return process.returncode
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+        try:
+            return process.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    return process.poll()
