@@ -98,7 +98,7 @@ class JudgmentOutput(BaseModel):
 
     rule: int
     rule_type: TargetType
-    gt: bool
+    gt: bool | None = None
     pred: bool | None
     refused: bool = False
     parse_failed: bool = False
@@ -150,3 +150,10 @@ def aggregate_judgments(judgments: list[JudgmentOutput]) -> tuple[list[int] | No
     violated = sorted({j.rule for j in judgments if j.pred is True})
     status: Status = "clean" if all(j.status == "clean" for j in judgments) else "recovered"
     return violated, status
+
+
+def one_line_error(exc: BaseException) -> str:
+    """``Type: first line of the message``, short enough for a results line."""
+    lines = str(exc).strip().splitlines()
+    message = lines[0] if lines else ""
+    return f"{type(exc).__name__}: {message}"[:500]

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-_FM_KEYS = ("distractor_rules", "waived_rules", "contradicted_rules", "conditional_violations", "decisive_rules")
+_FM_KEYS = (
+    "distractor_rules",
+    "waived_rules",
+    "contradicted_rules",
+    "conditional_violations",
+    "decisive_rules",
+)
 
 
 def normalise_case(raw: dict[str, Any], position: int) -> dict[str, Any]:

@@ -83,9 +83,7 @@ def filter_cases(
         raise DataError(f"--level: expected L0, L1 or L2, got {','.join(sorted(levels - set(LEVELS)))}")
     domains = _as_set(domain)
     selected = [
-        c
-        for c in cases
-        if (levels is None or c.level in levels) and (domains is None or c.domain in domains)
+        c for c in cases if (levels is None or c.level in levels) and (domains is None or c.domain in domains)
     ]
     if start_idx < 0 or (limit is not None and limit < 0):
         raise DataError("--start-idx and --limit must not be negative")
@@ -153,37 +151,35 @@ def _validate_one(item: Any, position: int, path: Path, text: str, seen: set[str
         raise DataError(f"{path}: case #{position}: expected an object, got {type(item).__name__}")
     normalised = normalise_case(item, position)
     case_id = str(normalised["id"])
-    where = f"{path}{_line_of(text, case_id)}: case {case_id}"
     try:
         case = Case.model_validate(normalised)
+        if case.id in seen:
+            raise DataError("field id: duplicate case id")
+        check_consistency(case)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "(case)"
-        raise DataError(f"{where}: field {field}: {first['msg']}") from None
-    if case.id in seen:
-        raise DataError(f"{where}: field id: duplicate case id")
-    check_consistency(case, where)
+        raise DataError(f"{_where(path, text, case_id)}: field {field}: {first['msg']}") from None
+    except DataError as exc:
+        raise DataError(f"{_where(path, text, case_id)}: {exc}") from None
     return case
 
 
-def check_consistency(case: Case, where: str) -> None:
-    """Cross-field checks the schema alone cannot express."""
+def check_consistency(case: Case) -> None:
+    """Cross-field checks the schema alone cannot express (the caller adds where)."""
     rubric_rules = {entry.rule for entry in case.rubric.entries()}
     if rubric_rules:
         missing_gt = sorted(set(case.ground_truth_violations) - rubric_rules)
         if missing_gt:
-            raise DataError(
-                f"{where}: field ground_truth_violations: rule(s) {missing_gt} not in the rubric"
-            )
+            raise DataError(f"field ground_truth_violations: rule(s) {missing_gt} not in the rubric")
         in_policy = {int(n) for n in _RULE_LINE.findall(case.policy)}
         not_in_policy = sorted(rubric_rules - in_policy)
         if not_in_policy:
-            raise DataError(f"{where}: field rubric: rule(s) {not_in_policy} do not appear in the policy text")
+            raise DataError(f"field rubric: rule(s) {not_in_policy} do not appear in the policy text")
 
 
-def _line_of(text: str, case_id: str) -> str:
-    """``:LINE`` of the case's id in the file, to point an editor at it (empty if unknown)."""
-    if not text:
-        return ""
-    at = text.find(json.dumps(case_id))
-    return "" if at < 0 else f":{text.count(chr(10), 0, at) + 1}"
+def _where(path: Path, text: str, case_id: str) -> str:
+    """``FILE:LINE: case ID`` for an error; the line is searched only when an error happens."""
+    at = text.find(json.dumps(case_id)) if text else -1
+    line = "" if at < 0 else f":{text.count(chr(10), 0, at) + 1}"
+    return f"{path}{line}: case {case_id}"

@@ -84,11 +84,13 @@ class Case(BaseModel):
     benchmark: str = "safepyramid"
     safe: bool | None = None
     severity: int | None = None
+    # Split group when it is not derivable from the id (PKU: both responses to a prompt).
+    group: str | None = None
 
     @property
     def conversation_id(self) -> str:
-        """The id shared by the L0/L1/L2 versions of one conversation."""
-        return conversation_id(self.id)
+        """The id shared by the L0/L1/L2 versions of one conversation (the split group)."""
+        return self.group or conversation_id(self.id)
 
 
 def conversation_id(case_id: str) -> str:

@@ -70,7 +70,11 @@ def parse_ratios(text: str) -> tuple[float, float, float]:
 
 
 def make_split(
-    cases: list[Case], *, seed: int = 0, ratios: tuple[float, float, float] = (0.1, 0.1, 0.8), dataset_hash: str
+    cases: list[Case],
+    *,
+    seed: int = 0,
+    ratios: tuple[float, float, float] = (0.1, 0.1, 0.8),
+    dataset_hash: str,
 ) -> Split:
     """Split conversations (not cases) into train/dev/test, interleaving domains."""
     by_domain: dict[str, list[str]] = defaultdict(list)
@@ -102,7 +106,9 @@ def make_split(
 def _part_sizes(total: int, ratios: tuple[float, float, float]) -> list[int]:
     """Round train and dev, give test the rest; a part with a positive ratio gets >= 1."""
     sizes = [round(total * ratio) for ratio in ratios[:2]]
-    sizes = [max(size, 1) if ratio > 0 and total >= 3 else size for size, ratio in zip(sizes, ratios, strict=False)]
+    sizes = [
+        max(size, 1) if ratio > 0 and total >= 3 else size for size, ratio in zip(sizes, ratios, strict=False)
+    ]
     while sum(sizes) > total:
         sizes[sizes.index(max(sizes))] -= 1
     return [*sizes, total - sum(sizes)]

@@ -113,9 +113,7 @@ def official_system(target: RuleTarget) -> str:
     return PER_RULE_SYSTEM_EXCEPTION if target.type == "exception" else PER_RULE_SYSTEM_BASE
 
 
-def per_rule_messages(
-    case: Case, target: RuleTarget, layout: Layout = "official"
-) -> list[dict[str, str]]:
+def per_rule_messages(case: Case, target: RuleTarget, layout: Layout = "official") -> list[dict[str, str]]:
     """The two chat messages of one per-rule judgment.
 
     ``"official"`` reproduces the contract byte for byte. ``"prefix"`` carries the

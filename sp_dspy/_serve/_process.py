@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +24,7 @@ from .._errors import ConfigError
 # Environment proxies must never see loopback traffic: ``http_proxy`` without a
 # matching ``no_proxy`` would send our health checks to a remote host.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -92,11 +94,26 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    with contextlib.suppress(OSError):
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            if stat.read().rsplit(")", 1)[-1].split()[0] == "Z":
-                return False
+    stat_path = f"/proc/{pid}/stat"  # Linux only; elsewhere a zombie counts as alive
+    with contextlib.suppress(OSError, IndexError), open(stat_path, errors="replace") as stat:
+        if stat.read().rsplit(")", 1)[-1].split()[0] == "Z":
+            return False
     return True
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` asking Linux to SIGTERM the child when its parent dies.
+
+    A server that outlives a parent killed with SIGKILL would hold the GPU (or the
+    port) until someone finds it. Elsewhere this is a no-op. Linux ties the signal to
+    the *thread* that forked, so start servers from a long-lived thread.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def stop_process(process: subprocess.Popen[Any], *, grace: float) -> int | None:

@@ -1,0 +1,92 @@
+"""Guard programs: the official fixed-prompt baselines and typed DSPy programs.
+
+Every program answers one case with a ``CaseOutput``; ``make_program`` builds one by
+name, ``load_program`` restores a compiled one, ``run_case`` runs any of them.
+
+The result types import nothing heavy. Everything else is loaded on first use, so
+``import programs`` (e.g. by the CLI at start-up, to read results) does not pull in
+DSPy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from programs._outputs import CaseOutput, JudgmentOutput, Status, Usage, aggregate_judgments
+
+if TYPE_CHECKING:
+    from programs._examples import PROGRAM_INPUTS, case_to_example, rubric_json
+    from programs._official import OfficialPerPolicy, OfficialPerRule
+    from programs._per_policy import FindViolatedRules, PerPolicyGuard, PerPolicyGuardCoT
+    from programs._per_rule import JudgeRule, PerRuleGuard, PerRuleGuardCoT, rubric_targets, target_examples
+    from programs._registry import (
+        PROGRAM_NAMES,
+        PROTOCOLS,
+        GuardProgram,
+        load_program,
+        make_program,
+        program_spec,
+        run_case,
+    )
+
+_LAZY = {
+    "PROGRAM_INPUTS": "_examples",
+    "case_to_example": "_examples",
+    "rubric_json": "_examples",
+    "OfficialPerPolicy": "_official",
+    "OfficialPerRule": "_official",
+    "FindViolatedRules": "_per_policy",
+    "PerPolicyGuard": "_per_policy",
+    "PerPolicyGuardCoT": "_per_policy",
+    "JudgeRule": "_per_rule",
+    "PerRuleGuard": "_per_rule",
+    "PerRuleGuardCoT": "_per_rule",
+    "rubric_targets": "_per_rule",
+    "target_examples": "_per_rule",
+    "PROGRAM_NAMES": "_registry",
+    "PROTOCOLS": "_registry",
+    "GuardProgram": "_registry",
+    "load_program": "_registry",
+    "make_program": "_registry",
+    "program_spec": "_registry",
+    "run_case": "_registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'programs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"programs.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "PROGRAM_INPUTS",
+    "PROGRAM_NAMES",
+    "PROTOCOLS",
+    "CaseOutput",
+    "FindViolatedRules",
+    "GuardProgram",
+    "JudgeRule",
+    "JudgmentOutput",
+    "OfficialPerPolicy",
+    "OfficialPerRule",
+    "PerPolicyGuard",
+    "PerPolicyGuardCoT",
+    "PerRuleGuard",
+    "PerRuleGuardCoT",
+    "Status",
+    "Usage",
+    "aggregate_judgments",
+    "case_to_example",
+    "load_program",
+    "make_program",
+    "program_spec",
+    "rubric_json",
+    "rubric_targets",
+    "run_case",
+    "target_examples",
+]

@@ -1,0 +1,71 @@
+"""Benchmark cases as ``dspy.Example`` objects, the unit DSPy optimizers work on.
+
+An example carries the program's inputs (marked with ``with_inputs``) and, as
+labels, everything a metric or a feedback function needs to judge an answer: the
+gold set and the rubric-derived rule groups of the failure modes. The per-rule
+program gets the rubric as an *input* because it needs the rule texts, types and
+pairings to build its judgments; that copy is stripped of every gold flag
+(``applies``, ``violated``, ``active`` and the violations/non-violations split),
+so no program can read the answer from its input.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Final
+
+from programs._outputs import Protocol
+
+if TYPE_CHECKING:
+    import dspy
+
+    from sp_dspy._data._schema import Case
+
+PROGRAM_INPUTS: Final[dict[Protocol, tuple[str, ...]]] = {
+    "per-policy": ("policy", "conversation"),
+    "per-rule": ("conversation", "framework", "rubric"),
+}
+"""The inputs each protocol's DSPy program takes, in ``forward``'s keyword names."""
+
+
+def rubric_json(case: Case) -> str:
+    """The case's rules as a JSON list of ``{rule, type, text, paired_with}``, gold-free.
+
+    Sorted by rule number and key, so the same case always gives the same string
+    (it is part of cache keys and of saved demos).
+    """
+    rules = [
+        {"rule": entry.rule, "type": entry.type, "text": entry.text, "paired_with": sorted(entry.paired_with)}
+        for entry in case.rubric.entries()
+    ]
+    return json.dumps(rules, ensure_ascii=False, sort_keys=True)
+
+
+def case_to_example(case: Case, protocol: Protocol = "per-policy") -> dspy.Example:
+    """One case as a ``dspy.Example`` whose inputs fit ``protocol``'s DSPy program.
+
+    Labels (non-inputs): ``id``, ``domain``, ``level``, ``ground_truth_violations``
+    (sorted), ``distractor_rules``, ``waived_rules``, ``contradicted_rules`` and, for
+    per-policy examples, ``rubric`` too (feedback functions read rule texts and types
+    from it). ``framework`` is what a per-rule judge is shown: the case's framework at
+    L2, empty elsewhere.
+    """
+    import dspy
+
+    from sp_dspy._protocol import framework_for
+
+    metadata = case.failure_mode_metadata
+    fields: dict[str, Any] = {
+        "id": case.id,
+        "domain": case.domain,
+        "level": case.level,
+        "policy": case.policy,
+        "conversation": case.conversation,
+        "framework": framework_for(case),
+        "rubric": rubric_json(case),
+        "ground_truth_violations": sorted(set(case.ground_truth_violations)),
+        "distractor_rules": sorted(metadata.distractor_rules),
+        "waived_rules": sorted(metadata.waived_rules),
+        "contradicted_rules": sorted(metadata.contradicted_rules),
+    }
+    return dspy.Example(**fields).with_inputs(*PROGRAM_INPUTS[protocol])

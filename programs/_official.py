@@ -1,0 +1,204 @@
+"""The official fixed-prompt baselines: the contract's messages, byte for byte.
+
+These are not DSPy programs on purpose. A DSPy adapter would wrap the policy in its
+own field markers and output format, and the published leaderboard was produced
+without one; so the baselines send ``per_policy_messages`` / ``per_rule_messages``
+as they are through the raw chat helpers and parse the answer with the protocol's
+parsers. ``mode="strict"`` reproduces the reference parser (leaderboard-comparable),
+``"robust"`` also recovers answers it loses. Per-rule ``layout="prefix"`` is the
+cache-friendly variant and is recorded as such on every output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from programs._outputs import (
+    CaseOutput,
+    JudgmentOutput,
+    Layout,
+    Protocol,
+    Usage,
+    add_costs,
+    aggregate_judgments,
+    one_line_error,
+)
+from sp_dspy._errors import ConfigError
+
+if TYPE_CHECKING:
+    import dspy
+
+    from sp_dspy._data._schema import Case
+    from sp_dspy._protocol import RuleTarget
+
+ParseMode = Literal["strict", "robust"]
+
+
+def lm_errors() -> tuple[type[BaseException], ...]:
+    """What a failed LM call raises: DSPy's LM errors, and transport errors below them.
+
+    Anything else is a bug and propagates instead of becoming an ``error`` record.
+    """
+    import dspy
+
+    return (dspy.LMError, OSError)
+
+
+def _check_mode(mode: str) -> ParseMode:
+    if mode not in ("strict", "robust"):
+        raise ConfigError(f"parse mode {mode!r}: expected 'strict' or 'robust'")
+    return mode  # type: ignore[return-value]
+
+
+def _usage(result: Any) -> Usage:
+    raw = result.usage
+    if hasattr(raw, "model_dump"):
+        raw = raw.model_dump()
+    return Usage.from_mapping(raw if isinstance(raw, Mapping) else None)
+
+
+class OfficialPerPolicy:
+    """The per-policy baseline: two fixed messages, one call, the official parser."""
+
+    name: ClassVar[str] = "official"
+    protocol: ClassVar[Protocol] = "per-policy"
+
+    def __init__(self, mode: ParseMode = "strict") -> None:
+        self.mode = _check_mode(mode)
+
+    async def acall_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
+        from sp_dspy._lm import achat
+        from sp_dspy._protocol import per_policy_messages
+
+        try:
+            result = await achat(lm, per_policy_messages(case))
+        except lm_errors() as exc:
+            return _error_output(case, self.protocol, None, exc)
+        return self._output(case, result)
+
+    def call_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
+        from sp_dspy._lm import chat
+        from sp_dspy._protocol import per_policy_messages
+
+        try:
+            result = chat(lm, per_policy_messages(case))
+        except lm_errors() as exc:
+            return _error_output(case, self.protocol, None, exc)
+        return self._output(case, result)
+
+    def _output(self, case: Case, result: Any) -> CaseOutput:
+        from sp_dspy._protocol import parse_policy_output
+
+        parsed = parse_policy_output(result.text, mode=self.mode)
+        return CaseOutput(
+            id=case.id,
+            violated_rules=parsed.violated_rules,
+            status=parsed.status,
+            refused=parsed.refused,
+            parse_failed=parsed.parse_failed,
+            analysis=parsed.analysis or "",
+            reasoning=result.reasoning or parsed.reasoning or "",
+            usage=_usage(result),
+            cost=result.cost,
+            protocol=self.protocol,
+        )
+
+
+class OfficialPerRule:
+    """The per-rule baseline: one fixed-prompt call per target, verdicts folded into a set."""
+
+    name: ClassVar[str] = "official"
+    protocol: ClassVar[Protocol] = "per-rule"
+
+    def __init__(self, mode: ParseMode = "strict", layout: Layout = "official", max_concurrency: int = 8) -> None:
+        if layout not in ("official", "prefix"):
+            raise ConfigError(f"per-rule layout {layout!r}: expected 'official' or 'prefix'")
+        self.mode = _check_mode(mode)
+        self.layout: Layout = layout
+        self.max_concurrency = max(1, max_concurrency)
+
+    async def acall_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
+        from sp_dspy._protocol import build_targets
+
+        gate = asyncio.Semaphore(self.max_concurrency)
+
+        async def judge(target: RuleTarget) -> JudgmentOutput:
+            async with gate:
+                return await self._ajudge(case, target, lm)
+
+        judgments = await asyncio.gather(*(judge(t) for t in build_targets(case)))
+        return self._output(case, list(judgments))
+
+    def call_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
+        from sp_dspy._protocol import build_targets
+
+        targets = build_targets(case)
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(targets)) or 1) as pool:
+            judgments = list(pool.map(lambda target: self._judge(case, target, lm), targets))
+        return self._output(case, judgments)
+
+    async def _ajudge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
+        from sp_dspy._lm import achat
+        from sp_dspy._protocol import per_rule_messages
+
+        try:
+            result = await achat(lm, per_rule_messages(case, target, layout=self.layout))
+        except lm_errors() as exc:
+            return _error_judgment(target, exc)
+        return self._judgment(target, result)
+
+    def _judge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
+        from sp_dspy._lm import chat
+        from sp_dspy._protocol import per_rule_messages
+
+        try:
+            result = chat(lm, per_rule_messages(case, target, layout=self.layout))
+        except lm_errors() as exc:
+            return _error_judgment(target, exc)
+        return self._judgment(target, result)
+
+    def _judgment(self, target: RuleTarget, result: Any) -> JudgmentOutput:
+        from sp_dspy._protocol import parse_verdict_output
+
+        parsed = parse_verdict_output(result.text, mode=self.mode)
+        return JudgmentOutput(
+            rule=target.rule,
+            rule_type=target.type,
+            gt=target.gold,
+            pred=None if parsed.verdict is None else parsed.verdict == "violated",
+            refused=parsed.refused,
+            parse_failed=parsed.parse_failed,
+            status=parsed.status,
+            reason=parsed.reason or "",
+            usage=_usage(result),
+            cost=result.cost,
+        )
+
+    def _output(self, case: Case, judgments: list[JudgmentOutput]) -> CaseOutput:
+        violated, status = aggregate_judgments(judgments)
+        return CaseOutput(
+            id=case.id,
+            violated_rules=violated,
+            status=status,
+            refused=status == "refused",
+            usage=Usage.total(j.usage for j in judgments),
+            cost=add_costs(j.cost for j in judgments),
+            judgments=judgments,
+            protocol=self.protocol,
+            layout=self.layout,
+        )
+
+
+def _error_judgment(target: RuleTarget, exc: BaseException) -> JudgmentOutput:
+    return JudgmentOutput(
+        rule=target.rule, rule_type=target.type, gt=target.gold, pred=None, status="error", error=one_line_error(exc)
+    )
+
+
+def _error_output(case: Case, protocol: Protocol, layout: Layout | None, exc: BaseException) -> CaseOutput:
+    return CaseOutput(
+        id=case.id, violated_rules=None, status="error", protocol=protocol, layout=layout, error=one_line_error(exc)
+    )

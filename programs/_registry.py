@@ -1,0 +1,207 @@
+"""Programs by name, compiled programs from disk, and one way to run any of them on a case.
+
+Three names cover every guard: ``official`` (the fixed-prompt baseline), ``dspy``
+(the typed DSPy program) and ``dspy-cot`` (the same with chain of thought), each for
+either protocol. ``run_case`` hides the difference between the baselines (raw chat
+calls) and DSPy programs (adapter calls) behind one ``CaseOutput``.
+
+Loading an artifact never runs code from it: ``program.json`` is read with the
+standard JSON parser, checked against the few keys a predictor's state may have, and
+applied with ``load_state``. Saved LM settings are dropped, so a compiled program
+always talks to the LM the run was configured with (a ``config`` or ``lm`` entry in a
+downloaded artifact could otherwise redirect requests, and keys, elsewhere).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
+from programs._outputs import CaseOutput, Protocol, Usage, one_line_error
+from sp_dspy._errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    import dspy
+
+    from sp_dspy._data._schema import Case
+
+PROGRAM_NAMES: Final = ("official", "dspy", "dspy-cot")
+PROTOCOLS: Final[tuple[Protocol, ...]] = ("per-policy", "per-rule")
+MANIFEST_FILE: Final = "manifest.json"
+STATE_FILE: Final = "program.json"
+
+GuardProgram: TypeAlias = "OfficialPerPolicy | OfficialPerRule | dspy.Module"
+
+
+def _dspy_class(name: str, protocol: Protocol) -> Any:
+    from programs._per_policy import PerPolicyGuard, PerPolicyGuardCoT
+    from programs._per_rule import PerRuleGuard, PerRuleGuardCoT
+
+    classes = {
+        ("dspy", "per-policy"): PerPolicyGuard,
+        ("dspy-cot", "per-policy"): PerPolicyGuardCoT,
+        ("dspy", "per-rule"): PerRuleGuard,
+        ("dspy-cot", "per-rule"): PerRuleGuardCoT,
+    }
+    return classes[(name, protocol)]
+
+
+def make_program(name: str, protocol: str = "per-policy", **options: Any) -> GuardProgram:
+    """A fresh program: ``name`` in ``PROGRAM_NAMES``, ``protocol`` in ``PROTOCOLS``.
+
+    Options: ``official`` takes ``mode`` ('strict'|'robust'), and for per-rule also
+    ``layout`` ('official'|'prefix') and ``max_concurrency``; per-rule DSPy programs
+    take ``max_concurrency``; per-policy DSPy programs take none.
+    """
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+    if name not in PROGRAM_NAMES:
+        raise ConfigError(f"program {name!r}: expected one of {', '.join(PROGRAM_NAMES)}")
+    if name == "official":
+        factory: Any = OfficialPerPolicy if protocol == "per-policy" else OfficialPerRule
+    else:
+        factory = _dspy_class(name, protocol)  # type: ignore[arg-type]
+    try:
+        return factory(**options)  # type: ignore[no-any-return]
+    except TypeError:
+        raise ConfigError(
+            f"program {name!r} ({protocol}): unsupported option(s) {', '.join(sorted(options))}"
+        ) from None
+
+
+def program_spec(program: GuardProgram) -> dict[str, str]:
+    """``{"program": name, "protocol": protocol}``: the manifest fields ``load_program`` reads."""
+    from programs._per_policy import PerPolicyGuardCoT
+    from programs._per_rule import PerRuleGuardCoT
+
+    if isinstance(program, OfficialPerPolicy | OfficialPerRule):
+        name = "official"
+    else:
+        name = "dspy-cot" if isinstance(program, PerPolicyGuardCoT | PerRuleGuardCoT) else "dspy"
+    return {"program": name, "protocol": program.protocol}
+
+
+class _FieldState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prefix: str
+    description: str
+
+
+class _SignatureState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    instructions: str
+    fields: list[_FieldState]
+
+
+class _PredictorState(BaseModel):
+    """The keys ``dspy.Predict.dump_state`` writes; ``load_state`` would set any other key as an attribute."""
+
+    model_config = ConfigDict(extra="forbid")
+    traces: list[Any] = []
+    train: list[Any] = []
+    demos: list[dict[str, Any]] = []
+    signature: _SignatureState
+    lm: dict[str, Any] | None = None
+    fields: dict[str, Any] | None = None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: not valid JSON ({exc})") from None
+
+
+def load_program(artifact_dir: str | Path, **options: Any) -> GuardProgram:
+    """The compiled DSPy program saved in ``artifact_dir`` (``manifest.json`` + ``program.json``).
+
+    ``options`` are runtime options for ``make_program`` (e.g. ``max_concurrency``);
+    what was learned (instructions, demos) comes from the artifact.
+    """
+    artifact_dir = Path(artifact_dir)
+    manifest_path = artifact_dir / MANIFEST_FILE
+    manifest = _read_json(manifest_path)
+    if not isinstance(manifest, dict):
+        raise DataError(f"{manifest_path}: expected a JSON object")
+    name, protocol = manifest.get("program"), manifest.get("protocol")
+    if name == "official" or name not in PROGRAM_NAMES:
+        raise DataError(f"{manifest_path}: field 'program' is {name!r}, expected 'dspy' or 'dspy-cot'")
+    if protocol not in PROTOCOLS:
+        raise DataError(f"{manifest_path}: field 'protocol' is {protocol!r}, expected one of {PROTOCOLS}")
+    program = make_program(name, protocol, **options)
+    state_path = artifact_dir / STATE_FILE
+    state = _read_json(state_path)
+    if not isinstance(state, dict):
+        raise DataError(f"{state_path}: expected a JSON object of predictor states")
+    checked: dict[str, Any] = {}
+    for predictor_name, _ in program.named_predictors():  # type: ignore[union-attr]
+        if predictor_name not in state:
+            raise DataError(f"{state_path}: no state for predictor {predictor_name!r} of a {name} {protocol} program")
+        try:
+            parsed = _PredictorState.model_validate(state[predictor_name])
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise DataError(f"{state_path}: predictor {predictor_name!r}, field '{where}': {first['msg']}") from None
+        checked[predictor_name] = parsed.model_dump(exclude_none=True) | {"lm": None}
+    try:
+        program.load_state(checked)  # type: ignore[union-attr]
+    except (KeyError, ValueError, TypeError) as exc:
+        raise DataError(f"{state_path}: state does not fit a {name} {protocol} program ({exc})") from None
+    return program
+
+
+async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> CaseOutput:
+    """Run any guard program on one case with ``lm`` and return its ``CaseOutput``.
+
+    Never raises for what the model does: an answer the adapter cannot parse becomes
+    ``failed`` (or ``refused`` when it is a refusal) and a failed LM call ``error``.
+    """
+    if isinstance(program, OfficialPerPolicy | OfficialPerRule):
+        return await program.acall_case(case, lm)
+    return await _run_dspy(program, case, lm)
+
+
+async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
+    import dspy
+
+    from programs._examples import case_to_example
+    from sp_dspy._protocol import build_targets, parse_policy_output
+
+    protocol: Protocol = program.protocol
+    inputs = case_to_example(case, protocol).inputs().toDict()
+    case_lm = lm.copy()  # its own history: the cost of this case's calls only
+    with dspy.context(lm=case_lm), dspy.track_usage() as tracker:
+        try:
+            prediction = await program.acall(**inputs)
+        except dspy.AdapterParseError as exc:
+            prediction = exc
+        except lm_errors() as exc:
+            prediction = exc
+    usage = Usage.total(Usage.from_mapping(u) for u in tracker.get_total_tokens().values())
+    common: dict[str, Any] = {"id": case.id, "protocol": protocol, "usage": usage, "cost": history_cost(case_lm)}
+    if isinstance(prediction, dspy.AdapterParseError):
+        refused = parse_policy_output(str(prediction.lm_response or ""), mode="robust").refused
+        status = "refused" if refused else "failed"
+        return CaseOutput(**common, violated_rules=None, status=status, refused=refused, parse_failed=not refused)
+    if isinstance(prediction, Exception):
+        return CaseOutput(**common, violated_rules=None, status="error", error=one_line_error(prediction))
+    reasoning = str(prediction.get("reasoning", "") or "")
+    if protocol == "per-policy":
+        rules = sorted(set(prediction.violated_rules))
+        return CaseOutput(**common, violated_rules=rules, status="clean", reasoning=reasoning)
+    gold = {target.rule: target.gold for target in build_targets(case)}
+    judgments = [j.model_copy(update={"gt": gold.get(j.rule)}) for j in prediction.judgments]
+    return CaseOutput(
+        **common,
+        violated_rules=prediction.violated_rules,
+        status=prediction.status,
+        refused=prediction.status == "refused",
+        judgments=judgments,
+    )

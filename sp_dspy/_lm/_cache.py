@@ -1,0 +1,142 @@
+"""The on-disk response cache: DSPy's own cache, keyed by endpoint as well as request.
+
+DSPy hashes every request field except ``api_key``, ``api_base`` and ``base_url``, so
+two servers that serve *different* models under the same name (two vLLM instances
+called ``Qwen3-8B`` with different weights or quantisations) would share cached
+answers. :class:`EndpointAwareCache` is DSPy's ``Cache`` with the endpoint put back
+into the key; the API key stays out. Replicas of one model, configured together as a
+comma-separated ``api_base``, are deliberately keyed as one endpoint so a rerun hits
+the cache whichever replica served the first run.
+
+Everything here imports DSPy lazily: the CLI imports this package at start-up.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DISK_SIZE_LIMIT_BYTES = 30 * 1024**3
+_ENDPOINT_FIELDS = ("api_base", "base_url")
+
+_lock = threading.Lock()
+_endpoint_groups: dict[str, str] = {}
+_configured: CacheSettings | None = None
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """What :func:`configure_cache` installed."""
+
+    enabled: bool
+    directory: Path | None
+
+
+def default_cache_dir() -> Path:
+    """``$SP_DSPY_CACHE_DIR``, else ``$XDG_CACHE_HOME/sp-dspy``, else ``~/.cache/sp-dspy``."""
+    explicit = os.environ.get("SP_DSPY_CACHE_DIR")
+    if explicit:
+        return Path(os.path.expanduser(explicit))
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(os.path.expanduser(xdg)) if xdg else Path(os.path.expanduser("~/.cache"))
+    return base / "sp-dspy"
+
+
+def default_response_cache_dir() -> Path:
+    """Where responses are cached unless ``configure_cache`` is given a directory."""
+    return default_cache_dir() / "responses"
+
+
+def _normalise_endpoint(url: str) -> str:
+    return url.strip().rstrip("/")
+
+
+def register_endpoint_group(endpoints: list[str]) -> None:
+    """Key ``endpoints`` (replicas of one model) as a single endpoint in the cache."""
+    group = ",".join(_normalise_endpoint(e) for e in endpoints)
+    with _lock:
+        for endpoint in endpoints:
+            _endpoint_groups[_normalise_endpoint(endpoint)] = group
+
+
+def endpoint_key(url: str) -> str:
+    """The value an endpoint contributes to cache keys."""
+    url = _normalise_endpoint(url)
+    with _lock:
+        return _endpoint_groups.get(url, url)
+
+
+@functools.cache
+def _cache_class() -> type[Any]:
+    from dspy.clients.cache import Cache
+
+    class EndpointAwareCache(Cache):  # type: ignore[misc]
+        """DSPy's two-level cache whose key includes the API endpoint (never the key)."""
+
+        def cache_key(self, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None) -> str:
+            ignored = [a for a in (ignored_args_for_cache_key or []) if a not in _ENDPOINT_FIELDS]
+            if "api_key" not in ignored:
+                ignored.append("api_key")
+            keyed = dict(request)
+            for name in _ENDPOINT_FIELDS:
+                value = keyed.get(name)
+                if isinstance(value, str):
+                    keyed[name] = endpoint_key(value)
+            return str(super().cache_key(keyed, ignored))
+
+    return EndpointAwareCache
+
+
+def configure_cache(enabled: bool = True, directory: Path | str | None = None) -> CacheSettings:
+    """Install the response cache for this process (``--no-cache`` is ``enabled=False``).
+
+    ``directory`` defaults to :func:`default_response_cache_dir`. Disabled means no
+    memory cache either, so every call reaches the model.
+    """
+    global _configured
+    from ._factory import import_dspy
+
+    dspy = import_dspy()
+    path = Path(os.path.expanduser(str(directory))) if directory is not None else default_response_cache_dir()
+    cls = _cache_class()
+    if enabled:
+        path.mkdir(parents=True, exist_ok=True)
+        cache = cls(
+            enable_disk_cache=True,
+            enable_memory_cache=True,
+            disk_cache_dir=str(path),
+            disk_size_limit_bytes=DISK_SIZE_LIMIT_BYTES,
+        )
+    else:
+        cache = cls(enable_disk_cache=False, enable_memory_cache=False, disk_cache_dir=None)
+    # Hold DSPy's own lock: its lazy default cache must not overwrite ours.
+    with getattr(dspy, "_cache_lock", nullcontext()):
+        dspy.cache = cache
+    settings = CacheSettings(enabled, path if enabled else None)
+    with _lock:
+        _configured = settings
+    return settings
+
+
+def cache_settings() -> CacheSettings | None:
+    """What :func:`configure_cache` last installed (None: never called)."""
+    return _configured
+
+
+def ensure_cache_configured() -> None:
+    """Install the default sp-dspy cache when nobody configured one yet.
+
+    Called by ``make_lm`` so endpoints are keyed even when a script forgets
+    :func:`configure_cache`. A cache the user installed through
+    ``dspy.configure_cache`` is left alone (it keys by DSPy's rules).
+    """
+    from ._factory import import_dspy
+
+    dspy = import_dspy()
+    if cache_settings() is None and "cache" not in vars(dspy):
+        configure_cache()

@@ -1,0 +1,131 @@
+"""Send raw chat messages through a ``dspy.LM``: the official baseline's path to a model.
+
+The baseline must send the benchmark's exact bytes (no DSPy adapter), yet it should
+share everything else with DSPy programs: the same engine, retries, response cache
+(keyed by endpoint), history and usage tracking. :func:`chat` therefore runs DSPy's
+own execution steps (``prepare`` / ``execute`` / ``finalize``) on the messages, which
+is what ``lm(messages=...)`` does, but keeps the ``CallResult`` that ``lm(...)`` throws
+away: it alone says whether the answer came from the cache and what it cost. (Going
+through ``lm(messages=...)`` would also print DSPy 3.4's deprecation warning for
+message dictionaries on every case; DSPy callbacks are not invoked on this path.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    import dspy
+
+Messages = Sequence[Mapping[str, Any]]
+
+
+class TokenUsage(BaseModel):
+    """Token counts as the provider reported them (None: not reported)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        def add(a: int | None, b: int | None) -> int | None:
+            return None if a is None and b is None else (a or 0) + (b or 0)
+
+        return TokenUsage(
+            prompt_tokens=add(self.prompt_tokens, other.prompt_tokens),
+            completion_tokens=add(self.completion_tokens, other.completion_tokens),
+            total_tokens=add(self.total_tokens, other.total_tokens),
+            reasoning_tokens=add(self.reasoning_tokens, other.reasoning_tokens),
+        )
+
+
+class ChatResult(BaseModel):
+    """One model answer to raw messages.
+
+    ``usage`` and ``cost`` describe the answer as it was produced, also when it is
+    replayed from the cache; ``cached`` says whether this call paid for it.
+    ``cost`` is USD from the LiteLLM price snapshot bundled with DSPy; None when the
+    model is not priced (self-hosted models, the fake).
+    """
+
+    text: str
+    reasoning: str | None = None
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    cost: float | None = None
+    cached: bool = False
+    model: str | None = None
+    finish_reason: str | None = None
+
+
+def _usage(raw: Mapping[str, Any] | None) -> TokenUsage:
+    if not raw:
+        return TokenUsage()
+    details = raw.get("completion_tokens_details") or {}
+    reasoning = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
+    return TokenUsage(
+        prompt_tokens=raw.get("prompt_tokens"),
+        completion_tokens=raw.get("completion_tokens"),
+        total_tokens=raw.get("total_tokens"),
+        reasoning_tokens=reasoning,
+    )
+
+
+def _to_result(result: Any) -> ChatResult:
+    """Read DSPy's ``CallResult`` (native or LiteLLM-shaped) into a :class:`ChatResult`."""
+    from dspy.clients.call_result import usage_dict
+
+    output = result.outputs[0] if result.outputs else ""
+    text = output.get("text") if isinstance(output, Mapping) else output
+    reasoning = output.get("reasoning_content") if isinstance(output, Mapping) else None
+    response = result.responses[0] if result.responses else None
+    usage = result.usage or (usage_dict(response) if response is not None else None)
+    if not usage and result.raw is not None and not result.responses:
+        raw_usage = getattr(result.raw, "usage", None) or (
+            result.raw.get("usage") if isinstance(result.raw, Mapping) else None
+        )
+        usage = dict(raw_usage) if raw_usage else None
+    return ChatResult(
+        text=text or "",
+        reasoning=reasoning or None,
+        usage=_usage(usage),
+        cost=result.cost,
+        cached=bool(result.cache_hit),
+        model=result.response_model,
+        finish_reason=getattr(response, "finish_reason", None),
+    )
+
+
+def _plain(messages: Messages) -> list[dict[str, Any]]:
+    return [dict(m) for m in messages]
+
+
+def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
+    """Send ``messages`` (``role``/``content`` dicts) through ``lm`` without an adapter.
+
+    ``kwargs`` override the LM's settings for this call (``temperature``,
+    ``max_tokens``, ``response_format``, ``cache=False``, ``rollout_id``...).
+    Errors are DSPy's ``LM*Error`` classes after DSPy's own retries; classify them
+    with ``classify_error``.
+    """
+    from dspy.clients.execution import execute, finalize, prepare
+
+    call = prepare(lm, None, _plain(messages), kwargs)
+    result = execute(lm, call)
+    finalize(lm, call, result)
+    return _to_result(result)
+
+
+async def achat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
+    """Async :func:`chat`, on DSPy's async engine (one connection pool per event loop)."""
+    import asyncio
+
+    from dspy.clients.execution import aexecute, finalize, prepare
+
+    call = await asyncio.to_thread(prepare, lm, None, _plain(messages), kwargs, asynchronous=True)
+    result = await aexecute(lm, call)
+    finalize(lm, call, result)
+    return _to_result(result)

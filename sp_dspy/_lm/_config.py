@@ -1,0 +1,229 @@
+"""Model settings: one validated record per model, loaded from a YAML file.
+
+A config names a model the way DSPy/LiteLLM do (``openai/gpt-5.5``,
+``hosted_vllm/Qwen3-8B``, ``fake/oracle``) plus the few settings that change results
+or cost. It never holds a key: ``api_key_env`` names the environment variable to read
+at call time, so a config file can be committed and result files can record settings
+(:meth:`LMConfig.public_dict`) without leaking credentials.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from .._errors import ConfigError
+from ._redact import redact
+
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+class LMConfig(BaseModel):
+    """How to reach one model and how to sample from it.
+
+    ``api_base`` may list several endpoints separated by commas (replicas of the same
+    model); it is kept exactly as written and split by :attr:`api_bases`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    timeout: float | None = 120
+    num_retries: int = 3
+    cache: bool = True
+    json_schema: bool = False
+    name: str | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        value = value.strip()
+        if not value or value.startswith("/") or value.endswith("/"):
+            raise ValueError("must be a model string such as 'openai/gpt-5.5' or 'fake/oracle'")
+        return value
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = [part.strip() for part in value.split(",")]
+        for part in parts:
+            if not part.startswith(("http://", "https://")):
+                raise ValueError(f"endpoint {redact(part)!r} must start with http:// or https://")
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _api_key_env(cls, value: str | None) -> str | None:
+        # The value is never echoed: a user who pasted the key itself here must not
+        # find it printed in an error message.
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError("must name an environment variable (e.g. OPENAI_API_KEY), not hold a key")
+        return value
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature(cls, value: float | None) -> float | None:
+        if value is not None and not 0 <= value <= 2:
+            raise ValueError("must be between 0 and 2")
+        return value
+
+    @field_validator("max_tokens")
+    @classmethod
+    def _max_tokens(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError("must be a positive number of tokens")
+        return value
+
+    @field_validator("reasoning_effort")
+    @classmethod
+    def _reasoning_effort(cls, value: str | None) -> str | None:
+        if value is not None and value not in REASONING_EFFORTS:
+            raise ValueError(f"must be one of {', '.join(REASONING_EFFORTS)}")
+        return value
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError("must be a positive number of seconds")
+        return value
+
+    @field_validator("num_retries")
+    @classmethod
+    def _num_retries(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError("must be 0 or more")
+        return value
+
+    @property
+    def api_bases(self) -> list[str]:
+        """The endpoints of ``api_base`` in order (empty when none is set)."""
+        if self.api_base is None:
+            return []
+        return [part.strip() for part in self.api_base.split(",")]
+
+    @property
+    def provider(self) -> str:
+        """The provider prefix of ``model`` (``openai`` for ``openai/gpt-5.5``), or ``""``."""
+        head, sep, _ = self.model.partition("/")
+        return head if sep else ""
+
+    @property
+    def is_fake(self) -> bool:
+        """Whether this config selects the in-process fake engine (``fake`` or ``fake/...``)."""
+        return self.model == "fake" or self.model.startswith("fake/")
+
+    def short_name(self) -> str:
+        """Last ``/``-part of ``model``, made safe for file names (``gpt-5.5``)."""
+        last = self.model.rstrip("/").rsplit("/", 1)[-1]
+        return _UNSAFE_FILE_CHARS.sub("_", last).strip("._") or "model"
+
+    def display_name(self) -> str:
+        """The configured ``name``, else :meth:`short_name`."""
+        return self.name or self.short_name()
+
+    def public_dict(self) -> dict[str, Any]:
+        """Settings safe to write next to results: no secrets, no URL credentials."""
+        data = self.model_dump()
+        for key, value in data.items():
+            if isinstance(value, str):
+                data[key] = redact(_URL_USERINFO.sub("***@", value))
+        return data
+
+
+def _node_lines(text: str) -> dict[str, int]:
+    """Line (1-based) of each entry under ``models:``, for error messages."""
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(root, yaml.MappingNode):
+        return {}
+    for key, value in root.value:
+        if key.value == "models" and isinstance(value, yaml.MappingNode):
+            return {str(k.value): k.start_mark.line + 1 for k, _ in value.value}
+    return {}
+
+
+def _describe(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "entry"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    more = len(exc.errors()) - 1
+    return f"field '{field}': {message}" + (f" (and {more} more)" if more else "")
+
+
+def load_model_configs(path: str | Path) -> dict[str, LMConfig]:
+    """Read ``{models: {name: {model: ..., ...}}}`` from a YAML file.
+
+    An entry may also be a bare model string (``gpt: openai/gpt-5.5``). ``name``
+    defaults to the entry's key.
+
+    Raises:
+        ConfigError: one line naming the file, line, model and field that is wrong.
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read model configs ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, dict):
+        raise ConfigError(f"{path}: expected a mapping 'models: {{name: {{model: ...}}}}' at the top level")
+    lines = _node_lines(text)
+    configs: dict[str, LMConfig] = {}
+    for name, entry in models.items():
+        where = f"{path}:{lines[str(name)]}" if str(name) in lines else str(path)
+        if isinstance(entry, str):
+            entry = {"model": entry}
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: model '{name}': expected a mapping of settings or a model string")
+        try:
+            configs[str(name)] = LMConfig.model_validate({"name": str(name), **entry})
+        except ValidationError as exc:
+            raise ConfigError(f"{where}: model '{name}': {redact(_describe(exc))}") from None
+    return configs
+
+
+def resolve_model_config(spec: str, configs: dict[str, LMConfig] | None = None) -> LMConfig:
+    """A config by its name in ``configs``, or an ad-hoc one for a model string.
+
+    ``spec`` is what a user types after ``--model``: a configured name (``gpt-5.5``)
+    or any model string with a provider prefix (``openai/gpt-4o-mini``, ``fake/all``).
+    """
+    configs = configs or {}
+    if spec in configs:
+        return configs[spec]
+    if "/" in spec or spec == "fake":
+        try:
+            return LMConfig(model=spec)
+        except ValidationError as exc:
+            raise ConfigError(f"--model {spec!r}: {_describe(exc)}") from None
+    known = ", ".join(sorted(configs)) or "none configured"
+    raise ConfigError(
+        f"--model {spec!r}: not a configured model name ({known}) and not a provider/model string"
+    )

@@ -1,0 +1,128 @@
+"""Name the kind of an LM failure, for excluded records and retry decisions.
+
+Errors reach sp-dspy from several layers: DSPy's public ``LM*Error`` classes, lm15's
+canonical errors, LiteLLM/OpenAI SDK exceptions and plain Python ``OSError``s. They
+are recognised by class name along the MRO (no import of any of those libraries, so
+this stays cheap and survives their refactors), then by HTTP status, then through the
+exception's cause chain.
+"""
+
+from __future__ import annotations
+
+from ._redact import redact
+
+ERROR_KINDS = (
+    "rate_limit",
+    "server_error",
+    "timeout",
+    "connection",
+    "auth",
+    "billing",
+    "context_length",
+    "bad_request",
+    "parse",
+    "config",
+    "other",
+)
+TRANSIENT_KINDS = frozenset({"rate_limit", "server_error", "timeout", "connection"})
+
+# Checked in order: the more specific meaning first (a context-window error is also a
+# bad request; a timeout is also an OSError like a connection error).
+_BY_CLASS_NAME: tuple[tuple[str, frozenset[str]], ...] = (
+    ("context_length", frozenset({"ContextWindowExceededError", "ContextLengthError"})),
+    ("rate_limit", frozenset({"LMRateLimitError", "RateLimitError"})),
+    ("auth", frozenset({"LMAuthError", "AuthError", "AuthenticationError", "PermissionDeniedError"})),
+    ("billing", frozenset({"LMBillingError", "BillingError"})),
+    (
+        "timeout",
+        frozenset(
+            {"LMTimeoutError", "Timeout", "TimeoutError", "APITimeoutError", "TimeoutException", "ReadTimeout"}
+        ),
+    ),
+    (
+        "server_error",
+        frozenset({"LMServerError", "ServerError", "InternalServerError", "ServiceUnavailableError"}),
+    ),
+    (
+        "connection",
+        frozenset(
+            {
+                "LMTransportError",
+                "TransportError",
+                "APIConnectionError",
+                "ConnectionError",
+                "RemoteProtocolError",
+                "ConnectError",
+            }
+        ),
+    ),
+    (
+        "bad_request",
+        frozenset(
+            {
+                "LMInvalidRequestError",
+                "InvalidRequestError",
+                "BadRequestError",
+                "NotFoundError",
+                "UnprocessableEntityError",
+            }
+        ),
+    ),
+    ("parse", frozenset({"AdapterParseError", "JSONDecodeError"})),
+    (
+        "config",
+        frozenset({"LMConfigurationError", "ConfigurationError", "ConfigError", "LMUnsupportedFeatureError"}),
+    ),
+)
+
+
+def _by_class(exc: BaseException) -> str | None:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    for kind, known in _BY_CLASS_NAME:
+        if names & known:
+            return kind
+    return None
+
+
+def _by_status(exc: BaseException) -> str | None:
+    status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
+    if not isinstance(status, int) or isinstance(status, bool):
+        return None
+    if status == 429:
+        return "rate_limit"
+    if status in (401, 403):
+        return "auth"
+    if status == 402:
+        return "billing"
+    if status == 408:
+        return "timeout"
+    if status >= 500:
+        return "server_error"
+    if 400 <= status < 500:
+        return "bad_request"
+    return None
+
+
+def classify_error(exc: BaseException) -> str:
+    """One of :data:`ERROR_KINDS` for ``exc`` (``"other"`` when nothing is recognised)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        kind = _by_class(current) or _by_status(current)
+        if kind is not None:
+            return kind
+        current = current.__cause__ or current.__context__
+    return "other"
+
+
+def is_transient(kind: str) -> bool:
+    """Whether a failure of this kind may succeed when retried later."""
+    return kind in TRANSIENT_KINDS
+
+
+def describe_error(exc: BaseException, limit: int = 300) -> str:
+    """``"<kind>: <Type>: <first line>"``, redacted and bounded, for a result record."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = redact(f"{classify_error(exc)}: {type(exc).__name__}: {first}".rstrip(": "))
+    return text if len(text) <= limit else text[: limit - 3] + "..."

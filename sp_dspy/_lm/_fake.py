@@ -1,0 +1,244 @@
+"""A deterministic, offline guard model for tests, smoke runs and optimizer checks.
+
+``make_lm(LMConfig(model="fake/<behaviour>"))`` returns a ``dspy.LM`` whose engine is a
+:class:`FakeEngine` (DSPy 3.4's custom-engine contract: ``complete(Request) ->
+Response``), so DSPy programs, optimizers and the official baseline all exercise the
+real DSPy call path (adapters, history, usage tracking) with no network.
+
+Behaviours (``fake`` alone means ``fake/oracle``):
+
+- ``oracle``: answers with the gold violations of the case it recognises. Gold answers
+  are registered with :meth:`FakeEngine.register_case` (``key_text``: one string or
+  several, all of which must occur somewhere in the request; the most specific match,
+  i.e. the longest total key length, wins; the latest registration breaks ties).
+  Recommended keys: ``(case.policy, case.conversation)`` for per-policy prompts and
+  DSPy programs that receive the policy; the exact per-rule user message (or
+  ``(conversation, "Rule N: text")``) with ``[N]`` or ``[]`` for per-rule judgments.
+  An unrecognised case is answered with no violations.
+- ``empty``: never flags anything.
+- ``all``: flags every rule number in the policy text (lines starting ``N.`` and
+  ``Rule N`` mentions).
+- ``random``: flags each of those rules with probability 1/2, seeded by a hash of the
+  whole request (same prompt, same answer).
+- ``refuse``: replies ``I cannot evaluate this.``
+- ``garbage``: replies with prose no parser can read.
+- ``instructed``: like ``oracle`` when the system prompt contains "check every rule"
+  (case-insensitive), otherwise reports only the first gold violation; it lets a test
+  prove that an optimizer which rewrites instructions improves a program.
+
+The reply is formatted for the caller (see ``_fake_prompts``): the official per-policy
+JSON, the official per-rule verdict JSON, or the output fields of a DSPy signature in
+the adapter's format. :meth:`FakeEngine.enqueue` queues literal replies that are used
+first; :attr:`FakeEngine.calls` records every request; usage counts are whitespace
+tokens so cost and token accounting have numbers to add up.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import random
+import threading
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._errors import ConfigError
+from ._fake_answers import Decision, render
+from ._fake_prompts import PromptView, contains_phrase, read_prompt
+
+if TYPE_CHECKING:
+    from dspy.lm15 import Request, Response
+
+BEHAVIOURS = ("oracle", "empty", "all", "random", "refuse", "garbage", "instructed")
+REFUSAL_TEXT = "I cannot evaluate this."
+GARBAGE_TEXT = "Well, reading this exchange, there is a lot going on here and it mostly seems fine overall."
+INSTRUCTION_PHRASE = "check every rule"
+
+
+def behaviour_of(model: str) -> str:
+    """The behaviour a fake model string selects (``fake`` -> ``oracle``)."""
+    if model == "fake":
+        return "oracle"
+    behaviour = model.removeprefix("fake/")
+    if behaviour not in BEHAVIOURS:
+        raise ConfigError(f"model {model!r}: unknown fake behaviour; use fake/ + one of {', '.join(BEHAVIOURS)}")
+    return behaviour
+
+
+def count_tokens(text: str) -> int:
+    """Whitespace token count: a stand-in tokenizer for the fake's usage figures."""
+    return len(text.split())
+
+
+class GoldBook:
+    """Gold answers the ``oracle``/``instructed`` behaviours look up by key text."""
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
+        self._lock = threading.Lock()
+
+    def register(self, key_text: str | Sequence[str], violated: Iterable[int]) -> None:
+        keys = (key_text,) if isinstance(key_text, str) else tuple(key_text)
+        if not keys or not all(isinstance(k, str) and k for k in keys):
+            raise ValueError("register_case needs one or more non-empty key texts")
+        with self._lock:
+            self._entries.append((keys, tuple(int(n) for n in violated)))
+
+    def lookup(self, text: str) -> tuple[int, ...] | None:
+        """Gold of the most specific registered case whose keys all occur in ``text``."""
+        best: tuple[int, ...] | None = None
+        best_size = -1
+        with self._lock:
+            entries = list(self._entries)
+        for keys, violated in entries:
+            size = sum(len(k) for k in keys)
+            if size >= best_size and all(k in text for k in keys):
+                best, best_size = violated, size
+        return best
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@dataclass(frozen=True)
+class FakeCall:
+    """One request the fake answered: its messages, response format and reply."""
+
+    messages: list[dict[str, str]]
+    reply: str
+    response_format: Mapping[str, Any] | None = None
+
+
+def decide(behaviour: str, view: PromptView, gold: GoldBook) -> Decision | str:
+    """The fake's answer: a :class:`Decision`, or a literal reply (refusal, garbage)."""
+    if behaviour == "refuse":
+        return REFUSAL_TEXT
+    if behaviour == "garbage":
+        return GARBAGE_TEXT
+    violated: Sequence[int] = ()
+    if behaviour == "all":
+        violated = view.candidate_rules()
+    elif behaviour == "random":
+        seed = int.from_bytes(hashlib.sha256(view.text.encode("utf-8")).digest()[:8], "big")
+        rng = random.Random(seed)
+        violated = [n for n in view.candidate_rules() if rng.random() < 0.5]
+    elif behaviour in ("oracle", "instructed"):
+        violated = gold.lookup(view.text) or ()
+        if behaviour == "instructed" and not contains_phrase(view.system, INSTRUCTION_PHRASE):
+            violated = violated[:1]
+    return Decision(behaviour, tuple(sorted(set(violated))), view.target)
+
+
+class FakeEngine:
+    """Synchronous DSPy engine answering like a guard model, without a network.
+
+    One engine is shared by an LM and all its copies (``copy.deepcopy`` returns the
+    engine itself, like a connection), so registrations, the reply queue and the call
+    log stay in one place while optimizers clone programs.
+    """
+
+    def __init__(self, behaviour: str = "oracle", *, gold: GoldBook | None = None) -> None:
+        if behaviour not in BEHAVIOURS:
+            raise ConfigError(f"unknown fake behaviour {behaviour!r}; use one of {', '.join(BEHAVIOURS)}")
+        self.behaviour = behaviour
+        self.gold = gold if gold is not None else GoldBook()
+        self.calls: list[FakeCall] = []
+        self._queue: collections.deque[str] = collections.deque()
+        self._lock = threading.Lock()
+
+    def register_case(self, key_text: str | Sequence[str], violated: Iterable[int]) -> None:
+        """Teach the oracle a case: requests containing every ``key_text`` get ``violated``."""
+        self.gold.register(key_text, violated)
+
+    def enqueue(self, *replies: str) -> None:
+        """Queue literal replies; each request consumes one before any behaviour runs."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    def reply(self, messages: Sequence[Mapping[str, str]], *, response_format: Mapping[str, Any] | None = None) -> str:
+        """Answer OpenAI-style ``messages`` (used by the engine and by the stub server)."""
+        with self._lock:
+            queued = self._queue.popleft() if self._queue else None
+        if queued is None:
+            view = read_prompt(messages, wants_json=bool(response_format))
+            decision = decide(self.behaviour, view, self.gold)
+            queued = decision if isinstance(decision, str) else render(view, decision)
+        self.calls.append(FakeCall([dict(m) for m in messages], queued, response_format))
+        return queued
+
+    def complete(self, request: Request) -> Response:
+        from dspy.lm15 import Message, Response, TextPart, Usage
+
+        system = request.system
+        if system is not None and not isinstance(system, str):
+            system = "".join(getattr(part, "text", "") or "" for part in system)
+        messages = [{"role": "system", "content": system}] if system else []
+        messages += [{"role": m.role, "content": m.text or ""} for m in request.messages]
+        text = self.reply(messages, response_format=request.config.response_format)
+        usage = Usage(
+            input_tokens=sum(count_tokens(m["content"]) for m in messages), output_tokens=count_tokens(text)
+        )
+        return Response(
+            id=f"fake-{len(self.calls)}",
+            model=request.model,
+            message=Message.assistant([TextPart(text)]),
+            finish_reason="stop",
+            usage=usage,
+        )
+
+    def stream(self, request: Request) -> Iterator[Any]:
+        from dspy.lm15 import response_to_events
+
+        return iter(response_to_events(self.complete(request)))
+
+    def close(self) -> None:
+        """Nothing to release: the fake owns no connection."""
+
+    def dump_state(self) -> dict[str, Any]:
+        """Saved with a program: the behaviour only (gold answers are test data)."""
+        return {"behaviour": self.behaviour}
+
+    @classmethod
+    def load_state(cls, state: Mapping[str, Any]) -> FakeEngine:
+        return cls(str(state.get("behaviour", "oracle")))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FakeEngine:
+        return self
+
+    def __copy__(self) -> FakeEngine:
+        return self
+
+
+class AsyncFakeEngine:
+    """The async twin DSPy needs for ``acall``/``dspy.asyncify``; it shares ``sync``'s state."""
+
+    def __init__(self, sync: FakeEngine) -> None:
+        self.sync = sync
+
+    async def complete(self, request: Request) -> Response:
+        return self.sync.complete(request)
+
+    async def stream(self, request: Request) -> AsyncIterator[Any]:
+        for event in self.sync.stream(request):
+            yield event
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+    def dump_state(self) -> dict[str, Any]:
+        return self.sync.dump_state()
+
+    @classmethod
+    def load_state(cls, state: Mapping[str, Any]) -> AsyncFakeEngine:
+        return cls(FakeEngine.load_state(state))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> AsyncFakeEngine:
+        return self
+
+    def __copy__(self) -> AsyncFakeEngine:
+        return self

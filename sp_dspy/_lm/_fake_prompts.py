@@ -1,0 +1,148 @@
+"""Read a chat request the way the fake model needs to: what format is expected, which
+rules exist, which rule is being judged.
+
+Four kinds of prompt reach a guard model in sp-dspy, and the fake must answer each in
+the format its caller parses:
+
+- ``dspy``: a DSPy adapter prompt (system message lists ``Your output fields are:``);
+  answered with the signature's output fields in the adapter's format (ChatAdapter
+  ``[[ ## field ## ]]`` blocks, JSONAdapter object, XMLAdapter tags).
+- ``per_policy``: the official SafePyramid per-policy prompt (system message contains
+  ``"violated_rules": [``).
+- ``per_rule``: the official per-rule prompt, recognised by the ``[Target — Rule N``
+  header of its user message (its system message asks for ``"verdict"``).
+- ``plain``: anything else; answered like ``per_policy``.
+
+DSPy prompts are recognised first because an optimised program may quote the official
+template inside its own instructions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+PromptKind = Literal["dspy", "per_policy", "per_rule", "plain"]
+AdapterStyle = Literal["chat", "json", "xml"]
+
+DSPY_MARKER = "Your output fields are:"
+POLICY_MARKER = '"violated_rules": ['
+_TARGET = re.compile(r"\[Target\s+[—-]+\s+Rule\s+(\d+)")
+_FIELD_LINE = re.compile(r"^\d+\. `(\w+)` \((.+?)\):", re.M)
+_NUMBERED_LINE = re.compile(r"^[ \t]*(\d+)\.[ \t]", re.M)
+_RULE_MENTION = re.compile(r"\bRule\s+(\d+)\b")
+_CHAT_BLOCK = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond |\Z)", re.S)
+_XML_BLOCK = re.compile(r"<(\w+)>\n?(.*?)\n?</\1>", re.S)
+_SCHEMA_NOTE = "# note: the value you produce must adhere to the JSON schema: "
+_TARGET_FIELD_NAMES = ("rule", "rule_number", "rule_id", "rule_text", "target")
+
+
+@dataclass(frozen=True)
+class OutputField:
+    """One output field of a DSPy signature, as the adapter described it."""
+
+    name: str
+    type: str
+    schema: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PromptView:
+    """What the fake understood of one request."""
+
+    kind: PromptKind
+    system: str
+    user: str
+    text: str
+    rules_source: str
+    target: int | None = None
+    fields: tuple[OutputField, ...] = ()
+    adapter: AdapterStyle | None = None
+
+    def candidate_rules(self) -> list[int]:
+        """Rule numbers in the policy text: ``N.`` line starts and ``Rule N`` mentions."""
+        found = {int(n) for n in _NUMBERED_LINE.findall(self.rules_source)}
+        found |= {int(n) for n in _RULE_MENTION.findall(self.rules_source)}
+        return sorted(found)
+
+
+def _schema_for(name: str, system: str) -> dict[str, Any] | None:
+    """The JSON schema the adapter printed after ``{name}``, decoded from either adapter."""
+    start = system.find("{" + name + "}")
+    if start < 0:
+        return None
+    line = system[start:].split("\n", 1)[0]
+    if _SCHEMA_NOTE not in line:
+        return None
+    raw = line.split(_SCHEMA_NOTE, 1)[1].rstrip()
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        # JSONAdapter prints the note inside a JSON string literal: `"{name} # note: ...",`.
+        try:
+            decoded = json.loads(json.loads('"' + raw.removesuffix(",").removesuffix('"') + '"'))
+        except ValueError:
+            return None
+    return decoded if isinstance(decoded, dict) else None
+
+
+def _output_fields(system: str) -> tuple[OutputField, ...]:
+    section = system.split(DSPY_MARKER, 1)[1].split("All interactions will be structured", 1)[0]
+    return tuple(
+        OutputField(name, type_, _schema_for(name, system)) for name, type_ in _FIELD_LINE.findall(section)
+    )
+
+
+def _input_blocks(user: str, adapter: AdapterStyle) -> dict[str, str]:
+    pattern = _XML_BLOCK if adapter == "xml" else _CHAT_BLOCK
+    return {name: value for name, value in pattern.findall(user)}
+
+
+def _dspy_target(user: str, adapter: AdapterStyle) -> int | None:
+    """The rule a per-rule DSPy program asks about: ``[Target — Rule N`` anywhere in the
+    inputs, else the first number in an input field whose name mentions ``target`` or
+    is ``rule``/``rule_number``/``rule_id``/``rule_text``."""
+    if match := _TARGET.search(user):
+        return int(match.group(1))
+    for name, value in _input_blocks(user, adapter).items():
+        if "target" in name or name in _TARGET_FIELD_NAMES:
+            match = _RULE_MENTION.search(value) or re.match(r"\s*(\d+)", value)
+            if match:
+                return int(match.group(1))
+    return None
+
+
+def _adapter_style(system: str, user: str, wants_json: bool, fields: tuple[OutputField, ...]) -> AdapterStyle:
+    if wants_json or "Outputs will be a JSON object" in system:
+        return "json"
+    if "wrapped in XML tags" in user or (fields and f"<{fields[0].name}>" in system):
+        return "xml"
+    return "chat"
+
+
+def read_prompt(messages: Sequence[Mapping[str, str]], *, wants_json: bool = False) -> PromptView:
+    """Classify ``messages`` (OpenAI-style ``role``/``content`` dicts)."""
+    system = "\n".join(m.get("content") or "" for m in messages if m.get("role") in ("system", "developer"))
+    users = [m.get("content") or "" for m in messages if m.get("role") == "user"]
+    user = users[-1] if users else ""
+    text = "\n".join(m.get("content") or "" for m in messages)
+    target_match = _TARGET.search(user)
+    target = int(target_match.group(1)) if target_match else None
+    if DSPY_MARKER in system:
+        fields = _output_fields(system)
+        adapter = _adapter_style(system, user, wants_json, fields)
+        return PromptView("dspy", system, user, text, user, _dspy_target(user, adapter), fields, adapter)
+    if POLICY_MARKER in system:
+        return PromptView("per_policy", system, user, text, system)
+    if target is not None:
+        return PromptView("per_rule", system, user, text, user, target)
+    return PromptView("plain", system, user, text, text)
+
+
+def contains_phrase(text: str, phrase: str) -> bool:
+    """Case- and whitespace-insensitive containment (instructions get re-wrapped)."""
+    squash = " ".join(text.lower().split())
+    return " ".join(phrase.lower().split()) in squash

@@ -1,0 +1,231 @@
+"""A loopback OpenAI-compatible server for tests and benchmarks: real HTTP, no model.
+
+``StubServer`` serves ``GET /v1/models`` and ``POST /v1/chat/completions`` on
+127.0.0.1, so DSPy's own HTTP engine, retries, timeouts and cache run exactly as they
+would against vLLM or llama.cpp. It records every request body, can add latency, and
+can fail the first requests on purpose (``fail_plan``) to exercise retry handling.
+
+By default the answers come from a :class:`~sp_dspy._lm._fake.FakeEngine` (``.fake``)
+so they are meaningful: register gold cases on ``server.fake`` exactly as for the
+in-process fake model.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Self
+
+from ._fake import FakeEngine, count_tokens
+
+Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
+FAILURE_KINDS = ("429", "500", "502", "503", "drop", "hang")
+
+
+@dataclass(frozen=True)
+class StubRequest:
+    """One request the stub received (failed ones included)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+    failure: str | None = None
+
+
+def parse_failure(spec: str) -> tuple[str, float | None]:
+    """``"429"``, ``"429:1.5"`` (Retry-After seconds), ``"500"``, ``"drop"``, ``"hang:3"``."""
+    kind, _, arg = spec.partition(":")
+    if kind not in FAILURE_KINDS:
+        raise ValueError(f"fail_plan entry {spec!r}: kind must be one of {', '.join(FAILURE_KINDS)}")
+    return kind, float(arg) if arg else None
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # the default backlog of 5 refuses bursts of parallel connections
+    stub: StubServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: tests and benchmarks read ``requests`` instead."""
+
+    def _send_json(self, status: int, payload: Mapping[str, Any], headers: Mapping[str, str] = {}) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        stub = self.server.stub
+        stub._record(StubRequest("GET", self.path, dict(self.headers), None))
+        if self.path.rstrip("/").endswith("/models"):
+            data = [{"id": m, "object": "model", "owned_by": "sp-dspy-stub"} for m in stub.model_ids]
+            self._send_json(200, {"object": "list", "data": data})
+        else:
+            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:
+        stub = self.server.stub
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        failure = stub._next_failure() if self.path.rstrip("/").endswith("/chat/completions") else None
+        stub._record(StubRequest("POST", self.path, dict(self.headers), body, failure))
+        if stub.latency_s:
+            time.sleep(stub.latency_s)
+        if failure is not None and self._fail(failure):
+            return
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+        elif not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            self._send_json(400, {"error": {"message": "body must be a JSON object with messages", "type": "bad"}})
+        elif body.get("stream"):
+            self._send_json(400, {"error": {"message": "the stub does not stream", "type": "invalid_request"}})
+        else:
+            self._send_json(200, stub._completion(body))
+
+    def _fail(self, failure: str) -> bool:
+        """Answer with the planned failure; False when the request should then succeed."""
+        kind, arg = parse_failure(failure)
+        if kind == "drop":
+            self.close_connection = True  # no status line at all: the client sees a dropped connection
+            return True
+        if kind == "hang":
+            time.sleep(arg if arg is not None else 5.0)
+            return False
+        headers = {"Retry-After": f"{arg:g}"} if arg is not None else {}
+        kind_name = "rate_limit_exceeded" if kind == "429" else "server_error"
+        self._send_json(int(kind), {"error": {"message": f"stub planned {kind}", "type": kind_name}}, headers)
+        return True
+
+
+class StubServer:
+    """OpenAI-compatible loopback server, used as a context manager.
+
+    Args:
+        port: TCP port on 127.0.0.1; 0 lets the OS pick a free one (see :attr:`port`).
+        latency_s: seconds each request waits before answering.
+        responder: ``body -> reply``; a ``str`` is the assistant text, a ``dict`` the
+            whole ``chat.completion`` object. Default: ``self.fake.reply`` on the messages.
+        fail_plan: failures for the first requests to ``/chat/completions``, in order:
+            ``"429"`` / ``"429:SECONDS"`` (with ``Retry-After``), ``"500"``, ``"502"``,
+            ``"503"`` (``":SECONDS"`` adds ``Retry-After`` too), ``"drop"`` (connection
+            closed without a response), ``"hang:SECONDS"`` (answers late, for timeouts).
+        behaviour: behaviour of the default responder's fake engine.
+        model_ids: ids listed by ``/v1/models``.
+    """
+
+    def __init__(
+        self,
+        port: int = 0,
+        latency_s: float = 0.0,
+        responder: Responder | None = None,
+        fail_plan: Sequence[str] = (),
+        *,
+        behaviour: str = "oracle",
+        model_ids: Sequence[str] = ("stub",),
+    ) -> None:
+        for spec in fail_plan:
+            parse_failure(spec)
+        self.requested_port = port
+        self.latency_s = latency_s
+        self.fake = FakeEngine(behaviour)
+        self.responder: Responder = responder or self._fake_reply
+        self.fail_plan = list(fail_plan)
+        self.model_ids = list(model_ids)
+        self.requests: list[StubRequest] = []
+        self._lock = threading.Lock()
+        self._chat_count = 0
+        self._server: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ----- lifecycle -------------------------------------------------------------------
+    def start(self) -> Self:
+        server = _HTTPServer(("127.0.0.1", self.requested_port), _Handler)
+        server.stub = self
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="sp-dspy-stub", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("StubServer is not running")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The OpenAI-compatible base URL, ``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # ----- request bookkeeping ---------------------------------------------------------
+    @property
+    def chat_requests(self) -> list[StubRequest]:
+        """Requests to ``/chat/completions``, failed ones included."""
+        with self._lock:
+            return [r for r in self.requests if r.method == "POST" and r.path.endswith("/chat/completions")]
+
+    def _record(self, request: StubRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _next_failure(self) -> str | None:
+        with self._lock:
+            index = self._chat_count
+            self._chat_count += 1
+        return self.fail_plan[index] if index < len(self.fail_plan) else None
+
+    def _fake_reply(self, body: dict[str, Any]) -> str:
+        return self.fake.reply(body.get("messages") or [], response_format=body.get("response_format"))
+
+    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        reply = self.responder(body)
+        if isinstance(reply, dict):
+            return reply
+        prompt = sum(count_tokens(str(m.get("content") or "")) for m in body.get("messages") or [])
+        completion = count_tokens(reply)
+        with self._lock:
+            number = len(self.requests)
+        return {
+            "id": f"stub-{number}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "stub"),
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        }

@@ -1,0 +1,86 @@
+"""Result records and the official SafePyramid metrics.
+
+``read_result_files`` merges JSONL result files (later wins, judgments de-duplicated);
+``score`` turns cases + results into a ``ScoreReport`` whose cells match the reference
+scorer digit for digit, plus per-domain cells, failure modes, error attribution,
+bootstrap intervals and per-rule diagnostics. ``paired_bootstrap_diff`` and
+``mcnemar`` compare two result sets on the same cases.
+"""
+
+from ._bootstrap import (
+    McNemarResult,
+    PairedDiff,
+    bootstrap_cell,
+    mcnemar,
+    mcnemar_test,
+    paired_bootstrap_diff,
+)
+from ._diagnostics import (
+    FAILURE_MODE_LABELS,
+    attribute_errors,
+    classify_failure,
+    error_attribution,
+    failure_modes,
+)
+from ._official import (
+    CELLS,
+    TAUS,
+    TAUS_FULL,
+    CaseOutcome,
+    case_outcomes,
+    compute_cell,
+    domain_cells,
+    level_cells,
+    rmr_match,
+    tolerance,
+)
+from ._per_rule import judgment_diagnostics, refusal_rates
+from ._records import (
+    CAP_THRESHOLD,
+    JudgmentRecord,
+    PolicyRecord,
+    ResultSet,
+    Usage,
+    aggregate_judgments,
+    read_result_files,
+)
+from ._render import render_score_table
+from ._score import ScoreReport, UnknownIds, resolve_records, score
+
+__all__ = [
+    "CAP_THRESHOLD",
+    "CELLS",
+    "FAILURE_MODE_LABELS",
+    "TAUS",
+    "TAUS_FULL",
+    "CaseOutcome",
+    "JudgmentRecord",
+    "McNemarResult",
+    "PairedDiff",
+    "PolicyRecord",
+    "ResultSet",
+    "ScoreReport",
+    "UnknownIds",
+    "Usage",
+    "aggregate_judgments",
+    "attribute_errors",
+    "bootstrap_cell",
+    "case_outcomes",
+    "classify_failure",
+    "compute_cell",
+    "domain_cells",
+    "error_attribution",
+    "failure_modes",
+    "judgment_diagnostics",
+    "level_cells",
+    "mcnemar",
+    "mcnemar_test",
+    "paired_bootstrap_diff",
+    "read_result_files",
+    "refusal_rates",
+    "render_score_table",
+    "resolve_records",
+    "rmr_match",
+    "score",
+    "tolerance",
+]

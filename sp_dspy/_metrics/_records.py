@@ -1,0 +1,277 @@
+"""Result records (contract section 4) and the JSONL reader that merges them.
+
+Two kinds of line share one file format: a per-policy *record* (one case, its
+predicted rule set) and a per-rule *judgment* (one case x one rule, a binary verdict,
+``"kind": "judgment"``). The reader accepts the reference harness's lines, our own
+runner's lines and the minimal "bring your own predictions" form
+``{"id": ..., "violated_rules": [...]}``.
+
+Merging follows retry semantics: a later file (or a later line) replaces an earlier
+record with the same id, and a judgment replaces an earlier one for the same
+(case, rule). The reference harness double-counts judgments when per-rule files are
+merged; de-duplicating here is what makes a re-run of failed judgments safe.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .._data._schema import Case
+from .._errors import DataError
+
+#: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).
+CAP_THRESHOLD = 65_000
+
+#: Record kinds that carry no prediction (summaries, manifests) and are skipped quietly.
+_POLICY_KINDS = (None, "policy", "record", "case")
+
+
+class Usage(BaseModel):
+    """Token counts of one LM call (or the sum over a case's calls)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int | None = None
+
+    @field_validator("prompt_tokens", "completion_tokens", "total_tokens", mode="before")
+    @classmethod
+    def _null_is_zero(cls, value: object) -> object:
+        return 0 if value is None else value
+
+
+def _flag(value: object) -> object:
+    """Harness files write ``null`` for "not refused"; treat it as ``False``."""
+    return False if value is None else value
+
+
+def _error_text(value: object) -> object:
+    """Some harnesses store an error object; keep it as text, it only has to be truthy."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class PolicyRecord(BaseModel):
+    """One case's prediction: the reference harness's result line or the minimal form."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    index: int | None = None
+    violated_rules: list[int] | None = None
+    refused: bool = False
+    parse_failed: bool = False
+    error: str | None = None
+    error_class: str | None = None
+    analysis: str | None = None
+    predicted_label: str | None = None
+    model_name: str | None = None
+    timestamp: str | None = None
+    usage: Usage | None = None
+    parse_status: str | None = None
+
+    null_flags_are_false = field_validator("refused", "parse_failed", mode="before")(_flag)
+    error_as_text = field_validator("error", mode="before")(_error_text)
+
+    @field_validator("violated_rules", mode="before")
+    @classmethod
+    def _rule_objects(cls, value: object) -> object:
+        """Accept ``{"rule": 5, "explanation": ...}`` items as well as bare numbers."""
+        if isinstance(value, list):
+            return [item.get("rule") if isinstance(item, dict) else item for item in value]
+        return value
+
+    def excluded(self, *, cap_aware: bool = False) -> bool:
+        """Whether the record leaves every metric denominator (contract section 2).
+
+        Mirrors the reference: refused, errored, parse-failed (also when flagged only
+        inside the harness's ``structured_scores``), no prediction at all, or, in
+        cap-aware mode, a completion that ran into the output cap.
+        """
+        if self.refused or self.error or self.parse_failed or self.violated_rules is None:
+            return True
+        nested = (self.model_extra or {}).get("structured_scores")
+        if isinstance(nested, dict) and (nested.get("refused") or nested.get("parse_failed")):
+            return True
+        return bool(cap_aware and self.usage is not None and self.usage.completion_tokens >= CAP_THRESHOLD)
+
+
+class JudgmentRecord(BaseModel):
+    """One per-rule verdict (contract section 5); ``pred=None`` means no verdict."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: Literal["judgment"] = "judgment"
+    cid: str
+    level: str | None = None
+    rule: int
+    rule_type: str | None = None
+    gt: bool | None = None
+    pred: bool | None = None
+    refused: bool = False
+    parse_failed: bool = False
+    error: str | None = None
+    error_class: str | None = None
+    usage: Usage | None = None
+
+    null_flags_are_false = field_validator("refused", "parse_failed", mode="before")(_flag)
+    error_as_text = field_validator("error", mode="before")(_error_text)
+
+    @property
+    def has_verdict(self) -> bool:
+        """A usable verdict: not refused, parsed, no error, and a boolean prediction.
+
+        The reference folds unparseable outputs into "refused"; so do we, for both
+        case exclusion and ``per_rule_refusal_rate``.
+        """
+        return not (self.refused or self.parse_failed or self.error) and self.pred is not None
+
+    @property
+    def flagged(self) -> bool:
+        """Whether this judgment puts its rule into the case's predicted set."""
+        return self.has_verdict and bool(self.pred)
+
+
+class ResultSet(BaseModel):
+    """Everything read from one or more result files, merged and de-duplicated."""
+
+    files: list[str] = Field(default_factory=list)
+    records: dict[str, PolicyRecord] = Field(default_factory=dict)
+    judgments: list[JudgmentRecord] = Field(default_factory=list)
+    bad_lines: int = 0
+    bad_line_messages: list[str] = Field(default_factory=list)
+    ignored_lines: int = 0
+    replaced_records: int = 0
+    duplicate_judgments: int = 0
+
+    @property
+    def has_judgments(self) -> bool:
+        return bool(self.judgments)
+
+    def result_ids(self) -> set[str]:
+        """Every case id the files mention, records and judgments alike."""
+        return set(self.records) | {j.cid for j in self.judgments}
+
+
+def read_result_files(paths: Iterable[str | Path], *, skip_bad_lines: bool = False) -> ResultSet:
+    """Read JSONL result files in order; later files and lines win on the same key.
+
+    A malformed line raises ``DataError("FILE:LINE: why")``; with ``skip_bad_lines``
+    it is counted in ``bad_lines`` instead (the first messages are kept). Lines whose
+    ``kind`` is neither a record nor a judgment (e.g. the harness's ``summary`` lines)
+    are counted in ``ignored_lines``.
+    """
+    result = ResultSet()
+    judgments: dict[tuple[str, int], JudgmentRecord] = {}
+    for path in paths:
+        result.files.append(str(path))
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(f"{path}: cannot read result file: {exc}") from None
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                parsed = _parse_line(line)
+            except ValueError as exc:
+                message = f"{path}:{number}: {exc}"
+                if not skip_bad_lines:
+                    raise DataError(message) from None
+                result.bad_lines += 1
+                if len(result.bad_line_messages) < 5:
+                    result.bad_line_messages.append(message)
+                continue
+            if parsed is None:
+                result.ignored_lines += 1
+            elif isinstance(parsed, JudgmentRecord):
+                key = (parsed.cid, parsed.rule)
+                if key in judgments:
+                    result.duplicate_judgments += 1
+                    del judgments[key]  # re-insert so the order follows the latest line
+                judgments[key] = parsed
+            else:
+                if parsed.id in result.records:
+                    result.replaced_records += 1
+                result.records[parsed.id] = parsed
+    result.judgments = list(judgments.values())
+    return result
+
+
+def _parse_line(line: str) -> PolicyRecord | JudgmentRecord | None:
+    """One JSONL line -> a record, a judgment, or ``None`` for a line to skip."""
+    try:
+        raw: Any = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+    kind = raw.get("kind")
+    model: type[PolicyRecord] | type[JudgmentRecord]
+    if kind == "judgment":
+        model = JudgmentRecord
+    elif kind in _POLICY_KINDS:
+        model = PolicyRecord
+    else:
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "(record)"
+        where = raw.get("id") or raw.get("cid")
+        prefix = f"record {where}: " if isinstance(where, str) else ""
+        raise ValueError(f"{prefix}field {field}: {first['msg']}") from None
+
+
+def aggregate_judgments(
+    cases: Iterable[Case], judgments: Iterable[JudgmentRecord]
+) -> dict[str, PolicyRecord]:
+    """Per-rule judgments -> one per-policy record per case (contract section 5).
+
+    A judged-violated rule joins the case's predicted set; a refused, unparseable or
+    errored judgment counts as "not flagged". A case whose judgments all lack a verdict
+    becomes a refused record (excluded); a case with no judgment gets no record (missing,
+    also excluded). Token usage is summed so cost reports see per-rule spending.
+    """
+    by_case: dict[str, list[JudgmentRecord]] = {}
+    for judgment in judgments:
+        by_case.setdefault(judgment.cid, []).append(judgment)
+    records: dict[str, PolicyRecord] = {}
+    for case in cases:
+        own = by_case.get(case.id)
+        if not own:
+            continue
+        usable = [j for j in own if j.has_verdict]
+        records[case.id] = PolicyRecord.model_validate(
+            {
+                "id": case.id,
+                "violated_rules": sorted({j.rule for j in usable if j.pred}) if usable else None,
+                "refused": not usable,
+                "usage": _sum_usage(j.usage for j in own),
+                "n_judgments": len(own),
+                "n_without_verdict": len(own) - len(usable),
+            }
+        )
+    return records
+
+
+def _sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
+    present = [u for u in usages if u is not None]
+    if not present:
+        return None
+    reasoning = [u.reasoning_tokens for u in present if u.reasoning_tokens is not None]
+    return Usage(
+        prompt_tokens=sum(u.prompt_tokens for u in present),
+        completion_tokens=sum(u.completion_tokens for u in present),
+        total_tokens=sum(u.total_tokens for u in present),
+        reasoning_tokens=sum(reasoning) if reasoning else None,
+    )

@@ -1,0 +1,141 @@
+"""Rich tables for a ``ScoreReport`` (the console view; ``--json`` has everything)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from ._official import CELLS, RULE_TYPES, TAUS_FULL, tau_key
+from ._score import ScoreReport
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def _interval(ci: Any, metric: str) -> str:
+    if not isinstance(ci, dict) or ci.get(metric) is None:
+        return "-"
+    low, high = ci[metric]
+    return f"[{low:.2f}, {high:.2f}]"
+
+
+def _present(report: ScoreReport) -> list[str]:
+    """Cells that hold cases (``ALL`` always), so a ``--level`` run shows no empty rows."""
+    return [name for name in CELLS if name == "ALL" or report.cells[name]["total"]]
+
+
+def headline_table(report: ScoreReport) -> Table:
+    title = "Per-rule case-level metrics" if report.mode == "per_rule" else "Per-policy metrics"
+    if report.cap_aware:
+        title += " (cap-aware)"
+    table = Table(title=title, caption="RMR = mean RMR@{1.0,.9,.8,.7}; RDR lower is better")
+    columns = ["Cell", "N", "Scored", "RMR", "RMR 95% CI", "RMR@1.0", "RDR", "Excluded %", "Strict RMR"]
+    if report.mode == "per_rule":
+        columns.append("Judgment refusal %")
+    for name in columns:
+        table.add_column(name, justify="left" if name == "Cell" else "right")
+    for name in _present(report):
+        cell = report.cells[name]
+        row = [
+            name,
+            _num(cell["total"]),
+            _num(cell["n_eval"]),
+            _num(cell["rmr_avg"]),
+            _interval(report.ci.get(name), "rmr_avg"),
+            _num(cell["rmr_exact"]),
+            _num(cell["rdr"]),
+            _num(cell["refusal"]),
+            _num(cell["rmr_avg_strict"]),
+        ]
+        if report.mode == "per_rule":
+            row.append(_num(cell.get("per_rule_refusal_rate")))
+        table.add_row(*row)
+    return table
+
+
+def tau_table(report: ScoreReport) -> Table:
+    table = Table(title="RMR@tau breakdown")
+    table.add_column("Cell")
+    for tau, _ in TAUS_FULL:
+        table.add_column(f"@{tau:.1f}", justify="right")
+    for name in _present(report):
+        table.add_row(name, *(_num(report.cells[name][tau_key(tau)]) for tau, _ in TAUS_FULL))
+    return table
+
+
+def failure_table(report: ScoreReport) -> Table:
+    table = Table(title="Failure modes (scored cases failing exact match; % of the level's cases)")
+    modes = ("FM-V1", "FM-D1", "FM-C1", "FM-C3")
+    for name in ("Level", "Failed", *modes):
+        table.add_column(name, justify="left" if name == "Level" else "right")
+    for level, entry in report.failure_modes.items():
+        if not entry["total"]:
+            continue
+        cells = [f"{entry[m]['count']} ({_num(entry[m]['pct'])}%)" if m in entry else "n/a" for m in modes]
+        table.add_row(level, _num(entry["failed"]), *cells)
+    return table
+
+
+def attribution_table(report: ScoreReport) -> Table:
+    table = Table(title="Errors by rule type (FP / FN counts)")
+    table.add_column("Cell")
+    for bucket in RULE_TYPES:
+        table.add_column(bucket, justify="right")
+    for name in _present(report):
+        entry = report.error_attribution[name]
+        table.add_row(name, *(f"{entry['fp'][b]} / {entry['fn'][b]}" for b in RULE_TYPES))
+    return table
+
+
+def domain_table(report: ScoreReport) -> Table:
+    table = Table(title="Per-domain RMR")
+    table.add_column("Domain")
+    for name in CELLS:
+        table.add_column(f"RMR {name}", justify="right")
+    table.add_column("RMR@1.0 ALL", justify="right")
+    table.add_column("RDR ALL", justify="right")
+    for domain, cells in report.domains.items():
+        table.add_row(
+            domain,
+            *(_num(cells[name]["rmr_avg"]) for name in CELLS),
+            _num(cells["ALL"]["rmr_exact"]),
+            _num(cells["ALL"]["rdr"]),
+        )
+    return table
+
+
+def per_rule_table(report: ScoreReport) -> Table:
+    table = Table(title="Per-rule judgments (no verdict counts as wrong / not flagged)")
+    for name in ("Cell", "Target type", "N", "Acc", "P", "R", "F1", "TP/FP/FN/TN", "No verdict %"):
+        table.add_column(name, justify="left" if name in ("Cell", "Target type") else "right")
+    for cell, stats in (report.per_rule or {}).items():
+        if not stats["n_judgments"]:
+            continue
+        rows = [("all", stats), *stats["by_rule_type"].items()]
+        for rule_type, s in rows:
+            table.add_row(
+                cell,
+                rule_type,
+                _num(s["n_judgments"]),
+                _num(s["accuracy"]),
+                _num(s["precision"]),
+                _num(s["recall"]),
+                _num(s["f1"]),
+                f"{s['tp']}/{s['fp']}/{s['fn']}/{s['tn']}",
+                _num(s["per_rule_refusal_rate"]),
+            )
+    return table
+
+
+def render_score_table(report: ScoreReport) -> list[Table]:
+    """The console tables in reading order: headline, tau breakdown, diagnostics, domains."""
+    tables = [headline_table(report), tau_table(report), failure_table(report), attribution_table(report)]
+    if len(report.domains) > 1:
+        tables.append(domain_table(report))
+    if report.per_rule is not None:
+        tables.append(per_rule_table(report))
+    return tables

@@ -1,0 +1,147 @@
+"""``score()``: one call from cases + result files to the full, serialisable report."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .._data._schema import Case
+from .._errors import DataError
+from ._bootstrap import bootstrap_cell
+from ._diagnostics import error_attribution, failure_modes
+from ._official import CELLS, CaseOutcome, case_outcomes, domain_cells, level_cells, select
+from ._per_rule import judgment_diagnostics, refusal_rates
+from ._records import JudgmentRecord, PolicyRecord, ResultSet, aggregate_judgments
+
+Mode = Literal["per_policy", "per_rule"]
+
+
+class UnknownIds(BaseModel):
+    """Result ids that name no case of the dataset (a wrong ``--dataset`` shows up here)."""
+
+    count: int = 0
+    examples: list[str] = Field(default_factory=list)
+
+
+class ScoreReport(BaseModel):
+    """Official cells plus diagnostics; ``to_json_dict`` is the ``--json`` document."""
+
+    mode: Mode
+    cap_aware: bool
+    cells: dict[str, dict[str, Any]]
+    domains: dict[str, dict[str, dict[str, Any]]]
+    failure_modes: dict[str, dict[str, Any]]
+    error_attribution: dict[str, dict[str, Any]]
+    ci: dict[str, Any]
+    per_rule: dict[str, Any] | None = None
+    unknown_ids: UnknownIds = Field(default_factory=UnknownIds)
+    bad_lines: int = 0
+    n_boot: int = 0
+    seed: int = 0
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """One object: ``L0``, ``L1``, ``L2``, ``ALL`` at the top (reference cell schema), then the rest."""
+        document: dict[str, Any] = {name: dict(self.cells[name]) for name in CELLS}
+        document.update(
+            mode=self.mode,
+            cap_aware=self.cap_aware,
+            domains=self.domains,
+            failure_modes=self.failure_modes,
+            error_attribution=self.error_attribution,
+            ci=self.ci,
+            bootstrap={"n_boot": self.n_boot, "seed": self.seed, "level": 0.95},
+            unknown_ids=self.unknown_ids.model_dump(),
+            bad_lines=self.bad_lines,
+        )
+        if self.per_rule is not None:
+            document["per_rule"] = self.per_rule
+        return document
+
+
+def resolve_records(
+    cases: Sequence[Case],
+    results: ResultSet | Mapping[str, PolicyRecord],
+    *,
+    per_rule: bool = False,
+) -> tuple[dict[str, PolicyRecord], list[JudgmentRecord] | None]:
+    """Per-policy records for ``cases``, aggregating judgments when the input holds them.
+
+    Judgment files are detected on their own (``kind == "judgment"``); ``per_rule``
+    only insists on them. A mix of both kinds is refused: merging a per-policy run
+    with a per-rule run would score neither protocol.
+    """
+    if not isinstance(results, ResultSet):
+        if per_rule:
+            raise DataError("--per-rule: the results hold per-policy records, not per-rule judgments")
+        return dict(results), None
+    where = ", ".join(results.files) or "the results"
+    if results.has_judgments and results.records:
+        raise DataError(
+            f"{where}: mixes {len(results.records)} per-policy records with "
+            f"{len(results.judgments)} per-rule judgments; score each protocol separately"
+        )
+    if results.has_judgments:
+        return aggregate_judgments(cases, results.judgments), results.judgments
+    if per_rule:
+        raise DataError(f'--per-rule: no judgment records (kind == "judgment") in {where}')
+    return dict(results.records), None
+
+
+def score(
+    cases: Sequence[Case],
+    results: ResultSet | Mapping[str, PolicyRecord],
+    *,
+    cap_aware: bool = False,
+    per_rule: bool = False,
+    ci: bool = True,
+    seed: int = 0,
+    n_boot: int = 1000,
+    all_ids: Collection[str] | None = None,
+) -> ScoreReport:
+    """Score result records (or per-rule judgments) against ``cases``.
+
+    ``all_ids`` are ids that are known but filtered out of ``cases`` (e.g. other
+    levels under ``--level``); results for them are not reported as unknown.
+    """
+    cases = list(cases)
+    records, judgments = resolve_records(cases, results, per_rule=per_rule)
+    outcomes = case_outcomes(cases, records, cap_aware=cap_aware)
+    cells = level_cells(outcomes)
+    if judgments is not None:
+        for name, rate in refusal_rates(cases, judgments).items():
+            cells[name]["per_rule_refusal_rate"] = rate
+    result_ids = results.result_ids() if isinstance(results, ResultSet) else set(results)
+    known = {case.id for case in cases} | set(all_ids or ())
+    unknown = sorted(result_ids - known)
+    return ScoreReport(
+        mode="per_policy" if judgments is None else "per_rule",
+        cap_aware=cap_aware,
+        cells=cells,
+        domains=domain_cells(outcomes),
+        failure_modes=failure_modes(cases, outcomes),
+        error_attribution=error_attribution(cases, outcomes),
+        ci=confidence_intervals(outcomes, n_boot=n_boot, seed=seed) if ci else {},
+        per_rule=None if judgments is None else judgment_diagnostics(cases, judgments),
+        unknown_ids=UnknownIds(count=len(unknown), examples=unknown[:5]),
+        bad_lines=results.bad_lines if isinstance(results, ResultSet) else 0,
+        n_boot=n_boot if ci else 0,
+        seed=seed,
+    )
+
+
+def confidence_intervals(outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int) -> dict[str, Any]:
+    """Bootstrap intervals for the level cells and, under ``domains``, every domain cell."""
+    intervals: dict[str, Any] = {
+        name: bootstrap_cell(select(outcomes, name), name=name, n_boot=n_boot, seed=seed) for name in CELLS
+    }
+    by_domain: dict[str, dict[str, Any]] = {}
+    for domain in sorted({o.domain for o in outcomes}):
+        members = [o for o in outcomes if o.domain == domain]
+        by_domain[domain] = {
+            name: bootstrap_cell(select(members, name), name=f"{domain}/{name}", n_boot=n_boot, seed=seed)
+            for name in CELLS
+        }
+    intervals["domains"] = by_domain
+    return intervals

@@ -1,0 +1,33 @@
+"""Metrics for PKU-SafeRLHF cast as an in-context policy task (see ``sp_dspy._data._pku``).
+
+SafePyramid's RMR/RDR measure rule-set agreement; PKU-SafeRLHF is labelled with harm
+categories, a safe flag and a severity, so it gets the metrics its paper reports
+(binary accuracy, category-set exact match, severity accuracy) plus per-category F1.
+"""
+
+from sp_dspy._metrics_pku._render import render_pku_report
+from sp_dspy._metrics_pku._report import (
+    PKU_PUBLISHED,
+    BinaryMetrics,
+    CategoryMetrics,
+    CategoryScore,
+    PkuPublished,
+    PkuReport,
+    SeverityMetrics,
+)
+from sp_dspy._metrics_pku._score import binary_metrics, category_metrics, score_pku, severity_metrics
+
+__all__ = [
+    "PKU_PUBLISHED",
+    "BinaryMetrics",
+    "CategoryMetrics",
+    "CategoryScore",
+    "PkuPublished",
+    "PkuReport",
+    "SeverityMetrics",
+    "binary_metrics",
+    "category_metrics",
+    "render_pku_report",
+    "score_pku",
+    "severity_metrics",
+]

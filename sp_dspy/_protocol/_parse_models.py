@@ -1,0 +1,87 @@
+"""Typed results of the output parsers; they are serialised into result records.
+
+``status`` is the one field to branch on; ``refused`` and ``parse_failed`` are kept as
+explicit flags because the result-record format (contract section 4) carries them, and
+a validator keeps the three consistent so no record can claim two outcomes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+ParseMode = Literal["strict", "robust"]
+ParseStatus = Literal["clean", "recovered", "failed", "refused"]
+Verdict = Literal["violated", "not_violated"]
+PARSE_MODES: tuple[ParseMode, ...] = ("strict", "robust")
+
+
+def _check_status(status: ParseStatus, refused: bool, parse_failed: bool, has_value: bool) -> None:
+    if refused != (status == "refused") or parse_failed != (status == "failed"):
+        raise ValueError(f"status {status!r} disagrees with refused={refused}, parse_failed={parse_failed}")
+    if has_value != (status in ("clean", "recovered")):
+        raise ValueError(f"status {status!r} must {'not ' if not has_value else ''}carry a prediction")
+
+
+class PolicyParse(BaseModel):
+    """A parsed per-policy answer.
+
+    ``clean``: the official parser read it. ``recovered``: only the robust parser
+    could (the strict mode would have excluded this case). ``failed``/``refused``:
+    no prediction, so the case is excluded from every metric.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    violated_rules: list[int] | None
+    status: ParseStatus
+    refused: bool = False
+    parse_failed: bool = False
+    analysis: str | None = None
+    reasoning: str | None = None
+    predicted_label: Literal["safe", "unsafe"] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PolicyParse:
+        _check_status(self.status, self.refused, self.parse_failed, self.violated_rules is not None)
+        return self
+
+    @classmethod
+    def refusal(cls, reasoning: str | None = None) -> PolicyParse:
+        return cls(violated_rules=None, status="refused", refused=True, reasoning=reasoning)
+
+    @classmethod
+    def failure(cls, reasoning: str | None = None) -> PolicyParse:
+        return cls(violated_rules=None, status="failed", parse_failed=True, reasoning=reasoning)
+
+
+class VerdictParse(BaseModel):
+    """A parsed per-rule verdict; statuses mean the same as in ``PolicyParse``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    verdict: Verdict | None
+    status: ParseStatus
+    refused: bool = False
+    parse_failed: bool = False
+    reason: str | None = None
+    reasoning: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> VerdictParse:
+        _check_status(self.status, self.refused, self.parse_failed, self.verdict is not None)
+        return self
+
+    @property
+    def violated(self) -> bool:
+        """Whether the rule is flagged: refusals and failures count as not flagged."""
+        return self.verdict == "violated"
+
+    @classmethod
+    def refusal(cls, reasoning: str | None = None) -> VerdictParse:
+        return cls(verdict=None, status="refused", refused=True, reasoning=reasoning)
+
+    @classmethod
+    def failure(cls, reasoning: str | None = None) -> VerdictParse:
+        return cls(verdict=None, status="failed", parse_failed=True, reasoning=reasoning)

@@ -1,0 +1,71 @@
+"""The one configuration object of an evaluation run, built from CLI flags or YAML.
+
+lm-evaluation-harness style: a run is described by data, not by a pile of keyword
+arguments, so it can be saved in the manifest and replayed. Secrets never enter it:
+the LM part holds the *name* of the key variable only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .._errors import ConfigError
+
+Protocol = Literal["per-policy", "per-rule"]
+Parser = Literal["strict", "robust"]
+Layout = Literal["official", "prefix"]
+
+
+class DataSelection(BaseModel):
+    """Which cases a run sees."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str | None = None
+    benchmark: Literal["safepyramid", "pku-saferlhf"] = "safepyramid"
+    level: str | None = None
+    domain: str | None = None
+    split: str | None = None
+    limit: int | None = Field(default=None, ge=0)
+    start_idx: int = Field(default=0, ge=0)
+    shard: str | None = None
+    lenient: bool = False
+    with_evidence: bool = False
+
+    @field_validator("shard")
+    @classmethod
+    def _shard(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_shard(value)
+        return value
+
+
+class EvalConfig(BaseModel):
+    """Everything that determines what an eval run sends and where it writes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: DataSelection = Field(default_factory=DataSelection)
+    program: str = "official"
+    protocol: Protocol = "per-policy"
+    parser: Parser = "strict"
+    per_rule_layout: Layout = "official"
+    concurrency: int = Field(default=16, ge=1, le=1024)
+    output_dir: Path = Path("output/results")
+    run_id: str | None = None
+    resume: bool = False
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"2/4"`` -> (2, 4): the third of four interleaved shards (0-based index)."""
+    index, _, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        raise ConfigError(f"--shard: expected I/N such as 0/4, got {text!r}") from None
+    if n < 1 or not 0 <= i < n:
+        raise ConfigError(f"--shard: need 0 <= I < N, got {text!r}")
+    return i, n

@@ -1,0 +1,66 @@
+"""Result file names and run ids, compatible with the reference harness's layout.
+
+``results_<RUN_ID>_<model>.jsonl`` for per-policy records, ``per_rule_<RUN_ID>_<model>.jsonl``
+for per-rule judgments, ``manifest_<RUN_ID>.json`` for what produced them (one entry per model).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .._errors import ConfigError
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(text: str) -> str:
+    """File-name-safe form of a model's short name."""
+    return _SAFE.sub("-", text).strip("-") or "model"
+
+
+def new_run_id() -> str:
+    """``RUN_ID`` from the environment, else a UTC timestamp."""
+    return os.environ.get("RUN_ID") or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where one run of one model writes."""
+
+    output_dir: Path
+    run_id: str
+    model: str
+
+    @property
+    def results(self) -> Path:
+        return self.output_dir / f"results_{self.run_id}_{safe_name(self.model)}.jsonl"
+
+    @property
+    def per_rule(self) -> Path:
+        return self.output_dir / f"per_rule_{self.run_id}_{safe_name(self.model)}.jsonl"
+
+    @property
+    def manifest(self) -> Path:
+        """One manifest per run id; several models of one run are entries in it."""
+        return self.output_dir / f"manifest_{self.run_id}.json"
+
+
+def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: bool, protocol: str) -> RunPaths:
+    """Pick the run id: the given one, or on ``--resume`` the newest run of this model."""
+    if run_id:
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", run_id):
+            raise ConfigError(f"--run-id: only letters, digits, '.', '_' and '-' are allowed (got {run_id!r})")
+        return RunPaths(output_dir, run_id, model)
+    if resume:
+        prefix = "per_rule" if protocol == "per-rule" else "results"
+        pattern = f"{prefix}_*_{safe_name(model)}.jsonl"
+        found = sorted(output_dir.glob(pattern), key=lambda p: p.stat().st_mtime)
+        if not found:
+            raise ConfigError(f"--resume: no earlier run of {model} in {output_dir} (looked for {pattern})")
+        stem = found[-1].name[len(prefix) + 1 : -len(f"_{safe_name(model)}.jsonl")]
+        return RunPaths(output_dir, stem, model)
+    return RunPaths(output_dir, new_run_id(), model)

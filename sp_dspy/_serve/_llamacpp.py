@@ -1,0 +1,238 @@
+"""llama.cpp's OpenAI-compatible server for a GGUF model, in a child process.
+
+The server is hosted by ``xllamacpp`` (a prebuilt wheel that embeds llama.cpp's own
+``llama-server``) in a child process (see ``_llamacpp_main`` for why not a thread).
+It binds 127.0.0.1 only: llama.cpp checks no API key here, so it must not be reachable
+from other machines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self
+
+from .._errors import ConfigError
+from ._model import embedded_model_path, model_name_for
+from ._process import stop_process, wait_for_models
+from ._state import cache_dir
+
+HOST = "127.0.0.1"
+LOCAL_INSTALL = "pip install 'sp-dspy[local]'"
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+class LlamaCppServer:
+    """Serve a GGUF model at ``http://127.0.0.1:PORT/v1`` for the life of a ``with`` block.
+
+    Args:
+        model: GGUF file; None serves the embedded SmolLM2-135M-Instruct.
+        port: TCP port; None lets the OS choose a free one (no race with other servers).
+        n_ctx: context tokens *per request slot* (SmolLM2 was trained with 8192).
+        threads: CPU threads for llama.cpp; None lets it choose (physical cores).
+        n_parallel: request slots decoded together; more requests queue. One slot is
+            fastest per request on small CPUs and keeps memory low.
+        cache_prompt: reuse the KV cache of a shared prompt prefix across requests;
+            policy-guard prompts repeat the same long policy, so this saves most prefill.
+        max_tokens: server-side cap on generated tokens per request (None: no cap);
+            clients such as DSPy often send no ``max_tokens`` and a small model can
+            otherwise ramble until the context is full.
+        cache_ram_mib: host memory for cached prompt states.
+        model_name: name advertised by ``/v1/models``; default: the file name without ``.gguf``.
+        startup_timeout: seconds to wait for the model to load and ``/v1/models`` to answer.
+        stop_timeout: seconds to wait for a clean stop before the process is killed.
+    """
+
+    def __init__(
+        self,
+        model: Path | None = None,
+        port: int | None = None,
+        *,
+        n_ctx: int = 8192,
+        threads: int | None = None,
+        n_parallel: int = 1,
+        cache_prompt: bool = True,
+        max_tokens: int | None = 1024,
+        cache_ram_mib: int = 1024,
+        model_name: str | None = None,
+        startup_timeout: float = 60.0,
+        stop_timeout: float = 10.0,
+    ) -> None:
+        _check_positive(n_ctx=n_ctx, n_parallel=n_parallel, threads=threads, max_tokens=max_tokens)
+        if port is not None and not 0 < port < 65536:
+            raise ConfigError(f"--port: {port} is not a TCP port (1-65535)")
+        self.model = Path(model).expanduser().resolve() if model is not None else embedded_model_path()
+        if not self.model.is_file():
+            raise ConfigError(f"--model: {self.model} is not a file (expected a .gguf model)")
+        self.model_name = model_name or model_name_for(self.model)
+        self.requested_port = port
+        self.n_ctx = n_ctx
+        self.threads = threads
+        self.n_parallel = n_parallel
+        self.cache_prompt = cache_prompt
+        self.max_tokens = max_tokens
+        self.cache_ram_mib = cache_ram_mib
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self.log_path: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._api_base: str | None = None
+
+    @property
+    def api_base(self) -> str:
+        """``http://127.0.0.1:PORT/v1``, the OpenAI base URL clients use."""
+        if self._api_base is None:
+            raise RuntimeError("LlamaCppServer is not running: use it as a context manager or call start()")
+        return self._api_base
+
+    @property
+    def port(self) -> int:
+        return int(self.api_base.rsplit(":", 1)[1].split("/", 1)[0])
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError("LlamaCppServer is not running")
+        return self._process.pid
+
+    def poll(self) -> int | None:
+        """The server process's exit status, or None while it runs."""
+        return None if self._process is None else self._process.poll()
+
+    def command(self) -> list[str]:
+        """The child-process command line (useful in logs and bug reports)."""
+        command = [
+            sys.executable, "-m", "sp_dspy._serve._llamacpp_main",
+            "--model", str(self.model), "--alias", self.model_name,
+            "--host", HOST, "--port", str(self.requested_port or 0),
+            "--n-ctx", str(self.n_ctx), "--n-parallel", str(self.n_parallel),
+            "--threads", str(self.threads or -1), "--max-tokens", str(self.max_tokens or -1),
+            "--cache-ram-mib", str(self.cache_ram_mib),
+        ]  # fmt: skip
+        if not self.cache_prompt:
+            command.append("--no-cache-prompt")
+        return command
+
+    def start(self) -> Self:
+        """Start the server and block until it answers; idempotent while running."""
+        if self._process is not None and self._process.poll() is None:
+            return self
+        if importlib.util.find_spec("xllamacpp") is None:
+            raise ConfigError(f"the llama.cpp backend needs xllamacpp: install it with `{LOCAL_INSTALL}`")
+        logs = cache_dir() / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        fd, log_name = tempfile.mkstemp(prefix="llamacpp-", suffix=".log", dir=logs)
+        self.log_path = Path(log_name)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(_PACKAGE_ROOT), env.get("PYTHONPATH"))))
+        started = time.monotonic()
+        with os.fdopen(fd, "wb") as log:
+            self._process = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=env,
+                start_new_session=True,
+            )
+        try:
+            event = _first_event(self._process, self.startup_timeout)
+            if event is None or event.get("event") != "ready":
+                reason = str(event.get("message", event)) if event else self._silence()
+                raise ConfigError(self._failure(reason))
+            self._api_base = str(event["api_base"])
+            left = max(1.0, self.startup_timeout - (time.monotonic() - started))
+            ids = wait_for_models(
+                self._api_base, timeout=left, process=self._process, what="llama.cpp server"
+            )
+            if self.model_name not in ids:
+                raise ConfigError(self._failure(f"it serves {ids}, not {self.model_name!r}"))
+        except BaseException:
+            self.stop(keep_log=True)
+            raise
+        return self
+
+    def stop(self, *, keep_log: bool = False) -> None:
+        """Stop the server (idempotent). The log file is removed after a clean stop."""
+        process, self._process = self._process, None
+        self._api_base = None
+        if process is None:
+            return
+        if process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+        status = stop_process(process, grace=self.stop_timeout)
+        if process.stdout is not None:
+            process.stdout.close()
+        if status == 0 and not keep_log and self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
+            self.log_path = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = self._api_base or "not running"
+        return f"LlamaCppServer(model={self.model_name!r}, {where})"
+
+    def _silence(self) -> str:
+        status = None if self._process is None else self._process.poll()
+        if status is None:
+            return f"no answer within {self.startup_timeout:g} s"
+        return f"it exited with status {status}"
+
+    def _failure(self, reason: str) -> str:
+        tail = _last_line(self.log_path)
+        detail = f"; llama.cpp said: {tail}" if tail else ""
+        return f"llama.cpp server for {self.model} failed to start: {reason}{detail} (log: {self.log_path})"
+
+
+def _check_positive(**values: int | None) -> None:
+    for name, value in values.items():
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
+
+
+def _first_event(process: subprocess.Popen[bytes], timeout: float) -> dict[str, Any] | None:
+    """The child's first JSON protocol line, or None if it exits or times out first."""
+    events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    stream: IO[bytes] | None = process.stdout
+
+    def read() -> None:
+        for raw in stream or ():
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and "event" in event:
+                events.put(event)
+                return
+        events.put(None)
+
+    threading.Thread(target=read, name="llamacpp-ready", daemon=True).start()
+    try:
+        return events.get(timeout=timeout)
+    except queue.Empty:
+        return None
+
+
+def _last_line(path: Path | None) -> str:
+    if path is None or not path.is_file():
+        return ""
+    lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""

@@ -1,0 +1,110 @@
+"""Child-process entry point that hosts llama.cpp's server through ``xllamacpp``.
+
+Run as ``python -m sp_dspy._serve._llamacpp_main --model FILE.gguf ...`` by
+:class:`~sp_dspy._serve.LlamaCppServer`, never by users directly. Why a child
+process rather than a thread in the caller:
+
+* ``xllamacpp.Server`` has no stop method: the server stops only when the Python
+  object is finalised, which a caller cannot force while other references, a
+  traceback or a pending ``KeyboardInterrupt`` keep it alive;
+* llama.cpp aborts the whole process on some internal assertion failures, which
+  must not take an evaluation run down with it;
+* its C-level logging writes straight to file descriptors 1 and 2.
+
+Protocol with the parent: exactly one JSON line on the *original* stdout, either
+``{"event": "ready", ...}`` or ``{"event": "error", "message": ...}``; everything
+llama.cpp prints goes to stderr (the parent points that at a log file). The child
+stops cleanly on SIGTERM, SIGINT, SIGHUP or when its stdin reaches end-of-file, so
+it never outlives a parent that was killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sp_dspy._serve._llamacpp_main")
+    parser.add_argument("--model", required=True, help="GGUF file to serve.")
+    parser.add_argument("--alias", required=True, help="Model name advertised by /v1/models.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 lets the OS pick a free port.")
+    parser.add_argument("--n-ctx", type=int, default=8192, help="Context tokens per parallel slot.")
+    parser.add_argument("--n-parallel", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=-1, help="-1 lets llama.cpp choose.")
+    parser.add_argument("--max-tokens", type=int, default=-1, help="Cap on generated tokens per request.")
+    parser.add_argument("--cache-ram-mib", type=int, default=1024)
+    parser.add_argument("--no-cache-prompt", action="store_true")
+    parser.add_argument("--verbosity", type=int, default=1, help="llama.cpp log level (1: errors only).")
+    return parser
+
+
+def _params(args: argparse.Namespace) -> Any:
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = args.model
+    params.model_alias = {args.alias}
+    params.hostnames = [args.host]
+    params.port = args.port
+    params.n_parallel = args.n_parallel
+    # llama.cpp splits n_ctx evenly over the slots; callers think per request.
+    params.n_ctx = args.n_ctx * args.n_parallel
+    params.n_predict = args.max_tokens
+    params.cache_prompt = not args.no_cache_prompt
+    params.cache_ram_mib = args.cache_ram_mib
+    params.ui = False
+    params.verbosity = args.verbosity
+    params.cpuparams.n_threads = args.threads
+    params.cpuparams_batch.n_threads = args.threads
+    return params
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    # Keep the protocol channel private; C-level writes to fd 1 land in the log.
+    channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, request_stop)
+
+    def watch_stdin() -> None:
+        sys.stdin.buffer.read()
+        stop.set()
+
+    threading.Thread(target=watch_stdin, name="stdin-eof", daemon=True).start()
+
+    def emit(event: dict[str, Any]) -> None:
+        channel.write(json.dumps(event) + "\n")
+        channel.flush()
+
+    import xllamacpp
+
+    try:
+        server = xllamacpp.Server(_params(args))
+    except Exception as error:
+        emit({"event": "error", "message": str(error)})
+        return 1
+    address = str(server.listening_address).rstrip("/")
+    emit({"event": "ready", "api_base": f"{address}/v1", "model_name": args.alias, "pid": os.getpid()})
+    while not stop.wait(0.5):
+        pass
+    # Finalising the Server object terminates llama.cpp's loop and joins its threads.
+    del server
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

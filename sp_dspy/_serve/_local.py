@@ -1,0 +1,88 @@
+"""``--lm local``: a llama.cpp server to talk to, reused or started on demand."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from ._llamacpp import LlamaCppServer
+from ._state import ServeState, clear_state, read_state
+
+LOCAL_API_KEY = "sp-dspy-local"
+"""Placeholder key: llama.cpp checks none, but OpenAI clients insist on one."""
+
+
+@dataclass
+class ServerHandle:
+    """An OpenAI-compatible endpoint plus the duty to stop it if we started it.
+
+    Use as a context manager, or call :meth:`close` when done. Closing a reused
+    server (``owned=False``) leaves it running for its owner, ``sp-dspy serve``.
+    """
+
+    api_base: str
+    model_name: str
+    pid: int
+    owned: bool
+    api_key: str = LOCAL_API_KEY
+    _stop: Callable[[], None] | None = field(default=None, repr=False)
+
+    @property
+    def lm_model(self) -> str:
+        """The model string for ``dspy.LM`` / litellm: ``openai/<model_name>``."""
+        return f"openai/{self.model_name}"
+
+    def close(self) -> None:
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def ensure_local_server(
+    model: Path | None = None,
+    *,
+    n_ctx: int = 8192,
+    threads: int | None = None,
+    n_parallel: int = 1,
+    startup_timeout: float = 60.0,
+) -> ServerHandle:
+    """A llama.cpp endpoint: the one ``sp-dspy serve`` runs if usable, else a new one.
+
+    A recorded server is reused when it is alive, runs the llama.cpp backend, has at
+    least ``n_ctx`` context per request and serves ``model`` (any model when ``model``
+    is None: running ``sp-dspy serve --model X`` is how a user picks the local model).
+    A dead record is removed. Otherwise a private server is started, and closing the
+    handle stops it.
+    """
+    state = read_state()
+    if state is not None and _reusable(state, model, n_ctx):
+        return ServerHandle(api_base=state.api_base, model_name=state.model_name, pid=state.pid, owned=False)
+    server = LlamaCppServer(model, n_ctx=n_ctx, threads=threads, n_parallel=n_parallel,
+                            startup_timeout=startup_timeout).start()  # fmt: skip
+    return ServerHandle(
+        api_base=server.api_base, model_name=server.model_name, pid=server.pid, owned=True, _stop=server.stop
+    )
+
+
+def _reusable(state: ServeState, model: Path | None, n_ctx: int) -> bool:
+    if not state.alive():
+        clear_state(owner_pid=state.owner_pid)
+        return False
+    if state.backend != "llama-cpp":
+        return False
+    if state.n_ctx is not None and state.n_ctx < n_ctx:
+        return False
+    if model is None:
+        return True
+    return Path(state.model) == Path(model).expanduser().resolve()

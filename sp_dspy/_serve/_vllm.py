@@ -1,0 +1,204 @@
+"""vLLM's OpenAI-compatible server as a child process, for CUDA hosts.
+
+vLLM is an optional extra (``sp-dspy[vllm]``): a 300+ MB CUDA build that only makes
+sense on a GPU machine, so nothing here imports it; we only run its ``vllm serve`` CLI.
+Prefix caching is always on because every guard prompt for a case repeats the same
+policy and conversation, which is exactly what the prefix cache saves.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+from .._errors import ConfigError
+from ._process import die_with_parent, free_port, stop_process, wait_for_models
+from ._state import cache_dir
+
+VLLM_INSTALL = "pip install 'sp-dspy[vllm]'"
+_WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
+
+
+def vllm_command(
+    model: str,
+    *,
+    port: int,
+    host: str = "127.0.0.1",
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    tensor_parallel_size: int | None = None,
+    extra_args: Sequence[str] = (),
+    executable: str = "vllm",
+) -> list[str]:
+    """The ``vllm serve`` command line for ``model`` (a Hub id or a local directory).
+
+    Options left as None are not passed, so vLLM's own defaults apply. ``extra_args``
+    come last and therefore win over anything set here.
+
+    Raises:
+        ConfigError: a value is out of range.
+    """
+    if not model:
+        raise ConfigError("--model: vLLM needs a model (Hub id or local directory)")
+    if not 0 < port < 65536:
+        raise ConfigError(f"--port: {port} is not a TCP port (1-65535)")
+    if max_model_len is not None and max_model_len < 1:
+        raise ConfigError(f"--max-model-len: must be at least 1, got {max_model_len}")
+    if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
+        raise ConfigError(f"--gpu-memory-utilization: must be in (0, 1], got {gpu_memory_utilization}")
+    if tensor_parallel_size is not None and tensor_parallel_size < 1:
+        raise ConfigError(f"--tensor-parallel-size: must be at least 1, got {tensor_parallel_size}")
+    command = [executable, "serve", model, "--host", host, "--port", str(port), "--enable-prefix-caching"]
+    if max_model_len is not None:
+        command += ["--max-model-len", str(max_model_len)]
+    if gpu_memory_utilization is not None:
+        command += ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
+    if tensor_parallel_size is not None:
+        command += ["--tensor-parallel-size", str(tensor_parallel_size)]
+    return [*command, *extra_args]
+
+
+def vllm_executable() -> str:
+    """The ``vllm`` console script of this environment.
+
+    Raises:
+        ConfigError: vLLM is not installed here.
+    """
+    if importlib.util.find_spec("vllm") is None:
+        raise ConfigError(f"the vllm backend needs vLLM on a CUDA host: install it with `{VLLM_INSTALL}`")
+    sibling = Path(sys.executable).with_name("vllm")
+    if sibling.is_file():
+        return str(sibling)
+    found = shutil.which("vllm")
+    if found is None:
+        raise ConfigError(
+            f"vLLM is importable but its `vllm` command is missing: reinstall with `{VLLM_INSTALL}`"
+        )
+    return found
+
+
+class VLLMServer:
+    """Run ``vllm serve`` for the life of a ``with`` block and wait until it answers.
+
+    Args:
+        model: Hub id or local directory; it is also the served model name.
+        port: TCP port; None picks one that is free now.
+        host: interface to bind; the default keeps the (key-less) server off the network.
+        inherit_output: show vLLM's progress on this terminal instead of a log file.
+        startup_timeout: seconds for download, load, CUDA-graph capture and first answer.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        port: int | None = None,
+        *,
+        host: str = "127.0.0.1",
+        max_model_len: int | None = None,
+        gpu_memory_utilization: float | None = None,
+        tensor_parallel_size: int | None = None,
+        extra_args: Sequence[str] = (),
+        inherit_output: bool = False,
+        startup_timeout: float = 1800.0,
+        stop_timeout: float = 30.0,
+    ) -> None:
+        self.model = model
+        self.model_name = model
+        self.port = port if port is not None else free_port()
+        self.host = host
+        self.max_model_len = max_model_len
+        self.gpu_memory_utilization = gpu_memory_utilization
+        self.tensor_parallel_size = tensor_parallel_size
+        self.extra_args = tuple(extra_args)
+        self.command()  # validate now, not after a slow start
+        self.inherit_output = inherit_output
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self.log_path: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def api_base(self) -> str:
+        client_host = "127.0.0.1" if self.host in _WILDCARD_HOSTS else self.host
+        if ":" in client_host:
+            client_host = f"[{client_host}]"
+        return f"http://{client_host}:{self.port}/v1"
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError("VLLMServer is not running")
+        return self._process.pid
+
+    def poll(self) -> int | None:
+        return None if self._process is None else self._process.poll()
+
+    def command(self, executable: str = "vllm") -> list[str]:
+        return vllm_command(
+            self.model,
+            port=self.port,
+            host=self.host,
+            max_model_len=self.max_model_len,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            tensor_parallel_size=self.tensor_parallel_size,
+            extra_args=self.extra_args,
+            executable=executable,
+        )
+
+    def start(self) -> Self:
+        if self._process is not None and self._process.poll() is None:
+            return self
+        command = self.command(vllm_executable())
+        output: IO[bytes] | None = None
+        if not self.inherit_output:
+            logs = cache_dir() / "logs"
+            logs.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix="vllm-", suffix=".log", dir=logs)
+            self.log_path = Path(name)
+            output = os.fdopen(fd, "wb")
+        try:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=output,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        finally:
+            if output is not None:
+                output.close()
+        try:
+            wait_for_models(
+                self.api_base, timeout=self.startup_timeout, process=self._process, what="vllm serve"
+            )
+        except BaseException as error:
+            self.stop()
+            if isinstance(error, ConfigError) and self.log_path is not None:
+                raise ConfigError(f"{error} (log: {self.log_path})") from error
+            raise
+        return self
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            stop_process(process, grace=self.stop_timeout)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"VLLMServer(model={self.model!r}, {self.api_base})"

@@ -1,0 +1,106 @@
+"""``sp-dspy score``: recompute the official metrics from result files.
+
+Imports of the scorer happen inside the command so ``sp-dspy --help`` stays fast;
+nothing here touches dspy or litellm. Bad input raises ``SpDspyError`` subclasses,
+which the top-level CLI prints as one line (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .._errors import ConfigError
+from . import _options as opt
+from ._console import console, err_console
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``score`` command to ``app``."""
+    app.command("score", help="Score result JSONL files (per-policy records or per-rule judgments).")(
+        score_command
+    )
+
+
+def score_command(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="Result JSONL files; a later file wins on the same case id.", show_default=False),
+    ],
+    dataset: opt.Dataset = None,
+    benchmark: opt.Benchmark = "safepyramid",
+    level: opt.Level = None,
+    domain: opt.Domain = None,
+    per_rule: Annotated[
+        bool, typer.Option("--per-rule", help="Require per-rule judgment files (auto-detected otherwise).")
+    ] = False,
+    cap_aware: Annotated[
+        bool, typer.Option("--cap-aware", help="Also exclude completions of >= 65,000 tokens (output cap).")
+    ] = False,
+    json_out: Annotated[
+        str | None, typer.Option("--json", help="Write the full report as JSON to this file ('-' = stdout).")
+    ] = None,
+    skip_bad_lines: Annotated[
+        bool, typer.Option("--skip-bad-lines", help="Count malformed result lines instead of failing.")
+    ] = False,
+    lenient: opt.Lenient = False,
+    with_evidence: opt.WithEvidence = False,
+    seed: opt.Seed = 0,
+    n_boot: Annotated[
+        int, typer.Option("--n-boot", help="Bootstrap resamples for the 95% CIs (0 = none).")
+    ] = 1000,
+) -> None:
+    """Score result files against the dataset and print (or write) the report."""
+    from .._data import filter_cases, load_benchmark
+    from .._metrics import read_result_files, render_score_table, score
+
+    if n_boot < 0:
+        raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
+    loaded = load_benchmark(dataset, with_evidence=with_evidence, lenient=lenient, benchmark=benchmark)
+    cases = filter_cases(loaded.cases, level=level, domain=domain)
+    results = read_result_files(files, skip_bad_lines=skip_bad_lines)
+    report = score(
+        cases,
+        results,
+        cap_aware=cap_aware,
+        per_rule=per_rule,
+        ci=n_boot > 0,
+        seed=seed,
+        n_boot=n_boot,
+        all_ids=[c.id for c in loaded.cases],
+    )
+
+    document = json.dumps(report.to_json_dict(), indent=2, ensure_ascii=False)
+    if json_out == "-":
+        typer.echo(document)
+    else:
+        console.print(
+            f"Scored {len(cases)} cases of {loaded.source} against {len(results.files)} file(s)",
+            markup=False,
+            highlight=False,
+        )
+        for table in render_score_table(report):
+            console.print(table)
+    if loaded.skipped:
+        _warn(f"{loaded.skipped} malformed dataset case(s) skipped (--lenient)")
+    if results.bad_lines:
+        first = results.bad_line_messages[0] if results.bad_line_messages else ""
+        _warn(f"{results.bad_lines} malformed result line(s) skipped; first: {first}")
+    if report.unknown_ids.count:
+        examples = ", ".join(report.unknown_ids.examples)
+        _warn(f"{report.unknown_ids.count} result id(s) not in the dataset (e.g. {examples})")
+    if json_out not in (None, "-"):
+        target = Path(json_out)
+        try:
+            target.write_text(document + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--json {target}: cannot write: {exc.strerror or exc}") from None
+        console.print(f"Report written to {target}", markup=False, highlight=False)
+
+
+def _warn(message: str) -> None:
+    """One plain line on stderr (no rich markup: paths and ids may contain brackets)."""
+    err_console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
