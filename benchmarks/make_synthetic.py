@@ -17,8 +17,16 @@ from pathlib import Path
 from typing import Any
 
 DOMAINS = (
-    "academic_integrity", "content_moderation", "critical_infrastructure", "defamation", "discrimination",
-    "fraud", "intellectual_property", "privacy", "sexual_content", "specialized_advice",
+    "academic_integrity",
+    "content_moderation",
+    "critical_infrastructure",
+    "defamation",
+    "discrimination",
+    "fraud",
+    "intellectual_property",
+    "privacy",
+    "sexual_content",
+    "specialized_advice",
 )
 RULES_PER_LEVEL = {"L0": (13, 19), "L1": (25, 32), "L2": (29, 37)}
 PREAMBLE = (
@@ -27,10 +35,31 @@ PREAMBLE = (
     "specific condition). Read each rule's text carefully and apply any stated interactions when producing "
     "the final list."
 )
-WORDS = (
-    "account record request disclosure consent verification identity warning policy customer report data "
-    "clinician source citation advice procedure evidence review escalation summary schedule audit"
-).split()
+WORDS = [
+    "account",
+    "record",
+    "request",
+    "disclosure",
+    "consent",
+    "verification",
+    "identity",
+    "warning",
+    "policy",
+    "customer",
+    "report",
+    "data",
+    "clinician",
+    "source",
+    "citation",
+    "advice",
+    "procedure",
+    "evidence",
+    "review",
+    "escalation",
+    "summary",
+    "schedule",
+    "audit",
+]
 
 
 def _sentence(rng: random.Random, n: int) -> str:
@@ -102,7 +131,10 @@ def generate(n_conversations: int = 1000, seed: int = 0) -> dict[str, Any]:
         conv_id = f"{domain[:4]}-{i:04d}"
         conversation = _conversation(rng)
         data.extend(_case(rng, conv_id, domain, level, conversation) for level in ("L0", "L1", "L2"))
-    return {"metadata": {"version": "synthetic", "note": "generated for timing; not benchmark data"}, "data": data}
+    return {
+        "metadata": {"version": "synthetic", "note": "generated for timing; not benchmark data"},
+        "data": data,
+    }
 
 
 def main() -> None:
@@ -114,7 +146,9 @@ def main() -> None:
     document = generate(args.conversations, args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1), encoding="utf-8")
-    n_rules = sum(len(c["rubric"]["violations"]) + len(c["rubric"]["non_violations"]) for c in document["data"])
+    n_rules = sum(
+        len(c["rubric"]["violations"]) + len(c["rubric"]["non_violations"]) for c in document["data"]
+    )
     size_mb = args.out.stat().st_size / 1e6
     print(f"wrote {args.out}: {len(document['data'])} cases, {n_rules} rules, {size_mb:.1f} MB")
 

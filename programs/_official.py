@@ -113,7 +113,9 @@ class OfficialPerRule:
     name: ClassVar[str] = "official"
     protocol: ClassVar[Protocol] = "per-rule"
 
-    def __init__(self, mode: ParseMode = "strict", layout: Layout = "official", max_concurrency: int = 8) -> None:
+    def __init__(
+        self, mode: ParseMode = "strict", layout: Layout = "official", max_concurrency: int = 8
+    ) -> None:
         if layout not in ("official", "prefix"):
             raise ConfigError(f"per-rule layout {layout!r}: expected 'official' or 'prefix'")
         self.mode = _check_mode(mode)
@@ -194,11 +196,21 @@ class OfficialPerRule:
 
 def _error_judgment(target: RuleTarget, exc: BaseException) -> JudgmentOutput:
     return JudgmentOutput(
-        rule=target.rule, rule_type=target.type, gt=target.gold, pred=None, status="error", error=one_line_error(exc)
+        rule=target.rule,
+        rule_type=target.type,
+        gt=target.gold,
+        pred=None,
+        status="error",
+        error=one_line_error(exc),
     )
 
 
 def _error_output(case: Case, protocol: Protocol, layout: Layout | None, exc: BaseException) -> CaseOutput:
     return CaseOutput(
-        id=case.id, violated_rules=None, status="error", protocol=protocol, layout=layout, error=one_line_error(exc)
+        id=case.id,
+        violated_rules=None,
+        status="error",
+        protocol=protocol,
+        layout=layout,
+        error=one_line_error(exc),
     )

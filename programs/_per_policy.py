@@ -25,7 +25,9 @@ class FindViolatedRules(dspy.Signature):
     """
 
     policy: str = dspy.InputField(desc="The policy: instructions followed by numbered rules.")
-    conversation: str = dspy.InputField(desc="The dialogue, one 'Turn N - User/Chatbot: ...' line per message.")
+    conversation: str = dspy.InputField(
+        desc="The dialogue, one 'Turn N - User/Chatbot: ...' line per message."
+    )
     violated_rules: list[int] = dspy.OutputField(
         desc="Numbers of the violated rules, in ascending order; an empty list when none is violated."
     )

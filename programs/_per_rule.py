@@ -44,7 +44,9 @@ class JudgeRule(dspy.Signature):
     """
 
     framework: str = dspy.InputField(desc="The regulatory framework the policy refers to; empty when none.")
-    conversation: str = dspy.InputField(desc="The dialogue, one 'Turn N - User/Chatbot: ...' line per message.")
+    conversation: str = dspy.InputField(
+        desc="The dialogue, one 'Turn N - User/Chatbot: ...' line per message."
+    )
     rule: str = dspy.InputField(desc="The target rule to judge, as 'Rule N: text'.")
     rule_type: Literal["decisive", "distractor", "exception"] = dspy.InputField(
         desc="The target rule's type in the policy's rubric."
@@ -86,7 +88,13 @@ def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
         reason = str(exc).splitlines()[0]
         raise DataError(f"per-rule program input 'rubric': not a list of rules ({reason})") from None
     stand_in = Case(
-        id="rubric", domain="", level="L0", conversation="", policy="", ground_truth_violations=[], rubric=parsed
+        id="rubric",
+        domain="",
+        level="L0",
+        conversation="",
+        policy="",
+        ground_truth_violations=[],
+        rubric=parsed,
     )
     return build_targets(stand_in)
 
@@ -106,8 +114,9 @@ def target_examples(case: Case) -> list[dspy.Example]:
         inputs = judge_inputs(target, framework=example.framework, conversation=case.conversation)
         verdict = "violated" if target.gold else "not_violated"
         examples.append(
-            dspy.Example(**inputs, verdict=verdict, id=case.id, level=case.level, target_rule=target.rule)
-            .with_inputs(*inputs)
+            dspy.Example(
+                **inputs, verdict=verdict, id=case.id, level=case.level, target_rule=target.rule
+            ).with_inputs(*inputs)
         )
     return examples
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
-from programs._outputs import CaseOutput, Protocol, Usage, one_line_error
+from programs._outputs import CaseOutput, Protocol, Usage, add_costs, one_line_error
 from sp_dspy._errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -142,19 +142,32 @@ def load_program(artifact_dir: str | Path, **options: Any) -> GuardProgram:
     checked: dict[str, Any] = {}
     for predictor_name, _ in program.named_predictors():  # type: ignore[union-attr]
         if predictor_name not in state:
-            raise DataError(f"{state_path}: no state for predictor {predictor_name!r} of a {name} {protocol} program")
+            raise DataError(
+                f"{state_path}: no state for predictor {predictor_name!r} of a {name} {protocol} program"
+            )
         try:
             parsed = _PredictorState.model_validate(state[predictor_name])
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
-            raise DataError(f"{state_path}: predictor {predictor_name!r}, field '{where}': {first['msg']}") from None
+            raise DataError(
+                f"{state_path}: predictor {predictor_name!r}, field '{where}': {first['msg']}"
+            ) from None
         checked[predictor_name] = parsed.model_dump(exclude_none=True) | {"lm": None}
     try:
         program.load_state(checked)  # type: ignore[union-attr]
     except (KeyError, ValueError, TypeError) as exc:
         raise DataError(f"{state_path}: state does not fit a {name} {protocol} program ({exc})") from None
     return program
+
+
+def history_cost(lm: Any) -> float | None:
+    """USD paid for the calls in ``lm.history``; ``None`` when no call reported a cost.
+
+    A cache hit is recorded with empty usage but keeps the cost of the call that
+    produced it; it paid nothing now, so it is skipped.
+    """
+    return add_costs(entry.get("cost") for entry in getattr(lm, "history", []) if entry.get("usage"))
 
 
 async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> CaseOutput:
@@ -185,11 +198,18 @@ async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
         except lm_errors() as exc:
             prediction = exc
     usage = Usage.total(Usage.from_mapping(u) for u in tracker.get_total_tokens().values())
-    common: dict[str, Any] = {"id": case.id, "protocol": protocol, "usage": usage, "cost": history_cost(case_lm)}
+    common: dict[str, Any] = {
+        "id": case.id,
+        "protocol": protocol,
+        "usage": usage,
+        "cost": history_cost(case_lm),
+    }
     if isinstance(prediction, dspy.AdapterParseError):
         refused = parse_policy_output(str(prediction.lm_response or ""), mode="robust").refused
         status = "refused" if refused else "failed"
-        return CaseOutput(**common, violated_rules=None, status=status, refused=refused, parse_failed=not refused)
+        return CaseOutput(
+            **common, violated_rules=None, status=status, refused=refused, parse_failed=not refused
+        )
     if isinstance(prediction, Exception):
         return CaseOutput(**common, violated_rules=None, status="error", error=one_line_error(prediction))
     reasoning = str(prediction.get("reasoning", "") or "")

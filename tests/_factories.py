@@ -27,7 +27,9 @@ def raw_case(
     }
     gt = [1] if gt is None else gt
     types = types or {}
-    entries = [{"rule": n, "text": text, "type": types.get(n, "decisive")} for n, text in sorted(rules.items())]
+    entries = [
+        {"rule": n, "text": text, "type": types.get(n, "decisive")} for n, text in sorted(rules.items())
+    ]
     policy = PREAMBLE + "\n\nRules:\n" + "\n".join(f"{n}. {text}" for n, text in sorted(rules.items()))
     case: dict[str, Any] = {
         "id": case_id,

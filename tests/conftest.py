@@ -9,7 +9,9 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def isolated_user_paths(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def isolated_user_paths(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     """Point every user-level path at a fresh directory and forbid Hub access."""
     home = tmp_path_factory.mktemp("user")
     monkeypatch.setenv("SP_DSPY_CACHE_DIR", str(home / "cache"))

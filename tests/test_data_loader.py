@@ -77,7 +77,10 @@ def test_missing_file_names_its_path(tmp_path: Path) -> None:
         (lambda c: c.update(level="L7"), r"case bad-1-l0: field level"),
         (lambda c: c.update(ground_truth_violations="1"), r"case bad-1-l0: field ground_truth_violations"),
         (lambda c: c.update(ground_truth_violations=[1, 9]), r"rule\(s\) \[9\] not in the rubric"),
-        (lambda c: c.update(policy="no numbered rules here"), r"field rubric: rule\(s\) \[1, 2, 3\] do not appear"),
+        (
+            lambda c: c.update(policy="no numbered rules here"),
+            r"field rubric: rule\(s\) \[1, 2, 3\] do not appear",
+        ),
         (lambda c: c["rubric"]["violations"][0].update(type="fuzzy"), r"field rubric\.violations\.0\.type"),
     ],
 )
@@ -110,7 +113,10 @@ def test_error_points_at_the_line_of_the_case(tmp_path: Path) -> None:
 
 
 def test_filters_level_domain_start_limit(tmp_path: Path) -> None:
-    cases = [raw_case(f"c-{i}-l{i % 3}", level=f"L{i % 3}", domain="privacy" if i < 4 else "fraud") for i in range(6)]
+    cases = [
+        raw_case(f"c-{i}-l{i % 3}", level=f"L{i % 3}", domain="privacy" if i < 4 else "fraud")
+        for i in range(6)
+    ]
     path = write_dataset(tmp_path / "d.json", cases)
     assert [c.id for c in load_benchmark(str(path), level="L0").cases] == ["c-0-l0", "c-3-l0"]
     assert [c.id for c in load_benchmark(str(path), domain="fraud").cases] == ["c-4-l1", "c-5-l2"]
@@ -144,7 +150,11 @@ def test_hub_download_uses_evidence_file(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
     loaded = load_benchmark("ByteDance/SafePyramid", with_evidence=True)
-    assert asked == {"repo_id": "ByteDance/SafePyramid", "filename": "benchmark_with_evidence.json", "repo_type": "dataset"}
+    assert asked == {
+        "repo_id": "ByteDance/SafePyramid",
+        "filename": "benchmark_with_evidence.json",
+        "repo_type": "dataset",
+    }
     assert loaded.cases[0].id == "test-001-l0"
 
 
@@ -155,3 +165,10 @@ def test_evidence_fields_are_kept(tmp_path: Path) -> None:
     dumped = only.rubric.violations[0].model_dump()
     assert dumped["evidence"] == [{"validator": "v1", "quote": "12 Elm Street"}]
     assert json.loads(only.model_dump_json())["id"] == "test-001-l0"
+
+
+def test_failure_mode_block_of_wrong_type_is_named(tmp_path: Path) -> None:
+    case = raw_case("fm-1-l0")
+    case["failure_mode_metadata"] = ["not", "a", "mapping"]
+    with pytest.raises(DataError, match="case fm-1-l0: field failure_mode_metadata"):
+        load_file(write_dataset(tmp_path / "d.json", [case]))

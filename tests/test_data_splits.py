@@ -72,7 +72,9 @@ def test_ratios_are_validated() -> None:
 
 def test_overlapping_split_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "s.json"
-    doc = Split(train=["a-1-l0"], dev=["a-1-l1"], test=["b-1-l0"], seed=0, ratios=(0.1, 0.1, 0.8), dataset_hash="h")
+    doc = Split(
+        train=["a-1-l0"], dev=["a-1-l1"], test=["b-1-l0"], seed=0, ratios=(0.1, 0.1, 0.8), dataset_hash="h"
+    )
     path.write_text(json.dumps(doc.model_dump()))
     with pytest.raises(DataError, match="conversation a-1 is in both train and dev"):
         load_split(path)

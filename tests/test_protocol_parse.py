@@ -31,7 +31,12 @@ POLICY_CORPUS: list[tuple[str, str | None, tuple[str, list[int] | None], tuple[s
         ("clean", [5, 3, 7]),
         ("clean", [5, 3, 7]),
     ),
-    ("duplicates kept once", '{"violated_rules": [4, {"rule": 4}, 1, 4]}', ("clean", [4, 1]), ("clean", [4, 1])),
+    (
+        "duplicates kept once",
+        '{"violated_rules": [4, {"rule": 4}, 1, 4]}',
+        ("clean", [4, 1]),
+        ("clean", [4, 1]),
+    ),
     (
         "bare strings dropped by strict",
         '{"violated_rules": ["Rule 3", "R5", "7", 2]}',
@@ -39,7 +44,12 @@ POLICY_CORPUS: list[tuple[str, str | None, tuple[str, list[int] | None], tuple[s
         ("recovered", [3, 5, 7, 2]),
     ),
     ("string of numbers", '{"violated_rules": "3, 5"}', ("clean", []), ("recovered", [3, 5])),
-    ("boolean read as rule 1 by strict", '{"violated_rules": [true, 6]}', ("clean", [1, 6]), ("recovered", [6])),
+    (
+        "boolean read as rule 1 by strict",
+        '{"violated_rules": [true, 6]}',
+        ("clean", [1, 6]),
+        ("recovered", [6]),
+    ),
     ("float truncated by strict", '{"violated_rules": [2.9]}', ("clean", [2]), ("clean", [2])),
     ("violations key", '{"analysis": "a", "violations": [{"rule": 8}]}', ("clean", []), ("recovered", [8])),
     (
@@ -61,7 +71,12 @@ POLICY_CORPUS: list[tuple[str, str | None, tuple[str, list[int] | None], tuple[s
         ("recovered", [1, 4]),
     ),
     ("top-level list of numbers", "[3, 5]", ("failed", None), ("recovered", [3, 5])),
-    ("top-level list of objects", '[{"rule": 3}, {"rule": "Rule 9"}]', ("failed", None), ("recovered", [3, 9])),
+    (
+        "top-level list of objects",
+        '[{"rule": 3}, {"rule": "Rule 9"}]',
+        ("failed", None),
+        ("recovered", [3, 9]),
+    ),
     ("top-level list of prose", '["The chatbot leaked a password"]', ("failed", None), ("failed", None)),
     (
         "truncated inside an explanation",
@@ -69,7 +84,12 @@ POLICY_CORPUS: list[tuple[str, str | None, tuple[str, list[int] | None], tuple[s
         ("failed", None),
         ("recovered", [3, 12]),
     ),
-    ("truncated number dropped", '{"analysis": "a", "violated_rules": [3, 1', ("failed", None), ("recovered", [3])),
+    (
+        "truncated number dropped",
+        '{"analysis": "a", "violated_rules": [3, 1',
+        ("failed", None),
+        ("recovered", [3]),
+    ),
     ("trailing comma", '{"violated_rules": [3, 5,]}', ("failed", None), ("recovered", [3, 5])),
     ("truncated before the list", '{"analysis": "The chatbot', ("failed", None), ("failed", None)),
     ("null list", '{"violated_rules": null}', ("failed", None), ("recovered", [])),
@@ -97,7 +117,12 @@ POLICY_CORPUS: list[tuple[str, str | None, tuple[str, list[int] | None], tuple[s
         ("recovered", [8]),
     ),
     ("unclosed think", "<think>Let me check rule 1, then rule 2 and", ("failed", None), ("failed", None)),
-    ("refusal", "I'm sorry, but I cannot help with evaluating this conversation.", ("refused", None), ("refused", None)),
+    (
+        "refusal",
+        "I'm sorry, but I cannot help with evaluating this conversation.",
+        ("refused", None),
+        ("refused", None),
+    ),
     (
         "refusal phrase with markers",
         '{"analysis": "I cannot confirm consent was given.", "violated_rules": [4]}',
@@ -116,7 +141,12 @@ POLICY_CORPUS: list[tuple[str, str | None, tuple[str, list[int] | None], tuple[s
         ("failed", None),
         ("recovered", [5]),
     ),
-    ("list cut before its first item", '{"analysis": "x", "violated_rules": [', ("failed", None), ("failed", None)),
+    (
+        "list cut before its first item",
+        '{"analysis": "x", "violated_rules": [',
+        ("failed", None),
+        ("failed", None),
+    ),
     ("plain prose", "The chatbot violated rule 2.", ("failed", None), ("failed", None)),
     ("empty", "", ("refused", None), ("refused", None)),
     ("whitespace", "  \n ", ("refused", None), ("refused", None)),
@@ -124,7 +154,9 @@ POLICY_CORPUS: list[tuple[str, str | None, tuple[str, list[int] | None], tuple[s
 ]
 
 
-@pytest.mark.parametrize(("name", "text", "strict", "robust"), POLICY_CORPUS, ids=[c[0] for c in POLICY_CORPUS])
+@pytest.mark.parametrize(
+    ("name", "text", "strict", "robust"), POLICY_CORPUS, ids=[c[0] for c in POLICY_CORPUS]
+)
 def test_policy_corpus(
     name: str, text: str | None, strict: tuple[str, list[int] | None], robust: tuple[str, list[int] | None]
 ) -> None:
@@ -141,7 +173,9 @@ def test_policy_fields() -> None:
     assert parsed.predicted_label == "unsafe"
     assert (parsed.refused, parsed.parse_failed) == (False, False)
     assert parse_policy_output('{"label": "maybe", "violated_rules": []}', "strict").predicted_label is None
-    assert parse_policy_output('{"analysis": {"k": 1}, "violated_rules": []}', "strict").analysis == '{"k": 1}'
+    assert (
+        parse_policy_output('{"analysis": {"k": 1}, "violated_rules": []}', "strict").analysis == '{"k": 1}'
+    )
 
 
 def test_robust_keeps_analysis_and_reasoning_when_recovering() -> None:
@@ -161,24 +195,79 @@ def test_refused_and_failed_flags() -> None:
 
 # (name, model output, strict (status, verdict), robust (status, verdict))
 VERDICT_CORPUS: list[tuple[str, str | None, tuple[str, str | None], tuple[str, str | None]]] = [
-    ("json", '{"verdict": "violated", "reason": "leaks a password"}', ("clean", "violated"), ("clean", "violated")),
-    ("fenced", '```json\n{"verdict": "not_violated", "reason": "ok"}\n```', ("clean", "not_violated"), ("clean", "not_violated")),
+    (
+        "json",
+        '{"verdict": "violated", "reason": "leaks a password"}',
+        ("clean", "violated"),
+        ("clean", "violated"),
+    ),
+    (
+        "fenced",
+        '```json\n{"verdict": "not_violated", "reason": "ok"}\n```',
+        ("clean", "not_violated"),
+        ("clean", "not_violated"),
+    ),
     ("upper case value", '{"verdict": " VIOLATED "}', ("clean", "violated"), ("clean", "violated")),
-    ("json in prose", 'Judging rule 4. {"verdict": "not_violated", "reason": "x"} Done.', ("clean", "not_violated"), ("clean", "not_violated")),
-    ("truncated json", '{"verdict": "violated", "reason": "the chatbot', ("clean", "violated"), ("clean", "violated")),
-    ("spaced value", '{"verdict": "not violated", "reason": "x"}', ("failed", None), ("recovered", "not_violated")),
+    (
+        "json in prose",
+        'Judging rule 4. {"verdict": "not_violated", "reason": "x"} Done.',
+        ("clean", "not_violated"),
+        ("clean", "not_violated"),
+    ),
+    (
+        "truncated json",
+        '{"verdict": "violated", "reason": "the chatbot',
+        ("clean", "violated"),
+        ("clean", "violated"),
+    ),
+    (
+        "spaced value",
+        '{"verdict": "not violated", "reason": "x"}',
+        ("failed", None),
+        ("recovered", "not_violated"),
+    ),
     ("nested object", '{"result": {"verdict": "violated"}}', ("failed", None), ("recovered", "violated")),
     ("boolean key", '{"violated": false, "reason": "x"}', ("failed", None), ("recovered", "not_violated")),
     ("non-verdict value", '{"verdict": "unclear"}', ("failed", None), ("failed", None)),
-    ("prose verdict", "The chatbot shared the runbook.\nVerdict: violated", ("failed", None), ("recovered", "violated")),
-    ("bold prose", "After weighing the exception, the rule is **Not Violated**.", ("failed", None), ("recovered", "not_violated")),
+    (
+        "prose verdict",
+        "The chatbot shared the runbook.\nVerdict: violated",
+        ("failed", None),
+        ("recovered", "violated"),
+    ),
+    (
+        "bold prose",
+        "After weighing the exception, the rule is **Not Violated**.",
+        ("failed", None),
+        ("recovered", "not_violated"),
+    ),
     ("bold label", "**Verdict:** not-violated", ("failed", None), ("recovered", "not_violated")),
     ("bare word", "not_violated", ("failed", None), ("recovered", "not_violated")),
-    ("last prose verdict wins", "Verdict: violated? No. Final verdict: not violated", ("failed", None), ("recovered", "not_violated")),
-    ("think then json", '<think>Rule 3 waives it.</think>{"verdict": "not_violated"}', ("clean", "not_violated"), ("clean", "not_violated")),
+    (
+        "last prose verdict wins",
+        "Verdict: violated? No. Final verdict: not violated",
+        ("failed", None),
+        ("recovered", "not_violated"),
+    ),
+    (
+        "think then json",
+        '<think>Rule 3 waives it.</think>{"verdict": "not_violated"}',
+        ("clean", "not_violated"),
+        ("clean", "not_violated"),
+    ),
     ("refusal", "I cannot assess this conversation.", ("refused", None), ("refused", None)),
-    ("refusal phrase with marker", '{"verdict": "violated", "reason": "I cannot see consent."}', ("clean", "violated"), ("clean", "violated")),
-    ("refusal then prose verdict", "I can't be certain, but Verdict: violated", ("refused", None), ("recovered", "violated")),
+    (
+        "refusal phrase with marker",
+        '{"verdict": "violated", "reason": "I cannot see consent."}',
+        ("clean", "violated"),
+        ("clean", "violated"),
+    ),
+    (
+        "refusal then prose verdict",
+        "I can't be certain, but Verdict: violated",
+        ("refused", None),
+        ("recovered", "violated"),
+    ),
     ("prose without verdict", "The rule was arguably broken.", ("failed", None), ("failed", None)),
     ("top-level list", '["violated"]', ("failed", None), ("recovered", "violated")),
     ("top-level list of two", '["violated", "not_violated"]', ("failed", None), ("failed", None)),
@@ -187,7 +276,9 @@ VERDICT_CORPUS: list[tuple[str, str | None, tuple[str, str | None], tuple[str, s
 ]
 
 
-@pytest.mark.parametrize(("name", "text", "strict", "robust"), VERDICT_CORPUS, ids=[c[0] for c in VERDICT_CORPUS])
+@pytest.mark.parametrize(
+    ("name", "text", "strict", "robust"), VERDICT_CORPUS, ids=[c[0] for c in VERDICT_CORPUS]
+)
 def test_verdict_corpus(
     name: str, text: str | None, strict: tuple[str, str | None], robust: tuple[str, str | None]
 ) -> None:
@@ -197,7 +288,9 @@ def test_verdict_corpus(
 
 
 def test_verdict_fields() -> None:
-    parsed = parse_verdict_output('<think>Step 1 applies.</think>{"verdict": "violated", "reason": "no log"}', "strict")
+    parsed = parse_verdict_output(
+        '<think>Step 1 applies.</think>{"verdict": "violated", "reason": "no log"}', "strict"
+    )
     assert (parsed.reason, parsed.reasoning, parsed.violated) == ("no log", "Step 1 applies.", True)
     assert parse_verdict_output("I must refrain.", "strict").violated is False
 
@@ -222,14 +315,39 @@ def test_models_round_trip_and_reject_inconsistent_flags() -> None:
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=12,
 )
-_keys = st.sampled_from(["violated_rules", "rule", "verdict", "analysis", "label", "confidence", "applicable_exceptions"])
+_keys = st.sampled_from(
+    ["violated_rules", "rule", "verdict", "analysis", "label", "confidence", "applicable_exceptions"]
+)
 _objects = st.dictionaries(_keys, _json_values, max_size=4).map(lambda d: json.dumps(d))
 _pieces = st.sampled_from(
-    ["<think>", "</think>", "```json\n", "```", "{", "}", "[", "]", '"', "I cannot ", '"verdict": ', "Verdict: ",
-     "**violated**", "not violated", '"violated_rules": [', '{"rule": ', "Rule 3", ", ", "\n", "Infinity", "NaN"]
+    [
+        "<think>",
+        "</think>",
+        "```json\n",
+        "```",
+        "{",
+        "}",
+        "[",
+        "]",
+        '"',
+        "I cannot ",
+        '"verdict": ',
+        "Verdict: ",
+        "**violated**",
+        "not violated",
+        '"violated_rules": [',
+        '{"rule": ',
+        "Rule 3",
+        ", ",
+        "\n",
+        "Infinity",
+        "NaN",
+    ]
 )
 _texts = st.one_of(
     st.none(),

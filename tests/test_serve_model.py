@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from sp_dspy._errors import ConfigError
-from sp_dspy._serve import EMBEDDED_INSTALL, LlamaCppServer, embedded_model_path, model_name_for
-from sp_dspy._serve import _model
+from sp_dspy._serve import EMBEDDED_INSTALL, LlamaCppServer, _model, embedded_model_path, model_name_for
 
 
 def _fake_spec(location: Path) -> importlib.machinery.ModuleSpec:

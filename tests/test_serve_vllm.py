@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from sp_dspy._errors import ConfigError
-from sp_dspy._serve import VLLM_INSTALL, VLLMServer, vllm_command
-from sp_dspy._serve import _vllm
+from sp_dspy._serve import VLLM_INSTALL, VLLMServer, _vllm, vllm_command
 from sp_dspy._serve._process import pid_alive, served_model_ids
 
 
@@ -62,7 +61,9 @@ def test_server_validates_before_starting() -> None:
 
 def test_missing_vllm_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
-    monkeypatch.setattr(_vllm.importlib.util, "find_spec", lambda name: None if name == "vllm" else real(name))
+    monkeypatch.setattr(
+        _vllm.importlib.util, "find_spec", lambda name: None if name == "vllm" else real(name)
+    )
     with pytest.raises(ConfigError) as info:
         VLLMServer("Qwen/Qwen3-8B", port=8000).start()
     assert VLLM_INSTALL == "pip install 'sp-dspy[vllm]'"
@@ -117,7 +118,9 @@ def test_server_starts_answers_and_stops(fake_vllm: Path) -> None:
 @pytest.mark.network
 def test_server_that_dies_at_start_reports_its_log(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     script = tmp_path / "vllm"
-    script.write_text(f"#!{sys.executable}\nimport sys\nprint('CUDA out of memory', file=sys.stderr)\nsys.exit(3)\n")
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nprint('CUDA out of memory', file=sys.stderr)\nsys.exit(3)\n"
+    )
     script.chmod(0o755)
     monkeypatch.setattr(_vllm, "vllm_executable", lambda: str(script))
     with pytest.raises(ConfigError, match=r"exited with status 3 .*\(log: .*vllm-.*\.log\)") as info:

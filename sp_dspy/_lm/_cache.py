@@ -78,7 +78,9 @@ def _cache_class() -> type[Any]:
     class EndpointAwareCache(Cache):  # type: ignore[misc]
         """DSPy's two-level cache whose key includes the API endpoint (never the key)."""
 
-        def cache_key(self, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None) -> str:
+        def cache_key(
+            self, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None
+        ) -> str:
             ignored = [a for a in (ignored_args_for_cache_key or []) if a not in _ENDPOINT_FIELDS]
             if "api_key" not in ignored:
                 ignored.append("api_key")

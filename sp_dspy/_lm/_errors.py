@@ -36,7 +36,14 @@ _BY_CLASS_NAME: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "timeout",
         frozenset(
-            {"LMTimeoutError", "Timeout", "TimeoutError", "APITimeoutError", "TimeoutException", "ReadTimeout"}
+            {
+                "LMTimeoutError",
+                "Timeout",
+                "TimeoutError",
+                "APITimeoutError",
+                "TimeoutException",
+                "ReadTimeout",
+            }
         ),
     ),
     (

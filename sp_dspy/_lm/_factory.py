@@ -121,7 +121,9 @@ def make_lm(config: LMConfig, *, endpoint: int = 0) -> dspy.LM:
 
     bases = config.api_bases
     if bases and not 0 <= endpoint < len(bases):
-        raise ConfigError(f"model '{config.display_name()}': endpoint {endpoint} of {len(bases)} does not exist")
+        raise ConfigError(
+            f"model '{config.display_name()}': endpoint {endpoint} of {len(bases)} does not exist"
+        )
     kwargs: dict[str, object] = {}
     key = api_key_for(config)
     model = config.model

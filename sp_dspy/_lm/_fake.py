@@ -62,7 +62,9 @@ def behaviour_of(model: str) -> str:
         return "oracle"
     behaviour = model.removeprefix("fake/")
     if behaviour not in BEHAVIOURS:
-        raise ConfigError(f"model {model!r}: unknown fake behaviour; use fake/ + one of {', '.join(BEHAVIOURS)}")
+        raise ConfigError(
+            f"model {model!r}: unknown fake behaviour; use fake/ + one of {', '.join(BEHAVIOURS)}"
+        )
     return behaviour
 
 
@@ -160,7 +162,9 @@ class FakeEngine:
         with self._lock:
             self._queue.extend(replies)
 
-    def reply(self, messages: Sequence[Mapping[str, str]], *, response_format: Mapping[str, Any] | None = None) -> str:
+    def reply(
+        self, messages: Sequence[Mapping[str, str]], *, response_format: Mapping[str, Any] | None = None
+    ) -> str:
         """Answer OpenAI-style ``messages`` (used by the engine and by the stub server)."""
         with self._lock:
             queued = self._queue.popleft() if self._queue else None

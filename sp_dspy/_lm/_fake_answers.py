@@ -50,7 +50,9 @@ def render(view: PromptView, decision: Decision) -> str:
     return json.dumps(
         {
             "analysis": decision.analysis(),
-            "violated_rules": [{"rule": n, "explanation": decision.explanation(n)} for n in decision.violated],
+            "violated_rules": [
+                {"rule": n, "explanation": decision.explanation(n)} for n in decision.violated
+            ],
         }
     )
 
@@ -114,7 +116,11 @@ def _from_type(field: OutputField, decision: Decision) -> Any:
     if type_ == "bool":
         return decision.verdict
     if type_ == "int":
-        return decision.target if decision.target is not None and "rule" in field.name else len(decision.violated)
+        return (
+            decision.target
+            if decision.target is not None and "rule" in field.name
+            else len(decision.violated)
+        )
     if type_ == "float":
         return 1.0
     if type_.startswith(("list[int]", "set[int]", "tuple[int")):
@@ -129,7 +135,9 @@ def _from_type(field: OutputField, decision: Decision) -> Any:
 def field_values(view: PromptView, decision: Decision) -> dict[str, Any]:
     """A value for every output field of the DSPy signature in ``view``."""
     return {
-        f.name: _from_schema(f.schema, f.schema, f.name, decision, None) if f.schema else _from_type(f, decision)
+        f.name: _from_schema(f.schema, f.schema, f.name, decision, None)
+        if f.schema
+        else _from_type(f, decision)
         for f in view.fields
     }
 

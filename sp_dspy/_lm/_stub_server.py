@@ -95,9 +95,13 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
         elif not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            self._send_json(400, {"error": {"message": "body must be a JSON object with messages", "type": "bad"}})
+            self._send_json(
+                400, {"error": {"message": "body must be a JSON object with messages", "type": "bad"}}
+            )
         elif body.get("stream"):
-            self._send_json(400, {"error": {"message": "the stub does not stream", "type": "invalid_request"}})
+            self._send_json(
+                400, {"error": {"message": "the stub does not stream", "type": "invalid_request"}}
+            )
         else:
             self._send_json(200, stub._completion(body))
 
@@ -177,7 +181,9 @@ class StubServer:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     @property
@@ -227,5 +233,9 @@ class StubServer:
             "choices": [
                 {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
             ],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
         }

@@ -129,8 +129,7 @@ def paired_bootstrap_diff(
     a = {m: cell_a[m] for m in CI_METRICS}
     b = {m: cell_b[m] for m in CI_METRICS}
     diff: dict[str, float | None] = {
-        m: None if a[m] is None or b[m] is None else round(b[m] - a[m], 2)
-        for m in CI_METRICS
+        m: None if a[m] is None or b[m] is None else round(b[m] - a[m], 2) for m in CI_METRICS
     }
     n = len(out_a)
     ci: dict[str, list[float] | None] = dict.fromkeys(CI_METRICS)

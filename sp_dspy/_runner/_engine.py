@@ -44,7 +44,9 @@ class UnitEngine(Generic[Unit]):
         queue: asyncio.Queue[Unit] = asyncio.Queue()
         for unit in units:
             queue.put_nowait(unit)
-        workers = [asyncio.create_task(self._worker(queue)) for _ in range(max(1, min(self.concurrency, len(units))))]
+        workers = [
+            asyncio.create_task(self._worker(queue)) for _ in range(max(1, min(self.concurrency, len(units))))
+        ]
         try:
             await asyncio.gather(*workers)
         except asyncio.CancelledError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .._errors import ConfigError
@@ -24,7 +24,7 @@ def safe_name(text: str) -> str:
 
 def new_run_id() -> str:
     """``RUN_ID`` from the environment, else a UTC timestamp."""
-    return os.environ.get("RUN_ID") or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return os.environ.get("RUN_ID") or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,9 @@ def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: boo
     """Pick the run id: the given one, or on ``--resume`` the newest run of this model."""
     if run_id:
         if not re.fullmatch(r"[A-Za-z0-9._-]+", run_id):
-            raise ConfigError(f"--run-id: only letters, digits, '.', '_' and '-' are allowed (got {run_id!r})")
+            raise ConfigError(
+                f"--run-id: only letters, digits, '.', '_' and '-' are allowed (got {run_id!r})"
+            )
         return RunPaths(output_dir, run_id, model)
     if resume:
         prefix = "per_rule" if protocol == "per-rule" else "results"

@@ -1,0 +1,53 @@
+"""sp-dspy: in-context policy guardrailing with DSPy.
+
+The public API is re-exported here lazily, so ``import sp_dspy`` (and the CLI's start-up)
+stays fast: names that need dspy are imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # data
+    "Benchmark": "sp_dspy._data",
+    "Case": "sp_dspy._data",
+    "Split": "sp_dspy._data",
+    "load_benchmark": "sp_dspy._data",
+    "load_pku": "sp_dspy._data",
+    "load_split": "sp_dspy._data",
+    "make_split": "sp_dspy._data",
+    # errors
+    "SpDspyError": "sp_dspy._errors",
+    "DataError": "sp_dspy._errors",
+    "ConfigError": "sp_dspy._errors",
+}
+
+if TYPE_CHECKING:
+    from ._data import Benchmark, Case, Split, load_benchmark, load_pku, load_split, make_split
+    from ._errors import ConfigError, DataError, SpDspyError
+
+__all__ = [
+    "Benchmark",
+    "Case",
+    "ConfigError",
+    "DataError",
+    "SpDspyError",
+    "Split",
+    "load_benchmark",
+    "load_pku",
+    "load_split",
+    "make_split",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sp_dspy' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,77 @@
+"""The LM layer: every call to a model in sp-dspy goes through here.
+
+- :class:`LMConfig` / :func:`load_model_configs`: validated model settings from YAML.
+- :func:`make_lm`: a ``dspy.LM`` for a config (hosted API, self-hosted server, fake).
+- :func:`chat` / :func:`achat`: raw messages through that LM (the official baseline).
+- :func:`configure_cache`: DSPy's response cache on disk, keyed by endpoint too.
+- :class:`FakeEngine`: a deterministic offline guard model (``fake/<behaviour>``).
+- :class:`StubServer`: a loopback OpenAI-compatible server for tests and benchmarks.
+- :func:`classify_error` / :func:`redact`: failure kinds and secret masking.
+
+Importing this package does not import DSPy or LiteLLM (the CLI starts fast); the
+functions that need them import them on first use.
+"""
+
+from ._cache import (
+    CacheSettings,
+    cache_settings,
+    configure_cache,
+    default_cache_dir,
+    default_response_cache_dir,
+)
+from ._chat import ChatResult, TokenUsage, achat, chat
+from ._config import LMConfig, load_model_configs, resolve_model_config
+from ._errors import ERROR_KINDS, TRANSIENT_KINDS, classify_error, describe_error, is_transient
+from ._factory import SCHEMA_PROVIDER, api_key_for, fake_engine, import_dspy, make_lm, make_lms
+from ._fake import (
+    BEHAVIOURS,
+    GARBAGE_TEXT,
+    INSTRUCTION_PHRASE,
+    REFUSAL_TEXT,
+    AsyncFakeEngine,
+    FakeCall,
+    FakeEngine,
+    GoldBook,
+    count_tokens,
+)
+from ._redact import redact, register_secret
+from ._stub_server import StubRequest, StubServer
+
+__all__ = [
+    "BEHAVIOURS",
+    "ERROR_KINDS",
+    "GARBAGE_TEXT",
+    "INSTRUCTION_PHRASE",
+    "REFUSAL_TEXT",
+    "SCHEMA_PROVIDER",
+    "TRANSIENT_KINDS",
+    "AsyncFakeEngine",
+    "CacheSettings",
+    "ChatResult",
+    "FakeCall",
+    "FakeEngine",
+    "GoldBook",
+    "LMConfig",
+    "StubRequest",
+    "StubServer",
+    "TokenUsage",
+    "achat",
+    "api_key_for",
+    "cache_settings",
+    "chat",
+    "classify_error",
+    "configure_cache",
+    "count_tokens",
+    "default_cache_dir",
+    "default_response_cache_dir",
+    "describe_error",
+    "fake_engine",
+    "import_dspy",
+    "is_transient",
+    "load_model_configs",
+    "make_lm",
+    "make_lms",
+    "redact",
+    "register_secret",
+    "resolve_model_config",
+]
