@@ -52,7 +52,7 @@ def case_to_example(case: Case, protocol: Protocol = "per-policy") -> dspy.Examp
     """
     import dspy
 
-    from sp_dspy._protocol import framework_for
+    from sp_dspy._protocol._targets import framework_for
 
     metadata = case.failure_mode_metadata
     fields: dict[str, Any] = {

@@ -31,7 +31,7 @@ def test_missing_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_package_without_model_file_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(_model.importlib.util, "find_spec", lambda name: _fake_spec(tmp_path))
-    with pytest.raises(ConfigError, match="SmolLM2-135M-Instruct.Q4_1.gguf is missing"):
+    with pytest.raises(ConfigError, match=r"SmolLM2-135M-Instruct\.Q4_1\.gguf is missing"):
         embedded_model_path()
 
 

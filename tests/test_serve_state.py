@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from pydantic import ValidationError
@@ -29,7 +29,7 @@ MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1"
 
 
 class _Models(BaseHTTPRequestHandler):
-    served: list[str] = [MODEL_NAME]
+    served: ClassVar[list[str]] = [MODEL_NAME]
 
     def do_GET(self) -> None:
         body = json.dumps({"object": "list", "data": [{"id": name} for name in self.served]}).encode()
@@ -46,7 +46,7 @@ class _Models(BaseHTTPRequestHandler):
 def models_endpoint() -> Iterator[str]:
     """An ``api_base`` on 127.0.0.1 whose ``/models`` lists ``MODEL_NAME``."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Models)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     httpd.shutdown()
@@ -77,7 +77,7 @@ def _state(api_base: str, pid: int, **overrides: Any) -> ServeState:
 class _FakeServer:
     """Stands in for LlamaCppServer: records how it was built, never loads a model."""
 
-    started: list[_FakeServer] = []
+    started: ClassVar[list[_FakeServer]] = []
 
     def __init__(self, model: Path | None = None, **kwargs: Any) -> None:
         self.model, self.kwargs, self.stopped = model, kwargs, False

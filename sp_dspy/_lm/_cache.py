@@ -6,7 +6,8 @@ called ``Qwen3-8B`` with different weights or quantisations) would share cached
 answers. :class:`EndpointAwareCache` is DSPy's ``Cache`` with the endpoint put back
 into the key; the API key stays out. Replicas of one model, configured together as a
 comma-separated ``api_base``, are deliberately keyed as one endpoint so a rerun hits
-the cache whichever replica served the first run.
+the cache whichever replica served the first run, and sync and async calls share
+entries (DSPy keys them apart).
 
 Everything here imports DSPy lazily: the CLI imports this package at start-up.
 """
@@ -23,6 +24,14 @@ from typing import Any
 
 DISK_SIZE_LIMIT_BYTES = 30 * 1024**3
 _ENDPOINT_FIELDS = ("api_base", "base_url")
+# DSPy keys async calls apart from sync ones although the answers are the same; an
+# async runner and a threaded DSPy program should share one cache.
+_SYNC_IDENTIFIERS = {
+    "dspy.clients.lm.alitellm_completion": "dspy.clients.lm.litellm_completion",
+    "dspy.clients.lm.alitellm_text_completion": "dspy.clients.lm.litellm_text_completion",
+    "dspy.clients.lm.alitellm_responses_completion": "dspy.clients.lm.litellm_responses_completion",
+    "dspy.clients.lm15.complete.async": "dspy.clients.lm15.complete",
+}
 
 _lock = threading.Lock()
 _endpoint_groups: dict[str, str] = {}
@@ -85,6 +94,9 @@ def _cache_class() -> type[Any]:
             if "api_key" not in ignored:
                 ignored.append("api_key")
             keyed = dict(request)
+            function = keyed.get("_fn_identifier")
+            if isinstance(function, str):
+                keyed["_fn_identifier"] = _SYNC_IDENTIFIERS.get(function, function)
             for name in _ENDPOINT_FIELDS:
                 value = keyed.get(name)
                 if isinstance(value, str):

@@ -3,7 +3,7 @@
 Errors reach sp-dspy from several layers: DSPy's public ``LM*Error`` classes, lm15's
 canonical errors, LiteLLM/OpenAI SDK exceptions and plain Python ``OSError``s. They
 are recognised by class name along the MRO (no import of any of those libraries, so
-this stays cheap and survives their refactors), then by HTTP status, then through the
+this stays cheap and survives their refactors) or by HTTP status, walking the
 exception's cause chain.
 """
 
@@ -111,16 +111,26 @@ def _by_status(exc: BaseException) -> str | None:
 
 
 def classify_error(exc: BaseException) -> str:
-    """One of :data:`ERROR_KINDS` for ``exc`` (``"other"`` when nothing is recognised)."""
+    """One of :data:`ERROR_KINDS` for ``exc`` (``"other"`` when nothing is recognised).
+
+    The first recognised exception along the cause chain decides, except that a
+    transport error caused by a timeout is a ``"timeout"`` (DSPy reports a read
+    timeout of its HTTP engine as a transport error).
+    """
+    kinds: list[str] = []
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         kind = _by_class(current) or _by_status(current)
         if kind is not None:
-            return kind
+            kinds.append(kind)
         current = current.__cause__ or current.__context__
-    return "other"
+    if not kinds:
+        return "other"
+    if kinds[0] == "connection" and "timeout" in kinds:
+        return "timeout"
+    return kinds[0]
 
 
 def is_transient(kind: str) -> bool:

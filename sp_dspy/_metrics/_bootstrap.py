@@ -15,43 +15,43 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
 
 from .._data._schema import Case
-from ._official import TAUS, CaseOutcome, case_outcomes, compute_cell
+from ._official import CELLS, TAUS, CaseOutcome, case_outcomes, compute_cell
 from ._records import PolicyRecord
 
 CI_METRICS: tuple[str, ...] = ("rmr_avg", "rmr_exact", "rdr")
-_MAIN_EPS = tuple(eps for _, eps in TAUS)
 #: Below this many discordant pairs McNemar uses the exact binomial test.
 EXACT_BELOW = 25
 
 
-def _matrix(outcomes: Sequence[CaseOutcome]) -> np.ndarray:
-    """Columns: a match flag per main tau, then FP+FN, then |P union G| (scored cases only)."""
-    rows = [
-        [*(float(o.matches(eps)) for eps in _MAIN_EPS), float(o.fp + o.fn), float(o.union)]
-        for o in outcomes
-        if not o.excluded
-    ]
-    return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(_MAIN_EPS) + 2)
+def outcome_matrix(outcomes: Sequence[CaseOutcome]) -> np.ndarray:
+    """One row per *scored* case: main-schedule taus matched (0-4), exact, FP+FN, |P union G|.
+
+    Matching is monotone in tau, so the RMR of a resample needs only the per-case
+    number of taus matched: ``RMR = 100 * sum / (4 n)``.
+    """
+    rows = [(sum(o.hits[: len(TAUS)]), o.hits[0], o.fp + o.fn, o.union) for o in outcomes if not o.excluded]
+    return np.asarray(rows, dtype=np.int64).reshape(len(rows), 4)
 
 
 def _weights(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """(n_boot, n) multiplicities of each case in each resample."""
-    draws = rng.integers(0, n, size=(n_boot, n))
-    offsets = (draws + np.arange(n_boot)[:, None] * n).ravel()
-    return np.bincount(offsets, minlength=n_boot * n).reshape(n_boot, n).astype(np.float64)
+    """(n_boot, n) multiplicities of each case in each resample (one bincount, no gathers)."""
+    draws = rng.integers(0, n, size=(n_boot, n), dtype=np.int32)
+    offsets = (draws + (np.arange(n_boot, dtype=np.int64) * n)[:, None]).ravel()
+    return np.bincount(offsets, minlength=n_boot * n).reshape(n_boot, n)
 
 
 def _statistics(sums: np.ndarray, n: int) -> dict[str, np.ndarray]:
     """Per-resample RMR, RMR@1.0 and RDR (unrounded) from column sums."""
-    rates = 100.0 * sums[:, : len(_MAIN_EPS)] / n
-    disagreement, union = sums[:, -2], sums[:, -1]
+    sums = sums.astype(np.float64)
+    disagreement, union = sums[:, 2], sums[:, 3]
     rdr = np.divide(100.0 * disagreement, union, out=np.zeros_like(union), where=union > 0)
-    return {"rmr_avg": rates.mean(axis=1), "rmr_exact": rates[:, 0], "rdr": rdr}
+    return {"rmr_avg": 100.0 * sums[:, 0] / (len(TAUS) * n), "rmr_exact": 100.0 * sums[:, 1] / n, "rdr": rdr}
 
 
 def _interval(values: np.ndarray) -> list[float]:
@@ -63,16 +63,49 @@ def _rng(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
 
 
-def bootstrap_cell(
-    outcomes: Sequence[CaseOutcome], *, name: str, n_boot: int = 1000, seed: int = 0
+def bootstrap_matrix(
+    matrix: np.ndarray, *, name: str, n_boot: int = 1000, seed: int = 0
 ) -> dict[str, list[float]] | None:
-    """95% percentile intervals of ``rmr_avg``, ``rmr_exact`` and ``rdr``; None if nothing scored."""
-    matrix = _matrix(outcomes)
+    """95% percentile intervals from an ``outcome_matrix`` (rows = the cell's scored cases)."""
     n = matrix.shape[0]
     if n == 0 or n_boot <= 0:
         return None
     stats = _statistics(_weights(n, n_boot, _rng(seed, name)) @ matrix, n)
     return {metric: _interval(stats[metric]) for metric in CI_METRICS}
+
+
+def bootstrap_cell(
+    outcomes: Sequence[CaseOutcome], *, name: str, n_boot: int = 1000, seed: int = 0
+) -> dict[str, list[float]] | None:
+    """95% percentile intervals of ``rmr_avg``, ``rmr_exact`` and ``rdr``; None if nothing scored."""
+    return bootstrap_matrix(outcome_matrix(outcomes), name=name, n_boot=n_boot, seed=seed)
+
+
+def confidence_intervals(outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int) -> dict[str, Any]:
+    """Intervals for the cells ``L0``..``ALL`` and, under ``domains``, every domain's cells.
+
+    The outcome matrix is built once; each cell is a row mask of it.
+    """
+    scored = [o for o in outcomes if not o.excluded]
+    matrix = outcome_matrix(scored)
+    levels = np.array([o.level for o in scored], dtype=object)
+    domains = np.array([o.domain for o in scored], dtype=object)
+    everything = np.ones(len(scored), dtype=bool)
+
+    def cells(prefix: str, base: np.ndarray) -> dict[str, Any]:
+        return {
+            name: bootstrap_matrix(
+                matrix[base & (everything if name == "ALL" else levels == name)],
+                name=f"{prefix}{name}",
+                n_boot=n_boot,
+                seed=seed,
+            )
+            for name in CELLS
+        }
+
+    intervals: dict[str, Any] = cells("", everything)
+    intervals["domains"] = {d: cells(f"{d}/", domains == d) for d in sorted({o.domain for o in outcomes})}
+    return intervals
 
 
 class PairedDiff(BaseModel):
@@ -135,8 +168,8 @@ def paired_bootstrap_diff(
     ci: dict[str, list[float] | None] = dict.fromkeys(CI_METRICS)
     if n and n_boot > 0:
         weights = _weights(n, n_boot, _rng(seed, "paired"))
-        stats_a = _statistics(weights @ _matrix(out_a), n)
-        stats_b = _statistics(weights @ _matrix(out_b), n)
+        stats_a = _statistics(weights @ outcome_matrix(out_a), n)
+        stats_b = _statistics(weights @ outcome_matrix(out_b), n)
         ci = {m: _interval(stats_b[m] - stats_a[m]) for m in CI_METRICS}
     return PairedDiff(n_pairs=n, a=a, b=b, diff=diff, ci=ci)
 

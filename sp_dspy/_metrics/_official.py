@@ -36,9 +36,16 @@ def rmr_match(fp: int, fn: int, gt_size: int, eps: int) -> bool:
     return fp <= k and fn <= k
 
 
+_EPS_INDEX = {eps: i for i, (_, eps) in enumerate(TAUS_FULL)}
+
+
 @dataclass(frozen=True, slots=True)
 class CaseOutcome:
-    """One case scored against its record: the numbers every aggregate is built from."""
+    """One case scored against its record: the numbers every aggregate is built from.
+
+    ``hits`` holds the RMR@tau match flag per ``TAUS_FULL`` entry (all False when
+    excluded), computed once because every case enters four cells and the bootstrap.
+    """
 
     id: str
     level: str
@@ -48,42 +55,43 @@ class CaseOutcome:
     gt: frozenset[int]
     fp: int
     fn: int
-
-    @property
-    def union(self) -> int:
-        return len(self.pred | self.gt)
+    union: int
+    hits: tuple[bool, ...]
 
     @property
     def exact(self) -> bool:
-        return not self.excluded and self.fp == 0 and self.fn == 0
+        return self.hits[0]
 
     def matches(self, eps: int) -> bool:
-        return not self.excluded and rmr_match(self.fp, self.fn, len(self.gt), eps)
+        return self.hits[_EPS_INDEX[eps]]
+
+
+def outcome(case: Case, record: PolicyRecord | None, *, cap_aware: bool = False) -> CaseOutcome:
+    """Score one case against its record; a missing record is an excluded case."""
+    gt = frozenset(case.ground_truth_violations)
+    excluded = record is None or record.excluded(cap_aware=cap_aware)
+    pred = frozenset() if record is None else frozenset(record.violated_rules or ())
+    fp, fn = len(pred - gt), len(gt - pred)
+    hits = tuple(not excluded and rmr_match(fp, fn, len(gt), eps) for _, eps in TAUS_FULL)
+    return CaseOutcome(
+        id=case.id,
+        level=case.level,
+        domain=case.domain,
+        excluded=excluded,
+        pred=pred,
+        gt=gt,
+        fp=fp,
+        fn=fn,
+        union=len(pred | gt),
+        hits=hits,
+    )
 
 
 def case_outcomes(
     cases: Iterable[Case], records: Mapping[str, PolicyRecord], *, cap_aware: bool = False
 ) -> list[CaseOutcome]:
-    """Score each case against its record; a missing record is an excluded case."""
-    outcomes: list[CaseOutcome] = []
-    for case in cases:
-        record = records.get(case.id)
-        gt = frozenset(case.ground_truth_violations)
-        excluded = record is None or record.excluded(cap_aware=cap_aware)
-        pred = frozenset() if record is None else frozenset(record.violated_rules or ())
-        outcomes.append(
-            CaseOutcome(
-                id=case.id,
-                level=case.level,
-                domain=case.domain,
-                excluded=excluded,
-                pred=pred,
-                gt=gt,
-                fp=len(pred - gt),
-                fn=len(gt - pred),
-            )
-        )
-    return outcomes
+    """Score each case against its record (see ``outcome``)."""
+    return [outcome(case, records.get(case.id), cap_aware=cap_aware) for case in cases]
 
 
 def _pct(count: int, n: int) -> float:
@@ -112,7 +120,7 @@ def compute_cell(outcomes: Sequence[CaseOutcome]) -> dict[str, Any]:
     scored = [o for o in outcomes if not o.excluded]
     n_eval = len(scored)
     excluded = total - n_eval
-    counts = {eps: sum(1 for o in scored if rmr_match(o.fp, o.fn, len(o.gt), eps)) for _, eps in TAUS_FULL}
+    counts = {eps: sum(o.hits[i] for o in scored) for i, (_, eps) in enumerate(TAUS_FULL)}
     cell: dict[str, Any] = {
         "total": total,
         "excluded": excluded,

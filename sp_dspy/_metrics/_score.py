@@ -9,9 +9,9 @@ from pydantic import BaseModel, Field
 
 from .._data._schema import Case
 from .._errors import DataError
-from ._bootstrap import bootstrap_cell
+from ._bootstrap import confidence_intervals
 from ._diagnostics import error_attribution, failure_modes
-from ._official import CELLS, CaseOutcome, case_outcomes, domain_cells, level_cells, select
+from ._official import CELLS, case_outcomes, domain_cells, level_cells
 from ._per_rule import judgment_diagnostics, refusal_rates
 from ._records import JudgmentRecord, PolicyRecord, ResultSet, aggregate_judgments
 
@@ -129,19 +129,3 @@ def score(
         n_boot=n_boot if ci else 0,
         seed=seed,
     )
-
-
-def confidence_intervals(outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int) -> dict[str, Any]:
-    """Bootstrap intervals for the level cells and, under ``domains``, every domain cell."""
-    intervals: dict[str, Any] = {
-        name: bootstrap_cell(select(outcomes, name), name=name, n_boot=n_boot, seed=seed) for name in CELLS
-    }
-    by_domain: dict[str, dict[str, Any]] = {}
-    for domain in sorted({o.domain for o in outcomes}):
-        members = [o for o in outcomes if o.domain == domain]
-        by_domain[domain] = {
-            name: bootstrap_cell(select(members, name), name=f"{domain}/{name}", n_boot=n_boot, seed=seed)
-            for name in CELLS
-        }
-    intervals["domains"] = by_domain
-    return intervals
