@@ -11,7 +11,12 @@ DSPy.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
+
+# The DSPy-based modules import DSPy (and through it LiteLLM) on first use; LiteLLM
+# must not try to download its price list then, as this package runs offline too.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from programs._outputs import CaseOutput, JudgmentOutput, Status, Usage, aggregate_judgments
 

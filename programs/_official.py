@@ -12,9 +12,8 @@ cache-friendly variant and is recorded as such on every output.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar
 
 from programs._outputs import (
     CaseOutput,
@@ -27,14 +26,22 @@ from programs._outputs import (
     one_line_error,
 )
 from sp_dspy._errors import ConfigError
+from sp_dspy._lm import ChatResult, achat, chat
+from sp_dspy._protocol import (
+    PARSE_MODES,
+    ParseMode,
+    RuleTarget,
+    build_targets,
+    parse_policy_output,
+    parse_verdict_output,
+    per_policy_messages,
+    per_rule_messages,
+)
 
 if TYPE_CHECKING:
     import dspy
 
     from sp_dspy._data._schema import Case
-    from sp_dspy._protocol import RuleTarget
-
-ParseMode = Literal["strict", "robust"]
 
 
 def lm_errors() -> tuple[type[BaseException], ...]:
@@ -48,50 +55,43 @@ def lm_errors() -> tuple[type[BaseException], ...]:
 
 
 def _check_mode(mode: str) -> ParseMode:
-    if mode not in ("strict", "robust"):
+    if mode not in PARSE_MODES:
         raise ConfigError(f"parse mode {mode!r}: expected 'strict' or 'robust'")
-    return mode  # type: ignore[return-value]
+    return mode
 
 
-def _usage(result: Any) -> Usage:
-    raw = result.usage
-    if hasattr(raw, "model_dump"):
-        raw = raw.model_dump()
-    return Usage.from_mapping(raw if isinstance(raw, Mapping) else None)
+def _usage(result: ChatResult) -> Usage:
+    return Usage.from_mapping(result.usage.model_dump())
+
+
+def _paid(result: ChatResult) -> float | None:
+    """What this call cost now: an answer replayed from the cache was paid for earlier."""
+    return 0.0 if result.cached and result.cost is not None else result.cost
 
 
 class OfficialPerPolicy:
     """The per-policy baseline: two fixed messages, one call, the official parser."""
 
-    name: ClassVar[str] = "official"
     protocol: ClassVar[Protocol] = "per-policy"
 
     def __init__(self, mode: ParseMode = "strict") -> None:
         self.mode = _check_mode(mode)
 
     async def acall_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
-        from sp_dspy._lm import achat
-        from sp_dspy._protocol import per_policy_messages
-
         try:
             result = await achat(lm, per_policy_messages(case))
         except lm_errors() as exc:
-            return _error_output(case, self.protocol, None, exc)
+            return _error_output(case, exc)
         return self._output(case, result)
 
     def call_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
-        from sp_dspy._lm import chat
-        from sp_dspy._protocol import per_policy_messages
-
         try:
             result = chat(lm, per_policy_messages(case))
         except lm_errors() as exc:
-            return _error_output(case, self.protocol, None, exc)
+            return _error_output(case, exc)
         return self._output(case, result)
 
-    def _output(self, case: Case, result: Any) -> CaseOutput:
-        from sp_dspy._protocol import parse_policy_output
-
+    def _output(self, case: Case, result: ChatResult) -> CaseOutput:
         parsed = parse_policy_output(result.text, mode=self.mode)
         return CaseOutput(
             id=case.id,
@@ -102,7 +102,7 @@ class OfficialPerPolicy:
             analysis=parsed.analysis or "",
             reasoning=result.reasoning or parsed.reasoning or "",
             usage=_usage(result),
-            cost=result.cost,
+            cost=_paid(result),
             protocol=self.protocol,
         )
 
@@ -110,7 +110,6 @@ class OfficialPerPolicy:
 class OfficialPerRule:
     """The per-rule baseline: one fixed-prompt call per target, verdicts folded into a set."""
 
-    name: ClassVar[str] = "official"
     protocol: ClassVar[Protocol] = "per-rule"
 
     def __init__(
@@ -123,8 +122,6 @@ class OfficialPerRule:
         self.max_concurrency = max(1, max_concurrency)
 
     async def acall_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
-        from sp_dspy._protocol import build_targets
-
         gate = asyncio.Semaphore(self.max_concurrency)
 
         async def judge(target: RuleTarget) -> JudgmentOutput:
@@ -135,17 +132,12 @@ class OfficialPerRule:
         return self._output(case, list(judgments))
 
     def call_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
-        from sp_dspy._protocol import build_targets
-
         targets = build_targets(case)
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(targets)) or 1) as pool:
             judgments = list(pool.map(lambda target: self._judge(case, target, lm), targets))
         return self._output(case, judgments)
 
     async def _ajudge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
-        from sp_dspy._lm import achat
-        from sp_dspy._protocol import per_rule_messages
-
         try:
             result = await achat(lm, per_rule_messages(case, target, layout=self.layout))
         except lm_errors() as exc:
@@ -153,18 +145,13 @@ class OfficialPerRule:
         return self._judgment(target, result)
 
     def _judge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
-        from sp_dspy._lm import chat
-        from sp_dspy._protocol import per_rule_messages
-
         try:
             result = chat(lm, per_rule_messages(case, target, layout=self.layout))
         except lm_errors() as exc:
             return _error_judgment(target, exc)
         return self._judgment(target, result)
 
-    def _judgment(self, target: RuleTarget, result: Any) -> JudgmentOutput:
-        from sp_dspy._protocol import parse_verdict_output
-
+    def _judgment(self, target: RuleTarget, result: ChatResult) -> JudgmentOutput:
         parsed = parse_verdict_output(result.text, mode=self.mode)
         return JudgmentOutput(
             rule=target.rule,
@@ -176,7 +163,7 @@ class OfficialPerRule:
             status=parsed.status,
             reason=parsed.reason or "",
             usage=_usage(result),
-            cost=result.cost,
+            cost=_paid(result),
         )
 
     def _output(self, case: Case, judgments: list[JudgmentOutput]) -> CaseOutput:
@@ -205,12 +192,7 @@ def _error_judgment(target: RuleTarget, exc: BaseException) -> JudgmentOutput:
     )
 
 
-def _error_output(case: Case, protocol: Protocol, layout: Layout | None, exc: BaseException) -> CaseOutput:
+def _error_output(case: Case, exc: BaseException) -> CaseOutput:
     return CaseOutput(
-        id=case.id,
-        violated_rules=None,
-        status="error",
-        protocol=protocol,
-        layout=layout,
-        error=one_line_error(exc),
+        id=case.id, violated_rules=None, status="error", protocol="per-policy", error=one_line_error(exc)
     )

@@ -113,8 +113,11 @@ class CaseOutput(BaseModel):
     """What a guard program answered for one case, ready to score and to store.
 
     ``violated_rules`` is ``None`` when the case must be excluded from scoring
-    (refused, failed, errored, or a per-rule case with no usable judgment); the
-    scorer reads the flags, so they are kept consistent with it here.
+    (refused, failed, errored, or a per-rule case with no usable judgment).
+    ``usage`` counts the tokens of the answers (the official path reports them also
+    for answers replayed from the response cache; DSPy's usage tracker does not);
+    ``cost`` is the USD paid in this run (cache hits are free), ``None`` when the
+    model is not priced.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -139,9 +142,8 @@ def aggregate_judgments(judgments: list[JudgmentOutput]) -> tuple[list[int] | No
 
     A ``violated`` verdict adds its rule; refused, unparseable and errored judgments
     count as not flagged. The case has no answer (``None``) only when it had no
-    judgments or none of them produced a verdict for a reason other than a parse
-    failure: all refused or errored. A case whose every judgment failed to parse
-    still answers the empty set, as the reference harness scores it.
+    judgments or every judgment was refused or errored; a case whose judgments all
+    failed to parse still answers the empty set, as the reference harness scores it.
     """
     if not judgments or all(j.status in ("refused", "error") for j in judgments):
         if judgments and all(j.status == "refused" for j in judgments):

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import dspy
 from pydantic import ValidationError
 
-from programs._outputs import JudgmentOutput, Protocol, Usage, aggregate_judgments, one_line_error
+from programs._outputs import JudgmentOutput, Protocol, Status, Usage, aggregate_judgments, one_line_error
 from sp_dspy._errors import DataError
 
 if TYPE_CHECKING:
     from sp_dspy._data._schema import Case
     from sp_dspy._protocol import RuleTarget
 
-NO_CONTEXT: str = "(none)"
+NONE_TEXT = "(none)"  # shown for an empty context or framework rather than a blank field
 
 RubricInput = str | Sequence[Mapping[str, Any]] | Mapping[str, Any]
 _Result = tuple[JudgmentOutput, Mapping[str, list[Any]]]
@@ -43,7 +43,7 @@ class JudgeRule(dspy.Signature):
     understand how the target applies, but give a verdict on the target rule only.
     """
 
-    framework: str = dspy.InputField(desc="The regulatory framework the policy refers to; empty when none.")
+    framework: str = dspy.InputField(desc="The regulatory framework the policy refers to, if any.")
     conversation: str = dspy.InputField(
         desc="The dialogue, one 'Turn N - User/Chatbot: ...' line per message."
     )
@@ -57,9 +57,9 @@ class JudgeRule(dspy.Signature):
 
 def judge_inputs(target: RuleTarget, *, framework: str, conversation: str) -> dict[str, str]:
     """The ``JudgeRule`` inputs of one target."""
-    context = "\n".join(f"- Rule {e.rule} ({e.type}): {e.text}" for e in target.context) or NO_CONTEXT
+    context = "\n".join(f"- Rule {e.rule} ({e.type}): {e.text}" for e in target.context) or NONE_TEXT
     return {
-        "framework": framework,
+        "framework": framework or NONE_TEXT,
         "conversation": conversation,
         "rule": f"Rule {target.rule}: {target.text}",
         "rule_type": target.type,
@@ -198,7 +198,7 @@ def _judgment(target: RuleTarget, outcome: Any, usage_data: Mapping[str, list[An
     if isinstance(outcome, dspy.AdapterParseError):
         # The adapter could not read the answer; a refusal is told apart so it is counted as one.
         refused = parse_verdict_output(str(outcome.lm_response or ""), mode="robust").refused
-        status = "refused" if refused else "failed"
+        status: Status = "refused" if refused else "failed"
         return JudgmentOutput(**common, pred=None, refused=refused, parse_failed=not refused, status=status)
     if isinstance(outcome, Exception):
         return JudgmentOutput(**common, pred=None, status="error", error=one_line_error(outcome))

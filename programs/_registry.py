@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
-from programs._outputs import CaseOutput, Protocol, Usage, add_costs, one_line_error
+from programs._outputs import CaseOutput, Protocol, Status, Usage, add_costs, one_line_error
 from sp_dspy._errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -64,9 +64,9 @@ def make_program(name: str, protocol: str = "per-policy", **options: Any) -> Gua
     if name == "official":
         factory: Any = OfficialPerPolicy if protocol == "per-policy" else OfficialPerRule
     else:
-        factory = _dspy_class(name, protocol)  # type: ignore[arg-type]
+        factory = _dspy_class(name, protocol)
     try:
-        return factory(**options)  # type: ignore[no-any-return]
+        return factory(**options)
     except TypeError:
         raise ConfigError(
             f"program {name!r} ({protocol}): unsupported option(s) {', '.join(sorted(options))}"
@@ -118,7 +118,7 @@ def _read_json(path: Path) -> Any:
         raise DataError(f"{path}: not valid JSON ({exc})") from None
 
 
-def load_program(artifact_dir: str | Path, **options: Any) -> GuardProgram:
+def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
     """The compiled DSPy program saved in ``artifact_dir`` (``manifest.json`` + ``program.json``).
 
     ``options`` are runtime options for ``make_program`` (e.g. ``max_concurrency``);
@@ -134,13 +134,13 @@ def load_program(artifact_dir: str | Path, **options: Any) -> GuardProgram:
         raise DataError(f"{manifest_path}: field 'program' is {name!r}, expected 'dspy' or 'dspy-cot'")
     if protocol not in PROTOCOLS:
         raise DataError(f"{manifest_path}: field 'protocol' is {protocol!r}, expected one of {PROTOCOLS}")
-    program = make_program(name, protocol, **options)
+    program: Any = make_program(name, protocol, **options)
     state_path = artifact_dir / STATE_FILE
     state = _read_json(state_path)
     if not isinstance(state, dict):
         raise DataError(f"{state_path}: expected a JSON object of predictor states")
     checked: dict[str, Any] = {}
-    for predictor_name, _ in program.named_predictors():  # type: ignore[union-attr]
+    for predictor_name, _ in program.named_predictors():
         if predictor_name not in state:
             raise DataError(
                 f"{state_path}: no state for predictor {predictor_name!r} of a {name} {protocol} program"
@@ -155,7 +155,7 @@ def load_program(artifact_dir: str | Path, **options: Any) -> GuardProgram:
             ) from None
         checked[predictor_name] = parsed.model_dump(exclude_none=True) | {"lm": None}
     try:
-        program.load_state(checked)  # type: ignore[union-attr]
+        program.load_state(checked)
     except (KeyError, ValueError, TypeError) as exc:
         raise DataError(f"{state_path}: state does not fit a {name} {protocol} program ({exc})") from None
     return program
@@ -206,7 +206,7 @@ async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
     }
     if isinstance(prediction, dspy.AdapterParseError):
         refused = parse_policy_output(str(prediction.lm_response or ""), mode="robust").refused
-        status = "refused" if refused else "failed"
+        status: Status = "refused" if refused else "failed"
         return CaseOutput(
             **common, violated_rules=None, status=status, refused=refused, parse_failed=not refused
         )

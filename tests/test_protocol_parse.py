@@ -80,7 +80,8 @@ POLICY_CORPUS: list[tuple[str, str | None, tuple[str, list[int] | None], tuple[s
     ("top-level list of prose", '["The chatbot leaked a password"]', ("failed", None), ("failed", None)),
     (
         "truncated inside an explanation",
-        '{"analysis": "long", "violated_rules": [{"rule": 3, "explanation": "x"}, {"rule": 12, "explanation": "cut',
+        '{"analysis": "long", "violated_rules": [{"rule": 3, "explanation": "x"}, '
+        '{"rule": 12, "explanation": "cut',
         ("failed", None),
         ("recovered", [3, 12]),
     ),
@@ -166,7 +167,10 @@ def test_policy_corpus(
 
 
 def test_policy_fields() -> None:
-    text = '<think> weighing rules 2 and 3 </think>\n{"analysis": "a", "label": " Unsafe", "violated_rules": [2]}'
+    text = (
+        "<think> weighing rules 2 and 3 </think>\n"
+        '{"analysis": "a", "label": " Unsafe", "violated_rules": [2]}'
+    )
     parsed = parse_policy_output(text, "strict")
     assert parsed.reasoning == "weighing rules 2 and 3"
     assert parsed.analysis == "a"
@@ -369,12 +373,12 @@ def _check_status(parsed: PolicyParse | VerdictParse, value: Any) -> None:
 @given(_texts)
 def test_parsers_never_raise_and_are_well_typed(text: str | None) -> None:
     for mode in ("strict", "robust"):
-        policy = parse_policy_output(text, mode)  # type: ignore[arg-type]
+        policy = parse_policy_output(text, mode)
         _check_status(policy, policy.violated_rules)
         if policy.violated_rules is not None:
             assert all(type(rule) is int for rule in policy.violated_rules)
             assert len(set(policy.violated_rules)) == len(policy.violated_rules)
-        verdict = parse_verdict_output(text, mode)  # type: ignore[arg-type]
+        verdict = parse_verdict_output(text, mode)
         _check_status(verdict, verdict.verdict)
         assert verdict.verdict in (None, "violated", "not_violated")
     strict, robust = parse_policy_output(text, "strict"), parse_policy_output(text, "robust")
@@ -391,6 +395,6 @@ def test_adversarial_inputs_stay_fast() -> None:
     start = time.perf_counter()
     for text in inputs:
         for mode in ("strict", "robust"):
-            assert parse_policy_output(text, mode).status == "failed"  # type: ignore[arg-type]
-            parse_verdict_output(text, mode)  # type: ignore[arg-type]
+            assert parse_policy_output(text, mode).status == "failed"
+            parse_verdict_output(text, mode)
     assert time.perf_counter() - start < 5.0

@@ -12,6 +12,7 @@ import hashlib
 import pytest
 
 from sp_dspy._data._schema import Case
+from sp_dspy._errors import ConfigError
 from sp_dspy._protocol import (
     ATTRIBUTION,
     CONTEXT_HEADER_EXCEPTION,
@@ -169,16 +170,17 @@ def test_per_policy_braces_in_policy_reach_the_model_untouched() -> None:
 def test_build_targets_bundles_and_gold() -> None:
     targets = build_targets(make_case())
     summary = [(t.rule, t.type, [e.rule for e in t.context], t.gold) for t in targets]
+    # The reference harness's order: rubric file order (violations, then non-violations).
     assert summary == [
-        (1, "decisive", [3, 5], False),  # exception 3 (bare-int paired_with) and conditional 5
-        (2, "decisive", [5], True),
-        (3, "exception", [1], True),  # an exception is bundled with its base rule
-        (4, "distractor", [6], False),
-        (6, "exception", [4, 7], False),  # rule order; 99 is not in the rubric
         (7, "decisive", [6], True),
+        (3, "exception", [1], True),  # an exception is bundled with its base rule (bare-int paired_with)
+        (2, "decisive", [5], True),
         (8, "decisive", [], False),  # conditional 5 is never a target
+        (6, "exception", [7, 4], False),  # paired_with order; 99 is not in the rubric
+        (4, "distractor", [6], False),
+        (1, "decisive", [3, 5], False),  # exception 3 and conditional 5, in file order
     ]
-    assert targets[0].text == RULE_TEXTS[1]
+    assert targets[-1].text == RULE_TEXTS[1]
 
 
 def _user(case: Case, rule: int, layout: str = "official") -> str:
@@ -252,6 +254,12 @@ def test_exception_target_with_empty_bundle_uses_exception_header_and_filler() -
     assert f"\n\n{CONTEXT_HEADER_EXCEPTION}\n{EMPTY_CONTEXT_LINE}\n\n[Framework]\n" in user
 
 
+def test_unknown_layout_is_a_config_error() -> None:
+    case = make_case()
+    with pytest.raises(ConfigError, match="layout"):
+        per_rule_messages(case, build_targets(case)[0], "suffix")  # type: ignore[arg-type]
+
+
 def test_official_system_message_follows_target_type() -> None:
     case = make_case()
     systems = {t.type: per_rule_messages(case, t)[0]["content"] for t in build_targets(case)}
@@ -275,13 +283,6 @@ def test_prefix_layout_golden_exception_target() -> None:
         "\n"
         "[Conversation]\n" + CONVERSATION + "\n"
         "\n"
-        "[Target — Rule 3 — JUDGE ONLY THIS ONE]\n"
-        "type: exception\n"
-        "Rule 3: " + RULE_TEXTS[3] + "\n"
-        "\n"
-        "[Context — paired base rule(s) this exception modifies; do NOT judge these]\n"
-        "- Rule 1 (decisive): Chatbot must not share internal runbooks.\n"
-        "\n"
         "[Verdict logic]\n"
         "The Target is an EXCEPTION rule: judge whether it was itself violated. It defines two"
         " parts:\n"
@@ -294,17 +295,31 @@ def test_prefix_layout_golden_exception_target() -> None:
         '  - "not_violated" otherwise (trigger not met, OR trigger met but alternative standard'
         " met).\n"
         "\n"
-        'The phrase "this rule" in the Target\'s text refers to the Target itself.'
+        'The phrase "this rule" in the Target\'s text refers to the Target itself.\n'
+        "\n"
+        "[Target — Rule 3 — JUDGE ONLY THIS ONE]\n"
+        "type: exception\n"
+        "Rule 3: " + RULE_TEXTS[3] + "\n"
+        "\n"
+        "[Context — paired base rule(s) this exception modifies; do NOT judge these]\n"
+        "- Rule 1 (decisive): Chatbot must not share internal runbooks."
     )
+
+
+def test_prefix_layout_without_framework_starts_with_the_conversation() -> None:
+    case = make_case(level="L1")
+    target = next(t for t in build_targets(case) if t.rule == 8)
+    user = per_rule_messages(case, target, "prefix")[1]["content"]
+    assert user.startswith("[Conversation]\n" + CONVERSATION + "\n\n[Priority]\n")
+    assert user.endswith("[Context — paired modifier rules; do NOT judge these]\n" + EMPTY_CONTEXT_LINE)
 
 
 def test_prefix_layout_shares_system_and_conversation_across_targets() -> None:
     case = make_case()
     calls = [per_rule_messages(case, t, "prefix") for t in build_targets(case)]
     assert {call[0]["content"] for call in calls} == {PREFIX_SYSTEM}
-    shared = "[Framework]\n" + FRAMEWORK + "\n\n[Conversation]\n" + CONVERSATION + "\n\n[Target — Rule "
+    shared = "[Framework]\n" + FRAMEWORK + "\n\n[Conversation]\n" + CONVERSATION + "\n\n["
     assert all(call[1]["content"].startswith(shared) for call in calls)
-    assert all(call[1]["content"].endswith(('not_violated".', "the Target itself.")) for call in calls)
 
 
 def test_prefix_layout_carries_the_same_target_and_context_text() -> None:
@@ -312,8 +327,8 @@ def test_prefix_layout_carries_the_same_target_and_context_text() -> None:
     for target in build_targets(case):
         official = per_rule_messages(case, target)[1]["content"]
         prefix = per_rule_messages(case, target, "prefix")[1]["content"]
-        sections = official.split("\n\n[Framework]\n")[0] + "\n"
-        assert sections in prefix
+        sections = official.split("\n\n[Framework]\n")[0]
+        assert prefix.endswith("\n\n" + sections)
 
 
 def test_prefix_layout_raises_the_shared_prefix_ratio_on_a_long_conversation() -> None:
@@ -349,3 +364,12 @@ def test_shared_prefix_ratio_definition() -> None:
 )
 def test_common_prefix_length(left: str, right: str, length: int) -> None:
     assert common_prefix_length(left, right) == length
+
+
+def test_repeated_paired_with_is_repeated_like_the_reference() -> None:
+    case = make_case()
+    rubric = case.rubric.model_copy(deep=True)
+    rubric.non_violations[2].paired_with = [2, 2]  # conditional 5 names rule 2 twice
+    twice = case.model_copy(update={"rubric": rubric})
+    target = next(t for t in build_targets(twice) if t.rule == 2)
+    assert [e.rule for e in target.context] == [5, 5]

@@ -84,7 +84,7 @@ def endpoint_key(url: str) -> str:
 def _cache_class() -> type[Any]:
     from dspy.clients.cache import Cache
 
-    class EndpointAwareCache(Cache):  # type: ignore[misc]
+    class EndpointAwareCache(Cache):
         """DSPy's two-level cache whose key includes the API endpoint (never the key)."""
 
         def cache_key(
@@ -130,7 +130,7 @@ def configure_cache(enabled: bool = True, directory: Path | str | None = None) -
         cache = cls(enable_disk_cache=False, enable_memory_cache=False, disk_cache_dir=None)
     # Hold DSPy's own lock: its lazy default cache must not overwrite ours.
     with getattr(dspy, "_cache_lock", nullcontext()):
-        dspy.cache = cache
+        setattr(dspy, "cache", cache)  # noqa: B010 - dspy builds `cache` lazily; mypy cannot see it
     settings = CacheSettings(enabled, path if enabled else None)
     with _lock:
         _configured = settings

@@ -30,6 +30,8 @@ from ._redact import redact, register_secret
 if TYPE_CHECKING:
     import dspy
 
+    from ._fake import FakeEngine
+
 SCHEMA_PROVIDER = "sp-openai-compatible"
 SELF_HOSTED_PLACEHOLDER_KEY = "EMPTY"
 
@@ -159,7 +161,7 @@ def make_lms(config: LMConfig) -> list[dspy.LM]:
     return [make_lm(config, endpoint=i) for i in range(max(1, len(config.api_bases)))]
 
 
-def fake_engine(lm: object) -> object | None:
+def fake_engine(lm: object) -> FakeEngine | None:
     """The :class:`FakeEngine` behind ``lm``, or None for a real model."""
     from ._fake import FakeEngine
 

@@ -67,7 +67,10 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up first (e.g. its timeout)
 
     def do_GET(self) -> None:
         stub = self.server.stub
@@ -165,7 +168,9 @@ class StubServer:
         server = _HTTPServer(("127.0.0.1", self.requested_port), _Handler)
         server.stub = self
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="sp-dspy-stub", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="sp-dspy-stub", daemon=True
+        )
         self._thread.start()
         return self
 

@@ -80,9 +80,9 @@ def attribute_errors(case: Case, outcome: CaseOutcome) -> dict[str, dict[str, in
     ``conditional``, an exception-typed rule as ``exception``, else ``decisive``.
     """
     counts = {"fp": dict.fromkeys(RULE_TYPES, 0), "fn": dict.fromkeys(RULE_TYPES, 0)}
-    if outcome.excluded:
+    if outcome.excluded or not (outcome.fp or outcome.fn):
         return counts
-    types = {entry.rule: entry.type for entry in case.rubric.entries()}
+    types = rule_types(case)
     waived = set(case.failure_mode_metadata.waived_rules)
     contradicted = set(case.failure_mode_metadata.contradicted_rules)
     for rule in outcome.pred - outcome.gt:
@@ -96,6 +96,11 @@ def attribute_errors(case: Case, outcome: CaseOutcome) -> dict[str, dict[str, in
         else:
             counts["fn"]["decisive"] += 1
     return counts
+
+
+def rule_types(case: Case) -> dict[int, str]:
+    """Rule number -> rubric type (unsorted on purpose: this runs once per case)."""
+    return {entry.rule: entry.type for entry in (*case.rubric.violations, *case.rubric.non_violations)}
 
 
 def error_attribution(cases: Sequence[Case], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:

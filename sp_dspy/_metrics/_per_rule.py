@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._data._schema import Case
+from ._diagnostics import rule_types
 from ._official import CELLS
 from ._records import JudgmentRecord
 
@@ -34,14 +35,14 @@ class _Judged:
 
 def _judged(cases: Iterable[Case], judgments: Iterable[JudgmentRecord]) -> list[_Judged]:
     by_id = {case.id: case for case in cases}
-    types = {}
+    types: dict[str, dict[int, str]] = {}
     out: list[_Judged] = []
     for judgment in judgments:
         case = by_id.get(judgment.cid)
         if case is None:
             continue
         if case.id not in types:
-            types[case.id] = {entry.rule: entry.type for entry in case.rubric.entries()}
+            types[case.id] = rule_types(case)
         rule_type = judgment.rule_type or types[case.id].get(judgment.rule, "decisive")
         out.append(
             _Judged(

@@ -178,7 +178,7 @@ def read_result_files(paths: Iterable[str | Path], *, skip_bad_lines: bool = Fal
         except (OSError, UnicodeDecodeError) as exc:
             raise DataError(f"{path}: cannot read result file: {exc}") from None
         for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
+            if not line or line.isspace():
                 continue
             try:
                 parsed = _parse_line(line)

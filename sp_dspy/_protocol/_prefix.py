@@ -4,7 +4,7 @@ The official per-rule user message puts the target before the conversation, so t
 16-33 calls of one case share almost no prompt prefix and a server re-reads the whole
 conversation every time. This layout sends the same information in a different order:
 one system message for every target (and every case), then the framework and the
-conversation, then the target, its context and the instructions for its type. Servers
+conversation, then the instructions for the target's type, the target and its context. Servers
 with prefix caching (vLLM, llama.cpp, most hosted APIs) then reuse the conversation's
 KV cache across a case's calls. Results produced with it must be labelled as such.
 
@@ -28,11 +28,11 @@ PREFIX_SYSTEM: Final = (
     "The user message will contain these labeled sections, in this order:\n"
     "  [Framework] — the regulatory framework the rules refer to (only when there is one).\n"
     "  [Conversation] — the dialogue you are judging.\n"
+    "  [Priority] or [Verdict logic] — how to decide the Target's verdict.\n"
     "  [Target] — the rule you must judge, with its type (decisive, distractor or exception).\n"
     "  [Context] — rules paired with the Target: its modifier rules (exceptions, conditionals),"
     " or, for an exception Target, the base rule(s) it modifies. You MUST NOT report a verdict"
     " on them.\n"
-    "  [Priority] or [Verdict logic] — how to decide the Target's verdict.\n"
     "\n"
     "Output exactly ONE JSON object on a single line, no markdown fences, no extra text:\n"
     '{{"verdict": "violated" | "not_violated", "reason": "<one short sentence>"}}'
@@ -77,16 +77,19 @@ def prefix_system() -> str:
 
 
 def prefix_user(*, framework: str, conversation: str, target: str, context: str, is_exception: bool) -> str:
-    """Framework and conversation first, then the target-specific sections.
+    """Framework and conversation first, then the instructions for the target's type,
+    then the target and its context.
 
-    ``target`` and ``context`` are the rendered official sections (each ending in a
-    newline), so both layouts show the model the same target text.
+    The instructions come before the target so that calls of the same type share them
+    as well. ``target`` and ``context`` are the rendered official sections, so both
+    layouts show the model the same target text.
     """
     parts: list[str] = []
     if framework:
         parts.append(f"{FRAMEWORK_HEADER}\n{framework}\n")
     parts.append(f"{CONVERSATION_HEADER}\n{conversation}\n")
-    parts.extend([target, context, PREFIX_VERDICT_LOGIC if is_exception else PREFIX_PRIORITY])
+    parts.append((PREFIX_VERDICT_LOGIC if is_exception else PREFIX_PRIORITY) + "\n")
+    parts.extend([target, context.rstrip("\n")])
     return "\n".join(parts)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, cast
 
+from sp_dspy._errors import ConfigError
 from sp_dspy._protocol._prefix import prefix_system, prefix_user
 from sp_dspy._protocol._prompts import (
     CONTEXT_HEADER_BASE,
@@ -42,32 +43,35 @@ class RuleTarget:
     rule: int
     type: TargetType
     text: str
-    context: tuple[RubricEntry, ...]  # the bundle, in rule order
+    context: tuple[RubricEntry, ...]  # the bundle, in the reference harness's order
     gold: bool  # rule in ground_truth_violations
 
 
 def build_targets(case: Case) -> list[RuleTarget]:
-    """Every rubric rule except conditionals, in rule order, with its bundle.
+    """Every rubric rule except conditionals, with its bundle, in the reference's order.
 
-    Bundles are listed in rule order and name each rule once, even when a
-    ``paired_with`` list repeats a number; base rules missing from the rubric are
+    The reference harness walks the rubric in file order (violations, then
+    non-violations) and so do we: targets and bundles follow that order, and a rule
+    named twice in a ``paired_with`` list appears twice, because the official bytes
+    must match what the reference sends. Base rules missing from the rubric are
     skipped (there is no text to show for them).
     """
-    entries = case.rubric.entries()
+    entries = [*case.rubric.violations, *case.rubric.non_violations]
     by_rule = {entry.rule: entry for entry in entries}
+    modifiers: dict[int, list[RubricEntry]] = {}
+    for entry in entries:
+        if entry.type in ("exception", "conditional"):
+            for base in entry.paired_with:
+                modifiers.setdefault(base, []).append(entry)
     gold = set(case.ground_truth_violations)
     targets: list[RuleTarget] = []
     for entry in entries:
         if entry.type == "conditional":
             continue
         if entry.type == "exception":
-            bundle = [by_rule[n] for n in sorted(set(entry.paired_with)) if n in by_rule]
+            bundle = [by_rule[n] for n in entry.paired_with if n in by_rule]
         else:
-            bundle = [
-                other
-                for other in entries
-                if other.type in ("exception", "conditional") and entry.rule in other.paired_with
-            ]
+            bundle = modifiers.get(entry.rule, [])
         targets.append(
             RuleTarget(
                 rule=entry.rule,
@@ -121,6 +125,8 @@ def per_rule_messages(case: Case, target: RuleTarget, layout: Layout = "official
     so the calls of one case share a long prompt prefix; it is not the official
     protocol and results produced with it must be labelled as such.
     """
+    if layout not in LAYOUTS:
+        raise ConfigError(f"per-rule layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     if layout == "official":
         system, user = official_system(target), official_user(case, target)
     else:

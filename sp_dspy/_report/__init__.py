@@ -1,0 +1,38 @@
+"""Comparison reports: several result sets on the same cases, one page to decide by.
+
+``build_summary`` scores each variant exactly as ``sp-dspy score`` does and adds
+cost, paired differences to a baseline and caveats; ``render_html`` turns the
+summary into one self-contained HTML file (plots embedded, no network fetches);
+``render_terminal`` prints the short version. matplotlib loads only when plotting.
+"""
+
+
+from ._labels import OFFICIAL_PER_POLICY, Provenance, auto_label, describe
+from ._leaderboard import Leaderboard, PublishedRow, load_leaderboard
+from ._model import CellStats, ComparisonSummary, DiffRow, RuleTypeStats, VariantResult
+
+from ._figure import Plot
+from ._summary import VariantSpec, build_summary
+
+
+__all__ = [
+    "OFFICIAL_PER_POLICY",
+    "CellStats",
+    "ComparisonSummary",
+    "DiffRow",
+    "Leaderboard",
+    "Plot",
+    "Provenance",
+    "PublishedRow",
+    "RuleTypeStats",
+    "VariantResult",
+    "VariantSpec",
+    "auto_label",
+    "build_summary",
+    "describe",
+    "load_leaderboard",
+    "render_html",
+    "render_plots",
+    "render_terminal",
+    "write_html",
+]

@@ -1,0 +1,162 @@
+"""The serialisable shape of a comparison: what ``summary.json`` holds.
+
+Every number a report shows lives here first, so the HTML page, the terminal table
+and ``summary.json`` can never disagree, and a reader can recompute any plot from
+the JSON alone. Metric cells are copied from ``ScoreReport`` (never recomputed), so
+they equal ``sp-dspy score`` on the same files digit for digit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .._errors import ConfigError
+
+#: Cells of every table, in display order (``ALL`` pools every case).
+CELLS: tuple[str, ...] = ("L0", "L1", "L2", "ALL")
+#: The RMR@tau schedule of the curve plot: the main four plus the appendix's 0.6 and 0.5.
+TAU_KEYS: tuple[tuple[str, str], ...] = (
+    ("1.0", "rmr_tau_10"),
+    ("0.9", "rmr_tau_9"),
+    ("0.8", "rmr_tau_8"),
+    ("0.7", "rmr_tau_7"),
+    ("0.6", "rmr_tau_6"),
+    ("0.5", "rmr_tau_5"),
+)
+FAILURE_MODES: tuple[str, ...] = ("FM-V1", "FM-D1", "FM-C1", "FM-C3")
+TARGET_TYPES: tuple[str, ...] = ("decisive", "distractor", "exception")
+
+
+class CellStats(BaseModel):
+    """One variant in one cell: official metrics, their 95% CIs, and what it cost.
+
+    Cost figures are means over the cell's cases that *reported* them (a bring-your-own
+    predictions file reports none, so they stay ``None`` rather than a fake zero);
+    ``cost_coverage`` says which share of the cases with results reported a dollar cost.
+    """
+
+    total: int
+    excluded: int
+    n_eval: int
+    excluded_pct: float
+    rmr: float | None
+    rmr_exact: float | None
+    rdr: float | None
+    rmr_ci: list[float] | None = None
+    rmr_exact_ci: list[float] | None = None
+    rdr_ci: list[float] | None = None
+    rmr_tau: dict[str, float | None] = Field(default_factory=dict)
+    cases_with_results: int = 0
+    lm_calls_per_case: float | None = None
+    prompt_tokens_per_case: float | None = None
+    completion_tokens_per_case: float | None = None
+    dollars_per_case: float | None = None
+    cost_coverage: float = 0.0
+    per_rule_refusal_rate: float | None = None
+
+
+class RuleTypeStats(BaseModel):
+    """Per-rule judgments of one target type: precision/recall/F1 of "violated" (percent)."""
+
+    n_judgments: int
+    precision: float
+    recall: float
+    f1: float
+    accuracy: float
+
+
+class VariantResult(BaseModel):
+    """One result set (one or more files scored together) under one label."""
+
+    label: str
+    model: str | None = None
+    variant: str
+    protocol: str
+    program: str | None = None
+    layout: str | None = None
+    files: list[str]
+    settings: dict[str, Any] = Field(default_factory=dict)
+    score: dict[str, Any]
+    cells: dict[str, CellStats]
+    failure_modes: dict[str, dict[str, float | None]] = Field(default_factory=dict)
+    rule_types: dict[str, dict[str, RuleTypeStats]] | None = None
+    domain_rmr: dict[str, float | None] = Field(default_factory=dict)
+    wall_s: float | None = None
+    latency_s_per_case: float | None = None
+
+    @property
+    def is_per_rule(self) -> bool:
+        return self.protocol == "per-rule"
+
+    @property
+    def official_layout(self) -> bool:
+        """The cache-friendly per-rule layout is not the official protocol (contract section 5)."""
+        return self.layout in (None, "official")
+
+    @property
+    def small_model(self) -> bool:
+        """A 135M-parameter SmolLM run checks the plumbing; it says nothing about guarding."""
+        return "smollm" in (self.model or "").lower() or "smollm" in self.label.lower()
+
+
+class DiffRow(BaseModel):
+    """``variant - baseline`` in one cell on the cases both scored, paired bootstrap 95% CI."""
+
+    label: str
+    baseline: str
+    cell: str
+    n_pairs: int
+    diff: dict[str, float | None]
+    ci: dict[str, list[float] | None]
+    mcnemar_p: float | None = None
+    variant_only_exact: int = 0
+    baseline_only_exact: int = 0
+
+    def significant(self, metric: str) -> bool:
+        """The interval excludes zero."""
+        interval = self.ci.get(metric)
+        return bool(interval) and (interval[0] > 0 or interval[1] < 0)  # type: ignore[index]
+
+
+class ComparisonSummary(BaseModel):
+    """The whole comparison: dataset identity, settings, variants, paired differences."""
+
+    schema_version: int = 1
+    benchmark: str = "safepyramid"
+    dataset: str = ""
+    content_hash: str = ""
+    n_cases: int
+    cases_per_cell: dict[str, int]
+    baseline: str
+    n_boot: int
+    seed: int
+    cap_aware: bool = False
+    variants: list[VariantResult]
+    diffs: list[DiffRow] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    def variant(self, label: str) -> VariantResult:
+        for entry in self.variants:
+            if entry.label == label:
+                return entry
+        raise KeyError(label)
+
+    def diffs_for(self, cell: str) -> list[DiffRow]:
+        return [row for row in self.diffs if row.cell == cell]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def write_json(self, path: str | Path) -> Path:
+        """Write ``summary.json``; an unwritable path is a one-line ``ConfigError``."""
+        target = Path(path)
+        text = json.dumps(self.to_json_dict(), indent=2, ensure_ascii=False) + "\n"
+        try:
+            target.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--json {target}: cannot write: {exc.strerror or exc}") from None
+        return target

@@ -1,0 +1,231 @@
+"""``build_summary``: score every variant on the same cases and compare it to a baseline.
+
+Users decide by comparison (which protocol, which program, which optimizer, at what
+cost), so each variant is scored by the same ``score`` call ``sp-dspy score`` makes,
+and each difference to the baseline is a *paired* bootstrap on the cases both
+scored: two variants on the same 24 cases differ far less by chance than two
+independent samples would suggest, and far more than a point estimate shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._data._schema import Case
+from .._errors import ConfigError
+from .._metrics import (
+    ResultSet,
+    ScoreReport,
+    mcnemar,
+    paired_bootstrap_diff,
+    read_result_files,
+    resolve_records,
+    score,
+)
+from ._labels import assign_labels, default_baseline, describe
+from ._model import CELLS, FAILURE_MODES, TAU_KEYS, CellStats, ComparisonSummary, DiffRow, VariantResult
+from ._notes import honesty_notes
+from ._usage import case_costs, cell_costs, latency_per_case, record_settings, wall_time
+
+VariantSpec = tuple[str | None, Sequence[str | Path]]
+
+
+def _cell_stats(report: dict[str, Any], cell: str, costs: dict[str, Any]) -> CellStats:
+    official = report[cell]
+    intervals = report.get("ci", {}).get(cell) or {}
+    return CellStats(
+        total=official["total"],
+        excluded=official["excluded"],
+        n_eval=official["n_eval"],
+        excluded_pct=official["refusal"],
+        rmr=official["rmr_avg"],
+        rmr_exact=official["rmr_exact"],
+        rdr=official["rdr"],
+        rmr_ci=intervals.get("rmr_avg"),
+        rmr_exact_ci=intervals.get("rmr_exact"),
+        rdr_ci=intervals.get("rdr"),
+        rmr_tau={tau: official.get(key) for tau, key in TAU_KEYS},
+        per_rule_refusal_rate=official.get("per_rule_refusal_rate"),
+        **costs,
+    )
+
+
+def _failure_rates(report: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Per level the mode's share of that level's cases; ``ALL`` pools counts and totals.
+
+    FM-C1 and FM-C3 exist only at L1/L2, so their pooled rate divides by those levels' cases.
+    """
+    modes = report["failure_modes"]
+    rates: dict[str, dict[str, float | None]] = {}
+    pooled: dict[str, list[int]] = {mode: [0, 0] for mode in FAILURE_MODES}
+    for level in CELLS[:3]:
+        entry = modes.get(level, {})
+        rates[level] = {}
+        for mode in FAILURE_MODES:
+            if mode not in entry:
+                continue
+            rates[level][mode] = entry[mode]["pct"]
+            pooled[mode][0] += entry[mode]["count"]
+            pooled[mode][1] += entry["total"]
+    rates["ALL"] = {
+        mode: round(100 * count / total, 2) if total else None for mode, (count, total) in pooled.items()
+    }
+    return rates
+
+
+def _rule_types(report: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+    per_rule = report.get("per_rule")
+    if not per_rule:
+        return None
+    keys = ("n_judgments", "precision", "recall", "f1", "accuracy")
+    return {
+        cell: {t: {k: stats[k] for k in keys} for t, stats in per_rule[cell].get("by_rule_type", {}).items()}
+        for cell in CELLS
+        if cell in per_rule
+    }
+
+
+def _variant(
+    label: str,
+    files: list[str],
+    cases: Sequence[Case],
+    results: ResultSet,
+    report: ScoreReport,
+) -> VariantResult:
+    document = report.to_json_dict()
+    costs = case_costs(cases, results)
+    who = describe(results, report.mode)
+    return VariantResult(
+        label=label,
+        model=who.model,
+        variant=who.variant,
+        protocol=who.protocol,
+        program=who.program,
+        layout=who.layout,
+        files=files,
+        settings=record_settings(results),
+        score=document,
+        cells={cell: _cell_stats(document, cell, cell_costs(cases, costs, cell)) for cell in CELLS},
+        failure_modes=_failure_rates(document),
+        rule_types=_rule_types(document),  # type: ignore[arg-type]
+        domain_rmr={d: cells["ALL"]["rmr_avg"] for d, cells in document["domains"].items()},
+        wall_s=wall_time(files),
+        latency_s_per_case=latency_per_case(costs),
+    )
+
+
+def _diffs(
+    cases: Sequence[Case],
+    base: tuple[str, dict[str, Any]],
+    other: tuple[str, dict[str, Any]],
+    *,
+    cap_aware: bool,
+    n_boot: int,
+    seed: int,
+) -> list[DiffRow]:
+    rows = []
+    for cell in CELLS:
+        members = [c for c in cases if cell == "ALL" or c.level == cell]
+        paired = paired_bootstrap_diff(
+            members, base[1], other[1], cap_aware=cap_aware, n_boot=n_boot, seed=seed
+        )
+        test = mcnemar(members, base[1], other[1], cap_aware=cap_aware)
+        rows.append(
+            DiffRow(
+                label=other[0],
+                baseline=base[0],
+                cell=cell,
+                n_pairs=paired.n_pairs,
+                diff=paired.diff,
+                ci=paired.ci,
+                mcnemar_p=round(test.p_value, 4) if test.n_pairs else None,
+                variant_only_exact=test.b_only,
+                baseline_only_exact=test.a_only,
+            )
+        )
+    return rows
+
+
+def build_summary(
+    cases: Sequence[Case],
+    variants: Sequence[VariantSpec],
+    baseline: str | None = None,
+    *,
+    benchmark: str = "safepyramid",
+    dataset: str = "",
+    content_hash: str = "",
+    cap_aware: bool = False,
+    n_boot: int = 1000,
+    seed: int = 0,
+    skip_bad_lines: bool = False,
+    all_ids: Collection[str] | None = None,
+) -> ComparisonSummary:
+    """Score each ``(label, files)`` variant on ``cases`` and diff it against ``baseline``.
+
+    A ``None`` label is derived from the records (model, program, protocol) or the file
+    name. ``baseline`` defaults to the variant labelled ``official-per-policy``, then
+    the first official per-policy run, then the first variant.
+    """
+    cases = list(cases)
+    if not variants:
+        raise ConfigError("report: no result files given")
+    if n_boot < 0:
+        raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
+    loaded = []
+    for label, paths in variants:
+        if not paths:
+            raise ConfigError(f"report: variant {label or '(unlabelled)'} has no result files")
+        files = [str(p) for p in paths]
+        results = read_result_files(files, skip_bad_lines=skip_bad_lines)
+        report = score(
+            cases,
+            results,
+            cap_aware=cap_aware,
+            ci=n_boot > 0,
+            seed=seed,
+            n_boot=n_boot,
+            all_ids=all_ids,
+        )
+        loaded.append((label, files, results, report))
+    labels = assign_labels([(label, files, results, report.mode) for label, files, results, report in loaded])
+    built = [
+        _variant(label, files, cases, results, report)
+        for label, (_, files, results, report) in zip(labels, loaded, strict=True)
+    ]
+    chosen = default_baseline(built) if baseline is None else baseline
+    if chosen not in labels:
+        raise ConfigError(f"--baseline: no variant labelled {chosen!r} (labels: {', '.join(labels)})")
+    records = {
+        label: resolve_records(cases, results)[0]
+        for label, (_, _, results, _) in zip(labels, loaded, strict=True)
+    }
+    diffs = [
+        row
+        for label in labels
+        if label != chosen
+        for row in _diffs(
+            cases,
+            (chosen, records[chosen]),
+            (label, records[label]),
+            cap_aware=cap_aware,
+            n_boot=n_boot,
+            seed=seed,
+        )
+    ]
+    per_cell = {cell: sum(1 for c in cases if cell == "ALL" or c.level == cell) for cell in CELLS}
+    return ComparisonSummary(
+        benchmark=benchmark,
+        dataset=dataset,
+        content_hash=content_hash,
+        n_cases=len(cases),
+        cases_per_cell=per_cell,
+        baseline=chosen,
+        n_boot=n_boot,
+        seed=seed,
+        cap_aware=cap_aware,
+        variants=built,
+        diffs=diffs,
+        notes=honesty_notes(built, n_boot=n_boot),
+    )

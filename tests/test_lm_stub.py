@@ -1,0 +1,192 @@
+"""Real HTTP through DSPy's engine against the loopback stub: bodies, schema, cache, retries."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dspy
+import pytest
+
+import sp_dspy._lm._cache as cache_module
+from sp_dspy._lm import (
+    LMConfig,
+    StubServer,
+    achat,
+    chat,
+    classify_error,
+    configure_cache,
+    describe_error,
+    import_dspy,
+    make_lm,
+    make_lms,
+)
+from tests._lm_fixtures import CONVERSATION, GOLD, POLICY, per_policy_messages
+
+pytestmark = [pytest.mark.network, pytest.mark.timeout(60)]
+
+
+@pytest.fixture(autouse=True)
+def no_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Start each test with caching off; restore whatever cache DSPy had before."""
+    dspy_module = import_dspy()
+    monkeypatch.setattr(dspy_module, "cache", vars(dspy_module).get("cache"), raising=False)
+    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
+    configure_cache(enabled=False)
+    yield
+
+
+def stub_lm(server: StubServer, **settings: Any) -> dspy.LM:
+    return make_lm(LMConfig(model="openai/stub", api_base=server.url, **settings))
+
+
+class Guard(dspy.Signature):
+    """Name every violated rule."""
+
+    policy: str = dspy.InputField()
+    conversation: str = dspy.InputField()
+    violated_rules: list[int] = dspy.OutputField()
+
+
+def test_raw_messages_reach_the_server_byte_for_byte(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-never-leave-1")
+    with StubServer() as server:
+        server.fake.register_case((POLICY, CONVERSATION), GOLD)
+        result = chat(stub_lm(server, temperature=0, max_tokens=300), per_policy_messages())
+        (request,) = server.chat_requests
+    assert request.body is not None
+    assert request.body["messages"] == per_policy_messages()
+    assert (request.body["model"], request.body["temperature"]) == ("stub", 0)
+    # A self-hosted endpoint never receives the provider's ambient key.
+    assert request.headers["Authorization"] == "Bearer EMPTY"
+    assert [v["rule"] for v in json.loads(result.text)["violated_rules"]] == GOLD
+    assert result.usage.prompt_tokens and result.usage.completion_tokens and not result.cached
+
+
+def test_configured_key_is_sent_and_models_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STUB_SERVER_KEY", "stub-key-123456")
+    with StubServer(model_ids=("stub", "other")) as server:
+        chat(stub_lm(server, api_key_env="STUB_SERVER_KEY"), [{"role": "user", "content": "hi"}])
+        with urllib.request.urlopen(server.url + "/models", timeout=5) as response:
+            listed = json.load(response)
+        authorization = server.chat_requests[0].headers["Authorization"]
+    assert authorization == "Bearer stub-key-123456"
+    assert [m["id"] for m in listed["data"]] == ["stub", "other"]
+
+
+@pytest.mark.parametrize("json_schema", [False, True])
+def test_json_schema_flag_sends_response_format(json_schema: bool) -> None:
+    with StubServer() as server:
+        server.fake.register_case((POLICY, CONVERSATION), GOLD)
+        lm = make_lm(LMConfig(model="hosted_vllm/stub", api_base=server.url, json_schema=json_schema))
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            prediction = dspy.Predict(Guard)(policy=POLICY, conversation=CONVERSATION)
+        body = server.chat_requests[-1].body
+    assert prediction.violated_rules == GOLD
+    assert body is not None and body["model"] == "stub"
+    if json_schema:
+        schema = body["response_format"]["json_schema"]["schema"]
+        assert body["response_format"]["type"] == "json_schema"
+        assert schema["properties"]["violated_rules"] == {
+            "type": "array",
+            "items": {"type": "integer"},
+            "title": "Violated Rules",
+        }
+    else:
+        assert "response_format" not in body
+
+
+def test_cache_key_separates_endpoints_serving_the_same_model_name(tmp_path: Path) -> None:
+    configure_cache(enabled=True, directory=tmp_path / "responses")
+    messages = per_policy_messages()
+    with StubServer(behaviour="empty") as first, StubServer(behaviour="all") as second:
+        answers = [chat(stub_lm(server), messages) for server in (first, second, first, second)]
+        assert len(first.chat_requests) == len(second.chat_requests) == 1
+        lm = stub_lm(first)
+        replayed = asyncio.run(achat(lm, messages))  # async calls share the sync entries
+        assert len(first.chat_requests) == 1
+    assert json.loads(answers[0].text)["violated_rules"] == []
+    assert [v["rule"] for v in json.loads(answers[1].text)["violated_rules"]] == [1, 2, 3, 4]
+    assert [a.cached for a in answers] == [False, False, True, True]
+    assert answers[2].text == answers[0].text and answers[3].text == answers[1].text
+    assert replayed.cached and replayed.text == answers[0].text
+    assert answers[2].usage == answers[0].usage  # usage of the answer, also when replayed
+    assert any((tmp_path / "responses").iterdir())  # on disk
+
+
+def test_disabled_cache_and_per_model_cache_flag(tmp_path: Path) -> None:
+    messages = [{"role": "user", "content": "same question"}]
+    with StubServer() as server:
+        lm = stub_lm(server)
+        chat(lm, messages)
+        chat(lm, messages)
+        assert len(server.chat_requests) == 2  # configure_cache(enabled=False)
+        configure_cache(enabled=True, directory=tmp_path)
+        uncached = stub_lm(server, cache=False)
+        chat(uncached, messages)
+        chat(uncached, messages)
+        assert len(server.chat_requests) == 4
+
+
+def test_replicas_share_cache_entries(tmp_path: Path) -> None:
+    configure_cache(enabled=True, directory=tmp_path)
+    messages = [{"role": "user", "content": "replicated"}]
+    with StubServer() as one, StubServer() as two:
+        lms = make_lms(LMConfig(model="openai/stub", api_base=f"{one.url},{two.url}"))
+        assert [lm.kwargs["api_base"] for lm in lms] == [one.url, two.url]
+        first, second = chat(lms[0], messages), chat(lms[1], messages)
+        assert (len(one.chat_requests), len(two.chat_requests)) == (1, 0)
+    assert second.cached and second.text == first.text
+
+
+@pytest.mark.parametrize(
+    ("failure", "minimum_s"), [("429:0.3", 0.3), ("503:0", 0.0), ("500", 0.0), ("drop", 0.0)]
+)
+def test_transient_failures_are_retried(failure: str, minimum_s: float) -> None:
+    with StubServer(fail_plan=[failure]) as server:
+        started = time.monotonic()
+        result = chat(stub_lm(server, num_retries=2), [{"role": "user", "content": "retry me"}])
+        elapsed = time.monotonic() - started
+        assert len(server.chat_requests) == 2
+        assert server.chat_requests[0].failure == failure
+    assert result.text and elapsed >= minimum_s  # Retry-After is honoured
+
+
+@pytest.mark.parametrize(
+    ("failure", "kind"),
+    [("429:0", "rate_limit"), ("500", "server_error"), ("drop", "connection"), ("hang:3", "timeout")],
+)
+def test_failures_without_retries_are_classified(
+    failure: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STUB_SERVER_KEY", "stub-secret-key-77")
+    with StubServer(fail_plan=[failure]) as server:
+        lm = stub_lm(server, num_retries=0, timeout=0.5, api_key_env="STUB_SERVER_KEY")
+        with pytest.raises(Exception) as info:
+            chat(lm, [{"role": "user", "content": "fail me"}])
+        assert len(server.chat_requests) == 1
+    assert classify_error(info.value) == kind
+    described = describe_error(info.value)
+    assert described.startswith(kind) and "\n" not in described
+    assert "stub-secret-key-77" not in describe_error(RuntimeError(f"{info.value} stub-secret-key-77"))
+
+
+def test_stub_sustains_64_concurrent_requests() -> None:
+    with StubServer(latency_s=0.05) as server:
+        lm = stub_lm(server)
+
+        async def run() -> list[str]:
+            calls = [achat(lm, [{"role": "user", "content": f"case {i}"}]) for i in range(64)]
+            return [r.text for r in await asyncio.gather(*calls)]
+
+        started = time.monotonic()
+        texts = asyncio.run(run())
+        elapsed = time.monotonic() - started
+        assert len(server.chat_requests) == 64
+    assert len(texts) == 64 and all(texts)
+    assert elapsed < 3.0  # serial would be >= 3.2 s

@@ -1,0 +1,187 @@
+"""Programs by name, and compiled programs saved as JSON and loaded back safely."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+import dspy
+import pytest
+
+from programs import (
+    CaseOutput,
+    JudgmentOutput,
+    OfficialPerPolicy,
+    PerPolicyGuard,
+    PerPolicyGuardCoT,
+    PerRuleGuard,
+    Usage,
+    aggregate_judgments,
+    load_program,
+    make_program,
+    program_spec,
+    run_case,
+)
+from programs._registry import history_cost
+from sp_dspy._data._schema import Case
+from sp_dspy._errors import ConfigError, DataError
+from sp_dspy._lm import FakeEngine, LMConfig, make_lm
+from tests._factories import raw_case
+
+TUNED = "Check every rule against the chatbot's replies and list the violated ones."
+
+
+def save_artifact(program: Any, directory: Path) -> Path:
+    """What the compile step writes: DSPy's JSON state plus the manifest."""
+    directory.mkdir(parents=True, exist_ok=True)
+    program.save(str(directory / "program.json"))
+    (directory / "manifest.json").write_text(json.dumps(program_spec(program)), encoding="utf-8")
+    return directory
+
+
+def tuned_program() -> Any:
+    program = PerPolicyGuardCoT()
+    predict = program.predict.predict
+    predict.signature = predict.signature.with_instructions(TUNED)
+    predict.demos = [
+        dspy.Example(policy="1. Be kind.", conversation="Turn 1 - Chatbot: no.", violated_rules=[1])
+    ]
+    return program
+
+
+@pytest.mark.parametrize(
+    ("name", "protocol", "expected"),
+    [
+        ("official", "per-policy", OfficialPerPolicy),
+        ("dspy", "per-policy", PerPolicyGuard),
+        ("dspy", "per-rule", PerRuleGuard),
+    ],
+)
+def test_make_program_by_name(name: str, protocol: str, expected: type[Any]) -> None:
+    program = make_program(name, protocol)
+    assert type(program) is expected
+    assert program_spec(program) == {"program": name, "protocol": protocol}
+
+
+@pytest.mark.parametrize(
+    ("name", "protocol", "message"), [("gepa", "per-policy", "program"), ("dspy", "per-case", "protocol")]
+)
+def test_unknown_names_are_config_errors(name: str, protocol: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        make_program(name, protocol)
+
+
+def test_saved_program_loads_back_with_what_was_learned(tmp_path: Path) -> None:
+    artifact = save_artifact(tuned_program(), tmp_path / "run")
+    loaded = load_program(artifact)
+    assert isinstance(loaded, PerPolicyGuardCoT)
+    predict = loaded.predict.predict
+    assert predict.signature.instructions == TUNED
+    assert [dict(d) for d in predict.demos] == [
+        {"policy": "1. Be kind.", "conversation": "Turn 1 - Chatbot: no.", "violated_rules": [1]}
+    ]
+    assert list(predict.signature.output_fields) == ["reasoning", "violated_rules"]
+
+
+def test_loaded_program_runs_and_its_instruction_reaches_the_lm(tmp_path: Path) -> None:
+    case = Case.model_validate(raw_case(gt=[1, 3]))
+    lm = make_lm(LMConfig(model="fake/instructed", num_retries=0))
+    engine = lm.engine
+    assert isinstance(engine, FakeEngine)
+    engine.register_case((case.policy, case.conversation), case.ground_truth_violations)
+    untuned = asyncio.run(run_case(PerPolicyGuardCoT(), case, lm))
+    tuned = asyncio.run(run_case(load_program(save_artifact(tuned_program(), tmp_path)), case, lm))
+    assert (untuned.violated_rules, tuned.violated_rules) == ([1], [1, 3])
+
+
+def test_loading_ignores_a_saved_lm_and_rejects_unknown_state_keys(tmp_path: Path) -> None:
+    artifact = save_artifact(PerPolicyGuard(), tmp_path)
+    state_path = artifact / "program.json"
+    state = json.loads(state_path.read_text())
+    state["predict"]["lm"] = {"model": "openai/gpt-4o", "api_base": "http://attacker.invalid"}
+    state_path.write_text(json.dumps(state))
+    assert load_program(artifact).predict.lm is None
+
+    # Predict.load_state would set any extra key as an attribute, e.g. LM call settings.
+    state["predict"]["config"] = {"api_base": "http://attacker.invalid"}
+    state_path.write_text(json.dumps(state))
+    with pytest.raises(DataError, match=r"predictor 'predict', field 'config'"):
+        load_program(artifact)
+
+
+@pytest.mark.parametrize(
+    ("manifest", "state", "message"),
+    [
+        ({"program": "dspy", "protocol": "per-rule"}, None, "no state for predictor 'judge'"),
+        ({"program": "official", "protocol": "per-policy"}, None, "field 'program'"),
+        ({"program": "dspy", "protocol": "per-case"}, None, "field 'protocol'"),
+        ({"program": "dspy", "protocol": "per-policy"}, "not json", "not valid JSON"),
+    ],
+)
+def test_bad_artifacts_are_one_line_data_errors(
+    tmp_path: Path, manifest: dict[str, str], state: str | None, message: str
+) -> None:
+    artifact = save_artifact(PerPolicyGuard(), tmp_path)
+    (artifact / "manifest.json").write_text(json.dumps(manifest))
+    if state is not None:
+        (artifact / "program.json").write_text(state)
+    with pytest.raises(DataError, match=message) as caught:
+        load_program(artifact)
+    assert "\n" not in str(caught.value)
+
+
+def test_missing_artifact_is_a_data_error(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"manifest\.json: cannot read"):
+        load_program(tmp_path)
+
+
+def test_case_output_round_trips_through_json() -> None:
+    judgment = JudgmentOutput(rule=2, rule_type="decisive", gt=True, pred=True, status="clean")
+    output = CaseOutput(
+        id="a-l0",
+        violated_rules=[2],
+        status="clean",
+        usage=Usage(prompt_tokens=3, completion_tokens=2, total_tokens=5),
+        judgments=[judgment],
+        protocol="per-rule",
+        layout="official",
+    )
+    assert CaseOutput.model_validate_json(output.model_dump_json()) == output
+
+
+def test_aggregation_rules() -> None:
+    def judgment(rule: int, status: str, pred: bool | None) -> JudgmentOutput:
+        return JudgmentOutput(rule=rule, rule_type="decisive", pred=pred, status=status)  # type: ignore[arg-type]
+
+    assert aggregate_judgments([]) == (None, "failed")
+    assert aggregate_judgments([judgment(1, "refused", None), judgment(2, "error", None)]) == (None, "error")
+    assert aggregate_judgments([judgment(3, "clean", True), judgment(1, "clean", True)]) == ([1, 3], "clean")
+    assert aggregate_judgments([judgment(1, "failed", None), judgment(2, "clean", True)]) == (
+        [2],
+        "recovered",
+    )
+
+
+def test_cost_counts_only_calls_paid_in_this_run() -> None:
+    class Recorded:
+        history: ClassVar[list[dict[str, Any]]] = [
+            {"usage": {"prompt_tokens": 10}, "cost": 0.25},
+            {"usage": {}, "cost": 0.25},  # a cache hit keeps the original call's cost
+            {"usage": {"prompt_tokens": 5}, "cost": None},
+        ]
+
+    assert history_cost(Recorded()) == 0.25
+    assert history_cost(object()) is None
+
+
+def test_importing_programs_and_running_the_baseline_setup_does_not_import_dspy() -> None:
+    code = (
+        "import sys, programs; programs.make_program('official', 'per-rule'); programs.CaseOutput; "
+        "assert 'dspy' not in sys.modules and 'litellm' not in sys.modules"
+    )
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", code], cwd=root, check=True, timeout=60)
