@@ -23,7 +23,7 @@ from programs._outputs import (
     Usage,
     add_costs,
     aggregate_judgments,
-    one_line_error,
+    error_fields,
 )
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import ChatResult, achat, chat
@@ -126,7 +126,7 @@ class OfficialPerRule:
 
         async def judge(target: RuleTarget) -> JudgmentOutput:
             async with gate:
-                return await self._ajudge(case, target, lm)
+                return await self.ajudge(case, target, lm)
 
         judgments = await asyncio.gather(*(judge(t) for t in build_targets(case)))
         return self._output(case, list(judgments))
@@ -137,7 +137,8 @@ class OfficialPerRule:
             judgments = list(pool.map(lambda target: self._judge(case, target, lm), targets))
         return self._output(case, judgments)
 
-    async def _ajudge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
+    async def ajudge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
+        """One judgment (the runner's unit of work, so per-rule runs resume per judgment)."""
         try:
             result = await achat(lm, per_rule_messages(case, target, layout=self.layout))
         except lm_errors() as exc:
@@ -188,11 +189,11 @@ def _error_judgment(target: RuleTarget, exc: BaseException) -> JudgmentOutput:
         gt=target.gold,
         pred=None,
         status="error",
-        error=one_line_error(exc),
+        **error_fields(exc),
     )
 
 
 def _error_output(case: Case, exc: BaseException) -> CaseOutput:
     return CaseOutput(
-        id=case.id, violated_rules=None, status="error", protocol="per-policy", error=one_line_error(exc)
+        id=case.id, violated_rules=None, status="error", protocol="per-policy", **error_fields(exc)
     )

@@ -107,6 +107,7 @@ class JudgmentOutput(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     cost: float | None = None
     error: str | None = None
+    error_class: str | None = None
 
 
 class CaseOutput(BaseModel):
@@ -135,6 +136,7 @@ class CaseOutput(BaseModel):
     protocol: Protocol
     layout: Layout | None = None
     error: str | None = None
+    error_class: str | None = None
 
 
 def aggregate_judgments(judgments: list[JudgmentOutput]) -> tuple[list[int] | None, Status]:
@@ -152,6 +154,13 @@ def aggregate_judgments(judgments: list[JudgmentOutput]) -> tuple[list[int] | No
     violated = sorted({j.rule for j in judgments if j.pred is True})
     status: Status = "clean" if all(j.status == "clean" for j in judgments) else "recovered"
     return violated, status
+
+
+def error_fields(exc: BaseException) -> dict[str, Any]:
+    """``error`` (one redacted line) and ``error_class`` (rate_limit, timeout, ...) of a failure."""
+    from sp_dspy._lm import classify_error, redact
+
+    return {"error": redact(one_line_error(exc)), "error_class": classify_error(exc)}
 
 
 def one_line_error(exc: BaseException) -> str:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import dspy
 from pydantic import ValidationError
 
-from programs._outputs import JudgmentOutput, Protocol, Status, Usage, aggregate_judgments, one_line_error
+from programs._outputs import JudgmentOutput, Protocol, Status, Usage, aggregate_judgments, error_fields
 from sp_dspy._errors import DataError
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ def _judgment(target: RuleTarget, outcome: Any, usage_data: Mapping[str, list[An
         status: Status = "refused" if refused else "failed"
         return JudgmentOutput(**common, pred=None, refused=refused, parse_failed=not refused, status=status)
     if isinstance(outcome, Exception):
-        return JudgmentOutput(**common, pred=None, status="error", error=one_line_error(outcome))
+        return JudgmentOutput(**common, pred=None, status="error", **error_fields(outcome))
     reason = str(getattr(outcome, "reasoning", "") or "")
     return JudgmentOutput(**common, pred=outcome.verdict == "violated", status="clean", reason=reason)
 

@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
-from programs._outputs import CaseOutput, Protocol, Status, Usage, add_costs, one_line_error
+from programs._outputs import CaseOutput, JudgmentOutput, Protocol, Status, Usage, add_costs, error_fields
 from sp_dspy._errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     import dspy
 
     from sp_dspy._data._schema import Case
+    from sp_dspy._protocol import RuleTarget
 
 PROGRAM_NAMES: Final = ("official", "dspy", "dspy-cot")
 PROTOCOLS: Final[tuple[Protocol, ...]] = ("per-policy", "per-rule")
@@ -211,7 +212,7 @@ async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
             **common, violated_rules=None, status=status, refused=refused, parse_failed=not refused
         )
     if isinstance(prediction, Exception):
-        return CaseOutput(**common, violated_rules=None, status="error", error=one_line_error(prediction))
+        return CaseOutput(**common, violated_rules=None, status="error", **error_fields(prediction))
     reasoning = str(prediction.get("reasoning", "") or "")
     if protocol == "per-policy":
         rules = sorted(set(prediction.violated_rules))
@@ -225,3 +226,24 @@ async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
         refused=prediction.status == "refused",
         judgments=judgments,
     )
+
+
+async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
+    """One per-rule judgment of ``case`` by a per-rule program.
+
+    The runner resumes per-rule runs judgment by judgment (a killed run must not send
+    a finished judgment again), so it needs this finer grain than ``run_case``.
+    """
+    import dspy
+
+    from programs._per_rule import PerRuleGuard
+    from sp_dspy._protocol._targets import framework_for
+
+    if isinstance(program, OfficialPerRule):
+        return await program.ajudge(case, target, lm)
+    if not isinstance(program, PerRuleGuard):
+        raise ConfigError(f"{type(program).__name__} is not a per-rule program")
+    target_lm = lm.copy()  # its own history: the cost of this judgment only
+    with dspy.context(lm=target_lm):
+        judgment, _ = await program._ajudge(target, framework_for(case), case.conversation)
+    return judgment.model_copy(update={"gt": target.gold, "cost": history_cost(target_lm)})

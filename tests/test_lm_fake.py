@@ -221,3 +221,12 @@ def test_unknown_behaviour_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="fake/nonsense"):
         make_lm(LMConfig(model="fake/nonsense"))
     assert fake_engine(make_lm(LMConfig(model="fake/all"))) is not None
+
+
+def test_reply_reads_typed_content_parts() -> None:
+    engine = FakeEngine("all")
+    system, user = per_policy_messages()
+    parts = [{"type": "text", "text": system["content"]}]
+    reply = engine.reply([{"role": "system", "content": parts}, user])
+    assert [v["rule"] for v in json.loads(reply)["violated_rules"]] == [1, 2, 3, 4]
+    assert engine.calls[0].messages[0] == system

@@ -57,15 +57,45 @@ def test_raw_messages_reach_the_server_byte_for_byte(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-never-leave-1")
     with StubServer() as server:
         server.fake.register_case((POLICY, CONVERSATION), GOLD)
-        result = chat(stub_lm(server, temperature=0, max_tokens=300), per_policy_messages())
+        lm = stub_lm(server, temperature=0, max_tokens=300, reasoning_effort="low")
+        result = chat(lm, per_policy_messages())
         (request,) = server.chat_requests
-    assert request.body is not None
-    assert request.body["messages"] == per_policy_messages()
-    assert (request.body["model"], request.body["temperature"]) == ("stub", 0)
+    body = request.body
+    assert body is not None and body["messages"] == per_policy_messages()
+    assert (body["model"], body["temperature"], body["reasoning_effort"]) == ("stub", 0, "low")
+    assert body.get("max_tokens", body.get("max_completion_tokens")) == 300
     # A self-hosted endpoint never receives the provider's ambient key.
     assert request.headers["Authorization"] == "Bearer EMPTY"
     assert [v["rule"] for v in json.loads(result.text)["violated_rules"]] == GOLD
     assert result.usage.prompt_tokens and result.usage.completion_tokens and not result.cached
+
+
+def reasoning_responder(body: dict[str, Any]) -> dict[str, Any]:
+    message = {"role": "assistant", "content": '{"violated_rules": []}', "reasoning_content": "Rule 1 holds."}
+    usage: dict[str, Any] = {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200}
+    usage["completion_tokens_details"] = {"reasoning_tokens": 50}
+    return {
+        "id": "r1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body["model"],
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+        "usage": usage,
+    }
+
+
+def test_chat_reports_reasoning_usage_and_price() -> None:
+    with StubServer(responder=reasoning_responder) as server:
+        priced = chat(
+            make_lm(LMConfig(model="openai/gpt-4o-mini", api_base=server.url)),
+            [{"role": "user", "content": "q"}],
+        )
+        unpriced = chat(stub_lm(server), [{"role": "user", "content": "q"}])
+    assert priced.reasoning == "Rule 1 holds." and priced.text == '{"violated_rules": []}'
+    assert (priced.usage.prompt_tokens, priced.usage.completion_tokens) == (1000, 200)
+    assert (priced.usage.total_tokens, priced.usage.reasoning_tokens) == (1200, 50)
+    assert priced.cost is not None and 0 < priced.cost < 0.01  # gpt-4o-mini list price, 1.2k tokens
+    assert unpriced.cost is None and unpriced.finish_reason == "stop"
 
 
 def test_configured_key_is_sent_and_models_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -136,12 +166,14 @@ def test_disabled_cache_and_per_model_cache_flag(tmp_path: Path) -> None:
 def test_replicas_share_cache_entries(tmp_path: Path) -> None:
     configure_cache(enabled=True, directory=tmp_path)
     messages = [{"role": "user", "content": "replicated"}]
-    with StubServer() as one, StubServer() as two:
+    with StubServer() as one, StubServer() as two, StubServer() as elsewhere:
         lms = make_lms(LMConfig(model="openai/stub", api_base=f"{one.url},{two.url}"))
         assert [lm.kwargs["api_base"] for lm in lms] == [one.url, two.url]
         first, second = chat(lms[0], messages), chat(lms[1], messages)
         assert (len(one.chat_requests), len(two.chat_requests)) == (1, 0)
-    assert second.cached and second.text == first.text
+        other = chat(stub_lm(elsewhere), messages)  # not a replica: its own entry
+        assert len(elsewhere.chat_requests) == 1
+    assert second.cached and second.text == first.text and not other.cached
 
 
 @pytest.mark.parametrize(

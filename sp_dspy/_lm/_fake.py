@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
 from ._fake_answers import Decision, render
-from ._fake_prompts import PromptView, contains_phrase, read_prompt
+from ._fake_prompts import PromptView, contains_phrase, message_text, read_prompt
 
 if TYPE_CHECKING:
     from dspy.lm15 import Request, Response
@@ -163,7 +163,7 @@ class FakeEngine:
             self._queue.extend(replies)
 
     def reply(
-        self, messages: Sequence[Mapping[str, str]], *, response_format: Mapping[str, Any] | None = None
+        self, messages: Sequence[Mapping[str, Any]], *, response_format: Mapping[str, Any] | None = None
     ) -> str:
         """Answer OpenAI-style ``messages`` (used by the engine and by the stub server)."""
         with self._lock:
@@ -172,7 +172,10 @@ class FakeEngine:
             view = read_prompt(messages, wants_json=bool(response_format))
             decision = decide(self.behaviour, view, self.gold)
             queued = decision if isinstance(decision, str) else render(view, decision)
-        self.calls.append(FakeCall([dict(m) for m in messages], queued, response_format))
+        plain = [
+            {"role": str(m.get("role", "")), "content": message_text(m.get("content"))} for m in messages
+        ]
+        self.calls.append(FakeCall(plain, queued, response_format))
         return queued
 
     def complete(self, request: Request) -> Response:

@@ -123,12 +123,23 @@ def _adapter_style(system: str, user: str, wants_json: bool, fields: tuple[Outpu
     return "chat"
 
 
-def read_prompt(messages: Sequence[Mapping[str, str]], *, wants_json: bool = False) -> PromptView:
+def message_text(content: Any) -> str:
+    """The text of an OpenAI message ``content``: a string, or a list of typed parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, Mapping))
+    return ""
+
+
+def read_prompt(messages: Sequence[Mapping[str, Any]], *, wants_json: bool = False) -> PromptView:
     """Classify ``messages`` (OpenAI-style ``role``/``content`` dicts)."""
-    system = "\n".join(m.get("content") or "" for m in messages if m.get("role") in ("system", "developer"))
-    users = [m.get("content") or "" for m in messages if m.get("role") == "user"]
+    system = "\n".join(
+        message_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")
+    )
+    users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
     user = users[-1] if users else ""
-    text = "\n".join(m.get("content") or "" for m in messages)
+    text = "\n".join(message_text(m.get("content")) for m in messages)
     target_match = _TARGET.search(user)
     target = int(target_match.group(1)) if target_match else None
     if DSPY_MARKER in system:

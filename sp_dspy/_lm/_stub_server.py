@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from ._fake import FakeEngine, count_tokens
+from ._fake_prompts import message_text
 
 Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
 FAILURE_KINDS = ("429", "500", "502", "503", "drop", "hang")
@@ -226,7 +227,7 @@ class StubServer:
         reply = self.responder(body)
         if isinstance(reply, dict):
             return reply
-        prompt = sum(count_tokens(str(m.get("content") or "")) for m in body.get("messages") or [])
+        prompt = sum(count_tokens(message_text(m.get("content"))) for m in body.get("messages") or [])
         completion = count_tokens(reply)
         with self._lock:
             number = len(self.requests)

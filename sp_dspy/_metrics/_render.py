@@ -37,7 +37,7 @@ def headline_table(report: ScoreReport) -> Table:
     if report.mode == "per_rule":
         columns.append("Judgment refusal %")
     for name in columns:
-        table.add_column(name, justify="left" if name == "Cell" else "right")
+        table.add_column(name, justify="left" if name == "Cell" else "right", no_wrap=name == "RMR 95% CI")
     for name in _present(report):
         cell = report.cells[name]
         row = [

@@ -6,14 +6,14 @@ summary into one self-contained HTML file (plots embedded, no network fetches);
 ``render_terminal`` prints the short version. matplotlib loads only when plotting.
 """
 
-
+from ._figure import Plot
+from ._html import render_html, write_html
 from ._labels import OFFICIAL_PER_POLICY, Provenance, auto_label, describe
 from ._leaderboard import Leaderboard, PublishedRow, load_leaderboard
 from ._model import CellStats, ComparisonSummary, DiffRow, RuleTypeStats, VariantResult
-
-from ._figure import Plot
+from ._plots import render_plots
 from ._summary import VariantSpec, build_summary
-
+from ._terminal import render_terminal
 
 __all__ = [
     "OFFICIAL_PER_POLICY",

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 DPI = 100
+LEGEND_COLUMNS = 3
 #: rcParams that make output reproducible (``svg.hashsalt`` matters if a caller saves SVG).
-STABLE_RC: dict[str, Any] = {
+STABLE_RC: Any = {
     "svg.hashsalt": "sp-dspy-report",
     "font.family": "DejaVu Sans",
     "font.size": 9,
@@ -47,13 +48,19 @@ class Plot:
 
 
 @contextmanager
-def new_figure(width: float, height: float, ncols: int = 1) -> Iterator[tuple[Figure, list[Any]]]:
-    """A figure on an Agg canvas with ``ncols`` axes, inside the stable rc context."""
+def new_figure(
+    width: float, height: float, ncols: int = 1, legend_entries: int = 0
+) -> Iterator[tuple[Figure, list[Any]]]:
+    """A figure on an Agg canvas with ``ncols`` axes, inside the stable rc context.
+
+    ``legend_entries`` adds room for a ``legend_below`` of that many entries.
+    """
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     with matplotlib.rc_context(STABLE_RC):
+        height += 0.22 * math.ceil(legend_entries / LEGEND_COLUMNS)
         figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
         FigureCanvasAgg(figure)
         axes = figure.subplots(1, ncols, squeeze=False)[0].tolist()
@@ -89,3 +96,12 @@ def bar_offsets(n: int, group_width: float = 0.8) -> tuple[list[float], float]:
     """x offsets of ``n`` bars centred on a group, and each bar's width."""
     width = group_width / max(n, 1)
     return [(i - (n - 1) / 2) * width for i in range(n)], width
+
+
+def legend_below(figure: Figure, ax: Any) -> None:
+    """One legend for the whole figure, under the axes, so it never hides data."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        figure.legend(
+            handles, labels, loc="outside lower center", ncols=min(len(labels), LEGEND_COLUMNS), frameon=False
+        )

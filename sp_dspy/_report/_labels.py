@@ -88,9 +88,9 @@ def assign_labels(entries: Iterable[tuple[str | None, Sequence[str], ResultSet, 
         raise ConfigError(f"--label: duplicate label(s) {', '.join(duplicates)}; every variant needs its own")
     labels: list[str] = []
     taken = set(given)
-    for label, files, results, mode in entries:
-        if label is not None:
-            labels.append(label)
+    for given_label, files, results, mode in entries:
+        if given_label is not None:
+            labels.append(given_label)
             continue
         candidate = auto_label(results, mode, files)
         if candidate in taken and files:

@@ -36,7 +36,7 @@ class CellStats(BaseModel):
 
     Cost figures are means over the cell's cases that *reported* them (a bring-your-own
     predictions file reports none, so they stay ``None`` rather than a fake zero);
-    ``cost_coverage`` says which share of the cases with results reported a dollar cost.
+    ``cost_coverage`` says which share of the cases that reported usage also reported dollars.
     """
 
     total: int

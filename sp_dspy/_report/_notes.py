@@ -41,7 +41,9 @@ def honesty_notes(variants: Sequence[VariantResult], *, n_boot: int) -> list[str
             )
         notes.append(text)
     if n_boot == 0:
-        notes.append("No confidence intervals were computed (--n-boot 0): every difference is a point estimate.")
+        notes.append(
+            "No confidence intervals were computed (--n-boot 0): every difference is a point estimate."
+        )
     for entry in variants:
         if entry.small_model:
             notes.append(

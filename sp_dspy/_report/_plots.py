@@ -7,43 +7,56 @@ report package, and therefore ``sp-dspy --help``, stays fast.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
+from typing import Any
 
-from ._figure import Plot, bar_offsets, colors, new_figure, short, to_png, value
+from ._figure import Plot, bar_offsets, colors, legend_below, new_figure, short, to_png, value
 from ._model import CELLS, FAILURE_MODES, TARGET_TYPES, TAU_KEYS, ComparisonSummary, VariantResult
 
 
 def _grouped_bars(
-    ax: object, groups: Sequence[str], series: Sequence[tuple[str, list[float], object]], ylabel: str
+    ax: Any, groups: Sequence[str], series: Sequence[tuple[str, list[float], Any]], ylabel: str
 ) -> None:
     offsets, width = bar_offsets(len(series))
     for (label, heights, color), offset in zip(series, offsets, strict=True):
-        ax.bar([i + offset for i in range(len(groups))], heights, width, label=short(label), color=color)  # type: ignore[attr-defined]
-    ax.set_xticks(range(len(groups)), list(groups))  # type: ignore[attr-defined]
-    ax.set_ylabel(ylabel)  # type: ignore[attr-defined]
-    ax.grid(axis="y", alpha=0.3)  # type: ignore[attr-defined]
+        ax.bar([i + offset for i in range(len(groups))], heights, width, label=short(label), color=color)
+    ax.set_xticks(range(len(groups)), list(groups))
+    ax.set_ylabel(ylabel)
+    ax.grid(axis="y", alpha=0.3)
 
 
 def rmr_by_level(summary: ComparisonSummary) -> Plot:
     variants = summary.variants
     palette = colors(len(variants))
     offsets, width = bar_offsets(len(variants))
-    with new_figure(8, 4) as (figure, (ax,)):
+    with new_figure(8, 4, legend_entries=len(variants)) as (figure, (ax,)):
         for entry, color, offset in zip(variants, palette, offsets, strict=True):
             heights = [value(entry.cells[c].rmr) for c in CELLS]
             errors: list[list[float]] = [[], []]
             for cell, height in zip(CELLS, heights, strict=True):
                 interval = entry.cells[cell].rmr_ci
-                low, high = (interval[0], interval[1]) if interval and not math.isnan(height) else (height, height)
+                low, high = (
+                    (interval[0], interval[1]) if interval and not math.isnan(height) else (height, height)
+                )
                 errors[0].append(max(height - low, 0.0) if not math.isnan(height) else 0.0)
                 errors[1].append(max(high - height, 0.0) if not math.isnan(height) else 0.0)
             xs = [i + offset for i in range(len(CELLS))]
-            ax.bar(xs, heights, width, yerr=errors, capsize=3, label=short(entry.label), color=color)
+            ax.bar(
+                xs,
+                heights,
+                width,
+                yerr=errors,
+                capsize=3,
+                label=short(entry.label),
+                color=color,
+                ecolor="#333333",
+            )
         ax.set_xticks(range(len(CELLS)), list(CELLS))
-        ax.set_ylim(0, 100)
+        ax.set_ylim(0, 105)
         ax.set_ylabel("RMR (%)")
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(loc="upper right")
+        legend_below(figure, ax)
         png = to_png(figure)
     return Plot(
         "rmr_by_level",
@@ -58,18 +71,18 @@ def rmr_by_level(summary: ComparisonSummary) -> Plot:
 def rmr_tau_curve(summary: ComparisonSummary) -> Plot:
     taus = [float(tau) for tau, _ in TAU_KEYS]
     palette = colors(len(summary.variants))
-    with new_figure(11, 3.4, ncols=len(CELLS)) as (figure, axes):
+    with new_figure(11, 3.4, ncols=len(CELLS), legend_entries=len(summary.variants)) as (figure, axes):
         for ax, cell in zip(axes, CELLS, strict=True):
             for entry, color in zip(summary.variants, palette, strict=True):
                 ys = [value(entry.cells[cell].rmr_tau.get(tau)) for tau, _ in TAU_KEYS]
                 ax.plot(taus, ys, marker="o", markersize=3, color=color, label=short(entry.label))
             ax.set_title(cell)
             ax.set_xlim(1.02, 0.48)
-            ax.set_ylim(0, 100)
+            ax.set_ylim(0, 105)
             ax.set_xlabel("tau")
             ax.grid(alpha=0.3)
         axes[0].set_ylabel("RMR@tau (%)")
-        axes[-1].legend(loc="lower right")
+        legend_below(figure, axes[0])
         png = to_png(figure)
     return Plot(
         "rmr_tau",
@@ -84,16 +97,18 @@ def rmr_tau_curve(summary: ComparisonSummary) -> Plot:
 def failure_modes(summary: ComparisonSummary) -> Plot:
     levels = CELLS[:3]
     palette = colors(len(summary.variants))
-    with new_figure(11, 3.4, ncols=len(levels)) as (figure, axes):
+    with new_figure(11, 3.4, ncols=len(levels), legend_entries=len(summary.variants)) as (figure, axes):
         for ax, level in zip(axes, levels, strict=True):
-            modes = [m for m in FAILURE_MODES if any(m in v.failure_modes.get(level, {}) for v in summary.variants)]
+            modes = [
+                m for m in FAILURE_MODES if any(m in v.failure_modes.get(level, {}) for v in summary.variants)
+            ]
             series = [
                 (v.label, [value(v.failure_modes.get(level, {}).get(m)) for m in modes], color)
                 for v, color in zip(summary.variants, palette, strict=True)
             ]
             _grouped_bars(ax, modes, series, "% of the level's cases" if level == "L0" else "")
             ax.set_title(level)
-        axes[-1].legend(loc="upper right")
+        legend_below(figure, axes[0])
         png = to_png(figure)
     return Plot(
         "failure_modes",
@@ -115,9 +130,7 @@ def domain_heatmap(summary: ComparisonSummary) -> Plot:
         ax.set_yticks(range(len(domains)), domains)
         ax.set_xticks(
             range(len(summary.variants)),
-            [short(v.label, 22) for v in summary.variants],
-            rotation=20,
-            ha="right",
+            ["\n".join(textwrap.wrap(short(v.label, 48), 16)) for v in summary.variants],
         )
         for row, numbers in enumerate(grid):
             for col, number in enumerate(numbers):
@@ -140,13 +153,13 @@ def rule_type_f1(summary: ComparisonSummary) -> Plot | None:
         return None
     palette = colors(len(summary.variants))
     color_of = {v.label: c for v, c in zip(summary.variants, palette, strict=True)}
-    with new_figure(11, 3.4, ncols=len(CELLS)) as (figure, axes):
+    with new_figure(11, 3.4, ncols=len(CELLS), legend_entries=len(per_rule)) as (figure, axes):
         for ax, cell in zip(axes, CELLS, strict=True):
             series = [(v.label, [_f1(v, cell, t) for t in TARGET_TYPES], color_of[v.label]) for v in per_rule]
             _grouped_bars(ax, TARGET_TYPES, series, "F1 of 'violated' (%)" if cell == "L0" else "")
-            ax.set_ylim(0, 100)
+            ax.set_ylim(0, 105)
             ax.set_title(cell)
-        axes[-1].legend(loc="upper right")
+        legend_below(figure, axes[0])
         png = to_png(figure)
     return Plot(
         "rule_type_f1",
@@ -164,50 +177,69 @@ def _f1(entry: VariantResult, cell: str, rule_type: str) -> float:
     return math.nan if stats is None else stats.f1
 
 
-def cost_vs_rmr(summary: ComparisonSummary) -> Plot | None:
-    cells = [(v, v.cells["ALL"]) for v in summary.variants]
-    use_dollars = all(c.dollars_per_case is not None for _, c in cells)
+def _cost_points(summary: ComparisonSummary) -> tuple[bool, list[tuple[VariantResult, float, float, Any]]]:
+    """(use dollars?, points): dollars when every variant that reported usage reported a cost."""
+    palette = colors(len(summary.variants))
+    measured = [
+        (v, v.cells["ALL"], color)
+        for v, color in zip(summary.variants, palette, strict=True)
+        if v.cells["ALL"].rmr is not None
+        and (v.cells["ALL"].dollars_per_case is not None or v.cells["ALL"].prompt_tokens_per_case is not None)
+    ]
+    use_dollars = bool(measured) and all(cell.dollars_per_case is not None for _, cell, _ in measured)
     points = []
-    for (entry, cell), color in zip(cells, colors(len(cells)), strict=True):
+    for entry, cell, color in measured:
         if use_dollars:
             x = cell.dollars_per_case
-        elif cell.prompt_tokens_per_case is not None:
-            x = cell.prompt_tokens_per_case + (cell.completion_tokens_per_case or 0.0)
         else:
-            x = None
+            x = (
+                None
+                if cell.prompt_tokens_per_case is None
+                else cell.prompt_tokens_per_case + (cell.completion_tokens_per_case or 0.0)
+            )
         if x is not None and cell.rmr is not None:
-            points.append((entry, cell, x, color))
+            points.append((entry, x, cell.rmr, color))
+    return use_dollars, points
+
+
+def cost_vs_rmr(summary: ComparisonSummary) -> Plot | None:
+    use_dollars, points = _cost_points(summary)
     if not points:
         return None
-    with new_figure(7, 4.2) as (figure, (ax,)):
-        for entry, cell, x, color in points:
-            interval = cell.rmr_ci or [cell.rmr, cell.rmr]
-            assert cell.rmr is not None
+    with new_figure(7, 4.2, legend_entries=len(points)) as (figure, (ax,)):
+        for entry, x, rmr, color in points:
+            interval = entry.cells["ALL"].rmr_ci or [rmr, rmr]
             ax.errorbar(
                 [x],
-                [cell.rmr],
-                yerr=[[cell.rmr - interval[0]], [interval[1] - cell.rmr]],
+                [rmr],
+                yerr=[[rmr - interval[0]], [interval[1] - rmr]],
                 fmt="o",
                 capsize=3,
                 color=color,
                 label=short(entry.label),
             )
-        xs = [p[2] for p in points]
+        xs = [p[1] for p in points]
         if min(xs) > 0 and max(xs) / min(xs) > 20:
             ax.set_xscale("log")
-        ax.set_xlabel("dollars per case" if use_dollars else "tokens per case (prompt + completion; cost not reported)")
+        ax.set_xlabel(
+            "dollars per case" if use_dollars else "tokens per case (prompt + completion; cost not reported)"
+        )
         ax.set_ylabel("RMR, ALL (%)")
-        ax.set_ylim(0, 100)
+        ax.set_ylim(0, 105)
         ax.grid(alpha=0.3)
-        ax.legend(loc="best")
+        legend_below(figure, ax)
         png = to_png(figure)
-    missing = len(cells) - len(points)
+    missing = len(summary.variants) - len(points)
     return Plot(
         "cost_vs_rmr",
         "Cost against accuracy",
-        ("Mean dollars per case" if use_dollars else "Mean tokens per case (dollar cost was not reported for every variant)")
+        (
+            "Mean dollars per case"
+            if use_dollars
+            else "Mean tokens per case (dollar cost was not reported for every variant)"
+        )
         + " against pooled RMR with its 95% CI. Up and to the left is better; per-rule runs pay one call per rule."
-        + (f" {missing} variant(s) reported no usage and are not shown." if missing else ""),
+        + (f" {missing} variant(s) without usage or RMR are not shown." if missing else ""),
         png,
     )
 

@@ -109,7 +109,7 @@ def _variant(
         score=document,
         cells={cell: _cell_stats(document, cell, cell_costs(cases, costs, cell)) for cell in CELLS},
         failure_modes=_failure_rates(document),
-        rule_types=_rule_types(document),  # type: ignore[arg-type]
+        rule_types=_rule_types(document),
         domain_rmr={d: cells["ALL"]["rmr_avg"] for d, cells in document["domains"].items()},
         wall_s=wall_time(files),
         latency_s_per_case=latency_per_case(costs),

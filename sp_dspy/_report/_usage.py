@@ -105,6 +105,9 @@ def cell_costs(cases: Sequence[Case], costs: Mapping[str, CaseCost], cell: str) 
     """Means per case over the cell's cases that reported each figure."""
     members = [costs[c.id] for c in cases if (cell == "ALL" or c.level == cell) and c.id in costs]
     dollars = [m.dollars for m in members if m.dollars is not None]
+    # A call that failed before any usage came back cost nothing knowable; coverage asks
+    # whether the calls that *did* run reported a price.
+    billed = [m for m in members if m.dollars is not None or m.prompt_tokens is not None]
     return {
         "cases_with_results": len(members),
         "lm_calls_per_case": _mean([m.calls for m in members if m.calls is not None], 2),
@@ -113,7 +116,7 @@ def cell_costs(cases: Sequence[Case], costs: Mapping[str, CaseCost], cell: str) 
             [m.completion_tokens for m in members if m.completion_tokens is not None], 1
         ),
         "dollars_per_case": _mean(dollars, 6),
-        "cost_coverage": round(100 * len(dollars) / len(members), 2) if members else 0.0,
+        "cost_coverage": round(100 * len(dollars) / len(billed), 2) if billed else 0.0,
     }
 
 
@@ -161,7 +164,13 @@ def wall_time(paths: Iterable[str | Path]) -> float | None:
                 raw = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(raw, dict) and raw.get("kind") not in (None, "judgment", "policy", "record", "case"):
+            if isinstance(raw, dict) and raw.get("kind") not in (
+                None,
+                "judgment",
+                "policy",
+                "record",
+                "case",
+            ):
                 last = _number(raw.get("wall_s")) if _number(raw.get("wall_s")) is not None else last
         if last is not None:
             total = (total or 0.0) + last

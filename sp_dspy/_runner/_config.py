@@ -8,7 +8,7 @@ the LM part holds the *name* of the key variable only.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -69,3 +69,46 @@ def parse_shard(text: str) -> tuple[int, int]:
     if n < 1 or not 0 <= i < n:
         raise ConfigError(f"--shard: need 0 <= I < N, got {text!r}")
     return i, n
+
+
+def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> EvalConfig:
+    """Merge a YAML run config under the CLI flags and validate the result.
+
+    A flag left at its default does not override the YAML value; every error names
+    the file (or flag) and the field.
+    """
+    import yaml
+    from pydantic import ValidationError
+
+    base: dict[str, Any] = {}
+    where = "flags"
+    if run_config is not None:
+        where = str(run_config)
+        try:
+            loaded = yaml.safe_load(run_config.read_text(encoding="utf-8")) or {}
+        except FileNotFoundError:
+            raise ConfigError(f"{run_config}: no such run config file") from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f":{mark.line + 1}" if mark is not None else ""
+            raise ConfigError(f"{run_config}{line}: invalid YAML") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{run_config}: expected a mapping of eval settings")
+        base = loaded
+    defaults = EvalConfig().model_dump()
+    merged = _merge(base, flags, defaults)
+    try:
+        return EvalConfig.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"{where}: field {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+def _merge(base: dict[str, Any], flags: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in flags.items():
+        if isinstance(value, dict):
+            merged[key] = _merge(dict(base.get(key) or {}), value, dict(defaults.get(key) or {}))
+        elif value is not None and (value != defaults.get(key) or key not in base):
+            merged[key] = value
+    return merged

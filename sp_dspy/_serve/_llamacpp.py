@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import tempfile
@@ -197,7 +198,7 @@ class LlamaCppServer:
         return f"it exited with status {status}"
 
     def _failure(self, reason: str) -> str:
-        tail = _last_line(self.log_path)
+        tail = _first_error(self.log_path)
         detail = f"; llama.cpp said: {tail}" if tail else ""
         return f"llama.cpp server for {self.model} failed to start: {reason}{detail} (log: {self.log_path})"
 
@@ -231,8 +232,15 @@ def _first_event(process: subprocess.Popen[bytes], timeout: float) -> dict[str, 
         return None
 
 
-def _last_line(path: Path | None) -> str:
+_ERROR_LINE = re.compile(r"^\S+ E (.+)$")
+
+
+def _first_error(path: Path | None) -> str:
+    """The first error llama.cpp logged (the root cause), else the last log line."""
     if path is None or not path.is_file():
         return ""
     lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    for line in lines:
+        if match := _ERROR_LINE.match(line):
+            return " ".join(match.group(1).split())[:300]
     return lines[-1][:300] if lines else ""

@@ -63,7 +63,8 @@ def ensure_local_server(
     least ``n_ctx`` context per request and serves ``model`` (any model when ``model``
     is None: running ``sp-dspy serve --model X`` is how a user picks the local model).
     A dead record is removed. Otherwise a private server is started, and closing the
-    handle stops it.
+    handle stops it; ``threads``, ``n_parallel`` and ``startup_timeout`` only apply
+    to such a new server.
     """
     state = read_state()
     if state is not None and _reusable(state, model, n_ctx):

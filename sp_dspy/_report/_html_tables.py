@@ -1,0 +1,218 @@
+"""HTML tables of the report. Every user-provided string goes through ``esc``.
+
+Labels, model names, file paths and settings come from the user's files and
+flags; escaping them here is what keeps a label such as ``<script>`` inert text.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ._leaderboard import Leaderboard, PublishedRow
+from ._model import CELLS, FAILURE_MODES, TARGET_TYPES, ComparisonSummary, DiffRow, VariantResult
+
+DASH = "–"
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def num(value: float | None, digits: int = 2) -> str:
+    return DASH if value is None else f"{value:.{digits}f}"
+
+
+def ci(interval: Sequence[float] | None, digits: int = 1) -> str:
+    return (
+        "" if not interval else f"<span class=ci>[{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]</span>"
+    )
+
+
+def count(value: float | None) -> str:
+    return DASH if value is None else f"{value:,.0f}"
+
+
+def dollars(value: float | None) -> str:
+    return DASH if value is None else f"${value:.4f}" if value >= 0.01 else f"${value:.6f}"
+
+
+def seconds(value: float | None) -> str:
+    return DASH if value is None else f"{value:,.1f} s"
+
+
+def table(headers: Iterable[str], rows: Iterable[str], cls: str = "") -> str:
+    """``headers`` and ``rows`` are already-escaped HTML fragments."""
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    attr = f' class="{cls}"' if cls else ""
+    return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def row(cells: Iterable[str], cls: str = "") -> str:
+    attr = f' class="{cls}"' if cls else ""
+    return f"<tr{attr}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def variant_name(entry: VariantResult, baseline: str) -> str:
+    tag = " <span class=tag>baseline</span>" if entry.label == baseline else ""
+    parts = [part for part in (entry.model, entry.variant) if part]
+    if all(part in entry.label for part in parts):  # a derived label already says it
+        return f"<b>{esc(entry.label)}</b>{tag}"
+    return f"<b>{esc(entry.label)}</b>{tag}<div class=sub>{' · '.join(esc(p) for p in parts)}</div>"
+
+
+def variants_table(summary: ComparisonSummary) -> str:
+    rows = []
+    for entry in summary.variants:
+        settings = "<br>".join(f"{esc(k)} = {esc(v)}" for k, v in entry.settings.items()) or DASH
+        files = "<br>".join(f"<code>{esc(f)}</code>" for f in entry.files)
+        rows.append(
+            row(
+                [
+                    variant_name(entry, summary.baseline),
+                    esc(entry.protocol) + (f" ({esc(entry.layout)} layout)" if entry.layout else ""),
+                    files,
+                    settings,
+                    seconds(entry.wall_s),
+                    seconds(entry.latency_s_per_case),
+                ]
+            )
+        )
+    headers = [
+        "Variant",
+        "Protocol",
+        "Result files",
+        "Settings (from the records)",
+        "Wall time",
+        "LM latency / case",
+    ]
+    return table(headers, rows)
+
+
+def level_table(summary: ComparisonSummary, cell: str) -> str:
+    rows = []
+    for entry in summary.variants:
+        s = entry.cells[cell]
+        rows.append(
+            row(
+                [
+                    variant_name(entry, summary.baseline),
+                    f"{s.n_eval} / {s.total}",
+                    num(s.excluded_pct, 1),
+                    f"<b>{num(s.rmr)}</b> {ci(s.rmr_ci)}",
+                    f"{num(s.rmr_exact)} {ci(s.rmr_exact_ci)}",
+                    f"{num(s.rdr)} {ci(s.rdr_ci)}",
+                    num(s.lm_calls_per_case, 1),
+                    count(s.prompt_tokens_per_case),
+                    count(s.completion_tokens_per_case),
+                    dollars(s.dollars_per_case),
+                ],
+                "baseline" if entry.label == summary.baseline else "",
+            )
+        )
+    headers = [
+        "Variant",
+        "Scored / cases",
+        "Excluded %",
+        "RMR [95% CI]",
+        "RMR@1.0",
+        "RDR ↓",
+        "LM calls / case",
+        "Prompt tok / case",
+        "Completion tok / case",
+        "$ / case",
+    ]
+    return table(headers, rows, "num")
+
+
+def _delta(diff: DiffRow, metric: str, lower_is_better: bool = False) -> str:
+    value = diff.diff.get(metric)
+    cls = ""
+    if diff.significant(metric) and value is not None:
+        better = value < 0 if lower_is_better else value > 0
+        cls = " class=better" if better else " class=worse"
+    sign = "" if value is None or value < 0 else "+"
+    return f"<span{cls}>{sign}{num(value)}</span> {ci(diff.ci.get(metric))}"
+
+
+def diff_table(summary: ComparisonSummary, cell: str) -> str:
+    rows = [
+        row(
+            [
+                esc(d.label),
+                str(d.n_pairs),
+                _delta(d, "rmr_avg"),
+                _delta(d, "rmr_exact"),
+                _delta(d, "rdr", lower_is_better=True),
+                f"{d.variant_only_exact} / {d.baseline_only_exact}",
+                DASH if d.mcnemar_p is None else f"{d.mcnemar_p:.3g}",
+            ]
+        )
+        for d in summary.diffs_for(cell)
+    ]
+    headers = [
+        "Variant",
+        "Paired cases",
+        "Δ RMR [95% CI]",
+        "Δ RMR@1.0",
+        "Δ RDR",
+        "Exact: only variant / only baseline",
+        "McNemar p",
+    ]
+    return table(headers, rows, "num")
+
+
+def published_table(summary: ComparisonSummary, board: Leaderboard, cell: str) -> str:
+    """User rows and published rows of one cell, ranked together by RMR."""
+    entries: list[tuple[float, str]] = []
+    for entry in summary.variants:
+        s = entry.cells[cell]
+        cells = [
+            variant_name(entry, summary.baseline),
+            esc(entry.protocol),
+            "<span class=tag>this report</span>",
+        ]
+        cells += [num(s.rmr), num(s.rmr_exact), num(s.rdr)]
+        entries.append((-1.0 if s.rmr is None else s.rmr, row(cells, "mine")))
+    published: list[PublishedRow] = [*board.per_policy, *board.per_rule]
+    for item in published:
+        figures = item.at(cell)
+        who = f"{esc(item.model)}<div class=sub>{esc(item.org or '')}</div>"
+        cells = [who, esc(item.protocol), "<span class='tag pub'>published</span>"]
+        cells += [num(figures["rmr"], 1), num(figures["rmr_exact"], 1), num(figures["rdr"], 1)]
+        entries.append((figures["rmr"], row(cells, "published")))
+    entries.sort(key=lambda pair: -pair[0])
+    headers = ["Model / variant", "Protocol", "Source", "RMR", "RMR@1.0", "RDR ↓"]
+    return table(headers, (html_row for _, html_row in entries), "num")
+
+
+def failure_table(summary: ComparisonSummary) -> str:
+    headers = ["Variant", *(f"{mode} {level}" for mode in FAILURE_MODES[:2] for level in CELLS)]
+    headers += [f"{mode} {level}" for mode in FAILURE_MODES[2:] for level in ("L1", "L2", "ALL")]
+    rows = []
+    for entry in summary.variants:
+        fm: dict[str, dict[str, Any]] = entry.failure_modes
+        cells = [esc(entry.label)]
+        cells += [num(fm.get(level, {}).get(mode), 1) for mode in FAILURE_MODES[:2] for level in CELLS]
+        cells += [
+            num(fm.get(level, {}).get(mode), 1) for mode in FAILURE_MODES[2:] for level in ("L1", "L2", "ALL")
+        ]
+        rows.append(row(cells))
+    return table(headers, rows, "num")
+
+
+def rule_type_table(summary: ComparisonSummary) -> str | None:
+    rows = []
+    for entry in summary.variants:
+        for rule_type in TARGET_TYPES:
+            stats = (entry.rule_types or {}).get("ALL", {}).get(rule_type)
+            if stats is None:
+                continue
+            cells = [esc(entry.label), esc(rule_type), f"{stats.n_judgments:,}"]
+            cells += [num(stats.precision), num(stats.recall), f"<b>{num(stats.f1)}</b>", num(stats.accuracy)]
+            rows.append(row(cells))
+    if not rows:
+        return None
+    headers = ["Variant", "Target type", "Judgments", "Precision", "Recall", "F1", "Accuracy"]
+    return table(headers, rows, "num")

@@ -1,0 +1,74 @@
+"""The terminal version of the report: one rich table, one row per variant.
+
+It answers the first question (which variant is best, by how much, at what cost)
+without opening the HTML; everything else is in the page and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from ._model import ComparisonSummary, DiffRow
+
+DASH = "–"
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return DASH if value is None else f"{value:.{digits}f}"
+
+
+def _cost(summary: ComparisonSummary, label: str) -> str:
+    cell = summary.variant(label).cells["ALL"]
+    if cell.dollars_per_case is not None:
+        return f"${cell.dollars_per_case:.4g}"
+    if cell.prompt_tokens_per_case is not None:
+        return f"{cell.prompt_tokens_per_case + (cell.completion_tokens_per_case or 0):,.0f} tok"
+    return DASH
+
+
+def _delta(row: DiffRow | None) -> Text:
+    if row is None:
+        return Text("baseline", style="dim")
+    value = row.diff.get("rmr_avg")
+    if value is None:
+        return Text(DASH)
+    interval = row.ci.get("rmr_avg")
+    text = f"{value:+.1f}" + (f" [{interval[0]:+.1f}, {interval[1]:+.1f}]" if interval else "")
+    style = "" if not row.significant("rmr_avg") else "green" if value > 0 else "red"
+    return Text(text, style=style)
+
+
+def render_terminal(summary: ComparisonSummary) -> Table:
+    """Per variant: scored cases, exclusions, RMR by level, ΔRMR vs the baseline, cost per case."""
+    table = Table(
+        title=f"{summary.benchmark}: {summary.n_cases} cases, baseline {summary.baseline}",
+        title_justify="left",
+        show_lines=False,
+    )
+    table.add_column("Variant", overflow="fold")
+    table.add_column("Protocol")
+    for header in ("Scored", "Excl %", "RMR ALL [95% CI]", "L0", "L1", "L2", "RMR@1.0", "RDR"):
+        table.add_column(header, justify="right")
+    table.add_column("Δ RMR vs baseline", justify="right")
+    table.add_column("Cost / case", justify="right")
+    by_label = {row.label: row for row in summary.diffs_for("ALL")}
+    for entry in summary.variants:
+        cells = entry.cells
+        total = cells["ALL"]
+        interval = f" [{total.rmr_ci[0]:.1f}, {total.rmr_ci[1]:.1f}]" if total.rmr_ci else ""
+        table.add_row(
+            Text(entry.label),
+            Text(entry.variant),
+            f"{total.n_eval}/{total.total}",
+            _num(total.excluded_pct),
+            Text(_num(total.rmr) + interval, style="bold"),
+            _num(cells["L0"].rmr),
+            _num(cells["L1"].rmr),
+            _num(cells["L2"].rmr),
+            _num(total.rmr_exact),
+            _num(total.rdr),
+            _delta(by_label.get(entry.label)),
+            _cost(summary, entry.label),
+        )
+    return table

@@ -1,0 +1,22 @@
+"""The evaluation runner: durable JSONL results, resume, concurrency, manifests."""
+
+from ._config import DataSelection, EvalConfig, build_eval_config, parse_shard
+from ._eval import EvalOutcome, build_program, run_eval, select_cases
+from ._paths import RunPaths, resolve_run
+from ._store import JsonlStore, iter_records, repair_torn_tail
+
+__all__ = [
+    "DataSelection",
+    "EvalConfig",
+    "EvalOutcome",
+    "JsonlStore",
+    "RunPaths",
+    "build_eval_config",
+    "build_program",
+    "iter_records",
+    "parse_shard",
+    "repair_torn_tail",
+    "resolve_run",
+    "run_eval",
+    "select_cases",
+]

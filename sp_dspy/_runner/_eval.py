@@ -1,0 +1,330 @@
+"""``sp-dspy eval`` as a library call: select cases, run a program on an LM, score.
+
+Per-policy runs work case by case; per-rule runs work judgment by judgment, so a run
+killed at any moment resumes without sending a finished case or judgment again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from .._data import Benchmark, Case, load_benchmark, select_split
+from .._errors import ConfigError
+from ._config import EvalConfig, parse_shard
+from ._engine import UnitEngine
+from ._fake_gold import teach_fake
+from ._manifest import (
+    ModelRun,
+    RunManifest,
+    file_hash,
+    git_commit,
+    package_versions,
+    redacted_argv,
+    totals_of,
+    write_manifest,
+)
+from ._paths import RunPaths, resolve_run
+from ._progress import ProgressView
+from ._records import (
+    Stopwatch,
+    error_judgment_record,
+    error_policy_record,
+    judgment_record,
+    policy_record,
+)
+from ._store import JsonlStore, iter_records
+
+if TYPE_CHECKING:
+    import dspy
+
+    from .._lm import LMConfig
+    from .._metrics import ScoreReport
+    from .._protocol import RuleTarget
+
+
+@dataclass
+class EvalOutcome:
+    """What an eval invocation produced."""
+
+    paths: RunPaths
+    results_file: Path
+    cases: list[Case]
+    report: ScoreReport | None = None
+    interrupted: bool = False
+    skipped_on_resume: int = 0
+    units_run: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def select_cases(config: EvalConfig) -> tuple[Benchmark, list[Case]]:
+    """The cases of a run: dataset, filters, ``--split FILE:PART``, then ``--shard I/N``."""
+    data = config.data
+    loaded = load_benchmark(
+        data.dataset,
+        level=data.level,
+        domain=data.domain,
+        with_evidence=data.with_evidence,
+        lenient=data.lenient,
+        benchmark=data.benchmark,
+    )
+    cases = loaded.cases
+    if data.split:
+        cases = select_split(cases, data.split)
+    cases = cases[data.start_idx : None if data.limit is None else data.start_idx + data.limit]
+    if data.shard:
+        index, count = parse_shard(data.shard)
+        cases = cases[index::count]
+    return loaded, cases
+
+
+def build_program(config: EvalConfig) -> tuple[Any, str, str]:
+    """The program to run, its protocol and a label for records (name or artifact dir)."""
+    from programs import load_program, make_program
+
+    path = Path(config.program)
+    if path.is_dir():
+        program = load_program(path)
+        return program, str(program.protocol), str(path)
+    if config.program not in ("official", "dspy", "dspy-cot"):
+        raise ConfigError(
+            f"--program: expected official, dspy, dspy-cot or an artifact directory, got {config.program!r}"
+        )
+    options: dict[str, Any] = {}
+    if config.program == "official":
+        options["mode"] = config.parser
+        if config.protocol == "per-rule":
+            options["layout"] = config.per_rule_layout
+    return make_program(config.program, config.protocol, **options), config.protocol, config.program
+
+
+def run_eval(
+    config: EvalConfig,
+    lm_config: LMConfig,
+    *,
+    console: Console | None = None,
+    lm: dspy.LM | None = None,
+    show_progress: bool = True,
+    retry_errors: bool = False,
+) -> EvalOutcome:
+    """Run one model over the selected cases, append results durably, score them."""
+    from .._lm import make_lm
+
+    console = console or Console(stderr=True)
+    loaded, cases = select_cases(config)
+    program, protocol, label = build_program(config)
+    model = lm_config.display_name()
+    paths = resolve_run(
+        config.output_dir, lm_config.short_name(), config.run_id, resume=config.resume, protocol=protocol
+    )
+    results_file = paths.per_rule if protocol == "per-rule" else paths.results
+    if results_file.exists() and not config.resume:
+        raise ConfigError(
+            f"{results_file} exists: pass --resume to continue that run, or choose another --run-id"
+        )
+    lm = lm if lm is not None else make_lm(lm_config)
+    teach_fake(lm, cases)
+    layout = config.per_rule_layout if protocol == "per-rule" and config.program == "official" else None
+    run_fields: dict[str, Any] = {
+        "run_id": paths.run_id,
+        "program": label,
+        "protocol": protocol,
+        "parser": config.parser if config.program == "official" else "dspy-adapter",
+    }
+    if layout is not None:
+        run_fields["layout"] = layout
+        run_fields["official_protocol"] = layout == "official"
+    started = datetime.now(UTC)
+    watch = Stopwatch()
+    outcome = EvalOutcome(paths=paths, results_file=results_file, cases=cases)
+    runner = _PerRuleRun if protocol == "per-rule" else _PerPolicyRun
+    job = runner(cases, program, lm, model=model, run_fields=run_fields, retry_errors=retry_errors)
+    units: list[Any] = job.pending(results_file)
+    outcome.skipped_on_resume = job.skipped
+    with (
+        JsonlStore(results_file) as store,
+        ProgressView(len(units), label=f"{model} {protocol}", console=console, enabled=show_progress) as view,
+    ):
+        engine: UnitEngine[Any] = UnitEngine(
+            work=job.work,
+            on_error=job.on_error,
+            store=store,
+            concurrency=config.concurrency,
+            on_record=lambda record: view.record(record, case_finished=job.case_finished(record)),
+        )
+        try:
+            asyncio.run(engine.run(units))
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+        outcome.units_run = engine.stats.done
+    if not outcome.interrupted:
+        outcome.report = _score(cases, results_file, protocol)
+    _write_manifest(
+        config,
+        lm_config,
+        loaded,
+        outcome,
+        started=started,
+        wall_s=watch.elapsed,
+        units_total=len(units) + job.skipped,
+        model=model,
+        lm=lm,
+    )
+    return outcome
+
+
+def _score(cases: list[Case], results_file: Path, protocol: str) -> ScoreReport:
+    from .._metrics import read_result_files, score
+
+    results = read_result_files([results_file])
+    return score(cases, results, per_rule=protocol == "per-rule", all_ids={c.id for c in cases})
+
+
+def _write_manifest(
+    config: EvalConfig,
+    lm_config: LMConfig,
+    loaded: Benchmark,
+    outcome: EvalOutcome,
+    *,
+    started: datetime,
+    wall_s: float,
+    units_total: int,
+    model: str,
+    lm: Any,
+) -> None:
+    split_info = None
+    if config.data.split:
+        split_path = Path(config.data.split.rpartition(":")[0])
+        split_info = {"spec": config.data.split, "sha256": file_hash(split_path)}
+    run = ModelRun(
+        model=model,
+        lm=lm_config.public_dict(),
+        results_file=str(outcome.results_file),
+        status="interrupted" if outcome.interrupted else "complete",
+        started_at=started.isoformat(timespec="seconds"),
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        wall_s=round(wall_s, 3),
+        units_total=units_total,
+        units_skipped_on_resume=outcome.skipped_on_resume,
+        totals=totals_of(outcome.results_file),
+        endpoint_requests=dict(getattr(lm, "endpoint_requests", {}) or {}),
+        metrics=None
+        if outcome.report is None
+        else {k: outcome.report.cells.get(k) for k in ("L0", "L1", "L2", "ALL")},
+    )
+    manifest = RunManifest(
+        run_id=outcome.paths.run_id,
+        command=redacted_argv(),
+        settings=config.model_dump(mode="json"),
+        dataset={
+            "source": loaded.source,
+            "sha256": loaded.content_hash,
+            "benchmark": loaded.benchmark,
+            "cases": len(outcome.cases),
+        },
+        split=split_info,
+        versions=package_versions(),
+        git_commit=git_commit(),
+        runs={model: run},
+    )
+    write_manifest(outcome.paths.manifest, manifest)
+
+
+class _PerPolicyRun:
+    """Units are cases; a case recorded in the results file is done."""
+
+    def __init__(
+        self,
+        cases: list[Case],
+        program: Any,
+        lm: Any,
+        *,
+        model: str,
+        run_fields: dict[str, Any],
+        retry_errors: bool,
+    ) -> None:
+        self.cases, self.program, self.lm, self.model, self.run = cases, program, lm, model, run_fields
+        self.index = {case.id: i for i, case in enumerate(cases, 1)}
+        self.retry_errors = retry_errors
+        self.skipped = 0
+
+    def pending(self, path: Path) -> list[Case]:
+        done = {r.get("id") for r in iter_records(path) if not (self.retry_errors and r.get("error_class"))}
+        todo = [case for case in self.cases if case.id not in done]
+        self.skipped = len(self.cases) - len(todo)
+        return todo
+
+    async def work(self, case: Case) -> dict[str, Any]:
+        from programs import run_case
+
+        watch = Stopwatch()
+        output = await run_case(self.program, case, self.lm)
+        return policy_record(
+            case, self.index[case.id], output, model=self.model, run=self.run, latency_s=watch.elapsed
+        )
+
+    def on_error(self, case: Case, exc: BaseException) -> dict[str, Any]:
+        return error_policy_record(case, self.index[case.id], exc, model=self.model, run=self.run)
+
+    def case_finished(self, record: dict[str, Any]) -> bool:
+        return True
+
+
+class _PerRuleRun:
+    """Units are (case, target) judgments; a case finishes with its last judgment."""
+
+    def __init__(
+        self,
+        cases: list[Case],
+        program: Any,
+        lm: Any,
+        *,
+        model: str,
+        run_fields: dict[str, Any],
+        retry_errors: bool,
+    ) -> None:
+        self.cases, self.program, self.lm, self.model, self.run = cases, program, lm, model, run_fields
+        self.retry_errors = retry_errors
+        self.skipped = 0
+        self.remaining: dict[str, int] = {}
+
+    def pending(self, path: Path) -> list[tuple[Case, RuleTarget]]:
+        from .._protocol import build_targets
+
+        done = {
+            (r.get("cid"), r.get("rule"))
+            for r in iter_records(path)
+            if r.get("kind") == "judgment" and not (self.retry_errors and r.get("error_class"))
+        }
+        units: list[tuple[Case, RuleTarget]] = []
+        total = 0
+        for case in self.cases:
+            for target in build_targets(case):
+                total += 1
+                if (case.id, target.rule) not in done:
+                    units.append((case, target))
+                    self.remaining[case.id] = self.remaining.get(case.id, 0) + 1
+        self.skipped = total - len(units)
+        return units
+
+    async def work(self, unit: tuple[Case, RuleTarget]) -> dict[str, Any]:
+        from programs import judge_target
+
+        case, target = unit
+        watch = Stopwatch()
+        judgment = await judge_target(self.program, case, target, self.lm)
+        return judgment_record(case, judgment, model=self.model, run=self.run, latency_s=watch.elapsed)
+
+    def on_error(self, unit: tuple[Case, RuleTarget], exc: BaseException) -> dict[str, Any]:
+        case, target = unit
+        return error_judgment_record(case, target, exc, model=self.model, run=self.run)
+
+    def case_finished(self, record: dict[str, Any]) -> bool:
+        cid = str(record.get("cid"))
+        self.remaining[cid] = self.remaining.get(cid, 1) - 1
+        return self.remaining[cid] == 0

@@ -1,0 +1,31 @@
+"""Teach the fake LM the gold answers of the cases a run will send it.
+
+``--lm fake`` is an oracle only if it knows the answers; the runner registers each
+case's ground truth under text that appears in every prompt of that case (per-policy:
+policy + conversation; per-rule: conversation + target rule + its bundle), for every
+program and both protocols.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .._data import Case
+
+
+def teach_fake(lm: Any, cases: Iterable[Case]) -> bool:
+    """Register gold answers on ``lm`` when it runs the fake engine; False otherwise."""
+    from .._lm import fake_engine
+    from .._protocol import build_targets
+
+    engine = fake_engine(lm)
+    if engine is None:
+        return False
+    for case in cases:
+        engine.register_case((case.policy, case.conversation), case.ground_truth_violations)
+        for target in build_targets(case):
+            key = [case.conversation, f"Rule {target.rule}: {target.text}"]
+            key += [f"- Rule {e.rule} ({e.type}): {e.text}" for e in target.context]
+            engine.register_case(key, [target.rule] if target.gold else [])
+    return True

@@ -1,0 +1,131 @@
+"""``manifest_<RUN_ID>.json``: what produced a run, so its numbers can be trusted later.
+
+Settings are stored without secrets (``LMConfig.public_dict``), the command line is
+redacted, and totals are recomputed from the result files so a resumed run's manifest
+covers every invocation that contributed to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .._lm import redact
+from ._store import iter_records
+
+PACKAGES = ("sp-dspy", "dspy", "litellm", "pydantic", "optuna", "gepa", "xllamacpp", "vllm")
+
+
+class RunTotals(BaseModel):
+    """Totals over every record of a result file."""
+
+    records: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+
+class ModelRun(BaseModel):
+    """One model's part of a run."""
+
+    model: str
+    lm: dict[str, Any]
+    results_file: str
+    status: str
+    started_at: str
+    finished_at: str | None = None
+    wall_s: float | None = None
+    units_total: int
+    units_skipped_on_resume: int
+    totals: RunTotals
+    endpoint_requests: dict[str, int] = Field(default_factory=dict)
+    metrics: dict[str, Any] | None = None
+
+
+class RunManifest(BaseModel):
+    """The manifest file: shared settings plus one entry per model."""
+
+    run_id: str
+    command: list[str]
+    settings: dict[str, Any]
+    dataset: dict[str, Any]
+    split: dict[str, Any] | None = None
+    versions: dict[str, str | None]
+    git_commit: str | None
+    runs: dict[str, ModelRun] = Field(default_factory=dict)
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    """The checkout's commit (dirty marker included), or None outside a git checkout."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}{'-dirty' if dirty else ''}" if head else None
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def totals_of(path: Path) -> RunTotals:
+    totals = RunTotals()
+    cost = 0.0
+    priced = False
+    for record in iter_records(path):
+        totals.records += 1
+        usage = record.get("usage") or {}
+        totals.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        totals.completion_tokens += int(usage.get("completion_tokens") or 0)
+        if record.get("error_class"):
+            totals.errors += 1
+        if record.get("cost") is not None:
+            cost += float(record["cost"])
+            priced = True
+    totals.cost_usd = round(cost, 6) if priced else None
+    return totals
+
+
+def redacted_argv() -> list[str]:
+    return [redact(arg) for arg in sys.argv]
+
+
+def write_manifest(path: Path, manifest: RunManifest) -> None:
+    """Merge this invocation's entries into the manifest file (other models are kept)."""
+    if path.exists():
+        try:
+            previous = RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+            manifest.runs = {**previous.runs, **manifest.runs}
+        except ValueError:
+            pass  # an unreadable manifest is replaced rather than blocking the run
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,158 @@
+"""Turn program outputs into result records (a superset of the reference harness's).
+
+Per-policy records carry the reference fields (``id``, ``index``, ``violated_rules``,
+``refused``, ``parse_failed``, ``analysis``, ``predicted_label``, ``model_name``,
+``timestamp``, ``usage``) plus how the answer was obtained, so the reference scorer
+and ``sp-dspy score`` both read them. Judgment records follow the reference's
+``"kind": "judgment"`` lines; ``refused`` there also covers unparseable verdicts,
+exactly as the reference counts them.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from .._lm import classify_error, redact
+
+if TYPE_CHECKING:
+    from programs import CaseOutput, JudgmentOutput
+
+    from .._data import Case
+    from .._protocol import RuleTarget
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def case_scores(case: Case, violated: list[int] | None) -> dict[str, Any] | None:
+    """Per-case set comparison, stored beside the prediction for quick inspection."""
+    if violated is None:
+        return None
+    gold, pred = set(case.ground_truth_violations), set(violated)
+    return {
+        "tp": sorted(pred & gold),
+        "fp": sorted(pred - gold),
+        "fn": sorted(gold - pred),
+        "exact_match": pred == gold,
+    }
+
+
+def policy_record(
+    case: Case, index: int, output: CaseOutput, *, model: str, run: dict[str, Any], latency_s: float
+) -> dict[str, Any]:
+    """One per-policy results line."""
+    record: dict[str, Any] = {
+        "id": case.id,
+        "index": index,
+        "level": case.level,
+        "domain": case.domain,
+        "violated_rules": output.violated_rules,
+        "refused": output.refused,
+        "parse_failed": output.parse_failed,
+        "parse_status": output.status,
+        "analysis": output.analysis,
+        "reasoning": output.reasoning,
+        "predicted_label": None
+        if output.violated_rules is None
+        else ("unsafe" if output.violated_rules else "safe"),
+        "model_name": model,
+        "timestamp": _now(),
+        "usage": output.usage.model_dump(exclude_none=True),
+        "cost": output.cost,
+        "latency_s": round(latency_s, 3),
+        "scores": case_scores(case, output.violated_rules),
+        **run,
+    }
+    if output.error:
+        record["error"] = redact(output.error)
+        record["error_class"] = output.error_class or "other"
+    return record
+
+
+def judgment_record(
+    case: Case, judgment: JudgmentOutput, *, model: str, run: dict[str, Any], latency_s: float
+) -> dict[str, Any]:
+    """One per-rule judgment line (the reference's judgment fields plus provenance)."""
+    record: dict[str, Any] = {
+        "kind": "judgment",
+        "cid": case.id,
+        "level": case.level,
+        "domain": case.domain,
+        "rule": judgment.rule,
+        "rule_type": judgment.rule_type,
+        "gt": judgment.gt,
+        "pred": judgment.pred,
+        "refused": judgment.refused or judgment.parse_failed or judgment.pred is None,
+        "parse_failed": judgment.parse_failed,
+        "parse_status": judgment.status,
+        "reason": judgment.reason,
+        "model_name": model,
+        "timestamp": _now(),
+        "usage": judgment.usage.model_dump(exclude_none=True),
+        "cost": judgment.cost,
+        "latency_s": round(latency_s, 3),
+        **run,
+    }
+    if judgment.error:
+        record["error"] = redact(judgment.error)
+        record["error_class"] = judgment.error_class or "other"
+    return record
+
+
+def error_policy_record(
+    case: Case, index: int, exc: BaseException, *, model: str, run: dict[str, Any]
+) -> dict[str, Any]:
+    """An excluded record for a case whose call failed after every retry."""
+    return {
+        "id": case.id,
+        "index": index,
+        "level": case.level,
+        "domain": case.domain,
+        "violated_rules": None,
+        "refused": False,
+        "parse_failed": False,
+        "parse_status": "error",
+        "error": redact(f"{type(exc).__name__}: {exc}".splitlines()[0])[:500],
+        "error_class": classify_error(exc),
+        "model_name": model,
+        "timestamp": _now(),
+        **run,
+    }
+
+
+def error_judgment_record(
+    case: Case, target: RuleTarget, exc: BaseException, *, model: str, run: dict[str, Any]
+) -> dict[str, Any]:
+    """An excluded judgment whose call failed after every retry."""
+    return {
+        "kind": "judgment",
+        "cid": case.id,
+        "level": case.level,
+        "domain": case.domain,
+        "rule": target.rule,
+        "rule_type": target.type,
+        "gt": target.gold,
+        "pred": None,
+        "refused": True,
+        "parse_failed": False,
+        "parse_status": "error",
+        "error": redact(f"{type(exc).__name__}: {exc}".splitlines()[0])[:500],
+        "error_class": classify_error(exc),
+        "model_name": model,
+        "timestamp": _now(),
+        **run,
+    }
+
+
+class Stopwatch:
+    """Wall time of one unit, for the ``latency_s`` field."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start

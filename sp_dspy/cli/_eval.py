@@ -1,0 +1,144 @@
+"""``sp-dspy eval``: run a guard program on an LM over benchmark cases, then score.
+
+With no arguments it is the README's main job: the official per-policy baseline on
+the bundled sample with the embedded SmolLM2-135M model served by llama.cpp.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from . import _lm_options as lmo
+from . import _options as opt
+from ._console import console, err_console
+
+# Enough of the sample to show every level within a few minutes on a 2-core CPU.
+LOCAL_DEFAULT_LIMIT = 3
+SMALL_MODEL_NOTE = (
+    "SmolLM2-135M is a plumbing check, not a guard: its verdicts are noise. "
+    "To evaluate a real model change one flag, e.g. --lm openai/gpt-5-mini (reads OPENAI_API_KEY)."
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)
+
+
+def eval_command(
+    dataset: opt.Dataset = None,
+    benchmark: opt.Benchmark = "safepyramid",
+    level: opt.Level = None,
+    domain: opt.Domain = None,
+    split: Annotated[str | None, typer.Option("--split", help="FILE:PART, e.g. splits.json:test.")] = None,
+    limit: opt.Limit = None,
+    start_idx: opt.StartIdx = 0,
+    shard: Annotated[str | None, typer.Option("--shard", help="I/N: run every N-th case from I.")] = None,
+    lenient: opt.Lenient = False,
+    with_evidence: opt.WithEvidence = False,
+    program: Annotated[
+        str, typer.Option("--program", help="official, dspy, dspy-cot, or a compiled artifact directory.")
+    ] = "official",
+    protocol: Annotated[str, typer.Option("--protocol", help="per-policy or per-rule.")] = "per-policy",
+    parser: Annotated[str, typer.Option("--parser", help="strict (official) or robust.")] = "strict",
+    per_rule_layout: Annotated[
+        str, typer.Option("--per-rule-layout", help="official, or prefix (cache-friendly; not official).")
+    ] = "official",
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="LM calls in flight.")] = 16,
+    output_dir: Annotated[Path, typer.Option("--output-dir", help="Where results go.")] = Path(
+        "output/results"
+    ),
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Run id (default: RUN_ID or a timestamp).")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue a run (same --run-id, or the newest).")
+    ] = False,
+    retry_errors: Annotated[
+        bool, typer.Option("--retry-errors", help="On --resume, retry errored units.")
+    ] = False,
+    run_config: Annotated[
+        Path | None, typer.Option("--run-config", help="YAML file of eval settings; flags override it.")
+    ] = None,
+    lm: lmo.Lm = None,
+    models: lmo.Models = None,
+    config: lmo.ModelsConfig = None,
+    api_base: lmo.ApiBase = None,
+    api_key_env: lmo.ApiKeyEnv = None,
+    temperature: lmo.Temperature = None,
+    max_tokens: lmo.MaxTokens = None,
+    reasoning_effort: lmo.ReasoningEffort = None,
+    timeout: lmo.Timeout = None,
+    num_retries: lmo.NumRetries = None,
+    no_cache: lmo.NoCache = False,
+    json_schema: lmo.JsonSchema = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
+) -> None:
+    """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it."""
+    from .._lm import configure_cache
+    from .._runner import build_eval_config, run_eval
+
+    configs = lmo.lm_configs(
+        lm, models, config, default=lmo.LOCAL,
+        api_base=api_base, api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens,
+        reasoning_effort=reasoning_effort, timeout=timeout, num_retries=num_retries,
+        cache=False if no_cache else None, json_schema=True if json_schema else None,
+    )  # fmt: skip
+    local_default = (
+        limit is None and any(lmo.is_local(c) for c in configs) and dataset is None and split is None
+    )
+    flags: dict[str, Any] = {
+        "data": {
+            "dataset": dataset, "benchmark": benchmark, "level": level, "domain": domain, "split": split,
+            "limit": LOCAL_DEFAULT_LIMIT if local_default else limit, "start_idx": start_idx, "shard": shard,
+            "lenient": lenient, "with_evidence": with_evidence,
+        },
+        "program": program, "protocol": protocol, "parser": parser, "per_rule_layout": per_rule_layout,
+        "concurrency": concurrency, "output_dir": output_dir, "run_id": run_id, "resume": resume,
+    }  # fmt: skip
+    settings = build_eval_config(flags, run_config)
+    configure_cache(enabled=not no_cache)
+    if local_default:
+        err_console.print(
+            f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample "
+            "(one conversation at L0, L1, L2). Pass --limit 24 for the whole sample.[/dim]"
+        )
+    for lm_config in configs:
+        with lmo.lm_session(lm_config) as live:
+            if verbose:
+                err_console.print(f"[dim]LM settings: {live.public_dict()}[/dim]")
+            outcome = run_eval(
+                settings, live, console=err_console, show_progress=not quiet, retry_errors=retry_errors
+            )
+        _print_outcome(outcome, live.display_name(), small=lmo.is_local(lm_config), verbose=verbose)
+        if outcome.interrupted:
+            raise typer.Exit(130)
+
+
+def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> None:
+    from .._metrics import render_score_table
+
+    if outcome.skipped_on_resume:
+        err_console.print(f"resumed: {outcome.skipped_on_resume} unit(s) already done were not sent again")
+    if outcome.interrupted:
+        err_console.print(
+            f"[yellow]interrupted[/yellow]: {outcome.units_run} unit(s) written to {outcome.results_file}; "
+            f"continue with --resume --run-id {outcome.paths.run_id}"
+        )
+        return
+    if verbose:
+        from .._runner._store import iter_records
+
+        for record in iter_records(outcome.results_file):
+            console.print(
+                f"{record.get('id') or record.get('cid')} {record.get('rule', '')} {record.get('parse_status')}"
+            )
+    console.print(f"\n[bold]{model}[/bold]: {len(outcome.cases)} case(s)")
+    for table in render_score_table(outcome.report):
+        console.print(table)
+    console.print(f"results: {outcome.results_file}\nmanifest: {outcome.paths.manifest}")
+    if small:
+        console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")

@@ -1,0 +1,128 @@
+"""``sp-dspy report``: compare result sets on the same cases in one HTML page.
+
+Each RESULTS argument is one variant: a result file, or ``LABEL=file1,file2`` to
+score several files (e.g. a run and its retry) as one. The report package (and with
+it matplotlib) is imported inside the command so ``sp-dspy --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .._errors import ConfigError
+from . import _options as opt
+from ._console import console, err_console
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``report`` command to ``app``."""
+    app.command(
+        "report",
+        help="Compare result sets (protocols, programs, models) in one self-contained HTML report.",
+    )(report_command)
+
+
+def parse_results(arguments: list[str], labels: list[str]) -> list[tuple[str | None, list[Path]]]:
+    """RESULTS arguments -> ``(label or None, files)`` per variant.
+
+    An existing path is a file even if its name contains ``=``; otherwise ``LABEL=a,b``
+    groups files under a label. ``--label`` values name the plain-file arguments in order.
+    """
+    variants: list[tuple[str | None, list[Path]]] = []
+    for argument in arguments:
+        if Path(argument).is_file():
+            variants.append((None, [Path(argument)]))
+            continue
+        label, sep, listed = argument.partition("=")
+        if not sep:
+            raise ConfigError(f"RESULTS: no such file: {argument}")
+        if not label.strip():
+            raise ConfigError(f"RESULTS {argument}: the label before '=' is empty")
+        files = [Path(name) for name in listed.split(",") if name.strip()]
+        if not files:
+            raise ConfigError(f"RESULTS {argument}: no files after '='")
+        for file in files:
+            if not file.is_file():
+                raise ConfigError(f"RESULTS {label}=...: no such file: {file}")
+        variants.append((label.strip(), files))
+    unlabelled = [i for i, (label, _) in enumerate(variants) if label is None]
+    if labels and len(labels) != len(unlabelled):
+        raise ConfigError(
+            f"--label: {len(labels)} label(s) for {len(unlabelled)} result file argument(s) without LABEL=; "
+            "give one per file, in order"
+        )
+    for index, label in zip(unlabelled, labels, strict=False):
+        variants[index] = (label, variants[index][1])
+    return variants
+
+
+def report_command(
+    results: Annotated[
+        list[str],
+        typer.Argument(
+            help="Result JSONL files, one variant each, or LABEL=file1,file2 to score files as one variant.",
+            show_default=False,
+        ),
+    ],
+    dataset: opt.Dataset = None,
+    benchmark: opt.Benchmark = "safepyramid",
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label", help="Label of a plain RESULTS file (repeat, in order). Default: from the records."
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="Label to compare against. Default: official-per-policy if present, else the first.",
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="HTML report to write.")] = Path("report.html"),
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the summary as JSON here.")
+    ] = None,
+    cap_aware: Annotated[
+        bool, typer.Option("--cap-aware", help="Also exclude completions of >= 65,000 tokens (output cap).")
+    ] = False,
+    skip_bad_lines: Annotated[
+        bool, typer.Option("--skip-bad-lines", help="Count malformed result lines instead of failing.")
+    ] = False,
+    lenient: opt.Lenient = False,
+    seed: opt.Seed = 0,
+    n_boot: Annotated[
+        int, typer.Option("--n-boot", help="Bootstrap resamples for the 95% CIs (0 = none).")
+    ] = 1000,
+) -> None:
+    """Score every variant on the same cases, print a table and write the HTML report."""
+    from .._data import load_benchmark
+    from .._report import build_summary, render_terminal, write_html
+
+    variants = parse_results(results, label or [])
+    loaded = load_benchmark(dataset, lenient=lenient, benchmark=benchmark)
+    summary = build_summary(
+        loaded.cases,
+        variants,
+        baseline,
+        benchmark=benchmark,
+        dataset=loaded.source,
+        content_hash=loaded.content_hash,
+        cap_aware=cap_aware,
+        n_boot=n_boot,
+        seed=seed,
+        skip_bad_lines=skip_bad_lines,
+        all_ids=[case.id for case in loaded.cases],
+    )
+    console.print(render_terminal(summary))
+    notes = list(summary.notes)
+    if loaded.skipped:
+        notes.append(f"{loaded.skipped} malformed dataset case(s) skipped (--lenient)")
+    for note in notes:
+        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    if json_out is not None:
+        console.print(f"Summary written to {summary.write_json(json_out)}", markup=False, highlight=False)
+    console.print(f"Report written to {write_html(summary, out)}", markup=False, highlight=False)

@@ -1,0 +1,143 @@
+"""Bootstrap intervals, paired differences and McNemar's test."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sp_dspy._data._schema import Case
+from sp_dspy._metrics import (
+    PolicyRecord,
+    bootstrap_cell,
+    case_outcomes,
+    mcnemar,
+    mcnemar_test,
+    paired_bootstrap_diff,
+    score,
+)
+from tests._factories import raw_case
+
+RULES = {n: f"Rule number {n} applies." for n in range(1, 6)}
+
+
+def make_case(cid: str, gt: list[int], level: str = "L0", domain: str = "privacy") -> Case:
+    return Case.model_validate(raw_case(cid, level=level, domain=domain, rules=RULES, gt=gt))
+
+
+def records(pairs: dict[str, list[int] | None], **extra: object) -> dict[str, PolicyRecord]:
+    return {
+        cid: PolicyRecord.model_validate({"id": cid, "violated_rules": p, **extra})
+        for cid, p in pairs.items()
+    }
+
+
+CASES = [make_case(f"c{i:02d}-l0", [1, 2]) for i in range(40)]
+# Right on every 3rd case only: RMR@1.0 = 100 * 14 / 40 = 35.0; wrong ones miss rule 2.
+MIXED = records({c.id: [1, 2] if i % 3 == 0 else [1] for i, c in enumerate(CASES)})
+PERFECT = records({c.id: [1, 2] for c in CASES})
+
+
+def test_interval_is_deterministic_and_brackets_the_estimate() -> None:
+    outcomes = case_outcomes(CASES, MIXED)
+    first = bootstrap_cell(outcomes, name="L0", seed=3)
+    assert first == bootstrap_cell(outcomes, name="L0", seed=3)
+    assert first is not None
+    others = {str(bootstrap_cell(outcomes, name="L0", seed=seed)) for seed in range(10)}
+    assert len(others) > 1  # the seed matters
+    low, high = first["rmr_exact"]
+    assert 0.0 <= low < 35.0 < high <= 100.0
+    assert first["rdr"][0] <= 100 * 26 / (40 * 2) <= first["rdr"][1]
+
+
+def test_degenerate_intervals() -> None:
+    interval = bootstrap_cell(case_outcomes(CASES, PERFECT), name="ALL")
+    assert interval == {"rmr_avg": [100.0, 100.0], "rmr_exact": [100.0, 100.0], "rdr": [0.0, 0.0]}
+    nothing = records({c.id: None for c in CASES})
+    assert bootstrap_cell(case_outcomes(CASES, nothing), name="ALL") is None
+    assert bootstrap_cell(case_outcomes(CASES, MIXED), name="ALL", n_boot=0) is None
+
+
+def test_cell_intervals_do_not_shift_when_other_cells_change() -> None:
+    alone = score(CASES, MIXED, seed=1, n_boot=200).ci["L0"]
+    more_cases = [*CASES, make_case("x-l1", [1], level="L1", domain="fraud")]
+    more_records = {**MIXED, **records({"x-l1": [1]})}
+    assert score(more_cases, more_records, seed=1, n_boot=200).ci["L0"] == alone
+
+
+def test_report_carries_level_and_domain_intervals() -> None:
+    report = score(CASES, MIXED, n_boot=100)
+    assert set(report.ci) == {"L0", "L1", "L2", "ALL", "domains"}
+    assert report.ci["L1"] is None  # no cases
+    domain_all = report.ci["domains"]["privacy"]["ALL"]
+    assert domain_all is not None and domain_all != report.ci["ALL"]  # same cases, its own random stream
+    assert report.ci["domains"]["privacy"]["L2"] is None
+    assert score(CASES, MIXED, ci=False).ci == {}
+
+
+def test_paired_difference() -> None:
+    diff = paired_bootstrap_diff(CASES, PERFECT, MIXED, seed=0, n_boot=500)
+    assert diff.n_pairs == 40
+    assert diff.a["rmr_exact"] == 100.0 and diff.b["rmr_exact"] == 35.0
+    assert diff.diff["rmr_exact"] == -65.0
+    assert diff.diff["rdr"] == 32.5  # 100 * 26 / 80 - 0
+    low, high = diff.ci["rmr_exact"] or [0.0, 0.0]
+    assert low <= -65.0 <= high < 0.0
+    same = paired_bootstrap_diff(CASES, MIXED, MIXED, n_boot=100)
+    assert same.diff == {"rmr_avg": 0.0, "rmr_exact": 0.0, "rdr": 0.0}
+    assert same.ci == {"rmr_avg": [0.0, 0.0], "rmr_exact": [0.0, 0.0], "rdr": [0.0, 0.0]}
+
+
+def test_paired_difference_uses_cases_scored_by_both() -> None:
+    refused_first = {**PERFECT, **records({CASES[0].id: [1, 2]}, refused=True)}
+    missing_last = {k: v for k, v in MIXED.items() if k != CASES[-1].id}
+    diff = paired_bootstrap_diff(CASES, refused_first, missing_last, n_boot=10)
+    assert diff.n_pairs == 38
+    empty = paired_bootstrap_diff(CASES, {}, MIXED)
+    assert empty.n_pairs == 0 and empty.diff["rmr_avg"] is None and empty.ci["rmr_avg"] is None
+
+
+@pytest.mark.parametrize(
+    ("a_only", "b_only", "p_value"),
+    [
+        (0, 0, 1.0),
+        (0, 5, 0.0625),  # 2 * C(5,0) / 2**5
+        (1, 9, 0.021484375),  # 2 * (1 + 10) / 2**10
+        (3, 3, 1.0),  # 2 * 42 / 64 capped at 1
+        (7, 17, 2 * sum([1, 24, 276, 2024, 10626, 42504, 134596, 346104]) / 2**24),  # n = 24: still exact
+    ],
+)
+def test_mcnemar_exact(a_only: int, b_only: int, p_value: float) -> None:
+    statistic, p, method = mcnemar_test(a_only, b_only)
+    assert (statistic, method) == (None, "exact")
+    assert p == p_value
+
+
+def test_mcnemar_chi_square_with_continuity() -> None:
+    statistic, p, method = mcnemar_test(10, 30)
+    assert method == "chi2"
+    assert statistic == 9.025  # (|10 - 30| - 1)^2 / 40
+    assert p == pytest.approx(0.002663, abs=2e-6)  # chi-square(1) upper tail at 9.025
+    statistic, p, _ = mcnemar_test(24, 12)
+    assert statistic == pytest.approx(121 / 36)
+    assert p == pytest.approx(0.06675, abs=1e-4)  # 2 * (1 - Phi(1.8333))
+
+
+def test_mcnemar_on_result_sets() -> None:
+    result = mcnemar(CASES, PERFECT, MIXED)
+    assert (result.n_pairs, result.a_only, result.b_only) == (40, 26, 0)
+    assert result.method == "chi2"
+    assert result.statistic == 625 / 26  # (26 - 1)^2 / 26
+
+
+def test_scoring_3000_cases_with_intervals_is_fast() -> None:
+    domains = [f"domain_{d}" for d in range(10)]
+    cases = [
+        make_case(f"k{i}-l{i % 3}", [1, 2, 3], level=f"L{i % 3}", domain=domains[i % 10]) for i in range(3000)
+    ]
+    predictions = records({c.id: [1, 2, 3] if i % 4 else [1, 4] for i, c in enumerate(cases)})
+    started = time.perf_counter()
+    report = score(cases, predictions)
+    elapsed = time.perf_counter() - started
+    assert report.cells["ALL"]["rmr_exact"] == 75.0
+    assert elapsed < 2.0

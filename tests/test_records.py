@@ -1,0 +1,196 @@
+"""Reading, merging and de-duplicating result files; judgments back to case sets."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from sp_dspy._data._schema import Case
+from sp_dspy._errors import DataError
+from sp_dspy._metrics import (
+    JudgmentRecord,
+    PolicyRecord,
+    Usage,
+    aggregate_judgments,
+    read_result_files,
+    resolve_records,
+)
+from tests._factories import raw_case
+
+FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
+
+
+def make_case(cid: str, gt: list[int], level: str = "L0") -> Case:
+    return Case.model_validate(raw_case(cid, level=level, gt=gt))
+
+
+def write_lines(path: Path, lines: list[object]) -> Path:
+    path.write_text(
+        "\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n", encoding="utf-8"
+    )
+    return path
+
+
+def test_reads_reference_harness_lines() -> None:
+    results = read_result_files([FIXTURES / "harness_results.jsonl"])
+    assert list(results.records) == ["demo-001-l0", "demo-002-l0", "demo-003-l1"]
+    first = results.records["demo-001-l0"]
+    assert first.violated_rules == [1]
+    assert first.index == 1
+    assert first.model_name == "demo/guard-1"
+    assert first.usage == Usage(prompt_tokens=1890, completion_tokens=312, total_tokens=2202)
+    assert first.model_extra is not None and first.model_extra["policy_length"] == 2410
+    assert not first.excluded()
+    refused = results.records["demo-002-l0"]
+    assert refused.violated_rules is None and refused.excluded()
+    capped = results.records["demo-003-l1"]
+    assert capped.usage is not None and capped.usage.reasoning_tokens == 64000
+    assert not capped.excluded() and capped.excluded(cap_aware=True)
+
+
+def test_reads_minimal_bring_your_own_lines() -> None:
+    results = read_result_files([FIXTURES / "byo_minimal.jsonl"])
+    assert results.records["demo-001-l0"].violated_rules == [1, 3]
+    assert results.records["demo-003-l1"].violated_rules == [2]  # "2" -> 2, as the reference's int()
+    assert results.records["demo-004-l2"].excluded()
+    assert results.bad_lines == 0
+
+
+def test_rule_objects_are_accepted_in_violated_rules() -> None:
+    record = PolicyRecord.model_validate({"id": "x", "violated_rules": [{"rule": 5, "explanation": "e"}, 7]})
+    assert record.violated_rules == [5, 7]
+
+
+def test_later_file_and_later_line_win(tmp_path: Path) -> None:
+    first = write_lines(
+        tmp_path / "a.jsonl", [{"id": "c1", "violated_rules": [1]}, {"id": "c2", "refused": True}]
+    )
+    second = write_lines(
+        tmp_path / "b.jsonl",
+        [{"id": "c2", "violated_rules": [2]}, {"id": "c2", "violated_rules": [3]}],
+    )
+    results = read_result_files([first, second])
+    assert results.records["c1"].violated_rules == [1]
+    assert results.records["c2"].violated_rules == [3]
+    assert results.replaced_records == 2
+    assert read_result_files([second, first]).records["c2"].refused
+
+
+def test_malformed_line_names_file_and_line(tmp_path: Path) -> None:
+    path = write_lines(
+        tmp_path / "r.jsonl", [{"id": "c1", "violated_rules": [1]}, "", "{not json", {"id": "c3"}]
+    )
+    with pytest.raises(DataError, match=r"r\.jsonl:3: invalid JSON"):
+        read_result_files([path])
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("[1, 2]", "expected a JSON object, got list"),
+        ('{"violated_rules": [1]}', "field id: Field required"),
+        ('{"id": "c9", "violated_rules": "all"}', "record c9: field violated_rules"),
+        ('{"kind": "judgment", "cid": "c9", "rule": "seven"}', "record c9: field rule"),
+    ],
+)
+def test_invalid_records_are_bad_lines(tmp_path: Path, line: str, why: str) -> None:
+    path = write_lines(tmp_path / "r.jsonl", [{"id": "c1", "violated_rules": []}, line])
+    with pytest.raises(DataError) as info:
+        read_result_files([path])
+    message = str(info.value)
+    assert message.startswith(f"{path}:2: ")
+    assert why in message
+    assert "\n" not in message
+
+
+def test_skip_bad_lines_counts_them(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "r.jsonl", ["{oops", {"id": "c1", "violated_rules": [1]}, "[]", "null"])
+    results = read_result_files([path], skip_bad_lines=True)
+    assert results.bad_lines == 3
+    assert list(results.records) == ["c1"]
+    assert results.bad_line_messages[0].startswith(f"{path}:1: ")
+
+
+def test_missing_file_is_a_data_error(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="cannot read result file"):
+        read_result_files([tmp_path / "absent.jsonl"])
+
+
+def test_judgments_are_deduplicated_and_summaries_ignored() -> None:
+    results = read_result_files([FIXTURES / "judgments.jsonl"])
+    assert not results.records
+    assert results.ignored_lines == 1  # the harness's "summary" line
+    assert results.duplicate_judgments == 1
+    keys = [(j.cid, j.rule) for j in results.judgments]
+    assert sorted(keys) == [("demo-001-l0", 1), ("demo-001-l0", 2), ("demo-001-l0", 3), ("demo-002-l0", 1)]
+    rule_two = next(j for j in results.judgments if j.rule == 2)
+    assert rule_two.pred is False  # the later line replaced the earlier "violated"
+
+
+def test_judgment_dedup_across_files(tmp_path: Path) -> None:
+    line = {"kind": "judgment", "cid": "c1", "rule": 4, "pred": None, "refused": True}
+    retry = {**line, "pred": True, "refused": False}
+    results = read_result_files(
+        [write_lines(tmp_path / "a.jsonl", [line]), write_lines(tmp_path / "b.jsonl", [retry])]
+    )
+    assert len(results.judgments) == 1
+    assert results.judgments[0].flagged
+
+
+def judgment(cid: str, rule: int, pred: bool | None, **extra: object) -> JudgmentRecord:
+    return JudgmentRecord.model_validate(
+        {"kind": "judgment", "cid": cid, "rule": rule, "pred": pred, **extra}
+    )
+
+
+def test_aggregate_judgments() -> None:
+    cases = [make_case("a-l0", [1, 2]), make_case("b-l0", [1]), make_case("c-l0", [1]), make_case("d-l0", [])]
+    judgments = [
+        judgment("a-l0", 1, True, usage={"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}),
+        judgment("a-l0", 2, None, parse_failed=True),  # unparseable: not flagged
+        judgment("a-l0", 3, True, refused=True),  # refused: not flagged even though pred says so
+        judgment("b-l0", 1, True, refused=True),
+        judgment("b-l0", 2, None, error="timeout"),
+        judgment("d-l0", 1, False, usage={"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}),
+        judgment("zzz-l0", 1, True),  # not a case of this dataset
+    ]
+    records = aggregate_judgments(cases, judgments)
+    assert records["a-l0"].violated_rules == [1]
+    assert not records["a-l0"].excluded()
+    assert records["a-l0"].usage == Usage(prompt_tokens=5, completion_tokens=1, total_tokens=6)
+    assert records["b-l0"].excluded()  # every judgment lacks a verdict
+    assert "c-l0" not in records  # no judgments: missing, hence excluded too
+    assert records["d-l0"].violated_rules == [] and not records["d-l0"].excluded()
+    assert "zzz-l0" not in records
+
+
+def test_resolve_records_refuses_mixed_protocols(tmp_path: Path) -> None:
+    path = write_lines(
+        tmp_path / "mixed.jsonl",
+        [{"id": "a-l0", "violated_rules": [1]}, {"kind": "judgment", "cid": "a-l0", "rule": 1, "pred": True}],
+    )
+    with pytest.raises(DataError, match="mixes 1 per-policy records with 1 per-rule judgments"):
+        resolve_records([make_case("a-l0", [1])], read_result_files([path]))
+
+
+def test_resolve_records_per_rule_needs_judgments() -> None:
+    results = read_result_files([FIXTURES / "byo_minimal.jsonl"])
+    with pytest.raises(DataError, match="no judgment records"):
+        resolve_records([make_case("a-l0", [1])], results, per_rule=True)
+
+
+def test_reading_3000_records_is_fast(tmp_path: Path) -> None:
+    line = json.loads((FIXTURES / "harness_results.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    line["analysis"] = "The chatbot shared the address in turn 3. " * 40
+    path = tmp_path / "big.jsonl"
+    path.write_text(
+        "".join(json.dumps({**line, "id": f"c{i}", "index": i + 1}) + "\n" for i in range(3000)),
+        encoding="utf-8",
+    )
+    started = time.perf_counter()
+    results = read_result_files([path])
+    assert len(results.records) == 3000
+    assert time.perf_counter() - started < 1.0
