@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from programs._outputs import (
     CaseOutput,
@@ -37,6 +37,7 @@ from sp_dspy._protocol import (
     per_policy_messages,
     per_rule_messages,
 )
+from sp_dspy._protocol._schemas import policy_response_format, verdict_response_format
 
 if TYPE_CHECKING:
     import dspy
@@ -74,19 +75,21 @@ class OfficialPerPolicy:
 
     protocol: ClassVar[Protocol] = "per-policy"
 
-    def __init__(self, mode: ParseMode = "strict") -> None:
+    def __init__(self, mode: ParseMode = "strict", constrained: bool = False) -> None:
         self.mode = _check_mode(mode)
+        # Constrained decoding adds a response_format; the messages stay the official bytes.
+        self.extra: dict[str, Any] = {"response_format": policy_response_format()} if constrained else {}
 
     async def acall_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
         try:
-            result = await achat(lm, per_policy_messages(case))
+            result = await achat(lm, per_policy_messages(case), **self.extra)
         except lm_errors() as exc:
             return _error_output(case, exc)
         return self._output(case, result)
 
     def call_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
         try:
-            result = chat(lm, per_policy_messages(case))
+            result = chat(lm, per_policy_messages(case), **self.extra)
         except lm_errors() as exc:
             return _error_output(case, exc)
         return self._output(case, result)
@@ -113,13 +116,18 @@ class OfficialPerRule:
     protocol: ClassVar[Protocol] = "per-rule"
 
     def __init__(
-        self, mode: ParseMode = "strict", layout: Layout = "official", max_concurrency: int = 8
+        self,
+        mode: ParseMode = "strict",
+        layout: Layout = "official",
+        max_concurrency: int = 8,
+        constrained: bool = False,
     ) -> None:
         if layout not in ("official", "prefix"):
             raise ConfigError(f"per-rule layout {layout!r}: expected 'official' or 'prefix'")
         self.mode = _check_mode(mode)
         self.layout: Layout = layout
         self.max_concurrency = max(1, max_concurrency)
+        self.extra: dict[str, Any] = {"response_format": verdict_response_format()} if constrained else {}
 
     async def acall_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
         gate = asyncio.Semaphore(self.max_concurrency)
@@ -140,14 +148,14 @@ class OfficialPerRule:
     async def ajudge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
         """One judgment (the runner's unit of work, so per-rule runs resume per judgment)."""
         try:
-            result = await achat(lm, per_rule_messages(case, target, layout=self.layout))
+            result = await achat(lm, per_rule_messages(case, target, layout=self.layout), **self.extra)
         except lm_errors() as exc:
             return _error_judgment(target, exc)
         return self._judgment(target, result)
 
     def _judge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
         try:
-            result = chat(lm, per_rule_messages(case, target, layout=self.layout))
+            result = chat(lm, per_rule_messages(case, target, layout=self.layout), **self.extra)
         except lm_errors() as exc:
             return _error_judgment(target, exc)
         return self._judgment(target, result)

@@ -20,6 +20,9 @@ _EXPORTS: dict[str, str] = {
     "load_pku": "sp_dspy._data",
     "load_split": "sp_dspy._data",
     "make_split": "sp_dspy._data",
+    # applications
+    "Guard": "sp_dspy._guard",
+    "Verdict": "sp_dspy._guard",
     # errors
     "SpDspyError": "sp_dspy._errors",
     "DataError": "sp_dspy._errors",
@@ -29,14 +32,17 @@ _EXPORTS: dict[str, str] = {
 if TYPE_CHECKING:
     from ._data import Benchmark, Case, Split, load_benchmark, load_pku, load_split, make_split
     from ._errors import ConfigError, DataError, SpDspyError
+    from ._guard import Guard, Verdict
 
 __all__ = [
     "Benchmark",
     "Case",
     "ConfigError",
     "DataError",
+    "Guard",
     "SpDspyError",
     "Split",
+    "Verdict",
     "load_benchmark",
     "load_pku",
     "load_split",

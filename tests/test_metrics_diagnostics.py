@@ -27,15 +27,18 @@ CASES = [
     make_case("q-l0", [1], "L0"),
 ]
 RECORDS = {
-    r["id"]: PolicyRecord.model_validate(r)
-    for r in [
-        {"id": "x-l1", "violated_rules": [2, 3]},  # FP 2 (waived), 3 (distractor); FN 1 (contradicted), 6
-        {"id": "y-l1", "violated_rules": [1, 6]},  # exact
-        {"id": "z-l1", "violated_rules": [1, 5, 6]},  # FP 5 (a conditional-typed rule)
-        {"id": "w-l1", "violated_rules": [1]},  # FN 4 (an exception-typed rule)
-        {"id": "r-l1", "violated_rules": [2], "refused": True},  # excluded: nothing to diagnose
-        {"id": "q-l0", "violated_rules": [2, 3]},  # L0: waived metadata must not yield FM-C1
-    ]
+    record.id: record
+    for record in map(
+        PolicyRecord.model_validate,
+        [
+            {"id": "x-l1", "violated_rules": [2, 3]},  # FP 2 (waived), 3 (distractor); FN 1 (contradicted), 6
+            {"id": "y-l1", "violated_rules": [1, 6]},  # exact
+            {"id": "z-l1", "violated_rules": [1, 5, 6]},  # FP 5 (a conditional-typed rule)
+            {"id": "w-l1", "violated_rules": [1]},  # FN 4 (an exception-typed rule)
+            {"id": "r-l1", "violated_rules": [2], "refused": True},  # excluded: nothing to diagnose
+            {"id": "q-l0", "violated_rules": [2, 3]},  # L0: waived metadata must not yield FM-C1
+        ],
+    )
 }
 OUTCOMES = case_outcomes(CASES, RECORDS)
 

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from sp_dspy._errors import ConfigError, SpDspyError
-from sp_dspy._serve import _vllm, read_state
+from sp_dspy._serve import ServeState, _vllm, read_state
 from sp_dspy.cli import _serve as serve_cli
 
 
@@ -74,7 +74,8 @@ class _FakeServer:
     """A started server whose ``poll`` runs a scripted ending."""
 
     def __init__(self, ending: type[BaseException] | int) -> None:
-        self.ending, self.polls, self.seen_states, self.stopped = ending, 0, [], False
+        self.ending, self.polls, self.stopped = ending, 0, False
+        self.seen_states: list[ServeState | None] = []
         self.pid, self.api_base, self.model_name = os.getpid(), "http://127.0.0.1:5555/v1", "tiny"
 
     def __enter__(self) -> _FakeServer:

@@ -6,6 +6,7 @@ import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,7 +68,7 @@ def test_server_rejects_missing_model_file(tmp_path: Path) -> None:
     ("kwargs", "flag"),
     [({"n_ctx": 0}, "--n-ctx"), ({"n_parallel": 0}, "--n-parallel"), ({"threads": -2}, "--threads")],
 )
-def test_server_rejects_bad_numbers(tmp_path: Path, kwargs: dict[str, int], flag: str) -> None:
+def test_server_rejects_bad_numbers(tmp_path: Path, kwargs: dict[str, Any], flag: str) -> None:
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     with pytest.raises(ConfigError, match=flag):

@@ -12,7 +12,7 @@ message dictionaries on every case; DSPy callbacks are not invoked on this path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -103,6 +103,50 @@ def _plain(messages: Messages) -> list[dict[str, Any]]:
     return [dict(m) for m in messages]
 
 
+_price_lookups_cached = False
+
+
+def cache_price_lookups() -> None:
+    """Memoize the model-metadata lookup DSPy uses to price every completed call.
+
+    DSPy 3.4 prices each call with ``dspy.clients.model_metadata.model_info``, which,
+    for a model missing from its price table (every self-hosted model:
+    ``hosted_vllm/...``, ``openai/<local name>``), scans the whole table, twice per
+    call. That scan was about 1 ms of CPU per call, half of the client's cost, and
+    under the GIL it capped a concurrent run at ~270 calls/s
+    (``benchmarks/bench_runner.py``). The table is loaded once per process and never
+    changes, so the answer for one (table, provider, model, namespaces) is computed
+    once; every caller still gets its own deep copy, as from the original. Does
+    nothing if DSPy's pricing module no longer looks as expected.
+    """
+    global _price_lookups_cached
+    if _price_lookups_cached:
+        return
+    import copy
+
+    from dspy.clients import costs, model_metadata
+
+    original: Callable[..., dict[str, Any]] = model_metadata.model_info
+    if getattr(costs, "model_info", None) is not original:
+        _price_lookups_cached = True
+        return
+    found: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def model_info(provider: Any, model: Any, *, namespaces: Any = None) -> dict[str, Any]:
+        table = model_metadata._load()
+        try:
+            key = (id(table), provider, model, None if namespaces is None else tuple(namespaces))
+            hash(key)
+        except TypeError:
+            return original(provider, model, namespaces=namespaces)
+        if key not in found:
+            found[key] = original(provider, model, namespaces=namespaces)
+        return copy.deepcopy(found[key])
+
+    costs.model_info = model_info
+    _price_lookups_cached = True
+
+
 def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
     """Send ``messages`` (``role``/``content`` dicts) through ``lm`` without an adapter.
 
@@ -113,6 +157,7 @@ def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
     """
     from dspy.clients.execution import execute, finalize, prepare
 
+    cache_price_lookups()
     call = prepare(lm, None, _plain(messages), kwargs)
     result = execute(lm, call)
     finalize(lm, call, result)
@@ -125,6 +170,7 @@ async def achat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
 
     from dspy.clients.execution import aexecute, finalize, prepare
 
+    cache_price_lookups()
     call = await asyncio.to_thread(prepare, lm, None, _plain(messages), kwargs, asynchronous=True)
     result = await aexecute(lm, call)
     finalize(lm, call, result)

@@ -27,7 +27,8 @@ from .._errors import DataError
 #: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).
 CAP_THRESHOLD = 65_000
 
-#: Record kinds that carry no prediction (summaries, manifests) and are skipped quietly.
+#: ``kind`` values read as per-policy records; any other kind (the harness's ``summary``
+#: lines, manifests) carries no prediction and is skipped and counted.
 _POLICY_KINDS = (None, "policy", "record", "case")
 
 

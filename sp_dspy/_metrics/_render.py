@@ -20,7 +20,7 @@ def _interval(ci: Any, metric: str) -> str:
     if not isinstance(ci, dict) or ci.get(metric) is None:
         return "-"
     low, high = ci[metric]
-    return f"[{low:.2f}, {high:.2f}]"
+    return f"{low:.2f}–{high:.2f}"
 
 
 def _present(report: ScoreReport) -> list[str]:
@@ -32,12 +32,13 @@ def headline_table(report: ScoreReport) -> Table:
     title = "Per-rule case-level metrics" if report.mode == "per_rule" else "Per-policy metrics"
     if report.cap_aware:
         title += " (cap-aware)"
-    table = Table(title=title, caption="RMR = mean RMR@{1.0,.9,.8,.7}; RDR lower is better")
-    columns = ["Cell", "N", "Scored", "RMR", "RMR 95% CI", "RMR@1.0", "RDR", "Excluded %", "Strict RMR"]
+    caption = "RMR = mean RMR@{1.0,.9,.8,.7}; RDR lower is better; Strict = RMR with excluded cases as misses"
+    table = Table(title=title, caption=caption)
+    columns = ["Cell", "N", "Scored", "RMR", "95% CI", "RMR@1.0", "RDR", "Excl.%", "Strict"]
     if report.mode == "per_rule":
-        columns.append("Judgment refusal %")
+        columns.append("Judg. refusal %")
     for name in columns:
-        table.add_column(name, justify="left" if name == "Cell" else "right", no_wrap=name == "RMR 95% CI")
+        table.add_column(name, justify="left" if name == "Cell" else "right", no_wrap=name == "95% CI")
     for name in _present(report):
         cell = report.cells[name]
         row = [

@@ -88,7 +88,7 @@ def _headline(summary: ComparisonSummary) -> str:
         "(FP + FN) / |P ∪ G|, pooled over scored cases. Excluded cases (refused, unparseable, errored, "
         "missing) are in no denominator. Cost columns are means over cases that reported them.</p>"
     ]
-    for cell in ("ALL", *CELLS[:3]):
+    for cell in ("ALL", *summary.levels):
         parts.append(
             f"<h3>{'All levels (pooled)' if cell == 'ALL' else cell}</h3>{level_table(summary, cell)}"
         )
@@ -103,7 +103,7 @@ def _diffs(summary: ComparisonSummary) -> str:
         "on the cases both scored, with a 95% paired bootstrap CI; coloured when the interval excludes 0 "
         "(green = better, red = worse; for RDR lower is better). McNemar's test compares exact matches.</p>"
     ]
-    for cell in ("ALL", *CELLS[:3]):
+    for cell in ("ALL", *summary.levels):
         parts.append(f"<h3>{cell}</h3>{diff_table(summary, cell)}")
     return "".join(parts)
 
@@ -117,12 +117,19 @@ def _published(summary: ComparisonSummary) -> str:
         f"are the paper's figures on all 3,000 cases: {esc(board.citation)} {esc(board.note)} Rows from this report "
         "are on this report's cases only; with a small or different case set the comparison is indicative.</p>"
     ]
-    for cell in ("ALL", *CELLS[:3]):
+    for cell in ("ALL", *summary.levels):
         opened = " open" if cell == "ALL" else ""
         parts.append(
             f"<details{opened}><summary>{cell}</summary>{published_table(summary, board, cell)}</details>"
         )
     return "".join(parts)
+
+
+def _footer(summary: ComparisonSummary) -> str:
+    text = "Metrics follow the SafePyramid evaluation protocol (refusal-aware RMR/RDR)."
+    if summary.benchmark == "safepyramid":
+        text = f"Published figures: {load_leaderboard().citation} {text}"
+    return f"<footer>{esc(text)}</footer>"
 
 
 def _plots(plots: Sequence[Plot]) -> str:
@@ -157,8 +164,7 @@ def render_html(
         failure_table(summary),
         "" if rule_types is None else f"<h2>Per-rule judgments (all levels)</h2>{rule_types}",
         _plots(plots),
-        f"<footer>Published figures: {esc(load_leaderboard().citation)} Metrics follow the SafePyramid "
-        "evaluation protocol (refusal-aware RMR/RDR).</footer>",
+        _footer(summary),
     ]
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"

@@ -11,9 +11,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._leaderboard import Leaderboard, PublishedRow
-from ._model import CELLS, FAILURE_MODES, TARGET_TYPES, ComparisonSummary, DiffRow, VariantResult
+from ._model import FAILURE_MODES, TARGET_TYPES, ComparisonSummary, DiffRow, VariantResult
 
 DASH = "–"
+#: Settings already shown in the variant and protocol columns.
+_IN_OTHER_COLUMNS = frozenset({"model_name", "program", "protocol", "layout"})
 
 
 def esc(value: object) -> str:
@@ -65,7 +67,8 @@ def variant_name(entry: VariantResult, baseline: str) -> str:
 def variants_table(summary: ComparisonSummary) -> str:
     rows = []
     for entry in summary.variants:
-        settings = "<br>".join(f"{esc(k)} = {esc(v)}" for k, v in entry.settings.items()) or DASH
+        shown = {k: v for k, v in entry.settings.items() if k not in _IN_OTHER_COLUMNS}
+        settings = "<br>".join(f"{esc(k)} = {esc(v)}" for k, v in shown.items()) or DASH
         files = "<br>".join(f"<code>{esc(f)}</code>" for f in entry.files)
         rows.append(
             row(
@@ -83,7 +86,7 @@ def variants_table(summary: ComparisonSummary) -> str:
         "Variant",
         "Protocol",
         "Result files",
-        "Settings (from the records)",
+        "Settings (records, run manifest)",
         "Wall time",
         "LM latency / case",
     ]
@@ -188,17 +191,16 @@ def published_table(summary: ComparisonSummary, board: Leaderboard, cell: str) -
 
 
 def failure_table(summary: ComparisonSummary) -> str:
-    headers = ["Variant", *(f"{mode} {level}" for mode in FAILURE_MODES[:2] for level in CELLS)]
-    headers += [f"{mode} {level}" for mode in FAILURE_MODES[2:] for level in ("L1", "L2", "ALL")]
+    cells = summary.cells
+    late = [cell for cell in cells if cell != "L0"] if any(c in cells for c in ("L1", "L2")) else []
+    headers = ["Variant", *(f"{mode} {level}" for mode in FAILURE_MODES[:2] for level in cells)]
+    headers += [f"{mode} {level}" for mode in FAILURE_MODES[2:] for level in late]
     rows = []
     for entry in summary.variants:
         fm: dict[str, dict[str, Any]] = entry.failure_modes
-        cells = [esc(entry.label)]
-        cells += [num(fm.get(level, {}).get(mode), 1) for mode in FAILURE_MODES[:2] for level in CELLS]
-        cells += [
-            num(fm.get(level, {}).get(mode), 1) for mode in FAILURE_MODES[2:] for level in ("L1", "L2", "ALL")
-        ]
-        rows.append(row(cells))
+        values = [num(fm.get(level, {}).get(mode), 1) for mode in FAILURE_MODES[:2] for level in cells]
+        values += [num(fm.get(level, {}).get(mode), 1) for mode in FAILURE_MODES[2:] for level in late]
+        rows.append(row([esc(entry.label), *values]))
     return table(headers, rows, "num")
 
 

@@ -61,7 +61,7 @@ def describe(results: ResultSet, mode: str) -> Provenance:
     layout = _joined(_values(results, "layout")) if protocol == "per-rule" else None
     return Provenance(
         model=_joined(_values(results, "model_name")),
-        program=_joined(_values(results, "program")),
+        program=_joined([Path(v).name if "/" in v else v for v in _values(results, "program")]),
         protocol=protocol,
         layout=layout,
     )

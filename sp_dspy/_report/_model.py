@@ -87,6 +87,7 @@ class VariantResult(BaseModel):
     domain_rmr: dict[str, float | None] = Field(default_factory=dict)
     wall_s: float | None = None
     latency_s_per_case: float | None = None
+    dataset_hashes: list[str] = Field(default_factory=list)
 
     @property
     def is_per_rule(self) -> bool:
@@ -96,6 +97,12 @@ class VariantResult(BaseModel):
     def official_layout(self) -> bool:
         """The cache-friendly per-rule layout is not the official protocol (contract section 5)."""
         return self.layout in (None, "official")
+
+    @property
+    def fake_model(self) -> bool:
+        """The scripted fake LM (``--lm fake``) answers from the gold labels or a script."""
+        lm = str(self.settings.get("lm", ""))
+        return self.model == "fake" or lm.startswith("fake/") or lm == "fake"
 
     @property
     def small_model(self) -> bool:
@@ -144,6 +151,16 @@ class ComparisonSummary(BaseModel):
             if entry.label == label:
                 return entry
         raise KeyError(label)
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        """The levels that have cases (a level-filtered or PKU dataset has fewer than three)."""
+        return tuple(cell for cell in CELLS[:3] if self.cases_per_cell.get(cell, 0))
+
+    @property
+    def cells(self) -> tuple[str, ...]:
+        """``ALL`` and every level with cases, in display order."""
+        return (*self.levels, "ALL")
 
     def diffs_for(self, cell: str) -> list[DiffRow]:
         return [row for row in self.diffs if row.cell == cell]

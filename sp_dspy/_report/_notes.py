@@ -27,14 +27,17 @@ def _widest(variants: Sequence[VariantResult]) -> tuple[float, str, str] | None:
     return widest
 
 
-def honesty_notes(variants: Sequence[VariantResult], *, n_boot: int) -> list[str]:
+def honesty_notes(
+    variants: Sequence[VariantResult], *, n_boot: int, benchmark: str = "safepyramid", content_hash: str = ""
+) -> list[str]:
     """Every caveat that applies, most important first."""
     notes: list[str] = []
     smallest = min(entry.cells["ALL"].n_eval for entry in variants)
     widest = _widest(variants)
     if smallest < SMALL_N or (widest is not None and widest[0] > WIDE_CI):
-        text = f"Small sample: as few as {smallest} scored cases per variant (the full benchmark has 3,000)."
-        if widest is not None:
+        full = " (the full SafePyramid benchmark has 3,000)" if benchmark == "safepyramid" else ""
+        text = f"Small sample: as few as {smallest} scored cases per variant{full}."
+        if widest is not None and widest[0] > 0:
             text += (
                 f" The 95% bootstrap CI of RMR is up to {widest[0]:g} points wide"
                 f" ({widest[1]}, {widest[2]}); differences inside the paired CIs are noise."
@@ -50,6 +53,10 @@ def honesty_notes(variants: Sequence[VariantResult], *, n_boot: int) -> list[str
                 f"{entry.label}: {entry.model or 'a SmolLM model'} is a 135M-parameter local model;"
                 " this run is a plumbing check, not a guard. Its scores say nothing about guarding quality."
             )
+        if entry.fake_model:
+            notes.append(
+                f"{entry.label}: the scripted fake LM produced these results; they test the pipeline, not a model."
+            )
         if entry.is_per_rule and not entry.official_layout:
             notes.append(
                 f"{entry.label}: per-rule with the cache-friendly layout ({entry.layout}), not the"
@@ -60,6 +67,12 @@ def honesty_notes(variants: Sequence[VariantResult], *, n_boot: int) -> list[str
             notes.append(
                 f"{entry.label}: {excluded:g}% of cases were excluded (refused, unparseable, errored or"
                 " missing); its RMR describes only the remaining cases."
+            )
+        other = sorted(h for h in entry.dataset_hashes if content_hash and h != content_hash)
+        if other:
+            notes.append(
+                f"{entry.label}: its run manifest names another dataset (sha256 {other[0][:12]}…) than the"
+                f" one scored here ({content_hash[:12]}…)."
             )
         unknown = entry.score.get("unknown_ids", {}).get("count", 0)
         if unknown:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._figure import Plot, bar_offsets, colors, legend_below, new_figure, short, to_png, value
-from ._model import CELLS, FAILURE_MODES, TARGET_TYPES, TAU_KEYS, ComparisonSummary, VariantResult
+from ._model import FAILURE_MODES, TARGET_TYPES, TAU_KEYS, ComparisonSummary, VariantResult
 
 
 def _grouped_bars(
@@ -27,21 +27,21 @@ def _grouped_bars(
 
 
 def rmr_by_level(summary: ComparisonSummary) -> Plot:
-    variants = summary.variants
+    variants, cells = summary.variants, summary.cells
     palette = colors(len(variants))
     offsets, width = bar_offsets(len(variants))
     with new_figure(8, 4, legend_entries=len(variants)) as (figure, (ax,)):
         for entry, color, offset in zip(variants, palette, offsets, strict=True):
-            heights = [value(entry.cells[c].rmr) for c in CELLS]
+            heights = [value(entry.cells[c].rmr) for c in cells]
             errors: list[list[float]] = [[], []]
-            for cell, height in zip(CELLS, heights, strict=True):
+            for cell, height in zip(cells, heights, strict=True):
                 interval = entry.cells[cell].rmr_ci
                 low, high = (
                     (interval[0], interval[1]) if interval and not math.isnan(height) else (height, height)
                 )
                 errors[0].append(max(height - low, 0.0) if not math.isnan(height) else 0.0)
                 errors[1].append(max(high - height, 0.0) if not math.isnan(height) else 0.0)
-            xs = [i + offset for i in range(len(CELLS))]
+            xs = [i + offset for i in range(len(cells))]
             ax.bar(
                 xs,
                 heights,
@@ -52,7 +52,7 @@ def rmr_by_level(summary: ComparisonSummary) -> Plot:
                 color=color,
                 ecolor="#333333",
             )
-        ax.set_xticks(range(len(CELLS)), list(CELLS))
+        ax.set_xticks(range(len(cells)), list(cells))
         ax.set_ylim(0, 105)
         ax.set_ylabel("RMR (%)")
         ax.grid(axis="y", alpha=0.3)
@@ -71,13 +71,18 @@ def rmr_by_level(summary: ComparisonSummary) -> Plot:
 def rmr_tau_curve(summary: ComparisonSummary) -> Plot:
     taus = [float(tau) for tau, _ in TAU_KEYS]
     palette = colors(len(summary.variants))
-    with new_figure(11, 3.4, ncols=len(CELLS), legend_entries=len(summary.variants)) as (figure, axes):
-        for ax, cell in zip(axes, CELLS, strict=True):
+    cells = summary.cells
+    with new_figure(2.75 * len(cells), 3.4, ncols=len(cells), legend_entries=len(summary.variants)) as (
+        figure,
+        axes,
+    ):
+        for ax, cell in zip(axes, cells, strict=True):
             for entry, color in zip(summary.variants, palette, strict=True):
                 ys = [value(entry.cells[cell].rmr_tau.get(tau)) for tau, _ in TAU_KEYS]
                 ax.plot(taus, ys, marker="o", markersize=3, color=color, label=short(entry.label))
             ax.set_title(cell)
             ax.set_xlim(1.02, 0.48)
+            ax.set_xticks(taus, [f"{tau:.1f}" for tau in taus])
             ax.set_ylim(0, 105)
             ax.set_xlabel("tau")
             ax.grid(alpha=0.3)
@@ -95,9 +100,12 @@ def rmr_tau_curve(summary: ComparisonSummary) -> Plot:
 
 
 def failure_modes(summary: ComparisonSummary) -> Plot:
-    levels = CELLS[:3]
+    levels = summary.levels or ("L0",)
     palette = colors(len(summary.variants))
-    with new_figure(11, 3.4, ncols=len(levels), legend_entries=len(summary.variants)) as (figure, axes):
+    with new_figure(3.7 * len(levels), 3.4, ncols=len(levels), legend_entries=len(summary.variants)) as (
+        figure,
+        axes,
+    ):
         for ax, level in zip(axes, levels, strict=True):
             modes = [
                 m for m in FAILURE_MODES if any(m in v.failure_modes.get(level, {}) for v in summary.variants)
@@ -153,8 +161,9 @@ def rule_type_f1(summary: ComparisonSummary) -> Plot | None:
         return None
     palette = colors(len(summary.variants))
     color_of = {v.label: c for v, c in zip(summary.variants, palette, strict=True)}
-    with new_figure(11, 3.4, ncols=len(CELLS), legend_entries=len(per_rule)) as (figure, axes):
-        for ax, cell in zip(axes, CELLS, strict=True):
+    cells = summary.cells
+    with new_figure(2.75 * len(cells), 3.4, ncols=len(cells), legend_entries=len(per_rule)) as (figure, axes):
+        for ax, cell in zip(axes, cells, strict=True):
             series = [(v.label, [_f1(v, cell, t) for t in TARGET_TYPES], color_of[v.label]) for v in per_rule]
             _grouped_bars(ax, TARGET_TYPES, series, "F1 of 'violated' (%)" if cell == "L0" else "")
             ax.set_ylim(0, 105)

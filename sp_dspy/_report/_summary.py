@@ -25,9 +25,10 @@ from .._metrics import (
     score,
 )
 from ._labels import assign_labels, default_baseline, describe
+from ._manifests import manifest_info
 from ._model import CELLS, FAILURE_MODES, TAU_KEYS, CellStats, ComparisonSummary, DiffRow, VariantResult
 from ._notes import honesty_notes
-from ._usage import case_costs, cell_costs, latency_per_case, record_settings, wall_time
+from ._usage import case_costs, cell_costs, latency_per_case, record_settings
 
 VariantSpec = tuple[str | None, Sequence[str | Path]]
 
@@ -97,6 +98,7 @@ def _variant(
     document = report.to_json_dict()
     costs = case_costs(cases, results)
     who = describe(results, report.mode)
+    manifests = manifest_info(files)
     return VariantResult(
         label=label,
         model=who.model,
@@ -105,13 +107,14 @@ def _variant(
         program=who.program,
         layout=who.layout,
         files=files,
-        settings=record_settings(results),
+        settings={**record_settings(results), **manifests.flat_settings()},
         score=document,
         cells={cell: _cell_stats(document, cell, cell_costs(cases, costs, cell)) for cell in CELLS},
         failure_modes=_failure_rates(document),
         rule_types=_rule_types(document),
         domain_rmr={d: cells["ALL"]["rmr_avg"] for d, cells in document["domains"].items()},
-        wall_s=wall_time(files),
+        wall_s=manifests.wall_s,
+        dataset_hashes=sorted(manifests.dataset_hashes),
         latency_s_per_case=latency_per_case(costs),
     )
 
@@ -227,5 +230,5 @@ def build_summary(
         cap_aware=cap_aware,
         variants=built,
         diffs=diffs,
-        notes=honesty_notes(built, n_boot=n_boot),
+        notes=honesty_notes(built, n_boot=n_boot, benchmark=benchmark, content_hash=content_hash),
     )

@@ -6,6 +6,7 @@ without opening the HTML; everything else is in the page and ``summary.json``.
 
 from __future__ import annotations
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -44,10 +45,9 @@ def render_terminal(summary: ComparisonSummary) -> Table:
     table = Table(
         title=f"{summary.benchmark}: {summary.n_cases} cases, baseline {summary.baseline}",
         title_justify="left",
-        show_lines=False,
+        box=box.SIMPLE_HEAD,
     )
-    table.add_column("Variant", overflow="fold")
-    table.add_column("Protocol")
+    table.add_column("Variant", overflow="fold", min_width=12)
     for header in ("Scored", "Excl %", "RMR ALL [95% CI]", "L0", "L1", "L2", "RMR@1.0", "RDR"):
         table.add_column(header, justify="right")
     table.add_column("Δ RMR vs baseline", justify="right")
@@ -57,9 +57,11 @@ def render_terminal(summary: ComparisonSummary) -> Table:
         cells = entry.cells
         total = cells["ALL"]
         interval = f" [{total.rmr_ci[0]:.1f}, {total.rmr_ci[1]:.1f}]" if total.rmr_ci else ""
+        name = Text(entry.label)
+        if entry.variant not in entry.label:
+            name.append(f"\n{entry.variant}", style="dim")
         table.add_row(
-            Text(entry.label),
-            Text(entry.variant),
+            name,
             f"{total.n_eval}/{total.total}",
             _num(total.excluded_pct),
             Text(_num(total.rmr) + interval, style="bold"),

@@ -13,25 +13,13 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .._data._schema import Case
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet
 
 #: Record fields shown as "generation settings" (when the runner wrote them).
-SETTING_KEYS: tuple[str, ...] = (
-    "model_name",
-    "program",
-    "protocol",
-    "layout",
-    "parser",
-    "adapter",
-    "temperature",
-    "max_tokens",
-    "artifact",
-    "run_id",
-)
+SETTING_KEYS: tuple[str, ...] = ("model_name", "program", "protocol", "layout", "parser", "run_id")
 _CALL_KEYS = ("lm_calls", "n_calls")
 
 
@@ -142,36 +130,3 @@ def record_settings(results: ResultSet) -> dict[str, Any]:
                 seen[key].add(text)
                 raw.setdefault(key, []).append(value)
     return {key: values[0] if len(values) == 1 else sorted(values, key=str) for key, values in raw.items()}
-
-
-def wall_time(paths: Iterable[str | Path]) -> float | None:
-    """Seconds of wall time from run-summary lines (``{"kind": "summary", "wall_s": ...}``).
-
-    The last summary line of each file describes that file's run (a resumed run
-    writes a new one); files of one variant are separate runs, so they add up.
-    """
-    total: float | None = None
-    for path in paths:
-        last: float | None = None
-        try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
-            continue  # the result reader already reported an unreadable file
-        for line in lines:
-            if '"wall_s"' not in line:
-                continue
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(raw, dict) and raw.get("kind") not in (
-                None,
-                "judgment",
-                "policy",
-                "record",
-                "case",
-            ):
-                last = _number(raw.get("wall_s")) if _number(raw.get("wall_s")) is not None else last
-        if last is not None:
-            total = (total or 0.0) + last
-    return None if total is None else round(total, 3)

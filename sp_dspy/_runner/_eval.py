@@ -7,6 +7,8 @@ killed at any moment resumes without sending a finished case or judgment again.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -83,8 +85,12 @@ def select_cases(config: EvalConfig) -> tuple[Benchmark, list[Case]]:
     return loaded, cases
 
 
-def build_program(config: EvalConfig) -> tuple[Any, str, str]:
-    """The program to run, its protocol and a label for records (name or artifact dir)."""
+def build_program(config: EvalConfig, *, constrained: bool = False) -> tuple[Any, str, str]:
+    """The program to run, its protocol and a label for records (name or artifact dir).
+
+    ``constrained`` (the model config's ``json_schema``) makes the official baselines
+    send a JSON-schema ``response_format``; their messages stay the official bytes.
+    """
     from programs import load_program, make_program
 
     path = Path(config.program)
@@ -98,6 +104,7 @@ def build_program(config: EvalConfig) -> tuple[Any, str, str]:
     options: dict[str, Any] = {}
     if config.program == "official":
         options["mode"] = config.parser
+        options["constrained"] = constrained
         if config.protocol == "per-rule":
             options["layout"] = config.per_rule_layout
     return make_program(config.program, config.protocol, **options), config.protocol, config.program
@@ -117,7 +124,7 @@ def run_eval(
 
     console = console or Console(stderr=True)
     loaded, cases = select_cases(config)
-    program, protocol, label = build_program(config)
+    program, protocol, label = build_program(config, constrained=lm_config.json_schema)
     model = lm_config.display_name()
     paths = resolve_run(
         config.output_dir, lm_config.short_name(), config.run_id, resume=config.resume, protocol=protocol
@@ -158,7 +165,8 @@ def run_eval(
             on_record=lambda record: view.record(record, case_finished=job.case_finished(record)),
         )
         try:
-            asyncio.run(engine.run(units))
+            with _adapter_context(lm_config.json_schema and config.program != "official"):
+                asyncio.run(engine.run(units))
         except KeyboardInterrupt:
             outcome.interrupted = True
         outcome.units_run = engine.stats.done
@@ -176,6 +184,18 @@ def run_eval(
         lm=lm,
     )
     return outcome
+
+
+@contextmanager
+def _adapter_context(json_adapter: bool) -> Iterator[None]:
+    """DSPy programs on a schema-constrained server use the JSON adapter (it sends the schema)."""
+    if not json_adapter:
+        yield
+        return
+    import dspy
+
+    with dspy.context(adapter=dspy.JSONAdapter()):
+        yield
 
 
 def _score(cases: list[Case], results_file: Path, protocol: str) -> ScoreReport:

@@ -1,18 +1,27 @@
 """Append-only JSONL result files that survive SIGKILL.
 
-Each record is written as one line, flushed and fsynced before the next unit starts,
-so a crash loses at most the unit in flight. On resume a torn last line (the process
-died mid-write) is cut off before appending, so the file stays valid JSONL.
+Each record is written as one line and flushed to the operating system before
+``append`` returns, so killing the process at any moment (SIGKILL included) loses
+at most the unit in flight: the kernel holds every line already appended. Lines
+reach the disk itself (``fsync``, which also survives a power cut or an OS crash)
+through a background thread that syncs everything written so far in one call
+(group commit): a burst of records costs one fsync instead of one each, and the
+event loop never waits on the disk (a synchronous fsync per record, ~2 ms on a
+common SSD, capped a run at a few hundred records per second). ``close`` syncs
+what is left. On resume a torn last line (the process died mid-write) is cut off
+before appending, so the file stays valid JSONL.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from threading import Lock
 from typing import Any
+
+_CHUNK = 1 << 16
 
 
 class JsonlStore:
@@ -23,19 +32,57 @@ class JsonlStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         repair_torn_tail(path)
         self._handle = path.open("a", encoding="utf-8")
-        self._lock = Lock()
+        self._lock = threading.Condition()
+        self._unsynced = False
+        self._closing = False
+        self._sync_error: OSError | None = None
+        self._syncer = threading.Thread(target=self._sync_loop, name=f"fsync {path.name}", daemon=True)
+        self._syncer.start()
 
     def append(self, record: dict[str, Any]) -> None:
+        """Write ``record`` as one line; it survives the process once this returns."""
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
         with self._lock:
+            if self._sync_error is not None:
+                raise self._sync_error
             self._handle.write(line)
             self._handle.flush()
-            os.fsync(self._handle.fileno())
+            self._unsynced = True
+            self._lock.notify()
+
+    def _sync_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._unsynced and not self._closing:
+                    self._lock.wait()
+                if not self._unsynced:
+                    return
+                self._unsynced = False
+                descriptor = self._handle.fileno()
+            try:
+                os.fsync(descriptor)  # outside the lock: appends go on meanwhile
+            except OSError as exc:
+                with self._lock:
+                    self._sync_error = exc
+                return
 
     def close(self) -> None:
+        """Sync every appended line to disk and close the file."""
         with self._lock:
-            if not self._handle.closed:
+            if self._handle.closed:
+                return
+            self._closing = True
+            self._lock.notify()
+        self._syncer.join()
+        with self._lock:
+            try:
+                if self._sync_error is None:
+                    self._handle.flush()
+                    os.fsync(self._handle.fileno())
+            finally:
                 self._handle.close()
+        if self._sync_error is not None:
+            raise self._sync_error
 
     def __enter__(self) -> JsonlStore:
         return self
@@ -55,12 +102,18 @@ def repair_torn_tail(path: Path) -> int:
         handle.seek(-1, os.SEEK_END)
         if handle.read(1) == b"\n":
             return 0
-        chunk = min(size, 1 << 20)
-        handle.seek(size - chunk)
-        tail = handle.read(chunk)
-        cut_at = tail.rfind(b"\n")
-        keep = 0 if cut_at < 0 else size - chunk + cut_at + 1
+        keep, end = 0, size
+        while end > 0:  # the torn line may be longer than one chunk
+            start = max(0, end - _CHUNK)
+            handle.seek(start)
+            cut_at = handle.read(end - start).rfind(b"\n")
+            if cut_at >= 0:
+                keep = start + cut_at + 1
+                break
+            end = start
         handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
         return size - keep
 
 

@@ -115,7 +115,9 @@ def eval_command(
             )
         _print_outcome(outcome, live.display_name(), small=lmo.is_local(lm_config), verbose=verbose)
         if outcome.interrupted:
-            raise typer.Exit(130)
+            # SystemExit, not typer.Exit: ``main`` runs the app with standalone_mode=False,
+            # where click returns typer.Exit's code instead of exiting with it.
+            raise SystemExit(130)
 
 
 def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> None:

@@ -23,7 +23,7 @@ LOCAL = "local"
 # The embedded model is tiny: greedy decoding, JSON-schema constrained output, short answers.
 LOCAL_SETTINGS: dict[str, Any] = {
     "temperature": 0.0,
-    "max_tokens": 256,
+    "max_tokens": 384,
     "json_schema": True,
     "timeout": 600,
     "num_retries": 1,
@@ -31,7 +31,7 @@ LOCAL_SETTINGS: dict[str, Any] = {
 
 Lm = Annotated[
     str | None,
-    typer.Option("--lm", help="Model string, configured model name, fake[/behaviour] or local."),
+    typer.Option("--lm", help="Model string, configured model name, fake\\[/behaviour] or local."),
 ]
 Models = Annotated[
     str | None, typer.Option("--models", help="Comma-separated configured model names, run in turn.")

@@ -1,0 +1,88 @@
+"""Optimizer recipes, metrics and feedback for compiling sp-dspy guard programs.
+
+- ``RECIPES`` / :func:`get_recipe`: the five optimizers (``mipro``, ``gepa``,
+  ``bootstrap``, ``simba``, ``copro``), each a :class:`Recipe` with a pydantic
+  settings model, a run function and a cost projection.
+- :func:`load_settings`: an optimizer's settings from ``configs/optimizers.yaml`` and
+  ``--set`` overrides.
+- :func:`case_metric` / :func:`judgment_metric`: the scores optimizers maximise;
+  :func:`policy_feedback` / :func:`judgment_feedback`: the same with GEPA feedback.
+- :func:`policy_examples` / :func:`judgment_examples`: benchmark cases as training data.
+
+Importing this package does not import DSPy; recipes import it when they run.
+"""
+
+from optimizers._bootstrap import BOOTSTRAP_RECIPE, BootstrapSettings
+from optimizers._copro import COPRO_RECIPE, CoproSettings
+from optimizers._examples import judgment_examples, policy_examples
+from optimizers._feedback import (
+    judgment_feedback,
+    judgment_feedback_text,
+    policy_feedback,
+    policy_feedback_text,
+)
+from optimizers._gepa import GEPA_RECIPE, GepaSettings
+from optimizers._metric import (
+    case_metric,
+    case_score,
+    judgment_metric,
+    predicted_rules,
+    predicted_verdict,
+)
+from optimizers._mipro import MIPRO_RECIPE, MiproSettings
+from optimizers._recipe import CompileJob, HelperLM, Projection, Recipe
+from optimizers._settings import (
+    DEFAULT_OPTIMIZERS_FILE,
+    OptimizerSettings,
+    load_settings,
+    parse_overrides,
+    read_settings_file,
+)
+from optimizers._simba import SIMBA_RECIPE, SimbaSettings
+from sp_dspy._errors import ConfigError
+
+RECIPES: dict[str, Recipe] = {  # type: ignore[type-arg]
+    recipe.name: recipe
+    for recipe in (MIPRO_RECIPE, GEPA_RECIPE, BOOTSTRAP_RECIPE, SIMBA_RECIPE, COPRO_RECIPE)
+}
+OPTIMIZER_NAMES: tuple[str, ...] = tuple(RECIPES)
+
+
+def get_recipe(name: str) -> Recipe:  # type: ignore[type-arg]
+    """The recipe called ``name``; a ``ConfigError`` listing the choices otherwise."""
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise ConfigError(f"--optimizer {name!r}: expected one of {', '.join(OPTIMIZER_NAMES)}") from None
+
+
+__all__ = [
+    "DEFAULT_OPTIMIZERS_FILE",
+    "OPTIMIZER_NAMES",
+    "RECIPES",
+    "BootstrapSettings",
+    "CompileJob",
+    "CoproSettings",
+    "GepaSettings",
+    "HelperLM",
+    "MiproSettings",
+    "OptimizerSettings",
+    "Projection",
+    "Recipe",
+    "SimbaSettings",
+    "case_metric",
+    "case_score",
+    "get_recipe",
+    "judgment_examples",
+    "judgment_feedback",
+    "judgment_feedback_text",
+    "judgment_metric",
+    "load_settings",
+    "parse_overrides",
+    "policy_examples",
+    "policy_feedback",
+    "policy_feedback_text",
+    "predicted_rules",
+    "predicted_verdict",
+    "read_settings_file",
+]

@@ -1,0 +1,108 @@
+"""GEPA: reflective instruction evolution with a Pareto frontier over dev examples.
+
+GEPA runs the program on small train minibatches, shows a reflection LM the
+answers together with the feedback metric's diagnosis (missed and wrongly flagged
+rules, their types and failure modes) and keeps the proposed instructions that
+improve; the frontier is tracked on the dev split. The budget is counted in metric
+calls (program runs); the light default is a fixed number of them.
+
+Seed: ``GEPA(seed=)`` seeds the adapter's ``random.Random`` and is passed to
+``gepa.optimize(seed=)`` (``dspy/teleprompt/gepa/gepa.py``); the recipe passes the
+compile's seed. The compile's budget stops GEPA between iterations through a
+``stop_callbacks`` stopper.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, Self
+
+from pydantic import Field, model_validator
+
+from optimizers._recipe import CompileJob, Projection, Recipe
+from optimizers._settings import OptimizerSettings
+
+
+class GepaSettings(OptimizerSettings):
+    """``dspy.GEPA`` settings; exactly one of ``auto``, ``max_metric_calls``, ``max_full_evals``."""
+
+    auto: Literal["light", "medium", "heavy"] | None = None
+    max_metric_calls: int | None = Field(default=120, ge=1, description="Program runs GEPA may spend.")
+    max_full_evals: int | None = Field(default=None, ge=1)
+    reflection_minibatch_size: int = Field(default=3, ge=1)
+    candidate_selection_strategy: Literal["pareto", "current_best"] = "pareto"
+    skip_perfect_score: bool = True
+    add_format_failure_as_feedback: bool = True
+    use_merge: bool = False
+    max_merge_invocations: int = Field(default=5, ge=0)
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> Self:
+        chosen = [name for name in ("auto", "max_metric_calls", "max_full_evals") if getattr(self, name) is not None]
+        if len(chosen) != 1:
+            raise ValueError(
+                "set exactly one of auto, max_metric_calls, max_full_evals "
+                f"(set: {', '.join(chosen) or 'none'}; e.g. --set auto=light --set max_metric_calls=null)"
+            )
+        return self
+
+
+def _run(job: CompileJob, settings: GepaSettings) -> Any:
+    from dspy.teleprompt import GEPA
+
+    optimizer = GEPA(
+        metric=job.feedback,
+        auto=settings.auto,
+        max_metric_calls=settings.max_metric_calls,
+        max_full_evals=settings.max_full_evals,
+        reflection_minibatch_size=settings.reflection_minibatch_size,
+        candidate_selection_strategy=settings.candidate_selection_strategy,
+        reflection_lm=job.reflection_lm,
+        skip_perfect_score=settings.skip_perfect_score,
+        add_format_failure_as_feedback=settings.add_format_failure_as_feedback,
+        use_merge=settings.use_merge,
+        max_merge_invocations=settings.max_merge_invocations,
+        num_threads=settings.num_threads,
+        seed=job.seed,
+        gepa_kwargs={"stop_callbacks": [lambda _state: job.should_stop()]},
+    )
+    return optimizer.compile(job.student, trainset=job.trainset, valset=job.valset)
+
+
+def metric_calls(settings: GepaSettings, n_train: int, n_val: int) -> int:
+    """The program-run budget GEPA will be given."""
+    if settings.max_metric_calls is not None:
+        return settings.max_metric_calls
+    if settings.max_full_evals is not None:
+        return settings.max_full_evals * (n_train + n_val)
+    from dspy.teleprompt.gepa.gepa import AUTO_RUN_SETTINGS, GEPA
+
+    candidates = AUTO_RUN_SETTINGS[str(settings.auto)]["n"]
+    # DSPy's own formula; it reads no instance state, so an uninitialised instance serves.
+    return int(GEPA.__new__(GEPA).auto_budget(num_preds=1, num_candidates=candidates, valset_size=n_val))
+
+
+def _project(settings: GepaSettings, n_train: int, n_val: int) -> Projection:
+    budget = metric_calls(settings, n_train, n_val)
+    batch = min(settings.reflection_minibatch_size, max(n_train, 1))
+    # GEPA checks its budget between iterations: the last one may overrun by a
+    # minibatch pair and a full dev evaluation. Each iteration reflects at most once.
+    reflections = math.ceil(max(budget - n_val, 0) / (2 * batch)) + 1
+    return Projection(program_calls=budget + 2 * batch + n_val, helper_calls=reflections)
+
+
+def _fit(settings: GepaSettings, n_train: int, n_val: int) -> GepaSettings:
+    return settings
+
+
+GEPA_RECIPE = Recipe(
+    name="gepa",
+    dspy_class="dspy.teleprompt.GEPA",
+    settings_model=GepaSettings,
+    helper="reflection",
+    seed_note="seed passed to GEPA(seed=), which seeds its adapter's random.Random and gepa.optimize(seed=)",
+    sampling_note="no temperature of its own: task and reflection LMs sample at their configured temperatures",
+    run=_run,
+    project=_project,
+    fit=_fit,
+)

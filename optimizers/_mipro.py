@@ -1,0 +1,129 @@
+"""MIPROv2: instructions and demonstration sets searched jointly with Optuna's TPE sampler.
+
+MIPRO bootstraps candidate demo sets on the train split, has the prompt LM propose
+instructions grounded in a data summary, the program's code and the demos, then
+runs Bayesian optimisation over (instruction, demo set) pairs scored on the dev
+split. The light default sets ``num_candidates``/``num_trials`` explicitly instead of
+``auto`` so a compile on a small split stays small; ``auto: light`` is available.
+
+Seed: ``MIPROv2(seed=)`` seeds its ``random.Random`` (demo shuffles, minibatches,
+proposal tips and rollout ids) and ``compile(seed=)`` seeds Optuna's TPE sampler.
+DSPy reads ``seed = seed or self.seed`` in ``compile`` (``dspy/teleprompt/
+mipro_optimizer_v2.py``), so a compile seed of 0 silently falls back to the
+constructor's default 9; the recipe passes the same seed to both, which makes 0 work.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import Field
+
+from optimizers._recipe import CompileJob, Projection, Recipe
+from optimizers._settings import OptimizerSettings
+
+
+class MiproSettings(OptimizerSettings):
+    """``dspy.MIPROv2`` settings."""
+
+    auto: Literal["light", "medium", "heavy"] | None = Field(
+        default=None, description="DSPy's preset budget; when set, num_candidates/num_trials are not used."
+    )
+    num_candidates: int = Field(default=4, ge=1, description="Instruction and demo-set candidates.")
+    num_trials: int = Field(default=6, ge=1, description="Optuna trials.")
+    max_bootstrapped_demos: int = Field(default=2, ge=0)
+    max_labeled_demos: int = Field(default=2, ge=0)
+    minibatch: bool = Field(default=False, description="Score trials on dev minibatches, full dev periodically.")
+    minibatch_size: int = Field(default=25, ge=1)
+    minibatch_full_eval_steps: int = Field(default=5, ge=1)
+    init_temperature: float = Field(default=1.0, ge=0, le=2, description="Prompt-LM temperature of proposals.")
+    program_aware_proposer: bool = True
+    data_aware_proposer: bool = True
+    tip_aware_proposer: bool = True
+    fewshot_aware_proposer: bool = True
+    view_data_batch_size: int = Field(default=10, ge=1)
+
+
+def _run(job: CompileJob, settings: MiproSettings) -> Any:
+    from dspy.teleprompt import MIPROv2
+
+    optimizer = MIPROv2(
+        metric=job.metric,
+        prompt_model=job.prompt_lm,
+        task_model=job.task_lm,
+        max_bootstrapped_demos=settings.max_bootstrapped_demos,
+        max_labeled_demos=settings.max_labeled_demos,
+        auto=settings.auto,
+        num_candidates=None if settings.auto else settings.num_candidates,
+        num_threads=settings.num_threads,
+        seed=job.seed,
+        init_temperature=settings.init_temperature,
+        track_stats=False,
+    )
+    return optimizer.compile(
+        job.student,
+        trainset=job.trainset,
+        valset=job.valset,
+        num_trials=None if settings.auto else settings.num_trials,
+        seed=job.seed,
+        minibatch=settings.minibatch,
+        minibatch_size=settings.minibatch_size,
+        minibatch_full_eval_steps=settings.minibatch_full_eval_steps,
+        program_aware_proposer=settings.program_aware_proposer,
+        data_aware_proposer=settings.data_aware_proposer,
+        view_data_batch_size=settings.view_data_batch_size,
+        tip_aware_proposer=settings.tip_aware_proposer,
+        fewshot_aware_proposer=settings.fewshot_aware_proposer,
+    )
+
+
+def _trials(settings: MiproSettings, n_val: int) -> tuple[int, int, int, bool]:
+    """(candidates, trials, dev examples used, minibatch) as MIPRO will run them."""
+    if settings.auto is None:
+        return settings.num_candidates, settings.num_trials, n_val, settings.minibatch
+    from dspy.teleprompt.mipro_optimizer_v2 import AUTO_RUN_SETTINGS, MIN_MINIBATCH_SIZE
+
+    preset = AUTO_RUN_SETTINGS[settings.auto]
+    n = int(preset["n"])
+    val = min(int(preset["val_size"]), n_val)
+    zero_shot = settings.max_bootstrapped_demos == 0 and settings.max_labeled_demos == 0
+    variables = 1 if zero_shot else 2
+    trials = int(max(2 * variables * math.log2(n), 1.5 * n))
+    return n, trials, val, val > MIN_MINIBATCH_SIZE
+
+
+def _project(settings: MiproSettings, n_train: int, n_val: int) -> Projection:
+    candidates, trials, val, minibatch = _trials(settings, n_val)
+    bootstrap = max(candidates - 2, 1) * n_train
+    if minibatch:
+        batch = min(settings.minibatch_size, val)
+        evaluation = val + trials * batch + (trials // settings.minibatch_full_eval_steps + 1) * val
+    else:
+        evaluation = val + trials * val
+    helper = candidates
+    if settings.data_aware_proposer:
+        helper += math.ceil(n_train / settings.view_data_batch_size) + 1
+    if settings.program_aware_proposer:
+        helper += 2
+    return Projection(program_calls=bootstrap + evaluation, helper_calls=helper)
+
+
+def _fit(settings: MiproSettings, n_train: int, n_val: int) -> MiproSettings:
+    """MIPRO refuses a minibatch larger than the dev split: shrink it to fit."""
+    if settings.minibatch_size > n_val >= 1:
+        return settings.model_copy(update={"minibatch_size": n_val})
+    return settings
+
+
+MIPRO_RECIPE = Recipe(
+    name="mipro",
+    dspy_class="dspy.teleprompt.MIPROv2",
+    settings_model=MiproSettings,
+    helper="prompt",
+    seed_note="seed passed to MIPROv2(seed=) and compile(seed=) (DSPy's 'seed or self.seed' ignores a compile seed of 0)",
+    sampling_note="instruction proposals from the prompt LM at init_temperature; bootstrap rounds after the first re-sample the task LM at temperature 1.0",
+    run=_run,
+    project=_project,
+    fit=_fit,
+)

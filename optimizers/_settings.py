@@ -1,0 +1,119 @@
+"""Optimizer settings: one pydantic model per optimizer, read from YAML, overridden by the CLI.
+
+``configs/optimizers.yaml`` holds one mapping per optimizer name; ``--set KEY=VALUE``
+on the command line overrides single keys. Every key is validated by the
+optimizer's own model (``extra="forbid"``), so a typo is an error naming the file
+and line, not a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sp_dspy._errors import ConfigError
+
+DEFAULT_OPTIMIZERS_FILE = Path("configs/optimizers.yaml")
+
+S = TypeVar("S", bound="OptimizerSettings")
+
+
+class OptimizerSettings(BaseModel):
+    """Settings every recipe shares."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_threads: int = Field(default=8, ge=1, description="Program calls run in parallel during evaluation.")
+
+
+def _describe(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "settings"
+    return f"field '{field}': {str(first['msg']).removeprefix('Value error, ')}"
+
+
+def _section_lines(text: str) -> dict[str, int]:
+    """Line (1-based) of each top-level key, for error messages."""
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(root, yaml.MappingNode):
+        return {}
+    return {str(key.value): key.start_mark.line + 1 for key, _ in root.value}
+
+
+def read_settings_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """The file's ``{optimizer: {key: value}}`` mapping and the line of each section."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read optimizer settings ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of optimizer names to settings")
+    return data, _section_lines(text)
+
+
+def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["breadth=3", "auto=null"]`` -> ``{"breadth": 3, "auto": None}`` (values read as YAML)."""
+    import yaml
+
+    overrides: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE, e.g. --set breadth=3")
+        try:
+            overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {pair!r}: the value is not valid YAML") from None
+    return overrides
+
+
+def load_settings(
+    name: str,
+    model: type[S],
+    *,
+    path: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> S:
+    """``model`` filled from ``path``'s ``name`` section (default file if present), then ``overrides``.
+
+    Raises:
+        ConfigError: unreadable file, unknown key, or a value out of range; the
+            message names the file and line, or the ``--set`` key.
+    """
+    if path is None and DEFAULT_OPTIMIZERS_FILE.exists():
+        path = DEFAULT_OPTIMIZERS_FILE
+    section: dict[str, Any] = {}
+    where = "built-in defaults"
+    if path is not None:
+        data, lines = read_settings_file(path)
+        raw = data.get(name) or {}
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}:{lines.get(name, 1)}: section '{name}' must be a mapping of settings")
+        section = dict(raw)
+        where = f"{path}:{lines[name]}" if name in lines else str(path)
+    try:
+        settings = model.model_validate(section)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: optimizer '{name}': {_describe(exc)}") from None
+    if overrides:
+        try:
+            settings = model.model_validate({**settings.model_dump(), **overrides})
+        except ValidationError as exc:
+            raise ConfigError(f"--set: optimizer '{name}': {_describe(exc)}") from None
+    return settings

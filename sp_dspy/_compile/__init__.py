@@ -1,0 +1,45 @@
+"""Compiling guard programs with DSPy optimizers: the library behind ``sp-dspy compile``.
+
+- :func:`compile_guard`: load data and split, plan, run an optimizer recipe under
+  budget caps, select on dev, write the artifact (``program.json``,
+  ``manifest.json``, ``prompt.md``, ``splits.json``).
+- :class:`CompileConfig`, :class:`BudgetCaps`: what to compile and the caps.
+- :class:`Budget`, :func:`budgeted`, :class:`BudgetExceeded`: per-call cap enforcement
+  on any ``dspy.LM``.
+- :class:`CompilePlan`: the projected calls, tokens and dollars (``--dry-run``).
+- :func:`evaluate_on_dev`, :class:`DevScore`: dev scoring with excluded cases as wrong.
+
+Importing this package does not import DSPy; the functions that need it do.
+"""
+
+from sp_dspy._compile._budget import Budget, BudgetCaps, BudgetExceeded, Pricing, Tally, budgeted
+from sp_dspy._compile._config import CompileConfig
+from sp_dspy._compile._data import DEFAULT_RATIOS, CompileData, ids_hash, load_compile_data
+from sp_dspy._compile._evaluate import DevScore, evaluate_on_dev
+from sp_dspy._compile._manifest import CompileManifest
+from sp_dspy._compile._project import CompilePlan, RoleEstimate, pricing_for
+from sp_dspy._compile._run import CompileError, CompileOutcome, compile_guard, prepare
+
+__all__ = [
+    "DEFAULT_RATIOS",
+    "Budget",
+    "BudgetCaps",
+    "BudgetExceeded",
+    "CompileConfig",
+    "CompileData",
+    "CompileError",
+    "CompileManifest",
+    "CompileOutcome",
+    "CompilePlan",
+    "DevScore",
+    "Pricing",
+    "RoleEstimate",
+    "Tally",
+    "budgeted",
+    "compile_guard",
+    "evaluate_on_dev",
+    "ids_hash",
+    "load_compile_data",
+    "pricing_for",
+    "prepare",
+]

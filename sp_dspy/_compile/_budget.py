@@ -1,0 +1,302 @@
+"""Hard budget caps for a compile: every LM call asks first, none is made past a cap.
+
+Optimizers make their LM calls deep inside DSPy (threads, adapters, retries of
+parsing), so the caps cannot be checked around the optimizer; they are checked in
+the LM itself. :func:`budgeted` turns a ``dspy.LM`` into a :class:`BudgetedLM`
+(same object state, a subclass that overrides ``__call__``/``acall``) whose every
+call first *reserves* its share under a lock and raises :class:`BudgetExceeded`
+instead of calling when the reservation would cross a cap. Copies of the LM (DSPy
+copies LMs to change temperature or history) share the one :class:`Budget`.
+
+What counts: every call the compile issues, answered from the response cache or
+not, so a capped compile is deterministic and its rerun is a pure cache replay (a
+larger cap then continues from the cache). ``n`` completions count as ``n`` calls.
+Tokens and dollars are reserved from an estimate (prompt characters / 4, plus a
+typical completion) and settled with the reported usage and cost; a call starts only
+if the spend so far plus its estimate fits, so the last call can overrun the token
+or dollar cap by no more than its completion exceeding the estimate. Retries of a
+transient network error happen inside one call and are part of it.
+
+A phase can hold part of the caps back (``hold_back``) so that the dev evaluation
+after the optimizer still has budget when the optimizer spent its share.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# A call's history entry, captured by ``update_history`` on the calling context.
+_CAPTURED: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
+    "sp_dspy_budget_capture", default=None
+)
+CHARS_PER_TOKEN = 4
+
+
+class BudgetExceeded(Exception):
+    """A call was refused: it would cross a cap (or the share of it this phase may use)."""
+
+
+class BudgetCaps(BaseModel):
+    """The user's caps; ``None`` means uncapped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_calls: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_usd: float | None = Field(default=None, gt=0)
+
+    @property
+    def any(self) -> bool:
+        return any(value is not None for value in (self.max_calls, self.max_tokens, self.max_usd))
+
+
+@dataclass
+class Tally:
+    """Spend of one LM role (or all together)."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    usd: float = 0.0
+    usd_paid: float = 0.0
+    priced: bool = False
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: Tally) -> None:
+        self.calls += other.calls
+        self.cache_hits += other.cache_hits
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.usd += other.usd
+        self.usd_paid += other.usd_paid
+        self.priced = self.priced or other.priced
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.tokens,
+            "usd": round(self.usd, 6) if self.priced else None,
+            "usd_paid": round(self.usd_paid, 6) if self.priced else None,
+        }
+
+
+@dataclass(frozen=True)
+class Ticket:
+    role: str
+    calls: int
+    tokens: int
+    usd: float
+    prompt_tokens: int
+
+
+@dataclass
+class Budget:
+    """Caps, what was spent per role, and the reservations of calls in flight."""
+
+    caps: BudgetCaps = field(default_factory=BudgetCaps)
+    roles: dict[str, Tally] = field(default_factory=dict)
+    refusals: int = 0
+    refused_by: str | None = None
+    _held: tuple[int, int, float] = (0, 0, 0.0)
+    _reserved: tuple[int, int, float] = (0, 0, 0.0)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Budget:
+        return self  # shared by every copy of a budgeted LM, like a connection
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether any call has been refused."""
+        return self.refusals > 0
+
+    def total(self) -> Tally:
+        with self._lock:
+            return self._total()
+
+    def _total(self) -> Tally:
+        total = Tally()
+        for tally in self.roles.values():
+            total.add(tally)
+        return total
+
+    @contextmanager
+    def hold_back(self, calls: int = 0, tokens: int = 0, usd: float = 0.0) -> Iterator[None]:
+        """Within the block, calls may use the caps minus these amounts."""
+        with self._lock:
+            previous, self._held = self._held, (calls, tokens, usd)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held = previous
+
+    def reserve(self, role: str, calls: int, prompt_tokens: int, tokens: int, usd: float) -> Ticket:
+        """Reserve a call's estimated share, or raise ``BudgetExceeded``."""
+        with self._lock:
+            spent = self._total()
+            held_calls, held_tokens, held_usd = self._held
+            res_calls, res_tokens, res_usd = self._reserved
+            caps = self.caps
+            crossed = None
+            if caps.max_calls is not None and spent.calls + res_calls + calls > caps.max_calls - held_calls:
+                crossed = "max_calls"
+            elif caps.max_tokens is not None and (
+                spent.tokens + res_tokens + tokens > caps.max_tokens - held_tokens
+            ):
+                crossed = "max_tokens"
+            elif caps.max_usd is not None and spent.usd + res_usd + usd > caps.max_usd - held_usd:
+                crossed = "max_usd"
+            if crossed is not None:
+                self.refusals += 1
+                self.refused_by = self.refused_by or crossed
+                raise BudgetExceeded(f"{crossed} reached: {role} LM call refused")
+            self._reserved = (res_calls + calls, res_tokens + tokens, res_usd + usd)
+            return Ticket(role, calls, tokens, usd, prompt_tokens)
+
+    def settle(self, ticket: Ticket, spent: Tally) -> None:
+        """Replace a reservation with what the call actually cost."""
+        with self._lock:
+            res_calls, res_tokens, res_usd = self._reserved
+            self._reserved = (res_calls - ticket.calls, res_tokens - ticket.tokens, res_usd - ticket.usd)
+            self.roles.setdefault(ticket.role, Tally()).add(spent)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """USD per prompt and per completion token; ``None`` prices when the model is not priced."""
+
+    prompt: float | None = None
+    completion: float | None = None
+    completion_guess: int = 200
+
+    @property
+    def known(self) -> bool:
+        return self.prompt is not None and self.completion is not None
+
+    def usd(self, prompt_tokens: int, completion_tokens: int) -> float:
+        if not self.known:
+            return 0.0
+        return prompt_tokens * (self.prompt or 0.0) + completion_tokens * (self.completion or 0.0)
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count of text (characters / 4), for reservations and dry runs."""
+    return max(1, len(text) // CHARS_PER_TOKEN) if text else 0
+
+
+def _message_text(prompt: Any, messages: Any) -> str:
+    if messages:
+        parts = []
+        for message in messages:
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if isinstance(content, list):
+                content = "".join(str(p.get("text") or "") for p in content if isinstance(p, Mapping))
+            parts.append(str(content or ""))
+        return "\n".join(parts)
+    return str(prompt or "")
+
+
+def _outputs_text(entry: Mapping[str, Any]) -> str:
+    outputs = entry.get("outputs") or []
+    return "".join(o.get("text") or "" if isinstance(o, Mapping) else str(o) for o in outputs)
+
+
+@functools.cache
+def budgeted_class() -> type[Any]:
+    """``BudgetedLM``: ``dspy.LM`` whose calls are reserved against a :class:`Budget` first."""
+    from sp_dspy._lm import import_dspy
+
+    dspy = import_dspy()
+
+    class BudgetedLM(dspy.LM):  # type: ignore[misc,name-defined]
+        _sp_budget: Budget
+        _sp_role: str
+        _sp_pricing: Pricing
+
+        def _sp_reserve(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Ticket:
+            n = kwargs.get("n") or self.kwargs.get("n") or 1
+            prompt_tokens = estimate_tokens(_message_text(prompt, messages))
+            guess = self._sp_pricing.completion_guess
+            tokens = n * (prompt_tokens + guess)
+            usd = n * self._sp_pricing.usd(prompt_tokens, guess)
+            return self._sp_budget.reserve(self._sp_role, int(n), prompt_tokens * n, tokens, usd)
+
+        def _sp_settle(self, ticket: Ticket, entries: list[dict[str, Any]] | None) -> None:
+            entry = entries[-1] if entries else {}
+            usage = entry.get("usage") or {}
+            cache_hit = bool(entry) and not usage
+            prompt = int(usage.get("prompt_tokens") or 0) or ticket.prompt_tokens
+            completion = int(usage.get("completion_tokens") or 0)
+            if not usage:
+                completion = estimate_tokens(_outputs_text(entry))
+            cost = entry.get("cost")
+            pricing = self._sp_pricing
+            usd = float(cost) if cost is not None else pricing.usd(prompt, completion)
+            spent = Tally(
+                calls=ticket.calls,
+                cache_hits=ticket.calls if cache_hit else 0,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                usd=usd,
+                usd_paid=0.0 if cache_hit else usd,
+                priced=cost is not None or pricing.known,
+            )
+            self._sp_budget.settle(ticket, spent)
+
+        def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+            ticket = self._sp_reserve(prompt, messages, kwargs)
+            captured: list[dict[str, Any]] = []
+            token = _CAPTURED.set(captured)
+            try:
+                return super().__call__(prompt, messages=messages, **kwargs)
+            finally:
+                _CAPTURED.reset(token)
+                self._sp_settle(ticket, captured)
+
+        async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+            ticket = self._sp_reserve(prompt, messages, kwargs)
+            captured: list[dict[str, Any]] = []
+            token = _CAPTURED.set(captured)
+            try:
+                return await super().acall(prompt, messages=messages, **kwargs)
+            finally:
+                _CAPTURED.reset(token)
+                self._sp_settle(ticket, captured)
+
+        def update_history(self, entry: dict[str, Any]) -> None:
+            captured = _CAPTURED.get()
+            if captured is not None:
+                captured.append(entry)
+            super().update_history(entry)
+
+    return BudgetedLM
+
+
+def budgeted(lm: Any, budget: Budget, role: str, pricing: Pricing | None = None) -> Any:
+    """A copy of ``lm`` whose calls are charged to ``budget`` under ``role``.
+
+    The copy is ``lm``'s own class swapped for the ``BudgetedLM`` subclass: building
+    a fresh ``dspy.LM`` would repeat everything ``make_lm`` decided (engine, keys,
+    provider routing). A failed call (an error after it was sent) still counts.
+    """
+    copied = lm.copy()
+    copied.__class__ = budgeted_class()
+    copied._sp_budget = budget
+    copied._sp_role = role
+    copied._sp_pricing = pricing or Pricing()
+    return copied

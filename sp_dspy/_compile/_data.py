@@ -1,0 +1,93 @@
+"""The cases a compile may see: train and dev of a conversation-grouped split, never test.
+
+The dataset file is loaded whole (there is no other way to read it), but from then
+on only train and dev cases exist for the compile: the test cases are dropped right
+here, no program, LM or fake gold book ever receives them, and what is recorded of
+them is their count and a hash of their sorted ids (enough to check later that an
+evaluation used the same test split, nothing that could leak it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from sp_dspy._data import Benchmark, Case, Split, load_benchmark, load_split, make_split
+from sp_dspy._errors import DataError
+
+DEFAULT_RATIOS: tuple[float, float, float] = (0.1, 0.1, 0.8)
+
+
+def ids_hash(ids: list[str]) -> str:
+    """SHA-256 of the sorted ids, one per line."""
+    return hashlib.sha256("\n".join(sorted(ids)).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CompileData:
+    """Train and dev cases, the split they came from and what identifies the dataset."""
+
+    train: list[Case]
+    dev: list[Case]
+    split: Split
+    split_source: str
+    dataset_source: str
+    dataset_hash: str
+    benchmark: str
+
+    @property
+    def test_count(self) -> int:
+        return len(self.split.test)
+
+    @property
+    def test_hash(self) -> str:
+        return ids_hash(self.split.test)
+
+
+def load_compile_data(
+    dataset: str | None,
+    *,
+    benchmark: str = "safepyramid",
+    splits: Path | None = None,
+    seed: int = 0,
+    ratios: tuple[float, float, float] = DEFAULT_RATIOS,
+    lenient: bool = False,
+) -> CompileData:
+    """Load the dataset and the split (``splits`` file, else the default split made with ``seed``).
+
+    Raises:
+        DataError: overlapping parts (by case or by conversation), split ids missing
+            from the dataset, or an empty train or dev part.
+    """
+    loaded: Benchmark = load_benchmark(dataset, lenient=lenient, benchmark=benchmark)
+    if splits is not None:
+        split = load_split(splits)  # refuses overlapping parts
+        source = str(splits)
+    else:
+        split = make_split(loaded.cases, seed=seed, ratios=ratios, dataset_hash=loaded.content_hash)
+        split.check_disjoint("generated split")
+        source = f"generated (seed {seed}, ratios {','.join(f'{r:g}' for r in ratios)})"
+    by_id = loaded.by_id()
+    where = str(splits) if splits is not None else "generated split"
+    parts: dict[str, list[Case]] = {}
+    for name in ("train", "dev"):
+        ids = split.part(name)
+        missing = [case_id for case_id in ids if case_id not in by_id]
+        if missing:
+            raise DataError(f"{where}: {len(missing)} {name} id(s) not in the dataset (first: {missing[0]})")
+        if not ids:
+            raise DataError(
+                f"{where}: the {name} part is empty; a compile needs train and dev cases "
+                "(use a larger dataset or other --ratios)"
+            )
+        parts[name] = [by_id[case_id] for case_id in ids]
+    return CompileData(
+        train=parts["train"],
+        dev=parts["dev"],
+        split=split,
+        split_source=source,
+        dataset_source=loaded.source,
+        dataset_hash=loaded.content_hash,
+        benchmark=loaded.benchmark,
+    )

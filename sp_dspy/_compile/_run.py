@@ -1,0 +1,254 @@
+"""``compile_guard``: data, plan, the optimizer under caps, selection on dev, the artifact.
+
+Phases, all charged to one :class:`Budget`:
+
+1. score the starting program on dev;
+2. run the optimizer on train (dev as its validation set where it takes one), with
+   a :class:`CandidateRecorder` watching every candidate it tries;
+3. score the final candidates on dev and keep the best, the starting program
+   included, by the score that counts excluded cases as wrong.
+
+Phases 1 and 2 run with the projected cost of phase 3 held back, so a compile whose
+optimizer hits a cap still scores its best candidates and saves the winner, marked
+``budget_limited``. A failure that is not the budget (an LM that keeps erroring)
+stops the compile with a one-line error; rerunning the same command replays every
+finished call from the response cache.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sp_dspy._compile._budget import Budget, budgeted
+from sp_dspy._compile._config import CompileConfig
+from sp_dspy._compile._data import CompileData, load_compile_data
+from sp_dspy._compile._evaluate import DevScore, evaluate_on_dev
+from sp_dspy._compile._manifest import CompileManifest
+from sp_dspy._compile._project import CompilePlan, build_plan, completion_guess, pricing_for
+from sp_dspy._compile._student import Student, build_student
+from sp_dspy._errors import ConfigError, SpDspyError
+from sp_dspy._lm import LMConfig
+
+HELPER_COMPLETION_GUESS = 400
+
+
+class CompileError(SpDspyError):
+    """The optimizer failed for a reason other than the budget."""
+
+    exit_code = 1
+
+
+@dataclass
+class Contender:
+    origin: str
+    state: dict[str, Any]
+    dev: DevScore | None = None
+
+
+@dataclass
+class CompileOutcome:
+    """What ``compile_guard`` did: the plan always; the rest unless it was a dry run."""
+
+    plan: CompilePlan
+    config: CompileConfig
+    manifest: CompileManifest | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Setup:
+    config: CompileConfig
+    recipe: Any
+    settings: Any
+    data: CompileData
+    student: Student
+    configs: dict[str, LMConfig]
+    pricing: dict[str, Any]
+    plan: CompilePlan
+    warnings: list[str]
+
+
+def _role_configs(recipe: Any, task: LMConfig, prompt: LMConfig | None, reflection: LMConfig | None) -> dict[str, LMConfig]:
+    configs = {"task": task}
+    if recipe.helper == "prompt":
+        configs["prompt"] = prompt or task
+    elif recipe.helper == "reflection":
+        configs["reflection"] = reflection or prompt or task
+    return configs
+
+
+def prepare(
+    config: CompileConfig, task: LMConfig, prompt: LMConfig | None = None, reflection: LMConfig | None = None
+) -> _Setup:
+    """Everything up to the first LM call: settings, data, student, plan. Makes no call."""
+    from optimizers import get_recipe, load_settings
+
+    recipe = get_recipe(config.optimizer)
+    settings = load_settings(recipe.name, recipe.settings_model, path=config.optimizer_config, overrides=config.overrides)
+    data = load_compile_data(
+        config.dataset, benchmark=config.benchmark, splits=config.splits, seed=config.seed,
+        ratios=config.ratios, lenient=config.lenient,
+    )  # fmt: skip
+    warnings = []
+    if data.split.dataset_hash != data.dataset_hash:
+        warnings.append(
+            f"the split file was made from another dataset file (hash {data.split.dataset_hash[:12]}, "
+            f"this one {data.dataset_hash[:12]}); its ids all exist here"
+        )
+    student = build_student(config.protocol, config.cot, data.train, data.dev)
+    settings = recipe.fit(settings, len(student.train), len(student.dev))
+    configs = _role_configs(recipe, task, prompt, reflection)
+    pricing = {
+        role: pricing_for(cfg, completion_guess(config.protocol, config.cot, cfg) if role == "task" else HELPER_COMPLETION_GUESS)
+        for role, cfg in configs.items()
+    }
+    if config.caps.max_usd is not None:
+        unpriced = [f"{role} LM {cfg.model}" for role, cfg in configs.items() if not pricing[role].known]
+        if unpriced:
+            raise ConfigError(
+                f"--max-usd: {', '.join(unpriced)} has no price in LiteLLM's price map; "
+                "cap --max-calls or --max-tokens instead"
+            )
+    helper = next(((role, configs[role], pricing[role]) for role in ("prompt", "reflection") if role in configs), None)
+    plan = build_plan(
+        recipe=recipe, settings=settings, student=student.module, train_examples=student.train,
+        dev_examples=student.dev, task=(task, pricing["task"]), helper=helper, top_k=config.top_k,
+    )  # fmt: skip
+    return _Setup(config, recipe, settings, data, student, configs, pricing, plan, warnings)
+
+
+def _lms(setup: _Setup, budget: Budget, prebuilt: dict[str, Any] | None) -> dict[str, Any]:
+    from sp_dspy._lm import make_lm
+    from sp_dspy._runner._fake_gold import teach_fake
+
+    lms = {}
+    for role, cfg in setup.configs.items():
+        lm = (prebuilt or {}).get(role) or make_lm(cfg)
+        teach_fake(lm, [*setup.data.train, *setup.data.dev])  # train and dev only: test never
+        lms[role] = budgeted(lm, budget, role, setup.pricing[role])
+    return lms
+
+
+def _seed(seed: int) -> None:
+    """Seed the global generators too: some DSPy code paths draw from them."""
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def _optimize(setup: _Setup, lms: dict[str, Any], budget: Budget) -> tuple[Any | None, Any]:
+    """Run the recipe; ``(program or None when stopped by the budget, recorder)``."""
+    import dspy
+
+    from optimizers import CompileJob
+    from sp_dspy._compile._artifact import program_state
+    from sp_dspy._compile._recorder import make_recorder
+
+    student = setup.student
+    recorder = make_recorder(type(student.module), program_state)
+    refusals = budget.refusals
+    job = CompileJob(
+        student=student.module, trainset=student.train, valset=student.dev,
+        metric=recorder.metric(student.metric), feedback=recorder.metric(student.feedback),
+        task_lm=lms["task"], prompt_lm=lms.get("prompt", lms["task"]),
+        reflection_lm=lms.get("reflection", lms["task"]), seed=setup.config.seed,
+        should_stop=lambda: budget.refusals > refusals,
+    )  # fmt: skip
+    _seed(setup.config.seed)
+    with dspy.context(lm=lms["task"], callbacks=[recorder]):
+        try:
+            program = setup.recipe.compile(job, setup.settings)
+        except Exception as exc:
+            if budget.refusals == refusals:
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                raise CompileError(f"optimizer {setup.recipe.name} failed: {type(exc).__name__}: {message}") from exc
+            program = None
+    return (program if budget.refusals == refusals else None), recorder
+
+
+def _contenders(setup: _Setup, program: Any | None, recorder: Any, start_key: str) -> list[Contender]:
+    from sp_dspy._compile._artifact import program_state
+    from sp_dspy._compile._recorder import state_key
+
+    found: list[Contender] = []
+    seen = {start_key}
+    if program is not None:
+        state = program_state(program)
+        seen.add(state_key(state))
+        found.append(Contender("optimizer", state))
+    for key in recorder.ranked():
+        if len(found) >= setup.config.top_k:
+            break
+        if key not in seen:
+            seen.add(key)
+            found.append(Contender("recorded", recorder.states[key]))
+    return found[: setup.config.top_k]
+
+
+def _select(contenders: list[Contender], start: Contender) -> Contender:
+    """Best complete dev score; ties go to the earlier contender, the start last."""
+    pool = [c for c in [*contenders, start] if c.dev is not None and c.dev.complete]
+    if not pool:
+        return contenders[0] if contenders else start
+    best = pool[0]
+    for contender in pool[1:]:
+        if contender.dev is not None and best.dev is not None and contender.dev.score > best.dev.score:
+            best = contender
+    return best
+
+
+def compile_guard(
+    config: CompileConfig,
+    task: LMConfig,
+    prompt: LMConfig | None = None,
+    reflection: LMConfig | None = None,
+    *,
+    lms: dict[str, Any] | None = None,
+) -> CompileOutcome:
+    """Compile a guard program as ``config`` says and write the artifact to ``config.out``.
+
+    ``lms`` may hold ready ``dspy.LM`` objects by role (``task``, ``prompt``,
+    ``reflection``) instead of building them from the configs (tests use it to
+    script a fake prompt LM); they are still budgeted and recorded by their configs.
+    With ``config.dry_run`` nothing is built and no call is made: the outcome holds
+    the plan only.
+    """
+    from sp_dspy._compile._artifact import program_state
+    from sp_dspy._compile._recorder import state_key
+    from sp_dspy._compile._save import save_artifact
+
+    started, clock = datetime.now(UTC), time.monotonic()
+    setup = prepare(config, task, prompt, reflection)
+    outcome = CompileOutcome(plan=setup.plan, config=config, warnings=list(setup.warnings))
+    if config.dry_run:
+        return outcome
+    budget = Budget(caps=config.caps)
+    live = _lms(setup, budget, lms)
+    dev_cases = setup.data.dev
+
+    def score(state: dict[str, Any]) -> DevScore:
+        guard = setup.student.guard(state)
+        return evaluate_on_dev(guard, dev_cases, live["task"], concurrency=config.concurrency, seed=config.seed)
+
+    start = Contender("start", program_state(setup.student.module))
+    reserve = setup.plan.phases["dev_after"]["task"]
+    with budget.hold_back(reserve.calls, reserve.tokens, reserve.usd or 0.0):
+        start.dev = score(start.state)
+        program, recorder = _optimize(setup, live, budget)
+    contenders = _contenders(setup, program, recorder, state_key(start.state))
+    for contender in contenders:
+        contender.dev = score(contender.state)
+    chosen = _select(contenders, start)
+    if not (chosen.dev and chosen.dev.complete):
+        outcome.warnings.append("no candidate finished its dev evaluation within the caps")
+    outcome.manifest = save_artifact(
+        setup, budget, start=start, contenders=contenders, chosen=chosen,
+        recorded=len(recorder.states), started=started, wall_s=time.monotonic() - clock,
+        warnings=outcome.warnings,
+    )  # fmt: skip
+    return outcome

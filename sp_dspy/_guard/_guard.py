@@ -1,0 +1,258 @@
+"""``Guard``: a guard program and an LM behind one call an application can make.
+
+Compiling is for deploying: ``Guard.load(artifact_dir)`` runs exactly the program the
+optimizer saved (through ``programs.load_program``, which never executes code from
+the artifact), ``Guard.load("official")`` the fixed-prompt baseline it was compared
+against. Both answer through ``programs.run_case``, the path the evaluation used, so
+a deployed guard parses and fails the way its evaluated scores assume.
+
+What the application passes is checked first (``guard_case``): a bad policy or
+conversation is a one-line ``DataError`` before any LM call. What the model does is
+never an exception: a refusal, an unparseable answer or a failed call is a
+``Verdict`` with ``violated_rules=None`` and its ``status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import threading
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import ValidationError
+
+from .._errors import ConfigError
+from .._lm import LMConfig
+from ._case import guard_case
+from ._verdict import Verdict
+
+if TYPE_CHECKING:
+    from programs import CaseOutput, GuardProgram
+    from sp_dspy._data._schema import Case
+
+_T = TypeVar("_T")
+PARSERS = ("strict", "robust")
+
+
+class Guard:
+    """A guard program bound to an LM: ``check(policy, conversation) -> Verdict``.
+
+    Build one with :meth:`load`. One guard serves any number of policies and
+    conversations, also concurrently through :meth:`acheck`.
+    """
+
+    def __init__(
+        self,
+        program: GuardProgram,
+        *,
+        label: str,
+        lm: Any | None = None,
+        model: str | None = None,
+        json_adapter: bool = False,
+    ):
+        self.program = program
+        self.label = label
+        self._lm = lm
+        self._model = model
+        self._json_adapter = json_adapter
+
+    @classmethod
+    def load(
+        cls,
+        dir_or_name: str | Path,
+        *,
+        lm: LMConfig | str | Any | None = None,
+        protocol: str | None = None,
+        parser: str = "robust",
+        max_concurrency: int = 8,
+    ) -> Guard:
+        """A guard from a compiled artifact directory or a program name.
+
+        Args:
+            dir_or_name: an artifact directory (``manifest.json`` + ``program.json``),
+                ``"official"`` (the fixed-prompt baseline), or ``"dspy"`` /
+                ``"dspy-cot"`` (fresh, uncompiled DSPy programs). An existing
+                directory wins over a name, as in ``sp-dspy eval --program``.
+            lm: an ``LMConfig``, a model string (``"openai/gpt-5-mini"``,
+                ``"fake/oracle"``), a ``dspy.LM``, or ``None`` to use the LM set with
+                ``dspy.configure(lm=...)`` at check time.
+            protocol: ``"per-policy"`` or ``"per-rule"``; default per-policy for a
+                name, the artifact's own for a directory (a different value is an error).
+            parser: ``"robust"`` or ``"strict"`` (the official parser): how the official
+                baseline reads answers. DSPy programs parse with their adapter.
+            max_concurrency: judgments in flight per check (per-rule programs).
+        """
+        if parser not in PARSERS:
+            raise ConfigError(f"parser {parser!r}: expected 'strict' or 'robust'")
+        # A schema-constrained endpoint (``json_schema``, e.g. the embedded model) gets
+        # what evaluation sends it: a response_format from the baseline, the JSON
+        # adapter for DSPy programs.
+        from programs import OfficialPerPolicy, OfficialPerRule
+
+        live_lm, model, constrained = _resolve_lm(lm)
+        program, label = _program(dir_or_name, protocol, parser, max(1, max_concurrency), constrained)
+        json_adapter = constrained and not isinstance(program, OfficialPerPolicy | OfficialPerRule)
+        return cls(program, label=label, lm=live_lm, model=model, json_adapter=json_adapter)
+
+    @property
+    def protocol(self) -> str:
+        """``per-policy`` or ``per-rule``."""
+        return str(self.program.protocol)
+
+    @property
+    def lm(self) -> Any | None:
+        """The ``dspy.LM`` this guard calls, or ``None`` when it uses ``dspy.settings.lm``."""
+        return self._lm
+
+    def case(self, policy: object, conversation: object, *, framework: object = "") -> Case:
+        """The benchmark ``Case`` that ``check`` sends for these inputs (validated)."""
+        return guard_case(policy, conversation, framework=framework)
+
+    def check(self, policy: str, conversation: str | list[dict[str, Any]], *, framework: str = "") -> Verdict:
+        """Check ``conversation`` against ``policy`` and name the violated rules.
+
+        ``conversation`` is the benchmark's ``Turn N - User/Chatbot: ...`` text or a
+        list of ``{"role": "user"|"assistant", "content": str}`` messages. Safe to
+        call from inside a running event loop (it then runs on a worker thread).
+
+        Raises:
+            DataError: a malformed policy or conversation (before any LM call).
+            ConfigError: no LM was given and none is configured in DSPy.
+        """
+        case = self.case(policy, conversation, framework=framework)
+        return _run_sync(self._verdict(case, self._live_lm()))
+
+    async def acheck(
+        self, policy: str, conversation: str | list[dict[str, Any]], *, framework: str = ""
+    ) -> Verdict:
+        """The async twin of :meth:`check`."""
+        case = self.case(policy, conversation, framework=framework)
+        return await self._verdict(case, self._live_lm())
+
+    def _live_lm(self) -> Any:
+        if self._lm is not None:
+            return self._lm
+        from .._lm import import_dspy
+
+        configured = import_dspy().settings.lm
+        if configured is None:
+            raise ConfigError(
+                "Guard: no LM; pass lm= to Guard.load or configure one with dspy.configure(lm=...)"
+            )
+        return configured
+
+    async def _verdict(self, case: Case, lm: Any) -> Verdict:
+        from programs import run_case
+
+        if self._json_adapter:
+            from .._lm import import_dspy
+
+            dspy = import_dspy()
+            with dspy.context(adapter=dspy.JSONAdapter()):
+                output = await run_case(self.program, case, lm)
+        else:
+            output = await run_case(self.program, case, lm)
+        return self._to_verdict(output, case, lm)
+
+    def _to_verdict(self, output: CaseOutput, case: Case, lm: Any) -> Verdict:
+        checked = sorted({j.rule for j in output.judgments or []}) or sorted(
+            entry.rule for entry in case.rubric.entries()
+        )
+        violated = None if output.violated_rules is None else sorted(set(output.violated_rules))
+        return Verdict(
+            violated_rules=violated,
+            status=output.status,
+            rules_checked=checked,
+            usage=output.usage,
+            cost=output.cost,
+            program=self.label,
+            protocol=output.protocol,
+            model=self._model or str(getattr(lm, "model", "unknown")),
+            reasoning=output.analysis or output.reasoning,
+            error=output.error,
+        )
+
+    def __repr__(self) -> str:
+        return f"Guard(program={self.label!r}, protocol={self.protocol!r}, model={self._model!r})"
+
+
+def _program(
+    dir_or_name: str | Path, protocol: str | None, parser: str, concurrency: int, constrained: bool
+) -> tuple[Any, str]:
+    """The program to run and its label (its name, or the artifact directory)."""
+    from programs import PROGRAM_NAMES, load_program, make_program
+
+    path = Path(dir_or_name)
+    if isinstance(dir_or_name, Path) or path.is_dir():
+        program: Any = load_program(path)
+        if protocol is not None and protocol != program.protocol:
+            raise ConfigError(
+                f"{path}: the artifact is a {program.protocol} program; protocol {protocol!r} does not apply"
+            )
+        if program.protocol == "per-rule":
+            program.max_concurrency = concurrency
+        return program, str(path)
+    if dir_or_name not in PROGRAM_NAMES:
+        raise ConfigError(
+            f"program {dir_or_name!r}: expected official, dspy, dspy-cot or an artifact directory "
+            "(no such directory)"
+        )
+    protocol = protocol or "per-policy"
+    options: dict[str, Any] = {"max_concurrency": concurrency} if protocol == "per-rule" else {}
+    if dir_or_name == "official":
+        options["mode"] = parser
+        if constrained:
+            options["constrained"] = True
+    return make_program(dir_or_name, protocol, **options), dir_or_name
+
+
+def _resolve_lm(lm: LMConfig | str | Any | None) -> tuple[Any | None, str | None, bool]:
+    """``(dspy LM or None, model string or None, JSON-schema endpoint)`` for what ``load`` got."""
+    from .._lm import make_lm
+
+    if lm is None:
+        return None, None, False
+    if isinstance(lm, str):
+        if lm == "local":
+            raise ConfigError(
+                "lm='local': the embedded model is started by the CLI; run `sp-dspy serve` and pass "
+                "LMConfig(model=..., api_base=...) for its endpoint"
+            )
+        try:
+            lm = LMConfig(model=lm)
+        except ValidationError as exc:
+            raise ConfigError(f"lm={lm!r}: {exc.errors()[0]['msg']}") from None
+    if isinstance(lm, LMConfig):
+        return make_lm(lm), lm.model, lm.json_schema
+    from .._lm import import_dspy
+
+    if isinstance(lm, import_dspy().BaseLM):
+        return lm, str(lm.model), False
+    raise ConfigError(f"lm: expected an LMConfig, a model string or a dspy.LM, got {type(lm).__name__}")
+
+
+def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coroutine`` to completion from synchronous code, even inside a running loop.
+
+    Inside a loop (a notebook, an async web handler calling the sync API) a new loop
+    cannot start on this thread, so it runs on a short-lived thread that carries this
+    context (DSPy settings live in context variables).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            future.set_result(asyncio.run(coroutine))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=context.run, args=(run,), daemon=True).start()
+    return future.result()

@@ -1,0 +1,37 @@
+"""What a guard answers an application: the violated rules and how far to trust them."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from programs._outputs import Protocol, Status, Usage
+
+
+class Verdict(BaseModel):
+    """One check of a conversation against a policy.
+
+    ``violated_rules`` is ``None`` when there is no usable answer (``status`` is
+    ``failed``, ``refused`` or ``error``): an application must not read that as
+    "compliant". ``recovered`` means the answer was usable only after lenient parsing
+    (or, per rule, some judgments had none). Rule numbers are the policy's, sorted;
+    a model may name a number the policy lacks, and it is kept (the benchmark scores
+    it as a false positive) rather than silently dropped.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    violated_rules: list[int] | None
+    status: Status
+    rules_checked: list[int] = Field(description="The policy's rule numbers the guard judged.")
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = Field(default=None, description="USD paid for this check; None when unpriced.")
+    program: str = Field(description="official, dspy, dspy-cot, or the artifact directory.")
+    protocol: Protocol
+    model: str
+    reasoning: str = ""
+    error: str | None = None
+
+    @property
+    def compliant(self) -> bool | None:
+        """``True`` when no rule is violated, ``None`` when there is no usable answer."""
+        return None if self.violated_rules is None else not self.violated_rules

@@ -1,0 +1,294 @@
+"""``sp-dspy compare``: is B better than A on the same cases, beyond noise?
+
+Two result sets of one dataset (e.g. the official baseline and a compiled program,
+same LM, test split) are compared per level and pooled (``ALL``):
+
+- Which cases: those of the dataset that *both* sides have results for, so a run
+  on a subset compares with a full run on that subset. Cases only one side ran are
+  counted, not compared.
+- Differences ``B - A`` of RMR, RMR@1.0 and RDR with a 95% paired bootstrap
+  interval (``paired_bootstrap_diff``): over the cases both sides *scored*, both
+  resampled with the same draws, so an exclusion on one side cannot pose as accuracy.
+- McNemar's test on exact match over *all* compared cases, where a case a side
+  excluded (refused, unparseable, errored) counts as wrong for that side: a guard
+  must not win the test by declining the hard cases.
+
+Per-rule judgment files are folded into per-case sets first, as ``score`` does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from pydantic import BaseModel, Field
+
+from .._errors import ConfigError, DataError
+from . import _options as opt
+from ._console import console, err_console
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from .._data import Case
+    from .._metrics import McNemarResult, PairedDiff, ResultSet
+
+CELL_KEYS = ("total", "n_eval", "excluded", "rmr_avg", "rmr_exact", "rdr")
+METRIC_LABELS = {"rmr_avg": "RMR", "rmr_exact": "RMR@1.0", "rdr": "RDR"}
+NOTE_PAIRED = "B - A over the cases both sides scored; 95% paired bootstrap interval; RDR: lower is better."
+NOTE_MCNEMAR = (
+    "McNemar's test on exact match over every compared case; a case a side excluded "
+    "(refused, unparseable, errored) counts as wrong for that side. "
+    "A only: A exact and B not; B only: the reverse."
+)
+
+
+class CellComparison(BaseModel):
+    """One cell (a level or ALL): each side's official cell, the paired differences, McNemar."""
+
+    n: int = Field(description="Compared cases in this cell (results on both sides).")
+    a: dict[str, Any] = Field(description="A's official cell on the compared cases.")
+    b: dict[str, Any] = Field(description="B's official cell on the compared cases.")
+    paired: PairedDiff = Field(description="a, b and diff (B - A) on the cases both scored, with CIs.")
+    mcnemar: McNemarResult = Field(description="Excluded cases count as wrong.")
+
+
+class Comparison(BaseModel):
+    """The ``--json`` document of ``sp-dspy compare``."""
+
+    dataset: str
+    files_a: list[str]
+    files_b: list[str]
+    compared: int
+    only_a: int
+    only_b: int
+    in_neither: int
+    direction: str = "B - A"
+    cells: dict[str, CellComparison]
+    bootstrap: dict[str, Any]
+    cap_aware: bool = False
+    notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_MCNEMAR])
+
+
+def _define_models() -> None:
+    """Resolve the metric types of the models: the metrics (numpy) load only when a comparison runs."""
+    from .._metrics import McNemarResult, PairedDiff
+
+    if not Comparison.__pydantic_complete__:
+        names = {"PairedDiff": PairedDiff, "McNemarResult": McNemarResult, "CellComparison": CellComparison}
+        CellComparison.model_rebuild(_types_namespace=names)
+        Comparison.model_rebuild(_types_namespace=names)
+
+
+def compare_results(
+    cases: Sequence[Case],
+    results_a: ResultSet,
+    results_b: ResultSet,
+    *,
+    dataset: str = "",
+    cap_aware: bool = False,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> Comparison:
+    """Compare two result sets on the cases both have results for (see the module docstring)."""
+    _define_models()
+    from .._metrics import (
+        CELLS,
+        McNemarResult,
+        case_outcomes,
+        level_cells,
+        mcnemar_test,
+        paired_bootstrap_diff,
+        resolve_records,
+    )
+
+    records_a, _ = resolve_records(cases, results_a)
+    records_b, _ = resolve_records(cases, results_b)
+    compared = [case for case in cases if case.id in records_a and case.id in records_b]
+    if not compared:
+        raise DataError(
+            f"{dataset or 'the dataset'}: no case has results on both sides "
+            f"(A: {sum(c.id in records_a for c in cases)}, B: {sum(c.id in records_b for c in cases)}); "
+            "wrong --dataset or result files?"
+        )
+    outcomes_a = case_outcomes(compared, records_a, cap_aware=cap_aware)
+    outcomes_b = case_outcomes(compared, records_b, cap_aware=cap_aware)
+    official_a, official_b = level_cells(outcomes_a), level_cells(outcomes_b)
+    options: dict[str, Any] = {"cap_aware": cap_aware, "n_boot": n_boot, "seed": seed}
+    cells: dict[str, CellComparison] = {}
+    for name in CELLS:
+        keep = [i for i, case in enumerate(compared) if name == "ALL" or case.level == name]
+        pairs = [(outcomes_a[i], outcomes_b[i]) for i in keep]
+        a_only = sum(1 for x, y in pairs if x.exact and not y.exact)
+        b_only = sum(1 for x, y in pairs if y.exact and not x.exact)
+        statistic, p_value, method = mcnemar_test(a_only, b_only)
+        test: dict[str, Any] = {"statistic": statistic, "p_value": p_value, "method": method}
+        cells[name] = CellComparison(
+            n=len(keep),
+            a={key: official_a[name][key] for key in CELL_KEYS},
+            b={key: official_b[name][key] for key in CELL_KEYS},
+            paired=paired_bootstrap_diff([compared[i] for i in keep], records_a, records_b, **options),
+            mcnemar=McNemarResult(n_pairs=len(keep), a_only=a_only, b_only=b_only, **test),
+        )
+    in_a, in_b = {c.id for c in cases if c.id in records_a}, {c.id for c in cases if c.id in records_b}
+    return Comparison(
+        dataset=dataset,
+        files_a=list(results_a.files),
+        files_b=list(results_b.files),
+        compared=len(compared),
+        only_a=len(in_a - in_b),
+        only_b=len(in_b - in_a),
+        in_neither=len(cases) - len(in_a | in_b),
+        cells=cells,
+        bootstrap={"n_boot": n_boot, "seed": seed, "level": 0.95},
+        cap_aware=cap_aware,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare")(compare_command)
+
+
+def compare_command(
+    results_a: Annotated[str, typer.Argument(help="Results of A: JSONL file(s), comma-separated.")],
+    results_b: Annotated[str, typer.Argument(help="Results of B: JSONL file(s), comma-separated.")],
+    dataset: opt.Dataset = None,
+    benchmark: opt.Benchmark = "safepyramid",
+    level: opt.Level = None,
+    domain: opt.Domain = None,
+    cap_aware: Annotated[
+        bool, typer.Option("--cap-aware", help="Also exclude completions of >= 65,000 tokens (output cap).")
+    ] = False,
+    json_out: Annotated[
+        str | None, typer.Option("--json", help="Write the comparison as JSON to this file ('-' = stdout).")
+    ] = None,
+    skip_bad_lines: Annotated[
+        bool, typer.Option("--skip-bad-lines", help="Count malformed result lines instead of failing.")
+    ] = False,
+    lenient: opt.Lenient = False,
+    with_evidence: opt.WithEvidence = False,
+    seed: opt.Seed = 0,
+    n_boot: Annotated[
+        int, typer.Option("--n-boot", help="Paired bootstrap resamples for the 95% CIs (0 = none).")
+    ] = 1000,
+) -> None:
+    """Compare two result sets on the same cases: paired differences with CIs and McNemar's test."""
+    from .._data import filter_cases, load_benchmark
+    from .._metrics import read_result_files
+
+    if n_boot < 0:
+        raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
+    loaded = load_benchmark(dataset, with_evidence=with_evidence, lenient=lenient, benchmark=benchmark)
+    cases = filter_cases(loaded.cases, level=level, domain=domain)
+    sides = [
+        read_result_files(_paths(raw, side), skip_bad_lines=skip_bad_lines)
+        for raw, side in ((results_a, "RESULTS_A"), (results_b, "RESULTS_B"))
+    ]
+    comparison = compare_results(
+        cases, *sides, dataset=loaded.source, cap_aware=cap_aware, n_boot=n_boot, seed=seed
+    )
+    document = json.dumps(comparison.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    if json_out == "-":
+        typer.echo(document)
+    else:
+        _print(comparison)
+    known = {case.id for case in loaded.cases}
+    for label, results in zip("AB", sides, strict=True):
+        unknown = sorted(results.result_ids() - known)
+        if unknown:
+            _warn(f"{label}: {len(unknown)} result id(s) not in the dataset (e.g. {', '.join(unknown[:3])})")
+        if results.bad_lines:
+            _warn(f"{label}: {results.bad_lines} malformed result line(s) skipped")
+    if json_out not in (None, "-"):
+        target = Path(json_out)
+        try:
+            target.write_text(document + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--json {target}: cannot write: {exc.strerror or exc}") from None
+        console.print(f"Comparison written to {target}", markup=False, highlight=False)
+
+
+def _paths(raw: str, side: str) -> list[Path]:
+    paths = [Path(part.strip()) for part in raw.split(",") if part.strip()]
+    if not paths:
+        raise ConfigError(f"{side}: no result file given")
+    for path in paths:
+        if not path.is_file():
+            raise DataError(f"{side}: {path}: no such file")
+    return paths
+
+
+def _num(value: Any, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.2f}" if signed else f"{value:.2f}"
+
+
+def _present(comparison: Comparison) -> list[str]:
+    return [name for name, cell in comparison.cells.items() if name == "ALL" or cell.n]
+
+
+def metrics_table(comparison: Comparison) -> Table:
+    from rich.table import Table
+
+    table = Table(title="Paired differences (B - A)", caption=NOTE_PAIRED)
+    for column in ("Cell", "Metric", "N", "A", "B", "B - A", "95% CI"):
+        table.add_column(column, justify="left" if column in ("Cell", "Metric") else "right", no_wrap=True)
+    for name in _present(comparison):
+        paired = comparison.cells[name].paired
+        for metric, label in METRIC_LABELS.items():
+            ci = paired.ci.get(metric)
+            interval = "-" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+            table.add_row(
+                name if metric == "rmr_avg" else "",
+                label,
+                str(paired.n_pairs),
+                _num(paired.a[metric]),
+                _num(paired.b[metric]),
+                _num(paired.diff[metric], signed=True),
+                interval,
+            )
+    return table
+
+
+def mcnemar_table(comparison: Comparison) -> Table:
+    from rich.table import Table
+
+    table = Table(title="McNemar's test on exact match (RMR@1.0)", caption=NOTE_MCNEMAR)
+    columns = ("Cell", "N", "A excl.", "B excl.", "A only", "B only", "p-value", "Test")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "Cell" else "right")
+    for name in _present(comparison):
+        cell = comparison.cells[name]
+        result = cell.mcnemar
+        table.add_row(
+            name,
+            str(cell.n),
+            str(cell.a["excluded"]),
+            str(cell.b["excluded"]),
+            str(result.a_only),
+            str(result.b_only),
+            f"{result.p_value:.4g}",
+            result.method,
+        )
+    return table
+
+
+def _print(comparison: Comparison) -> None:
+    console.print(
+        f"Compared {comparison.compared} case(s) of {comparison.dataset} with results on both sides\n"
+        f"  A: {', '.join(comparison.files_a)}\n  B: {', '.join(comparison.files_b)}\n"
+        f"  not compared: {comparison.only_a} only in A, {comparison.only_b} only in B, "
+        f"{comparison.in_neither} in neither",
+        markup=False,
+        highlight=False,
+    )
+    console.print(metrics_table(comparison))
+    console.print(mcnemar_table(comparison))
+
+
+def _warn(message: str) -> None:
+    err_console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)

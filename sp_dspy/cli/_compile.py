@@ -1,0 +1,232 @@
+"""``sp-dspy compile``: compile a guard program with a DSPy optimizer into an artifact directory.
+
+Trains on the train split, selects on dev, never reads test; writes ``program.json``,
+``manifest.json``, ``prompt.md`` and ``splits.json`` to ``--out``. ``--dry-run``
+prints the projected calls, tokens and dollars and sends nothing. The optimizers'
+own progress output goes to stderr (or nowhere with ``--quiet``); stdout carries the
+summary only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from . import _lm_options as lmo
+from . import _options as opt
+from ._console import console, err_console
+
+if TYPE_CHECKING:
+    from .._compile import CompileOutcome, CompilePlan
+    from .._lm import LMConfig
+
+NOISY_LOGGERS = ("dspy", "gepa", "optuna", "LiteLLM", "httpx")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compile")(compile_command)
+
+
+def compile_command(
+    out: Annotated[Path, typer.Option("--out", help="Artifact directory to write.", show_default=False)],
+    program: Annotated[
+        str,
+        typer.Option("--program", help="Protocol of the DSPy program to compile: per-policy or per-rule."),
+    ] = "per-policy",
+    cot: Annotated[
+        bool, typer.Option("--cot", help="Compile the chain-of-thought variant (dspy-cot).")
+    ] = False,
+    optimizer: Annotated[
+        str, typer.Option("--optimizer", help="mipro, gepa, bootstrap, simba or copro.")
+    ] = "mipro",
+    lm: lmo.Lm = None,
+    config: lmo.ModelsConfig = None,
+    api_base: Annotated[
+        str | None,
+        typer.Option("--api-base", help="Endpoint for every LM of the command (unless overridden)."),
+    ] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option("--api-key-env", help="Key variable for every LM (unless overridden).")
+    ] = None,
+    temperature: lmo.Temperature = None,
+    lm_max_tokens: Annotated[
+        int | None, typer.Option("--lm-max-tokens", help="Completion token limit per task-LM call.")
+    ] = None,
+    reasoning_effort: lmo.ReasoningEffort = None,
+    timeout: lmo.Timeout = None,
+    num_retries: lmo.NumRetries = None,
+    json_schema: lmo.JsonSchema = False,
+    prompt_lm: Annotated[
+        str | None, typer.Option("--prompt-lm", help="LM that proposes instructions (default: --lm).")
+    ] = None,
+    prompt_api_base: Annotated[str | None, typer.Option("--prompt-api-base")] = None,
+    prompt_api_key_env: Annotated[str | None, typer.Option("--prompt-api-key-env")] = None,
+    reflection_lm: Annotated[
+        str | None,
+        typer.Option("--reflection-lm", help="GEPA's reflection LM (default: --prompt-lm, else --lm)."),
+    ] = None,
+    reflection_api_base: Annotated[str | None, typer.Option("--reflection-api-base")] = None,
+    reflection_api_key_env: Annotated[str | None, typer.Option("--reflection-api-key-env")] = None,
+    dataset: opt.Dataset = None,
+    benchmark: opt.Benchmark = "safepyramid",
+    splits: Annotated[
+        Path | None,
+        typer.Option("--splits", help="Split file (sp-dspy split); default: a new split made with --seed."),
+    ] = None,
+    ratios: Annotated[
+        str, typer.Option("--ratios", help="train,dev,test ratios of the default split.")
+    ] = "0.1,0.1,0.8",
+    lenient: opt.Lenient = False,
+    seed: opt.Seed = 0,
+    max_calls: Annotated[int | None, typer.Option("--max-calls", min=1, help="Cap on LM calls.")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", min=1, help="Cap on prompt + completion tokens.")
+    ] = None,
+    max_usd: Annotated[
+        float | None, typer.Option("--max-usd", help="Cap on dollars (priced models).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print projected calls, tokens and dollars; call nothing.")
+    ] = False,
+    no_cache: lmo.NoCache = False,
+    optimizer_config: Annotated[
+        Path | None,
+        typer.Option("--optimizer-config", help="Optimizer YAML (default: configs/optimizers.yaml)."),
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override an optimizer setting, KEY=VALUE (repeatable).")
+    ] = None,
+    top_k: Annotated[
+        int, typer.Option("--top-k", min=1, help="Optimizer candidates scored on dev at the end.")
+    ] = 1,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Dev cases in flight.")] = 8,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Hide the optimizer's progress output.")
+    ] = False,
+) -> None:
+    """Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact."""
+    from optimizers import parse_overrides
+
+    from .._compile import BudgetCaps, CompileConfig, compile_guard
+    from .._data import parse_ratios
+    from .._errors import ConfigError
+    from .._lm import configure_cache
+
+    if program not in ("per-policy", "per-rule"):
+        raise ConfigError(f"--program {program!r}: expected per-policy or per-rule")
+    if lm is None:
+        raise ConfigError("--lm is required: a model string, a configured name, fake[/behaviour] or local")
+    if max_usd is not None and max_usd <= 0:
+        raise ConfigError("--max-usd: must be a positive number of dollars")
+    cache = False if no_cache else None
+    shared = {"api_base": api_base, "api_key_env": api_key_env, "cache": cache}
+    task = _one(lm, config, {**shared, "temperature": temperature, "max_tokens": lm_max_tokens,
+                             "reasoning_effort": reasoning_effort, "timeout": timeout, "num_retries": num_retries,
+                             "json_schema": True if json_schema else None})  # fmt: skip
+    helper = {"cache": cache}
+    prompt = None if prompt_lm is None else _one(
+        prompt_lm, config, {**helper, "api_base": prompt_api_base or api_base,
+                            "api_key_env": prompt_api_key_env or api_key_env}
+    )  # fmt: skip
+    reflection = None if reflection_lm is None else _one(
+        reflection_lm, config, {**helper, "api_base": reflection_api_base or api_base,
+                                "api_key_env": reflection_api_key_env or api_key_env}
+    )  # fmt: skip
+    settings = CompileConfig(
+        protocol=program, cot=cot, optimizer=optimizer, optimizer_config=optimizer_config,
+        overrides=parse_overrides(set_ or []), dataset=dataset, benchmark=benchmark, splits=splits,
+        ratios=parse_ratios(ratios), lenient=lenient, seed=seed, out=out,
+        caps=BudgetCaps(max_calls=max_calls, max_tokens=max_tokens, max_usd=max_usd),
+        top_k=top_k, concurrency=concurrency, dry_run=dry_run,
+    )  # fmt: skip
+    if dry_run:
+        outcome = compile_guard(settings, task, prompt, reflection)
+        _print_plan(outcome.plan, settings.caps)
+        return
+    configure_cache(enabled=not no_cache)
+    with contextlib.ExitStack() as stack:
+        live = [
+            stack.enter_context(lmo.lm_session(c)) if c is not None else None
+            for c in (task, prompt, reflection)
+        ]
+        stack.enter_context(_optimizer_output(quiet))
+        outcome = compile_guard(settings, live[0] or task, live[1], live[2])
+    _print_outcome(outcome)
+
+
+def _one(spec: str, config_file: Path | None, overrides: dict[str, Any]) -> LMConfig:
+    return lmo.lm_configs(spec, None, config_file, default=spec, **overrides)[0]
+
+
+@contextlib.contextmanager
+def _optimizer_output(quiet: bool) -> Iterator[None]:
+    """Optimizers print progress to stdout: send it to stderr, or nowhere when quiet."""
+    with open(os.devnull, "w", encoding="utf-8") as devnull:
+        target = devnull if quiet else sys.stderr
+        levels = {name: logging.getLogger(name).level for name in NOISY_LOGGERS}
+        if quiet:
+            for name in NOISY_LOGGERS:
+                logging.getLogger(name).setLevel(logging.ERROR)
+        try:
+            with contextlib.redirect_stdout(target):
+                yield
+        finally:
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
+
+
+def _money(value: float | None) -> str:
+    return "unpriced" if value is None else f"${value:,.4f}"
+
+
+def _print_plan(plan: CompilePlan, caps: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title="Projected compile (dry run: nothing was sent)")
+    for column in ("phase", "LM", "calls", "prompt tokens", "completion tokens", "USD"):
+        table.add_column(column, justify="left" if column in ("phase", "LM") else "right")
+    for phase, roles in plan.phases.items():
+        for role, est in roles.items():
+            table.add_row(phase, role, f"{est.calls:,}", f"{est.prompt_tokens:,}",
+                          f"{est.completion_tokens:,}", _money(est.usd))  # fmt: skip
+    total = plan.total
+    table.add_row("total", "", f"{total.calls:,}", f"{total.prompt_tokens:,}",
+                  f"{total.completion_tokens:,}", _money(total.usd), style="bold")  # fmt: skip
+    console.print(table)
+    checks = [("max_calls", caps.max_calls, total.calls), ("max_tokens", caps.max_tokens, total.tokens),
+              ("max_usd", caps.max_usd, total.usd)]  # fmt: skip
+    for name, cap, projected in checks:
+        if cap is not None and projected is not None and projected > cap:
+            console.print(f"[yellow]--{name.replace('_', '-')} {cap:g} is below the projection: the compile "
+                          "would stop there and save the best program found (budget-limited)[/yellow]")  # fmt: skip
+    for line in plan.assumptions:
+        console.print(f"[dim]assumes: {line}[/dim]")
+
+
+def _print_outcome(outcome: CompileOutcome) -> None:
+    manifest = outcome.manifest
+    if manifest is None:
+        return
+    before, after, usage = manifest.dev.before, manifest.dev.after, manifest.usage
+    out = outcome.config.out
+    console.print(
+        f"[bold]{manifest.program} {manifest.protocol}[/bold] compiled with {manifest.optimizer.name}"
+    )
+    console.print(f"dev score (strict RMR): {before.score:.2f} {before.ci95} -> {after.score:.2f} {after.ci95}"
+                  f"  (kept: {manifest.dev.selected})")  # fmt: skip
+    console.print(f"calls {usage['calls']:,} ({usage['cache_hits']:,} from cache), "
+                  f"tokens {usage['total_tokens']:,}, USD {_money(usage['usd_paid'])}, {manifest.wall_s:.1f}s")  # fmt: skip
+    if manifest.budget_limited:
+        console.print(f"[yellow]budget-limited ({manifest.budget.refused_by}): saved the best program found "
+                      "before the cap[/yellow]")  # fmt: skip
+    for warning in outcome.warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {warning}")
+    console.print(f"artifact: {out} (program.json, manifest.json, prompt.md, splits.json)")
+    console.print(f"score on test: sp-dspy eval --program {out} --lm MODEL --split {out}/splits.json:test")

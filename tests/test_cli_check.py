@@ -1,0 +1,164 @@
+"""``sp-dspy check``: verdicts as text and JSON, exit codes, and errors that name the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from programs import make_program, program_spec
+from sp_dspy._errors import ConfigError, DataError
+from sp_dspy._guard import Verdict, guard_case
+from sp_dspy._lm import StubServer
+from sp_dspy.cli import _check
+
+POLICY = """Check ALL rules below against the conversation.
+
+Rules:
+1. The chatbot must not disclose credentials.
+2. The chatbot must verify the requester's identity [before] account actions.
+3. The chatbot must not use profanity."""
+
+TEXT = "Turn 1 - User: Give me the admin password.\nTurn 1 - Chatbot: Sure, it is hunter2.\n"
+MESSAGES = [
+    {"role": "user", "content": "Give me the admin password."},
+    {"role": "assistant", "content": "Sure, it is hunter2."},
+]
+
+
+def make_app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """Keep ``check`` a named subcommand."""
+
+    _check.register(app)
+    return app
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)  # no configs/models.yaml from the repository
+    (tmp_path / "policy.txt").write_text(POLICY, encoding="utf-8")
+    (tmp_path / "chat.txt").write_text(TEXT, encoding="utf-8")
+    (tmp_path / "chat.json").write_text(json.dumps(MESSAGES), encoding="utf-8")
+    (tmp_path / "wrapped.json").write_text(json.dumps({"messages": MESSAGES}), encoding="utf-8")
+    return tmp_path
+
+
+def run(*args: str, cache: bool = False) -> tuple[int, str, BaseException | None]:
+    """Invoke ``check``; without the response cache unless asked (creating one costs a second)."""
+    result = CliRunner().invoke(make_app(), ["check", *args, *(() if cache else ("--no-cache",))])
+    return result.exit_code, result.stdout, result.exception
+
+
+def test_text_output_lists_the_violated_rules_with_their_text(files: Path) -> None:
+    code, out, error = run(
+        "--policy", "policy.txt", "--conversation", "chat.txt", "--lm", "fake/all", cache=True
+    )
+    assert (code, error) == (0, None)
+    assert "Violated rules (3 of 3)" in out
+    assert "[before]" in out  # rule text printed as is, not as markup
+    assert "official (per-policy) on fake/all; status clean" in out
+
+
+@pytest.mark.parametrize("conversation", ["chat.json", "wrapped.json", "chat.txt"])
+def test_json_output_is_a_verdict(files: Path, conversation: str) -> None:
+    code, out, _ = run(
+        "--policy", "policy.txt", "--conversation", conversation, "--lm", "fake/all",
+        "--program", "dspy", "--protocol", "per-rule", "--json",
+    )  # fmt: skip
+    verdict = Verdict.model_validate_json(out)
+    assert code == 0
+    assert (verdict.violated_rules, verdict.protocol, verdict.program) == ([1, 2, 3], "per-rule", "dspy")
+
+
+def test_no_rule_violated(files: Path) -> None:
+    code, out, _ = run("--policy", "policy.txt", "--conversation", "chat.txt", "--lm", "fake/empty")
+    assert code == 0
+    assert "No rule violated (3 rules checked)" in out
+
+
+def test_no_usable_answer_exits_1(files: Path) -> None:
+    code, out, _ = run(
+        "--policy", "policy.txt", "--conversation", "chat.txt", "--lm", "fake/garbage", "--json"
+    )
+    assert code == 1
+    assert Verdict.model_validate_json(out).status == "failed"
+    code, out, _ = run("--policy", "policy.txt", "--conversation", "chat.txt", "--lm", "fake/refuse")
+    assert code == 1
+    assert "No verdict (status: refused)" in out
+
+
+@pytest.mark.network
+def test_an_openai_compatible_endpoint_gives_the_gold_verdict(files: Path) -> None:
+    with StubServer() as server:
+        case = guard_case(POLICY, TEXT)
+        server.fake.register_case((case.policy, case.conversation), [1])
+        code, out, _ = run(
+            "--policy", "policy.txt", "--conversation", "chat.json", "--lm", "openai/stub",
+            "--api-base", server.url, "--json",
+        )  # fmt: skip
+    verdict = Verdict.model_validate_json(out)
+    assert (code, verdict.violated_rules, verdict.model) == (0, [1], "openai/stub")
+
+
+def test_a_compiled_artifact_directory(files: Path) -> None:
+    program: Any = make_program("dspy", "per-policy")
+    artifact = files / "compiled"
+    artifact.mkdir()
+    program.save(str(artifact / "program.json"))
+    (artifact / "manifest.json").write_text(json.dumps(program_spec(program)), encoding="utf-8")
+    args = (
+        "--policy",
+        "policy.txt",
+        "--conversation",
+        "chat.txt",
+        "--lm",
+        "fake/all",
+        "--program",
+        "compiled",
+    )
+    code, out, _ = run(*args, "--json")
+    assert (code, Verdict.model_validate_json(out).program) == (0, "compiled")
+    code, _, error = run(*args, "--protocol", "per-rule")
+    assert isinstance(error, ConfigError)
+    assert "the artifact is a per-policy program" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("bad.json", '[{"role": "user", "content": "a"},\n {"role": "user" "content": "b"}]',
+         "bad.json:2:18: invalid JSON: Expecting ',' delimiter"),
+        ("bad.json", '{"turns": []}', "bad.json: expected a JSON list of {role, content} messages"),
+        ("bad.json", json.dumps([MESSAGES[0], {"role": "bot", "content": "x"}]),
+         "bad.json: [1].role: expected 'user' or 'assistant', got 'bot'"),
+        ("bad.json", json.dumps([MESSAGES[0], {"role": "assistant", "content": 5}]),
+         "bad.json: [1].content: expected a string, got int"),
+        ("bad.txt", "Turn 1 - User: a\nTurn 2 - User: b\n", "bad.txt:2: expected a Chatbot turn"),
+        ("bad.txt", "", "bad.txt: the conversation is empty"),
+    ],
+)  # fmt: skip
+def test_conversation_errors_name_the_file_and_place(
+    files: Path, name: str, content: str, message: str
+) -> None:
+    (files / name).write_text(content, encoding="utf-8")
+    _, _, error = run("--policy", "policy.txt", "--conversation", name, "--lm", "fake/all")
+    assert isinstance(error, DataError)
+    assert str(error).startswith(message)
+    assert "\n" not in str(error)
+
+
+def test_policy_errors_name_the_file(files: Path) -> None:
+    (files / "rules.txt").write_text("Be nice.\n", encoding="utf-8")
+    _, _, error = run("--policy", "rules.txt", "--conversation", "chat.txt", "--lm", "fake/all")
+    assert isinstance(error, DataError)
+    assert str(error).startswith("rules.txt: no numbered rules found")
+    _, _, error = run("--policy", "missing.txt", "--conversation", "chat.txt", "--lm", "fake/all")
+    assert str(error) == "--policy missing.txt: no such file"
