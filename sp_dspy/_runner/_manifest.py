@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -20,6 +21,7 @@ from pydantic import BaseModel, Field
 from .._lm import redact
 from ._store import iter_records
 
+_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 PACKAGES = ("sp-dspy", "dspy", "litellm", "pydantic", "optuna", "gepa", "xllamacpp", "vllm")
 
 
@@ -114,7 +116,8 @@ def totals_of(path: Path) -> RunTotals:
 
 
 def redacted_argv() -> list[str]:
-    return [redact(arg) for arg in sys.argv]
+    """The command line with known secrets and URL credentials (``user:pass@``) masked."""
+    return [redact(_URL_USERINFO.sub("***@", arg)) for arg in sys.argv]
 
 
 def write_manifest(path: Path, manifest: RunManifest) -> None:
