@@ -41,14 +41,14 @@ from optimizers._settings import (
 from optimizers._simba import SIMBA_RECIPE, SimbaSettings
 from sp_dspy._errors import ConfigError
 
-RECIPES: dict[str, Recipe] = {  # type: ignore[type-arg]
+RECIPES: dict[str, Recipe] = {
     recipe.name: recipe
     for recipe in (MIPRO_RECIPE, GEPA_RECIPE, BOOTSTRAP_RECIPE, SIMBA_RECIPE, COPRO_RECIPE)
 }
 OPTIMIZER_NAMES: tuple[str, ...] = tuple(RECIPES)
 
 
-def get_recipe(name: str) -> Recipe:  # type: ignore[type-arg]
+def get_recipe(name: str) -> Recipe:
     """The recipe called ``name``; a ``ConfigError`` listing the choices otherwise."""
     try:
         return RECIPES[name]

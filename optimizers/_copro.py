@@ -22,9 +22,13 @@ from optimizers._settings import OptimizerSettings
 class CoproSettings(OptimizerSettings):
     """``dspy.COPRO`` settings."""
 
-    breadth: int = Field(default=4, ge=2, description="Instructions proposed per round (the first round keeps the original).")
+    breadth: int = Field(
+        default=4, ge=2, description="Instructions proposed per round (the first round keeps the original)."
+    )
     depth: int = Field(default=2, ge=1, description="Proposal rounds.")
-    init_temperature: float = Field(default=1.4, ge=0, le=2, description="Prompt-LM temperature of the proposals.")
+    init_temperature: float = Field(
+        default=1.4, ge=0, le=2, description="Prompt-LM temperature of the proposals."
+    )
 
 
 def _run(job: CompileJob, settings: CoproSettings) -> Any:

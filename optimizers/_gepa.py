@@ -38,7 +38,9 @@ class GepaSettings(OptimizerSettings):
 
     @model_validator(mode="after")
     def _one_budget(self) -> Self:
-        chosen = [name for name in ("auto", "max_metric_calls", "max_full_evals") if getattr(self, name) is not None]
+        chosen = [
+            name for name in ("auto", "max_metric_calls", "max_full_evals") if getattr(self, name) is not None
+        ]
         if len(chosen) != 1:
             raise ValueError(
                 "set exactly one of auto, max_metric_calls, max_full_evals "

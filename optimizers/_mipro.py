@@ -34,10 +34,14 @@ class MiproSettings(OptimizerSettings):
     num_trials: int = Field(default=6, ge=1, description="Optuna trials.")
     max_bootstrapped_demos: int = Field(default=2, ge=0)
     max_labeled_demos: int = Field(default=2, ge=0)
-    minibatch: bool = Field(default=False, description="Score trials on dev minibatches, full dev periodically.")
+    minibatch: bool = Field(
+        default=False, description="Score trials on dev minibatches, full dev periodically."
+    )
     minibatch_size: int = Field(default=25, ge=1)
     minibatch_full_eval_steps: int = Field(default=5, ge=1)
-    init_temperature: float = Field(default=1.0, ge=0, le=2, description="Prompt-LM temperature of proposals.")
+    init_temperature: float = Field(
+        default=1.0, ge=0, le=2, description="Prompt-LM temperature of proposals."
+    )
     program_aware_proposer: bool = True
     data_aware_proposer: bool = True
     tip_aware_proposer: bool = True

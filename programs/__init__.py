@@ -25,9 +25,11 @@ if TYPE_CHECKING:
     from programs._official import OfficialPerPolicy, OfficialPerRule
     from programs._per_policy import FindViolatedRules, PerPolicyGuard, PerPolicyGuardCoT
     from programs._per_rule import JudgeRule, PerRuleGuard, PerRuleGuardCoT, rubric_targets, target_examples
+    from programs._pku import AssessResponse, PkuSeverityGuard, PkuSeverityGuardCoT, severity_fields
     from programs._registry import (
         PROGRAM_NAMES,
         PROTOCOLS,
+        SEVERITY_PROGRAMS,
         GuardProgram,
         judge_target,
         load_program,
@@ -50,8 +52,13 @@ _LAZY = {
     "PerRuleGuardCoT": "_per_rule",
     "rubric_targets": "_per_rule",
     "target_examples": "_per_rule",
+    "AssessResponse": "_pku",
+    "PkuSeverityGuard": "_pku",
+    "PkuSeverityGuardCoT": "_pku",
+    "severity_fields": "_pku",
     "PROGRAM_NAMES": "_registry",
     "PROTOCOLS": "_registry",
+    "SEVERITY_PROGRAMS": "_registry",
     "GuardProgram": "_registry",
     "judge_target": "_registry",
     "load_program": "_registry",
@@ -74,6 +81,8 @@ __all__ = [
     "PROGRAM_INPUTS",
     "PROGRAM_NAMES",
     "PROTOCOLS",
+    "SEVERITY_PROGRAMS",
+    "AssessResponse",
     "CaseOutput",
     "FindViolatedRules",
     "GuardProgram",
@@ -85,6 +94,8 @@ __all__ = [
     "PerPolicyGuardCoT",
     "PerRuleGuard",
     "PerRuleGuardCoT",
+    "PkuSeverityGuard",
+    "PkuSeverityGuardCoT",
     "Status",
     "Usage",
     "aggregate_judgments",
@@ -96,5 +107,6 @@ __all__ = [
     "rubric_json",
     "rubric_targets",
     "run_case",
+    "severity_fields",
     "target_examples",
 ]

@@ -107,6 +107,8 @@ class OfficialPerPolicy:
             usage=_usage(result),
             cost=_paid(result),
             protocol=self.protocol,
+            # The official JSON may carry the model's own "label"; it is its explicit safe flag.
+            predicted_safe=None if parsed.predicted_label is None else parsed.predicted_label == "safe",
         )
 
 

@@ -118,7 +118,10 @@ class CaseOutput(BaseModel):
     ``usage`` counts the tokens of the answers (the official path reports them also
     for answers replayed from the response cache; DSPy's usage tracker does not);
     ``cost`` is the USD paid in this run (cache hits are free), ``None`` when the
-    model is not priced.
+    model is not priced. ``predicted_safe`` and ``predicted_severity`` (0-3) are set
+    only by programs that state them explicitly (PKU-SafeRLHF's severity program, or
+    an official answer carrying ``"label": "safe"|"unsafe"``); otherwise the verdict
+    is read from ``violated_rules`` (empty = safe).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -137,6 +140,8 @@ class CaseOutput(BaseModel):
     layout: Layout | None = None
     error: str | None = None
     error_class: str | None = None
+    predicted_safe: bool | None = None
+    predicted_severity: int | None = None
 
 
 def aggregate_judgments(judgments: list[JudgmentOutput]) -> tuple[list[int] | None, Status]:

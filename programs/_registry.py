@@ -2,7 +2,8 @@
 
 Three names cover every guard: ``official`` (the fixed-prompt baseline), ``dspy``
 (the typed DSPy program) and ``dspy-cot`` (the same with chain of thought), each for
-either protocol. ``run_case`` hides the difference between the baselines (raw chat
+either protocol. ``dspy-severity`` and ``dspy-severity-cot`` (per-policy only) also
+predict PKU-SafeRLHF's safe flag and severity level. ``run_case`` hides the difference between the baselines (raw chat
 calls) and DSPy programs (adapter calls) behind one ``CaseOutput``.
 
 Loading an artifact never runs code from it: ``program.json`` is read with the
@@ -30,7 +31,9 @@ if TYPE_CHECKING:
     from sp_dspy._data._schema import Case
     from sp_dspy._protocol import RuleTarget
 
-PROGRAM_NAMES: Final = ("official", "dspy", "dspy-cot")
+PROGRAM_NAMES: Final = ("official", "dspy", "dspy-cot", "dspy-severity", "dspy-severity-cot")
+SEVERITY_PROGRAMS: Final = ("dspy-severity", "dspy-severity-cot")
+"""Per-policy only: they predict a response's safe flag and severity besides its rule set."""
 PROTOCOLS: Final[tuple[Protocol, ...]] = ("per-policy", "per-rule")
 MANIFEST_FILE: Final = "manifest.json"
 STATE_FILE: Final = "program.json"
@@ -41,12 +44,18 @@ GuardProgram: TypeAlias = "OfficialPerPolicy | OfficialPerRule | dspy.Module"
 def _dspy_class(name: str, protocol: Protocol) -> Any:
     from programs._per_policy import PerPolicyGuard, PerPolicyGuardCoT
     from programs._per_rule import PerRuleGuard, PerRuleGuardCoT
+    from programs._pku import PkuSeverityGuard, PkuSeverityGuardCoT
+
+    if name in SEVERITY_PROGRAMS and protocol != "per-policy":
+        raise ConfigError(f"program {name!r}: per-policy only (one call grades the whole response)")
 
     classes = {
         ("dspy", "per-policy"): PerPolicyGuard,
         ("dspy-cot", "per-policy"): PerPolicyGuardCoT,
         ("dspy", "per-rule"): PerRuleGuard,
         ("dspy-cot", "per-rule"): PerRuleGuardCoT,
+        ("dspy-severity", "per-policy"): PkuSeverityGuard,
+        ("dspy-severity-cot", "per-policy"): PkuSeverityGuardCoT,
     }
     return classes[(name, protocol)]
 
@@ -56,7 +65,7 @@ def make_program(name: str, protocol: str = "per-policy", **options: Any) -> Gua
 
     Options: ``official`` takes ``mode`` ('strict'|'robust'), and for per-rule also
     ``layout`` ('official'|'prefix') and ``max_concurrency``; per-rule DSPy programs
-    take ``max_concurrency``; per-policy DSPy programs take none.
+    take ``max_concurrency``; per-policy DSPy programs (``dspy-severity`` too) take none.
     """
     if protocol not in PROTOCOLS:
         raise ConfigError(f"protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
@@ -78,9 +87,12 @@ def program_spec(program: GuardProgram) -> dict[str, str]:
     """``{"program": name, "protocol": protocol}``: the manifest fields ``load_program`` reads."""
     from programs._per_policy import PerPolicyGuardCoT
     from programs._per_rule import PerRuleGuardCoT
+    from programs._pku import PkuSeverityGuard, PkuSeverityGuardCoT
 
     if isinstance(program, OfficialPerPolicy | OfficialPerRule):
         name = "official"
+    elif isinstance(program, PkuSeverityGuard):
+        name = "dspy-severity-cot" if isinstance(program, PkuSeverityGuardCoT) else "dspy-severity"
     else:
         name = "dspy-cot" if isinstance(program, PerPolicyGuardCoT | PerRuleGuardCoT) else "dspy"
     return {"program": name, "protocol": program.protocol}
@@ -132,9 +144,12 @@ def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
         raise DataError(f"{manifest_path}: expected a JSON object")
     name, protocol = manifest.get("program"), manifest.get("protocol")
     if name == "official" or name not in PROGRAM_NAMES:
-        raise DataError(f"{manifest_path}: field 'program' is {name!r}, expected 'dspy' or 'dspy-cot'")
+        expected = ", ".join(repr(n) for n in PROGRAM_NAMES if n != "official")
+        raise DataError(f"{manifest_path}: field 'program' is {name!r}, expected one of {expected}")
     if protocol not in PROTOCOLS:
         raise DataError(f"{manifest_path}: field 'protocol' is {protocol!r}, expected one of {PROTOCOLS}")
+    if name in SEVERITY_PROGRAMS and protocol != "per-policy":
+        raise DataError(f"{manifest_path}: field 'protocol' is {protocol!r}, but {name} is per-policy only")
     program: Any = make_program(name, protocol, **options)
     state_path = artifact_dir / STATE_FILE
     state = _read_json(state_path)
@@ -186,6 +201,7 @@ async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
     import dspy
 
     from programs._examples import case_to_example
+    from programs._pku import severity_fields
     from sp_dspy._protocol import build_targets, parse_policy_output
 
     protocol: Protocol = program.protocol
@@ -216,7 +232,9 @@ async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
     reasoning = str(prediction.get("reasoning", "") or "")
     if protocol == "per-policy":
         rules = sorted(set(prediction.violated_rules))
-        return CaseOutput(**common, violated_rules=rules, status="clean", reasoning=reasoning)
+        return CaseOutput(
+            **common, violated_rules=rules, status="clean", reasoning=reasoning, **severity_fields(prediction)
+        )
     gold = {target.rule: target.gold for target in build_targets(case)}
     judgments = [j.model_copy(update={"gt": gold.get(j.rule)}) for j in prediction.judgments]
     return CaseOutput(

@@ -10,6 +10,7 @@ quality. Built only on the public ``sp_dspy._lm`` API (``enqueue`` and a
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,27 +22,26 @@ BETTER_INSTRUCTION = (
     f"{INSTRUCTION_PHRASE.capitalize()} of the policy against the chatbot's turns and list the number "
     "of every rule the conversation violates."
 )
-# One reply for every instruction-proposing signature: COPRO and MIPRO read
-# ``proposed_instruction`` (COPRO also the prefix), GEPA's reflection ``new_instruction``;
-# DSPy's chat adapter ignores the sections a signature does not ask for.
+# COPRO and MIPRO ask through DSPy's chat adapter for ``proposed_instruction`` (COPRO
+# also for an output prefix; the adapter ignores sections a signature lacks). GEPA's
+# reflection asks through the JSON adapter for ``new_instruction``.
 PROPOSAL_REPLY = (
     f"[[ ## proposed_instruction ## ]]\n{BETTER_INSTRUCTION}\n\n"
-    "[[ ## proposed_prefix_for_output_field ## ]]\nViolated Rules:\n\n"
-    f"[[ ## new_instruction ## ]]\n{BETTER_INSTRUCTION}\n\n[[ ## completed ## ]]"
+    "[[ ## proposed_prefix_for_output_field ## ]]\nViolated Rules:\n\n[[ ## completed ## ]]"
 )
-PROPOSING_FIELDS = ("proposed_instruction", "new_instruction")
+REFLECTION_REPLY = json.dumps({"new_instruction": BETTER_INSTRUCTION})
 
 
 def sample_cases() -> list[Case]:
     return load_benchmark(None).cases
 
 
-def scripted_prompt_lm(replies: int = 200) -> Any:
-    """An in-process fake whose next ``replies`` answers are instruction proposals."""
+def scripted_prompt_lm(reply: str = PROPOSAL_REPLY, replies: int = 200) -> Any:
+    """An in-process fake whose next ``replies`` answers are ``reply`` (an instruction proposal)."""
     lm = make_lm(LMConfig(model="fake/instructed"))
     engine = fake_engine(lm)
     assert engine is not None
-    engine.enqueue(*[PROPOSAL_REPLY] * replies)
+    engine.enqueue(*[reply] * replies)
     return lm
 
 
@@ -58,8 +58,8 @@ def _message_text(body: dict[str, Any]) -> str:
 def improving_stub(cases: list[Case] | None = None) -> StubServer:
     """A stub server answering as ``fake/instructed`` that also proposes better instructions.
 
-    Requests asking for ``proposed_instruction`` (COPRO, MIPRO) or ``new_instruction``
-    (GEPA's reflection) get ``PROPOSAL_REPLY``; everything else is the fake guard,
+    Requests asking for ``proposed_instruction`` (COPRO, MIPRO) get ``PROPOSAL_REPLY``,
+    those asking for ``new_instruction`` (GEPA's reflection) ``REFLECTION_REPLY``; everything else is the fake guard,
     taught the gold answers of ``cases`` (default: the bundled sample).
     """
     server = StubServer(behaviour="instructed")
@@ -67,7 +67,9 @@ def improving_stub(cases: list[Case] | None = None) -> StubServer:
 
     def respond(body: dict[str, Any]) -> str:
         text = _message_text(body)
-        if any(name in text for name in PROPOSING_FIELDS):
+        if "new_instruction" in text:
+            return REFLECTION_REPLY
+        if "proposed_instruction" in text:
             return PROPOSAL_REPLY
         return server.fake.reply(body.get("messages") or [], response_format=body.get("response_format"))
 

@@ -35,7 +35,9 @@ IDS = [case.id for case in SAMPLE]
 
 
 @pytest.fixture(autouse=True)
-def restore_dspy_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def isolated_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """No ``configs/models.yaml`` from the working directory, no RUN_ID, DSPy's cache restored."""
+    monkeypatch.chdir(tmp_path)
     dspy = import_dspy()
     monkeypatch.setattr(dspy, "cache", vars(dspy).get("cache"), raising=False)
     monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
@@ -67,13 +69,18 @@ def ids(path: Path) -> list[str]:
     [
         (("--level", "L0"), [c.id for c in SAMPLE if c.level == "L0"]),
         (("--domain", "privacy"), [c.id for c in SAMPLE if c.domain == "privacy"]),
-        (("--level", "L1,L2", "--domain", "fraud"), [c.id for c in SAMPLE if c.level != "L0" and c.domain == "fraud"]),
+        (
+            ("--level", "L1,L2", "--domain", "fraud"),
+            [c.id for c in SAMPLE if c.level != "L0" and c.domain == "fraud"],
+        ),
         (("--start-idx", "2", "--limit", "3"), IDS[2:5]),
         (("--shard", "1/3"), IDS[1::3]),
         (("--start-idx", "3", "--limit", "12", "--shard", "0/4"), IDS[3:15][0::4]),
     ],
 )
-def test_data_selection_flags_choose_the_cases(tmp_path: Path, args: tuple[str, ...], expected: list[str]) -> None:
+def test_data_selection_flags_choose_the_cases(
+    tmp_path: Path, args: tuple[str, ...], expected: list[str]
+) -> None:
     ok(tmp_path, "--run-id", "s", *args)
     assert expected and ids(tmp_path / "results_s_fake.jsonl") == sorted(expected)
 
@@ -96,7 +103,8 @@ def test_split_flag_runs_one_part_and_the_manifest_hashes_the_split_file(tmp_pat
 def test_run_config_yaml_is_merged_under_the_flags(tmp_path: Path) -> None:
     run_config = tmp_path / "run.yaml"
     run_config.write_text(
-        "protocol: per-rule\nconcurrency: 3\nrun_id: fromyaml\ndata:\n  level: L1\n  limit: 2\n", encoding="utf-8"
+        "protocol: per-rule\nconcurrency: 3\nrun_id: fromyaml\ndata:\n  level: L1\n  limit: 2\n",
+        encoding="utf-8",
     )
     ok(tmp_path, "--run-config", str(run_config), "--limit", "1")
     judgments = records(tmp_path / "per_rule_fromyaml_fake.jsonl")
@@ -125,9 +133,8 @@ def test_an_existing_results_file_is_refused_without_resume(tmp_path: Path) -> N
 def test_console_script_turns_config_errors_into_one_line_and_exit_2(tmp_path: Path) -> None:
     command = [sys.executable, "-c", "from sp_dspy.cli import main; main()", "eval", "--lm", "fake", "-q"]
     command += ["--output-dir", str(tmp_path), "--limit", "1"]
-    first = subprocess.run([*command, "--run-id", "x"], capture_output=True, text=True, timeout=120)
-    assert first.returncode == 0, first.stderr
-    for extra in (["--run-id", "x"], ["--resume", "--lm", "fake/empty"], ["--shard", "4/4"]):
+    (tmp_path / "results_x_fake.jsonl").write_text('{"id": "priv-101-l0"}\n', encoding="utf-8")
+    for extra in (["--run-id", "x"], ["--shard", "4/4"]):
         failed = subprocess.run([*command, *extra], capture_output=True, text=True, timeout=120)
         assert failed.returncode == 2, (extra, failed.stderr)
         lines = failed.stderr.strip().splitlines()
@@ -167,7 +174,10 @@ def test_manifest_records_what_produced_the_run_and_no_secret(
 ) -> None:
     monkeypatch.setenv("GATEWAY_KEY", "sk-gateway-7788")
     api_base = "http://bob:sk-gateway-7788@127.0.0.1:9/v1,http://eve:pw-not-in-env@127.0.0.1:9/v1"
-    ok(tmp_path, "--run-id", "m", "--api-base", api_base)
+    args = ["--run-id", "m", "--api-base", api_base]
+    # The manifest records the command line as the console script sees it.
+    monkeypatch.setattr(sys, "argv", ["sp-dspy", "eval", "--lm", "fake", *args])
+    ok(tmp_path, *args)
     text = (tmp_path / "manifest_m.json").read_text(encoding="utf-8")
     assert "sk-gateway-7788" not in text and "pw-not-in-env" not in text
     manifest = json.loads(text)
@@ -187,7 +197,7 @@ def test_manifest_records_what_produced_the_run_and_no_secret(
     assert run["totals"]["completion_tokens"] == sum(r["usage"]["completion_tokens"] for r in lines) > 0
     assert run["totals"]["cost_usd"] is None  # the fake is not priced
     assert run["metrics"]["ALL"]["rmr_exact"] == 100.0
-    assert manifest["settings"]["run_id"] == "m" and "api_key" not in json.dumps(run["lm"]).replace("api_key_env", "")
+    assert manifest["settings"]["run_id"] == "m" and "api_key" not in set(run["lm"])
 
 
 @pytest.mark.parametrize("layout", ["official", "prefix"])
@@ -222,7 +232,8 @@ def test_fake_refusals_and_garbage_are_excluded(
     assert {(r["parse_status"], r["refused"], r["parse_failed"], r["violated_rules"]) for r in lines} == {
         (status, refused, parse_failed, None)
     }
-    metrics = json.loads((tmp_path / "manifest_b.json").read_text(encoding="utf-8"))["runs"][behaviour]["metrics"]
+    manifest = json.loads((tmp_path / "manifest_b.json").read_text(encoding="utf-8"))
+    metrics = manifest["runs"][behaviour]["metrics"]
     assert (metrics["ALL"]["excluded"], metrics["ALL"]["n_eval"]) == (3, 0)
     assert "results:" in result.output
 
@@ -230,7 +241,9 @@ def test_fake_refusals_and_garbage_are_excluded(
 def test_fake_refusals_per_rule_are_refused_judgments(tmp_path: Path) -> None:
     ok(tmp_path, "--run-id", "pr", "--protocol", "per-rule", "--limit", "1", lm="fake/refuse")
     judgments = records(tmp_path / "per_rule_pr_refuse.jsonl")
-    assert judgments and {(j["refused"], j["pred"], j["parse_status"]) for j in judgments} == {(True, None, "refused")}
+    assert judgments and {(j["refused"], j["pred"], j["parse_status"]) for j in judgments} == {
+        (True, None, "refused")
+    }
 
 
 @pytest.mark.parametrize("protocol", ["per-policy", "per-rule"])
@@ -249,9 +262,27 @@ def test_dspy_program_runs_and_is_labelled(tmp_path: Path, protocol: str) -> Non
 
 def test_verbose_lists_each_unit_and_the_lm_settings(tmp_path: Path) -> None:
     result = CliRunner().invoke(
-        app, ["eval", "--lm", "fake", "--output-dir", str(tmp_path), "-q", "-v", "--run-id", "v", "--limit", "2"]
+        app,
+        ["eval", "--lm", "fake", "--output-dir", str(tmp_path), "-q", "-v", "--run-id", "v", "--limit", "2"],
     )
     assert result.exit_code == 0, result.exception
     assert "LM settings:" in result.output
     for case_id in IDS[:2]:
         assert f"{case_id}  clean" in result.output or f"{case_id} clean" in result.output
+
+
+def test_models_of_one_invocation_share_a_run_id_and_a_manifest(tmp_path: Path) -> None:
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  first: fake/oracle\n  second: fake/empty\n", encoding="utf-8"
+    )
+    args = ["--config", "models.yaml", "--models", "first,second", "--limit", "2"]
+    result = CliRunner().invoke(app, ["eval", *args, "-q", "--output-dir", str(tmp_path / "out")])
+    assert result.exit_code == 0, (result.output, result.exception)
+    (manifest_path,) = (tmp_path / "out").glob("manifest_*.json")
+    run_id = manifest_path.stem.removeprefix("manifest_")
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    assert sorted(manifest["runs"]) == ["first", "second"]
+    assert manifest["runs"]["first"]["results_file"].endswith(f"results_{run_id}_oracle.jsonl")
+    assert manifest["runs"]["second"]["results_file"].endswith(f"results_{run_id}_empty.jsonl")
+    assert manifest["runs"]["first"]["metrics"]["ALL"]["rmr_exact"] == 100.0
+    assert manifest["runs"]["second"]["metrics"]["ALL"]["rmr_exact"] < 100.0

@@ -22,18 +22,30 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+import sp_dspy._lm._cache as cache_module
 from sp_dspy import load_benchmark
 from sp_dspy._data import Case
-from sp_dspy._lm import StubServer
+from sp_dspy._lm import StubServer, import_dspy
 from sp_dspy._protocol import build_targets, per_policy_messages, per_rule_messages
 from sp_dspy._runner._fake_gold import teach_fake
+from sp_dspy.cli import app
 
 pytestmark = [pytest.mark.network, pytest.mark.timeout(180)]
 
 SAMPLE = load_benchmark().cases
 CLI = [sys.executable, "-c", "from sp_dspy.cli import main; main()"]
 Unit = tuple[str, int]  # (case id, rule); rule 0 for a per-policy case
+
+
+@pytest.fixture(autouse=True)
+def restore_dspy_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """An in-process ``sp-dspy eval`` installs a process-wide response cache; undo it."""
+    dspy = import_dspy()
+    monkeypatch.setattr(dspy, "cache", vars(dspy).get("cache"), raising=False)
+    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
+    yield
 
 
 @pytest.fixture
@@ -54,6 +66,14 @@ def start(server: StubServer, out: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         eval_args(server, out, *args), cwd=out, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+
+
+def resume(server: StubServer, out: Path, *args: str) -> str:
+    """``--resume`` in this process (the stub counts its requests the same way); returns the output."""
+    command = eval_args(server, out, "--resume", *args)
+    result = CliRunner().invoke(app, command[len(CLI) :])
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result.output
 
 
 def complete_lines(path: Path) -> int:
@@ -150,15 +170,8 @@ def test_sigkill_mid_run_then_resume_finishes_without_loss_or_repeat(
     with path.open("ab") as handle:
         handle.write(b'{"kind": "judgment", "cid": "torn", "id": "torn", "rul')
 
-    resumed = subprocess.run(
-        eval_args(server, tmp_path, "--run-id", "k1", "--resume", *args),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert f"resumed: {len(done_first)} unit(s) already done" in resumed.stderr
+    resumed = resume(server, tmp_path, "--run-id", "k1", *args)
+    assert f"resumed: {len(done_first)} unit(s) already done" in resumed
     check_resumed_run(server, path, protocol, units, done_first, first_requests)
     manifest = json.loads((tmp_path / "manifest_k1.json").read_text(encoding="utf-8"))
     run = manifest["runs"]["stub"]
@@ -189,10 +202,7 @@ def test_ctrl_c_stops_cleanly_with_exit_130_and_resume_completes(server: StubSer
     assert manifest["runs"]["stub"]["totals"]["records"] == len(done_first)
 
     # --resume without --run-id continues the newest run of this model.
-    resumed = subprocess.run(
-        eval_args(server, tmp_path, "--resume", *args), cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    resume(server, tmp_path, *args)
     check_resumed_run(server, path, "per-policy", units, done_first, first_requests)
     manifest = json.loads((tmp_path / "manifest_c1.json").read_text(encoding="utf-8"))
     assert manifest["runs"]["stub"]["status"] == "complete"

@@ -12,7 +12,8 @@
 Importing this package does not import DSPy; the functions that need it do.
 """
 
-from sp_dspy._compile._budget import Budget, BudgetCaps, BudgetExceeded, Pricing, Tally, budgeted
+from sp_dspy._compile._budget import Budget, BudgetCaps, BudgetExceeded, Pricing, Tally
+from sp_dspy._compile._budgeted_lm import budgeted
 from sp_dspy._compile._config import CompileConfig
 from sp_dspy._compile._data import DEFAULT_RATIOS, CompileData, ids_hash, load_compile_data
 from sp_dspy._compile._evaluate import DevScore, evaluate_on_dev
@@ -40,6 +41,6 @@ __all__ = [
     "evaluate_on_dev",
     "ids_hash",
     "load_compile_data",
-    "pricing_for",
     "prepare",
+    "pricing_for",
 ]

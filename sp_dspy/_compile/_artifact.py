@@ -65,10 +65,16 @@ def _clip(value: Any) -> str:
 def _instructions_diff(before: str, after: str) -> str:
     lines = list(
         difflib.unified_diff(
-            before.splitlines(), after.splitlines(), "starting instructions", "compiled instructions", lineterm=""
+            before.splitlines(),
+            after.splitlines(),
+            "starting instructions",
+            "compiled instructions",
+            lineterm="",
         )
     )
-    return _fence("\n".join(lines), "diff") if lines else "No change."
+    if lines:
+        return _fence("\n".join(lines), "diff")
+    return "No change." if before == after else "Whitespace changes only."
 
 
 def _prefix_changes(names: list[str], before: dict[str, Any], after: dict[str, Any]) -> list[str]:
@@ -103,7 +109,10 @@ def prompt_markdown(program: Any, start: dict[str, Any], final: dict[str, Any], 
         lines += [f"## Predictor `{name}`", "", "### Instructions", ""]
         lines += [_fence(after["signature"]["instructions"]), ""]
         lines += ["### Changes from the starting instructions", ""]
-        lines += [_instructions_diff(before["signature"]["instructions"], after["signature"]["instructions"]), ""]
+        lines += [
+            _instructions_diff(before["signature"]["instructions"], after["signature"]["instructions"]),
+            "",
+        ]
         changed = _prefix_changes(names, before, after)
         if changed:
             lines += ["### Changed field prefixes", "", *changed, ""]

@@ -52,9 +52,7 @@ def bootstrap_mean(values: Sequence[float], *, seed: int, n_boot: int = N_BOOT) 
     return [round(float(low), 2), round(float(high), 2)]
 
 
-async def _outputs(
-    program: Any, cases: Sequence[Case], lm: Any, concurrency: int
-) -> list[Any | None]:
+async def _outputs(program: Any, cases: Sequence[Case], lm: Any, concurrency: int) -> list[Any | None]:
     from programs import run_case
 
     gate = asyncio.Semaphore(max(1, concurrency))
@@ -88,9 +86,7 @@ def evaluate_on_dev(
                 error=output.error,
             )
     outcomes = case_outcomes(cases, records)
-    scores = [
-        0.0 if outcome.excluded else case_score(outcome.gt, outcome.pred) for outcome in outcomes
-    ]
+    scores = [0.0 if outcome.excluded else case_score(outcome.gt, outcome.pred) for outcome in outcomes]
     cell = compute_cell(outcomes)
     return DevScore(
         score=round(100 * sum(scores) / len(scores), 2) if scores else 0.0,

@@ -8,7 +8,8 @@ characters / 4 stand in for tokens; demos an optimizer may add count as extra
 examples in the prompt. Completions are a typical length per program kind, capped by
 the LM's ``max_tokens``. Helper calls (instruction proposals, reflections) are
 rougher: three task prompts' worth of context plus a fixed preamble. Dollars come
-from LiteLLM's bundled price map; a model it does not know is reported unpriced.
+from the price map DSPy itself prices calls with (LiteLLM's, bundled with DSPy); a
+model it does not know is reported unpriced.
 """
 
 from __future__ import annotations
@@ -67,21 +68,26 @@ class CompilePlan(BaseModel):
 
 
 def pricing_for(config: LMConfig, completion_guess: int) -> Pricing:
-    """USD per token from LiteLLM's price map; unpriced for fakes and unknown models."""
-    if config.is_fake:
+    """USD per token from the price map DSPy prices calls with (LiteLLM's, bundled).
+
+    Unpriced for fakes and for models the map does not know (self-hosted ones).
+    """
+    if config.is_fake or not config.provider:
         return Pricing(completion_guess=completion_guess)
     from sp_dspy._lm import import_dspy
 
-    import_dspy()  # sets the offline price-map environment before LiteLLM loads
-    import litellm
+    import_dspy()  # the offline price-map environment is set before DSPy loads
+    from dspy.clients.model_metadata import model_info
 
+    model = config.model.split("/", 1)[1]
     try:
-        prompt, completion = litellm.cost_per_token(
-            model=config.model, prompt_tokens=1_000_000, completion_tokens=1_000_000
-        )
-    except Exception:  # LiteLLM raises several types for an unmapped model
+        info = model_info(config.provider, model) or {}
+    except Exception:  # advisory metadata: a malformed entry must not stop a compile
+        info = {}
+    prompt, completion = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    if not isinstance(prompt, int | float) or not isinstance(completion, int | float):
         return Pricing(completion_guess=completion_guess)
-    return Pricing(prompt=prompt / 1_000_000, completion=completion / 1_000_000, completion_guess=completion_guess)
+    return Pricing(prompt=float(prompt), completion=float(completion), completion_guess=completion_guess)
 
 
 def completion_guess(protocol: str, cot: bool, config: LMConfig) -> int:
@@ -124,12 +130,12 @@ def build_plan(
     student: Any,
     train_examples: Sequence[Any],
     dev_examples: Sequence[Any],
-    task: tuple[LMConfig, Pricing],
+    task: Pricing,
     helper: tuple[str, LMConfig, Pricing] | None,
     top_k: int,
 ) -> CompilePlan:
     """The projected calls, tokens and dollars of every phase of one compile."""
-    task_config, task_pricing = task
+    task_pricing = task
     completion = task_pricing.completion_guess
     train_prompt = mean_prompt_tokens(student, train_examples)
     dev_prompt = mean_prompt_tokens(student, dev_examples)
@@ -137,8 +143,12 @@ def build_plan(
     slots = 1 + demo_slots(settings)
     phases: dict[str, dict[str, RoleEstimate]] = {
         "dev_before": {"task": estimate(len(dev_examples), dev_prompt, completion, task_pricing)},
-        "optimize": {"task": estimate(projection.program_calls, train_prompt * slots, completion, task_pricing)},
-        "dev_after": {"task": estimate(top_k * len(dev_examples), dev_prompt * slots, completion, task_pricing)},
+        "optimize": {
+            "task": estimate(projection.program_calls, train_prompt * slots, completion, task_pricing)
+        },
+        "dev_after": {
+            "task": estimate(top_k * len(dev_examples), dev_prompt * slots, completion, task_pricing)
+        },
     }
     priced = {"task": task_pricing.known}
     if helper is not None and projection.helper_calls:

@@ -38,7 +38,7 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
     """
     from dspy.utils.callback import BaseCallback
 
-    class CandidateRecorder(BaseCallback):  # type: ignore[misc]
+    class CandidateRecorder(BaseCallback):
         def __init__(self) -> None:
             self.states: dict[str, dict[str, Any]] = {}
             self.scores: dict[str, dict[str, float]] = defaultdict(dict)
@@ -58,7 +58,9 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
                     self.order.append(key)
                 self._calls[call_id] = key
 
-        def on_module_end(self, call_id: str, outputs: Any | None, exception: BaseException | None = None) -> None:
+        def on_module_end(
+            self, call_id: str, outputs: Any | None, exception: BaseException | None = None
+        ) -> None:
             with self._lock:
                 key = self._calls.pop(call_id, None)
                 if key is not None and exception is None and outputs is not None:

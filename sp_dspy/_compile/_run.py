@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sp_dspy._compile._budget import Budget, budgeted
+from sp_dspy._compile._budget import Budget
+from sp_dspy._compile._budgeted_lm import budgeted
 from sp_dspy._compile._config import CompileConfig
 from sp_dspy._compile._data import CompileData, load_compile_data
 from sp_dspy._compile._evaluate import DevScore, evaluate_on_dev
@@ -72,7 +73,9 @@ class _Setup:
     warnings: list[str]
 
 
-def _role_configs(recipe: Any, task: LMConfig, prompt: LMConfig | None, reflection: LMConfig | None) -> dict[str, LMConfig]:
+def _role_configs(
+    recipe: Any, task: LMConfig, prompt: LMConfig | None, reflection: LMConfig | None
+) -> dict[str, LMConfig]:
     configs = {"task": task}
     if recipe.helper == "prompt":
         configs["prompt"] = prompt or task
@@ -88,7 +91,9 @@ def prepare(
     from optimizers import get_recipe, load_settings
 
     recipe = get_recipe(config.optimizer)
-    settings = load_settings(recipe.name, recipe.settings_model, path=config.optimizer_config, overrides=config.overrides)
+    settings = load_settings(
+        recipe.name, recipe.settings_model, path=config.optimizer_config, overrides=config.overrides
+    )
     data = load_compile_data(
         config.dataset, benchmark=config.benchmark, splits=config.splits, seed=config.seed,
         ratios=config.ratios, lenient=config.lenient,
@@ -103,7 +108,10 @@ def prepare(
     settings = recipe.fit(settings, len(student.train), len(student.dev))
     configs = _role_configs(recipe, task, prompt, reflection)
     pricing = {
-        role: pricing_for(cfg, completion_guess(config.protocol, config.cot, cfg) if role == "task" else HELPER_COMPLETION_GUESS)
+        role: pricing_for(
+            cfg,
+            completion_guess(config.protocol, config.cot, cfg) if role == "task" else HELPER_COMPLETION_GUESS,
+        )
         for role, cfg in configs.items()
     }
     if config.caps.max_usd is not None:
@@ -113,11 +121,19 @@ def prepare(
                 f"--max-usd: {', '.join(unpriced)} has no price in LiteLLM's price map; "
                 "cap --max-calls or --max-tokens instead"
             )
-    helper = next(((role, configs[role], pricing[role]) for role in ("prompt", "reflection") if role in configs), None)
+    helper = next(
+        ((role, configs[role], pricing[role]) for role in ("prompt", "reflection") if role in configs), None
+    )
     plan = build_plan(
         recipe=recipe, settings=settings, student=student.module, train_examples=student.train,
-        dev_examples=student.dev, task=(task, pricing["task"]), helper=helper, top_k=config.top_k,
+        dev_examples=student.dev, task=pricing["task"], helper=helper, top_k=config.top_k,
     )  # fmt: skip
+    needed = plan.phase_total("dev_before").calls + plan.phase_total("dev_after").calls
+    if config.caps.max_calls is not None and config.caps.max_calls < needed:
+        warnings.append(
+            f"--max-calls {config.caps.max_calls} is below the {needed} calls of scoring the starting "
+            "program and the final candidate(s) on dev; the compile will stop early"
+        )
     return _Setup(config, recipe, settings, data, student, configs, pricing, plan, warnings)
 
 
@@ -166,7 +182,9 @@ def _optimize(setup: _Setup, lms: dict[str, Any], budget: Budget) -> tuple[Any |
         except Exception as exc:
             if budget.refusals == refusals:
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                raise CompileError(f"optimizer {setup.recipe.name} failed: {type(exc).__name__}: {message}") from exc
+                raise CompileError(
+                    f"optimizer {setup.recipe.name} failed: {type(exc).__name__}: {message}"
+                ) from exc
             program = None
     return (program if budget.refusals == refusals else None), recorder
 
@@ -233,7 +251,9 @@ def compile_guard(
 
     def score(state: dict[str, Any]) -> DevScore:
         guard = setup.student.guard(state)
-        return evaluate_on_dev(guard, dev_cases, live["task"], concurrency=config.concurrency, seed=config.seed)
+        return evaluate_on_dev(
+            guard, dev_cases, live["task"], concurrency=config.concurrency, seed=config.seed
+        )
 
     start = Contender("start", program_state(setup.student.module))
     reserve = setup.plan.phases["dev_after"]["task"]

@@ -53,7 +53,9 @@ def _header(setup: _Setup, start: Contender, chosen: Contender, budget_limited: 
         )
     if budget_limited:
         lines.append("Budget-limited: a cap stopped the compile; this is the best program found before it.")
-    lines.append(f"Run it: `sp-dspy eval --program {config.out} --lm MODEL --split {config.out}/{SPLITS_FILE}:test`")
+    lines.append(
+        f"Run it: `sp-dspy eval --program {config.out} --lm MODEL --split {config.out}/{SPLITS_FILE}:test`"
+    )
     return lines
 
 
@@ -79,7 +81,9 @@ def save_artifact(
     write_program(out / "program.json", chosen.state)
     data.split.save(out / SPLITS_FILE)
     budget_limited = budget.exhausted
-    markdown = prompt_markdown(guard, start.state, chosen.state, _header(setup, start, chosen, budget_limited))
+    markdown = prompt_markdown(
+        guard, start.state, chosen.state, _header(setup, start, chosen, budget_limited)
+    )
     (out / PROMPT_FILE).write_text(markdown, encoding="utf-8")
     assert start.dev is not None and chosen.dev is not None  # both scored by compile_guard
     manifest = CompileManifest(

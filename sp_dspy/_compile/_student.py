@@ -28,7 +28,7 @@ from sp_dspy._data import Case
 def judge_program_class() -> type[Any]:
     import dspy
 
-    class JudgeProgram(dspy.Module):  # type: ignore[misc]
+    class JudgeProgram(dspy.Module):
         """A per-rule judge on its own: inputs of one target, output its verdict."""
 
         def __init__(self, judge: Any) -> None:

@@ -109,8 +109,12 @@ def _make_fake(config: LMConfig) -> dspy.LM:
     )
 
 
-def make_lm(config: LMConfig, *, endpoint: int = 0) -> dspy.LM:
+def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
     """A ``dspy.LM`` for ``config``; ``endpoint`` picks one of several ``api_bases``.
+
+    With several ``api_bases`` and no ``endpoint``, the LM spreads its requests over
+    all of them through LiteLLM's router (see ``_replicas``); ``lm.endpoint_requests``
+    then counts what each endpoint served.
 
     Raises:
         ConfigError: a missing key variable, an endpoint index out of range, or a
@@ -122,6 +126,12 @@ def make_lm(config: LMConfig, *, endpoint: int = 0) -> dspy.LM:
     from ._cache import ensure_cache_configured, register_endpoint_group
 
     bases = config.api_bases
+    if endpoint is None and len(bases) > 1:
+        from ._replicas import make_replica_lm
+
+        shared_key = api_key_for(config) or SELF_HOSTED_PLACEHOLDER_KEY
+        return make_replica_lm(config, model_id=_model_id(config.model), api_key=shared_key)
+    endpoint = endpoint or 0
     if bases and not 0 <= endpoint < len(bases):
         raise ConfigError(
             f"model '{config.display_name()}': endpoint {endpoint} of {len(bases)} does not exist"

@@ -35,6 +35,7 @@ from ._official import (
     tolerance,
 )
 from ._per_rule import judgment_diagnostics, refusal_rates
+from ._reader import read_result_files
 from ._records import (
     CAP_THRESHOLD,
     JudgmentRecord,
@@ -42,7 +43,6 @@ from ._records import (
     ResultSet,
     Usage,
     aggregate_judgments,
-    read_result_files,
 )
 from ._render import render_score_table
 from ._score import ScoreReport, UnknownIds, resolve_records, score

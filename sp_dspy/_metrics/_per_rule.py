@@ -12,8 +12,8 @@ hand-written judgment file cannot grade itself. All rates are percentages rounde
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._data._schema import Case
@@ -23,60 +23,65 @@ from ._records import JudgmentRecord
 
 TARGET_TYPES: tuple[str, ...] = ("decisive", "distractor", "exception")
 
-
-@dataclass(frozen=True, slots=True)
-class _Judged:
-    level: str
-    rule_type: str
-    gt: bool
-    flagged: bool
-    has_verdict: bool
+#: (level, rule type, gold violated, flagged, has a verdict): every statistic below is
+#: a sum over these counts, so a 68k-judgment file is walked once, not once per cell,
+#: rule type and statistic.
+Key = tuple[str, str, bool, bool, bool]
 
 
-def _judged(cases: Iterable[Case], judgments: Iterable[JudgmentRecord]) -> list[_Judged]:
+def tally(cases: Iterable[Case], judgments: Iterable[JudgmentRecord]) -> Counter[Key]:
+    """Count the judgments of ``cases`` by ``Key`` (judgments of other cases are ignored)."""
     by_id = {case.id: case for case in cases}
-    types: dict[str, dict[int, str]] = {}
-    out: list[_Judged] = []
+    seen: dict[str, tuple[str, frozenset[int], dict[int, str] | None]] = {}
+    counts: Counter[Key] = Counter()
     for judgment in judgments:
-        case = by_id.get(judgment.cid)
-        if case is None:
-            continue
-        if case.id not in types:
-            types[case.id] = rule_types(case)
-        rule_type = judgment.rule_type or types[case.id].get(judgment.rule, "decisive")
-        out.append(
-            _Judged(
-                level=case.level,
-                rule_type=rule_type,
-                gt=judgment.rule in case.ground_truth_violations,
-                flagged=judgment.flagged,
-                has_verdict=judgment.has_verdict,
-            )
-        )
-    return out
+        info = seen.get(judgment.cid)
+        if info is None:
+            case = by_id.get(judgment.cid)
+            if case is None:
+                continue
+            info = seen[judgment.cid] = (case.level, frozenset(case.ground_truth_violations), None)
+        level, gold, types = info
+        rule_type = judgment.rule_type
+        if not rule_type:
+            if types is None:
+                types = rule_types(by_id[judgment.cid])
+                seen[judgment.cid] = (level, gold, types)
+            rule_type = types.get(judgment.rule, "decisive")
+        counts[(level, rule_type, judgment.rule in gold, judgment.flagged, judgment.has_verdict)] += 1
+    return counts
 
 
 def _rate(count: int, n: int) -> float:
     return round(100 * count / n, 2) if n else 0.0
 
 
-def judgment_stats(items: Sequence[_Judged]) -> dict[str, Any]:
+def judgment_stats(counts: Mapping[Key, int]) -> dict[str, Any]:
     """Accuracy, P/R/F1 of "violated", the confusion counts and the no-verdict rate."""
-    tp = sum(1 for j in items if j.gt and j.flagged)
-    fp = sum(1 for j in items if not j.gt and j.flagged)
-    fn = sum(1 for j in items if j.gt and not j.flagged)
-    tn = sum(1 for j in items if not j.gt and not j.flagged)
-    correct = sum(1 for j in items if j.has_verdict and j.flagged == j.gt)
-    without = sum(1 for j in items if not j.has_verdict)
+    tp = fp = fn = tn = correct = without = 0
+    for (_, _, gold, flagged, has_verdict), n in counts.items():
+        if gold and flagged:
+            tp += n
+        elif gold:
+            fn += n
+        elif flagged:
+            fp += n
+        else:
+            tn += n
+        if has_verdict and flagged == gold:
+            correct += n
+        if not has_verdict:
+            without += n
+    total = tp + fp + fn + tn
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {
-        "n_judgments": len(items),
+        "n_judgments": total,
         "n_violated_gt": tp + fn,
         "n_not_violated_gt": fp + tn,
         "n_without_verdict": without,
-        "accuracy": _rate(correct, len(items)),
+        "accuracy": _rate(correct, total),
         "precision": round(100 * precision, 2),
         "recall": round(100 * recall, 2),
         "f1": round(100 * f1, 2),
@@ -84,8 +89,12 @@ def judgment_stats(items: Sequence[_Judged]) -> dict[str, Any]:
         "fp": fp,
         "fn": fn,
         "tn": tn,
-        "per_rule_refusal_rate": _rate(without, len(items)),
+        "per_rule_refusal_rate": _rate(without, total),
     }
+
+
+def _cell(counts: Counter[Key], cell: str) -> dict[Key, int]:
+    return {key: n for key, n in counts.items() if cell == "ALL" or key[0] == cell}
 
 
 def judgment_diagnostics(cases: Sequence[Case], judgments: Iterable[JudgmentRecord]) -> dict[str, Any]:
@@ -94,24 +103,26 @@ def judgment_diagnostics(cases: Sequence[Case], judgments: Iterable[JudgmentReco
     Judgments of cases outside ``cases`` are ignored (the caller reports unknown ids).
     A target type with no judgment in a cell is left out rather than reported as zeros.
     """
-    judged = _judged(cases, judgments)
+    counts = tally(cases, judgments)
     report: dict[str, Any] = {}
     for cell in CELLS:
-        members = judged if cell == "ALL" else [j for j in judged if j.level == cell]
+        members = _cell(counts, cell)
         stats = judgment_stats(members)
-        present = sorted({j.rule_type for j in members}, key=_type_order)
-        stats["by_rule_type"] = {t: judgment_stats([j for j in members if j.rule_type == t]) for t in present}
+        present = sorted({key[1] for key in members}, key=_type_order)
+        stats["by_rule_type"] = {
+            t: judgment_stats({key: n for key, n in members.items() if key[1] == t}) for t in present
+        }
         report[cell] = stats
     return report
 
 
 def refusal_rates(cases: Sequence[Case], judgments: Iterable[JudgmentRecord]) -> dict[str, float]:
     """``per_rule_refusal_rate`` per cell, as the reference adds it to case-level cells."""
-    judged = _judged(cases, judgments)
+    counts = tally(cases, judgments)
     rates: dict[str, float] = {}
     for cell in CELLS:
-        members = judged if cell == "ALL" else [j for j in judged if j.level == cell]
-        rates[cell] = _rate(sum(1 for j in members if not j.has_verdict), len(members))
+        members = _cell(counts, cell)
+        rates[cell] = _rate(sum(n for key, n in members.items() if not key[4]), sum(members.values()))
     return rates
 
 

@@ -1,8 +1,8 @@
-"""Result records (contract section 4) and the JSONL reader that merges them.
+"""Result records (contract section 4), judgments, and the rules for merging them.
 
 Two kinds of line share one file format: a per-policy *record* (one case, its
 predicted rule set) and a per-rule *judgment* (one case x one rule, a binary verdict,
-``"kind": "judgment"``). The reader accepts the reference harness's lines, our own
+``"kind": "judgment"``). ``_reader`` accepts the reference harness's lines, our own
 runner's lines and the minimal "bring your own predictions" form
 ``{"id": ..., "violated_rules": [...]}``.
 
@@ -16,20 +16,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._data._schema import Case
-from .._errors import DataError
 
 #: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).
 CAP_THRESHOLD = 65_000
-
-#: ``kind`` values read as per-policy records; any other kind (the harness's ``summary``
-#: lines, manifests) carries no prediction and is skipped and counted.
-_POLICY_KINDS = (None, "policy", "record", "case")
 
 
 class Usage(BaseModel):
@@ -160,77 +154,6 @@ class ResultSet(BaseModel):
     def result_ids(self) -> set[str]:
         """Every case id the files mention, records and judgments alike."""
         return set(self.records) | {j.cid for j in self.judgments}
-
-
-def read_result_files(paths: Iterable[str | Path], *, skip_bad_lines: bool = False) -> ResultSet:
-    """Read JSONL result files in order; later files and lines win on the same key.
-
-    A malformed line raises ``DataError("FILE:LINE: why")``; with ``skip_bad_lines``
-    it is counted in ``bad_lines`` instead (the first messages are kept). Lines whose
-    ``kind`` is neither a record nor a judgment (e.g. the harness's ``summary`` lines)
-    are counted in ``ignored_lines``.
-    """
-    result = ResultSet()
-    judgments: dict[tuple[str, int], JudgmentRecord] = {}
-    for path in paths:
-        result.files.append(str(path))
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataError(f"{path}: cannot read result file: {exc}") from None
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line or line.isspace():
-                continue
-            try:
-                parsed = _parse_line(line)
-            except ValueError as exc:
-                message = f"{path}:{number}: {exc}"
-                if not skip_bad_lines:
-                    raise DataError(message) from None
-                result.bad_lines += 1
-                if len(result.bad_line_messages) < 5:
-                    result.bad_line_messages.append(message)
-                continue
-            if parsed is None:
-                result.ignored_lines += 1
-            elif isinstance(parsed, JudgmentRecord):
-                key = (parsed.cid, parsed.rule)
-                if key in judgments:
-                    result.duplicate_judgments += 1
-                    del judgments[key]  # re-insert so the order follows the latest line
-                judgments[key] = parsed
-            else:
-                if parsed.id in result.records:
-                    result.replaced_records += 1
-                result.records[parsed.id] = parsed
-    result.judgments = list(judgments.values())
-    return result
-
-
-def _parse_line(line: str) -> PolicyRecord | JudgmentRecord | None:
-    """One JSONL line -> a record, a judgment, or ``None`` for a line to skip."""
-    try:
-        raw: Any = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
-    kind = raw.get("kind")
-    model: type[PolicyRecord] | type[JudgmentRecord]
-    if kind == "judgment":
-        model = JudgmentRecord
-    elif kind in _POLICY_KINDS:
-        model = PolicyRecord
-    else:
-        return None
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(record)"
-        where = raw.get("id") or raw.get("cid")
-        prefix = f"record {where}: " if isinstance(where, str) else ""
-        raise ValueError(f"{prefix}field {field}: {first['msg']}") from None
 
 
 def aggregate_judgments(

@@ -7,12 +7,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .._data._loader import gc_paused
 from .._data._schema import Case
 from .._errors import DataError
 from ._bootstrap import confidence_intervals
 from ._diagnostics import error_attribution, failure_modes
 from ._official import CELLS, case_outcomes, domain_cells, level_cells
-from ._per_rule import judgment_diagnostics, refusal_rates
+from ._per_rule import judgment_diagnostics
 from ._records import JudgmentRecord, PolicyRecord, ResultSet, aggregate_judgments
 
 Mode = Literal["per_policy", "per_rule"]
@@ -105,27 +106,29 @@ def score(
     ``all_ids`` are ids that are known but filtered out of ``cases`` (e.g. other
     levels under ``--level``); results for them are not reported as unknown.
     """
-    cases = list(cases)
-    records, judgments = resolve_records(cases, results, per_rule=per_rule)
-    outcomes = case_outcomes(cases, records, cap_aware=cap_aware)
-    cells = level_cells(outcomes)
-    if judgments is not None:
-        for name, rate in refusal_rates(cases, judgments).items():
-            cells[name]["per_rule_refusal_rate"] = rate
-    result_ids = results.result_ids() if isinstance(results, ResultSet) else set(results)
-    known = {case.id for case in cases} | set(all_ids or ())
-    unknown = sorted(result_ids - known)
-    return ScoreReport(
-        mode="per_policy" if judgments is None else "per_rule",
-        cap_aware=cap_aware,
-        cells=cells,
-        domains=domain_cells(outcomes),
-        failure_modes=failure_modes(cases, outcomes),
-        error_attribution=error_attribution(cases, outcomes),
-        ci=confidence_intervals(outcomes, n_boot=n_boot, seed=seed) if ci else {},
-        per_rule=None if judgments is None else judgment_diagnostics(cases, judgments),
-        unknown_ids=UnknownIds(count=len(unknown), examples=unknown[:5]),
-        bad_lines=results.bad_lines if isinstance(results, ResultSet) else 0,
-        n_boot=n_boot if ci else 0,
-        seed=seed,
-    )
+    with gc_paused():
+        cases = list(cases)
+        records, judgments = resolve_records(cases, results, per_rule=per_rule)
+        outcomes = case_outcomes(cases, records, cap_aware=cap_aware)
+        cells = level_cells(outcomes)
+        diagnostics = None if judgments is None else judgment_diagnostics(cases, judgments)
+        if diagnostics is not None:
+            for name in CELLS:
+                cells[name]["per_rule_refusal_rate"] = diagnostics[name]["per_rule_refusal_rate"]
+        result_ids = results.result_ids() if isinstance(results, ResultSet) else set(results)
+        known = {case.id for case in cases} | set(all_ids or ())
+        unknown = sorted(result_ids - known)
+        return ScoreReport(
+            mode="per_policy" if judgments is None else "per_rule",
+            cap_aware=cap_aware,
+            cells=cells,
+            domains=domain_cells(outcomes),
+            failure_modes=failure_modes(cases, outcomes),
+            error_attribution=error_attribution(cases, outcomes),
+            ci=confidence_intervals(outcomes, n_boot=n_boot, seed=seed) if ci else {},
+            per_rule=diagnostics,
+            unknown_ids=UnknownIds(count=len(unknown), examples=unknown[:5]),
+            bad_lines=results.bad_lines if isinstance(results, ResultSet) else 0,
+            n_boot=n_boot if ci else 0,
+            seed=seed,
+        )

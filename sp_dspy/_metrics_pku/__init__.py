@@ -5,6 +5,7 @@ categories, a safe flag and a severity, so it gets the metrics its paper reports
 (binary accuracy, category-set exact match, severity accuracy) plus per-category F1.
 """
 
+from sp_dspy._metrics_pku._records import score_pku_results
 from sp_dspy._metrics_pku._render import render_pku_report
 from sp_dspy._metrics_pku._report import (
     PKU_PUBLISHED,
@@ -29,5 +30,6 @@ __all__ = [
     "category_metrics",
     "render_pku_report",
     "score_pku",
+    "score_pku_results",
     "severity_metrics",
 ]

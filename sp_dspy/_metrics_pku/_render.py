@@ -46,6 +46,8 @@ def render_pku_report(report: PkuReport, *, title: str = "PKU-SafeRLHF") -> Grou
         ]
     for name, value, counts, paper in rows:
         summary.add_row(name, _fmt(value), counts, "" if paper is None else _fmt(paper))
+    summary.caption = f"paper moderator: {PKU_PUBLISHED['citation']}"
+    summary.caption_justify = "left"
     parts: list[Table] = [summary, _category_table(report, title)]
     if sev is not None:
         parts.append(_severity_table(sev, title))

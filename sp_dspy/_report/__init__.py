@@ -11,6 +11,7 @@ from ._html import render_html, write_html
 from ._labels import OFFICIAL_PER_POLICY, Provenance, auto_label, describe
 from ._leaderboard import Leaderboard, PublishedRow, load_leaderboard
 from ._model import CellStats, ComparisonSummary, DiffRow, RuleTypeStats, VariantResult
+from ._pku import pku_html_section, pku_terminal_table
 from ._plots import render_plots
 from ._summary import VariantSpec, build_summary
 from ._terminal import render_terminal
@@ -31,6 +32,8 @@ __all__ = [
     "build_summary",
     "describe",
     "load_leaderboard",
+    "pku_html_section",
+    "pku_terminal_table",
     "render_html",
     "render_plots",
     "render_terminal",

@@ -25,6 +25,7 @@ from ._html_tables import (
 )
 from ._leaderboard import load_leaderboard
 from ._model import CELLS, ComparisonSummary
+from ._pku import pku_html_section
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2330;margin:0;background:#f6f7f9}
@@ -129,6 +130,8 @@ def _footer(summary: ComparisonSummary) -> str:
     text = "Metrics follow the SafePyramid evaluation protocol (refusal-aware RMR/RDR)."
     if summary.benchmark == "safepyramid":
         text = f"Published figures: {load_leaderboard().citation} {text}"
+    elif summary.pku_published is not None:
+        text = f"PKU-SafeRLHF published figures: {summary.pku_published['citation']}. {text}"
     return f"<footer>{esc(text)}</footer>"
 
 
@@ -159,6 +162,7 @@ def render_html(
         _headline(summary),
         _diffs(summary),
         _published(summary),
+        pku_html_section(summary),
         "<h2>Failure modes</h2><p class=lead>Percent of each level's cases failing exact match with the mode "
         "(ALL pools counts; FM-C1 and FM-C3 exist at L1/L2 only).</p>",
         failure_table(summary),

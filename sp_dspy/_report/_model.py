@@ -88,6 +88,9 @@ class VariantResult(BaseModel):
     wall_s: float | None = None
     latency_s_per_case: float | None = None
     dataset_hashes: list[str] = Field(default_factory=list)
+    pku: dict[str, Any] | None = Field(
+        default=None, description="PKU-SafeRLHF only: the variant's PkuReport (binary, categories, severity)"
+    )
 
     @property
     def is_per_rule(self) -> bool:
@@ -145,6 +148,9 @@ class ComparisonSummary(BaseModel):
     variants: list[VariantResult]
     diffs: list[DiffRow] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    pku_published: dict[str, Any] | None = Field(
+        default=None, description="PKU-SafeRLHF only: the paper's moderator figures and citation"
+    )
 
     def variant(self, label: str) -> VariantResult:
         for entry in self.variants:

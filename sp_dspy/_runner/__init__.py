@@ -2,7 +2,7 @@
 
 from ._config import DataSelection, EvalConfig, build_eval_config, parse_shard
 from ._eval import EvalOutcome, build_program, run_eval, select_cases
-from ._paths import RunPaths, resolve_run
+from ._paths import RunPaths, new_run_id, resolve_run
 from ._store import JsonlStore, iter_records, repair_torn_tail
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "build_eval_config",
     "build_program",
     "iter_records",
+    "new_run_id",
     "parse_shard",
     "repair_torn_tail",
     "resolve_run",

@@ -27,6 +27,7 @@ from ._manifest import (
     file_hash,
     git_commit,
     package_versions,
+    previous_run,
     redacted_argv,
     totals_of,
     write_manifest,
@@ -91,15 +92,15 @@ def build_program(config: EvalConfig, *, constrained: bool = False) -> tuple[Any
     ``constrained`` (the model config's ``json_schema``) makes the official baselines
     send a JSON-schema ``response_format``; their messages stay the official bytes.
     """
-    from programs import load_program, make_program
+    from programs import PROGRAM_NAMES, load_program, make_program
 
     path = Path(config.program)
     if path.is_dir():
         program = load_program(path)
         return program, str(program.protocol), str(path)
-    if config.program not in ("official", "dspy", "dspy-cot"):
+    if config.program not in PROGRAM_NAMES:
         raise ConfigError(
-            f"--program: expected official, dspy, dspy-cot or an artifact directory, got {config.program!r}"
+            f"--program: expected {', '.join(PROGRAM_NAMES)} or an artifact directory, got {config.program!r}"
         )
     options: dict[str, Any] = {}
     if config.program == "official":
@@ -121,6 +122,7 @@ def run_eval(
 ) -> EvalOutcome:
     """Run one model over the selected cases, append results durably, score them."""
     from .._lm import make_lm
+    from .._lm._chat import cache_price_lookups
 
     console = console or Console(stderr=True)
     loaded, cases = select_cases(config)
@@ -136,6 +138,7 @@ def run_eval(
         )
     lm = lm if lm is not None else make_lm(lm_config)
     teach_fake(lm, cases)
+    cache_price_lookups()  # DSPy programs price every call too (the official path does this itself)
     layout = config.per_rule_layout if protocol == "per-rule" and config.program == "official" else None
     run_fields: dict[str, Any] = {
         "run_id": paths.run_id,
@@ -221,12 +224,15 @@ def _write_manifest(
     if config.data.split:
         split_path = Path(config.data.split.rpartition(":")[0])
         split_info = {"spec": config.data.split, "sha256": file_hash(split_path)}
+    earlier = previous_run(outcome.paths.manifest, model) if config.resume else None
+    if earlier is not None:  # a resumed run: its time and start include the earlier invocations
+        wall_s += earlier.wall_s or 0.0
     run = ModelRun(
         model=model,
         lm=lm_config.public_dict(),
         results_file=str(outcome.results_file),
         status="interrupted" if outcome.interrupted else "complete",
-        started_at=started.isoformat(timespec="seconds"),
+        started_at=earlier.started_at if earlier is not None else started.isoformat(timespec="seconds"),
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
         wall_s=round(wall_s, 3),
         units_total=units_total,

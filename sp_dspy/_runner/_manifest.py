@@ -120,6 +120,16 @@ def redacted_argv() -> list[str]:
     return [redact(_URL_USERINFO.sub("***@", arg)) for arg in sys.argv]
 
 
+def previous_run(path: Path, model: str) -> ModelRun | None:
+    """This model's entry in an existing manifest (a resumed run adds to it)."""
+    if not path.exists():
+        return None
+    try:
+        return RunManifest.model_validate_json(path.read_text(encoding="utf-8")).runs.get(model)
+    except ValueError:
+        return None
+
+
 def write_manifest(path: Path, manifest: RunManifest) -> None:
     """Merge this invocation's entries into the manifest file (other models are kept)."""
     if path.exists():

@@ -3,7 +3,9 @@
 Per-policy records carry the reference fields (``id``, ``index``, ``violated_rules``,
 ``refused``, ``parse_failed``, ``analysis``, ``predicted_label``, ``model_name``,
 ``timestamp``, ``usage``) plus how the answer was obtained, so the reference scorer
-and ``sp-dspy score`` both read them. Judgment records follow the reference's
+and ``sp-dspy score`` both read them. ``predicted_label`` is the program's explicit
+safe flag when it stated one (then also written as ``predicted_safe``), else derived
+from the rule set (empty = safe); ``predicted_severity`` appears only when predicted. Judgment records follow the reference's
 ``"kind": "judgment"`` lines; ``refused`` there also covers unparseable verdicts,
 exactly as the reference counts them.
 """
@@ -44,6 +46,9 @@ def policy_record(
     case: Case, index: int, output: CaseOutput, *, model: str, run: dict[str, Any], latency_s: float
 ) -> dict[str, Any]:
     """One per-policy results line."""
+    label = None if output.violated_rules is None else ("unsafe" if output.violated_rules else "safe")
+    if output.predicted_safe is not None:
+        label = "safe" if output.predicted_safe else "unsafe"
     record: dict[str, Any] = {
         "id": case.id,
         "index": index,
@@ -55,9 +60,7 @@ def policy_record(
         "parse_status": output.status,
         "analysis": output.analysis,
         "reasoning": output.reasoning,
-        "predicted_label": None
-        if output.violated_rules is None
-        else ("unsafe" if output.violated_rules else "safe"),
+        "predicted_label": label,
         "model_name": model,
         "timestamp": _now(),
         "usage": output.usage.model_dump(exclude_none=True),
@@ -66,6 +69,10 @@ def policy_record(
         "scores": case_scores(case, output.violated_rules),
         **run,
     }
+    if output.predicted_safe is not None:
+        record["predicted_safe"] = output.predicted_safe
+    if output.predicted_severity is not None:
+        record["predicted_severity"] = output.predicted_severity
     if output.error:
         record["error"] = redact(output.error)
         record["error_class"] = output.error_class or "other"

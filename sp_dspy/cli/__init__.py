@@ -15,7 +15,7 @@ import typer
 from .._errors import SpDspyError
 from ._console import err_console
 
-COMMAND_MODULES = ("_eval", "_score", "_split", "_compare", "_check", "_report", "_serve")
+COMMAND_MODULES = ("_eval", "_score", "_split", "_compare", "_check", "_ablate", "_report", "_serve")
 
 app = typer.Typer(
     name="sp-dspy",

@@ -112,19 +112,21 @@ def compile_command(
     ] = False,
 ) -> None:
     """Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact."""
+    from pydantic import ValidationError
+
     from optimizers import parse_overrides
 
-    from .._compile import BudgetCaps, CompileConfig, compile_guard
+    from .._compile import CompileConfig, compile_guard
     from .._data import parse_ratios
     from .._errors import ConfigError
     from .._lm import configure_cache
 
     if program not in ("per-policy", "per-rule"):
         raise ConfigError(f"--program {program!r}: expected per-policy or per-rule")
+    if benchmark not in ("safepyramid", "pku-saferlhf"):
+        raise ConfigError(f"--benchmark {benchmark!r}: expected safepyramid or pku-saferlhf")
     if lm is None:
         raise ConfigError("--lm is required: a model string, a configured name, fake[/behaviour] or local")
-    if max_usd is not None and max_usd <= 0:
-        raise ConfigError("--max-usd: must be a positive number of dollars")
     cache = False if no_cache else None
     shared = {"api_base": api_base, "api_key_env": api_key_env, "cache": cache}
     task = _one(lm, config, {**shared, "temperature": temperature, "max_tokens": lm_max_tokens,
@@ -139,13 +141,19 @@ def compile_command(
         reflection_lm, config, {**helper, "api_base": reflection_api_base or api_base,
                                 "api_key_env": reflection_api_key_env or api_key_env}
     )  # fmt: skip
-    settings = CompileConfig(
-        protocol=program, cot=cot, optimizer=optimizer, optimizer_config=optimizer_config,
-        overrides=parse_overrides(set_ or []), dataset=dataset, benchmark=benchmark, splits=splits,
-        ratios=parse_ratios(ratios), lenient=lenient, seed=seed, out=out,
-        caps=BudgetCaps(max_calls=max_calls, max_tokens=max_tokens, max_usd=max_usd),
-        top_k=top_k, concurrency=concurrency, dry_run=dry_run,
-    )  # fmt: skip
+    fields = {
+        "protocol": program, "cot": cot, "optimizer": optimizer, "optimizer_config": optimizer_config,
+        "overrides": parse_overrides(set_ or []), "dataset": dataset, "benchmark": benchmark, "splits": splits,
+        "ratios": parse_ratios(ratios), "lenient": lenient, "seed": seed, "out": out,
+        "caps": {"max_calls": max_calls, "max_tokens": max_tokens, "max_usd": max_usd},
+        "top_k": top_k, "concurrency": concurrency, "dry_run": dry_run,
+    }  # fmt: skip
+    try:
+        settings = CompileConfig.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "--" + "-".join(str(part).replace("_", "-") for part in first["loc"][-1:])
+        raise ConfigError(f"{where}: {first['msg']}") from None
     if dry_run:
         outcome = compile_guard(settings, task, prompt, reflection)
         _print_plan(outcome.plan, settings.caps)

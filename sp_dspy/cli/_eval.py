@@ -39,7 +39,11 @@ def eval_command(
     lenient: opt.Lenient = False,
     with_evidence: opt.WithEvidence = False,
     program: Annotated[
-        str, typer.Option("--program", help="official, dspy, dspy-cot, or a compiled artifact directory.")
+        str,
+        typer.Option(
+            "--program",
+            help="official, dspy, dspy-cot, dspy-severity[-cot] (PKU-SafeRLHF), or a compiled artifact directory.",
+        ),
     ] = "official",
     protocol: Annotated[str, typer.Option("--protocol", help="per-policy or per-rule.")] = "per-policy",
     parser: Annotated[str, typer.Option("--parser", help="strict (official) or robust.")] = "strict",
@@ -80,6 +84,7 @@ def eval_command(
     """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it."""
     from .._lm import configure_cache
     from .._runner import build_eval_config, run_eval
+    from .._runner._paths import new_run_id
 
     configs = lmo.lm_configs(
         lm, models, config, default=lmo.LOCAL,
@@ -100,6 +105,9 @@ def eval_command(
         "concurrency": concurrency, "output_dir": output_dir, "run_id": run_id, "resume": resume,
     }  # fmt: skip
     settings = build_eval_config(flags, run_config)
+    if settings.run_id is None and not settings.resume:
+        # One run id for every model of this invocation, so they share one manifest.
+        settings = settings.model_copy(update={"run_id": new_run_id()})
     configure_cache(enabled=not no_cache)
     if local_default:
         err_console.print(
@@ -141,6 +149,20 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
     console.print(f"\n[bold]{model}[/bold]: {len(outcome.cases)} case(s)")
     for table in render_score_table(outcome.report):
         console.print(table)
+    _print_pku(outcome)
     console.print(f"results: {outcome.results_file}\nmanifest: {outcome.paths.manifest}")
     if small:
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")
+
+
+def _print_pku(outcome: Any) -> None:
+    """On PKU-SafeRLHF cases, the category/binary/severity report beside the paper's figures."""
+    from .._data import PKU_BENCHMARK
+
+    if not outcome.cases or any(case.benchmark != PKU_BENCHMARK for case in outcome.cases):
+        return
+    from .._metrics import read_result_files
+    from .._metrics_pku import render_pku_report, score_pku_results
+
+    results = read_result_files([outcome.results_file])
+    console.print(render_pku_report(score_pku_results(outcome.cases, results)))

@@ -1,5 +1,9 @@
 """``sp-dspy score``: recompute the official metrics from result files.
 
+With ``--benchmark pku-saferlhf`` it also prints (and ``--json`` also holds, under
+``pku``) the PKU-SafeRLHF report: harm categories, safe/unsafe and severity, beside
+the paper's published figures.
+
 Imports of the scorer happen inside the command so ``sp-dspy --help`` stays fast;
 nothing here touches dspy or litellm. Bad input raises ``SpDspyError`` subclasses,
 which the top-level CLI prints as one line (exit 2).
@@ -54,7 +58,7 @@ def score_command(
     ] = 1000,
 ) -> None:
     """Score result files against the dataset and print (or write) the report."""
-    from .._data import filter_cases, load_benchmark
+    from .._data import PKU_BENCHMARK, filter_cases, load_benchmark
     from .._metrics import read_result_files, render_score_table, score
 
     if n_boot < 0:
@@ -73,7 +77,14 @@ def score_command(
         all_ids=[c.id for c in loaded.cases],
     )
 
-    document = json.dumps(report.to_json_dict(), indent=2, ensure_ascii=False)
+    data = report.to_json_dict()
+    pku = None
+    if loaded.benchmark == PKU_BENCHMARK:
+        from .._metrics_pku import score_pku_results
+
+        pku = score_pku_results(cases, results, cap_aware=cap_aware, per_rule=per_rule)
+        data["pku"] = pku.to_json_dict()
+    document = json.dumps(data, indent=2, ensure_ascii=False)
     if json_out == "-":
         typer.echo(document)
     else:
@@ -84,6 +95,10 @@ def score_command(
         )
         for table in render_score_table(report):
             console.print(table)
+        if pku is not None:
+            from .._metrics_pku import render_pku_report
+
+            console.print(render_pku_report(pku))
     if loaded.skipped:
         _warn(f"{loaded.skipped} malformed dataset case(s) skipped (--lenient)")
     if results.bad_lines:

@@ -1,0 +1,190 @@
+"""The ablation plan: one LM, one case selection, several variants, as data.
+
+An ablation can run for hours and be resumed days later, so what it runs is saved
+as ``OUTDIR/plan.json`` (secrets masked) and checked on every later invocation: a
+resumed ablation must ask the same model the same cases with the same sampling, or
+its rows would silently compare two different setups. ``plan.json`` is itself a
+valid ``--plan`` file, so an ablation can be replayed elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .._errors import ConfigError
+from .._lm import LMConfig
+from .._runner import DataSelection
+from ._variants import DEFAULT_VARIANTS
+
+PLAN_FILE = "plan.json"
+#: LM settings that change answers; transport settings (endpoint, key variable,
+#: timeout, retries, cache) may change between a run and its resumption.
+LM_IDENTITY = ("model", "name", "temperature", "max_tokens", "reasoning_effort", "json_schema")
+
+
+class AblationPlan(BaseModel):
+    """What an ablation runs; built from flags over an optional YAML ``--plan`` file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lm: LMConfig
+    variants: list[str] = Field(default_factory=lambda: list(DEFAULT_VARIANTS), min_length=1)
+    data: DataSelection = Field(default_factory=DataSelection)
+    parser: Literal["strict", "robust"] = "strict"
+    concurrency: int = Field(default=16, ge=1, le=1024)
+    run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
+    baseline: str | None = None
+    n_boot: int = Field(default=1000, ge=0)
+    seed: int = 0
+
+    @field_validator("variants", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        """``"a,b"`` (the flag's form) is the list ``[a, b]``."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",")]
+        return value
+
+    @field_validator("variants")
+    @classmethod
+    def _non_empty(cls, value: list[str]) -> list[str]:
+        cleaned = [item.strip() for item in value]
+        if any(not item for item in cleaned):
+            raise ValueError("empty variant name (check the commas)")
+        return cleaned
+
+    def public_dict(self) -> dict[str, Any]:
+        """The plan as saved: JSON types, the LM's settings without secrets."""
+        document = self.model_dump(mode="json")
+        document["lm"] = self.lm.public_dict()
+        return document
+
+    def identity(self) -> dict[str, Any]:
+        """What a resumed ablation must share with the run it continues."""
+        public = self.public_dict()
+        return {
+            "lm": {key: public["lm"].get(key) for key in LM_IDENTITY},
+            "data": public["data"],
+            "parser": public["parser"],
+            "run_id": public["run_id"],
+        }
+
+
+def read_plan_file(path: Path) -> dict[str, Any]:
+    """The mapping in a YAML (or JSON) plan file; errors name the file and line."""
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"--plan {path}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"--plan {path}: cannot read ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of ablation settings (lm, variants, data, ...)")
+    return loaded
+
+
+def build_plan(settings: dict[str, Any], where: str = "flags") -> AblationPlan:
+    """Validate merged settings; the first problem becomes one line naming the field."""
+    try:
+        return AblationPlan.model_validate(settings)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(map(str, first["loc"])) or "plan"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{where}: field {field}: {message}") from None
+
+
+def load_saved_plan(out: Path) -> AblationPlan | None:
+    """``OUTDIR/plan.json``, or None when the directory holds no ablation yet."""
+    path = out / PLAN_FILE
+    if not path.exists():
+        return None
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(
+            f"{path}: not readable JSON ({exc}); move it away or choose another --out"
+        ) from None
+    if not isinstance(document, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return build_plan(document, str(path))
+
+
+def save_plan(plan: AblationPlan, out: Path) -> Path:
+    """Write ``OUTDIR/plan.json`` atomically."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / PLAN_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(plan.public_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def _flatten(document: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(document, dict):
+        return {prefix: document}
+    flat: dict[str, Any] = {}
+    for key, value in document.items():
+        flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
+def first_difference(old: dict[str, Any], new: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """(dotted field, old value, new value) of the first field that differs, or None."""
+    flat_old, flat_new = _flatten(old), _flatten(new)
+    for key in [*flat_old, *(k for k in flat_new if k not in flat_old)]:
+        if flat_old.get(key) != flat_new.get(key):
+            return key, flat_old.get(key), flat_new.get(key)
+    return None
+
+
+def reconcile(plan: AblationPlan, out: Path, *, resume: bool, new_run_id: str) -> AblationPlan:
+    """The plan to run in ``out``: check it against a saved one, fill in the run id.
+
+    Without ``resume`` a saved plan must equal this one (variants included); with it
+    the model, sampling, cases and parser must match while the variant list may
+    change (add the variants an interrupted ablation did not reach). An omitted run id
+    is the saved plan's on resume, else ``new_run_id``.
+    """
+    saved = load_saved_plan(out)
+    where = out / PLAN_FILE
+    if saved is None:
+        if resume and plan.run_id is None:
+            raise ConfigError(f"--resume: {where} does not exist, so there is no ablation to continue")
+        return plan.model_copy(update={"run_id": plan.run_id or new_run_id})
+    if not resume and plan.run_id is None:
+        raise ConfigError(
+            f"{out} already holds an ablation ({where}, run id {saved.run_id});"
+            " pass --resume to continue it, or choose another --out"
+        )
+    plan = plan.model_copy(update={"run_id": plan.run_id or saved.run_id})
+    if resume:
+        found = first_difference(saved.identity(), plan.identity())
+        if found is not None:
+            field, old, new = found
+            raise ConfigError(
+                f"--resume: {where} ran with {field}={old!r}, this run asks for {new!r};"
+                " resuming would mix two setups in one report (use another --out)"
+            )
+        return plan
+    old_doc = {**saved.identity(), "variants": saved.variants}
+    found = first_difference(old_doc, {**plan.identity(), "variants": plan.variants})
+    if found is not None:
+        field, old, new = found
+        raise ConfigError(
+            f"{out} holds a different ablation ({where}: {field}={old!r}, now {new!r});"
+            " pass --resume to continue it, or choose another --out"
+        )
+    return plan

@@ -1,0 +1,223 @@
+"""``run_ablation``: every variant on the same cases through ``run_eval``, then one report.
+
+Each variant is an ordinary eval run with its own run id (``<run-id>-<variant>``) in
+``OUTDIR/results``, so it inherits the runner's guarantees: durable per-unit
+results, resume without resending a finished unit, a manifest with wall time and
+token totals. An ablation resumed after an interruption skips the variants that
+finished and continues the one that did not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from rich.console import Console
+
+from .._errors import ConfigError
+from .._runner import EvalConfig, RunPaths, iter_records, resolve_run, run_eval, select_cases
+from .._runner import new_run_id
+from ._plan import AblationPlan, reconcile, save_plan
+from ._variants import PlannedVariant, check_artifacts, resolve_variants
+
+if TYPE_CHECKING:
+    from .._data import Benchmark, Case
+    from .._lm import LMConfig
+    from .._report import ComparisonSummary
+
+RESULTS_DIR = "results"
+SUMMARY_FILE = "summary.json"
+REPORT_FILE = "report.html"
+Status = Literal["complete", "skipped", "interrupted"]
+
+
+@dataclass
+class VariantRun:
+    """One variant's part of the ablation: where it wrote and what happened this time."""
+
+    variant: PlannedVariant
+    run_id: str
+    results_file: Path
+    manifest: Path
+    status: Status
+    units_run: int = 0
+    units_skipped_on_resume: int = 0
+
+
+@dataclass
+class AblationOutcome:
+    """What ``run_ablation`` produced; ``summary`` is None when it was interrupted."""
+
+    plan: AblationPlan
+    out: Path
+    cases: list[Case]
+    runs: list[VariantRun] = field(default_factory=list)
+    summary: ComparisonSummary | None = None
+    summary_file: Path | None = None
+    report_file: Path | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        return any(run.status == "interrupted" for run in self.runs)
+
+
+def variant_config(plan: AblationPlan, variant: PlannedVariant, out: Path, *, resume: bool) -> EvalConfig:
+    """The eval settings of one variant: the plan's cases and parser, the variant's program."""
+    return EvalConfig(
+        data=plan.data,
+        program=variant.program,
+        protocol=variant.protocol,
+        parser=plan.parser,
+        per_rule_layout=variant.layout,
+        concurrency=plan.concurrency,
+        output_dir=out / RESULTS_DIR,
+        run_id=f"{plan.run_id}-{variant.slug}",
+        resume=resume,
+    )
+
+
+def _finished(paths: RunPaths, results_file: Path, model: str) -> bool:
+    """The manifest says this model's run completed, and the results file is as it left it."""
+    try:
+        document = json.loads(paths.manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    runs = document.get("runs") if isinstance(document, dict) else None
+    run = runs.get(model) if isinstance(runs, dict) else None
+    if not isinstance(run, dict) or run.get("status") != "complete" or not results_file.exists():
+        return False
+    totals = run.get("totals")
+    recorded = totals.get("records") if isinstance(totals, dict) else None
+    return recorded == sum(1 for _ in iter_records(results_file))
+
+
+def _describe(variant: PlannedVariant) -> str:
+    program = Path(variant.program).name if variant.artifact else variant.program
+    layout = f", {variant.layout} layout (not official)" if variant.layout != "official" else ""
+    return f"{program} {variant.protocol}{layout}"
+
+
+def _prepare(plan: AblationPlan) -> tuple[list[PlannedVariant], Benchmark, list[Case]]:
+    """Everything that can fail fast, before any LM call or file is written."""
+    variants = resolve_variants(plan.variants)
+    labels = [variant.label for variant in variants]
+    if plan.baseline is not None and plan.baseline not in labels:
+        raise ConfigError(
+            f"--baseline: {plan.baseline!r} is not a variant of this ablation ({', '.join(labels)})"
+        )
+    check_artifacts(variants)
+    loaded, cases = select_cases(EvalConfig(data=plan.data))
+    if not cases:
+        raise ConfigError(
+            "ablate: the data selection (--dataset, --level, --split, --limit ...) has no cases"
+        )
+    return variants, loaded, cases
+
+
+def run_ablation(
+    plan: AblationPlan,
+    out: Path,
+    *,
+    resume: bool = False,
+    session: Callable[[LMConfig], AbstractContextManager[LMConfig]] | None = None,
+    lm: Any = None,
+    console: Console | None = None,
+    show_progress: bool = True,
+) -> AblationOutcome:
+    """Run the plan's variants one after another in ``out``, then write the report.
+
+    ``session`` turns ``plan.lm`` (what ``plan.json`` records) into the config to call
+    with, for the whole ablation: the CLI's ``lm_session`` starts the embedded
+    llama.cpp server once, after every check has passed. ``lm`` is one ``dspy.LM``
+    shared by every variant (tests pass the fake); by default each variant builds its
+    own, so per-endpoint request counts stay per variant.
+    """
+    console = console or Console(stderr=True)
+    variants, loaded, cases = _prepare(plan)
+    plan = reconcile(plan, out, resume=resume, new_run_id=new_run_id())
+    save_plan(plan, out)
+    outcome = AblationOutcome(plan=plan, out=out, cases=cases)
+    with (session or nullcontext)(plan.lm) as live:
+        _run_variants(outcome, variants, live, resume=resume, lm=lm, console=console, progress=show_progress)
+    if outcome.interrupted:
+        return outcome
+    outcome.summary = summarise(plan, outcome.runs, loaded, cases)
+    outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
+    outcome.report_file = write_report(outcome.summary, out / REPORT_FILE, plan)
+    return outcome
+
+
+def _run_variants(
+    outcome: AblationOutcome,
+    variants: list[PlannedVariant],
+    live: LMConfig,
+    *,
+    resume: bool,
+    lm: Any,
+    console: Console,
+    progress: bool,
+) -> None:
+    """Run (or skip, when finished earlier) each variant; stop at an interruption."""
+    plan, out = outcome.plan, outcome.out
+    for number, variant in enumerate(variants, 1):
+        config = variant_config(plan, variant, out, resume=resume)
+        paths = resolve_run(
+            config.output_dir, live.short_name(), config.run_id, resume=True, protocol=variant.protocol
+        )
+        results_file = paths.per_rule if variant.protocol == "per-rule" else paths.results
+        head = f"[{number}/{len(variants)}] {variant.label}: {_describe(variant)}"
+        if resume and _finished(paths, results_file, live.display_name()):
+            console.print(f"{head}: finished earlier, not run again", highlight=False)
+            outcome.runs.append(VariantRun(variant, paths.run_id, results_file, paths.manifest, "skipped"))
+            continue
+        console.print(head, highlight=False)
+        result = run_eval(config, live, console=console, lm=lm, show_progress=progress)
+        outcome.runs.append(
+            VariantRun(
+                variant,
+                result.paths.run_id,
+                result.results_file,
+                result.paths.manifest,
+                "interrupted" if result.interrupted else "complete",
+                units_run=result.units_run,
+                units_skipped_on_resume=result.skipped_on_resume,
+            )
+        )
+        if result.interrupted:
+            return
+
+
+def summarise(
+    plan: AblationPlan, runs: list[VariantRun], loaded: Benchmark, cases: list[Case]
+) -> ComparisonSummary:
+    """The report's summary: each variant's results file scored on the ablation's cases.
+
+    The baseline is the plan's, else ``official-per-policy`` when it ran, else the
+    report's default. Wall times come from the runs' manifests.
+    """
+    from .._report import OFFICIAL_PER_POLICY, build_summary
+
+    labels = [run.variant.label for run in runs]
+    baseline = plan.baseline or (OFFICIAL_PER_POLICY if OFFICIAL_PER_POLICY in labels else None)
+    return build_summary(
+        cases,
+        [(run.variant.label, [run.results_file]) for run in runs],
+        baseline,
+        benchmark=plan.data.benchmark,
+        dataset=loaded.source,
+        content_hash=loaded.content_hash,
+        n_boot=plan.n_boot,
+        seed=plan.seed,
+        all_ids=[case.id for case in cases],
+    )
+
+
+def write_report(summary: ComparisonSummary, path: Path, plan: AblationPlan) -> Path:
+    from .._report import write_html
+
+    title = f"sp-dspy ablation: {plan.lm.display_name()} on {summary.n_cases} cases"
+    return write_html(summary, path, title=title)

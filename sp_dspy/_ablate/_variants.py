@@ -1,0 +1,137 @@
+"""What an ablation compares: named program x protocol variants and compiled artifacts.
+
+A variant name fixes everything that differs between the rows of an ablation (the
+program, the protocol, the per-rule message layout), so two ablations listing the
+same names run the same things. A compiled artifact directory is a variant too: its
+``manifest.json`` says which program and protocol it is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from .._errors import ConfigError
+
+Protocol = Literal["per-policy", "per-rule"]
+Layout = Literal["official", "prefix"]
+
+#: The four rows of the per-rule vs per-policy question, in report order.
+DEFAULT_VARIANTS: tuple[str, ...] = (
+    "official-per-policy",
+    "official-per-rule",
+    "dspy-per-policy",
+    "dspy-per-rule",
+)
+#: Every variant that can be asked for by name: (program, protocol, per-rule layout).
+NAMED_VARIANTS: dict[str, tuple[str, Protocol, Layout]] = {
+    "official-per-policy": ("official", "per-policy", "official"),
+    "official-per-rule": ("official", "per-rule", "official"),
+    # Shared prefix first, target rule last: cheaper with prompt caching, not the official bytes.
+    "official-per-rule-prefix": ("official", "per-rule", "prefix"),
+    "dspy-per-policy": ("dspy", "per-policy", "official"),
+    "dspy-per-rule": ("dspy", "per-rule", "official"),
+    "dspy-cot-per-policy": ("dspy-cot", "per-policy", "official"),
+    "dspy-cot-per-rule": ("dspy-cot", "per-rule", "official"),
+}
+ARTIFACT_PROGRAMS = ("dspy", "dspy-cot")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class PlannedVariant:
+    """One row of the ablation: what ``run_eval`` runs and the label the report shows.
+
+    ``program`` is a program name, or the absolute path of an artifact directory.
+    ``official`` says whether the row is the benchmark's official protocol (the fixed
+    prompts with the official layout); only those rows compare to published numbers.
+    """
+
+    label: str
+    program: str
+    protocol: Protocol
+    layout: Layout = "official"
+    artifact: bool = False
+
+    @property
+    def official(self) -> bool:
+        return self.program == "official" and self.layout == "official"
+
+    @property
+    def slug(self) -> str:
+        """The label as a run-id suffix (letters, digits, ``.``, ``_`` and ``-`` only)."""
+        return _UNSAFE.sub("-", self.label).strip("-.") or "variant"
+
+
+def _artifact(spec: str) -> tuple[str, Protocol]:
+    """(program, protocol) of an artifact directory, read from its manifest without loading DSPy."""
+    manifest = Path(spec) / "manifest.json"
+    if not manifest.is_file():
+        raise ConfigError(f"--variants: {spec} is a directory but not a compiled artifact (no manifest.json)")
+    try:
+        document = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"--variants: {manifest}: not readable JSON ({exc})") from None
+    program = document.get("program") if isinstance(document, dict) else None
+    protocol = document.get("protocol") if isinstance(document, dict) else None
+    if program not in ARTIFACT_PROGRAMS:
+        raise ConfigError(
+            f"--variants: {manifest}: field 'program' is {program!r}, expected one of {', '.join(ARTIFACT_PROGRAMS)}"
+        )
+    if protocol not in ("per-policy", "per-rule"):
+        raise ConfigError(
+            f"--variants: {manifest}: field 'protocol' is {protocol!r}, expected per-policy or per-rule"
+        )
+    return str(program), protocol
+
+
+def _unique(label: str, taken: set[str]) -> str:
+    candidate, count = label, 2
+    while candidate in taken:
+        candidate = f"{label}-{count}"
+        count += 1
+    return candidate
+
+
+def resolve_variants(specs: Sequence[str]) -> list[PlannedVariant]:
+    """Variant names and artifact directories -> planned variants, in the given order.
+
+    Checks everything a long ablation would otherwise trip over hours in: unknown
+    names, directories that are not artifacts, a variant listed twice. An artifact
+    row is labelled with its directory name (made unique against the other rows).
+    """
+    seen: set[str] = set()
+    taken = {spec for spec in specs if spec in NAMED_VARIANTS}
+    planned: list[PlannedVariant] = []
+    for spec in specs:
+        key = spec if spec in NAMED_VARIANTS else str(Path(spec).resolve())
+        if key in seen:
+            raise ConfigError(f"--variants: {spec} is listed twice")
+        seen.add(key)
+        if spec in NAMED_VARIANTS:
+            program, protocol, layout = NAMED_VARIANTS[spec]
+            planned.append(PlannedVariant(spec, program, protocol, layout))
+            continue
+        if not Path(spec).is_dir():
+            raise ConfigError(
+                f"--variants: unknown variant {spec!r}; expected one of {', '.join(NAMED_VARIANTS)}"
+                " or a compiled artifact directory"
+            )
+        program, protocol = _artifact(spec)
+        label = _unique(Path(key).name or "artifact", taken)
+        taken.add(label)
+        planned.append(PlannedVariant(label, key, protocol, artifact=True))
+    return planned
+
+
+def check_artifacts(variants: Sequence[PlannedVariant]) -> None:
+    """Load every artifact once now, so a broken ``program.json`` fails before any LM call."""
+    from programs import load_program
+
+    for variant in variants:
+        if variant.artifact:
+            load_program(variant.program)

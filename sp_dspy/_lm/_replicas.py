@@ -1,0 +1,338 @@
+"""Several replicas of one self-hosted model behind one ``dspy.LM``, routed by LiteLLM.
+
+``--api-base URL1,URL2`` names OpenAI-compatible servers that serve the *same* model
+(two vLLM instances, several llama.cpp processes). Rather than balance requests by
+hand, the LM gets a DSPy custom engine whose every call goes through
+``litellm.Router`` with one deployment per endpoint:
+
+- **least-busy** routing sends each request to the replica with the fewest requests
+  in flight, which is what evenly sized servers of one model want (ties go to the
+  first listed endpoint, so a strictly sequential run uses one replica);
+- a replica that fails (HTTP 5xx, 429, a dropped connection, a timeout) is cooled
+  down and the request is retried *at once* on another one: the router makes at most
+  one attempt per replica. DSPy's own retries (``num_retries``, with backoff) wrap
+  that, so when every replica fails the call waits and tries the pool again;
+- every answer says which deployment produced it, so :class:`EndpointCounter`
+  (``lm.endpoint_requests``) knows how many requests each endpoint served; the
+  runner writes it into the manifest. Answers replayed from the response cache
+  reached no endpoint and are not counted.
+
+DSPy's response cache keys a custom engine's calls by the request and the LM's
+settings only (a custom engine owns its connection, so ``api_base`` may not appear
+among them). The LM therefore carries the endpoint group in its ``metadata`` setting
+(under :data:`ENDPOINT_GROUP_KEY`, the one request field DSPy passes through
+untouched); it is part of every cache key and the engine removes it before anything
+is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._config import _URL_USERINFO, LMConfig
+from ._redact import redact
+
+if TYPE_CHECKING:
+    import dspy
+    from dspy.lm15 import Request, Response
+
+ROUTING_STRATEGY = "least-busy"
+ENDPOINT_GROUP_KEY = "sp_endpoint_group"
+MODEL_GROUP = "sp-dspy-replicas"
+# Seconds a failed replica receives no requests; the others take its share meanwhile.
+COOLDOWN_S = 10.0
+# What the wire carries: the OpenAI chat parameters these servers read.
+SUPPORTED_PARAMS = frozenset(
+    {"temperature", "max_tokens", "max_completion_tokens", "top_p", "stop", "seed", "stream",
+     "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "user"}
+)  # fmt: skip
+
+
+_CANCELLED_RELEASE = "an attempt's release was cancelled before it finished"
+
+
+class _QuietSharedCountRelease(logging.Filter):
+    """Drop LiteLLM's warning that a background release was cancelled at loop close.
+
+    After each routed call the router updates its in-flight count in memory at once and
+    then, in a background task, in Redis. A pool uses no Redis, so that task does
+    nothing, but the runner's ``asyncio.run`` ending right after the last call cancels
+    it and LiteLLM warns about every one. Nothing is lost; the warning only confuses.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != _CANCELLED_RELEASE
+
+
+_quiet = _QuietSharedCountRelease()
+
+
+def display_endpoint(url: str) -> str:
+    """An endpoint as results may show it: no ``user:password@``, no known secret."""
+    return redact(_URL_USERINFO.sub("***@", url.strip().rstrip("/")))
+
+
+class EndpointCounter(Mapping[str, int]):
+    """Requests served per endpoint (a live, thread-safe, read-only mapping).
+
+    Every endpoint of the pool is listed from the start, so a replica that served
+    nothing shows ``0`` instead of being missing. Copies of the LM (optimizers
+    deep-copy programs) share the one counter, like they share the engine.
+    """
+
+    def __init__(self, endpoints: Sequence[str]) -> None:
+        self._counts = dict.fromkeys(endpoints, 0)
+        self._lock = threading.Lock()
+
+    def add(self, endpoint: str) -> None:
+        with self._lock:
+            self._counts[endpoint] = self._counts.get(endpoint, 0) + 1
+
+    def __getitem__(self, endpoint: str) -> int:
+        with self._lock:
+            return self._counts[endpoint]
+
+    def __iter__(self) -> Iterator[str]:
+        with self._lock:
+            return iter(list(self._counts))
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def __repr__(self) -> str:
+        with self._lock:
+            return f"EndpointCounter({self._counts!r})"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> EndpointCounter:
+        return self
+
+    def __copy__(self) -> EndpointCounter:
+        return self
+
+
+class ReplicaPool:
+    """One ``litellm.Router`` over the replicas of a model, shared by both engines.
+
+    Built eagerly: importing LiteLLM takes seconds, better spent before the first
+    call than inside a running event loop.
+
+    Args:
+        endpoints: OpenAI-compatible base URLs (``http://host:port/v1``), two or more.
+        model_id: the model's name on the servers (what ``/v1/models`` lists).
+        api_key: sent to every replica (self-hosted servers accept a placeholder).
+        timeout: seconds per attempt on one replica; None: LiteLLM's default.
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        model_id: str,
+        *,
+        api_key: str,
+        timeout: float | None = None,
+        routing_strategy: str = ROUTING_STRATEGY,
+        cooldown_s: float = COOLDOWN_S,
+    ) -> None:
+        if len(endpoints) < 2:
+            raise ValueError("a replica pool needs at least two endpoints")
+        self.endpoints = [e.strip().rstrip("/") for e in endpoints]
+        self.model_id = model_id
+        self.routing_strategy = routing_strategy
+        self.cooldown_s = cooldown_s
+        self.timeout = timeout
+        self.counter = EndpointCounter([display_endpoint(e) for e in self.endpoints])
+        self.router: Any = self._build_router(api_key)
+
+    def _build_router(self, api_key: str) -> Any:
+        from ._factory import ensure_offline_env
+
+        ensure_offline_env()
+        from litellm import Router
+
+        logging.getLogger("LiteLLM Router").addFilter(_quiet)  # idempotent: one filter object
+        deployments = [
+            {
+                "model_name": MODEL_GROUP,
+                "litellm_params": {
+                    "model": f"openai/{self.model_id}",
+                    "api_base": url,
+                    "api_key": api_key,
+                },
+                "model_info": {"id": str(index)},
+            }
+            for index, url in enumerate(self.endpoints)
+        ]
+        return Router(
+            model_list=deployments,
+            routing_strategy=self.routing_strategy,
+            # One attempt per replica; waiting and trying the pool again is DSPy's job.
+            num_retries=len(deployments) - 1,
+            retry_after=0,
+            allowed_fails=0,
+            cooldown_time=self.cooldown_s,
+            timeout=self.timeout,
+        )
+
+    def arguments(self, request: Request) -> dict[str, Any]:
+        """The OpenAI chat body for ``request`` (DSPy's own conversion), minus the group key."""
+        from dspy.clients.engines.base import validate_request
+        from dspy.clients.lm15_boundary import request_kwargs
+
+        validate_request(request)
+        data = request_kwargs(request, "chat")
+        # OpenAI's newer spelling; self-hosted servers (llama.cpp, older vLLM) read max_tokens.
+        if "max_completion_tokens" in data and "max_tokens" not in data:
+            data["max_tokens"] = data.pop("max_completion_tokens")
+        metadata = data.get("metadata")
+        if isinstance(metadata, dict) and ENDPOINT_GROUP_KEY in metadata:
+            rest = {k: v for k, v in metadata.items() if k != ENDPOINT_GROUP_KEY}
+            if rest:
+                data["metadata"] = rest
+            else:
+                del data["metadata"]
+        return data
+
+    def response(self, raw: Any, request: Request) -> Response:
+        """DSPy's ``Response`` for a LiteLLM answer, counted for the replica that gave it."""
+        from dspy.clients.lm15_boundary import response_value
+
+        hidden = getattr(raw, "_hidden_params", None) or {}
+        index = str(hidden.get("model_id", ""))
+        if index.isdigit() and int(index) < len(self.endpoints):
+            self.counter.add(display_endpoint(self.endpoints[int(index)]))
+        return response_value(raw, "chat", request)
+
+    def dump_state(self) -> dict[str, Any]:
+        """What a saved program records: endpoints and settings, never the key."""
+        return {
+            "endpoints": [display_endpoint(e) for e in self.endpoints],
+            "model_id": self.model_id,
+            "timeout": self.timeout,
+            "routing_strategy": self.routing_strategy,
+        }
+
+
+class _EngineCapabilities:
+    """What DSPy's adapters may ask of the pool (a custom engine declares it itself)."""
+
+    def __init__(self, pool: ReplicaPool, *, json_schema: bool) -> None:
+        self.pool = pool
+        self.json_schema = json_schema
+        # The JSON adapter sends a schema only to an LM that says it supports one.
+        self.supports_response_schema = json_schema
+        self.supported_params = SUPPORTED_PARAMS | ({"response_format"} if json_schema else set())
+
+    def dump_state(self) -> dict[str, Any]:
+        return {**self.pool.dump_state(), "json_schema": self.json_schema}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return self  # an engine is a connection: copies of a program share it
+
+    def __copy__(self) -> Any:
+        return self
+
+
+class ReplicaEngine(_EngineCapabilities):
+    """Synchronous DSPy engine: one routed call per request (DSPy owns retries and cache)."""
+
+    def complete(self, request: Request) -> Response:
+        from dspy.clients.engines.litellm_errors import litellm_errors
+
+        data = self.pool.arguments(request)
+        with litellm_errors(model=request.model):
+            raw = self.pool.router.completion(model=MODEL_GROUP, **data)
+        return self.pool.response(raw, request)
+
+    def stream(self, request: Request) -> Iterator[Any]:
+        """The whole answer as one stream (guard answers are short and parsed whole)."""
+        from dspy.lm15 import response_to_events
+
+        return iter(response_to_events(self.complete(request)))
+
+    def close(self) -> None:
+        """Nothing to release: LiteLLM owns the HTTP clients."""
+
+    @classmethod
+    def load_state(cls, state: Mapping[str, Any]) -> ReplicaEngine:
+        return cls(_pool_from_state(state), json_schema=bool(state.get("json_schema")))
+
+
+class AsyncReplicaEngine(_EngineCapabilities):
+    """The async twin (the runner's path); it shares the sync engine's pool and counts."""
+
+    async def complete(self, request: Request) -> Response:
+        from dspy.clients.engines.litellm_errors import litellm_errors
+
+        data = self.pool.arguments(request)
+        with litellm_errors(model=request.model):
+            raw = await self.pool.router.acompletion(model=MODEL_GROUP, **data)
+        return self.pool.response(raw, request)
+
+    async def stream(self, request: Request) -> AsyncIterator[Any]:
+        from dspy.lm15 import response_to_events
+
+        for event in response_to_events(await self.complete(request)):
+            yield event
+
+    async def aclose(self) -> None:
+        """Nothing to release: LiteLLM owns the HTTP clients."""
+
+    @classmethod
+    def load_state(cls, state: Mapping[str, Any]) -> AsyncReplicaEngine:
+        return cls(_pool_from_state(state), json_schema=bool(state.get("json_schema")))
+
+
+_loaded_pools: dict[tuple[Any, ...], ReplicaPool] = {}
+_loaded_lock = threading.Lock()
+
+
+def _pool_from_state(state: Mapping[str, Any]) -> ReplicaPool:
+    """The pool a saved engine describes; both engines of a loaded LM get the same one."""
+    from ._factory import SELF_HOSTED_PLACEHOLDER_KEY
+
+    endpoints = tuple(str(e) for e in state["endpoints"])
+    strategy = str(state.get("routing_strategy", ROUTING_STRATEGY))
+    key = (endpoints, str(state["model_id"]), state.get("timeout"), strategy)
+    with _loaded_lock:
+        if key not in _loaded_pools:
+            _loaded_pools[key] = ReplicaPool(
+                endpoints,
+                key[1],
+                api_key=SELF_HOSTED_PLACEHOLDER_KEY,
+                timeout=key[2],
+                routing_strategy=strategy,
+            )
+        return _loaded_pools[key]
+
+
+def make_replica_lm(config: LMConfig, *, model_id: str, api_key: str) -> dspy.LM:
+    """A ``dspy.LM`` that spreads ``config``'s requests over all of its ``api_bases``.
+
+    ``lm.endpoint_requests`` counts the requests each endpoint served.
+    """
+    from ._cache import endpoint_key, ensure_cache_configured, register_endpoint_group
+    from ._factory import import_dspy
+
+    dspy = import_dspy()
+    endpoints = config.api_bases
+    register_endpoint_group(endpoints)
+    pool = ReplicaPool(endpoints, model_id, api_key=api_key, timeout=config.timeout)
+    ensure_cache_configured()
+    kwargs: dict[str, Any] = {"metadata": {ENDPOINT_GROUP_KEY: endpoint_key(endpoints[0])}}
+    if config.reasoning_effort is not None:
+        kwargs["reasoning_effort"] = config.reasoning_effort
+    lm = dspy.LM(
+        config.model,
+        engine=ReplicaEngine(pool, json_schema=config.json_schema),
+        async_engine=AsyncReplicaEngine(pool, json_schema=config.json_schema),
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+        cache=config.cache,
+        num_retries=config.num_retries,
+        **kwargs,
+    )
+    lm.endpoint_requests = pool.counter
+    return lm

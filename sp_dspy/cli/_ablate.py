@@ -1,0 +1,214 @@
+"""``sp-dspy ablate``: per-rule vs per-policy (and compiled programs) on one LM, one report.
+
+Settings come from flags over an optional YAML ``--plan`` file; on ``--resume`` the
+plan saved in OUTDIR is the base, so ``sp-dspy ablate --out OUTDIR --resume`` alone
+continues an interrupted ablation. The ablation package (and with it DSPy) is
+imported inside the command so ``sp-dspy --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from .._errors import ConfigError
+from . import _lm_options as lmo
+from . import _options as opt
+from ._console import console, err_console
+from ._eval import LOCAL_DEFAULT_LIMIT
+
+DASH = "–"
+
+if TYPE_CHECKING:
+    from .._ablate import AblationOutcome
+    from .._lm import LMConfig
+
+VARIANTS_HELP = (
+    "Comma-separated variant names or compiled artifact directories. Default: official-per-policy,"
+    "official-per-rule,dspy-per-policy,dspy-per-rule. Also: official-per-rule-prefix (cache-friendly, "
+    "not official), dspy-cot-per-policy, dspy-cot-per-rule."
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``ablate`` command to ``app``."""
+    app.command(
+        "ablate",
+        help="Run several guard variants on one LM and the same cases; write summary.json and report.html.",
+    )(ablate_command)
+
+
+def _overlay(base: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """Flags given on the command line (not None) replace the plan file's values."""
+    merged = dict(base)
+    for key, value in flags.items():
+        if isinstance(value, dict):
+            merged[key] = _overlay(dict(base.get(key) or {}), value)
+        elif value is not None:
+            merged[key] = value
+    return merged
+
+
+def resolve_lm(spec: object, config_file: Path | None, where: str, **overrides: Any) -> LMConfig:
+    """``--lm`` (or the plan's ``lm:``): a model string or name, or a mapping of LM settings."""
+    from pydantic import ValidationError
+
+    from .._lm import LMConfig
+
+    if spec is None:
+        raise ConfigError("ablate: no model; pass --lm MODEL (or set lm: in the --plan file)")
+    if isinstance(spec, str):
+        return lmo.lm_configs(spec, None, config_file, default=lmo.LOCAL, **overrides)[0]
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where}: field lm: expected a model string or a mapping of LM settings")
+    changes = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return LMConfig.model_validate({**spec, **changes})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(map(str, first["loc"]))
+        raise ConfigError(f"{where}: field lm.{field}: {first['msg']}") from None
+
+
+def ablate_command(
+    out: Annotated[Path, typer.Option("--out", help="Output directory (plan, results, summary, report).")],
+    lm: lmo.Lm = None,
+    variants: Annotated[str | None, typer.Option("--variants", help=VARIANTS_HELP)] = None,
+    plan_file: Annotated[
+        Path | None,
+        typer.Option("--plan", help="YAML ablation plan (lm, variants, data, ...); flags override."),
+    ] = None,
+    dataset: opt.Dataset = None,
+    benchmark: Annotated[
+        str | None, typer.Option("--benchmark", help="safepyramid (default) or pku-saferlhf.")
+    ] = None,
+    level: opt.Level = None,
+    domain: opt.Domain = None,
+    split: Annotated[str | None, typer.Option("--split", help="FILE:PART, e.g. splits.json:test.")] = None,
+    limit: opt.Limit = None,
+    start_idx: Annotated[int | None, typer.Option("--start-idx", min=0, help="Skip this many cases.")] = None,
+    lenient: opt.Lenient = False,
+    with_evidence: opt.WithEvidence = False,
+    parser: Annotated[
+        str | None, typer.Option("--parser", help="Official variants' parser: strict (default) or robust.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", min=1, help="LM calls in flight (default 16).")
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Run id; variants run as <run-id>-<variant>.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the ablation in --out; finished variants are skipped.")
+    ] = False,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Variant to compare against (default official-per-policy)."),
+    ] = None,
+    n_boot: Annotated[
+        int | None,
+        typer.Option("--n-boot", min=0, help="Bootstrap resamples for the 95% CIs (default 1000)."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Bootstrap seed (default 0).")] = None,
+    config: lmo.ModelsConfig = None,
+    api_base: lmo.ApiBase = None,
+    api_key_env: lmo.ApiKeyEnv = None,
+    temperature: lmo.Temperature = None,
+    max_tokens: lmo.MaxTokens = None,
+    reasoning_effort: lmo.ReasoningEffort = None,
+    timeout: lmo.Timeout = None,
+    num_retries: lmo.NumRetries = None,
+    no_cache: lmo.NoCache = False,
+    json_schema: lmo.JsonSchema = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Compare per-rule and per-policy composition (and compiled programs) on one LM."""
+    from .._ablate import PLAN_FILE, build_plan, read_plan_file, run_ablation
+    from .._lm import configure_cache
+
+    where = str(plan_file) if plan_file is not None else "flags"
+    base: dict[str, Any] = {}
+    if plan_file is not None:
+        base = read_plan_file(plan_file)
+    elif resume and (out / PLAN_FILE).exists():
+        where = str(out / PLAN_FILE)
+        base = read_plan_file(out / PLAN_FILE)
+    lm_config = resolve_lm(
+        lm or base.get("lm"), config, where,
+        api_base=api_base, api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens,
+        reasoning_effort=reasoning_effort, timeout=timeout, num_retries=num_retries,
+        cache=False if no_cache else None, json_schema=True if json_schema else None,
+    )  # fmt: skip
+    flags: dict[str, Any] = {
+        "variants": variants, "parser": parser, "concurrency": concurrency,
+        "run_id": run_id, "baseline": baseline, "n_boot": n_boot, "seed": seed,
+        "data": {
+            "dataset": dataset, "benchmark": benchmark, "level": level, "domain": domain, "split": split,
+            "limit": limit, "start_idx": start_idx, "lenient": lenient or None,
+            "with_evidence": with_evidence or None,
+        },
+    }  # fmt: skip
+    settings = {**_overlay(base, flags), "lm": lm_config.model_dump()}
+    data = settings.get("data") or {}
+    if lmo.is_local(lm_config) and not any(data.get(k) is not None for k in ("dataset", "split", "limit")):
+        settings["data"] = {**data, "limit": LOCAL_DEFAULT_LIMIT}
+        err_console.print(
+            f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample. "
+            "Pass --limit 24 for the whole sample.[/dim]"
+        )
+    plan = build_plan(settings, where)
+    configure_cache(enabled=plan.lm.cache)
+    outcome = run_ablation(
+        plan, out, resume=resume, session=lmo.lm_session, console=err_console, show_progress=not quiet
+    )
+    if outcome.interrupted:
+        err_console.print(
+            f"[yellow]interrupted[/yellow]: continue with sp-dspy ablate --out {out} --resume "
+            "(finished variants are not run again)",
+            highlight=False,
+        )
+        # SystemExit, not typer.Exit: ``main`` runs the app with standalone_mode=False.
+        raise SystemExit(130)
+    _print_outcome(outcome, small=lmo.is_local(lm_config))
+
+
+def _print_outcome(outcome: AblationOutcome, *, small: bool) -> None:
+    from rich import box
+    from rich.table import Table
+
+    from .._ablate import RESULTS_DIR
+    from .._report import render_terminal
+    from ._eval import SMALL_MODEL_NOTE
+
+    summary = outcome.summary
+    assert summary is not None  # set whenever the ablation was not interrupted
+    console.print(render_terminal(summary))
+    runs = Table(title="Runs", title_justify="left", box=box.SIMPLE_HEAD)
+    runs.add_column("Variant", overflow="fold")
+    runs.add_column("This time")
+    for header in ("Wall time", "LM calls / case", "Tokens / case"):
+        runs.add_column(header, justify="right")
+    for run in outcome.runs:
+        entry = summary.variant(run.variant.label)
+        cell = entry.cells["ALL"]
+        tokens = (cell.prompt_tokens_per_case or 0) + (cell.completion_tokens_per_case or 0)
+        runs.add_row(
+            entry.label,
+            "finished earlier" if run.status == "skipped" else f"{run.units_run} unit(s) sent",
+            DASH if entry.wall_s is None else f"{entry.wall_s:.1f} s",
+            DASH if cell.lm_calls_per_case is None else f"{cell.lm_calls_per_case:.1f}",
+            DASH if cell.prompt_tokens_per_case is None else f"{tokens:,.0f}",
+        )
+    console.print(runs)
+    for note in summary.notes:
+        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    if small:
+        console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")
+    console.print(
+        f"Results in {outcome.out / RESULTS_DIR}\nSummary written to {outcome.summary_file}\n"
+        f"Report written to {outcome.report_file}",
+        markup=False,
+        highlight=False,
+    )

@@ -1,0 +1,80 @@
+"""``UnitEngine``: bounded concurrency, one record per unit, failures and Ctrl-C contained."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sp_dspy._runner import JsonlStore, iter_records
+from sp_dspy._runner._engine import UnitEngine
+
+
+class Work:
+    """Async work that tracks how many units run at once; unit 3 fails."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.peak = 0
+
+    async def __call__(self, unit: int) -> dict[str, Any]:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            await asyncio.sleep(0.01)
+            if unit == 3:
+                raise ConnectionError("server went away")
+            return {"id": unit}
+        finally:
+            self.running -= 1
+
+
+def on_error(unit: int, exc: BaseException) -> dict[str, Any]:
+    return {"id": unit, "error": str(exc), "error_class": "connection"}
+
+
+@pytest.mark.parametrize("concurrency", [1, 4, 64])
+def test_every_unit_gets_one_record_with_at_most_concurrency_in_flight(
+    tmp_path: Path, concurrency: int
+) -> None:
+    work, seen = Work(), []
+    with JsonlStore(tmp_path / "r.jsonl") as store:
+        engine: UnitEngine[int] = UnitEngine(
+            work=work, on_error=on_error, store=store, concurrency=concurrency, on_record=seen.append
+        )
+        stats = asyncio.run(engine.run(list(range(20))))
+    assert work.peak == min(concurrency, 20)
+    records = list(iter_records(tmp_path / "r.jsonl"))
+    assert sorted(r["id"] for r in records) == list(range(20)) and records == seen
+    assert (stats.done, stats.errors, stats.interrupted) == (20, 1, False)
+    assert stats.error_classes == {"connection": 1}
+    assert next(r for r in records if r["id"] == 3)["error"] == "server went away"
+
+
+def test_cancellation_keeps_what_finished_and_marks_the_run_interrupted(tmp_path: Path) -> None:
+    async def slow(unit: int) -> dict[str, Any]:
+        await asyncio.sleep(0 if unit < 3 else 30)
+        return {"id": unit}
+
+    async def main(engine: UnitEngine[int]) -> None:
+        task = asyncio.create_task(engine.run(list(range(10))))
+        while engine.stats.done < 3:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with JsonlStore(tmp_path / "r.jsonl") as store:
+        engine: UnitEngine[int] = UnitEngine(work=slow, on_error=on_error, store=store, concurrency=4)
+        asyncio.run(asyncio.wait_for(main(engine), timeout=10))
+    assert engine.stats.interrupted and engine.stats.done == 3
+    assert sorted(r["id"] for r in iter_records(tmp_path / "r.jsonl")) == [0, 1, 2]
+
+
+def test_no_units_is_a_no_op(tmp_path: Path) -> None:
+    with JsonlStore(tmp_path / "r.jsonl") as store:
+        engine: UnitEngine[int] = UnitEngine(work=Work(), on_error=on_error, store=store)
+        assert asyncio.run(engine.run([])).done == 0
+    assert list(iter_records(tmp_path / "r.jsonl")) == []

@@ -1,0 +1,85 @@
+"""Dollar cost per record and per run, from the price table bundled with DSPy/LiteLLM.
+
+The stub answers as ``gpt-4o-mini`` (a priced model) or as ``stub`` (unpriced, like
+any self-hosted model). Pricing lookups are memoized by ``cache_price_lookups``
+(they scanned the whole price table for unpriced models on every call); the memo
+must answer exactly as DSPy's own lookup does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import sp_dspy._lm._cache as cache_module
+from sp_dspy._lm import LMConfig, StubServer, import_dspy
+from sp_dspy._lm._chat import cache_price_lookups
+from sp_dspy._runner import DataSelection, EvalConfig, EvalOutcome, run_eval
+from sp_dspy._runner._manifest import RunManifest
+from sp_dspy._runner._store import iter_records
+
+pytestmark = [pytest.mark.network, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(autouse=True)
+def restore_dspy_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    dspy = import_dspy()
+    monkeypatch.setattr(dspy, "cache", vars(dspy).get("cache"), raising=False)
+    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
+    yield
+
+
+def evaluate(out: Path, model: str) -> EvalOutcome:
+    with StubServer() as server:
+        config = EvalConfig(output_dir=out, run_id="p", data=DataSelection(limit=3))
+        return run_eval(config, LMConfig(model=model, api_base=server.url, cache=False), show_progress=False)
+
+
+def test_a_priced_model_gets_a_cost_per_record_and_a_run_total(tmp_path: Path) -> None:
+    from dspy.clients import model_metadata
+
+    outcome = evaluate(tmp_path, "openai/gpt-4o-mini")
+    prices = model_metadata.model_info("openai", "gpt-4o-mini")
+    records = list(iter_records(outcome.results_file))
+    assert len(records) == 3
+    for record in records:
+        usage = record["usage"]
+        expected = (
+            usage["prompt_tokens"] * prices["input_cost_per_token"]
+            + usage["completion_tokens"] * prices["output_cost_per_token"]
+        )
+        assert record["cost"] == pytest.approx(expected, rel=1e-9) and record["cost"] > 0
+    manifest = RunManifest.model_validate_json(outcome.paths.manifest.read_text(encoding="utf-8"))
+    total = manifest.runs["gpt-4o-mini"].totals.cost_usd
+    assert total == pytest.approx(sum(r["cost"] for r in records), abs=1e-6)
+
+
+def test_an_unpriced_model_has_no_cost_rather_than_zero(tmp_path: Path) -> None:
+    outcome = evaluate(tmp_path, "openai/stub")
+    assert {r["cost"] for r in iter_records(outcome.results_file)} == {None}
+    manifest = RunManifest.model_validate_json(outcome.paths.manifest.read_text(encoding="utf-8"))
+    assert manifest.runs["stub"].totals.cost_usd is None
+
+
+def test_memoized_price_lookup_answers_like_dspy_and_hands_out_copies() -> None:
+    from dspy.clients import costs, model_metadata
+
+    cache_price_lookups()
+    assert costs.model_info is not model_metadata.model_info
+    queries = [
+        ("openai", "gpt-4o-mini", None),
+        ("openai", "no-such-model", None),
+        ("vllm", "Qwen/Qwen3-8B", None),
+        ("anthropic", "claude-sonnet-4-5", None),
+        ("openai", "gpt-4o-mini", ("openai",)),
+        ("openai", "gpt-4o-mini", ()),
+    ]
+    for provider, model, namespaces in queries:
+        for _ in range(2):
+            memo = costs.model_info(provider, model, namespaces=namespaces)
+            assert memo == model_metadata.model_info(provider, model, namespaces=namespaces)
+            memo["input_cost_per_token"] = -1.0  # a caller's change must not leak into the next answer
+    cache_price_lookups()  # idempotent: still one wrapper, not a wrapper of a wrapper
+    assert costs.model_info("openai", "gpt-4o-mini") == model_metadata.model_info("openai", "gpt-4o-mini")
