@@ -57,9 +57,14 @@ def get_recipe(name: str) -> Recipe:
 
 
 __all__ = [
+    "BOOTSTRAP_RECIPE",
+    "COPRO_RECIPE",
     "DEFAULT_OPTIMIZERS_FILE",
+    "GEPA_RECIPE",
+    "MIPRO_RECIPE",
     "OPTIMIZER_NAMES",
     "RECIPES",
+    "SIMBA_RECIPE",
     "BootstrapSettings",
     "CompileJob",
     "CoproSettings",

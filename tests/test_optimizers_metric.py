@@ -51,7 +51,11 @@ def interaction_case() -> Case:
                 "violations": [e for e in entries if e["rule"] in GOLD],
                 "non_violations": [e for e in entries if e["rule"] not in GOLD],
             },
-            "failure_mode_metadata": {"distractor_rules": [3], "waived_rules": [2], "contradicted_rules": [5]},
+            "failure_mode_metadata": {
+                "distractor_rules": [3],
+                "waived_rules": [2],
+                "contradicted_rules": [5],
+            },
         }
     )
 
@@ -67,7 +71,9 @@ def interaction_case() -> Case:
         ([1, 2], None, 0.0),  # excluded counts as wrong
     ],
 )
-def test_case_score_is_the_fraction_of_tolerances_matched(gold: list[int], pred: Any, expected: float) -> None:
+def test_case_score_is_the_fraction_of_tolerances_matched(
+    gold: list[int], pred: Any, expected: float
+) -> None:
     assert case_score(gold, pred) == expected
 
 
@@ -76,14 +82,20 @@ def test_case_score_is_the_fraction_of_tolerances_matched(gold: list[int], pred:
 def test_mean_case_score_is_the_strict_rmr(predictions: list[set[int] | None]) -> None:
     cases = load_benchmark(None).cases
     records = {
-        case.id: PolicyRecord(id=case.id, violated_rules=None if pred is None else sorted(pred), refused=pred is None)
+        case.id: PolicyRecord(
+            id=case.id, violated_rules=None if pred is None else sorted(pred), refused=pred is None
+        )
         for case, pred in zip(cases, predictions, strict=True)
     }
     strict = compute_cell(case_outcomes(cases, records))["rmr_avg_strict"]
-    mean = 100 * sum(
-        case_score(c.ground_truth_violations, None if p is None else sorted(p))
-        for c, p in zip(cases, predictions, strict=True)
-    ) / len(cases)
+    mean = (
+        100
+        * sum(
+            case_score(c.ground_truth_violations, None if p is None else sorted(p))
+            for c, p in zip(cases, predictions, strict=True)
+        )
+        / len(cases)
+    )
     assert abs(mean - strict) <= 0.02  # the official cell rounds each tau before averaging
 
 

@@ -68,7 +68,9 @@ def test_overrides_are_typed_and_validated() -> None:
 def test_gepa_needs_exactly_one_budget() -> None:
     with pytest.raises(ConfigError, match="exactly one of auto, max_metric_calls, max_full_evals"):
         load_settings("gepa", GepaSettings, path=SHIPPED, overrides={"auto": "light"})
-    light = load_settings("gepa", GepaSettings, path=SHIPPED, overrides=parse_overrides(["auto=light", "max_metric_calls=null"]))
+    light = load_settings(
+        "gepa", GepaSettings, path=SHIPPED, overrides=parse_overrides(["auto=light", "max_metric_calls=null"])
+    )
     assert light.auto == "light" and light.max_metric_calls is None
 
 
@@ -82,7 +84,9 @@ def test_fit_shrinks_batches_to_the_data() -> None:
 def test_projections_follow_the_algorithms() -> None:
     copro = RECIPES["copro"].projection(CoproSettings(breadth=4, depth=2), 6, 6)
     assert (copro.program_calls, copro.helper_calls) == (2 * 4 * 6, 3 + 4)
-    bootstrap = RECIPES["bootstrap"].projection(RECIPES["bootstrap"].settings_model(num_candidate_programs=2), 6, 3)
+    bootstrap = RECIPES["bootstrap"].projection(
+        RECIPES["bootstrap"].settings_model(num_candidate_programs=2), 6, 3
+    )
     assert bootstrap.program_calls == (2 + 3) * 3 + (2 + 1) * 6 and bootstrap.helper_calls == 0
     gepa = RECIPES["gepa"].projection(GepaSettings(max_metric_calls=50), 6, 3)
     assert gepa.program_calls >= 50 and gepa.helper_calls >= 1

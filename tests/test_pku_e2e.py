@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner, Result
 
 import sp_dspy._lm._cache as cache_module
@@ -30,6 +31,7 @@ from sp_dspy._data._splits import Split
 from sp_dspy._lm import import_dspy
 from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
+from sp_dspy.cli._compile import register as register_compile
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -163,7 +165,11 @@ def test_compile_on_pku(tmp_path: Path) -> None:
     """``sp-dspy compile --benchmark pku-saferlhf`` writes an artifact that ``eval`` runs on the test split."""
     guard = tmp_path / "pku-guard"
     options = ["--lm", "fake", "--optimizer", "bootstrap", "--ratios", "0.4,0.3,0.3", "-q"]
-    cli("compile", "--out", str(guard), *options, *PKU)
+    compile_app = typer.Typer()
+    compile_app.callback()(lambda: None)  # a group, so the command is invoked by name
+    register_compile(compile_app)
+    result = CliRunner().invoke(compile_app, ["compile", "--out", str(guard), *options, *PKU])
+    assert result.exit_code == 0, (result.output, result.exception)
     manifest = json.loads((guard / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["dataset"]["benchmark"] == "pku-saferlhf" and manifest["program"] == "dspy"
     test_ids = set(json.loads((guard / "splits.json").read_text(encoding="utf-8"))["test"])

@@ -38,6 +38,14 @@ class BudgetExceeded(Exception):
     """A call was refused: it would cross a cap (or the share of it this phase may use)."""
 
 
+class LMFailing(BudgetExceeded):
+    """A call was refused because the LM kept failing (``Budget.max_lm_errors`` errors).
+
+    A subclass of ``BudgetExceeded`` so every place that stops cleanly on a cap also
+    stops on it; the compile then reports the failure instead of saving a program.
+    """
+
+
 class BudgetCaps(BaseModel):
     """The user's caps; ``None`` means uncapped."""
 
@@ -106,6 +114,9 @@ class Budget:
     roles: dict[str, Tally] = field(default_factory=dict)
     refusals: int = 0
     refused_by: str | None = None
+    max_lm_errors: int = 10
+    lm_errors: int = 0
+    last_error: str | None = None
     _held: tuple[int, int, float] = (0, 0, 0.0)
     _reserved: tuple[int, int, float] = (0, 0, 0.0)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -117,6 +128,17 @@ class Budget:
     def exhausted(self) -> bool:
         """Whether any call has been refused."""
         return self.refusals > 0
+
+    @property
+    def failing(self) -> bool:
+        """Whether the LM errors reached ``max_lm_errors`` (calls are refused from then on)."""
+        return self.lm_errors >= self.max_lm_errors
+
+    def record_error(self, role: str, error: str) -> None:
+        """Count a call that raised (after DSPy's own retries)."""
+        with self._lock:
+            self.lm_errors += 1
+            self.last_error = f"{role} LM: {error}"
 
     def total(self) -> Tally:
         with self._lock:
@@ -142,6 +164,8 @@ class Budget:
     def reserve(self, role: str, calls: int, prompt_tokens: int, tokens: int, usd: float) -> Ticket:
         """Reserve a call's estimated share, or raise ``BudgetExceeded``."""
         with self._lock:
+            if self.lm_errors >= self.max_lm_errors:
+                raise LMFailing(f"{self.lm_errors} failed LM calls: {role} LM call refused")
             spent = self._total()
             held_calls, held_tokens, held_usd = self._held
             res_calls, res_tokens, res_usd = self._reserved

@@ -1,6 +1,10 @@
 """``BudgetedLM``: a ``dspy.LM`` that asks the compile's :class:`Budget` before every call.
 
-See ``_budget`` for what is counted. The call's usage and cost are read from the
+See ``_budget`` for what is counted. A call that raises still counts; a failure of
+the LM itself (server, network, rate limit after DSPy's retries, auth) is also
+recorded, and after ``Budget.max_lm_errors`` of them every further call is refused,
+so a dead endpoint stops a compile in seconds instead of scoring every candidate 0.
+The call's usage and cost are read from the
 history entry DSPy records for it, captured on the calling context (threads and
 event loops each see their own), so concurrent calls never settle each other's
 numbers.
@@ -15,6 +19,9 @@ from typing import Any
 
 from sp_dspy._compile._budget import Budget, Pricing, Tally, Ticket, estimate_tokens
 
+# Failures that belong to one input (too long, rejected by a content filter, unreadable),
+# not to the LM: they leave that example unanswered and do not count towards stopping.
+PER_EXAMPLE_ERRORS = frozenset({"context_length", "bad_request", "parse"})
 _CAPTURED: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
     "sp_dspy_budget_capture", default=None
 )
@@ -30,6 +37,13 @@ def _message_text(prompt: Any, messages: Any) -> str:
             parts.append(str(content or ""))
         return "\n".join(parts)
     return str(prompt or "")
+
+
+def _one_line(exc: BaseException) -> str:
+    from sp_dspy._lm import redact
+
+    lines = str(exc).strip().splitlines()
+    return redact(f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300])
 
 
 def _outputs_text(entry: Mapping[str, Any]) -> str:
@@ -79,12 +93,21 @@ def budgeted_class() -> type[Any]:
             )
             self._sp_budget.settle(ticket, spent)
 
+        def _sp_failed(self, exc: Exception) -> None:
+            from sp_dspy._lm import classify_error
+
+            if classify_error(exc) not in PER_EXAMPLE_ERRORS:
+                self._sp_budget.record_error(self._sp_role, _one_line(exc))
+
         def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
             ticket = self._sp_reserve(prompt, messages, kwargs)
             captured: list[dict[str, Any]] = []
             token = _CAPTURED.set(captured)
             try:
                 return super().__call__(prompt, messages=messages, **kwargs)
+            except Exception as exc:
+                self._sp_failed(exc)
+                raise
             finally:
                 _CAPTURED.reset(token)
                 self._sp_settle(ticket, captured)
@@ -95,6 +118,9 @@ def budgeted_class() -> type[Any]:
             token = _CAPTURED.set(captured)
             try:
                 return await super().acall(prompt, messages=messages, **kwargs)
+            except Exception as exc:
+                self._sp_failed(exc)
+                raise
             finally:
                 _CAPTURED.reset(token)
                 self._sp_settle(ticket, captured)

@@ -39,6 +39,13 @@ class DevScore(BaseModel):
     rmr_exact: float | None
     rdr: float | None
 
+    def describe(self) -> str:
+        """``"33.33 (95% CI 0.00-66.67)"``, marked when some cases were not run."""
+        text = f"{self.score:.2f}"
+        if self.ci95 is not None:
+            text += f" (95% CI {self.ci95[0]:.2f}-{self.ci95[1]:.2f})"
+        return text if self.complete else text + " [incomplete: a cap stopped it]"
+
 
 def bootstrap_mean(values: Sequence[float], *, seed: int, n_boot: int = N_BOOT) -> list[float] | None:
     """95% percentile interval of the mean of ``values`` (x 100, two decimals)."""

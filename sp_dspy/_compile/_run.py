@@ -32,9 +32,10 @@ from sp_dspy._compile._manifest import CompileManifest
 from sp_dspy._compile._project import CompilePlan, build_plan, completion_guess, pricing_for
 from sp_dspy._compile._student import Student, build_student
 from sp_dspy._errors import ConfigError, SpDspyError
-from sp_dspy._lm import LMConfig
+from sp_dspy._lm import LMConfig, redact
 
 HELPER_COMPLETION_GUESS = 400
+NO_ERROR_LIMIT = 1_000_000_000
 
 
 class CompileError(SpDspyError):
@@ -115,10 +116,10 @@ def prepare(
         for role, cfg in configs.items()
     }
     if config.caps.max_usd is not None:
-        unpriced = [f"{role} LM {cfg.model}" for role, cfg in configs.items() if not pricing[role].known]
+        unpriced = [f"the {role} LM {cfg.model}" for role, cfg in configs.items() if not pricing[role].known]
         if unpriced:
             raise ConfigError(
-                f"--max-usd: {', '.join(unpriced)} has no price in LiteLLM's price map; "
+                f"--max-usd: no price for {' or '.join(unpriced)} in the price map DSPy uses; "
                 "cap --max-calls or --max-tokens instead"
             )
     helper = next(
@@ -173,20 +174,34 @@ def _optimize(setup: _Setup, lms: dict[str, Any], budget: Budget) -> tuple[Any |
         metric=recorder.metric(student.metric), feedback=recorder.metric(student.feedback),
         task_lm=lms["task"], prompt_lm=lms.get("prompt", lms["task"]),
         reflection_lm=lms.get("reflection", lms["task"]), seed=setup.config.seed,
-        should_stop=lambda: budget.refusals > refusals,
+        should_stop=lambda: budget.refusals > refusals or budget.failing,
     )  # fmt: skip
     _seed(setup.config.seed)
-    with dspy.context(lm=lms["task"], callbacks=[recorder]):
+    # Unparseable answers raise inside DSPy and count as errors there; here they score 0
+    # like any excluded case, so DSPy must not give up after its default 10 errors.
+    with dspy.context(lm=lms["task"], callbacks=[recorder], max_errors=NO_ERROR_LIMIT):
         try:
             program = setup.recipe.compile(job, setup.settings)
         except Exception as exc:
+            _raise_failure(budget)
             if budget.refusals == refusals:
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 raise CompileError(
-                    f"optimizer {setup.recipe.name} failed: {type(exc).__name__}: {message}"
+                    f"optimizer {setup.recipe.name} failed: {type(exc).__name__}: {redact(message)}; "
+                    "rerun the same command to continue (finished calls come from the response cache)"
                 ) from exc
             program = None
+    _raise_failure(budget)
     return (program if budget.refusals == refusals else None), recorder
+
+
+def _raise_failure(budget: Budget) -> None:
+    """Stop the compile when the LM itself kept failing (a cap is not a failure)."""
+    if budget.failing:
+        raise CompileError(
+            f"compile stopped: {budget.lm_errors} LM calls failed (last: {budget.last_error}); "
+            "fix the LM and rerun the same command: finished calls come from the response cache"
+        )
 
 
 def _contenders(setup: _Setup, program: Any | None, recorder: Any, start_key: str) -> list[Contender]:
@@ -263,6 +278,7 @@ def compile_guard(
     contenders = _contenders(setup, program, recorder, state_key(start.state))
     for contender in contenders:
         contender.dev = score(contender.state)
+    _raise_failure(budget)
     chosen = _select(contenders, start)
     if not (chosen.dev and chosen.dev.complete):
         outcome.warnings.append("no candidate finished its dev evaluation within the caps")

@@ -48,8 +48,8 @@ def _header(setup: _Setup, start: Contender, chosen: Contender, budget_limited: 
     ]
     if before is not None and after is not None:
         lines.append(
-            f"Dev score (mean case RMR, excluded = wrong): {before.score:.2f} {before.ci95} -> "
-            f"{after.score:.2f} {after.ci95}; kept: {chosen.origin}."
+            f"Dev score (mean case RMR, excluded = wrong): {before.describe()} -> {after.describe()}; "
+            f"kept: {chosen.origin}."
         )
     if budget_limited:
         lines.append("Budget-limited: a cap stopped the compile; this is the best program found before it.")

@@ -197,7 +197,7 @@ def _program(
         return program, str(path)
     if dir_or_name not in PROGRAM_NAMES:
         raise ConfigError(
-            f"program {dir_or_name!r}: expected official, dspy, dspy-cot or an artifact directory "
+            f"program {dir_or_name!r}: expected {', '.join(PROGRAM_NAMES)} or an artifact directory "
             "(no such directory)"
         )
     protocol = protocol or "per-policy"

@@ -25,7 +25,7 @@ class Verdict(BaseModel):
     rules_checked: list[int] = Field(description="The policy's rule numbers the guard judged.")
     usage: Usage = Field(default_factory=Usage)
     cost: float | None = Field(default=None, description="USD paid for this check; None when unpriced.")
-    program: str = Field(description="official, dspy, dspy-cot, or the artifact directory.")
+    program: str = Field(description="The program name (official, dspy, ...) or the artifact directory.")
     protocol: Protocol
     model: str
     reasoning: str = ""

@@ -130,7 +130,9 @@ def decide(behaviour: str, view: PromptView, gold: GoldBook) -> Decision | str:
         rng = random.Random(seed)
         violated = [n for n in view.candidate_rules() if rng.random() < 0.5]
     elif behaviour in ("oracle", "instructed"):
-        violated = gold.lookup(view.text) or ()
+        # A DSPy prompt's last user message holds this case's inputs; earlier messages may
+        # be demos of other cases, which must not decide the answer.
+        violated = gold.lookup(view.user if view.kind == "dspy" else view.text) or ()
         if behaviour == "instructed" and not contains_phrase(view.system, INSTRUCTION_PHRASE):
             violated = violated[:1]
     return Decision(behaviour, tuple(sorted(set(violated))), view.target)

@@ -40,7 +40,7 @@ class LlamaCppServer:
         model: GGUF file; None serves the embedded SmolLM2-135M-Instruct.
         port: TCP port; None lets the OS choose a free one (no race with other servers).
         n_ctx: context tokens *per request slot* (SmolLM2 was trained with 8192).
-        threads: CPU threads for llama.cpp; None lets it choose (physical cores).
+        threads: CPU threads for llama.cpp; None: :func:`default_threads` (half the CPUs).
         n_parallel: request slots decoded together; more requests queue. One slot is
             fastest per request on small CPUs and keeps memory low.
         cache_prompt: reuse the KV cache of a shared prompt prefix across requests;
@@ -78,7 +78,7 @@ class LlamaCppServer:
         self.model_name = model_name or model_name_for(self.model)
         self.requested_port = port
         self.n_ctx = n_ctx
-        self.threads = threads
+        self.threads = threads if threads is not None else default_threads()
         self.n_parallel = n_parallel
         self.cache_prompt = cache_prompt
         self.max_tokens = max_tokens
@@ -201,6 +201,23 @@ class LlamaCppServer:
         tail = _first_error(self.log_path)
         detail = f"; llama.cpp said: {tail}" if tail else ""
         return f"llama.cpp server for {self.model} failed to start: {reason}{detail} (log: {self.log_path})"
+
+
+def default_threads() -> int:
+    """Half the CPUs this process may use, at least one.
+
+    llama.cpp's decoding threads meet at a barrier after every layer, so one thread
+    that another process keeps off its core stalls them all. With as many threads
+    as cores, any other busy process does that: on this 2-core machine, with other
+    jobs running, SmolLM2 generated 1.7-3.5 tokens/s on 2 threads and 11-14 on 1,
+    and prompt processing was no faster on 2 (``benchmarks/README.md``). Half leaves
+    room for the client, the OS and neighbours.
+    """
+    try:
+        available = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        available = os.cpu_count() or 1
+    return max(1, available // 2)
 
 
 def _check_positive(**values: int | None) -> None:

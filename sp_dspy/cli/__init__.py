@@ -15,7 +15,7 @@ import typer
 from .._errors import SpDspyError
 from ._console import err_console
 
-COMMAND_MODULES = ("_eval", "_score", "_split", "_compare", "_check", "_ablate", "_report", "_serve")
+COMMAND_MODULES = ("_eval", "_score", "_split", "_compile", "_compare", "_check", "_ablate", "_report", "_serve")
 
 app = typer.Typer(
     name="sp-dspy",
@@ -39,7 +39,7 @@ def main() -> None:
     """Console-script entry point: every ``SpDspyError`` becomes one line and exit 2."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except SpDspyError as error:
         err_console.print(f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True)
         sys.exit(error.exit_code)
@@ -57,3 +57,4 @@ def main() -> None:
             error.show()
             sys.exit(error.exit_code)
         raise
+    sys.exit(code if isinstance(code, int) else 0)

@@ -227,8 +227,9 @@ def _print_outcome(outcome: CompileOutcome) -> None:
     console.print(
         f"[bold]{manifest.program} {manifest.protocol}[/bold] compiled with {manifest.optimizer.name}"
     )
-    console.print(f"dev score (strict RMR): {before.score:.2f} {before.ci95} -> {after.score:.2f} {after.ci95}"
-                  f"  (kept: {manifest.dev.selected})")  # fmt: skip
+    console.print(
+        f"dev score (strict RMR): {before.describe()} -> {after.describe()}  (kept: {manifest.dev.selected})"
+    )
     console.print(f"calls {usage['calls']:,} ({usage['cache_hits']:,} from cache), "
                   f"tokens {usage['total_tokens']:,}, USD {_money(usage['usd_paid'])}, {manifest.wall_s:.1f}s")  # fmt: skip
     if manifest.budget_limited:
