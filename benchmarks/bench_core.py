@@ -14,6 +14,9 @@ What it measures on the full-size synthetic benchmark (3,000 cases, ~78k rules,
   CPU time varies less than wall time when other jobs share the machine.
 - **context**: ``sp-dspy --help`` (the CLI's start-up floor) and ``score --n-boot 0``
   (the same without confidence intervals).
+- **baseline**: with ``--baseline-src DIR`` (a directory holding another version's
+  ``sp_dspy`` package, e.g. ``git archive REV sp_dspy | tar -x -C DIR``), that
+  version's ``score`` on the same files, for before/after comparisons.
 - **reference**: with ``--reference-src DIR`` (a checkout of the reference harness,
   ``git clone https://github.com/jiacheng-z01/SafePyramid DIR``; it needs ``pyyaml``
   in the interpreter), the reference's own ``score`` on the same files, interleaved
@@ -26,6 +29,7 @@ errored, output-capped and missing cases. Every figure is the min / median / max
 
     python benchmarks/bench_core.py
     python benchmarks/bench_core.py --reference-src ../SafePyramid --repeat 7
+    python benchmarks/bench_core.py --baseline-src /tmp/before
 
 Not a test: timings depend on the machine. Figures are in ``benchmarks/README.md``.
 """
@@ -294,12 +298,29 @@ def measure(args: argparse.Namespace) -> list[Series]:
     elif (found := reference_env(args.reference_src)) is not None:
         ref_env, where = found
         print(f"reference: {where}")
-        ref = [PYTHON, "-m", "safepyramid.cli", "score"]
+        ref = [PYTHON, "-P", "-m", "safepyramid.cli", "score"]
         commands["reference score"] = ([*ref, str(predictions), "--dataset", str(dataset)], ref_env)
         commands["reference score --per-rule"] = (
             [*ref, str(judgments), "--dataset", str(dataset), "--per-rule"],
             ref_env,
         )
+    if args.baseline_src is not None:
+        if not (args.baseline_src / "sp_dspy" / "cli" / "__init__.py").exists():
+            raise SystemExit(f"--baseline-src: no sp_dspy/cli/__init__.py under {args.baseline_src}")
+        base_env = dict(env, PYTHONPATH=str(args.baseline_src))
+        # -P: no script directory or cwd in front of PYTHONPATH (it would import this tree).
+        base = [
+            PYTHON,
+            "-P",
+            "-c",
+            "from sp_dspy.cli import main; main()",
+            "score",
+            "--dataset",
+            str(dataset),
+        ]
+        base += ["--json", json_out]
+        commands["baseline score (CIs)"] = ([*base, str(predictions)], base_env)
+        commands["baseline score --per-rule (CIs)"] = ([*base, str(judgments), "--per-rule"], base_env)
     load, imports = "load+validate (in process)", "import sp_dspy (in process)"
     series = {name: Series(name) for name in [load, imports, *commands]}
     load_cmd = [PYTHON, "-c", LOAD_SNIPPET, str(dataset)]
@@ -320,6 +341,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     parser.add_argument("--reference-src", type=Path, default=None, help="checkout of the reference harness")
+    parser.add_argument("--baseline-src", type=Path, default=None, help="directory with another sp_dspy")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per command (after one warm-up)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures here")

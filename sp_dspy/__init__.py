@@ -20,6 +20,11 @@ _EXPORTS: dict[str, str] = {
     "load_pku": "sp_dspy._data",
     "load_split": "sp_dspy._data",
     "make_split": "sp_dspy._data",
+    # compile
+    "compile_guard": "sp_dspy._compile",
+    # evaluation
+    "run_eval": "sp_dspy._runner",
+    "EvalConfig": "sp_dspy._runner",
     # applications
     "Guard": "sp_dspy._guard",
     "Verdict": "sp_dspy._guard",
@@ -32,21 +37,26 @@ _EXPORTS: dict[str, str] = {
 if TYPE_CHECKING:
     from ._data import Benchmark, Case, Split, load_benchmark, load_pku, load_split, make_split
     from ._errors import ConfigError, DataError, SpDspyError
+    from ._compile import compile_guard
     from ._guard import Guard, Verdict
+    from ._runner import EvalConfig, run_eval
 
 __all__ = [
     "Benchmark",
     "Case",
     "ConfigError",
     "DataError",
+    "EvalConfig",
     "Guard",
     "SpDspyError",
     "Split",
     "Verdict",
+    "compile_guard",
     "load_benchmark",
     "load_pku",
     "load_split",
     "make_split",
+    "run_eval",
 ]
 
 

@@ -109,7 +109,7 @@ def test_compile_never_shows_a_test_case_to_any_lm(tmp_path: Path) -> None:
     assert sent and not any(conv in text for conv in test_conversations for text in sent)
 
 
-@pytest.mark.parametrize("optimizer", ["bootstrap", "gepa"])
+@pytest.mark.parametrize("optimizer", list(TINY))
 def test_per_rule_compiles_the_judge_and_loads_as_a_per_rule_guard(optimizer: str, tmp_path: Path) -> None:
     outcome, _ = run_compile(optimizer, tmp_path / "art", protocol="per-rule")
     assert outcome.manifest is not None and outcome.manifest.protocol == "per-rule"

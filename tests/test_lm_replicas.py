@@ -20,7 +20,16 @@ from typer.testing import CliRunner
 
 import sp_dspy._lm._cache as cache_module
 from sp_dspy import load_benchmark
-from sp_dspy._lm import LMConfig, StubServer, achat, chat, classify_error, configure_cache, import_dspy, make_lm
+from sp_dspy._lm import (
+    LMConfig,
+    StubServer,
+    achat,
+    chat,
+    classify_error,
+    configure_cache,
+    import_dspy,
+    make_lm,
+)
 from sp_dspy._lm._replicas import ENDPOINT_GROUP_KEY, AsyncReplicaEngine, ReplicaEngine
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._store import iter_records

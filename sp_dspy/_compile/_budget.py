@@ -2,11 +2,12 @@
 
 Optimizers make their LM calls deep inside DSPy (threads, adapters, retries of
 parsing), so the caps cannot be checked around the optimizer; they are checked in
-the LM itself. :func:`budgeted` turns a ``dspy.LM`` into a :class:`BudgetedLM`
+the LM itself. ``_budgeted_lm.budgeted`` turns a ``dspy.LM`` into a ``BudgetedLM``
 (same object state, a subclass that overrides ``__call__``/``acall``) whose every
-call first *reserves* its share under a lock and raises :class:`BudgetExceeded`
-instead of calling when the reservation would cross a cap. Copies of the LM (DSPy
-copies LMs to change temperature or history) share the one :class:`Budget`.
+call first *reserves* its share here, under a lock, and raises
+:class:`BudgetExceeded` instead of calling when the reservation would cross a cap.
+Copies of the LM (DSPy copies LMs to change temperature or history) share the one
+:class:`Budget`.
 
 What counts: every call the compile issues, answered from the response cache or
 not, so a capped compile is deterministic and its rerun is a pure cache replay (a
@@ -15,7 +16,8 @@ Tokens and dollars are reserved from an estimate (prompt characters / 4, plus a
 typical completion) and settled with the reported usage and cost; a call starts only
 if the spend so far plus its estimate fits, so the last call can overrun the token
 or dollar cap by no more than its completion exceeding the estimate. Retries of a
-transient network error happen inside one call and are part of it.
+transient network error happen inside one call and are part of it. With calls in
+parallel, which call meets the cap first can vary between runs.
 
 A phase can hold part of the caps back (``hold_back``) so that the dev evaluation
 after the optimizer still has budget when the optimizer spent its share.

@@ -28,6 +28,7 @@ COT_EXTRA = 300
 HELPER_COMPLETION = 400
 HELPER_PREAMBLE = 500
 HELPER_CONTEXT_PROMPTS = 3
+PROMPT_SAMPLE = 200
 
 
 class RoleEstimate(BaseModel):
@@ -101,8 +102,9 @@ def mean_prompt_tokens(student: Any, examples: Sequence[Any]) -> float:
 
     _, predictor = student.named_predictors()[0]
     adapter = dspy.settings.adapter or dspy.ChatAdapter()
+    step = max(1, len(examples) // PROMPT_SAMPLE)  # an even spread is enough for a mean
     sizes = []
-    for example in examples:
+    for example in list(examples)[::step]:
         messages = adapter.format(predictor.signature, demos=[], inputs=example.inputs().toDict())
         sizes.append(estimate_tokens("\n".join(str(m.get("content") or "") for m in messages)))
     return sum(sizes) / len(sizes) if sizes else 0.0

@@ -6,6 +6,8 @@
 - :func:`configure_cache`: DSPy's response cache on disk, keyed by endpoint too.
 - :class:`FakeEngine`: a deterministic offline guard model (``fake/<behaviour>``).
 - :class:`StubServer`: a loopback OpenAI-compatible server for tests and benchmarks.
+- :class:`ReplicaEngine`: one LM over several replicas of a model (``api_base`` with
+  commas), routed by LiteLLM's router; ``lm.endpoint_requests`` counts what each served.
 - :func:`classify_error` / :func:`redact`: failure kinds and secret masking.
 
 Importing this package does not import DSPy or LiteLLM (the CLI starts fast); the
@@ -35,6 +37,7 @@ from ._fake import (
     count_tokens,
 )
 from ._redact import redact, register_secret
+from ._replicas import AsyncReplicaEngine, EndpointCounter, ReplicaEngine, ReplicaPool
 from ._stub_server import StubRequest, StubServer
 
 __all__ = [
@@ -46,12 +49,16 @@ __all__ = [
     "SCHEMA_PROVIDER",
     "TRANSIENT_KINDS",
     "AsyncFakeEngine",
+    "AsyncReplicaEngine",
     "CacheSettings",
     "ChatResult",
+    "EndpointCounter",
     "FakeCall",
     "FakeEngine",
     "GoldBook",
     "LMConfig",
+    "ReplicaEngine",
+    "ReplicaPool",
     "StubRequest",
     "StubServer",
     "TokenUsage",

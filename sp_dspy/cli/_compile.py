@@ -66,14 +66,27 @@ def compile_command(
     prompt_lm: Annotated[
         str | None, typer.Option("--prompt-lm", help="LM that proposes instructions (default: --lm).")
     ] = None,
-    prompt_api_base: Annotated[str | None, typer.Option("--prompt-api-base")] = None,
-    prompt_api_key_env: Annotated[str | None, typer.Option("--prompt-api-key-env")] = None,
+    prompt_api_base: Annotated[
+        str | None, typer.Option("--prompt-api-base", help="Endpoint of the prompt LM (default: --api-base).")
+    ] = None,
+    prompt_api_key_env: Annotated[
+        str | None,
+        typer.Option("--prompt-api-key-env", help="Key variable of the prompt LM (default: --api-key-env)."),
+    ] = None,
     reflection_lm: Annotated[
         str | None,
         typer.Option("--reflection-lm", help="GEPA's reflection LM (default: --prompt-lm, else --lm)."),
     ] = None,
-    reflection_api_base: Annotated[str | None, typer.Option("--reflection-api-base")] = None,
-    reflection_api_key_env: Annotated[str | None, typer.Option("--reflection-api-key-env")] = None,
+    reflection_api_base: Annotated[
+        str | None,
+        typer.Option("--reflection-api-base", help="Endpoint of the reflection LM (default: --api-base)."),
+    ] = None,
+    reflection_api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--reflection-api-key-env", help="Key variable of the reflection LM (default: --api-key-env)."
+        ),
+    ] = None,
     dataset: opt.Dataset = None,
     benchmark: opt.Benchmark = "safepyramid",
     splits: Annotated[
@@ -175,19 +188,20 @@ def _one(spec: str, config_file: Path | None, overrides: dict[str, Any]) -> LMCo
 
 @contextlib.contextmanager
 def _optimizer_output(quiet: bool) -> Iterator[None]:
-    """Optimizers print progress to stdout: send it to stderr, or nowhere when quiet."""
-    with open(os.devnull, "w", encoding="utf-8") as devnull:
-        target = devnull if quiet else sys.stderr
-        levels = {name: logging.getLogger(name).level for name in NOISY_LOGGERS}
+    """Optimizers print progress to stdout: send it to stderr; with ``quiet``, nowhere.
+
+    Quiet also silences progress bars (written to stderr) and the optimizers' info
+    logs; errors still surface, as the exception the command prints once it returns.
+    """
+    with open(os.devnull, "w", encoding="utf-8") as devnull, contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.redirect_stdout(devnull if quiet else sys.stderr))
         if quiet:
+            stack.enter_context(contextlib.redirect_stderr(devnull))
             for name in NOISY_LOGGERS:
-                logging.getLogger(name).setLevel(logging.ERROR)
-        try:
-            with contextlib.redirect_stdout(target):
-                yield
-        finally:
-            for name, level in levels.items():
-                logging.getLogger(name).setLevel(level)
+                logger = logging.getLogger(name)
+                stack.callback(logger.setLevel, logger.level)
+                logger.setLevel(logging.ERROR)
+        yield
 
 
 def _money(value: float | None) -> str:
