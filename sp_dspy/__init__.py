@@ -35,9 +35,9 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
+    from ._compile import compile_guard
     from ._data import Benchmark, Case, Split, load_benchmark, load_pku, load_split, make_split
     from ._errors import ConfigError, DataError, SpDspyError
-    from ._compile import compile_guard
     from ._guard import Guard, Verdict
     from ._runner import EvalConfig, run_eval
 
