@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 import sp_dspy._lm._cache as cache_module
+import sp_dspy._lm._replicas as replicas_module
 from sp_dspy import load_benchmark
 from sp_dspy._lm import (
     LMConfig,
@@ -99,6 +101,22 @@ def test_when_every_replica_fails_the_error_is_classified() -> None:
         assert classify_error(raised.value) == "server_error"
         assert (len(one.chat_requests), len(two.chat_requests)) == (1, 1)  # one attempt per replica
         assert dict(lm.endpoint_requests) == {one.url: 0, two.url: 0}
+
+
+def test_when_every_replica_failed_once_the_retry_waits_out_the_cooldown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Longer than DSPy's backoff before its last retry (1 s + 2 s): without the cooldown
+    # as retry_after, both retries would find every replica still cooling down.
+    monkeypatch.setattr(replicas_module, "COOLDOWN_S", 3.5)
+    configure_cache(enabled=False)
+    with StubServer(fail_plan=["500"]) as one, StubServer(fail_plan=["503"]) as two:
+        lm = make_lm(replicas(one, two, num_retries=2))
+        started = time.monotonic()
+        assert chat(lm, [{"role": "user", "content": "second time lucky"}]).text
+        elapsed = time.monotonic() - started
+        assert sum(lm.endpoint_requests.values()) == 1
+    assert 3.5 <= elapsed < 8
 
 
 def test_response_format_and_settings_reach_the_replica_without_the_group_marker() -> None:

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.console import Console
 
 from .._errors import ConfigError
-from .._runner import EvalConfig, RunPaths, iter_records, resolve_run, run_eval, select_cases
-from .._runner import new_run_id
+from .._runner import EvalConfig, RunPaths, iter_records, new_run_id, resolve_run, run_eval, select_cases
 from ._plan import AblationPlan, reconcile, save_plan
 from ._variants import PlannedVariant, check_artifacts, resolve_variants
 

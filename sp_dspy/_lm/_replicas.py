@@ -10,8 +10,9 @@ hand, the LM gets a DSPy custom engine whose every call goes through
   first listed endpoint, so a strictly sequential run uses one replica);
 - a replica that fails (HTTP 5xx, 429, a dropped connection, a timeout) is cooled
   down and the request is retried *at once* on another one: the router makes at most
-  one attempt per replica. DSPy's own retries (``num_retries``, with backoff) wrap
-  that, so when every replica fails the call waits and tries the pool again;
+  one attempt per replica. DSPy's own retries (``num_retries``) wrap that: when every
+  replica has failed, the call waits until the cooldown ends (the router's "no
+  deployment available" error is given that as its ``retry_after``) and tries again;
 - every answer says which deployment produced it, so :class:`EndpointCounter`
   (``lm.endpoint_requests``) knows how many requests each endpoint served; the
   runner writes it into the manifest. Answers replayed from the response cache
@@ -30,6 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ._config import _URL_USERINFO, LMConfig
@@ -43,7 +45,7 @@ ROUTING_STRATEGY = "least-busy"
 ENDPOINT_GROUP_KEY = "sp_endpoint_group"
 MODEL_GROUP = "sp-dspy-replicas"
 # Seconds a failed replica receives no requests; the others take its share meanwhile.
-COOLDOWN_S = 10.0
+COOLDOWN_S = 5.0
 # What the wire carries: the OpenAI chat parameters these servers read.
 SUPPORTED_PARAMS = frozenset(
     {"temperature", "max_tokens", "max_completion_tokens", "top_p", "stop", "seed", "stream",
@@ -124,6 +126,7 @@ class ReplicaPool:
         model_id: the model's name on the servers (what ``/v1/models`` lists).
         api_key: sent to every replica (self-hosted servers accept a placeholder).
         timeout: seconds per attempt on one replica; None: LiteLLM's default.
+        cooldown_s: seconds a replica that failed is left out; None: :data:`COOLDOWN_S`.
     """
 
     def __init__(
@@ -134,14 +137,14 @@ class ReplicaPool:
         api_key: str,
         timeout: float | None = None,
         routing_strategy: str = ROUTING_STRATEGY,
-        cooldown_s: float = COOLDOWN_S,
+        cooldown_s: float | None = None,
     ) -> None:
         if len(endpoints) < 2:
             raise ValueError("a replica pool needs at least two endpoints")
         self.endpoints = [e.strip().rstrip("/") for e in endpoints]
         self.model_id = model_id
         self.routing_strategy = routing_strategy
-        self.cooldown_s = cooldown_s
+        self.cooldown_s = COOLDOWN_S if cooldown_s is None else cooldown_s
         self.timeout = timeout
         self.counter = EndpointCounter([display_endpoint(e) for e in self.endpoints])
         self.router: Any = self._build_router(api_key)
@@ -215,6 +218,25 @@ class ReplicaPool:
         }
 
 
+@contextmanager
+def _routed_errors(model: str) -> Iterator[None]:
+    """LiteLLM's errors as DSPy's engine errors, so DSPy classifies and retries them.
+
+    When every replica is cooling down the router refuses at once with "no deployments
+    available"; DSPy's default backoff (1, 2, 4 s) would spend all retries inside the
+    cooldown, so the error carries the cooldown as ``retry_after``, which DSPy waits.
+    """
+    from dspy.clients.engines.litellm_errors import litellm_errors
+    from litellm.types.router import RouterRateLimitError
+
+    with litellm_errors(model=model):
+        try:
+            yield
+        except RouterRateLimitError as exc:
+            exc.retry_after = exc.cooldown_time  # type: ignore[attr-defined]
+            raise
+
+
 class _EngineCapabilities:
     """What DSPy's adapters may ask of the pool (a custom engine declares it itself)."""
 
@@ -239,10 +261,8 @@ class ReplicaEngine(_EngineCapabilities):
     """Synchronous DSPy engine: one routed call per request (DSPy owns retries and cache)."""
 
     def complete(self, request: Request) -> Response:
-        from dspy.clients.engines.litellm_errors import litellm_errors
-
         data = self.pool.arguments(request)
-        with litellm_errors(model=request.model):
+        with _routed_errors(request.model):
             raw = self.pool.router.completion(model=MODEL_GROUP, **data)
         return self.pool.response(raw, request)
 
@@ -264,10 +284,8 @@ class AsyncReplicaEngine(_EngineCapabilities):
     """The async twin (the runner's path); it shares the sync engine's pool and counts."""
 
     async def complete(self, request: Request) -> Response:
-        from dspy.clients.engines.litellm_errors import litellm_errors
-
         data = self.pool.arguments(request)
-        with litellm_errors(model=request.model):
+        with _routed_errors(request.model):
             raw = await self.pool.router.acompletion(model=MODEL_GROUP, **data)
         return self.pool.response(raw, request)
 
