@@ -17,13 +17,14 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, PrivateAttr, TypeAdapter, ValidationError, computed_field
 
 from .._errors import DataError
 from ._legacy import _FM_KEYS, normalise_case
@@ -74,16 +75,57 @@ _CASE_LIST: TypeAdapter[list[Case]] = TypeAdapter(list[Case])
 
 
 class Benchmark(BaseModel):
-    """Validated cases plus where they came from (for manifests and split files)."""
+    """Validated cases plus where they came from (for manifests and split files).
+
+    ``content_hash`` (sha256 of the file's bytes) is computed on first access: only
+    commands that record it (eval manifests, split files, compile, reports) pay for
+    hashing 75 MB, ``score`` and ``compare`` do not. Keeping the bytes until then
+    would hold 75 MB for the whole run, so the file is read again instead; its size
+    and modification time must still be those of the loaded copy, otherwise the hash
+    would not describe the cases and a ``DataError`` says so.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     cases: list[Case]
     source: str
-    content_hash: str
     skipped: int = 0
     skipped_reasons: list[str] = []
     benchmark: str = "safepyramid"
+    _content_hash: str | None = PrivateAttr(default=None)
+    _hash_source: tuple[Path, int, int] | None = PrivateAttr(default=None)
+
+    def __init__(
+        self,
+        *,
+        content_hash: str | None = None,
+        hash_source: tuple[Path, int, int] | None = None,
+        **data: Any,
+    ) -> None:
+        """``content_hash``, or ``hash_source`` = (file, size, mtime in ns) to hash it on demand."""
+        if content_hash is None and hash_source is None:
+            raise TypeError("Benchmark needs content_hash or hash_source")
+        super().__init__(**data)
+        self._content_hash = content_hash
+        self._hash_source = None if content_hash is not None else hash_source
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def content_hash(self) -> str:
+        """sha256 (hex) of the dataset bytes that were loaded."""
+        if self._content_hash is None:
+            assert self._hash_source is not None
+            path, size, mtime_ns = self._hash_source
+            try:
+                with path.open("rb") as handle:
+                    stat = os.fstat(handle.fileno())
+                    blob = handle.read()
+            except OSError as exc:
+                raise DataError(f"{path}: cannot re-read to hash it: {exc.strerror or exc}") from None
+            if (stat.st_size, stat.st_mtime_ns, len(blob)) != (size, mtime_ns, size):
+                raise DataError(f"{path}: changed since it was loaded; load it again to record its hash")
+            self._content_hash = hashlib.sha256(blob).hexdigest()
+        return self._content_hash
 
     def by_id(self) -> dict[str, Case]:
         return {case.id: case for case in self.cases}
@@ -150,7 +192,9 @@ def _as_set(value: str | Sequence[str] | None, *, upper: bool = False) -> set[st
 
 def load_file(path: Path, *, lenient: bool = False) -> Benchmark:
     """Parse and validate one benchmark JSON file (object with ``data`` or bare list)."""
-    raw_bytes = path.read_bytes()
+    with path.open("rb") as handle:
+        stat = os.fstat(handle.fileno())
+        raw_bytes = handle.read()
     with gc_paused():
         fast = _fast_cases(raw_bytes)
         reasons: list[str] = []
@@ -167,7 +211,7 @@ def load_file(path: Path, *, lenient: bool = False) -> Benchmark:
         return Benchmark(
             cases=cases,
             source=str(path),
-            content_hash=hashlib.sha256(raw_bytes).hexdigest(),
+            hash_source=(path, stat.st_size, stat.st_mtime_ns),
             skipped=len(reasons),
             skipped_reasons=reasons,
         )

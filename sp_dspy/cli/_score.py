@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 
 from .._errors import ConfigError
+from . import KeepAlive
 from . import _options as opt
 from ._console import console, err_console
 
@@ -56,8 +57,12 @@ def score_command(
     n_boot: Annotated[
         int, typer.Option("--n-boot", help="Bootstrap resamples for the 95% CIs (0 = none).")
     ] = 1000,
-) -> None:
-    """Score result files against the dataset and print (or write) the report."""
+) -> KeepAlive:
+    """Score result files against the dataset and print (or write) the report.
+
+    Returns the dataset, results and report wrapped in ``KeepAlive`` so the console
+    entry point can exit without freeing them (see ``sp_dspy.cli.KeepAlive``).
+    """
     from .._data import PKU_BENCHMARK, filter_cases, load_benchmark
     from .._metrics import read_result_files, render_score_table, score
 
@@ -114,6 +119,7 @@ def score_command(
         except OSError as exc:
             raise ConfigError(f"--json {target}: cannot write: {exc.strerror or exc}") from None
         console.print(f"Report written to {target}", markup=False, highlight=False)
+    return KeepAlive(loaded, cases, results, report, data, pku)
 
 
 def _warn(message: str) -> None:
