@@ -93,7 +93,7 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 
 def test_shipped_models_file_is_valid() -> None:
     configs = load_model_configs(REPO / "configs" / "models.yaml")
-    assert {"gpt-5.5", "local", "fake"} <= set(configs)
+    assert {"gpt-5.5", "qwen3-8b-vllm", "fake"} <= set(configs)
     providers = {c.provider for c in configs.values()}
     assert {"openai", "anthropic", "gemini", "xai", "openrouter", "hosted_vllm", "fake"} <= providers
 

@@ -159,15 +159,15 @@ def test_saved_state_has_no_key_and_loads_one_pool_for_both_engines(monkeypatch:
     monkeypatch.setenv("REPLICA_KEY", "replica-secret-123")
     dspy = import_dspy()
     lm = make_lm(
-        LMConfig(model="openai/stub", api_base="http://127.0.0.1:9/v1,http://127.0.0.1:10/v1",
+        LMConfig(model="openai/stub", api_base="http://127.0.0.1:9/v1,http://me:pw-4711@127.0.0.1:10/v1",
                  api_key_env="REPLICA_KEY")
     )  # fmt: skip
     state = lm.dump_state()
-    assert "replica-secret-123" not in json.dumps(state)
+    assert "replica-secret-123" not in json.dumps(state) and "pw-4711" not in json.dumps(state)
     loaded = dspy.LM.load_state(state, allow_custom_lm_class=True)
     assert isinstance(loaded.engine, ReplicaEngine)
     assert loaded.engine.pool is loaded._async_engine_spec.pool
-    assert loaded.engine.pool.endpoints == ["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"]
+    assert loaded.engine.pool.endpoints == ["http://127.0.0.1:9/v1", "http://***@127.0.0.1:10/v1"]
 
 
 @pytest.mark.parametrize(

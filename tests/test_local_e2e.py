@@ -8,8 +8,9 @@ judgment per target). Correctness is not checked: a 135M model's verdicts are no
 To keep CI time reasonable the cases are the first two L0 conversations (the
 shortest policies) and the per-rule run uses ``--per-rule-layout prefix``, whose
 judgments of a case share one cached prompt prefix in llama.cpp (25 judgments).
-Measured on the 2-core CI machine while other jobs ran: per-policy about 2 min,
-per-rule about 3 min, the DSPy-program check under 1 min (``benchmarks/README.md``).
+Measured on the 2-core development VM while other jobs ran (load average 2.7-3.6):
+per-policy 86 s, per-rule 143 s, the DSPy-program check 36 s; 4.5 min in all
+(``benchmarks/README.md``). The time limits leave room for a slower, busier runner.
 Deselect with ``-m "not llamacpp"``.
 """
 

@@ -308,7 +308,11 @@ _loaded_lock = threading.Lock()
 
 
 def _pool_from_state(state: Mapping[str, Any]) -> ReplicaPool:
-    """The pool a saved engine describes; both engines of a loaded LM get the same one."""
+    """The pool a saved engine describes; both engines of a loaded LM get the same one.
+
+    The state holds no key, so a loaded pool sends the self-hosted placeholder; for
+    servers that check keys, build the LM again with ``make_lm``.
+    """
     from ._factory import SELF_HOSTED_PLACEHOLDER_KEY
 
     endpoints = tuple(str(e) for e in state["endpoints"])
@@ -331,7 +335,7 @@ def make_replica_lm(config: LMConfig, *, model_id: str, api_key: str) -> dspy.LM
 
     ``lm.endpoint_requests`` counts the requests each endpoint served.
     """
-    from ._cache import endpoint_key, ensure_cache_configured, register_endpoint_group
+    from ._cache import ensure_cache_configured, register_endpoint_group
     from ._factory import import_dspy
 
     dspy = import_dspy()
@@ -339,7 +343,10 @@ def make_replica_lm(config: LMConfig, *, model_id: str, api_key: str) -> dspy.LM
     register_endpoint_group(endpoints)
     pool = ReplicaPool(endpoints, model_id, api_key=api_key, timeout=config.timeout)
     ensure_cache_configured()
-    kwargs: dict[str, Any] = {"metadata": {ENDPOINT_GROUP_KEY: endpoint_key(endpoints[0])}}
+    # The LM's settings are saved with programs and shown in its history: the group is
+    # written as the manifest writes endpoints, without URL credentials.
+    group = ",".join(pool.counter)
+    kwargs: dict[str, Any] = {"metadata": {ENDPOINT_GROUP_KEY: group}}
     if config.reasoning_effort is not None:
         kwargs["reasoning_effort"] = config.reasoning_effort
     lm = dspy.LM(
