@@ -54,7 +54,8 @@ def serve(
         typer.Option("--n-ctx", min=256, help=f"llama-cpp: context per request [{DEFAULT_N_CTX}]."),
     ] = None,
     threads: Annotated[
-        int | None, typer.Option("--threads", min=1, help="llama-cpp: CPU threads (default: half the CPUs, at least 1).")
+        int | None,
+        typer.Option("--threads", min=1, help="llama-cpp: CPU threads (default: half the CPUs, at least 1)."),
     ] = None,
     n_parallel: Annotated[
         int | None, typer.Option("--n-parallel", min=1, help="llama-cpp: requests decoded together [1].")
