@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from .._protocol import RuleTarget
 
 
-class PerPolicyJob:
-    """Units are cases; a case recorded in the results file is done."""
+class _Job:
+    """What both kinds of job share: the cases, program, LM and record provenance."""
 
     def __init__(
         self,
@@ -38,12 +38,23 @@ class PerPolicyJob:
         retry_errors: bool,
     ) -> None:
         self.cases, self.program, self.lm, self.model, self.run = cases, program, lm, model, run_fields
-        self.index = {case.id: i for i, case in enumerate(cases, 1)}
         self.retry_errors = retry_errors
-        self.skipped = 0
+        self.skipped = 0  # units already in the results file (set by ``pending``)
+
+    def done_record(self, record: dict[str, Any]) -> bool:
+        """Whether a stored record finishes its unit (errored ones are retried on request)."""
+        return not (self.retry_errors and record.get("error_class"))
+
+
+class PerPolicyJob(_Job):
+    """Units are cases; a case recorded in the results file is done."""
+
+    def __init__(self, cases: list[Case], program: Any, lm: Any, **settings: Any) -> None:
+        super().__init__(cases, program, lm, **settings)
+        self.index = {case.id: i for i, case in enumerate(cases, 1)}
 
     def pending(self, path: Path) -> list[Case]:
-        done = {r.get("id") for r in iter_records(path) if not (self.retry_errors and r.get("error_class"))}
+        done = {r.get("id") for r in iter_records(path) if self.done_record(r)}
         todo = [case for case in self.cases if case.id not in done]
         self.skipped = len(self.cases) - len(todo)
         return todo
@@ -64,22 +75,11 @@ class PerPolicyJob:
         return True
 
 
-class PerRuleJob:
+class PerRuleJob(_Job):
     """Units are (case, target) judgments; a case finishes with its last judgment."""
 
-    def __init__(
-        self,
-        cases: list[Case],
-        program: Any,
-        lm: Any,
-        *,
-        model: str,
-        run_fields: dict[str, Any],
-        retry_errors: bool,
-    ) -> None:
-        self.cases, self.program, self.lm, self.model, self.run = cases, program, lm, model, run_fields
-        self.retry_errors = retry_errors
-        self.skipped = 0
+    def __init__(self, cases: list[Case], program: Any, lm: Any, **settings: Any) -> None:
+        super().__init__(cases, program, lm, **settings)
         self.remaining: dict[str, int] = {}
 
     def pending(self, path: Path) -> list[tuple[Case, RuleTarget]]:
@@ -88,7 +88,7 @@ class PerRuleJob:
         done = {
             (r.get("cid"), r.get("rule"))
             for r in iter_records(path)
-            if r.get("kind") == "judgment" and not (self.retry_errors and r.get("error_class"))
+            if r.get("kind") == "judgment" and self.done_record(r)
         }
         units: list[tuple[Case, RuleTarget]] = []
         total = 0

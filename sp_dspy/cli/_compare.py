@@ -159,15 +159,11 @@ def compare_command(
     benchmark: opt.Benchmark = "safepyramid",
     level: opt.Level = None,
     domain: opt.Domain = None,
-    cap_aware: Annotated[
-        bool, typer.Option("--cap-aware", help="Also exclude completions of >= 65,000 tokens (output cap).")
-    ] = False,
+    cap_aware: opt.CapAware = False,
     json_out: Annotated[
         str | None, typer.Option("--json", help="Write the comparison as JSON to this file ('-' = stdout).")
     ] = None,
-    skip_bad_lines: Annotated[
-        bool, typer.Option("--skip-bad-lines", help="Count malformed result lines instead of failing.")
-    ] = False,
+    skip_bad_lines: opt.SkipBadLines = False,
     lenient: opt.Lenient = False,
     with_evidence: opt.WithEvidence = False,
     seed: opt.Seed = 0,

@@ -26,3 +26,9 @@ WithEvidence = Annotated[
 ]
 Lenient = Annotated[bool, typer.Option("--lenient", help="Skip malformed cases (and report how many).")]
 Seed = Annotated[int, typer.Option("--seed", help="Random seed.")]
+CapAware = Annotated[
+    bool, typer.Option("--cap-aware", help="Also exclude completions of >= 65,000 tokens (output cap).")
+]
+SkipBadLines = Annotated[
+    bool, typer.Option("--skip-bad-lines", help="Count malformed result lines instead of failing.")
+]

@@ -86,12 +86,8 @@ def report_command(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Also write the summary as JSON here.")
     ] = None,
-    cap_aware: Annotated[
-        bool, typer.Option("--cap-aware", help="Also exclude completions of >= 65,000 tokens (output cap).")
-    ] = False,
-    skip_bad_lines: Annotated[
-        bool, typer.Option("--skip-bad-lines", help="Count malformed result lines instead of failing.")
-    ] = False,
+    cap_aware: opt.CapAware = False,
+    skip_bad_lines: opt.SkipBadLines = False,
     lenient: opt.Lenient = False,
     seed: opt.Seed = 0,
     n_boot: Annotated[
