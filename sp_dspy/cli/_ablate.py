@@ -158,6 +158,9 @@ def ablate_command(
             f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample. "
             "Pass --limit 24 for the whole sample.[/dim]"
         )
+    if lmo.is_local(lm_config) and (settings.get("concurrency") or 16) > lmo.LOCAL_CONCURRENCY:
+        # One llama.cpp slot: more requests in flight only wait in its queue (and time out).
+        settings["concurrency"] = lmo.LOCAL_CONCURRENCY
     plan = build_plan(settings, where)
     configure_cache(enabled=plan.lm.cache)
     outcome = run_ablation(

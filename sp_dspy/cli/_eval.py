@@ -17,7 +17,6 @@ from ._console import console, err_console
 
 # Enough of the sample to show every level within a few minutes on a 2-core CPU.
 LOCAL_DEFAULT_LIMIT = 3
-LOCAL_CONCURRENCY = 2
 SMALL_MODEL_NOTE = (
     "SmolLM2-135M is a plumbing check, not a guard: its verdicts are noise. "
     "To evaluate a real model change one flag, e.g. --lm openai/gpt-5-mini (reads OPENAI_API_KEY)."
@@ -109,9 +108,9 @@ def eval_command(
     if settings.run_id is None and not settings.resume:
         # One run id for every model of this invocation, so they share one manifest.
         settings = settings.model_copy(update={"run_id": new_run_id()})
-    if any(lmo.is_local(c) for c in configs) and settings.concurrency > LOCAL_CONCURRENCY:
+    if any(lmo.is_local(c) for c in configs) and settings.concurrency > lmo.LOCAL_CONCURRENCY:
         # One llama.cpp slot: more requests in flight only wait in its queue (and time out).
-        settings = settings.model_copy(update={"concurrency": LOCAL_CONCURRENCY})
+        settings = settings.model_copy(update={"concurrency": lmo.LOCAL_CONCURRENCY})
     configure_cache(enabled=not no_cache)
     if local_default:
         err_console.print(

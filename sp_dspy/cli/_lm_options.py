@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MODELS_FILE = Path("configs/models.yaml")
 LOCAL = "local"
+# The embedded server has one slot; more requests in flight only queue there.
+LOCAL_CONCURRENCY = 2
 # The embedded model is tiny: greedy decoding, JSON-schema constrained output, short answers.
 LOCAL_SETTINGS: dict[str, Any] = {
     "temperature": 0.0,
