@@ -194,3 +194,16 @@ def test_reading_3000_records_is_fast(tmp_path: Path) -> None:
     results = read_result_files([path])
     assert len(results.records) == 3000
     assert time.perf_counter() - started < 1.0
+
+
+def test_unicode_line_separators_inside_strings_do_not_split_lines(tmp_path: Path) -> None:
+    # The reference harness writes U+2028/U+2029/U+0085 raw inside JSON strings; only
+    # "\n" ends a JSONL record.
+    analysis = "first\u2028second\u2029third\u0085fourth"
+    path = tmp_path / "r.jsonl"
+    line = json.dumps({"id": "a-1-l0", "violated_rules": [1], "analysis": analysis}, ensure_ascii=False)
+    path.write_text(line + "\n" + json.dumps({"id": "a-1-l1", "violated_rules": []}) + "\n", encoding="utf-8")
+    results = read_result_files([path])
+    assert results.bad_lines == 0
+    assert set(results.records) == {"a-1-l0", "a-1-l1"}
+    assert results.records["a-1-l0"].analysis == analysis
