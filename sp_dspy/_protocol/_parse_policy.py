@@ -21,11 +21,10 @@ from typing import Any, Literal
 from sp_dspy._protocol._parse_models import PolicyParse
 from sp_dspy._protocol._text import (
     balanced_segment,
-    fenced_blocks,
     has_policy_marker,
     has_refusal_phrase,
+    json_candidates,
     loads,
-    objects_with_key,
     official_split_think,
     official_strip_fence,
     robust_split_think,
@@ -183,17 +182,7 @@ def _regex_fallback(answer: str) -> PolicyParse | None:
 
 
 def _recover(answer: str) -> PolicyParse | None:
-    candidates: list[Any] = []
-    ok, whole = loads(official_strip_fence(answer))
-    if ok:
-        candidates.append(whole)
-    for block in reversed(fenced_blocks(answer)):
-        ok, data = loads(block)
-        if ok:
-            candidates.append(data)
-    for key in _RULES_KEYS:
-        candidates.extend(reversed(objects_with_key(answer, key)))
-    for data in candidates:
+    for data in json_candidates(answer, _RULES_KEYS):
         parsed = _interpret(data)
         if parsed is not None:
             return parsed

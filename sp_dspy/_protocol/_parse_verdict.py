@@ -18,11 +18,10 @@ from typing import Any
 
 from sp_dspy._protocol._parse_models import Verdict, VerdictParse
 from sp_dspy._protocol._text import (
-    fenced_blocks,
     has_refusal_phrase,
     has_verdict_marker,
+    json_candidates,
     loads,
-    objects_with_key,
     official_split_think,
     official_strip_fence,
     robust_split_think,
@@ -105,17 +104,7 @@ def _from_prose(answer: str) -> VerdictParse | None:
 
 
 def _recover(answer: str) -> VerdictParse | None:
-    candidates: list[Any] = []
-    ok, whole = loads(official_strip_fence(answer))
-    if ok:
-        candidates.append(whole)
-    for block in reversed(fenced_blocks(answer)):
-        ok, data = loads(block)
-        if ok:
-            candidates.append(data)
-    for key in ("verdict", "Verdict"):
-        candidates.extend(reversed(objects_with_key(answer, key)))
-    for data in candidates:
+    for data in json_candidates(answer, ("verdict", "Verdict")):
         parsed = _from_object(data)
         if parsed is not None:
             return parsed

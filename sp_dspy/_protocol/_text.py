@@ -131,6 +131,25 @@ def objects_with_key(text: str, key: str) -> list[dict[str, Any]]:
     return [found[start] for start in sorted(found)]
 
 
+def json_candidates(text: str, keys: tuple[str, ...]) -> list[Any]:
+    """JSON values a lenient parser should try, most likely first.
+
+    The whole answer (one fence stripped), then fenced blocks from the last one
+    back, then objects anywhere in the prose that carry one of ``keys``.
+    """
+    candidates: list[Any] = []
+    ok, whole = loads(official_strip_fence(text))
+    if ok:
+        candidates.append(whole)
+    for block in reversed(fenced_blocks(text)):
+        ok, data = loads(block)
+        if ok:
+            candidates.append(data)
+    for key in keys:
+        candidates.extend(reversed(objects_with_key(text, key)))
+    return candidates
+
+
 def _decode_at(text: str, start: int) -> tuple[Any, int]:
     try:
         return _DECODER.raw_decode(text, start)
