@@ -286,3 +286,13 @@ def test_models_of_one_invocation_share_a_run_id_and_a_manifest(tmp_path: Path) 
     assert manifest["runs"]["second"]["results_file"].endswith(f"results_{run_id}_empty.jsonl")
     assert manifest["runs"]["first"]["metrics"]["ALL"]["rmr_exact"] == 100.0
     assert manifest["runs"]["second"]["metrics"]["ALL"]["rmr_exact"] < 100.0
+
+
+def test_bad_flag_value_names_the_flag() -> None:
+    from sp_dspy._errors import ConfigError
+    from sp_dspy._runner import build_eval_config
+
+    with pytest.raises(ConfigError, match=r"^--protocol: Input should be 'per-policy' or 'per-rule'$"):
+        build_eval_config({"protocol": "per-foo"})
+    with pytest.raises(ConfigError, match=r"^--level: "):
+        build_eval_config({"data": {"level": 3}})

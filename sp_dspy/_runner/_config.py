@@ -101,6 +101,9 @@ def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> 
         return EvalConfig.model_validate(merged)
     except ValidationError as exc:
         first = exc.errors()[0]
+        if run_config is None:  # every value came from a flag: name the flag
+            flag = "--" + str(first["loc"][-1]).replace("_", "-")
+            raise ConfigError(f"{flag}: {first['msg']}") from None
         raise ConfigError(f"{where}: field {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
