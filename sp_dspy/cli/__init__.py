@@ -48,6 +48,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "_report",
         "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
     ),
+    "list-models": (
+        "_list_models",
+        "List configured models (configs/models.yaml or --config) and the built-in ones.",
+    ),
     "serve": ("_serve", "Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile."),
 }
 COMMAND_MODULES = tuple(module for module, _ in COMMANDS.values())
