@@ -206,3 +206,16 @@ def test_ctrl_c_stops_cleanly_with_exit_130_and_resume_completes(server: StubSer
     check_resumed_run(server, path, "per-policy", units, done_first, first_requests)
     manifest = json.loads((tmp_path / "manifest_c1.json").read_text(encoding="utf-8"))
     assert manifest["runs"]["stub"]["status"] == "complete"
+
+
+def test_resume_without_run_id_skips_a_model_whose_name_ends_like_ours(tmp_path: Path) -> None:
+    from sp_dspy._runner import resolve_run
+
+    out = tmp_path / "results"
+    out.mkdir()
+    ours = out / "results_r1_mini.jsonl"
+    ours.write_text('{"id": "a-l0", "run_id": "r1"}\n', encoding="utf-8")
+    other = out / "results_r2_gpt_mini.jsonl"  # model "gpt_mini", run "r2"
+    other.write_text('{"id": "a-l0", "run_id": "r2"}\n', encoding="utf-8")
+    os.utime(ours, (1, 1))  # the other model's file is newer
+    assert resolve_run(out, "mini", None, resume=True, protocol="per-policy").run_id == "r1"

@@ -60,9 +60,30 @@ def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: boo
     if resume:
         prefix = "per_rule" if protocol == "per-rule" else "results"
         pattern = f"{prefix}_*_{safe_name(model)}.jsonl"
-        found = sorted(output_dir.glob(pattern), key=lambda p: p.stat().st_mtime)
-        if not found:
-            raise ConfigError(f"--resume: no earlier run of {model} in {output_dir} (looked for {pattern})")
-        stem = found[-1].name[len(prefix) + 1 : -len(f"_{safe_name(model)}.jsonl")]
-        return RunPaths(output_dir, stem, model)
+        found = sorted(output_dir.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True)
+        for path in found:
+            run = _run_id_of(path, prefix, model)
+            if run is not None:
+                return RunPaths(output_dir, run, model)
+        raise ConfigError(f"--resume: no earlier run of {model} in {output_dir} (looked for {pattern})")
     return RunPaths(output_dir, new_run_id(), model)
+
+
+def _run_id_of(path: Path, prefix: str, model: str) -> str | None:
+    """The run id of a results file of ``model``, or None when it belongs to another model.
+
+    The glob ``results_*_<model>.jsonl`` also matches another model whose short name
+    ends in ``_<model>``; the run id recorded in the file's first record settles it.
+    """
+    import json
+
+    stem = path.name[len(prefix) + 1 : -len(f"_{safe_name(model)}.jsonl")]
+    try:
+        with path.open(encoding="utf-8") as handle:
+            first = handle.readline()
+        recorded = json.loads(first).get("run_id") if first.endswith("\n") else None
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if recorded is None:
+        return stem  # an empty or foreign-format file: trust its name
+    return stem if recorded == stem else None
