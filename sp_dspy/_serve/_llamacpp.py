@@ -20,12 +20,11 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any, Self
 
 from .._errors import ConfigError
 from ._model import embedded_model_path, model_name_for
-from ._process import stop_process, wait_for_models
+from ._process import ChildServer, stop_process, wait_for_models
 from ._state import cache_dir
 
 HOST = "127.0.0.1"
@@ -33,7 +32,7 @@ LOCAL_INSTALL = "pip install 'sp-dspy[local]'"
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
-class LlamaCppServer:
+class LlamaCppServer(ChildServer):
     """Serve a GGUF model at ``http://127.0.0.1:PORT/v1`` for the life of a ``with`` block.
 
     Args:
@@ -99,16 +98,6 @@ class LlamaCppServer:
     @property
     def port(self) -> int:
         return int(self.api_base.rsplit(":", 1)[1].split("/", 1)[0])
-
-    @property
-    def pid(self) -> int:
-        if self._process is None:
-            raise RuntimeError("LlamaCppServer is not running")
-        return self._process.pid
-
-    def poll(self) -> int | None:
-        """The server process's exit status, or None while it runs."""
-        return None if self._process is None else self._process.poll()
 
     def command(self) -> list[str]:
         """The child-process command line (useful in logs and bug reports)."""
@@ -178,14 +167,6 @@ class LlamaCppServer:
         if status == 0 and not keep_log and self.log_path is not None:
             self.log_path.unlink(missing_ok=True)
             self.log_path = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         where = self._api_base or "not running"

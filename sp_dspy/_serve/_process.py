@@ -17,7 +17,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from abc import ABC, abstractmethod
+from types import TracebackType
+from typing import Any, Self
 
 from .._errors import ConfigError
 
@@ -132,3 +134,37 @@ def stop_process(process: subprocess.Popen[Any], *, grace: float) -> int | None:
         except subprocess.TimeoutExpired:
             continue
     return process.poll()
+
+
+class ChildServer(ABC):
+    """What every server run as a child process shares: its pid, exit status and ``with`` block.
+
+    Subclasses start the process in :meth:`start` (keeping it in ``_process``) and end
+    it in :meth:`stop`; leaving the ``with`` block always stops it, exception or not.
+    """
+
+    _process: subprocess.Popen[bytes] | None = None
+
+    @abstractmethod
+    def start(self) -> Self: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError(f"{type(self).__name__} is not running")
+        return self._process.pid
+
+    def poll(self) -> int | None:
+        """The server process's exit status, or None while it runs (or before it starts)."""
+        return None if self._process is None else self._process.poll()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

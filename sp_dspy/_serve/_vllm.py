@@ -16,11 +16,10 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Self
 
 from .._errors import ConfigError
-from ._process import die_with_parent, free_port, stop_process, wait_for_models
+from ._process import ChildServer, die_with_parent, free_port, stop_process, wait_for_models
 from ._state import cache_dir
 
 VLLM_INSTALL = "pip install 'sp-dspy[vllm]'"
@@ -85,7 +84,7 @@ def vllm_executable() -> str:
     return found
 
 
-class VLLMServer:
+class VLLMServer(ChildServer):
     """Run ``vllm serve`` for the life of a ``with`` block and wait until it answers.
 
     Args:
@@ -131,15 +130,6 @@ class VLLMServer:
         if ":" in client_host:
             client_host = f"[{client_host}]"
         return f"http://{client_host}:{self.port}/v1"
-
-    @property
-    def pid(self) -> int:
-        if self._process is None:
-            raise RuntimeError("VLLMServer is not running")
-        return self._process.pid
-
-    def poll(self) -> int | None:
-        return None if self._process is None else self._process.poll()
 
     def command(self, executable: str = "vllm") -> list[str]:
         return vllm_command(
@@ -191,14 +181,6 @@ class VLLMServer:
         process, self._process = self._process, None
         if process is not None:
             stop_process(process, grace=self.stop_timeout)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         return f"VLLMServer(model={self.model!r}, {self.api_base})"
