@@ -83,8 +83,7 @@ def eval_command(
 ) -> None:
     """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it."""
     from .._lm import configure_cache
-    from .._runner import build_eval_config, run_eval
-    from .._runner._paths import new_run_id
+    from .._runner import build_eval_config, new_run_id, run_eval
 
     configs = lmo.lm_configs(
         lm, models, config, default=lmo.LOCAL,
@@ -143,7 +142,7 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
         )
         return
     if verbose:
-        from .._runner._store import iter_records
+        from .._runner import iter_records
 
         for record in iter_records(outcome.results_file):
             console.print(
