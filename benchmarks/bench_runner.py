@@ -1,9 +1,12 @@
 """Runner throughput and client CPU against a loopback stub server with fixed latency.
 
 What it measures (issue 3's benchmark): the official baseline run by ``run_eval``
-exactly as ``sp-dspy eval`` runs it (real HTTP through DSPy's engine, durable JSONL
-writes, no response cache, no progress bar) against an OpenAI-compatible stub that
-answers every request after ``--latency`` seconds. For each protocol and
+exactly as ``sp-dspy eval`` runs it (real HTTP through the transport ``eval`` picks:
+the direct one for a single OpenAI-compatible endpoint, or DSPy's engine with
+``--transport dspy``; durable JSONL writes, no response cache, no progress bar)
+against an OpenAI-compatible stub that answers every request after ``--latency``
+seconds. Each measurement sends ``concurrency x --rounds`` calls (50 rounds by
+default), per-policy capped at the 3,000 cases of the full-size file. For each protocol and
 concurrency it reports
 
 - throughput in calls per second and as a fraction of the ideal
@@ -30,6 +33,7 @@ not tokens): what a server's prefix cache could reuse.
     python benchmarks/make_synthetic.py --out benchmarks/_data/synthetic.json
     python benchmarks/bench_runner.py                       # the README table
     python benchmarks/bench_runner.py --concurrency 64 --protocols per-policy
+    python benchmarks/bench_runner.py --transport dspy      # DSPy's engine instead
 
 Not a test: timings depend on the machine and on its load. Figures are in
 ``benchmarks/README.md``.
@@ -102,7 +106,13 @@ def sp_dspy_client(settings: dict[str, Any], results: Any) -> None:
 
     _eval.UnitEngine = TimedEngine  # type: ignore[misc]  # time the engine phase only
     configure_cache(enabled=False)
-    lm_config = LMConfig(model="openai/stub", api_base=settings["api_base"], cache=False, num_retries=0)
+    lm_config = LMConfig(
+        model="openai/stub",
+        api_base=settings["api_base"],
+        cache=False,
+        num_retries=0,
+        transport=settings["transport"],
+    )
 
     def config(run_id: str, cases: int, concurrency: int) -> EvalConfig:
         return EvalConfig.model_validate(
@@ -227,7 +237,10 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,16,64", help="Comma-separated concurrency levels.")
     parser.add_argument("--protocols", default="per-policy,per-rule")
     parser.add_argument("--clients", default="sp-dspy", help="sp-dspy and/or reference-style.")
-    parser.add_argument("--rounds", type=int, default=20, help="Calls per concurrent slot (steady state).")
+    parser.add_argument(
+        "--rounds", type=int, default=50, help="Calls per concurrent slot (steady state), capped at the dataset."
+    )
+    parser.add_argument("--transport", default="auto", help="sp-dspy client's --transport: auto, direct, dspy.")
     parser.add_argument("--json", type=Path, default=None, help="Also write the figures here.")
     args = parser.parse_args()
     if not args.dataset.exists():
@@ -265,6 +278,7 @@ def main() -> None:
                             "output_dir": str(work / "out"),
                             "run_id": f"{name}-{protocol}-{concurrency}",
                             "api_base": api_base,
+                            "transport": args.transport,
                         }
                         row = measure(context, targets[name], settings)
                         rate, ideal = row["units"] / row["wall_s"], concurrency / args.latency

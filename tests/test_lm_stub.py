@@ -18,6 +18,7 @@ from sp_dspy._lm import (
     LMConfig,
     StubServer,
     achat,
+    closing_transports,
     chat,
     classify_error,
     configure_cache,
@@ -138,7 +139,7 @@ def test_cache_key_separates_endpoints_serving_the_same_model_name(tmp_path: Pat
         answers = [chat(stub_lm(server), messages) for server in (first, second, first, second)]
         assert len(first.chat_requests) == len(second.chat_requests) == 1
         lm = stub_lm(first)
-        replayed = asyncio.run(achat(lm, messages))  # async calls share the sync entries
+        replayed = asyncio.run(closing_transports(achat(lm, messages)))  # async shares sync entries
         assert len(first.chat_requests) == 1
     assert json.loads(answers[0].text)["violated_rules"] == []
     assert [v["rule"] for v in json.loads(answers[1].text)["violated_rules"]] == [1, 2, 3, 4]

@@ -1,7 +1,8 @@
 """Transient failures are retried (honouring Retry-After); lasting ones become excluded records.
 
 The stub fails its first requests on purpose (``fail_plan``) with 429 + Retry-After,
-500 and dropped connections, over real HTTP through DSPy's engine.
+500 and dropped connections, over real HTTP through the direct transport (the default
+for one OpenAI-compatible endpoint) and, where marked, through DSPy's engine.
 """
 
 from __future__ import annotations
@@ -42,26 +43,43 @@ def stub(*fail_plan: str) -> StubServer:
 
 
 def evaluate(
-    server: StubServer, out: Path, *, retries: int, retry_errors: bool = False, **settings: object
+    server: StubServer,
+    out: Path,
+    *,
+    retries: int,
+    retry_errors: bool = False,
+    transport: str = "auto",
+    **settings: object,
 ) -> EvalOutcome:
     config = EvalConfig.model_validate(
         {"output_dir": out, "run_id": "r", "concurrency": 1, "data": DataSelection(limit=3), **settings}
     )
-    lm_config = LMConfig(model="openai/stub", api_base=server.url, num_retries=retries, cache=False)
+    lm_config = LMConfig.model_validate(
+        {
+            "model": "openai/stub",
+            "api_base": server.url,
+            "num_retries": retries,
+            "cache": False,
+            "transport": transport,
+        }
+    )
     return run_eval(config, lm_config, show_progress=False, retry_errors=retry_errors)
 
 
-def test_429_500_and_dropped_connections_are_retried_to_correct_results(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("transport", "first_backoff_s"), [("direct", 0.375), ("dspy", 1.0)])
+def test_429_500_and_dropped_connections_are_retried_to_correct_results(
+    tmp_path: Path, transport: str, first_backoff_s: float
+) -> None:
     with stub("drop", "429:0.3", "500:0.05") as server:
         started = time.monotonic()
-        outcome = evaluate(server, tmp_path, retries=3)
+        outcome = evaluate(server, tmp_path, retries=3, transport=transport)
         elapsed = time.monotonic() - started
         failures = [request.failure for request in server.chat_requests]
     # One case took four attempts, the other two one each; nothing else was sent.
     assert failures == ["drop", "429:0.3", "500:0.05", None, None, None]
-    # Backoff: 1 s after the drop, then the server's Retry-After (0.3 s, 0.05 s); DSPy's own
-    # exponential backoff (1 + 2 + 4 s) would take more than 7 s.
-    assert 1.3 <= elapsed < 5
+    # Backoff: the transport's own after the drop (direct: 0.5 s +- 25%, DSPy: 1 s), then the
+    # server's Retry-After (0.3 s, 0.05 s); exponential backoff alone (1 + 2 + 4 s) takes > 7 s.
+    assert first_backoff_s + 0.35 <= elapsed < 5
     records = list(iter_records(outcome.results_file))
     assert [r["id"] for r in records] == [case.id for case in SAMPLE[:3]]
     for record in records:
@@ -70,14 +88,15 @@ def test_429_500_and_dropped_connections_are_retried_to_correct_results(tmp_path
     assert outcome.report is not None and outcome.report.cells["ALL"]["excluded"] == 0
 
 
+@pytest.mark.parametrize("transport", ["direct", "dspy"])
 @pytest.mark.parametrize(
     ("failure", "error_class"), [("500:0.01", "server_error"), ("429:0.01", "rate_limit")]
 )
 def test_a_lasting_failure_is_an_excluded_record_and_the_run_goes_on(
-    tmp_path: Path, failure: str, error_class: str
+    tmp_path: Path, failure: str, error_class: str, transport: str
 ) -> None:
     with stub(failure, failure) as server:
-        outcome = evaluate(server, tmp_path, retries=1)
+        outcome = evaluate(server, tmp_path, retries=1, transport=transport)
         assert len(server.chat_requests) == 2 + 2
     first, *others = list(iter_records(outcome.results_file))
     assert first["id"] == SAMPLE[0].id

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import ValidationError
 
 from .._errors import ConfigError
-from .._lm import LMConfig
+from .._lm import LMConfig, closing_transports
 from ._case import guard_case
 from ._verdict import Verdict
 
@@ -244,13 +244,13 @@ def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
+        return asyncio.run(closing_transports(coroutine))
     future: concurrent.futures.Future[_T] = concurrent.futures.Future()
     context = contextvars.copy_context()
 
     def run() -> None:
         try:
-            future.set_result(asyncio.run(coroutine))
+            future.set_result(asyncio.run(closing_transports(coroutine)))
         except BaseException as exc:
             future.set_exception(exc)
 

@@ -2,7 +2,9 @@
 
 - :class:`LMConfig` / :func:`load_model_configs`: validated model settings from YAML.
 - :func:`make_lm`: a ``dspy.LM`` for a config (hosted API, self-hosted server, fake).
-- :func:`chat` / :func:`achat`: raw messages through that LM (the official baseline).
+- :func:`chat` / :func:`achat`: raw messages through that LM (the official baseline);
+  :class:`DirectChat` is the lean transport ``achat`` uses for one OpenAI-compatible
+  endpoint (``closing_transports`` closes its pools at the end of an event loop).
 - :func:`configure_cache`: DSPy's response cache on disk, keyed by endpoint too.
 - :class:`FakeEngine`: a deterministic offline guard model (``fake/<behaviour>``).
 - :class:`StubServer`: a loopback OpenAI-compatible server for tests and benchmarks.
@@ -22,7 +24,8 @@ from ._cache import (
     default_response_cache_dir,
 )
 from ._chat import ChatResult, TokenUsage, achat, chat
-from ._config import LMConfig, load_model_configs, resolve_model_config
+from ._config import TRANSPORTS, LMConfig, load_model_configs, resolve_model_config
+from ._direct import DirectChat, closing_transports, direct_eligible
 from ._errors import ERROR_KINDS, TRANSIENT_KINDS, classify_error, describe_error, is_transient
 from ._factory import SCHEMA_PROVIDER, api_key_for, fake_engine, import_dspy, make_lm, make_lms
 from ._fake import (
@@ -48,10 +51,12 @@ __all__ = [
     "REFUSAL_TEXT",
     "SCHEMA_PROVIDER",
     "TRANSIENT_KINDS",
+    "TRANSPORTS",
     "AsyncFakeEngine",
     "AsyncReplicaEngine",
     "CacheSettings",
     "ChatResult",
+    "DirectChat",
     "EndpointCounter",
     "FakeCall",
     "FakeEngine",
@@ -67,11 +72,13 @@ __all__ = [
     "cache_settings",
     "chat",
     "classify_error",
+    "closing_transports",
     "configure_cache",
     "count_tokens",
     "default_cache_dir",
     "default_response_cache_dir",
     "describe_error",
+    "direct_eligible",
     "fake_engine",
     "import_dspy",
     "is_transient",

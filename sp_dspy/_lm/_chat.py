@@ -155,6 +155,11 @@ def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
     Errors are DSPy's ``LM*Error`` classes after DSPy's own retries; classify them
     with ``classify_error``.
     """
+    from ._direct import attached
+
+    transport = attached(lm)
+    if transport is not None:
+        return transport.chat(messages, **kwargs)
     from dspy.clients.execution import execute, finalize, prepare
 
     cache_price_lookups()
@@ -165,9 +170,18 @@ def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
 
 
 async def achat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
-    """Async :func:`chat`, on DSPy's async engine (one connection pool per event loop)."""
+    """Async :func:`chat`: the LM's direct transport when it has one, else DSPy's async engine.
+
+    ``make_lm`` attaches the direct transport (``_direct``) to LMs of one
+    OpenAI-compatible endpoint; it answers the same way, at a fraction of the CPU.
+    """
     import asyncio
 
+    from ._direct import attached
+
+    transport = attached(lm)
+    if transport is not None:
+        return await transport.achat(messages, **kwargs)
     from dspy.clients.execution import aexecute, finalize, prepare
 
     cache_price_lookups()

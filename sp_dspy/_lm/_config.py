@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from .._errors import ConfigError
 from ._redact import redact
 
+Transport = Literal["auto", "dspy", "direct"]
+TRANSPORTS: tuple[Transport, ...] = ("auto", "dspy", "direct")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
@@ -29,6 +31,11 @@ class LMConfig(BaseModel):
 
     ``api_base`` may list several endpoints separated by commas (replicas of the same
     model); it is kept exactly as written and split by :attr:`api_bases`.
+
+    ``transport`` picks how raw-message calls (the official baselines) reach a single
+    OpenAI-compatible endpoint: ``direct`` posts them with sp-dspy's lean client
+    (``_direct``), ``dspy`` through DSPy's engine, ``auto`` (default) the direct one
+    wherever it applies. DSPy programs always go through DSPy.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -43,6 +50,7 @@ class LMConfig(BaseModel):
     num_retries: int = 3
     cache: bool = True
     json_schema: bool = False
+    transport: Transport = "auto"
     name: str | None = None
 
     @field_validator("model")

@@ -154,7 +154,7 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
         kwargs["reasoning_effort"] = config.reasoning_effort
     ensure_cache_configured()
     try:
-        return dspy.LM(
+        lm = dspy.LM(
             model,
             temperature=config.temperature,
             max_tokens=config.max_tokens,
@@ -164,6 +164,24 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
         )
     except (ValueError, TypeError, dspy.utils.exceptions.LMError) as exc:
         raise ConfigError(f"model '{config.display_name()}': {redact(str(exc)).splitlines()[0]}") from None
+    _attach_direct(lm, config, bases[endpoint] if bases else None, str(kwargs.get("api_key") or ""))
+    return lm
+
+
+def _attach_direct(lm: dspy.LM, config: LMConfig, api_base: str | None, api_key: str) -> None:
+    """Give ``lm`` the direct transport when ``config.transport`` allows and the endpoint fits."""
+    from ._direct import DirectChat, attach, direct_eligible
+
+    if config.transport == "dspy":
+        return
+    if api_base is None or not direct_eligible(config):
+        if config.transport == "direct":
+            raise ConfigError(
+                f"model '{config.display_name()}': transport 'direct' needs one OpenAI-compatible "
+                f"endpoint (--api-base with an openai/ or hosted_vllm/ model); use 'auto' or 'dspy'"
+            )
+        return
+    attach(lm, DirectChat(config, api_base=api_base, api_key=api_key, model_id=_model_id(config.model)))
 
 
 def make_lms(config: LMConfig) -> list[dspy.LM]:

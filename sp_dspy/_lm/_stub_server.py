@@ -25,7 +25,13 @@ from ._fake import FakeEngine, count_tokens
 from ._fake_prompts import message_text
 
 Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
-FAILURE_KINDS = ("429", "500", "502", "503", "drop", "hang")
+FAILURE_KINDS = ("429", "500", "502", "503", "400", "401", "drop", "hang")
+# What the stub says for a planned failure (OpenAI's wording for the client errors).
+_FAILURE_TEXT = {
+    "400": ("context_length_exceeded", "This model's maximum context length is 4096 tokens"),
+    "401": ("invalid_api_key", "Incorrect API key provided"),
+    "429": ("rate_limit_exceeded", "stub planned 429"),
+}
 
 
 @dataclass(frozen=True)
@@ -122,8 +128,8 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(arg if arg is not None else 5.0)
             return False
         headers = {"Retry-After": f"{arg:g}"} if arg is not None else {}
-        kind_name = "rate_limit_exceeded" if kind == "429" else "server_error"
-        self._send_json(int(kind), {"error": {"message": f"stub planned {kind}", "type": kind_name}}, headers)
+        kind_name, message = _FAILURE_TEXT.get(kind, ("server_error", f"stub planned {kind}"))
+        self._send_json(int(kind), {"error": {"message": message, "type": kind_name}}, headers)
         return True
 
 
@@ -137,8 +143,9 @@ class StubServer:
             whole ``chat.completion`` object. Default: ``self.fake.reply`` on the messages.
         fail_plan: failures for the first requests to ``/chat/completions``, in order:
             ``"429"`` / ``"429:SECONDS"`` (with ``Retry-After``), ``"500"``, ``"502"``,
-            ``"503"`` (``":SECONDS"`` adds ``Retry-After`` too), ``"drop"`` (connection
-            closed without a response), ``"hang:SECONDS"`` (answers late, for timeouts).
+            ``"503"`` (``":SECONDS"`` adds ``Retry-After`` too), ``"400"`` (context length
+            exceeded), ``"401"`` (bad key), ``"drop"`` (connection closed without a
+            response), ``"hang:SECONDS"`` (answers late, for timeouts).
         behaviour: behaviour of the default responder's fake engine.
         model_ids: ids listed by ``/v1/models``.
     """

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from .._data import Benchmark, Case, load_benchmark, select_split
 from .._errors import ConfigError
+from .._lm import closing_transports
 from ._config import EvalConfig, parse_shard
 from ._engine import UnitEngine
 from ._fake_gold import teach_fake
@@ -163,7 +164,7 @@ def run_eval(
         )
         try:
             with _adapter_context(lm_config.json_schema and config.program != "official"):
-                asyncio.run(engine.run(units))
+                asyncio.run(closing_transports(engine.run(units)))
         except KeyboardInterrupt:
             outcome.interrupted = True
         outcome.units_run = engine.stats.done

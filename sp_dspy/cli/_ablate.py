@@ -122,6 +122,7 @@ def ablate_command(
     num_retries: lmo.NumRetries = None,
     no_cache: lmo.NoCache = False,
     json_schema: lmo.JsonSchema = False,
+    transport: lmo.Transport = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Compare per-rule and per-policy composition (and compiled programs) on one LM."""
@@ -140,6 +141,7 @@ def ablate_command(
         api_base=api_base, api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens,
         reasoning_effort=reasoning_effort, timeout=timeout, num_retries=num_retries,
         cache=False if no_cache else None, json_schema=True if json_schema else None,
+        transport=transport,
     )  # fmt: skip
     flags: dict[str, Any] = {
         "variants": variants, "parser": parser, "concurrency": concurrency,

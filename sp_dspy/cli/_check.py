@@ -63,6 +63,7 @@ def check_command(
     num_retries: lmo.NumRetries = None,
     no_cache: lmo.NoCache = False,
     json_schema: lmo.JsonSchema = False,
+    transport: lmo.Transport = None,
 ) -> None:
     """Check one conversation against a policy with a guard and print the violated rules."""
     from .._guard import Guard, Source, guard_case
@@ -84,6 +85,7 @@ def check_command(
         api_base=api_base, api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens,
         reasoning_effort=reasoning_effort, timeout=timeout, num_retries=num_retries,
         cache=False if no_cache else None, json_schema=True if json_schema else None,
+        transport=transport,
     )  # fmt: skip
     configure_cache(enabled=not no_cache)
     with lmo.lm_session(lm_config) as live:

@@ -78,6 +78,7 @@ def eval_command(
     num_retries: lmo.NumRetries = None,
     no_cache: lmo.NoCache = False,
     json_schema: lmo.JsonSchema = False,
+    transport: lmo.Transport = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
 ) -> None:
@@ -90,6 +91,7 @@ def eval_command(
         api_base=api_base, api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens,
         reasoning_effort=reasoning_effort, timeout=timeout, num_retries=num_retries,
         cache=False if no_cache else None, json_schema=True if json_schema else None,
+        transport=transport,
     )  # fmt: skip
     local_default = (
         limit is None and any(lmo.is_local(c) for c in configs) and dataset is None and split is None

@@ -60,6 +60,15 @@ JsonSchema = Annotated[
     bool,
     typer.Option("--json-schema", help="Send a JSON-schema response_format (self-hosted servers)."),
 ]
+Transport = Annotated[
+    str | None,
+    typer.Option(
+        "--transport",
+        help="How official-baseline calls reach one OpenAI-compatible --api-base: auto (default), "
+        "direct (sp-dspy's lean HTTP client) or dspy (DSPy's engine).",
+        show_default=False,
+    ),
+]
 
 
 def lm_configs(

@@ -1,0 +1,203 @@
+"""The direct transport: what it sends, caches, retries and raises, over real loopback HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import time
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+import sp_dspy._lm._cache as cache_module
+from sp_dspy._errors import ConfigError
+from sp_dspy._lm import (
+    DirectChat,
+    LMConfig,
+    StubServer,
+    achat,
+    chat,
+    classify_error,
+    closing_transports,
+    configure_cache,
+    describe_error,
+    import_dspy,
+    make_lm,
+)
+from sp_dspy._lm._direct import attached, direct_eligible
+from sp_dspy._lm._http_errors import MAX_RETRY_WAIT_S, backoff_seconds, retry_after_seconds
+from tests._lm_fixtures import per_policy_messages
+
+T = TypeVar("T")
+pytestmark = [pytest.mark.network, pytest.mark.timeout(60)]
+
+
+@pytest.fixture(autouse=True)
+def no_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    dspy_module = import_dspy()
+    monkeypatch.setattr(dspy_module, "cache", vars(dspy_module).get("cache"), raising=False)
+    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
+    configure_cache(enabled=False)
+    yield
+
+
+def lm_for(server: StubServer, **settings: object) -> Any:
+    return make_lm(LMConfig.model_validate({"model": "openai/stub", "api_base": server.url, **settings}))
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(closing_transports(coroutine))
+
+
+@pytest.mark.parametrize(
+    ("settings", "direct"),
+    [
+        ({"model": "openai/stub", "api_base": "http://127.0.0.1:9/v1"}, True),
+        ({"model": "hosted_vllm/Qwen/Qwen3-8B", "api_base": "http://127.0.0.1:9/v1"}, True),
+        ({"model": "openai/stub", "api_base": "http://127.0.0.1:9/v1", "json_schema": True}, True),
+        ({"model": "openai/stub", "api_base": "http://127.0.0.1:9/v1", "transport": "dspy"}, False),
+        ({"model": "openai/gpt-4o-mini"}, False),  # no endpoint of our own: DSPy/LiteLLM
+        ({"model": "anthropic/claude-sonnet-4-5", "api_base": "http://127.0.0.1:9/v1"}, False),
+        ({"model": "openai/stub", "api_base": "http://127.0.0.1:9/v1,http://127.0.0.1:10/v1"}, False),
+        ({"model": "fake/oracle"}, False),
+    ],
+)
+def test_make_lm_attaches_the_direct_transport_only_where_it_applies(
+    settings: dict[str, object], direct: bool
+) -> None:
+    config = LMConfig.model_validate(settings)
+    assert (attached(make_lm(config)) is not None) is direct
+    if config.transport == "auto":
+        assert direct_eligible(config) is direct
+
+
+def test_transport_direct_on_an_endpoint_it_cannot_reach_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="transport 'direct' needs one OpenAI-compatible endpoint"):
+        make_lm(LMConfig(model="anthropic/claude-sonnet-4-5", transport="direct"))
+
+
+def test_the_request_carries_the_messages_settings_and_key_and_nothing_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STUB_API_KEY", "sk-direct-secret-123")
+    messages = per_policy_messages()
+    with StubServer() as server:
+        lm = lm_for(server, temperature=0.0, max_tokens=64, api_key_env="STUB_API_KEY")
+        result = run(achat(lm, messages))
+        (request,) = server.chat_requests
+    assert request.body == {"model": "stub", "messages": messages, "temperature": 0.0, "max_tokens": 64}
+    assert request.headers["Authorization"] == "Bearer sk-direct-secret-123"
+    assert result.text and not result.cached
+    assert result.usage.prompt_tokens and result.usage.total_tokens
+    assert result.finish_reason == "stop"
+
+
+def test_sync_and_async_share_cache_entries_keyed_by_endpoint(tmp_path: Path) -> None:
+    configure_cache(enabled=True, directory=tmp_path / "responses")
+    messages = per_policy_messages()
+    with StubServer(behaviour="empty") as first, StubServer(behaviour="all") as second:
+        answers = [run(achat(lm_for(s), messages)) for s in (first, second)]
+        replayed = chat(lm_for(first), messages)
+        fresh = chat(lm_for(first), messages, cache=False)
+        assert len(first.chat_requests) == 2 and len(second.chat_requests) == 1
+    assert replayed.cached and replayed.text == answers[0].text
+    assert replayed.usage == answers[0].usage
+    assert answers[0].text != answers[1].text
+    assert not fresh.cached
+
+
+def test_a_dspy_transport_lm_and_a_direct_one_get_the_same_answer() -> None:
+    messages = per_policy_messages()
+    with StubServer() as server:
+        direct = run(achat(lm_for(server), messages))
+        through_dspy = run(achat(lm_for(server, transport="dspy"), messages))
+        bodies = [r.body for r in server.chat_requests]
+    assert direct.text == through_dspy.text
+    assert all(body is not None and body["messages"] == messages for body in bodies)
+
+
+@pytest.mark.parametrize(
+    ("failure", "kind"),
+    [("400", "context_length"), ("401", "auth"), ("500", "server_error"), ("429", "rate_limit")],
+)
+def test_failures_raise_dspy_errors_with_the_engine_kinds(failure: str, kind: str) -> None:
+    dspy = import_dspy()
+    with StubServer(fail_plan=[failure]) as server, pytest.raises(dspy.LMError) as caught:
+        run(achat(lm_for(server, num_retries=0), per_policy_messages()))
+    assert classify_error(caught.value) == kind
+    assert describe_error(caught.value).startswith(kind)
+
+
+def test_a_dropped_connection_and_a_timeout_are_classified() -> None:
+    dspy = import_dspy()
+    with StubServer(fail_plan=["drop", "hang:2"]) as server:
+        lm = lm_for(server, num_retries=0, timeout=0.5)
+        with pytest.raises(dspy.LMError) as dropped:
+            run(achat(lm, per_policy_messages()))
+        with pytest.raises(dspy.LMError) as late:
+            run(achat(lm, per_policy_messages()))
+    assert classify_error(dropped.value) == "connection"
+    assert classify_error(late.value) == "timeout"
+
+
+def test_client_errors_are_not_retried_and_transient_ones_are() -> None:
+    with StubServer(fail_plan=["401"]) as server:
+        with pytest.raises(Exception, match="HTTP 401"):
+            run(achat(lm_for(server, num_retries=3), per_policy_messages()))
+        assert len(server.chat_requests) == 1
+    with StubServer(fail_plan=["503:0.01", "502:0.01", "drop"]) as server:
+        result = run(achat(lm_for(server, num_retries=3), per_policy_messages()))
+        assert [r.failure for r in server.chat_requests] == ["503:0.01", "502:0.01", "drop", None]
+    assert result.text
+
+
+def test_retry_after_is_read_in_seconds_milliseconds_and_http_dates() -> None:
+    assert retry_after_seconds({"retry-after": "2.5"}) == 2.5
+    assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    date = email.utils.formatdate(time.time() + 30, usegmt=True)
+    waited = retry_after_seconds({"retry-after": date})
+    assert waited is not None and 25 <= waited <= 31
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
+    assert backoff_seconds(0, 3.0) == 3.0 and backoff_seconds(0, 1e6) == MAX_RETRY_WAIT_S
+    assert all(0.375 <= backoff_seconds(0, None) <= 0.625 for _ in range(50))
+    assert all(1.5 <= backoff_seconds(2, None) <= 2.5 for _ in range(50))
+
+
+def test_a_priced_model_gets_its_cost_from_the_price_snapshot() -> None:
+    from dspy.clients.model_metadata import model_info, rate
+
+    info = model_info("openai", "gpt-4o-mini")
+    with StubServer(model_ids=("gpt-4o-mini",)) as server:
+        lm = make_lm(LMConfig(model="openai/gpt-4o-mini", api_base=server.url))
+        result = run(achat(lm, per_policy_messages()))
+        unpriced = run(achat(lm_for(server), per_policy_messages()))
+    usage = result.usage
+    expected = usage.prompt_tokens * rate(info, "input_cost_per_token") + usage.completion_tokens * rate(
+        info, "output_cost_per_token"
+    )
+    assert result.cost == pytest.approx(expected) and expected > 0
+    assert unpriced.cost is None
+
+
+def test_closing_transports_closes_the_pool_of_the_loop() -> None:
+    with StubServer() as server:
+        lm = lm_for(server)
+        transport = attached(lm)
+        assert isinstance(transport, DirectChat)
+
+        async def call_and_peek() -> int:
+            await achat(lm, per_policy_messages())
+            return len(transport._sessions)
+
+        assert run(call_and_peek()) == 1
+    assert len(transport._sessions) == 0
+
+
+def test_an_error_body_that_is_not_json_still_gives_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    with StubServer(responder=lambda body: {"not": "a completion"}) as server:
+        result = run(achat(lm_for(server), per_policy_messages()))
+    assert result.text == "" and json.dumps(result.usage.model_dump())
