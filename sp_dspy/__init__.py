@@ -26,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "run_eval": "sp_dspy._runner",
     "EvalConfig": "sp_dspy._runner",
     # applications
+    "closing_transports": "sp_dspy._lm",
     "Guard": "sp_dspy._guard",
     "Verdict": "sp_dspy._guard",
     # errors
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from ._data import Benchmark, Case, Split, load_benchmark, load_pku, load_split, make_split
     from ._errors import ConfigError, DataError, SpDspyError
     from ._guard import Guard, Verdict
+    from ._lm import closing_transports
     from ._runner import EvalConfig, run_eval
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "SpDspyError",
     "Split",
     "Verdict",
+    "closing_transports",
     "compile_guard",
     "load_benchmark",
     "load_pku",

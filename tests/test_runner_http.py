@@ -68,10 +68,11 @@ def sent_bodies(server: StubServer) -> list[dict[str, Any]]:
     return [body for body in bodies if body is not None]
 
 
+@pytest.mark.parametrize("transport", ["auto", "dspy"])
 def test_per_policy_requests_are_the_official_messages_once_per_case(
-    server: StubServer, tmp_path: Path
+    server: StubServer, tmp_path: Path, transport: str
 ) -> None:
-    run_eval_cli(server, tmp_path, "--run-id", "golden", "--no-cache")
+    run_eval_cli(server, tmp_path, "--run-id", "golden", "--no-cache", "--transport", transport)
     expected = {key(per_policy_messages(case)): case.id for case in SAMPLE}
     bodies = sent_bodies(server)
     sent = Counter(expected.get(key(body["messages"]), "<not an official request>") for body in bodies)
@@ -84,6 +85,9 @@ def test_per_policy_requests_are_the_official_messages_once_per_case(
     assert sorted(r["id"] for r in records) == sorted(case.id for case in SAMPLE)
     gold = {case.id: sorted(case.ground_truth_violations) for case in SAMPLE}
     assert all(r["violated_rules"] == gold[r["id"]] and r["parse_status"] == "clean" for r in records)
+    manifest = json.loads((tmp_path / "manifest_golden.json").read_text(encoding="utf-8"))
+    assert manifest["runs"]["stub"]["transport"] == ("direct" if transport == "auto" else "dspy")
+    assert manifest["runs"]["stub"]["lm"]["transport"] == transport
 
 
 @pytest.mark.parametrize(

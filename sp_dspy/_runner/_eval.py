@@ -19,6 +19,7 @@ from rich.console import Console
 from .._data import Benchmark, Case, load_benchmark, select_split
 from .._errors import ConfigError
 from .._lm import closing_transports
+from .._lm._direct import attached as attached_transport
 from ._config import EvalConfig, parse_shard
 from ._engine import UnitEngine
 from ._fake_gold import teach_fake
@@ -234,6 +235,7 @@ def _write_manifest(
         units_skipped_on_resume=outcome.skipped_on_resume,
         totals=totals_of(outcome.results_file),
         endpoint_requests=dict(getattr(lm, "endpoint_requests", {}) or {}),
+        transport="direct" if config.program == "official" and attached_transport(lm) is not None else "dspy",
         metrics=None
         if outcome.report is None
         else {k: outcome.report.cells.get(k) for k in ("L0", "L1", "L2", "ALL")},

@@ -49,6 +49,8 @@ class ModelRun(BaseModel):
     units_skipped_on_resume: int
     totals: RunTotals
     endpoint_requests: dict[str, int] = Field(default_factory=dict)
+    #: How raw-message calls went out: ``direct`` (sp-dspy's client) or ``dspy`` (DSPy's engine).
+    transport: str = "dspy"
     metrics: dict[str, Any] | None = None
 
 

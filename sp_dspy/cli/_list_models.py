@@ -32,9 +32,8 @@ def list_models_command(config: lmo.ModelsConfig = None) -> None:
         settings = {
             key: value
             for key, value in cfg.public_dict().items()
-            if key in ("temperature", "max_tokens", "reasoning_effort", "timeout", "json_schema")
-            and value is not None
-            and value is not False
+            if key in ("temperature", "max_tokens", "reasoning_effort", "timeout", "json_schema", "transport")
+            and value not in (None, False, "auto")
         }
         table.add_row(
             name,
