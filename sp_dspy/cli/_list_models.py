@@ -33,7 +33,9 @@ def list_models_command(config: lmo.ModelsConfig = None) -> None:
             key: value
             for key, value in cfg.public_dict().items()
             if key in ("temperature", "max_tokens", "reasoning_effort", "timeout", "json_schema", "transport")
-            and value not in (None, False, "auto")
+            and value is not None
+            and value is not False
+            and value != "auto"
         }
         table.add_row(
             name,
