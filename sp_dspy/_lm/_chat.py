@@ -61,8 +61,9 @@ class ChatResult(BaseModel):
     finish_reason: str | None = None
 
 
-def _usage(raw: Mapping[str, Any] | None) -> TokenUsage:
-    if not raw:
+def token_usage(raw: object) -> TokenUsage:
+    """OpenAI-style ``usage`` (reasoning tokens from ``completion_tokens_details``); empty if absent."""
+    if not raw or not isinstance(raw, Mapping):
         return TokenUsage()
     details = raw.get("completion_tokens_details") or {}
     reasoning = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
@@ -91,7 +92,7 @@ def _to_result(result: Any) -> ChatResult:
     return ChatResult(
         text=text or "",
         reasoning=reasoning or None,
-        usage=_usage(usage),
+        usage=token_usage(usage),
         cost=result.cost,
         cached=bool(result.cache_hit),
         model=result.response_model,

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._chat import ChatResult, TokenUsage
+from ._chat import ChatResult, token_usage
 from ._http_errors import RETRY_STATUSES, backoff_seconds, error_message, retry_after_seconds, status_error
 
 if TYPE_CHECKING:
@@ -151,7 +151,10 @@ class DirectChat:
             # No connection cap here: the runner's worker pool bounds what is in flight.
             connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
             timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-            session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self.headers)
+            # trust_env: HTTP(S)_PROXY / NO_PROXY apply as they do to DSPy's httpx engine.
+            session = aiohttp.ClientSession(
+                connector=connector, timeout=timeout, headers=self.headers, trust_env=True
+            )
             self._sessions[loop] = session
         return session
 
@@ -169,7 +172,7 @@ class DirectChat:
                 async with session.post(self.url, data=payload) as response:
                     raw = await response.read()
                     status = response.status
-                    headers = {k.lower(): v for k, v in response.headers.items()}
+                    headers = {} if status < 300 else {k.lower(): v for k, v in response.headers.items()}
             except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
                 if last:
                     raise transport_error(exc, model=self.model, timeout=True) from exc
@@ -200,7 +203,7 @@ class DirectChat:
         choices = data.get("choices") or [{}]
         choice = choices[0] if isinstance(choices[0], dict) else {}
         message = choice.get("message") or {}
-        usage = _usage(data.get("usage"))
+        usage = token_usage(data.get("usage"))
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         return ChatResult(
             text=message.get("content") or "",
@@ -227,19 +230,6 @@ class DirectChat:
         return (
             (prompt - cached) * input_rate + cached * (cached_rate or input_rate) + completion * output_rate
         )
-
-
-def _usage(raw: Any) -> TokenUsage:
-    if not isinstance(raw, Mapping):
-        return TokenUsage()
-    details = raw.get("completion_tokens_details") or {}
-    reasoning = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
-    return TokenUsage(
-        prompt_tokens=raw.get("prompt_tokens"),
-        completion_tokens=raw.get("completion_tokens"),
-        total_tokens=raw.get("total_tokens"),
-        reasoning_tokens=reasoning,
-    )
 
 
 def _rates(provider: str, model_id: str) -> tuple[float | None, float | None, float | None]:
