@@ -26,6 +26,7 @@ from sp_dspy._lm import (
     describe_error,
     import_dspy,
     make_lm,
+    make_lms,
 )
 from sp_dspy._lm._direct import attached, direct_eligible
 from sp_dspy._lm._http_errors import MAX_RETRY_WAIT_S, backoff_seconds, retry_after_seconds
@@ -77,6 +78,11 @@ def test_make_lm_attaches_the_direct_transport_only_where_it_applies(
 def test_transport_direct_on_an_endpoint_it_cannot_reach_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="transport 'direct' needs one OpenAI-compatible endpoint"):
         make_lm(LMConfig(model="anthropic/claude-sonnet-4-5", transport="direct"))
+    replicas = LMConfig(model="openai/stub", api_base="http://127.0.0.1:9/v1,http://127.0.0.1:10/v1")
+    with pytest.raises(ConfigError, match=r"replicas .* go through LiteLLM.s router"):
+        make_lm(replicas.model_copy(update={"transport": "direct"}))
+    # One LM per replica (make_lms) talks to one endpoint each: those go direct.
+    assert all(attached(lm) is not None for lm in make_lms(replicas))
 
 
 def test_the_request_carries_the_messages_settings_and_key_and_nothing_else(

@@ -50,9 +50,14 @@ _T = TypeVar("_T")
 _attached: weakref.WeakKeyDictionary[Any, DirectChat] = weakref.WeakKeyDictionary()
 
 
-def direct_eligible(config: LMConfig) -> bool:
-    """Whether ``config`` names one OpenAI-compatible endpoint the direct transport can reach."""
-    return not config.is_fake and len(config.api_bases) == 1 and config.provider in DIRECT_PROVIDERS
+def direct_eligible(config: LMConfig, *, one_of_replicas: bool = False) -> bool:
+    """Whether an LM of ``config`` talks to one OpenAI-compatible endpoint (direct-capable).
+
+    ``one_of_replicas``: the LM serves one endpoint of several (``make_lms``); an LM
+    over all replicas goes through LiteLLM's router instead.
+    """
+    single = one_of_replicas or len(config.api_bases) == 1
+    return not config.is_fake and single and bool(config.api_bases) and config.provider in DIRECT_PROVIDERS
 
 
 def attach(lm: Any, transport: DirectChat) -> None:

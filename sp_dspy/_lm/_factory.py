@@ -129,6 +129,12 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
     if endpoint is None and len(bases) > 1:
         from ._replicas import make_replica_lm
 
+        if config.transport == "direct":
+            raise ConfigError(
+                f"model '{config.display_name()}': transport 'direct' serves one endpoint; "
+                "replicas (a comma-separated --api-base) go through LiteLLM's router: use 'auto' or 'dspy'"
+            )
+
         shared_key = api_key_for(config) or SELF_HOSTED_PLACEHOLDER_KEY
         return make_replica_lm(config, model_id=_model_id(config.model), api_key=shared_key)
     endpoint = endpoint or 0
@@ -174,7 +180,7 @@ def _attach_direct(lm: dspy.LM, config: LMConfig, api_base: str | None, api_key:
 
     if config.transport == "dspy":
         return
-    if api_base is None or not direct_eligible(config):
+    if api_base is None or not direct_eligible(config, one_of_replicas=len(config.api_bases) > 1):
         if config.transport == "direct":
             raise ConfigError(
                 f"model '{config.display_name()}': transport 'direct' needs one OpenAI-compatible "
