@@ -85,6 +85,14 @@ def serve(latency_s: float, ports: Any, stop: Any) -> None:
         stop.wait()
 
 
+def serve_async_stub(latency_s: float, ports: Any, stop: Any) -> None:
+    """Child process: the event-loop stub (``_async_stub``), the default of ``--stub``."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _async_stub import serve_async
+
+    serve_async(latency_s, stub_answer, ports, stop)
+
+
 def sp_dspy_client(settings: dict[str, Any], results: Any) -> None:
     """Child process: ``run_eval`` against the stub, timing the engine phase only."""
     sys.path.insert(0, str(ROOT))
@@ -238,9 +246,20 @@ def main() -> None:
     parser.add_argument("--protocols", default="per-policy,per-rule")
     parser.add_argument("--clients", default="sp-dspy", help="sp-dspy and/or reference-style.")
     parser.add_argument(
-        "--rounds", type=int, default=50, help="Calls per concurrent slot (steady state), capped at the dataset."
+        "--rounds",
+        type=int,
+        default=50,
+        help="Calls per concurrent slot (steady state), capped at the dataset.",
     )
-    parser.add_argument("--transport", default="auto", help="sp-dspy client's --transport: auto, direct, dspy.")
+    parser.add_argument(
+        "--transport", default="auto", help="sp-dspy client's --transport: auto, direct, dspy."
+    )
+    parser.add_argument(
+        "--stub",
+        choices=("async", "threaded"),
+        default="async",
+        help="async: aiohttp event-loop stub (_async_stub.py); threaded: the test suite's StubServer.",
+    )
     parser.add_argument("--json", type=Path, default=None, help="Also write the figures here.")
     args = parser.parse_args()
     if not args.dataset.exists():
@@ -251,16 +270,23 @@ def main() -> None:
     targets = {"sp-dspy": sp_dspy_client, "reference-style": reference_style_client}
     clients = [c.strip() for c in args.clients.split(",")]
     context = mp.get_context("spawn")
-    figures: dict[str, Any] = {"latency_s": args.latency, "cpus": os.cpu_count(), "runs": []}
+    figures: dict[str, Any] = {
+        "latency_s": args.latency,
+        "cpus": os.cpu_count(),
+        "stub": args.stub,
+        "transport": args.transport,
+        "runs": [],
+    }
     with tempfile.TemporaryDirectory(prefix="bench-runner-") as tmp:
         work = Path(tmp)
         slice_file = write_slice(args.dataset, max(max(levels) * args.rounds, 100) + WARM_UP_UNITS, work)
         per_case = targets_per_case(slice_file)
         ports, stop = context.Queue(), context.Event()
-        server = context.Process(target=serve, args=(args.latency, ports, stop), daemon=True)
+        stub_target = serve_async_stub if args.stub == "async" else serve
+        server = context.Process(target=stub_target, args=(args.latency, ports, stop), daemon=True)
         server.start()
         api_base = f"http://127.0.0.1:{ports.get(timeout=60)}/v1"
-        print(f"stub server at {api_base}, latency {args.latency * 1000:.0f} ms, {os.cpu_count()} CPUs")
+        print(f"{args.stub} stub at {api_base}, latency {args.latency * 1000:.0f} ms, {os.cpu_count()} CPUs")
         print(
             f"{'client':<16}{'protocol':<11}{'conc':>5}{'calls':>7}{'wall s':>8}{'calls/s':>9}"
             f"{'ideal':>7}{'% ideal':>9}{'CPU ms/call':>13}"

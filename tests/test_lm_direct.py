@@ -28,7 +28,7 @@ from sp_dspy._lm import (
     make_lm,
     make_lms,
 )
-from sp_dspy._lm._direct import attached, direct_eligible
+from sp_dspy._lm._direct import attached, direct_eligible, env_proxy
 from sp_dspy._lm._http_errors import MAX_RETRY_WAIT_S, backoff_seconds, retry_after_seconds
 from tests._lm_fixtures import per_policy_messages
 
@@ -207,3 +207,17 @@ def test_an_error_body_that_is_not_json_still_gives_one_line(monkeypatch: pytest
     with StubServer(responder=lambda body: {"not": "a completion"}) as server:
         result = run(achat(lm_for(server), per_policy_messages()))
     assert result.text == "" and json.dumps(result.usage.model_dump())
+
+
+def test_the_proxy_comes_from_the_environment_and_no_proxy_is_honoured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert env_proxy("https://gateway.example/v1/chat/completions") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1,.corp")
+    assert env_proxy("https://gateway.example/v1/chat/completions") == "http://proxy.internal:3128"
+    assert env_proxy("http://gateway.example/v1/chat/completions") is None  # no HTTP_PROXY set
+    assert env_proxy("https://vllm.corp/v1/chat/completions") is None
+    assert env_proxy("http://127.0.0.1:8000/v1/chat/completions") is None

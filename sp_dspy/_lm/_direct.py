@@ -156,9 +156,8 @@ class DirectChat:
             # No connection cap here: the runner's worker pool bounds what is in flight.
             connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
             timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-            # trust_env: HTTP(S)_PROXY / NO_PROXY apply as they do to DSPy's httpx engine.
             session = aiohttp.ClientSession(
-                connector=connector, timeout=timeout, headers=self.headers, trust_env=True
+                connector=connector, timeout=timeout, headers=self.headers, proxy=env_proxy(self.url)
             )
             self._sessions[loop] = session
         return session
@@ -235,6 +234,21 @@ class DirectChat:
         return (
             (prompt - cached) * input_rate + cached * (cached_rate or input_rate) + completion * output_rate
         )
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy ``HTTP(S)_PROXY`` / ``NO_PROXY`` name for ``url`` (as httpx, DSPy's engine, reads them).
+
+    Resolved once per connection pool: aiohttp's ``trust_env`` would re-read the
+    environment (and ``~/.netrc``) on every request, which cost ~0.2 ms of CPU per call.
+    """
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname is None or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def _rates(provider: str, model_id: str) -> tuple[float | None, float | None, float | None]:
