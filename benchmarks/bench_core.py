@@ -5,10 +5,14 @@ What it measures on the full-size synthetic benchmark (3,000 cases, ~78k rules,
 
 - **load+validate**: ``sp_dspy.load_benchmark`` (JSON parse, legacy normalisation,
   pydantic validation, consistency checks, content hash) in a fresh process, timed
-  around the call; the import time is reported separately.
+  around the call; the import time is reported separately. **scoring views** is the
+  same for ``load_scoring_cases`` (what ``score`` reads) without its parse cache.
 - **score**: ``sp-dspy score PRED --dataset SYN --json OUT`` from process start to
   exit, exactly as a user runs it (1,000 bootstrap resamples for the 95% CIs, the
-  default), and the same on a per-rule judgment file with ``--per-rule``.
+  default), and the same on a per-rule judgment file with ``--per-rule``. *warm*
+  runs find the dataset's scoring views in the parse cache (the untimed warm-up run
+  stored them; the cache lives in a temporary ``SP_DSPY_CACHE_DIR``), *cold* runs
+  pass ``--no-data-cache`` and validate the 75 MB file every time.
 - **CPU and peak memory**: user+system CPU seconds and the maximum resident set size
   of each child process (``os.wait4`` rusage, so each figure belongs to one process).
   CPU time varies less than wall time when other jobs share the machine.
@@ -26,6 +30,9 @@ The predictions and judgments are random but seeded, in the reference harness's
 record format (contract section 4): exact, partial, empty, refused, parse-failed,
 errored, output-capped and missing cases. Every figure is the min / median / max of
 ``--repeat`` fresh processes after one untimed warm-up run (page cache, ``.pyc``).
+Children run with ``PYTHONDONTWRITEBYTECODE`` removed from their environment, so
+they use compiled bytecode as an installed package does (every command alike,
+the reference's included); otherwise each run would recompile the sources.
 
     python benchmarks/bench_core.py
     python benchmarks/bench_core.py --reference-src ../SafePyramid --repeat 7
@@ -40,6 +47,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -255,13 +263,23 @@ t2, c2 = time.perf_counter(), time.process_time()
 print(json.dumps({"import": [t1 - t0, c1 - c0], "load": [t2 - t1, c2 - c1], "cases": len(bench.cases),
                   "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
+VIEWS_SNIPPET = """
+import json, resource, sys, time
+from sp_dspy._data import load_scoring_cases
+t0, c0 = time.perf_counter(), time.process_time()
+views = load_scoring_cases(sys.argv[1], cache=False)
+t1, c1 = time.perf_counter(), time.process_time()
+print(json.dumps({"load": [t1 - t0, c1 - c0], "cases": len(views.cases),
+                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
 
 
 def reference_env(src: Path) -> tuple[dict[str, str], str] | None:
     """PYTHONPATH for a reference checkout (repository root or its ``src``), or None."""
     for root in (src / "src", src):
         if (root / "safepyramid" / "cli.py").exists():
-            env = dict(os.environ, PYTHONPATH=str(root))
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+            env["PYTHONPATH"] = str(root)
             probe = subprocess.run([PYTHON, "-c", "import yaml"], env=env, capture_output=True)
             if probe.returncode != 0:
                 print(f"reference skipped: {PYTHON} cannot import yaml (pip install pyyaml)")
@@ -277,21 +295,29 @@ def measure(args: argparse.Namespace) -> list[Series]:
         subprocess.run(
             [PYTHON, str(ROOT / "benchmarks" / "make_synthetic.py"), "--out", str(dataset)], check=True
         )
-    cases = json.loads(dataset.read_text(encoding="utf-8"))["data"]
-    predictions, judgments = write_results(cases, DATA, seed=args.seed)
+    # Written by a child process: a parent holding the parsed 75 MB dataset would show
+    # in every child's peak RSS (Linux hands a forked child its parent's high-water mark).
+    prepare = [PYTHON, __file__, "--prepare-only", "--dataset", str(dataset), "--seed", str(args.seed)]
+    n_cases = json.loads(subprocess.run(prepare, check=True, capture_output=True, text=True).stdout)["cases"]
+    predictions, judgments = DATA / "predictions.jsonl", DATA / "judgments.jsonl"
     size = lambda p: f"{p.stat().st_size / 1e6:.1f} MB"  # noqa: E731
     print(
-        f"dataset {dataset} ({len(cases)} cases, {size(dataset)}); {predictions} ({size(predictions)}); "
+        f"dataset {dataset} ({n_cases} cases, {size(dataset)}); {predictions} ({size(predictions)}); "
         f"{judgments} ({size(judgments)})"
     )
-    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
+    cache_dir = tempfile.mkdtemp(prefix="bench-core-cache-")
+    base_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env = dict(base_env, LITELLM_LOCAL_MODEL_COST_MAP="True", SP_DSPY_CACHE_DIR=cache_dir)
     json_out = str(DATA / "score.json")
     score = [SP_DSPY, "score", "--dataset", str(dataset), "--json", json_out]
+    cold = [*score, "--no-data-cache"]
     commands: dict[str, tuple[list[str], dict[str, str]]] = {
         "sp-dspy --help": ([SP_DSPY, "--help"], env),
-        "sp-dspy score (CIs)": ([*score, str(predictions)], env),
-        "sp-dspy score --n-boot 0 (no CIs)": ([*score, str(predictions), "--n-boot", "0"], env),
-        "sp-dspy score --per-rule (CIs)": ([*score, str(judgments), "--per-rule"], env),
+        "sp-dspy score (CIs), warm": ([*score, str(predictions)], env),
+        "sp-dspy score (CIs), cold": ([*cold, str(predictions)], env),
+        "sp-dspy score --n-boot 0 (no CIs), warm": ([*score, str(predictions), "--n-boot", "0"], env),
+        "sp-dspy score --per-rule (CIs), warm": ([*score, str(judgments), "--per-rule"], env),
+        "sp-dspy score --per-rule (CIs), cold": ([*cold, str(judgments), "--per-rule"], env),
     }
     if args.reference_src is None:
         print(f"reference comparison skipped: pass --reference-src DIR, a checkout made with `{CLONE_HINT}`")
@@ -307,7 +333,7 @@ def measure(args: argparse.Namespace) -> list[Series]:
     if args.baseline_src is not None:
         if not (args.baseline_src / "sp_dspy" / "cli" / "__init__.py").exists():
             raise SystemExit(f"--baseline-src: no sp_dspy/cli/__init__.py under {args.baseline_src}")
-        base_env = dict(env, PYTHONPATH=str(args.baseline_src))
+        baseline_env = dict(env, PYTHONPATH=str(args.baseline_src))
         # -P: no script directory or cwd in front of PYTHONPATH (it would import this tree).
         base = [
             PYTHON,
@@ -319,21 +345,29 @@ def measure(args: argparse.Namespace) -> list[Series]:
             str(dataset),
         ]
         base += ["--json", json_out]
-        commands["baseline score (CIs)"] = ([*base, str(predictions)], base_env)
-        commands["baseline score --per-rule (CIs)"] = ([*base, str(judgments), "--per-rule"], base_env)
+        commands["baseline score (CIs)"] = ([*base, str(predictions)], baseline_env)
+        commands["baseline score --per-rule (CIs)"] = ([*base, str(judgments), "--per-rule"], baseline_env)
     load, imports = "load+validate (in process)", "import sp_dspy (in process)"
-    series = {name: Series(name) for name in [load, imports, *commands]}
+    views = "scoring views, no cache (in process)"
+    series = {name: Series(name) for name in [load, views, imports, *commands]}
     load_cmd = [PYTHON, "-c", LOAD_SNIPPET, str(dataset)]
-    for attempt in range(args.repeat + 1):  # attempt 0 is the untimed warm-up
-        *_, out = run_timed(load_cmd, env)
-        figures = json.loads(out)
-        for name, (cmd, cmd_env) in commands.items():
-            wall, cpu, rss, _ = run_timed(cmd, cmd_env)
+    views_cmd = [PYTHON, "-c", VIEWS_SNIPPET, str(dataset)]
+    try:
+        for attempt in range(args.repeat + 1):  # attempt 0 is the untimed warm-up
+            *_, out = run_timed(load_cmd, env)
+            figures = json.loads(out)
+            *_, out = run_timed(views_cmd, env)
+            view_figures = json.loads(out)
+            for name, (cmd, cmd_env) in commands.items():
+                wall, cpu, rss, _ = run_timed(cmd, cmd_env)
+                if attempt:
+                    series[name].add(wall, cpu, rss)
             if attempt:
-                series[name].add(wall, cpu, rss)
-        if attempt:
-            series[load].add(figures["load"][0], figures["load"][1], figures["rss_mib"])
-            series[imports].add(figures["import"][0], figures["import"][1], None)
+                series[load].add(figures["load"][0], figures["load"][1], figures["rss_mib"])
+                series[views].add(view_figures["load"][0], view_figures["load"][1], view_figures["rss_mib"])
+                series[imports].add(figures["import"][0], figures["import"][1], None)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
     return list(series.values())
 
 
@@ -345,7 +379,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per command (after one warm-up)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
+    parser.add_argument("--prepare-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.prepare_only:
+        cases = json.loads(args.dataset.read_text(encoding="utf-8"))["data"]
+        write_results(cases, DATA, seed=args.seed)
+        print(json.dumps({"cases": len(cases)}))
+        return
     series = measure(args)
     load_avg = os.getloadavg()[0]
     print(f"\n{os.cpu_count()} CPUs, load average {load_avg:.2f} at the end; {args.repeat} runs each\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 from sp_dspy._data._schema import Case
@@ -16,6 +17,7 @@ from sp_dspy._metrics import (
     paired_bootstrap_diff,
     score,
 )
+from sp_dspy._metrics._resample import _weights, resample_sums
 from tests._factories import raw_case
 
 RULES = {n: f"Rule number {n} applies." for n in range(1, 6)}
@@ -141,3 +143,21 @@ def test_scoring_3000_cases_with_intervals_is_fast() -> None:
     elapsed = time.perf_counter() - started
     assert report.cells["ALL"]["rmr_exact"] == 75.0
     assert elapsed < 2.0
+
+
+@pytest.mark.parametrize(("n", "high"), [(1, 5), (7, 3), (80, 40), (2500, 30), (300, 2**40), (20, 2**59)])
+def test_packed_resample_sums_equal_the_multiplicity_product(n: int, high: int) -> None:
+    """The bit-packed, chunked sums are exactly ``weights @ matrix`` from the same seed.
+
+    Same draws, same integers: intervals did not change when the packed route replaced
+    the product. ``2**40`` packs one column per word; ``2**59`` needs more than 63 bits
+    per column and takes the product route itself.
+    """
+    matrix = np.random.default_rng(n).integers(0, high, size=(n, 4), dtype=np.int64)
+    for n_boot in (1, 999):
+        expected = _weights(n, n_boot, np.random.default_rng([3, n])) @ matrix
+        (packed,) = resample_sums([matrix], n_boot, np.random.default_rng([3, n]))
+        assert packed.dtype == np.int64 and np.array_equal(packed, expected)
+    pair = resample_sums([matrix, matrix[:, ::-1].copy()], 50, np.random.default_rng(9))
+    expected = _weights(n, 50, np.random.default_rng(9))
+    assert np.array_equal(pair[0], expected @ matrix) and np.array_equal(pair[1], expected @ matrix[:, ::-1])

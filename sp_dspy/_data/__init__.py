@@ -1,11 +1,66 @@
-"""Benchmark data: schema, loading (file, Hub, bundled sample) and splits."""
+"""Benchmark data: schema, loading (file, Hub, bundled sample), scoring views and splits.
 
-from ._loader import Benchmark, filter_cases, load_benchmark, load_file, validate_cases
-from ._pku import PKU_BENCHMARK, PKU_CONFIGS, PKU_HUB_ID, PkuLoad, load_pku
-from ._pku_policy import PKU_CATEGORIES, PKU_POLICY
-from ._schema import LEVELS, Case, FailureModeMetadata, Level, Rubric, RubricEntry, RuleType, conversation_id
-from ._source import DEFAULT_HUB_DATASET, resolve_dataset, sample_path
-from ._splits import PARTS, Split, load_split, make_split, parse_ratios, select_split
+Names are imported from their modules on first use: ``sp-dspy score`` answering from
+its parse cache needs ``ScoringCase`` and the cache, not the full ``Case`` models,
+the PKU adapter or the splitter, whose pydantic models cost time to build at import.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "DEFAULT_HUB_DATASET": "._source",
+    "LEVELS": "._types",
+    "PARTS": "._splits",
+    "PKU_BENCHMARK": "._pku",
+    "PKU_CATEGORIES": "._pku_policy",
+    "PKU_CONFIGS": "._pku",
+    "PKU_HUB_ID": "._pku",
+    "PKU_POLICY": "._pku_policy",
+    "AnyCase": "._scoring",
+    "Benchmark": "._loader",
+    "Case": "._schema",
+    "FailureModeMetadata": "._schema",
+    "Level": "._types",
+    "PkuLoad": "._pku",
+    "Rubric": "._schema",
+    "RubricEntry": "._schema",
+    "RuleType": "._types",
+    "ScoringCase": "._scoring",
+    "ScoringLoad": "._scoring_load",
+    "Split": "._splits",
+    "conversation_id": "._schema",
+    "filter_cases": "._filters",
+    "load_benchmark": "._loader",
+    "load_file": "._loader",
+    "load_pku": "._pku",
+    "load_scoring_cases": "._scoring_load",
+    "load_split": "._splits",
+    "make_split": "._splits",
+    "parse_ratios": "._splits",
+    "resolve_dataset": "._source",
+    "sample_path": "._source",
+    "scoring_cache_dir": "._scoring_cache",
+    "scoring_view": "._scoring",
+    "scoring_views": "._scoring",
+    "select_split": "._splits",
+    "validate_cases": "._loader",
+}
+
+if TYPE_CHECKING:
+    from ._filters import filter_cases
+    from ._loader import Benchmark, load_benchmark, load_file, validate_cases
+    from ._pku import PKU_BENCHMARK, PKU_CONFIGS, PKU_HUB_ID, PkuLoad, load_pku
+    from ._pku_policy import PKU_CATEGORIES, PKU_POLICY
+    from ._schema import Case, FailureModeMetadata, Rubric, RubricEntry, conversation_id
+    from ._scoring import AnyCase, ScoringCase, scoring_view, scoring_views
+    from ._scoring_cache import scoring_cache_dir
+    from ._scoring_load import ScoringLoad, load_scoring_cases
+    from ._source import DEFAULT_HUB_DATASET, resolve_dataset, sample_path
+    from ._splits import PARTS, Split, load_split, make_split, parse_ratios, select_split
+    from ._types import LEVELS, Level, RuleType
 
 __all__ = [
     "DEFAULT_HUB_DATASET",
@@ -16,6 +71,7 @@ __all__ = [
     "PKU_CONFIGS",
     "PKU_HUB_ID",
     "PKU_POLICY",
+    "AnyCase",
     "Benchmark",
     "Case",
     "FailureModeMetadata",
@@ -24,17 +80,36 @@ __all__ = [
     "Rubric",
     "RubricEntry",
     "RuleType",
+    "ScoringCase",
+    "ScoringLoad",
     "Split",
     "conversation_id",
     "filter_cases",
     "load_benchmark",
     "load_file",
     "load_pku",
+    "load_scoring_cases",
     "load_split",
     "make_split",
     "parse_ratios",
     "resolve_dataset",
     "sample_path",
+    "scoring_cache_dir",
+    "scoring_view",
+    "scoring_views",
     "select_split",
     "validate_cases",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

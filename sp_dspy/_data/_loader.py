@@ -14,21 +14,21 @@ and names what is wrong. Both run with the cyclic garbage collector paused (see
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, TypeAdapter, ValidationError, computed_field
 
 from .._errors import DataError
+from ._filters import filter_cases
+from ._gc import gc_paused
 from ._legacy import _FM_KEYS, normalise_case
-from ._schema import LEVELS, Case
+from ._schema import Case
 from ._source import resolve_dataset
 
 # A rule line ``N. text`` (leading whitespace allowed), searched in "\n" + policy: the
@@ -36,31 +36,6 @@ from ._source import resolve_dataset
 # equivalent ``^\s*(\d+)\.\s`` with MULTILINE (same set of numbers on every input).
 _RULE_LINE = re.compile(r"\n\s*(\d+)\.(?=\s)")
 _LEADING_SPACE = re.compile(rb"\s*")
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a bulk of long-lived objects is built.
-
-    Validating a benchmark allocates ~350k tracked containers that all survive; the
-    collector runs every 700 allocations and each full collection walks the whole
-    growing heap again, which made loading 2-3x slower than the validation itself.
-    On exit the survivors are moved straight to the oldest generation
-    (``freeze`` + ``unfreeze``, two list splices): re-enabling alone would leave them
-    all in the youngest generation, to be scanned at the next collections anyway.
-    They stay collectable. Skipped when the process froze objects itself (a pre-fork
-    server), since ``unfreeze`` would thaw those too.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
-        if was_enabled:
-            gc.enable()
 
 
 class _Document(BaseModel):
@@ -158,36 +133,6 @@ def load_benchmark(
         raise DataError(f"--benchmark: unknown benchmark {benchmark!r} (choose safepyramid or pku-saferlhf)")
     cases = filter_cases(loaded.cases, level=level, domain=domain, limit=limit, start_idx=start_idx)
     return loaded.model_copy(update={"cases": cases})
-
-
-def filter_cases(
-    cases: list[Case],
-    *,
-    level: str | Sequence[str] | None = None,
-    domain: str | Sequence[str] | None = None,
-    limit: int | None = None,
-    start_idx: int = 0,
-) -> list[Case]:
-    """Select cases by level and domain, then slice by ``start_idx`` and ``limit``."""
-    levels = _as_set(level, upper=True)
-    if levels is not None and not levels <= set(LEVELS):
-        raise DataError(f"--level: expected L0, L1 or L2, got {','.join(sorted(levels - set(LEVELS)))}")
-    domains = _as_set(domain)
-    selected = [
-        c for c in cases if (levels is None or c.level in levels) and (domains is None or c.domain in domains)
-    ]
-    if start_idx < 0 or (limit is not None and limit < 0):
-        raise DataError("--start-idx and --limit must not be negative")
-    end = None if limit is None else start_idx + limit
-    return selected[start_idx:end]
-
-
-def _as_set(value: str | Sequence[str] | None, *, upper: bool = False) -> set[str] | None:
-    if value is None:
-        return None
-    items = value.split(",") if isinstance(value, str) else list(value)
-    cleaned = {item.strip().upper() if upper else item.strip() for item in items if item.strip()}
-    return cleaned or None
 
 
 def load_file(path: Path, *, lenient: bool = False) -> Benchmark:

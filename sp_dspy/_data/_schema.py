@@ -7,13 +7,20 @@ in ``_legacy.normalise_case`` before validation so these models stay simple.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-Level = Literal["L0", "L1", "L2"]
-RuleType = Literal["decisive", "distractor", "exception", "conditional"]
-LEVELS: tuple[Level, ...] = ("L0", "L1", "L2")
+from ._types import LEVELS, Level, RuleType
+
+__all__ = [
+    "LEVELS",
+    "Case",
+    "FailureModeMetadata",
+    "Level",
+    "Rubric",
+    "RubricEntry",
+    "RuleType",
+    "conversation_id",
+]
 
 
 class RubricEntry(BaseModel):

@@ -3,26 +3,35 @@
 The reference harness reports point estimates only; at 100 cases per domain x level
 a 5-point RMR gap can be noise. Intervals are percentile bootstraps over the *scored*
 cases of a cell (excluded cases are in no denominator, so they are not resampled).
-Each resample is a vector of per-case multiplicities, so every statistic is one
-matrix product: 1,000 resamples of 3,000 cases cost milliseconds.
+Every statistic is a function of per-resample column sums of a small integer
+matrix (one row per case); ``_resample.resample_sums`` computes them without
+materialising the resamples.
 
 Seeding: each cell draws from ``default_rng([seed, crc32(cell name)])``, so adding a
-domain or a level filter never shifts another cell's interval.
+domain or a level filter never shifts another cell's interval. The draws are the
+same ``integers(0, n, (n_boot, n), int32)`` stream whether they are taken at once or
+chunk by chunk, so the intervals do not depend on the chunk size.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+import threading
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
-from .._data._schema import Case
 from ._official import CELLS, TAUS, CaseOutcome, case_outcomes, compute_cell
 from ._records import PolicyRecord
+from ._resample import resample_sums
+
+if TYPE_CHECKING:
+    from .._data._scoring import AnyCase
 
 CI_METRICS: tuple[str, ...] = ("rmr_avg", "rmr_exact", "rdr")
 #: Below this many discordant pairs McNemar uses the exact binomial test.
@@ -39,13 +48,6 @@ def outcome_matrix(outcomes: Sequence[CaseOutcome]) -> np.ndarray:
     return np.asarray(rows, dtype=np.int64).reshape(len(rows), 4)
 
 
-def _weights(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """(n_boot, n) multiplicities of each case in each resample (one bincount, no gathers)."""
-    draws = rng.integers(0, n, size=(n_boot, n), dtype=np.int32)
-    offsets = (draws + (np.arange(n_boot, dtype=np.int64) * n)[:, None]).ravel()
-    return np.bincount(offsets, minlength=n_boot * n).reshape(n_boot, n)
-
-
 def _statistics(sums: np.ndarray, n: int) -> dict[str, np.ndarray]:
     """Per-resample RMR, RMR@1.0 and RDR (unrounded) from column sums."""
     sums = sums.astype(np.float64)
@@ -54,9 +56,17 @@ def _statistics(sums: np.ndarray, n: int) -> dict[str, np.ndarray]:
     return {"rmr_avg": 100.0 * sums[:, 0] / (len(TAUS) * n), "rmr_exact": 100.0 * sums[:, 1] / n, "rdr": rdr}
 
 
-def _interval(values: np.ndarray) -> list[float]:
-    low, high = np.percentile(values, [2.5, 97.5])
-    return [round(float(low), 2), round(float(high), 2)]
+def _intervals(stats: Mapping[str, np.ndarray]) -> dict[str, list[float]]:
+    """2.5th and 97.5th percentile of each metric, rounded to 2 decimals.
+
+    One ``np.percentile`` call over the stacked metrics: per row it computes exactly
+    what a call per metric would.
+    """
+    bounds = np.percentile(np.stack([stats[metric] for metric in CI_METRICS]), [2.5, 97.5], axis=1)
+    return {
+        metric: [round(float(bounds[0, i]), 2), round(float(bounds[1, i]), 2)]
+        for i, metric in enumerate(CI_METRICS)
+    }
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
@@ -70,8 +80,8 @@ def bootstrap_matrix(
     n = matrix.shape[0]
     if n == 0 or n_boot <= 0:
         return None
-    stats = _statistics(_weights(n, n_boot, _rng(seed, name)) @ matrix, n)
-    return {metric: _interval(stats[metric]) for metric in CI_METRICS}
+    (sums,) = resample_sums([matrix], n_boot, _rng(seed, name))
+    return _intervals(_statistics(sums, n))
 
 
 def bootstrap_cell(
@@ -81,35 +91,98 @@ def bootstrap_cell(
     return bootstrap_matrix(outcome_matrix(outcomes), name=name, n_boot=n_boot, seed=seed)
 
 
-def confidence_intervals(outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int) -> dict[str, Any]:
-    """Intervals for the cells ``L0``..``ALL`` and, under ``domains``, every domain's cells.
+def confidence_intervals(
+    outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int, workers: int | None = None
+) -> dict[str, Any]:
+    """Intervals for the cells ``L0``..``ALL`` and, under ``domains``, every domain's cells."""
+    return start_intervals(outcomes, n_boot=n_boot, seed=seed, workers=workers).result()
 
-    The outcome matrix is built once; each cell is a row mask of it.
+
+def start_intervals(
+    outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int, workers: int | None = None
+) -> PendingIntervals:
+    """``confidence_intervals`` computed in the background; ``.result()`` waits for them.
+
+    The outcome matrix is built once; each cell is a row mask of it. The cells are
+    independent (each has its own random stream), and numpy releases the GIL while it
+    draws and gathers, so they run on up to ``workers`` threads (default: the CPUs
+    this process may use, at most 4) while the caller goes on with the rest of the
+    report. Threads change nothing in the result.
     """
     scored = [o for o in outcomes if not o.excluded]
     matrix = outcome_matrix(scored)
     levels = np.array([o.level for o in scored], dtype=object)
     domains = np.array([o.domain for o in scored], dtype=object)
     everything = np.ones(len(scored), dtype=bool)
+    places: list[tuple[str | None, str]] = []
+    jobs: list[Callable[[], dict[str, list[float]] | None]] = []
+    for domain in [None, *sorted({o.domain for o in outcomes})]:
+        base = everything if domain is None else domains == domain
+        for name in CELLS:
+            rows = matrix[base & (everything if name == "ALL" else levels == name)]
+            label = name if domain is None else f"{domain}/{name}"
+            places.append((domain, name))
+            jobs.append(functools.partial(bootstrap_matrix, rows, name=label, n_boot=n_boot, seed=seed))
+    return PendingIntervals(places, jobs, _default_workers() if workers is None else workers)
 
-    def cells(prefix: str, base: np.ndarray) -> dict[str, Any]:
-        return {
-            name: bootstrap_matrix(
-                matrix[base & (everything if name == "ALL" else levels == name)],
-                name=f"{prefix}{name}",
-                n_boot=n_boot,
-                seed=seed,
-            )
-            for name in CELLS
-        }
 
-    intervals: dict[str, Any] = cells("", everything)
-    intervals["domains"] = {d: cells(f"{d}/", domains == d) for d in sorted({o.domain for o in outcomes})}
-    return intervals
+def _default_workers() -> int:
+    available = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+    return max(1, min(4, len(available)))
+
+
+class PendingIntervals:
+    """Interval jobs running on worker threads; ``result()`` joins them and assembles the dict."""
+
+    def __init__(
+        self,
+        places: list[tuple[str | None, str]],
+        jobs: list[Callable[[], dict[str, list[float]] | None]],
+        workers: int,
+    ) -> None:
+        self._places = places
+        self._jobs = jobs
+        self._results: list[dict[str, list[float]] | None] = [None] * len(jobs)
+        self._errors: list[BaseException] = []
+        self._lock = threading.Lock()
+        self._next = 0
+        count = min(workers, len(jobs)) if workers > 1 else 0
+        self._threads = [threading.Thread(target=self._work, daemon=True) for _ in range(count)]
+        for thread in self._threads:
+            thread.start()
+
+    def _take(self) -> int:
+        with self._lock:
+            index, self._next = self._next, self._next + 1
+            return index
+
+    def _work(self) -> None:
+        while (index := self._take()) < len(self._jobs):
+            try:
+                self._results[index] = self._jobs[index]()
+            except BaseException as exc:  # re-raised in the caller's thread by result()
+                self._errors.append(exc)
+                return
+
+    def result(self) -> dict[str, Any]:
+        """The intervals, as ``confidence_intervals`` returns them."""
+        self._work()  # without threads all jobs run here; with them this thread helps
+        for thread in self._threads:
+            thread.join()
+        if self._errors:
+            raise self._errors[0]
+        intervals: dict[str, Any] = {"domains": {}}
+        for (domain, name), value in zip(self._places, self._results, strict=True):
+            target = intervals if domain is None else intervals["domains"].setdefault(domain, {})
+            target[name] = value
+        return {**{name: intervals[name] for name in CELLS}, "domains": intervals["domains"]}
 
 
 class PairedDiff(BaseModel):
     """B minus A on the cases both scored, with a paired bootstrap interval per metric."""
+
+    # Built on first use: ``sp-dspy score`` imports this module but never compares.
+    model_config = ConfigDict(defer_build=True)
 
     n_pairs: int
     a: dict[str, float | None]
@@ -121,6 +194,8 @@ class PairedDiff(BaseModel):
 class McNemarResult(BaseModel):
     """McNemar's test on exact match: ``a_only`` = A right and B wrong, ``b_only`` the reverse."""
 
+    model_config = ConfigDict(defer_build=True)
+
     n_pairs: int
     a_only: int
     b_only: int
@@ -130,7 +205,7 @@ class McNemarResult(BaseModel):
 
 
 def _paired(
-    cases: Iterable[Case],
+    cases: Iterable[AnyCase],
     records_a: Mapping[str, PolicyRecord],
     records_b: Mapping[str, PolicyRecord],
     cap_aware: bool,
@@ -144,7 +219,7 @@ def _paired(
 
 
 def paired_bootstrap_diff(
-    cases: Iterable[Case],
+    cases: Iterable[AnyCase],
     records_a: Mapping[str, PolicyRecord],
     records_b: Mapping[str, PolicyRecord],
     *,
@@ -167,10 +242,12 @@ def paired_bootstrap_diff(
     n = len(out_a)
     ci: dict[str, list[float] | None] = dict.fromkeys(CI_METRICS)
     if n and n_boot > 0:
-        weights = _weights(n, n_boot, _rng(seed, "paired"))
-        stats_a = _statistics(weights @ outcome_matrix(out_a), n)
-        stats_b = _statistics(weights @ outcome_matrix(out_b), n)
-        ci = {m: _interval(stats_b[m] - stats_a[m]) for m in CI_METRICS}
+        sums_a, sums_b = resample_sums(
+            [outcome_matrix(out_a), outcome_matrix(out_b)], n_boot, _rng(seed, "paired")
+        )
+        stats_a = _statistics(sums_a, n)
+        stats_b = _statistics(sums_b, n)
+        ci = dict(_intervals({m: stats_b[m] - stats_a[m] for m in CI_METRICS}))
     return PairedDiff(n_pairs=n, a=a, b=b, diff=diff, ci=ci)
 
 
@@ -193,7 +270,7 @@ def mcnemar_test(a_only: int, b_only: int) -> tuple[float | None, float, str]:
 
 
 def mcnemar(
-    cases: Iterable[Case],
+    cases: Iterable[AnyCase],
     records_a: Mapping[str, PolicyRecord],
     records_b: Mapping[str, PolicyRecord],
     *,

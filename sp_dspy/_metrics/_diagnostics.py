@@ -15,11 +15,11 @@ case has no prediction to diagnose and shows up only in the cell's ``refusal``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._data._schema import Case
-from ._official import CELLS, RULE_TYPES, CaseOutcome, select
+from .._data._scoring import AnyCase, ScoringCase, scoring_view, scoring_views
+from ._official import CELLS, RULE_TYPES, CaseOutcome
 
 _MODES_BY_LEVEL: dict[str, tuple[str, ...]] = {
     "L0": ("FM-V1", "FM-D1"),
@@ -35,44 +35,54 @@ FAILURE_MODE_LABELS: dict[str, str] = {
 }
 
 
-def classify_failure(case: Case, outcome: CaseOutcome) -> list[str]:
+def classify_failure(case: AnyCase, outcome: CaseOutcome) -> list[str]:
     """The failure modes of one scored case (empty when it matches exactly or is excluded)."""
     if outcome.excluded or outcome.exact:
         return []
-    meta = case.failure_mode_metadata
+    return _modes(scoring_view(case), outcome)
+
+
+def _modes(case: ScoringCase, outcome: CaseOutcome) -> list[str]:
     missed = outcome.gt - outcome.pred
     modes: list[str] = []
     if missed:
         modes.append("FM-V1")
-    if outcome.pred & set(meta.distractor_rules):
+    if not outcome.pred.isdisjoint(case.distractor_rules):
         modes.append("FM-D1")
     if case.level in ("L1", "L2"):
-        if outcome.pred & set(meta.waived_rules):
+        if not outcome.pred.isdisjoint(case.waived_rules):
             modes.append("FM-C1")
-        if missed & set(meta.contradicted_rules):
+        if not missed.isdisjoint(case.contradicted_rules):
             modes.append("FM-C3")
     return modes
 
 
-def failure_modes(cases: Sequence[Case], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
+def failure_modes(cases: Sequence[AnyCase], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
     """Per level: ``total``, ``failed`` (scored, not exact) and each mode's count and pct."""
-    modes_of = {o.id: classify_failure(c, o) for c, o in zip(cases, outcomes, strict=True)}
+    totals = dict.fromkeys(_MODES_BY_LEVEL, 0)
+    failed = dict.fromkeys(_MODES_BY_LEVEL, 0)
+    counts = {level: dict.fromkeys(names, 0) for level, names in _MODES_BY_LEVEL.items()}
+    for case, outcome in zip(scoring_views(cases), outcomes, strict=True):
+        if outcome.level not in totals:
+            continue
+        totals[outcome.level] += 1
+        if outcome.excluded or outcome.exact:
+            continue
+        failed[outcome.level] += 1
+        for name in _modes(case, outcome):
+            counts[outcome.level][name] += 1
     report: dict[str, dict[str, Any]] = {}
     for level, names in _MODES_BY_LEVEL.items():
-        members = select(outcomes, level)
-        total = len(members)
-        entry: dict[str, Any] = {
-            "total": total,
-            "failed": sum(1 for o in members if not o.excluded and not o.exact),
-        }
+        total = totals[level]
+        entry: dict[str, Any] = {"total": total, "failed": failed[level]}
         for name in names:
-            count = sum(1 for o in members if name in modes_of[o.id])
+            count = counts[level][name]
             entry[name] = {"count": count, "pct": round(100 * count / total, 2) if total else None}
         report[level] = entry
     return report
 
 
-def attribute_errors(case: Case, outcome: CaseOutcome) -> dict[str, dict[str, int]]:
+def attribute_errors(case: AnyCase, outcome: CaseOutcome) -> dict[str, dict[str, int]]:
     """Each FP and FN of one scored case, bucketed by rule type.
 
     FP: a waived rule counts as ``exception``, otherwise its rubric type (``decisive``
@@ -80,38 +90,43 @@ def attribute_errors(case: Case, outcome: CaseOutcome) -> dict[str, dict[str, in
     ``conditional``, an exception-typed rule as ``exception``, else ``decisive``.
     """
     counts = {"fp": dict.fromkeys(RULE_TYPES, 0), "fn": dict.fromkeys(RULE_TYPES, 0)}
-    if outcome.excluded or not (outcome.fp or outcome.fn):
-        return counts
-    types = rule_types(case)
-    waived = set(case.failure_mode_metadata.waived_rules)
-    contradicted = set(case.failure_mode_metadata.contradicted_rules)
-    for rule in outcome.pred - outcome.gt:
-        bucket = "exception" if rule in waived else types.get(rule, "decisive")
-        counts["fp"][bucket if bucket in RULE_TYPES else "decisive"] += 1
-    for rule in outcome.gt - outcome.pred:
-        if rule in contradicted:
-            counts["fn"]["conditional"] += 1
-        elif types.get(rule) == "exception":
-            counts["fn"]["exception"] += 1
-        else:
-            counts["fn"]["decisive"] += 1
+    if not outcome.excluded and (outcome.fp or outcome.fn):
+        _attribute(scoring_view(case), outcome, counts["fp"], counts["fn"])
     return counts
 
 
-def rule_types(case: Case) -> dict[int, str]:
-    """Rule number -> rubric type (unsorted on purpose: this runs once per case)."""
-    return {entry.rule: entry.type for entry in (*case.rubric.violations, *case.rubric.non_violations)}
+def _attribute(case: ScoringCase, outcome: CaseOutcome, fp: dict[str, int], fn: dict[str, int]) -> None:
+    """Add one scored case's FPs and FNs to the ``fp`` and ``fn`` buckets."""
+    types: Mapping[int, str] = case.rule_types
+    waived = case.waived_rules
+    for rule in outcome.pred - outcome.gt:
+        bucket = "exception" if rule in waived else types.get(rule, "decisive")
+        fp[bucket if bucket in RULE_TYPES else "decisive"] += 1
+    contradicted = case.contradicted_rules
+    for rule in outcome.gt - outcome.pred:
+        if rule in contradicted:
+            fn["conditional"] += 1
+        elif types.get(rule) == "exception":
+            fn["exception"] += 1
+        else:
+            fn["decisive"] += 1
 
 
-def error_attribution(cases: Sequence[Case], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
+def error_attribution(cases: Sequence[AnyCase], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
     """Per cell (L0/L1/L2/ALL): summed FP and FN counts by rule type over scored cases."""
-    per_case = {o.id: attribute_errors(c, o) for c, o in zip(cases, outcomes, strict=True)}
+    by_level: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+    for case, outcome in zip(scoring_views(cases), outcomes, strict=True):
+        if outcome.excluded or not (outcome.fp or outcome.fn):
+            continue
+        buckets = by_level.get(outcome.level)
+        if buckets is None:
+            buckets = by_level[outcome.level] = (dict.fromkeys(RULE_TYPES, 0), dict.fromkeys(RULE_TYPES, 0))
+        _attribute(case, outcome, *buckets)
     report: dict[str, dict[str, Any]] = {}
     for cell in CELLS:
-        summed = {"fp": dict.fromkeys(RULE_TYPES, 0), "fn": dict.fromkeys(RULE_TYPES, 0)}
-        for outcome in select(outcomes, cell):
-            for side in ("fp", "fn"):
-                for bucket, count in per_case[outcome.id][side].items():
-                    summed[side][bucket] += count
-        report[cell] = summed
+        members = list(by_level.values()) if cell == "ALL" else [by_level[cell]] if cell in by_level else []
+        report[cell] = {
+            side: {bucket: sum(m[index][bucket] for m in members) for bucket in RULE_TYPES}
+            for index, side in enumerate(("fp", "fn"))
+        }
     return report

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._data._schema import Case
 from ._records import PolicyRecord
+
+if TYPE_CHECKING:
+    from .._data._scoring import AnyCase
 
 #: (tau, eps) with eps = (1 - tau) * 100 kept as an exact integer.
 TAUS: tuple[tuple[float, int], ...] = ((1.0, 0), (0.9, 10), (0.8, 20), (0.7, 30))
@@ -37,6 +39,8 @@ def rmr_match(fp: int, fn: int, gt_size: int, eps: int) -> bool:
 
 
 _EPS_INDEX = {eps: i for i, (_, eps) in enumerate(TAUS_FULL)}
+_EPS_FULL = tuple(eps for _, eps in TAUS_FULL)
+_NO_HITS = (False,) * len(TAUS_FULL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +70,24 @@ class CaseOutcome:
         return self.hits[_EPS_INDEX[eps]]
 
 
-def outcome(case: Case, record: PolicyRecord | None, *, cap_aware: bool = False) -> CaseOutcome:
-    """Score one case against its record; a missing record is an excluded case."""
+def outcome(case: AnyCase, record: PolicyRecord | None, *, cap_aware: bool = False) -> CaseOutcome:
+    """Score one case against its record; a missing record is an excluded case.
+
+    ``hits`` uses ``100 * max(fp, fn) <= eps * |G|``, which for integers is exactly
+    ``rmr_match`` (``m <= floor(x)`` iff ``m <= x``) without a call per tau.
+    """
     gt = frozenset(case.ground_truth_violations)
-    excluded = record is None or record.excluded(cap_aware=cap_aware)
-    pred = frozenset() if record is None else frozenset(record.violated_rules or ())
+    if record is None:
+        excluded, pred = True, frozenset[int]()
+    else:
+        excluded = record.excluded(cap_aware=cap_aware)
+        pred = frozenset(record.violated_rules or ())
     fp, fn = len(pred - gt), len(gt - pred)
-    hits = tuple(not excluded and rmr_match(fp, fn, len(gt), eps) for _, eps in TAUS_FULL)
+    if excluded:
+        hits = _NO_HITS
+    else:
+        worst, size = 100 * max(fp, fn), len(gt)
+        hits = tuple([worst <= eps * size for eps in _EPS_FULL])
     return CaseOutcome(
         id=case.id,
         level=case.level,
@@ -82,13 +97,13 @@ def outcome(case: Case, record: PolicyRecord | None, *, cap_aware: bool = False)
         gt=gt,
         fp=fp,
         fn=fn,
-        union=len(pred | gt),
+        union=len(gt) + fp,
         hits=hits,
     )
 
 
 def case_outcomes(
-    cases: Iterable[Case], records: Mapping[str, PolicyRecord], *, cap_aware: bool = False
+    cases: Iterable[AnyCase], records: Mapping[str, PolicyRecord], *, cap_aware: bool = False
 ) -> list[CaseOutcome]:
     """Score each case against its record (see ``outcome``)."""
     return [outcome(case, records.get(case.id), cap_aware=cap_aware) for case in cases]
@@ -120,7 +135,9 @@ def compute_cell(outcomes: Sequence[CaseOutcome]) -> dict[str, Any]:
     scored = [o for o in outcomes if not o.excluded]
     n_eval = len(scored)
     excluded = total - n_eval
-    counts = {eps: sum(o.hits[i] for o in scored) for i, (_, eps) in enumerate(TAUS_FULL)}
+    # Column sums of the hit flags, one C-level pass per tau instead of a generator.
+    columns = [sum(column) for column in zip(*[o.hits for o in scored], strict=True)] if scored else None
+    counts = {eps: columns[i] if columns else 0 for i, (_, eps) in enumerate(TAUS_FULL)}
     cell: dict[str, Any] = {
         "total": total,
         "excluded": excluded,
@@ -153,8 +170,10 @@ def level_cells(outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
 
 def domain_cells(outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per domain, the same four cells (the paper's per-domain figures, L0/L1/L2/ALL)."""
-    domains = sorted({o.domain for o in outcomes})
-    return {d: level_cells([o for o in outcomes if o.domain == d]) for d in domains}
+    by_domain: dict[str, list[CaseOutcome]] = {}
+    for o in outcomes:
+        by_domain.setdefault(o.domain, []).append(o)
+    return {d: level_cells(by_domain[d]) for d in sorted(by_domain)}
 
 
 def select(outcomes: Sequence[CaseOutcome], cell: str) -> list[CaseOutcome]:

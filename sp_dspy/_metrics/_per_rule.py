@@ -16,40 +16,17 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .._data._schema import Case
-from ._diagnostics import rule_types
+from .._data._scoring import AnyCase
+from ._judgments import Key, judgment_pass
 from ._official import CELLS
 from ._records import JudgmentRecord
 
 TARGET_TYPES: tuple[str, ...] = ("decisive", "distractor", "exception")
 
-#: (level, rule type, gold violated, flagged, has a verdict): every statistic below is
-#: a sum over these counts, so a 68k-judgment file is walked once, not once per cell,
-#: rule type and statistic.
-Key = tuple[str, str, bool, bool, bool]
 
-
-def tally(cases: Iterable[Case], judgments: Iterable[JudgmentRecord]) -> Counter[Key]:
+def tally(cases: Iterable[AnyCase], judgments: Iterable[JudgmentRecord]) -> Counter[Key]:
     """Count the judgments of ``cases`` by ``Key`` (judgments of other cases are ignored)."""
-    by_id = {case.id: case for case in cases}
-    seen: dict[str, tuple[str, frozenset[int], dict[int, str] | None]] = {}
-    counts: Counter[Key] = Counter()
-    for judgment in judgments:
-        info = seen.get(judgment.cid)
-        if info is None:
-            case = by_id.get(judgment.cid)
-            if case is None:
-                continue
-            info = seen[judgment.cid] = (case.level, frozenset(case.ground_truth_violations), None)
-        level, gold, types = info
-        rule_type = judgment.rule_type
-        if not rule_type:
-            if types is None:
-                types = rule_types(by_id[judgment.cid])
-                seen[judgment.cid] = (level, gold, types)
-            rule_type = types.get(judgment.rule, "decisive")
-        counts[(level, rule_type, judgment.rule in gold, judgment.flagged, judgment.has_verdict)] += 1
-    return counts
+    return judgment_pass(cases, judgments, records=False)[1]
 
 
 def _rate(count: int, n: int) -> float:
@@ -97,13 +74,17 @@ def _cell(counts: Counter[Key], cell: str) -> dict[Key, int]:
     return {key: n for key, n in counts.items() if cell == "ALL" or key[0] == cell}
 
 
-def judgment_diagnostics(cases: Sequence[Case], judgments: Iterable[JudgmentRecord]) -> dict[str, Any]:
+def judgment_diagnostics(cases: Sequence[AnyCase], judgments: Iterable[JudgmentRecord]) -> dict[str, Any]:
     """Per cell (L0/L1/L2/ALL): overall stats plus ``by_rule_type`` for each target type.
 
     Judgments of cases outside ``cases`` are ignored (the caller reports unknown ids).
     A target type with no judgment in a cell is left out rather than reported as zeros.
     """
-    counts = tally(cases, judgments)
+    return diagnostics(tally(cases, judgments))
+
+
+def diagnostics(counts: Counter[Key]) -> dict[str, Any]:
+    """``judgment_diagnostics`` from the counts of a ``judgment_pass``."""
     report: dict[str, Any] = {}
     for cell in CELLS:
         members = _cell(counts, cell)
@@ -116,7 +97,7 @@ def judgment_diagnostics(cases: Sequence[Case], judgments: Iterable[JudgmentReco
     return report
 
 
-def refusal_rates(cases: Sequence[Case], judgments: Iterable[JudgmentRecord]) -> dict[str, float]:
+def refusal_rates(cases: Sequence[AnyCase], judgments: Iterable[JudgmentRecord]) -> dict[str, float]:
     """``per_rule_refusal_rate`` per cell, as the reference adds it to case-level cells."""
     counts = tally(cases, judgments)
     rates: dict[str, float] = {}

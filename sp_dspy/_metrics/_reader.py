@@ -12,6 +12,7 @@ while the records pile up; a line that fails that fast path is re-read by
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, TypeAdapter, ValidationError
 
-from .._data._loader import gc_paused
+from .._data._gc import gc_paused
 from .._errors import DataError
 from ._records import JudgmentRecord, PolicyRecord, ResultSet
 
@@ -54,14 +55,29 @@ def _read_one(
 ) -> None:
     result.files.append(str(path))
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: cannot read result file: {exc}") from None
+    if "\r" in text:  # what ``read_text`` does, at a fraction of its cost on plain "\n" files
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     for number, line in enumerate(text.split("\n"), start=1):
-        if not line or line.isspace():
+        judgment_like = '"judgment"' in line
+        if judgment_like:
+            # The bulk of a per-rule file, so ``_fast_line``'s first try is inlined here.
+            try:
+                judgment = _validate_judgment(line)
+            except ValidationError:
+                pass
+            else:
+                if "kind" in judgment.__pydantic_fields_set__:
+                    key = (judgment.cid, judgment.rule)
+                    if judgments.setdefault(key, judgment) is not judgment:
+                        _replace_judgment(key, judgment, judgments, result)
+                    continue
+        elif not line or line.isspace():
             continue
         try:
-            parsed = _fast_line(line)
+            parsed = _fast_line(line, judgment_like=judgment_like)
         except ValidationError:
             try:
                 parsed = _parse_line(line)
@@ -76,15 +92,32 @@ def _read_one(
         if parsed is None:
             result.ignored_lines += 1
         elif isinstance(parsed, JudgmentRecord):
-            key = (parsed.cid, parsed.rule)
-            if key in judgments:
-                result.duplicate_judgments += 1
-                del judgments[key]  # re-insert so the order follows the latest line
-            judgments[key] = parsed
+            _add_judgment(parsed, judgments, result)
         else:
             if parsed.id in result.records:
                 result.replaced_records += 1
             result.records[parsed.id] = parsed
+
+
+def _add_judgment(
+    judgment: JudgmentRecord, judgments: dict[tuple[str, int], JudgmentRecord], result: ResultSet
+) -> None:
+    """Keep the latest judgment per (case, rule), ordered by the line it came from."""
+    key = (judgment.cid, judgment.rule)
+    if judgments.setdefault(key, judgment) is not judgment:
+        _replace_judgment(key, judgment, judgments, result)
+
+
+def _replace_judgment(
+    key: tuple[str, int],
+    judgment: JudgmentRecord,
+    judgments: dict[tuple[str, int], JudgmentRecord],
+    result: ResultSet,
+) -> None:
+    """A later line judged the same (case, rule) again: it wins and moves to the end."""
+    result.duplicate_judgments += 1
+    del judgments[key]
+    judgments[key] = judgment
 
 
 class _Skipped(BaseModel):
@@ -98,37 +131,55 @@ def _line_kind(value: Any) -> str:
     return "judgment" if kind == "judgment" else "record" if kind in _POLICY_KINDS else "other"
 
 
-#: One line straight from JSON text to its model, dispatched on ``kind``: about twice
-#: as fast as ``json.loads`` + ``model_validate`` on a 68k-line judgment file. Any
-#: failure (a non-object line, a bad field, JSON that pydantic's parser refuses) is
-#: re-read by ``_parse_line``, which accepts exactly what it always did and words the
-#: error.
-_LINE: TypeAdapter[JudgmentRecord | PolicyRecord | _Skipped] = TypeAdapter(
-    Annotated[
-        Annotated[JudgmentRecord, Tag("judgment")]
-        | Annotated[PolicyRecord, Tag("record")]
-        | Annotated[_Skipped, Tag("other")],
-        Discriminator(_line_kind),
-    ]
-)
+@functools.cache
+def _any_line() -> TypeAdapter[JudgmentRecord | PolicyRecord | _Skipped]:
+    """One line straight from JSON text to its model, dispatched on ``kind``.
 
-
-def _fast_line(line: str) -> PolicyRecord | JudgmentRecord | None:
-    """``_LINE`` with a shortcut for judgments, the bulk of a per-rule file.
-
-    Dispatching through the discriminator makes pydantic build a dict for it: a third
-    of the cost. A line that validates as a judgment *and* states ``kind`` (which the
-    ``Literal`` then pins to ``"judgment"``) is what the discriminator would pick.
+    About twice as fast as ``json.loads`` + ``model_validate``. Any failure (a
+    non-object line, a bad field, JSON that pydantic's parser refuses) is re-read by
+    ``_parse_line``, which accepts exactly what it always did and words the error.
+    Built on first use: most files never need it (see ``_fast_line``).
     """
-    if '"judgment"' in line:
-        try:
-            judgment = JudgmentRecord.model_validate_json(line)
-        except ValidationError:
-            pass
-        else:
-            if "kind" in judgment.model_fields_set:
+    return TypeAdapter(
+        Annotated[
+            Annotated[JudgmentRecord, Tag("judgment")]
+            | Annotated[PolicyRecord, Tag("record")]
+            | Annotated[_Skipped, Tag("other")],
+            Discriminator(_line_kind),
+        ]
+    )
+
+
+_validate_judgment = JudgmentRecord.__pydantic_validator__.validate_json
+_validate_record = PolicyRecord.__pydantic_validator__.validate_json
+
+
+def _fast_line(line: str, *, judgment_like: bool) -> PolicyRecord | JudgmentRecord | None:
+    """``_any_line()``, with a shortcut for each kind of line a result file is made of.
+
+    Dispatching through the discriminator makes pydantic build a Python dict of the
+    whole line first, a cost that shows on per-policy records (whose lines carry the
+    model's long analysis) as much as on 68k-line judgment files. So a line is
+    first validated as the model its text suggests, and the result is kept only when
+    it is what the discriminator would pick: a judgment that states ``kind`` (which
+    the ``Literal`` pins to ``"judgment"``), or a record whose ``kind`` (an extra
+    field) is absent or a policy kind. Anything else goes through ``_any_line()``.
+    ``judgment_like`` says whether the line contains ``"judgment"`` (the caller has
+    looked already; a record line is long enough for a second look to show).
+    """
+    try:
+        if judgment_like:
+            judgment = _validate_judgment(line)
+            if "kind" in judgment.__pydantic_fields_set__:
                 return judgment
-    parsed = _LINE.validate_json(line)
+        else:
+            record = _validate_record(line)
+            extra = record.__pydantic_extra__
+            if not extra or extra.get("kind") in _POLICY_KINDS:
+                return record
+    except ValidationError:
+        pass
+    parsed = _any_line().validate_json(line)
     return None if isinstance(parsed, _Skipped) else parsed
 
 

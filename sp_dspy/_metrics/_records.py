@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 
-from .._data._schema import Case
+if TYPE_CHECKING:
+    from .._data._scoring import AnyCase
 
 #: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).
 CAP_THRESHOLD = 65_000
@@ -138,11 +139,11 @@ class JudgmentRecord(BaseModel):
 class ResultSet(BaseModel):
     """Everything read from one or more result files, merged and de-duplicated."""
 
-    files: list[str] = Field(default_factory=list)
-    records: dict[str, PolicyRecord] = Field(default_factory=dict)
-    judgments: list[JudgmentRecord] = Field(default_factory=list)
+    files: list[str] = []
+    records: dict[str, PolicyRecord] = {}
+    judgments: list[JudgmentRecord] = []
     bad_lines: int = 0
-    bad_line_messages: list[str] = Field(default_factory=list)
+    bad_line_messages: list[str] = []
     ignored_lines: int = 0
     replaced_records: int = 0
     duplicate_judgments: int = 0
@@ -157,38 +158,23 @@ class ResultSet(BaseModel):
 
 
 def aggregate_judgments(
-    cases: Iterable[Case], judgments: Iterable[JudgmentRecord]
+    cases: Iterable[AnyCase], judgments: Iterable[JudgmentRecord]
 ) -> dict[str, PolicyRecord]:
     """Per-rule judgments -> one per-policy record per case (contract section 5).
 
     A judged-violated rule joins the case's predicted set; a refused, unparseable or
     errored judgment counts as "not flagged". A case whose judgments all lack a verdict
     becomes a refused record (excluded); a case with no judgment gets no record (missing,
-    also excluded). Token usage is summed so cost reports see per-rule spending.
+    also excluded). Token usage is summed so cost reports see per-rule spending; the
+    record also carries ``n_judgments`` and ``n_without_verdict``.
     """
-    by_case: dict[str, list[JudgmentRecord]] = {}
-    for judgment in judgments:
-        by_case.setdefault(judgment.cid, []).append(judgment)
-    records: dict[str, PolicyRecord] = {}
-    for case in cases:
-        own = by_case.get(case.id)
-        if not own:
-            continue
-        usable = [j for j in own if j.has_verdict]
-        records[case.id] = PolicyRecord.model_validate(
-            {
-                "id": case.id,
-                "violated_rules": sorted({j.rule for j in usable if j.pred}) if usable else None,
-                "refused": not usable,
-                "usage": _sum_usage(j.usage for j in own),
-                "n_judgments": len(own),
-                "n_without_verdict": len(own) - len(usable),
-            }
-        )
-    return records
+    from ._judgments import judgment_pass
+
+    return judgment_pass(cases, judgments)[0]
 
 
-def _sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
+def sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
+    """The sum of the given usages (None when there is none)."""
     present = [u for u in usages if u is not None]
     if not present:
         return None

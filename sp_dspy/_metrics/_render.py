@@ -5,9 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from ._official import CELLS, RULE_TYPES, TAUS_FULL, tau_key
 from ._score import ScoreReport
+
+
+def _add_row(table: Table, *cells: str) -> None:
+    """Add a row of plain ``Text`` cells: domains and ids are not console markup.
+
+    Plain strings would go through rich's markup and emoji parsers, the larger part of
+    what rendering a row costs.
+    """
+    table.add_row(*(Text(cell) for cell in cells))
 
 
 def _num(value: Any) -> str:
@@ -54,7 +64,7 @@ def headline_table(report: ScoreReport) -> Table:
         ]
         if report.mode == "per_rule":
             row.append(_num(cell.get("per_rule_refusal_rate")))
-        table.add_row(*row)
+        _add_row(table, *row)
     return table
 
 
@@ -64,7 +74,7 @@ def tau_table(report: ScoreReport) -> Table:
     for tau, _ in TAUS_FULL:
         table.add_column(f"@{tau:.1f}", justify="right")
     for name in _present(report):
-        table.add_row(name, *(_num(report.cells[name][tau_key(tau)]) for tau, _ in TAUS_FULL))
+        _add_row(table, name, *(_num(report.cells[name][tau_key(tau)]) for tau, _ in TAUS_FULL))
     return table
 
 
@@ -77,7 +87,7 @@ def failure_table(report: ScoreReport) -> Table:
         if not entry["total"]:
             continue
         cells = [f"{entry[m]['count']} ({_num(entry[m]['pct'])}%)" if m in entry else "n/a" for m in modes]
-        table.add_row(level, _num(entry["failed"]), *cells)
+        _add_row(table, level, _num(entry["failed"]), *cells)
     return table
 
 
@@ -88,7 +98,7 @@ def attribution_table(report: ScoreReport) -> Table:
         table.add_column(bucket, justify="right")
     for name in _present(report):
         entry = report.error_attribution[name]
-        table.add_row(name, *(f"{entry['fp'][b]} / {entry['fn'][b]}" for b in RULE_TYPES))
+        _add_row(table, name, *(f"{entry['fp'][b]} / {entry['fn'][b]}" for b in RULE_TYPES))
     return table
 
 
@@ -100,7 +110,8 @@ def domain_table(report: ScoreReport) -> Table:
     table.add_column("RMR@1.0 ALL", justify="right")
     table.add_column("RDR ALL", justify="right")
     for domain, cells in report.domains.items():
-        table.add_row(
+        _add_row(
+            table,
             domain,
             *(_num(cells[name]["rmr_avg"]) for name in CELLS),
             _num(cells["ALL"]["rmr_exact"]),
@@ -118,7 +129,8 @@ def per_rule_table(report: ScoreReport) -> Table:
             continue
         rows = [("all", stats), *stats["by_rule_type"].items()]
         for rule_type, s in rows:
-            table.add_row(
+            _add_row(
+                table,
                 cell,
                 rule_type,
                 _num(s["n_judgments"]),

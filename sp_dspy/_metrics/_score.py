@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from .._data._loader import gc_paused
-from .._data._schema import Case
+from .._data._gc import gc_paused
+from .._data._scoring import AnyCase, ScoringCase, scoring_views
 from .._errors import DataError
-from ._bootstrap import confidence_intervals
+from ._bootstrap import start_intervals
 from ._diagnostics import error_attribution, failure_modes
+from ._judgments import Key, judgment_pass
 from ._official import CELLS, case_outcomes, domain_cells, level_cells
-from ._per_rule import judgment_diagnostics
-from ._records import JudgmentRecord, PolicyRecord, ResultSet, aggregate_judgments
+from ._per_rule import diagnostics
+from ._records import JudgmentRecord, PolicyRecord, ResultSet
 
 Mode = Literal["per_policy", "per_rule"]
 
@@ -23,7 +25,7 @@ class UnknownIds(BaseModel):
     """Result ids that name no case of the dataset (a wrong ``--dataset`` shows up here)."""
 
     count: int = 0
-    examples: list[str] = Field(default_factory=list)
+    examples: list[str] = []
 
 
 class ScoreReport(BaseModel):
@@ -37,7 +39,7 @@ class ScoreReport(BaseModel):
     error_attribution: dict[str, dict[str, Any]]
     ci: dict[str, Any]
     per_rule: dict[str, Any] | None = None
-    unknown_ids: UnknownIds = Field(default_factory=UnknownIds)
+    unknown_ids: UnknownIds = UnknownIds()
     bad_lines: int = 0
     n_boot: int = 0
     seed: int = 0
@@ -62,7 +64,7 @@ class ScoreReport(BaseModel):
 
 
 def resolve_records(
-    cases: Sequence[Case],
+    cases: Sequence[AnyCase],
     results: ResultSet | Mapping[str, PolicyRecord],
     *,
     per_rule: bool = False,
@@ -73,10 +75,18 @@ def resolve_records(
     only insists on them. A mix of both kinds is refused: merging a per-policy run
     with a per-rule run would score neither protocol.
     """
+    records, judgments, _ = _resolve(cases, results, per_rule=per_rule)
+    return records, judgments
+
+
+def _resolve(
+    cases: Sequence[AnyCase], results: ResultSet | Mapping[str, PolicyRecord], *, per_rule: bool
+) -> tuple[dict[str, PolicyRecord], list[JudgmentRecord] | None, Counter[Key] | None]:
+    """``resolve_records`` plus the per-rule counts, from one walk over the judgments."""
     if not isinstance(results, ResultSet):
         if per_rule:
             raise DataError("--per-rule: the results hold per-policy records, not per-rule judgments")
-        return dict(results), None
+        return dict(results), None, None
     where = ", ".join(results.files) or "the results"
     if results.has_judgments and results.records:
         raise DataError(
@@ -84,14 +94,15 @@ def resolve_records(
             f"{len(results.judgments)} per-rule judgments; score each protocol separately"
         )
     if results.has_judgments:
-        return aggregate_judgments(cases, results.judgments), results.judgments
+        records, counts = judgment_pass(cases, results.judgments)
+        return records, results.judgments, counts
     if per_rule:
         raise DataError(f'--per-rule: no judgment records (kind == "judgment") in {where}')
-    return dict(results.records), None
+    return dict(results.records), None, None
 
 
 def score(
-    cases: Sequence[Case],
+    cases: Sequence[AnyCase],
     results: ResultSet | Mapping[str, PolicyRecord],
     *,
     cap_aware: bool = False,
@@ -103,30 +114,34 @@ def score(
 ) -> ScoreReport:
     """Score result records (or per-rule judgments) against ``cases``.
 
-    ``all_ids`` are ids that are known but filtered out of ``cases`` (e.g. other
-    levels under ``--level``); results for them are not reported as unknown.
+    ``cases`` are full ``Case`` objects or their ``ScoringCase`` views (what
+    ``load_scoring_cases`` returns; full cases are converted first). ``all_ids`` are
+    ids that are known but filtered out of ``cases`` (e.g. other levels under
+    ``--level``); results for them are not reported as unknown.
     """
     with gc_paused():
-        cases = list(cases)
-        records, judgments = resolve_records(cases, results, per_rule=per_rule)
-        outcomes = case_outcomes(cases, records, cap_aware=cap_aware)
+        views: list[ScoringCase] = scoring_views(cases)
+        records, judgments, counts = _resolve(views, results, per_rule=per_rule)
+        outcomes = case_outcomes(views, records, cap_aware=cap_aware)
+        # The bootstrap runs on worker threads (numpy releases the GIL) meanwhile.
+        intervals = start_intervals(outcomes, n_boot=n_boot, seed=seed) if ci else None
         cells = level_cells(outcomes)
-        diagnostics = None if judgments is None else judgment_diagnostics(cases, judgments)
-        if diagnostics is not None:
+        per_rule_report = None if counts is None else diagnostics(counts)
+        if per_rule_report is not None:
             for name in CELLS:
-                cells[name]["per_rule_refusal_rate"] = diagnostics[name]["per_rule_refusal_rate"]
+                cells[name]["per_rule_refusal_rate"] = per_rule_report[name]["per_rule_refusal_rate"]
         result_ids = results.result_ids() if isinstance(results, ResultSet) else set(results)
-        known = {case.id for case in cases} | set(all_ids or ())
+        known = {view.id for view in views} | set(all_ids or ())
         unknown = sorted(result_ids - known)
         return ScoreReport(
             mode="per_policy" if judgments is None else "per_rule",
             cap_aware=cap_aware,
             cells=cells,
             domains=domain_cells(outcomes),
-            failure_modes=failure_modes(cases, outcomes),
-            error_attribution=error_attribution(cases, outcomes),
-            ci=confidence_intervals(outcomes, n_boot=n_boot, seed=seed) if ci else {},
-            per_rule=diagnostics,
+            failure_modes=failure_modes(views, outcomes),
+            error_attribution=error_attribution(views, outcomes),
+            ci={} if intervals is None else intervals.result(),
+            per_rule=per_rule_report,
             unknown_ids=UnknownIds(count=len(unknown), examples=unknown[:5]),
             bad_lines=results.bad_lines if isinstance(results, ResultSet) else 0,
             n_boot=n_boot if ci else 0,

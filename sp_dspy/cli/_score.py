@@ -1,6 +1,9 @@
 """``sp-dspy score``: recompute the official metrics from result files.
 
-With ``--benchmark pku-saferlhf`` it also prints (and ``--json`` also holds, under
+A SafePyramid dataset is read as scoring views (``load_scoring_cases``): the scorer
+needs a few fields of each case, and the views of an unchanged file come from a
+parse cache (``--no-data-cache`` bypasses it). With ``--benchmark pku-saferlhf`` the
+full cases are loaded and it also prints (and ``--json`` also holds, under
 ``pku``) the PKU-SafeRLHF report: harm categories, safe/unsafe and severity, beside
 the paper's published figures.
 
@@ -12,8 +15,10 @@ which the top-level CLI prints as one line (exit 2).
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,6 +26,9 @@ from .._errors import ConfigError
 from . import KeepAlive
 from . import _options as opt
 from ._console import console, err_console
+
+if TYPE_CHECKING:
+    from .._data import AnyCase, Benchmark, ScoringLoad
 
 
 def register(app: typer.Typer) -> None:
@@ -53,19 +61,35 @@ def score_command(
     n_boot: Annotated[
         int, typer.Option("--n-boot", help="Bootstrap resamples for the 95% CIs (0 = none).")
     ] = 1000,
+    no_data_cache: opt.NoDataCache = False,
 ) -> KeepAlive:
     """Score result files against the dataset and print (or write) the report.
 
     Returns the dataset, results and report wrapped in ``KeepAlive`` so the console
     entry point can exit without freeing them (see ``sp_dspy.cli.KeepAlive``).
     """
-    from .._data import PKU_BENCHMARK, filter_cases, load_benchmark
+    _import_numpy_without_blas_threads()
+    from .._data import filter_cases
     from .._metrics import read_result_files, render_score_table, score
 
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
-    loaded = load_benchmark(dataset, with_evidence=with_evidence, lenient=lenient, benchmark=benchmark)
-    cases = filter_cases(loaded.cases, level=level, domain=domain)
+    loaded: ScoringLoad | Benchmark
+    full: Benchmark | None = None
+    if benchmark == "safepyramid":
+        from .._data import load_scoring_cases
+
+        loaded = load_scoring_cases(
+            dataset, with_evidence=with_evidence, lenient=lenient, cache=not no_data_cache
+        )
+    else:  # the PKU-SafeRLHF adapter needs full cases (and words an unknown --benchmark)
+        from .._data import load_benchmark
+
+        loaded = full = load_benchmark(
+            dataset, with_evidence=with_evidence, lenient=lenient, benchmark=benchmark
+        )
+    everything: list[AnyCase] = list(loaded.cases)
+    cases = filter_cases(everything, level=level, domain=domain)
     results = read_result_files(files, skip_bad_lines=skip_bad_lines)
     report = score(
         cases,
@@ -75,15 +99,16 @@ def score_command(
         ci=n_boot > 0,
         seed=seed,
         n_boot=n_boot,
-        all_ids=[c.id for c in loaded.cases],
+        all_ids=[c.id for c in everything],
     )
 
     data = report.to_json_dict()
     pku = None
-    if loaded.benchmark == PKU_BENCHMARK:
+    if full is not None:  # only PKU-SafeRLHF gets here
         from .._metrics_pku import score_pku_results
 
-        pku = score_pku_results(cases, results, cap_aware=cap_aware, per_rule=per_rule)
+        full_cases = filter_cases(full.cases, level=level, domain=domain)
+        pku = score_pku_results(full_cases, results, cap_aware=cap_aware, per_rule=per_rule)
         data["pku"] = pku.to_json_dict()
     document = json.dumps(data, indent=2, ensure_ascii=False)
     if json_out == "-":
@@ -116,6 +141,22 @@ def score_command(
             raise ConfigError(f"--json {target}: cannot write: {exc.strerror or exc}") from None
         console.print(f"Report written to {target}", markup=False, highlight=False)
     return KeepAlive(loaded, cases, results, report, data, pku)
+
+
+def _import_numpy_without_blas_threads() -> None:
+    """Import numpy with one OpenBLAS thread, unless the user set a number.
+
+    ``score`` does no linear algebra; by default OpenBLAS starts a spinning worker per
+    core when numpy is imported, and on a busy machine they take CPU from the scorer.
+    OpenBLAS reads the variable once, when it loads, so it is removed right after.
+    """
+    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
 
 
 def _warn(message: str) -> None:

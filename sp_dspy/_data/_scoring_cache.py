@@ -1,0 +1,125 @@
+"""The parse cache of ``sp-dspy score``: scoring views of a dataset file, kept on disk.
+
+Validating the 75 MB published benchmark costs more than scoring it. Like a dataset
+library's processed-data cache, the scoring views of a file are written once, after a
+successful load, to ``<cache dir>/scoring/`` and read back while the file is unchanged:
+a hit never opens the dataset. The cache dir is the one the LM response cache uses
+(``$SP_DSPY_CACHE_DIR``, else ``$XDG_CACHE_HOME/sp-dspy``, else ``~/.cache/sp-dspy``).
+
+An entry is one file per dataset path and ``--lenient`` flag. Its first line is the
+``CacheKey`` it was built for: the file's resolved path, size, modification and
+status-change times (ns), inode and device, the sp-dspy version and
+``SCHEMA_VERSION``. Any difference, an unreadable or corrupt entry, is a miss, and the
+next successful load replaces the entry. Writes go to a temporary file renamed into
+place, so a reader sees a whole entry or none; a cache that cannot be written (a
+read-only home) is skipped silently: the cache only ever saves time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from ._scoring import ScoringCase
+
+#: Bump when ``ScoringCase`` or what the loader puts into it changes meaning.
+SCHEMA_VERSION = 1
+
+
+def user_cache_dir() -> Path:
+    """``$SP_DSPY_CACHE_DIR``, else ``$XDG_CACHE_HOME/sp-dspy``, else ``~/.cache/sp-dspy``.
+
+    The rule of ``sp_dspy._lm.default_cache_dir``, repeated here because importing the
+    LM package at ``score`` start-up would cost more than this function.
+    """
+    explicit = os.environ.get("SP_DSPY_CACHE_DIR")
+    if explicit:
+        return Path(os.path.expanduser(explicit))
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(os.path.expanduser(xdg)) if xdg else Path(os.path.expanduser("~/.cache"))
+    return base / "sp-dspy"
+
+
+def scoring_cache_dir() -> Path:
+    """Where scoring views are cached."""
+    return user_cache_dir() / "scoring"
+
+
+class CacheKey(BaseModel):
+    """What must not have changed for a cached entry to describe the dataset file."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    device: int
+    version: str
+    schema_version: int
+    lenient: bool
+
+    @classmethod
+    def of(cls, path: Path, *, lenient: bool) -> CacheKey:
+        """The key of ``path`` as it is on disk now (``OSError`` if it cannot be stat'ed)."""
+        from .. import __version__
+
+        resolved = path.resolve()
+        stat = resolved.stat()
+        return cls(
+            path=str(resolved),
+            size=stat.st_size,
+            mtime_ns=stat.st_mtime_ns,
+            ctime_ns=stat.st_ctime_ns,
+            inode=stat.st_ino,
+            device=stat.st_dev,
+            version=__version__,
+            schema_version=SCHEMA_VERSION,
+            lenient=lenient,
+        )
+
+    def entry_name(self) -> str:
+        """One entry per dataset path and flag, so a changed file replaces its old entry."""
+        digest = hashlib.sha256(f"{self.path}\0{self.lenient}".encode()).hexdigest()
+        return f"{digest[:32]}.json"
+
+
+class CachedViews(BaseModel):
+    """The body of an entry: what ``load_scoring_cases`` returns, minus where it came from."""
+
+    cases: list[ScoringCase]
+    skipped: int = 0
+    skipped_reasons: list[str] = []
+
+
+def read_entry(directory: Path, key: CacheKey) -> CachedViews | None:
+    """The entry for ``key``, or None (missing, stale, unreadable or corrupt)."""
+    try:
+        with (directory / key.entry_name()).open("rb") as handle:
+            if handle.readline() != key.model_dump_json().encode() + b"\n":
+                return None
+            return CachedViews.model_validate_json(handle.read())
+    except (OSError, ValidationError):
+        return None
+
+
+def write_entry(directory: Path, key: CacheKey, views: CachedViews) -> bool:
+    """Store ``views`` under ``key`` atomically; False (and nothing left behind) on failure."""
+    temporary: str | None = None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".entry-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key.model_dump_json().encode() + b"\n")
+            handle.write(views.model_dump_json().encode())
+        os.replace(temporary, directory / key.entry_name())
+    except OSError:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        return False
+    return True

@@ -1,0 +1,95 @@
+"""``load_scoring_cases``: a dataset file's scoring views, as fast as they can be had.
+
+Three ways, tried in order, all giving the very same ``ScoringCase`` list:
+
+1. the parse cache (``_scoring_cache``), when the file is unchanged since a load
+   stored it: the dataset is not even opened;
+2. ``slim_views``: the file validated against the full schema's types without
+   building full cases (cheaper than ``load_file``, though every text field is
+   still type-checked, so most of the JSON parsing cost remains);
+3. ``load_file`` and ``ScoringCase.from_case``, whenever the slim path has any doubt,
+   so errors, legacy spellings and ``--lenient`` skips are exactly the full loader's.
+
+A successful load (2 or 3) is stored in the cache for the next run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from ._gc import gc_paused
+from ._scoring import ScoringCase, scoring_views
+from ._scoring_cache import CachedViews, CacheKey, read_entry, scoring_cache_dir, write_entry
+from ._source import resolve_dataset
+
+
+class ScoringLoad(BaseModel):
+    """Scoring views of every valid case of a dataset, and where they came from."""
+
+    cases: list[ScoringCase]
+    source: str
+    skipped: int = 0
+    skipped_reasons: list[str] = []
+    from_cache: bool = False
+
+
+def load_scoring_cases(
+    dataset: str | Path | None = None,
+    *,
+    with_evidence: bool = False,
+    lenient: bool = False,
+    cache: bool = True,
+    cache_dir: Path | None = None,
+) -> ScoringLoad:
+    """Scoring views of a SafePyramid dataset (``None``: the bundled sample, a file, a Hub id).
+
+    Accepts and rejects exactly what ``load_benchmark`` does, with the same messages.
+    ``cache=False`` neither reads nor writes the parse cache; ``cache_dir`` defaults
+    to ``scoring_cache_dir()``.
+    """
+    path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
+    directory = scoring_cache_dir() if cache_dir is None else cache_dir
+    key = _key(path, lenient) if cache else None
+    with gc_paused():  # thousands of long-lived objects, from the cache or the file
+        views = None if key is None else read_entry(directory, key)
+        if views is not None:
+            return ScoringLoad(**dict(views), source=str(path), from_cache=True)
+        views = _load_views(path, lenient=lenient)
+    # Stored only if the file did not change while it was read: the key must describe
+    # the bytes the views came from.
+    if key is not None and _key(path, lenient) == key:
+        write_entry(directory, key, views)
+    return ScoringLoad(**dict(views), source=str(path))
+
+
+def _key(path: Path, lenient: bool) -> CacheKey | None:
+    try:
+        return CacheKey.of(path, lenient=lenient)
+    except OSError:
+        return None
+
+
+def _load_views(path: Path, *, lenient: bool) -> CachedViews:
+    """Views by the slim path, else by the full loader (which also words every error).
+
+    The slim path answers only when no case would be normalised, rejected or skipped,
+    and then ``--lenient`` changes nothing; so it is tried with and without it.
+    """
+    from ._scoring_slim import slim_views
+
+    try:
+        raw_bytes = path.read_bytes()
+    except OSError:
+        raw_bytes = None  # ``load_file`` raises what it always raised
+    views = None if raw_bytes is None else slim_views(raw_bytes)
+    del raw_bytes
+    if views is not None:
+        return CachedViews(cases=views)
+    from ._loader import load_file
+
+    loaded = load_file(path, lenient=lenient)
+    return CachedViews(
+        cases=scoring_views(loaded.cases), skipped=loaded.skipped, skipped_reasons=loaded.skipped_reasons
+    )
