@@ -85,14 +85,6 @@ def serve(latency_s: float, ports: Any, stop: Any) -> None:
         stop.wait()
 
 
-def serve_async_stub(latency_s: float, ports: Any, stop: Any) -> None:
-    """Child process: the event-loop stub (``_async_stub``), the default of ``--stub``."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from _async_stub import serve_async
-
-    serve_async(latency_s, stub_answer, ports, stop)
-
-
 def sp_dspy_client(settings: dict[str, Any], results: Any) -> None:
     """Child process: ``run_eval`` against the stub, timing the engine phase only."""
     sys.path.insert(0, str(ROOT))
@@ -254,12 +246,6 @@ def main() -> None:
     parser.add_argument(
         "--transport", default="auto", help="sp-dspy client's --transport: auto, direct, dspy."
     )
-    parser.add_argument(
-        "--stub",
-        choices=("async", "threaded"),
-        default="async",
-        help="async: aiohttp event-loop stub (_async_stub.py); threaded: the test suite's StubServer.",
-    )
     parser.add_argument("--json", type=Path, default=None, help="Also write the figures here.")
     args = parser.parse_args()
     if not args.dataset.exists():
@@ -273,7 +259,6 @@ def main() -> None:
     figures: dict[str, Any] = {
         "latency_s": args.latency,
         "cpus": os.cpu_count(),
-        "stub": args.stub,
         "transport": args.transport,
         "runs": [],
     }
@@ -282,11 +267,10 @@ def main() -> None:
         slice_file = write_slice(args.dataset, max(max(levels) * args.rounds, 100) + WARM_UP_UNITS, work)
         per_case = targets_per_case(slice_file)
         ports, stop = context.Queue(), context.Event()
-        stub_target = serve_async_stub if args.stub == "async" else serve
-        server = context.Process(target=stub_target, args=(args.latency, ports, stop), daemon=True)
+        server = context.Process(target=serve, args=(args.latency, ports, stop), daemon=True)
         server.start()
         api_base = f"http://127.0.0.1:{ports.get(timeout=60)}/v1"
-        print(f"{args.stub} stub at {api_base}, latency {args.latency * 1000:.0f} ms, {os.cpu_count()} CPUs")
+        print(f"stub server at {api_base}, latency {args.latency * 1000:.0f} ms, {os.cpu_count()} CPUs")
         print(
             f"{'client':<16}{'protocol':<11}{'conc':>5}{'calls':>7}{'wall s':>8}{'calls/s':>9}"
             f"{'ideal':>7}{'% ideal':>9}{'CPU ms/call':>13}"

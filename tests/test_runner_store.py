@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from sp_dspy._runner import JsonlStore, iter_records, repair_torn_tail
+from sp_dspy._runner._store import SYNC_INTERVAL_S
 
 
 class SlowDisk:
@@ -57,6 +58,24 @@ def test_appended_lines_are_readable_at_once_and_fsync_never_blocks_appends(
     assert disk.events[-1] == "sync", "close must sync the last records"
     assert [r["id"] for r in iter_records(path)] == [f"c{i}" for i in range(100)]
     assert json.loads(path.read_text(encoding="utf-8").splitlines()[0]) == {"id": "c0", "text": "é"}
+
+
+def test_a_record_reaches_the_disk_soon_without_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = SlowDisk()
+    monkeypatch.setattr(os, "fsync", disk)
+    store = JsonlStore(tmp_path / "out.jsonl")
+    try:
+        time.sleep(3 * SYNC_INTERVAL_S)
+        assert disk.events == []  # nothing written: nothing synced, however long it waits
+        store.append({"id": "a"})
+        deadline = time.monotonic() + 2
+        while not disk.events and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert disk.events == ["sync"]  # one group commit, within the window (plus scheduling)
+    finally:
+        store.close()
 
 
 def test_a_failing_fsync_is_raised_not_swallowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
