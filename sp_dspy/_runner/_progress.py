@@ -58,6 +58,7 @@ class ProgressView:
 
     def __init__(self, total: int, *, label: str, console: Console, enabled: bool = True) -> None:
         self.tally = RunTally()
+        self.enabled = enabled
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -83,4 +84,5 @@ class ProgressView:
         self.tally.add(record)
         if case_finished:
             self.tally.cases_done += 1
-        self._progress.update(self._task, advance=1, stats=self.tally.describe())
+        if self.enabled:  # a hidden bar (-q) need not re-render its stats per record
+            self._progress.update(self._task, advance=1, stats=self.tally.describe())

@@ -26,7 +26,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 _CHUNK = 1 << 16
+# Compact UTF-8 JSON, as ``json.dumps(ensure_ascii=False, separators=(",", ":"))`` writes
+# it at a tenth of the CPU; int keys become strings as with ``json``; one line each.
+_LINE_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
 #: How often the background thread looks for unsynced lines (the group-commit window).
 SYNC_INTERVAL_S = 0.02
 
@@ -48,7 +53,7 @@ class JsonlStore:
 
     def append(self, record: dict[str, Any]) -> None:
         """Write ``record`` as one line; it survives the process once this returns."""
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = orjson.dumps(record, option=_LINE_OPTIONS).decode("utf-8")
         with self._lock:
             if self._sync_error is not None:
                 raise self._sync_error
