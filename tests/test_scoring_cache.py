@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 import sp_dspy
 from sp_dspy._data import _scoring_cache as cache
 from sp_dspy._data import _scoring_load, load_scoring_cases, scoring_cache_dir
-from sp_dspy._data._scoring_cache import user_cache_dir
 from sp_dspy._errors import DataError
 from sp_dspy._lm import default_cache_dir
 from sp_dspy.cli._score import register
@@ -45,7 +44,7 @@ def test_second_load_is_a_hit_that_never_parses_the_dataset(
 ) -> None:
     first = load_scoring_cases(dataset)
     assert not first.from_cache
-    assert len(_entries()) == 1 and _entries()[0].parent == user_cache_dir() / "scoring"
+    assert len(_entries()) == 1 and _entries()[0].parent == scoring_cache_dir().parent / "scoring"
     _no_parse(monkeypatch)
     second = load_scoring_cases(dataset)
     assert second.from_cache
@@ -130,13 +129,13 @@ def test_a_failed_load_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_the_cache_dir_follows_the_lm_cache_rule(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert user_cache_dir() == default_cache_dir()
+    assert scoring_cache_dir().parent == default_cache_dir()
     monkeypatch.delenv("SP_DSPY_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert user_cache_dir() == default_cache_dir() == tmp_path / "xdg" / "sp-dspy"
+    assert scoring_cache_dir().parent == default_cache_dir() == tmp_path / "xdg" / "sp-dspy"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert user_cache_dir() == default_cache_dir() == tmp_path / "home" / ".cache" / "sp-dspy"
+    assert scoring_cache_dir().parent == default_cache_dir() == tmp_path / "home" / ".cache" / "sp-dspy"
 
 
 def test_score_command_uses_the_cache_unless_told_not_to(dataset: Path, tmp_path: Path) -> None:

@@ -25,29 +25,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from .._user_dirs import default_cache_dir
 from ._scoring import ScoringCase
 
 #: Bump when ``ScoringCase`` or what the loader puts into it changes meaning.
 SCHEMA_VERSION = 1
 
 
-def user_cache_dir() -> Path:
-    """``$SP_DSPY_CACHE_DIR``, else ``$XDG_CACHE_HOME/sp-dspy``, else ``~/.cache/sp-dspy``.
-
-    The rule of ``sp_dspy._lm.default_cache_dir``, repeated here because importing the
-    LM package at ``score`` start-up would cost more than this function.
-    """
-    explicit = os.environ.get("SP_DSPY_CACHE_DIR")
-    if explicit:
-        return Path(os.path.expanduser(explicit))
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(os.path.expanduser(xdg)) if xdg else Path(os.path.expanduser("~/.cache"))
-    return base / "sp-dspy"
-
-
 def scoring_cache_dir() -> Path:
     """Where scoring views are cached."""
-    return user_cache_dir() / "scoring"
+    return default_cache_dir() / "scoring"
 
 
 class CacheKey(BaseModel):

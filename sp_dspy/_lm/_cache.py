@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._user_dirs import default_cache_dir
+
 DISK_SIZE_LIMIT_BYTES = 30 * 1024**3
 _ENDPOINT_FIELDS = ("api_base", "base_url")
 # DSPy keys async calls apart from sync ones although the answers are the same; an
@@ -44,16 +46,6 @@ class CacheSettings:
 
     enabled: bool
     directory: Path | None
-
-
-def default_cache_dir() -> Path:
-    """``$SP_DSPY_CACHE_DIR``, else ``$XDG_CACHE_HOME/sp-dspy``, else ``~/.cache/sp-dspy``."""
-    explicit = os.environ.get("SP_DSPY_CACHE_DIR")
-    if explicit:
-        return Path(os.path.expanduser(explicit))
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(os.path.expanduser(xdg)) if xdg else Path(os.path.expanduser("~/.cache"))
-    return base / "sp-dspy"
 
 
 def default_response_cache_dir() -> Path:

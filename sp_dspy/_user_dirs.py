@@ -1,0 +1,21 @@
+"""Where sp-dspy keeps per-user files, decided in one place.
+
+Its own module, importing nothing heavy, so both the LM layer (response cache) and
+``score``'s start-up path (the dataset parse cache) can use it without importing
+each other's packages.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def default_cache_dir() -> Path:
+    """``$SP_DSPY_CACHE_DIR``, else ``$XDG_CACHE_HOME/sp-dspy``, else ``~/.cache/sp-dspy``."""
+    explicit = os.environ.get("SP_DSPY_CACHE_DIR")
+    if explicit:
+        return Path(os.path.expanduser(explicit))
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(os.path.expanduser(xdg)) if xdg else Path(os.path.expanduser("~/.cache"))
+    return base / "sp-dspy"
