@@ -22,3 +22,19 @@ def isolated_user_paths(
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     yield home
+
+
+@pytest.fixture
+def restore_dspy_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Undo the process-wide response cache a test installs (``sp-dspy eval``, ``configure_cache``).
+
+    Modules whose tests run the CLI or build LMs in-process use it (``usefixtures`` in
+    their ``pytestmark``); DSPy is imported only then.
+    """
+    import sp_dspy._lm._cache as cache_module
+    from sp_dspy._lm import import_dspy
+
+    dspy = import_dspy()
+    monkeypatch.setattr(dspy, "cache", vars(dspy).get("cache"), raising=False)
+    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
+    yield

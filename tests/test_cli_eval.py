@@ -18,11 +18,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-import sp_dspy._lm._cache as cache_module
 from sp_dspy import load_benchmark
 from sp_dspy._data import make_split
 from sp_dspy._errors import ConfigError, DataError
-from sp_dspy._lm import import_dspy
 from sp_dspy._protocol import build_targets
 from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
@@ -35,12 +33,9 @@ IDS = [case.id for case in SAMPLE]
 
 
 @pytest.fixture(autouse=True)
-def isolated_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+def isolated_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, restore_dspy_cache: None) -> Iterator[None]:
     """No ``configs/models.yaml`` from the working directory, no RUN_ID, DSPy's cache restored."""
     monkeypatch.chdir(tmp_path)
-    dspy = import_dspy()
-    monkeypatch.setattr(dspy, "cache", vars(dspy).get("cache"), raising=False)
-    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
     monkeypatch.delenv("RUN_ID", raising=False)
     yield
 

@@ -6,13 +6,12 @@ import asyncio
 import email.utils
 import json
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-import sp_dspy._lm._cache as cache_module
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import (
     DirectChat,
@@ -37,12 +36,9 @@ pytestmark = [pytest.mark.network, pytest.mark.timeout(60)]
 
 
 @pytest.fixture(autouse=True)
-def no_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    dspy_module = import_dspy()
-    monkeypatch.setattr(dspy_module, "cache", vars(dspy_module).get("cache"), raising=False)
-    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
+def no_cache(restore_dspy_cache: None) -> None:
+    """Start each test with caching off; the cache DSPy had is restored after it."""
     configure_cache(enabled=False)
-    yield
 
 
 def lm_for(server: StubServer, **settings: object) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,7 +18,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import sp_dspy._lm._cache as cache_module
 import sp_dspy._lm._replicas as replicas_module
 from sp_dspy import load_benchmark
 from sp_dspy._lm import (
@@ -37,21 +35,12 @@ from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
 
-pytestmark = [pytest.mark.network, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(120)]
 
 SCHEMA_FORMAT = {
     "type": "json_schema",
     "json_schema": {"name": "answer", "strict": True, "schema": {"type": "object", "properties": {}}},
 }
-
-
-@pytest.fixture(autouse=True)
-def restore_dspy_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Tests install process-wide response caches; undo them after each test."""
-    dspy = import_dspy()
-    monkeypatch.setattr(dspy, "cache", vars(dspy).get("cache"), raising=False)
-    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
-    yield
 
 
 def replicas(*servers: StubServer, **settings: Any) -> LMConfig:

@@ -6,14 +6,12 @@ import asyncio
 import json
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dspy
 import pytest
 
-import sp_dspy._lm._cache as cache_module
 from sp_dspy._lm import (
     LMConfig,
     StubServer,
@@ -23,7 +21,6 @@ from sp_dspy._lm import (
     closing_transports,
     configure_cache,
     describe_error,
-    import_dspy,
     make_lm,
     make_lms,
 )
@@ -33,13 +30,9 @@ pytestmark = [pytest.mark.network, pytest.mark.timeout(60)]
 
 
 @pytest.fixture(autouse=True)
-def no_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def no_cache(restore_dspy_cache: None) -> None:
     """Start each test with caching off; restore whatever cache DSPy had before."""
-    dspy_module = import_dspy()
-    monkeypatch.setattr(dspy_module, "cache", vars(dspy_module).get("cache"), raising=False)
-    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
     configure_cache(enabled=False)
-    yield
 
 
 def stub_lm(server: StubServer, **settings: Any) -> dspy.LM:

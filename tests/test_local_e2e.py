@@ -21,21 +21,20 @@ import importlib.util
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import sp_dspy._lm._cache as cache_module
 from sp_dspy import load_benchmark
-from sp_dspy._lm import StubServer, configure_cache, import_dspy, make_lm
+from sp_dspy._lm import StubServer, configure_cache, make_lm
 from sp_dspy._protocol import build_targets
 from sp_dspy._runner._store import iter_records
 from sp_dspy._serve._process import post_json
 from sp_dspy.cli._lm_options import lm_configs, lm_session
 
 pytestmark = [
+    pytest.mark.usefixtures("restore_dspy_cache"),
     pytest.mark.llamacpp,
     pytest.mark.network,
     pytest.mark.skipif(
@@ -46,14 +45,6 @@ pytestmark = [
 
 CASES = load_benchmark(level="L0").cases[:2]
 SELECTION = ["--lm", "local", "--level", "L0", "--limit", "2"]
-
-
-@pytest.fixture(autouse=True)
-def restore_dspy_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    dspy = import_dspy()
-    monkeypatch.setattr(dspy, "cache", vars(dspy).get("cache"), raising=False)
-    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
-    yield
 
 
 def sp_dspy_eval(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

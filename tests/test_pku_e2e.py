@@ -25,10 +25,8 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-import sp_dspy._lm._cache as cache_module
 from sp_dspy._data import load_pku
 from sp_dspy._data._splits import Split
-from sp_dspy._lm import import_dspy
 from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
 from sp_dspy.cli._compile import register as register_compile
@@ -41,12 +39,9 @@ PKU = ("--benchmark", "pku-saferlhf", "--dataset", str(FIXTURE))
 
 
 @pytest.fixture(autouse=True)
-def isolated_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+def isolated_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, restore_dspy_cache: None) -> Iterator[None]:
     """Run in ``tmp_path`` with no RUN_ID; restore DSPy's cache settings afterwards."""
     monkeypatch.chdir(tmp_path)
-    dspy = import_dspy()
-    monkeypatch.setattr(dspy, "cache", vars(dspy).get("cache"), raising=False)
-    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
     monkeypatch.delenv("RUN_ID", raising=False)
     yield
 

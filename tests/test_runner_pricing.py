@@ -8,27 +8,17 @@ must answer exactly as DSPy's own lookup does.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import sp_dspy._lm._cache as cache_module
-from sp_dspy._lm import LMConfig, StubServer, import_dspy
+from sp_dspy._lm import LMConfig, StubServer
 from sp_dspy._lm._chat import cache_price_lookups
 from sp_dspy._runner import DataSelection, EvalConfig, EvalOutcome, run_eval
 from sp_dspy._runner._manifest import RunManifest
 from sp_dspy._runner._store import iter_records
 
-pytestmark = [pytest.mark.network, pytest.mark.timeout(120)]
-
-
-@pytest.fixture(autouse=True)
-def restore_dspy_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    dspy = import_dspy()
-    monkeypatch.setattr(dspy, "cache", vars(dspy).get("cache"), raising=False)
-    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
-    yield
+pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(120)]
 
 
 def evaluate(out: Path, model: str) -> EvalOutcome:

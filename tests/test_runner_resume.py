@@ -24,28 +24,18 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import sp_dspy._lm._cache as cache_module
 from sp_dspy import load_benchmark
 from sp_dspy._data import Case
-from sp_dspy._lm import StubServer, import_dspy
+from sp_dspy._lm import StubServer
 from sp_dspy._protocol import build_targets, per_policy_messages, per_rule_messages
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy.cli import app
 
-pytestmark = [pytest.mark.network, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(180)]
 
 SAMPLE = load_benchmark().cases
 CLI = [sys.executable, "-c", "from sp_dspy.cli import main; main()"]
 Unit = tuple[str, int]  # (case id, rule); rule 0 for a per-policy case
-
-
-@pytest.fixture(autouse=True)
-def restore_dspy_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """An in-process ``sp-dspy eval`` installs a process-wide response cache; undo it."""
-    dspy = import_dspy()
-    monkeypatch.setattr(dspy, "cache", vars(dspy).get("cache"), raising=False)
-    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
-    yield
 
 
 @pytest.fixture

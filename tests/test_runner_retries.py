@@ -8,32 +8,22 @@ for one OpenAI-compatible endpoint) and, where marked, through DSPy's engine.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-import sp_dspy._lm._cache as cache_module
 from sp_dspy import load_benchmark
-from sp_dspy._lm import LMConfig, StubServer, import_dspy
+from sp_dspy._lm import LMConfig, StubServer
 from sp_dspy._protocol import build_targets
 from sp_dspy._runner import DataSelection, EvalConfig, EvalOutcome, run_eval
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._store import iter_records
 
-pytestmark = [pytest.mark.network, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(120)]
 
 SAMPLE = load_benchmark().cases
 GOLD = {case.id: sorted(case.ground_truth_violations) for case in SAMPLE}
-
-
-@pytest.fixture(autouse=True)
-def restore_dspy_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    dspy = import_dspy()
-    monkeypatch.setattr(dspy, "cache", vars(dspy).get("cache"), raising=False)
-    monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
-    yield
 
 
 def stub(*fail_plan: str) -> StubServer:
