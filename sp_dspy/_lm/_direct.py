@@ -111,14 +111,14 @@ class DirectChat:
         rollout = overrides.pop("rollout_id", None)
         body.update({k: v for k, v in overrides.items() if v is not None})
         cache = _dspy_cache() if use_cache else None
+        if cache is None:
+            return self._result(await self._post(body))
         key = {"_fn_identifier": CACHE_IDENTIFIER, "api_base": self.api_base, "rollout_id": rollout, **body}
-        if cache is not None:
-            hit = cache.get(key)
-            if isinstance(hit, dict):
-                return ChatResult.model_validate({**hit, "cached": True})
+        hit = cache.get(key)
+        if isinstance(hit, dict):
+            return ChatResult.model_validate({**hit, "cached": True})
         result = self._result(await self._post(body))
-        if cache is not None:
-            cache.put(key, result.model_dump(exclude={"cached"}))
+        cache.put(key, result.model_dump(exclude={"cached"}))
         return result
 
     def chat(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> ChatResult:
