@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sp_dspy._errors import ConfigError
+from sp_dspy._yaml_lines import key_lines
 
 DEFAULT_OPTIMIZERS_FILE = Path("configs/optimizers.yaml")
 
@@ -35,19 +36,6 @@ def _describe(exc: ValidationError) -> str:
     return f"field '{field}': {str(first['msg']).removeprefix('Value error, ')}"
 
 
-def _section_lines(text: str) -> dict[str, int]:
-    """Line (1-based) of each top-level key, for error messages."""
-    import yaml
-
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return {}
-    if not isinstance(root, yaml.MappingNode):
-        return {}
-    return {str(key.value): key.start_mark.line + 1 for key, _ in root.value}
-
-
 def read_settings_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     """The file's ``{optimizer: {key: value}}`` mapping and the line of each section."""
     import yaml
@@ -64,7 +52,7 @@ def read_settings_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
         raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of optimizer names to settings")
-    return data, _section_lines(text)
+    return data, key_lines(text)
 
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from .._errors import ConfigError
+from .._yaml_lines import key_lines
 from ._redact import redact
 
 Transport = Literal["auto", "dspy", "direct"]
@@ -152,22 +153,6 @@ class LMConfig(BaseModel):
         return data
 
 
-def _node_lines(text: str) -> dict[str, int]:
-    """Line (1-based) of each entry under ``models:``, for error messages."""
-    import yaml
-
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return {}
-    if not isinstance(root, yaml.MappingNode):
-        return {}
-    for key, value in root.value:
-        if key.value == "models" and isinstance(value, yaml.MappingNode):
-            return {str(k.value): k.start_mark.line + 1 for k, _ in value.value}
-    return {}
-
-
 def _describe(exc: ValidationError) -> str:
     first = exc.errors()[0]
     field = ".".join(str(part) for part in first["loc"]) or "entry"
@@ -202,7 +187,7 @@ def load_model_configs(path: str | Path) -> dict[str, LMConfig]:
     models = data.get("models") if isinstance(data, dict) else None
     if not isinstance(models, dict):
         raise ConfigError(f"{path}: expected a mapping 'models: {{name: {{model: ...}}}}' at the top level")
-    lines = _node_lines(text)
+    lines = key_lines(text, under="models")
     configs: dict[str, LMConfig] = {}
     for name, entry in models.items():
         where = f"{path}:{lines[str(name)]}" if str(name) in lines else str(path)
