@@ -121,12 +121,7 @@ def error_policy_record(
         "violated_rules": None,
         "refused": False,
         "parse_failed": False,
-        "parse_status": "error",
-        "error": redact(f"{type(exc).__name__}: {exc}".splitlines()[0])[:500],
-        "error_class": classify_error(exc),
-        "model_name": model,
-        "timestamp": _now(),
-        **run,
+        **_failure(exc, model=model, run=run),
     }
 
 
@@ -145,12 +140,7 @@ def error_judgment_record(
         "pred": None,
         "refused": True,
         "parse_failed": False,
-        "parse_status": "error",
-        "error": redact(f"{type(exc).__name__}: {exc}".splitlines()[0])[:500],
-        "error_class": classify_error(exc),
-        "model_name": model,
-        "timestamp": _now(),
-        **run,
+        **_failure(exc, model=model, run=run),
     }
 
 
@@ -163,3 +153,15 @@ class Stopwatch:
     @property
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
+
+
+def _failure(exc: BaseException, *, model: str, run: dict[str, Any]) -> dict[str, Any]:
+    """The fields both kinds of error record end with: what failed, its class, provenance."""
+    return {
+        "parse_status": "error",
+        "error": redact(f"{type(exc).__name__}: {exc}".splitlines()[0])[:500],
+        "error_class": classify_error(exc),
+        "model_name": model,
+        "timestamp": _now(),
+        **run,
+    }
