@@ -4,7 +4,7 @@ A per-rule run of the benchmark holds ~68k judgments. Aggregating them into case
 records (contract section 5) and counting them for the per-rule diagnostics used to
 be two walks that each asked every judgment for its verdict through properties;
 one walk that reads each judgment's fields once does both in under half the time.
-What counts as a verdict is ``JudgmentRecord.has_verdict``, spelled out inline.
+What counts as a verdict is ``JudgmentRecord.has_verdict``, asked once per judgment.
 """
 
 from __future__ import annotations
@@ -67,9 +67,7 @@ def judgment_pass(
             last_cid = cid
         if state is None:
             continue
-        verdict = (
-            not (judgment.refused or judgment.parse_failed or judgment.error) and judgment.pred is not None
-        )
+        verdict = judgment.has_verdict
         flagged = verdict and judgment.pred is True
         rule = judgment.rule
         state.n += 1
