@@ -21,7 +21,8 @@ from sp_dspy._data import (
     scoring_view,
     scoring_views,
 )
-from sp_dspy._data._scoring_slim import rule_numbers, slim_views
+from sp_dspy._data._scan import rule_numbers
+from sp_dspy._data._scoring_slim import slim_views
 from sp_dspy._errors import DataError
 from sp_dspy._metrics import (
     JudgmentRecord,

@@ -13,26 +13,18 @@ full loader's. ``tests/test_scoring_view.py`` checks both paths agree.
 
 from __future__ import annotations
 
-import re
 from typing import Any, NotRequired
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict  # pydantic needs it for TypedDicts before 3.12
 
 from ._legacy import _FM_KEYS
+from ._scan import json_head, rule_numbers
 from ._scoring import ScoringCase
 from ._types import Level, RuleType
 
 _IGNORE_EXTRA = ConfigDict(extra="ignore")
 _LEGACY_KEYS = frozenset(_FM_KEYS)
-_LEADING_SPACE = re.compile(rb"\s*")
-# ``_loader._RULE_LINE`` runs on "\n" + policy; copying every policy to prepend the
-# newline costs more than the search. The same set of numbers comes from searching
-# the policy itself plus one anchored match at its start: a match of the prefixed
-# search either starts at a newline of the policy or covers its leading whitespace,
-# which ``_FIRST_RULE`` does (``test_rule_numbers_match_the_loader``).
-_RULE_LINE = re.compile(r"\n\s*(\d+)\.(?=\s)")
-_FIRST_RULE = re.compile(r"\s*(\d+)\.(?=\s)")
 
 
 @with_config(_IGNORE_EXTRA)
@@ -107,19 +99,9 @@ _CASE_LIST: TypeAdapter[list[_Case]] = TypeAdapter(list[_Case])
 _VIEWS: TypeAdapter[list[ScoringCase]] = TypeAdapter(list[ScoringCase])
 
 
-def rule_numbers(policy: str) -> set[int]:
-    """The numbers of the ``N.`` rule lines of a policy (``_loader._RULE_LINE`` semantics)."""
-    found = set(map(int, _RULE_LINE.findall(policy)))
-    first = _FIRST_RULE.match(policy)
-    if first is not None:
-        found.add(int(first.group(1)))
-    return found
-
-
 def slim_views(raw_bytes: bytes) -> list[ScoringCase] | None:
     """Scoring views of a benchmark file, or None when ``load_file`` must decide."""
-    start = _LEADING_SPACE.match(raw_bytes)
-    head = raw_bytes[start.end() : start.end() + 1] if start else b""
+    head = json_head(raw_bytes)
     try:
         if head == b"[":
             items = _CASE_LIST.validate_json(raw_bytes)
