@@ -10,15 +10,15 @@ DSPy.
 
 from __future__ import annotations
 
-import importlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # The DSPy-based modules import DSPy (and through it LiteLLM) on first use; LiteLLM
 # must not try to download its price list then, as this package runs offline too.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from programs._outputs import CaseOutput, JudgmentOutput, Status, Usage, aggregate_judgments
+from sp_dspy._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from programs._examples import PROGRAM_INPUTS, case_to_example, rubric_json
@@ -39,42 +39,36 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
-    "PROGRAM_INPUTS": "_examples",
-    "case_to_example": "_examples",
-    "rubric_json": "_examples",
-    "OfficialPerPolicy": "_official",
-    "OfficialPerRule": "_official",
-    "FindViolatedRules": "_per_policy",
-    "PerPolicyGuard": "_per_policy",
-    "PerPolicyGuardCoT": "_per_policy",
-    "JudgeRule": "_per_rule",
-    "PerRuleGuard": "_per_rule",
-    "PerRuleGuardCoT": "_per_rule",
-    "rubric_targets": "_per_rule",
-    "target_examples": "_per_rule",
-    "AssessResponse": "_pku",
-    "PkuSeverityGuard": "_pku",
-    "PkuSeverityGuardCoT": "_pku",
-    "severity_fields": "_pku",
-    "PROGRAM_NAMES": "_registry",
-    "PROTOCOLS": "_registry",
-    "SEVERITY_PROGRAMS": "_registry",
-    "GuardProgram": "_registry",
-    "judge_target": "_registry",
-    "load_program": "_registry",
-    "make_program": "_registry",
-    "program_spec": "_registry",
-    "run_case": "_registry",
+    "PROGRAM_INPUTS": "._examples",
+    "case_to_example": "._examples",
+    "rubric_json": "._examples",
+    "OfficialPerPolicy": "._official",
+    "OfficialPerRule": "._official",
+    "FindViolatedRules": "._per_policy",
+    "PerPolicyGuard": "._per_policy",
+    "PerPolicyGuardCoT": "._per_policy",
+    "JudgeRule": "._per_rule",
+    "PerRuleGuard": "._per_rule",
+    "PerRuleGuardCoT": "._per_rule",
+    "rubric_targets": "._per_rule",
+    "target_examples": "._per_rule",
+    "AssessResponse": "._pku",
+    "PkuSeverityGuard": "._pku",
+    "PkuSeverityGuardCoT": "._pku",
+    "severity_fields": "._pku",
+    "PROGRAM_NAMES": "._registry",
+    "PROTOCOLS": "._registry",
+    "SEVERITY_PROGRAMS": "._registry",
+    "GuardProgram": "._registry",
+    "judge_target": "._registry",
+    "load_program": "._registry",
+    "make_program": "._registry",
+    "program_spec": "._registry",
+    "run_case": "._registry",
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'programs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"programs.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 __all__ = [
