@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import typer
 
 PREAMBLE = "Check ALL rules below against the conversation and identify the net set of violated rules."
 
@@ -57,3 +60,15 @@ def write_dataset(path: Path, cases: list[dict[str, Any]], *, wrap: bool = True)
     document: Any = {"metadata": {"version": "test"}, "data": cases} if wrap else cases
     path.write_text(json.dumps(document, indent=2), encoding="utf-8")
     return path
+
+
+def command_app(register: Callable[[typer.Typer], None]) -> typer.Typer:
+    """A CLI holding one command module's command, kept a sub-command as in the real CLI."""
+    app = typer.Typer()
+    register(app)
+
+    @app.callback()
+    def _root() -> None:
+        """Keep the command a sub-command, as in the real CLI."""
+
+    return app

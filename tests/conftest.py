@@ -38,3 +38,12 @@ def restore_dspy_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(dspy, "cache", vars(dspy).get("cache"), raising=False)
     monkeypatch.setattr(cache_module, "_configured", cache_module._configured)
     yield
+
+
+@pytest.fixture
+def isolated_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, restore_dspy_cache: None) -> Iterator[None]:
+    """For in-process CLI runs: work in ``tmp_path`` (no ``configs/models.yaml`` picked up
+    from the checkout), no ``RUN_ID`` from the environment, DSPy's cache restored."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RUN_ID", raising=False)
+    yield

@@ -11,20 +11,14 @@ from typer.testing import CliRunner, Result
 
 from sp_dspy._errors import ConfigError
 from sp_dspy.cli._ablate import register
+from tests._factories import command_app
 
 FAST = ["--no-cache", "--n-boot", "20", "-q", "--concurrency", "4"]
 
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-
-    @app.callback()
-    def _root() -> None:
-        """Keep ``ablate`` a sub-command, as in the real CLI."""
-
-    return app
+    return command_app(register)
 
 
 @pytest.fixture(autouse=True)

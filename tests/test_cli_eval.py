@@ -11,7 +11,6 @@ import hashlib
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,19 +24,11 @@ from sp_dspy._protocol import build_targets
 from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("isolated_run")]
 
 LOADED = load_benchmark()
 SAMPLE = LOADED.cases
 IDS = [case.id for case in SAMPLE]
-
-
-@pytest.fixture(autouse=True)
-def isolated_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, restore_dspy_cache: None) -> Iterator[None]:
-    """No ``configs/models.yaml`` from the working directory, no RUN_ID, DSPy's cache restored."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RUN_ID", raising=False)
-    yield
 
 
 def invoke(out: Path, *args: str, lm: str = "fake") -> Result:

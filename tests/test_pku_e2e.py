@@ -17,7 +17,6 @@ counted by hand from the fixture:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,19 +30,11 @@ from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
 from sp_dspy.cli._compile import register as register_compile
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("isolated_run")]
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pku" / "rows.jsonl"
 CASES = load_pku(FIXTURE).cases
 PKU = ("--benchmark", "pku-saferlhf", "--dataset", str(FIXTURE))
-
-
-@pytest.fixture(autouse=True)
-def isolated_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, restore_dspy_cache: None) -> Iterator[None]:
-    """Run in ``tmp_path`` with no RUN_ID; restore DSPy's cache settings afterwards."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("RUN_ID", raising=False)
-    yield
 
 
 def cli(*args: str) -> Result:

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy.cli._report import parse_results, register
+from tests._factories import command_app
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 POLICY = FIXTURES / "official_per_policy.jsonl"
@@ -20,14 +21,7 @@ BYO = FIXTURES / "byo_predictions.jsonl"
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-
-    @app.callback()
-    def _root() -> None:
-        """Keep ``report`` a sub-command, as in the real CLI."""
-
-    return app
+    return command_app(register)
 
 
 def test_report_writes_html_and_json(app: typer.Typer, tmp_path: Path) -> None:
