@@ -34,7 +34,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._chat import ChatResult, token_usage
-from ._http_errors import RETRY_STATUSES, backoff_seconds, error_message, retry_after_seconds, status_error
+from ._http_errors import (
+    RETRY_STATUSES,
+    backoff_seconds,
+    error_message,
+    retry_after_seconds,
+    status_error,
+    transport_error,
+)
 
 if TYPE_CHECKING:
     import aiohttp
@@ -165,8 +172,6 @@ class DirectChat:
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         import aiohttp
         import orjson
-
-        from ._http_errors import transport_error
 
         payload = orjson.dumps(body)
         session = self._session()
