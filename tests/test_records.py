@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -182,7 +181,7 @@ def test_resolve_records_per_rule_needs_judgments() -> None:
         resolve_records([make_case("a-l0", [1])], results, per_rule=True)
 
 
-def test_reading_3000_records_is_fast(tmp_path: Path) -> None:
+def test_reading_3000_records(tmp_path: Path) -> None:
     line = json.loads((FIXTURES / "harness_results.jsonl").read_text(encoding="utf-8").splitlines()[0])
     line["analysis"] = "The chatbot shared the address in turn 3. " * 40
     path = tmp_path / "big.jsonl"
@@ -190,10 +189,9 @@ def test_reading_3000_records_is_fast(tmp_path: Path) -> None:
         "".join(json.dumps({**line, "id": f"c{i}", "index": i + 1}) + "\n" for i in range(3000)),
         encoding="utf-8",
     )
-    started = time.perf_counter()
     results = read_result_files([path])
     assert len(results.records) == 3000
-    assert time.perf_counter() - started < 1.0
+    assert results.records["c2999"].index == 3000
 
 
 def test_unicode_line_separators_inside_strings_do_not_split_lines(tmp_path: Path) -> None:

@@ -70,8 +70,8 @@ def test_per_rule_type_stats_equal_score(summary: ComparisonSummary) -> None:
 
 
 def test_diffs_are_paired_bootstraps_against_the_baseline(summary: ComparisonSummary) -> None:
-    base = resolve_records(CASES, read_result_files([FILES["official_pp"]]))[0]
-    other = resolve_records(CASES, read_result_files([FILES["official_pr"]]))[0]
+    base = resolve_records(CASES, read_result_files([FILES["official_pp"]]))
+    other = resolve_records(CASES, read_result_files([FILES["official_pr"]]))
     level = [c for c in CASES if c.level == "L1"]
     expected = paired_bootstrap_diff(level, base, other, n_boot=N_BOOT, seed=3)
     test = mcnemar(level, base, other)

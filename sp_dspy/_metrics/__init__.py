@@ -40,11 +40,11 @@ from ._records import (
     CAP_THRESHOLD,
     JudgmentRecord,
     PolicyRecord,
-    ResultSet,
     Usage,
     aggregate_judgments,
 )
 from ._render import render_score_table
+from ._result_set import ResultSet
 from ._score import ScoreReport, UnknownIds, resolve_records, score
 
 __all__ = [

@@ -4,7 +4,9 @@ A per-rule run of the benchmark holds ~68k judgments. Aggregating them into case
 records (contract section 5) and counting them for the per-rule diagnostics used to
 be two walks that each asked every judgment for its verdict through properties;
 one walk that reads each judgment's fields once does both in under half the time.
-What counts as a verdict is ``JudgmentRecord.has_verdict``, asked once per judgment.
+It reads judgment rows (``_result_set``), the form ``read_result_files`` keeps them
+in; ``JudgmentRecord`` objects are read through their field dict. What counts as a
+verdict is ``verdict_given``, the definition behind ``JudgmentRecord.has_verdict``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from .._data._scoring import AnyCase, scoring_view
-from ._records import JudgmentRecord, PolicyRecord, Usage, sum_usage
+from ._records import JudgmentRecord, PolicyRecord, Usage, sum_usage, verdict_given
+from ._result_set import JudgmentRow
 
 #: (level, rule type, gold violated, flagged, has a verdict): every per-rule statistic
 #: is a sum over these counts.
@@ -41,11 +44,14 @@ class _Case:
         self.n = 0
         self.usable = 0
         self.flagged: set[int] = set()
-        self.usages: list[Usage] = []
+        self.usages: list[Usage | Mapping[str, Any]] = []
 
 
 def judgment_pass(
-    cases: Iterable[AnyCase], judgments: Iterable[JudgmentRecord], *, records: bool = True
+    cases: Iterable[AnyCase],
+    judgments: Iterable[JudgmentRecord | JudgmentRow],
+    *,
+    records: bool = True,
 ) -> tuple[dict[str, PolicyRecord], Counter[Key]]:
     """Case records (in case order; empty unless ``records``) and the judgment counts.
 
@@ -59,7 +65,8 @@ def judgment_pass(
     add_key = keys.append
     last_cid, state = None, None
     for judgment in judgments:
-        cid = judgment.cid
+        row = judgment if type(judgment) is dict else vars(judgment)
+        cid = row["cid"]
         if cid != last_cid:  # a case's judgments usually come one after another
             state = states.get(cid)
             if state is None and cid in by_id:
@@ -67,17 +74,18 @@ def judgment_pass(
             last_cid = cid
         if state is None:
             continue
-        verdict = judgment.has_verdict
-        flagged = verdict and judgment.pred is True
-        rule = judgment.rule
+        pred = row.get("pred")
+        verdict = verdict_given(row.get("refused"), row.get("parse_failed"), row.get("error"), pred)
+        flagged = verdict and pred is True
+        rule = row["rule"]
         state.n += 1
         if verdict:
             state.usable += 1
             if flagged:
                 state.flagged.add(rule)
-        if judgment.usage is not None:
-            state.usages.append(judgment.usage)
-        rule_type = judgment.rule_type
+        if (usage := row.get("usage")) is not None:
+            state.usages.append(usage)
+        rule_type = row.get("rule_type")
         if not rule_type:
             if state.types is None:
                 state.types = scoring_view(by_id[cid]).rule_types

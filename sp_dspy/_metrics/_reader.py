@@ -4,10 +4,12 @@ Merging follows retry semantics (see ``_records``): a later file or line replace
 earlier record with the same id, and a judgment replaces an earlier one for the same
 (case, rule). A malformed line is ``FILE:LINE: why``, or is counted and skipped.
 
-Speed: each line goes from JSON text straight to its pydantic model (pydantic's own
-parser, no intermediate ``json.loads`` dict), with the cyclic garbage collector paused
-while the records pile up; a line that fails that fast path is re-read by
-``_parse_line``, which decides exactly as before and words the error.
+Speed: a judgment line that ``judgment_row`` accepts is kept as the dict orjson
+parses it to (no model object; see ``_result_set``). Every other line goes from JSON
+text straight to its pydantic model (pydantic's own parser, no intermediate
+``json.loads`` dict). The cyclic garbage collector is paused while the records pile
+up. A line that fails both fast paths is re-read by ``_parse_line``, which decides
+exactly as before and words the error.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Tag, TypeAdapter, Val
 
 from .._data._gc import gc_paused
 from .._errors import DataError
-from ._records import JudgmentRecord, PolicyRecord, ResultSet
+from ._records import JudgmentRecord, PolicyRecord
+from ._result_set import JudgmentRow, ResultSet, judgment_row, record_row
 
 #: ``kind`` values read as per-policy records; any other kind (the harness's ``summary``
 #: lines, manifests) carries no prediction and is skipped and counted.
@@ -42,16 +45,16 @@ def read_result_files(paths: Iterable[str | Path], *, skip_bad_lines: bool = Fal
     U+0085 raw inside strings, where ``str.splitlines`` would cut a record in two.
     """
     result = ResultSet()
-    judgments: dict[tuple[str, int], JudgmentRecord] = {}
+    judgments: dict[tuple[str, int], JudgmentRow] = {}
     with gc_paused():
         for path in paths:
             _read_one(Path(path), result, judgments, skip_bad_lines=skip_bad_lines)
-    result.judgments = list(judgments.values())
+    result.set_judgment_rows(list(judgments.values()))
     return result
 
 
 def _read_one(
-    path: Path, result: ResultSet, judgments: dict[tuple[str, int], JudgmentRecord], *, skip_bad_lines: bool
+    path: Path, result: ResultSet, judgments: dict[tuple[str, int], JudgmentRow], *, skip_bad_lines: bool
 ) -> None:
     result.files.append(str(path))
     try:
@@ -63,17 +66,11 @@ def _read_one(
     for number, line in enumerate(text.split("\n"), start=1):
         judgment_like = '"judgment"' in line
         if judgment_like:
-            # The bulk of a per-rule file, so ``_fast_line``'s first try is inlined here.
-            try:
-                judgment = _validate_judgment(line)
-            except ValidationError:
-                pass
-            else:
-                if "kind" in judgment.__pydantic_fields_set__:
-                    key = (judgment.cid, judgment.rule)
-                    if judgments.setdefault(key, judgment) is not judgment:
-                        _replace_judgment(key, judgment, judgments, result)
-                    continue
+            # The bulk of a per-rule file: most lines end here.
+            row = judgment_row(line)
+            if row is not None:
+                _add_judgment(row, judgments, result)
+                continue
         elif not line or line.isspace():
             continue
         try:
@@ -92,32 +89,23 @@ def _read_one(
         if parsed is None:
             result.ignored_lines += 1
         elif isinstance(parsed, JudgmentRecord):
-            _add_judgment(parsed, judgments, result)
+            _add_judgment(record_row(parsed), judgments, result)
         else:
             if parsed.id in result.records:
                 result.replaced_records += 1
             result.records[parsed.id] = parsed
 
 
-def _add_judgment(
-    judgment: JudgmentRecord, judgments: dict[tuple[str, int], JudgmentRecord], result: ResultSet
-) -> None:
-    """Keep the latest judgment per (case, rule), ordered by the line it came from."""
-    key = (judgment.cid, judgment.rule)
-    if judgments.setdefault(key, judgment) is not judgment:
-        _replace_judgment(key, judgment, judgments, result)
+def _add_judgment(row: JudgmentRow, judgments: dict[tuple[str, int], JudgmentRow], result: ResultSet) -> None:
+    """Keep the latest judgment per (case, rule), ordered by the line it came from.
 
-
-def _replace_judgment(
-    key: tuple[str, int],
-    judgment: JudgmentRecord,
-    judgments: dict[tuple[str, int], JudgmentRecord],
-    result: ResultSet,
-) -> None:
-    """A later line judged the same (case, rule) again: it wins and moves to the end."""
-    result.duplicate_judgments += 1
-    del judgments[key]
-    judgments[key] = judgment
+    A later line that judged the same (case, rule) again wins and moves to the end.
+    """
+    key = (row["cid"], row["rule"])
+    if judgments.setdefault(key, row) is not row:
+        result.duplicate_judgments += 1
+        del judgments[key]
+        judgments[key] = row
 
 
 class _Skipped(BaseModel):

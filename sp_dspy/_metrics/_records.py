@@ -15,8 +15,8 @@ merged; de-duplicating here is what makes a re-run of failed judgments safe.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -100,6 +100,11 @@ class PolicyRecord(BaseModel):
         return bool(cap_aware and self.usage is not None and self.usage.completion_tokens >= CAP_THRESHOLD)
 
 
+def verdict_given(refused: object, parse_failed: object, error: object, pred: object) -> bool:
+    """Whether a judgment with these fields has a usable verdict (see ``has_verdict``)."""
+    return not (refused or parse_failed or error) and pred is not None
+
+
 class JudgmentRecord(BaseModel):
     """One per-rule verdict (contract section 5); ``pred=None`` means no verdict."""
 
@@ -128,33 +133,12 @@ class JudgmentRecord(BaseModel):
         The reference folds unparseable outputs into "refused"; so do we, for both
         case exclusion and ``per_rule_refusal_rate``.
         """
-        return not (self.refused or self.parse_failed or self.error) and self.pred is not None
+        return verdict_given(self.refused, self.parse_failed, self.error, self.pred)
 
     @property
     def flagged(self) -> bool:
         """Whether this judgment puts its rule into the case's predicted set."""
         return self.has_verdict and bool(self.pred)
-
-
-class ResultSet(BaseModel):
-    """Everything read from one or more result files, merged and de-duplicated."""
-
-    files: list[str] = []
-    records: dict[str, PolicyRecord] = {}
-    judgments: list[JudgmentRecord] = []
-    bad_lines: int = 0
-    bad_line_messages: list[str] = []
-    ignored_lines: int = 0
-    replaced_records: int = 0
-    duplicate_judgments: int = 0
-
-    @property
-    def has_judgments(self) -> bool:
-        return bool(self.judgments)
-
-    def result_ids(self) -> set[str]:
-        """Every case id the files mention, records and judgments alike."""
-        return set(self.records) | {j.cid for j in self.judgments}
 
 
 def aggregate_judgments(
@@ -173,15 +157,28 @@ def aggregate_judgments(
     return judgment_pass(cases, judgments)[0]
 
 
-def sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
-    """The sum of the given usages (None when there is none)."""
-    present = [u for u in usages if u is not None]
+def sum_usage(usages: Iterable[Usage | Mapping[str, Any] | None]) -> Usage | None:
+    """The sum of the given usages (None when there is none).
+
+    A usage is a ``Usage`` or its fields as a dict (a judgment row's ``usage``), where
+    a missing or ``null`` count is 0 and ``reasoning_tokens`` stays None unless some
+    usage gives it.
+    """
+    prompt = completion = total = 0
+    reasoning: int | None = None
+    present = False
+    for usage in usages:
+        if usage is None:
+            continue
+        fields = vars(usage) if isinstance(usage, Usage) else usage
+        present = True
+        prompt += fields.get("prompt_tokens") or 0
+        completion += fields.get("completion_tokens") or 0
+        total += fields.get("total_tokens") or 0
+        if (count := fields.get("reasoning_tokens")) is not None:
+            reasoning = (reasoning or 0) + count
     if not present:
         return None
-    reasoning = [u.reasoning_tokens for u in present if u.reasoning_tokens is not None]
     return Usage(
-        prompt_tokens=sum(u.prompt_tokens for u in present),
-        completion_tokens=sum(u.completion_tokens for u in present),
-        total_tokens=sum(u.total_tokens for u in present),
-        reasoning_tokens=sum(reasoning) if reasoning else None,
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=total, reasoning_tokens=reasoning
     )

@@ -16,7 +16,8 @@ from ._diagnostics import error_attribution, failure_modes
 from ._judgments import Key, judgment_pass
 from ._official import CELLS, case_outcomes, domain_cells, level_cells
 from ._per_rule import diagnostics
-from ._records import JudgmentRecord, PolicyRecord, ResultSet
+from ._records import PolicyRecord
+from ._result_set import ResultSet
 
 Mode = Literal["per_policy", "per_rule"]
 
@@ -68,37 +69,35 @@ def resolve_records(
     results: ResultSet | Mapping[str, PolicyRecord],
     *,
     per_rule: bool = False,
-) -> tuple[dict[str, PolicyRecord], list[JudgmentRecord] | None]:
+) -> dict[str, PolicyRecord]:
     """Per-policy records for ``cases``, aggregating judgments when the input holds them.
 
     Judgment files are detected on their own (``kind == "judgment"``); ``per_rule``
     only insists on them. A mix of both kinds is refused: merging a per-policy run
     with a per-rule run would score neither protocol.
     """
-    records, judgments, _ = _resolve(cases, results, per_rule=per_rule)
-    return records, judgments
+    return _resolve(cases, results, per_rule=per_rule)[0]
 
 
 def _resolve(
     cases: Sequence[AnyCase], results: ResultSet | Mapping[str, PolicyRecord], *, per_rule: bool
-) -> tuple[dict[str, PolicyRecord], list[JudgmentRecord] | None, Counter[Key] | None]:
-    """``resolve_records`` plus the per-rule counts, from one walk over the judgments."""
+) -> tuple[dict[str, PolicyRecord], Counter[Key] | None]:
+    """Per-policy records and, for judgments, their per-rule counts (one walk over them)."""
     if not isinstance(results, ResultSet):
         if per_rule:
             raise DataError("--per-rule: the results hold per-policy records, not per-rule judgments")
-        return dict(results), None, None
+        return dict(results), None
     where = ", ".join(results.files) or "the results"
     if results.has_judgments and results.records:
         raise DataError(
             f"{where}: mixes {len(results.records)} per-policy records with "
-            f"{len(results.judgments)} per-rule judgments; score each protocol separately"
+            f"{len(results.judgment_rows)} per-rule judgments; score each protocol separately"
         )
     if results.has_judgments:
-        records, counts = judgment_pass(cases, results.judgments)
-        return records, results.judgments, counts
+        return judgment_pass(cases, results.judgment_rows)
     if per_rule:
         raise DataError(f'--per-rule: no judgment records (kind == "judgment") in {where}')
-    return dict(results.records), None, None
+    return dict(results.records), None
 
 
 def score(
@@ -121,7 +120,7 @@ def score(
     """
     with gc_paused():
         views: list[ScoringCase] = scoring_views(cases)
-        records, judgments, counts = _resolve(views, results, per_rule=per_rule)
+        records, counts = _resolve(views, results, per_rule=per_rule)
         outcomes = case_outcomes(views, records, cap_aware=cap_aware)
         # The bootstrap runs on worker threads (numpy releases the GIL) meanwhile.
         intervals = start_intervals(outcomes, n_boot=n_boot, seed=seed) if ci else None
@@ -134,7 +133,7 @@ def score(
         known = {view.id for view in views} | set(all_ids or ())
         unknown = sorted(result_ids - known)
         return ScoreReport(
-            mode="per_policy" if judgments is None else "per_rule",
+            mode="per_policy" if counts is None else "per_rule",
             cap_aware=cap_aware,
             cells=cells,
             domains=domain_cells(outcomes),

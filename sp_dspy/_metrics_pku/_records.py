@@ -47,7 +47,7 @@ def score_pku_results(
     cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False, per_rule: bool = False
 ) -> PkuReport:
     """The PKU report of ``results`` on ``cases``; the severity section only when some record predicts one."""
-    records, _ = resolve_records(cases, results, per_rule=per_rule)
+    records = resolve_records(cases, results, per_rule=per_rule)
     sets: dict[str, list[int] | None] = {}
     flags: dict[str, bool | None] = {}
     severities: dict[str, int | None] = {}

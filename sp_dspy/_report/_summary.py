@@ -209,7 +209,7 @@ def build_summary(
     if chosen not in labels:
         raise ConfigError(f"--baseline: no variant labelled {chosen!r} (labels: {', '.join(labels)})")
     records = {
-        label: resolve_records(cases, results)[0]
+        label: resolve_records(cases, results)
         for label, (_, _, results, _) in zip(labels, loaded, strict=True)
     }
     diffs = [

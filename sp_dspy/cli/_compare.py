@@ -105,8 +105,8 @@ def compare_results(
         resolve_records,
     )
 
-    records_a, _ = resolve_records(cases, results_a)
-    records_b, _ = resolve_records(cases, results_b)
+    records_a = resolve_records(cases, results_a)
+    records_b = resolve_records(cases, results_b)
     compared = [case for case in cases if case.id in records_a and case.id in records_b]
     if not compared:
         raise DataError(
