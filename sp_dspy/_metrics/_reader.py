@@ -138,7 +138,6 @@ def _any_line() -> TypeAdapter[JudgmentRecord | PolicyRecord | _Skipped]:
     )
 
 
-_validate_judgment = JudgmentRecord.__pydantic_validator__.validate_json
 _validate_record = PolicyRecord.__pydantic_validator__.validate_json
 
 
@@ -157,7 +156,7 @@ def _fast_line(line: str, *, judgment_like: bool) -> PolicyRecord | JudgmentReco
     """
     try:
         if judgment_like:
-            judgment = _validate_judgment(line)
+            judgment = JudgmentRecord.model_validate_json(line)
             if "kind" in judgment.__pydantic_fields_set__:
                 return judgment
         else:

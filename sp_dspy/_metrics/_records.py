@@ -108,7 +108,8 @@ def verdict_given(refused: object, parse_failed: object, error: object, pred: ob
 class JudgmentRecord(BaseModel):
     """One per-rule verdict (contract section 5); ``pred=None`` means no verdict."""
 
-    model_config = ConfigDict(extra="allow")
+    # Built on first use: ``sp-dspy score`` reads judgments as rows (``_result_set``).
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     kind: Literal["judgment"] = "judgment"
     cid: str
