@@ -156,3 +156,56 @@ def test_score_command_uses_the_cache_unless_told_not_to(dataset: Path, tmp_path
     assert len(_entries()) == 1
     assert json.loads(cold.stdout) == json.loads(first.stdout) == json.loads(warm.stdout)
     assert "--no-data-cache" in runner.invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+
+
+def test_a_full_load_stores_the_views_score_reads(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fresh = load_scoring_cases(dataset, cache=False)
+    sp_dspy.load_benchmark(dataset, level="L1")  # filters apply after the file is read
+    assert len(_entries()) == 1
+    _no_parse(monkeypatch)
+    warm = load_scoring_cases(dataset)
+    assert warm.from_cache and warm.cases == fresh.cases
+
+
+def test_a_full_load_with_skipped_cases_stores_what_lenient_scoring_would(tmp_path: Path) -> None:
+    cases = [raw_case("ok-l0", gt=[1]), raw_case("bad-l0", gt=[9]), raw_case("ok2-l1", level="L1", gt=[2])]
+    path = write_dataset(tmp_path / "mixed.json", cases)
+    fresh = load_scoring_cases(path, lenient=True, cache=False)
+    sp_dspy.load_benchmark(path, lenient=True)
+    warm = load_scoring_cases(path, lenient=True)
+    assert warm.from_cache and warm.skipped == fresh.skipped == 1
+    assert (warm.cases, warm.skipped_reasons) == (fresh.cases, fresh.skipped_reasons)
+    with pytest.raises(DataError, match="not in the rubric"):
+        load_scoring_cases(path)
+
+
+def test_a_full_load_replaces_a_stale_entry_and_keeps_a_current_one(
+    dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_scoring_cases(dataset)
+    stat = dataset.stat()
+    os.utime(dataset, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    sp_dspy.load_benchmark(dataset)
+    assert load_scoring_cases(dataset).from_cache
+    written: list[object] = []
+    monkeypatch.setattr(_scoring_load, "write_entry", lambda *args: written.append(args))
+    sp_dspy.load_benchmark(dataset)
+    assert written == []
+
+
+def test_a_file_changed_while_it_was_loaded_is_not_remembered(
+    dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sp_dspy._data import _loader
+
+    real = _loader.load_file
+
+    def load_then_touch(path: Path, *, lenient: bool = False) -> object:
+        loaded = real(path, lenient=lenient)
+        stat = path.stat()
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+        return loaded
+
+    monkeypatch.setattr(_loader, "load_file", load_then_touch)
+    sp_dspy.load_benchmark(dataset)
+    assert _entries() == []

@@ -121,8 +121,12 @@ def load_benchmark(
 
         loaded = load_pku_benchmark(None if dataset is None else str(dataset), lenient=lenient)
     elif benchmark == "safepyramid":
+        from ._scoring_load import file_key, remember_views
+
         path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
+        key = file_key(path, lenient)
         loaded = load_file(path, lenient=lenient)
+        remember_views(path, loaded, key)
     else:
         raise DataError(f"--benchmark: unknown benchmark {benchmark!r} (choose safepyramid or pku-saferlhf)")
     cases = filter_cases(loaded.cases, level=level, domain=domain, limit=limit, start_idx=start_idx)

@@ -83,6 +83,15 @@ class CachedViews(BaseModel):
     skipped_reasons: list[str] = []
 
 
+def has_entry(directory: Path, key: CacheKey) -> bool:
+    """Whether an entry for ``key`` is stored (its key line matches; the body is not read)."""
+    try:
+        with (directory / key.entry_name()).open("rb") as handle:
+            return handle.readline() == key.model_dump_json().encode() + b"\n"
+    except OSError:
+        return False
+
+
 def read_entry(directory: Path, key: CacheKey) -> CachedViews | None:
     """The entry for ``key``, or None (missing, stale, unreadable or corrupt)."""
     try:

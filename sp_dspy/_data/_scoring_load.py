@@ -10,19 +10,25 @@ Three ways, tried in order, all giving the very same ``ScoringCase`` list:
 3. ``load_file`` and ``ScoringCase.from_case``, whenever the slim path has any doubt,
    so errors, legacy spellings and ``--lenient`` skips are exactly the full loader's.
 
-A successful load (2 or 3) is stored in the cache for the next run.
+A successful load (2 or 3) is stored in the cache for the next run. So is every
+full load of a SafePyramid file by ``load_benchmark`` (``remember_views``): after
+``sp-dspy eval`` has read a dataset, ``sp-dspy score`` of its results starts warm.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from ._gc import gc_paused
 from ._scoring import ScoringCase, scoring_views
-from ._scoring_cache import CachedViews, CacheKey, read_entry, scoring_cache_dir, write_entry
+from ._scoring_cache import CachedViews, CacheKey, has_entry, read_entry, scoring_cache_dir, write_entry
 from ._source import resolve_dataset
+
+if TYPE_CHECKING:
+    from ._loader import Benchmark
 
 
 class ScoringLoad(BaseModel):
@@ -51,7 +57,7 @@ def load_scoring_cases(
     """
     path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
     directory = scoring_cache_dir() if cache_dir is None else cache_dir
-    key = _key(path, lenient) if cache else None
+    key = file_key(path, lenient) if cache else None
     with gc_paused():  # thousands of long-lived objects, from the cache or the file
         views = None if key is None else read_entry(directory, key)
         if views is not None:
@@ -59,12 +65,31 @@ def load_scoring_cases(
         views = _load_views(path, lenient=lenient)
     # Stored only if the file did not change while it was read: the key must describe
     # the bytes the views came from.
-    if key is not None and _key(path, lenient) == key:
+    if key is not None and file_key(path, lenient) == key:
         write_entry(directory, key, views)
     return ScoringLoad(**dict(views), source=str(path))
 
 
-def _key(path: Path, lenient: bool) -> CacheKey | None:
+def remember_views(path: Path, loaded: Benchmark, key: CacheKey | None) -> None:
+    """Store the scoring views of a full load of ``path``, unless an entry is there already.
+
+    ``key`` is the file's key taken *before* it was read: nothing is stored if the
+    file changed since (the views must describe the bytes under the key), and a
+    cache that cannot be written is left alone. About 40 ms, once per file version.
+    """
+    if key is None or file_key(path, key.lenient) != key:
+        return
+    directory = scoring_cache_dir()
+    if has_entry(directory, key):
+        return
+    views = CachedViews(
+        cases=scoring_views(loaded.cases), skipped=loaded.skipped, skipped_reasons=loaded.skipped_reasons
+    )
+    write_entry(directory, key, views)
+
+
+def file_key(path: Path, lenient: bool) -> CacheKey | None:
+    """The parse-cache key of ``path`` as it is now (None if it cannot be stat'ed)."""
     try:
         return CacheKey.of(path, lenient=lenient)
     except OSError:

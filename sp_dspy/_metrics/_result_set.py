@@ -16,6 +16,7 @@ record dumps to, so both routes give equal records and the same errors.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,6 +28,7 @@ from ._records import JudgmentRecord, PolicyRecord
 #: A judgment as a dict with ``JudgmentRecord``'s field names (extras kept).
 JudgmentRow = dict[str, Any]
 
+_cid = operator.itemgetter("cid")
 _OPTIONAL_STR = ("level", "rule_type", "error", "error_class")
 _OPTIONAL_BOOL = ("gt", "pred", "refused", "parse_failed")
 _USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "reasoning_tokens")
@@ -131,4 +133,4 @@ class ResultSet:
 
     def result_ids(self) -> set[str]:
         """Every case id the files mention, records and judgments alike."""
-        return set(self.records) | {row["cid"] for row in self._rows}
+        return set(self.records) | set(map(_cid, self._rows))
