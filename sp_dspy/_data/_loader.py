@@ -115,6 +115,8 @@ def load_benchmark(
 
     Filters apply after validation and in this order: level, domain, ``start_idx``,
     ``limit``. Ids are assigned to id-less cases by position *before* filtering.
+    A SafePyramid file's scoring views are stored in the parse cache on the way
+    (``remember_views``; once per file version), so a later ``score`` starts warm.
     """
     if benchmark == "pku-saferlhf":
         from ._pku_bridge import load_pku_benchmark
