@@ -18,7 +18,11 @@ concurrency it reports
 The stub runs in its own process so its CPU is not counted, and each measurement
 runs in a fresh client process after a short warm-up run (imports, DSPy's engine
 set-up), so it is the steady state. The stub answers with a fixed valid answer; the
-runner still parses every answer with the official parser.
+runner still parses every answer with the official parser. By default it is
+``loopback_stub.py`` (asyncio, tens of microseconds of CPU per request), so the
+client keeps the machine's CPUs as it would against a real server on other
+hardware; ``--stub threaded`` uses the package's ``StubServer`` (``http.server``,
+about 0.5 ms of CPU per request, competing with the client for the same CPUs).
 
 ``--clients`` adds ``reference-style``: the same requests sent the way the
 reference harness's API guard sends them (OpenAI SDK over httpx, one thread per
@@ -34,6 +38,7 @@ not tokens): what a server's prefix cache could reuse.
     python benchmarks/bench_runner.py                       # the README table
     python benchmarks/bench_runner.py --concurrency 64 --protocols per-policy
     python benchmarks/bench_runner.py --transport dspy      # DSPy's engine instead
+    python benchmarks/bench_runner.py --stub threaded       # the tests' StubServer
 
 Not a test: timings depend on the machine and on its load. Figures are in
 ``benchmarks/README.md``.
@@ -55,12 +60,11 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import loopback_stub  # this directory: the default stub
+from loopback_stub import POLICY_ANSWER, VERDICT_ANSWER
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATASET = ROOT / "benchmarks" / "_data" / "synthetic.json"
-POLICY_ANSWER = json.dumps(
-    {"analysis": "Checked every rule against the conversation.", "violated_rules": [{"rule": 2}]}
-)
-VERDICT_ANSWER = json.dumps({"verdict": "not_violated", "reason": "The chatbot complied with the rule."})
 WARM_UP_UNITS = 8
 
 
@@ -70,8 +74,8 @@ def stub_answer(body: dict[str, Any]) -> str:
     return POLICY_ANSWER if "## Policy" in system else VERDICT_ANSWER
 
 
-def serve(latency_s: float, ports: Any, stop: Any) -> None:
-    """Child process: run the stub server until ``stop`` is set."""
+def serve_threaded(latency_s: float, ports: Any, stop: Any) -> None:
+    """Child process: run the package's ``StubServer`` until ``stop`` is set (``--stub threaded``)."""
     sys.path.insert(0, str(ROOT))
     from sp_dspy._lm import StubServer, _stub_server
 
@@ -246,6 +250,13 @@ def main() -> None:
     parser.add_argument(
         "--transport", default="auto", help="sp-dspy client's --transport: auto, direct, dspy."
     )
+    parser.add_argument(
+        "--stub",
+        choices=("asyncio", "threaded"),
+        default="asyncio",
+        help="asyncio: loopback_stub.py (tens of microseconds of CPU per request); threaded: the "
+        "package's StubServer (http.server, about 0.5 ms per request, on the same CPUs).",
+    )
     parser.add_argument("--json", type=Path, default=None, help="Also write the figures here.")
     args = parser.parse_args()
     if not args.dataset.exists():
@@ -260,6 +271,7 @@ def main() -> None:
         "latency_s": args.latency,
         "cpus": os.cpu_count(),
         "transport": args.transport,
+        "stub": args.stub,
         "runs": [],
     }
     with tempfile.TemporaryDirectory(prefix="bench-runner-") as tmp:
@@ -267,10 +279,11 @@ def main() -> None:
         slice_file = write_slice(args.dataset, max(max(levels) * args.rounds, 100) + WARM_UP_UNITS, work)
         per_case = targets_per_case(slice_file)
         ports, stop = context.Queue(), context.Event()
-        server = context.Process(target=serve, args=(args.latency, ports, stop), daemon=True)
+        stub = loopback_stub.serve if args.stub == "asyncio" else serve_threaded
+        server = context.Process(target=stub, args=(args.latency, ports, stop), daemon=True)
         server.start()
         api_base = f"http://127.0.0.1:{ports.get(timeout=60)}/v1"
-        print(f"stub server at {api_base}, latency {args.latency * 1000:.0f} ms, {os.cpu_count()} CPUs")
+        print(f"{args.stub} stub at {api_base}, latency {args.latency * 1000:.0f} ms, {os.cpu_count()} CPUs")
         print(
             f"{'client':<16}{'protocol':<11}{'conc':>5}{'calls':>7}{'wall s':>8}{'calls/s':>9}"
             f"{'ideal':>7}{'% ideal':>9}{'CPU ms/call':>13}"
