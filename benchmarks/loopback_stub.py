@@ -23,6 +23,8 @@ import json
 import socket
 from typing import Any
 
+from sp_dspy._lm._stub_server import chat_completion
+
 POLICY_ANSWER = json.dumps(
     {"analysis": "Checked every rule against the conversation.", "violated_rules": [{"rule": 2}]}
 )
@@ -38,19 +40,10 @@ def _http_response(status: str, payload: dict[str, Any]) -> bytes:
 
 
 def _completion(content: str) -> bytes:
-    return _http_response(
-        "200 OK",
-        {
-            "id": "chatcmpl-loopback",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "stub",
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-            ],
-            "usage": {"prompt_tokens": 1000, "completion_tokens": 20, "total_tokens": 1020},
-        },
+    payload = chat_completion(
+        content, completion_id="chatcmpl-loopback", prompt_tokens=1000, completion_tokens=20
     )
+    return _http_response("200 OK", payload)
 
 
 POLICY_RESPONSE = _completion(POLICY_ANSWER)

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from sp_dspy._lm._stub_server import chat_completion
+
 pytestmark = [pytest.mark.network, pytest.mark.timeout(120)]
 
 SECRET = "sk-secret-123-do-not-print"
@@ -54,16 +56,7 @@ class Handler(BaseHTTPRequestHandler):
             }
         else:
             status = 200
-            payload = {
-                "id": "ok",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "stub",
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}
-                ],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-            }
+            payload = chat_completion(ANSWER, completion_id="ok", prompt_tokens=10, completion_tokens=5)
         data = json.dumps(payload).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json")

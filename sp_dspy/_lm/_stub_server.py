@@ -241,17 +241,37 @@ class StubServer:
         completion = count_tokens(reply)
         with self._lock:
             number = len(self.requests)
-        return {
-            "id": f"stub-{number}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "stub"),
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
-            ],
-            "usage": {
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "total_tokens": prompt + completion,
-            },
-        }
+        return chat_completion(
+            reply,
+            completion_id=f"stub-{number}",
+            model=body.get("model", "stub"),
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            created=int(time.time()),
+        )
+
+
+def chat_completion(
+    content: str,
+    *,
+    completion_id: str = "stub",
+    model: str = "stub",
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+    created: int = 0,
+) -> dict[str, Any]:
+    """An OpenAI ``chat.completion`` response body with one assistant message."""
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
