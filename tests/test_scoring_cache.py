@@ -209,3 +209,36 @@ def test_a_file_changed_while_it_was_loaded_is_not_remembered(
     monkeypatch.setattr(_loader, "load_file", load_then_touch)
     sp_dspy.load_benchmark(dataset)
     assert _entries() == []
+
+
+def test_a_write_prunes_entries_of_vanished_files_and_stale_temporaries(
+    dataset: Path, tmp_path: Path
+) -> None:
+    other = write_dataset(tmp_path / "other.json", [raw_case("o-1-l0", gt=[1])])
+    load_scoring_cases(other)
+    load_scoring_cases(dataset)
+    assert len(_entries()) == 2
+    directory = scoring_cache_dir()
+    corrupt = directory / ("0" * 32 + ".json")
+    corrupt.write_bytes(b"not a key\n")
+    stale, fresh = directory / ".entry-stale.tmp", directory / ".entry-fresh.tmp"
+    for temporary in (stale, fresh):
+        temporary.write_bytes(b"partial")
+    hours_ago = stale.stat().st_mtime - 2 * cache.STALE_TEMPORARY_S
+    os.utime(stale, (hours_ago, hours_ago))
+    other.unlink()
+    stat = dataset.stat()
+    os.utime(dataset, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    load_scoring_cases(dataset)  # a miss: writes, then prunes
+    names = {p.name for p in directory.iterdir()}
+    assert names == {cache.CacheKey.of(dataset, lenient=False).entry_name(), fresh.name}
+    assert load_scoring_cases(dataset).from_cache
+
+
+def test_prune_leaves_entries_of_existing_files_and_an_absent_directory_alone(
+    dataset: Path, tmp_path: Path
+) -> None:
+    load_scoring_cases(dataset)
+    load_scoring_cases(dataset, lenient=True)
+    assert cache.prune(scoring_cache_dir()) == 0 and len(_entries()) == 2
+    assert cache.prune(tmp_path / "no-such-dir") == 0

@@ -12,7 +12,9 @@ status-change times (ns), inode and device, the sp-dspy version and
 ``SCHEMA_VERSION``. Any difference, an unreadable or corrupt entry, is a miss, and the
 next successful load replaces the entry. Writes go to a temporary file renamed into
 place, so a reader sees a whole entry or none; a cache that cannot be written (a
-read-only home) is skipped silently: the cache only ever saves time.
+read-only home) is skipped silently: the cache only ever saves time. After each
+write, entries of dataset files that no longer exist, unreadable entries, and
+temporary files a crashed writer left over an hour ago are removed (``prune``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import time
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
@@ -30,6 +33,8 @@ from ._scoring import ScoringCase
 
 #: Bump when ``ScoringCase`` or what the loader puts into it changes meaning.
 SCHEMA_VERSION = 1
+#: A temporary file older than this is a crashed writer's, not one in progress.
+STALE_TEMPORARY_S = 3600.0
 
 
 def scoring_cache_dir() -> Path:
@@ -118,4 +123,37 @@ def write_entry(directory: Path, key: CacheKey, views: CachedViews) -> bool:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
         return False
+    prune(directory, keep=key.entry_name())
     return True
+
+
+def prune(directory: Path, *, keep: str | None = None) -> int:
+    """Remove entries whose dataset file is gone, unreadable entries, stale temporaries.
+
+    Returns how many files were removed. ``keep`` (an entry name) is left alone. An
+    entry of a file that exists but changed is not removed here: the next load of
+    that file replaces it.
+    """
+    removed = 0
+    now = time.time()
+    for path in directory.iterdir() if directory.is_dir() else ():
+        try:
+            if path.name.startswith(".entry-"):
+                if now - path.stat().st_mtime > STALE_TEMPORARY_S:
+                    path.unlink()
+                    removed += 1
+                continue
+            if path.name == keep or path.suffix != ".json":
+                continue
+            with path.open("rb") as handle:
+                head = handle.readline()
+            try:
+                orphan = not Path(CacheKey.model_validate_json(head).path).exists()
+            except ValidationError:
+                orphan = True
+            if orphan:
+                path.unlink()
+                removed += 1
+        except OSError:  # vanished meanwhile, or not ours to remove: leave it
+            continue
+    return removed
