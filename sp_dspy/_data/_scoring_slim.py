@@ -40,18 +40,27 @@ class _Entry(TypedDict):
     active: NotRequired[bool | None]
 
 
-@with_config(_IGNORE_EXTRA)
-class _Rubric(TypedDict):
-    """``Rubric`` plus the legacy keys that make the full loader normalise."""
+class _LegacyFailureModeKeys(TypedDict):
+    """The failure-mode keys (``_legacy._FM_KEYS``) old files put outside ``failure_mode_metadata``.
 
-    violations: NotRequired[list[_Entry]]
-    non_violations: NotRequired[list[_Entry]]
-    failure_mode_metadata: NotRequired[Any]
+    Declared (as ``Any``) only so extras-ignoring validation keeps them: their mere
+    presence makes the full loader normalise the case, so the slim path steps aside.
+    """
+
     distractor_rules: NotRequired[Any]
     waived_rules: NotRequired[Any]
     contradicted_rules: NotRequired[Any]
     conditional_violations: NotRequired[Any]
     decisive_rules: NotRequired[Any]
+
+
+@with_config(_IGNORE_EXTRA)
+class _Rubric(_LegacyFailureModeKeys):
+    """``Rubric`` plus the legacy keys that make the full loader normalise."""
+
+    violations: NotRequired[list[_Entry]]
+    non_violations: NotRequired[list[_Entry]]
+    failure_mode_metadata: NotRequired[Any]
 
 
 @with_config(_IGNORE_EXTRA)
@@ -66,7 +75,7 @@ class _FailureModes(TypedDict):
 
 
 @with_config(_IGNORE_EXTRA)
-class _Case(TypedDict):
+class _Case(_LegacyFailureModeKeys):
     """``Case``'s fields and types, plus the legacy top-level failure-mode keys."""
 
     id: str
@@ -82,11 +91,6 @@ class _Case(TypedDict):
     safe: NotRequired[bool | None]
     severity: NotRequired[int | None]
     group: NotRequired[str | None]
-    distractor_rules: NotRequired[Any]
-    waived_rules: NotRequired[Any]
-    contradicted_rules: NotRequired[Any]
-    conditional_violations: NotRequired[Any]
-    decisive_rules: NotRequired[Any]
 
 
 @with_config(_IGNORE_EXTRA)
