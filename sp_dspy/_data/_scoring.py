@@ -69,4 +69,4 @@ def scoring_view(case: AnyCase) -> ScoringCase:
 
 def scoring_views(cases: Iterable[AnyCase]) -> list[ScoringCase]:
     """``scoring_view`` of each case, in order."""
-    return [case if isinstance(case, ScoringCase) else ScoringCase.from_case(case) for case in cases]
+    return [scoring_view(case) for case in cases]

@@ -74,6 +74,10 @@ class CacheKey(BaseModel):
             lenient=lenient,
         )
 
+    def line(self) -> bytes:
+        """The key as an entry's first line (JSON, newline-terminated)."""
+        return self.model_dump_json().encode() + b"\n"
+
     def entry_name(self) -> str:
         """One entry per dataset path and flag, so a changed file replaces its old entry."""
         digest = hashlib.sha256(f"{self.path}\0{self.lenient}".encode()).hexdigest()
@@ -92,7 +96,7 @@ def has_entry(directory: Path, key: CacheKey) -> bool:
     """Whether an entry for ``key`` is stored (its key line matches; the body is not read)."""
     try:
         with (directory / key.entry_name()).open("rb") as handle:
-            return handle.readline() == key.model_dump_json().encode() + b"\n"
+            return handle.readline() == key.line()
     except OSError:
         return False
 
@@ -101,7 +105,7 @@ def read_entry(directory: Path, key: CacheKey) -> CachedViews | None:
     """The entry for ``key``, or None (missing, stale, unreadable or corrupt)."""
     try:
         with (directory / key.entry_name()).open("rb") as handle:
-            if handle.readline() != key.model_dump_json().encode() + b"\n":
+            if handle.readline() != key.line():
                 return None
             return CachedViews.model_validate_json(handle.read())
     except (OSError, ValidationError):
@@ -115,7 +119,7 @@ def write_entry(directory: Path, key: CacheKey, views: CachedViews) -> bool:
         directory.mkdir(parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=".entry-", suffix=".tmp")
         with os.fdopen(fd, "wb") as handle:
-            handle.write(key.model_dump_json().encode() + b"\n")
+            handle.write(key.line())
             handle.write(views.model_dump_json().encode())
         os.replace(temporary, directory / key.entry_name())
     except OSError:

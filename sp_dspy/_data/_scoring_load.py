@@ -82,10 +82,7 @@ def remember_views(path: Path, loaded: Benchmark, key: CacheKey | None) -> None:
     directory = scoring_cache_dir()
     if has_entry(directory, key):
         return
-    views = CachedViews(
-        cases=scoring_views(loaded.cases), skipped=loaded.skipped, skipped_reasons=loaded.skipped_reasons
-    )
-    write_entry(directory, key, views)
+    write_entry(directory, key, _views_of(loaded))
 
 
 def file_key(path: Path, lenient: bool) -> CacheKey | None:
@@ -114,7 +111,11 @@ def _load_views(path: Path, *, lenient: bool) -> CachedViews:
         return CachedViews(cases=views)
     from ._loader import load_file
 
-    loaded = load_file(path, lenient=lenient)
+    return _views_of(load_file(path, lenient=lenient))
+
+
+def _views_of(loaded: Benchmark) -> CachedViews:
+    """The cache body of a full load: its cases' scoring views and what it skipped."""
     return CachedViews(
         cases=scoring_views(loaded.cases), skipped=loaded.skipped, skipped_reasons=loaded.skipped_reasons
     )
