@@ -298,7 +298,7 @@ def test_scoring_after_eval_starts_from_the_views_eval_stored(
     def refuse(*_: object, **__: object) -> object:
         raise AssertionError("score parsed the dataset again")
 
-    monkeypatch.setattr(_scoring_load, "_load_views", refuse)
+    monkeypatch.setattr(_scoring_load, "load_views", refuse)
     views = load_scoring_cases(dataset)
     assert views.from_cache and [v.id for v in views.cases] == IDS[:6]
     scored = CliRunner().invoke(

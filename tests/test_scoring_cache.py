@@ -36,7 +36,7 @@ def _no_parse(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: object, **__: object) -> object:
         raise AssertionError("the dataset was parsed")
 
-    monkeypatch.setattr(_scoring_load, "_load_views", refuse)
+    monkeypatch.setattr(_scoring_load, "load_views", refuse)
 
 
 def test_second_load_is_a_hit_that_never_parses_the_dataset(

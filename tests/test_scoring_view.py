@@ -128,6 +128,65 @@ def test_evidence_and_unknown_fields_stay_on_the_slim_path(tmp_path: Path) -> No
     assert slim_views(path.read_bytes()) == scoring_views(load_file(path).cases)
 
 
+def _outcome(load: Any, path: Path) -> Any:
+    """What loading ``path`` gives: the scoring views, or the error's message."""
+    try:
+        return scoring_views(load(path).cases)
+    except DataError as error:
+        return str(error)
+
+
+def _case_bytes(case: dict[str, Any], old: bytes = b"", new: bytes = b"") -> bytes:
+    """A one-case document's bytes, with ``old`` (which must be there) replaced by ``new``."""
+    document = json.dumps({"data": [case]}).encode()
+    assert old in document
+    return document.replace(old, new) if old else document
+
+
+# Values pydantic's lax mode may coerce but msgspec rejects: the slim path must step
+# aside for the full loader, whichever way that decides.
+_LAX: dict[str, bytes] = {
+    "rule_as_text": _case_bytes(raw_case(), b'"rule": 1', b'"rule": "1"'),
+    "gt_as_float": _case_bytes(
+        raw_case(), b'"ground_truth_violations": [1]', b'"ground_truth_violations": [1.0]'
+    ),
+    "severity_as_text": _case_bytes(raw_case(extra={"severity": 2}), b'"severity": 2', b'"severity": "2"'),
+    "applies_as_text": _case_bytes(raw_case(), b'"decisive"}', b'"decisive", "applies": "yes"}'),
+    "bool_as_rule": _case_bytes(raw_case(), b'"rule": 3', b'"rule": true'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_LAX))
+def test_values_only_lax_validation_accepts_leave_the_slim_path(tmp_path: Path, name: str) -> None:
+    path = tmp_path / f"{name}.json"
+    path.write_bytes(_LAX[name])
+    assert slim_views(path.read_bytes()) is None
+    assert _outcome(lambda p: load_scoring_cases(p, cache=False), path) == _outcome(load_file, path)
+
+
+def test_bytes_that_are_not_utf8_load_as_the_full_loader_reads_them(tmp_path: Path) -> None:
+    # The full loader reads such bytes with replacement characters. In the
+    # conversation (never decoded by the slim path) they change nothing scoring reads;
+    # in a field the slim path decodes, it steps aside.
+    in_conversation = tmp_path / "conversation.json"
+    in_conversation.write_bytes(_case_bytes(raw_case(), b"Where does Dana", b"Where \xff\xfe does Dana"))
+    in_domain = tmp_path / "domain.json"
+    in_domain.write_bytes(_case_bytes(raw_case(), b'"privacy"', b'"priv\xffacy"'))
+    assert slim_views(in_conversation.read_bytes()) == scoring_views(load_file(in_conversation).cases)
+    assert slim_views(in_domain.read_bytes()) is None
+    assert _outcome(lambda p: load_scoring_cases(p, cache=False), in_domain) == _outcome(load_file, in_domain)
+
+
+def test_a_repeated_key_keeps_its_last_value_on_both_paths(tmp_path: Path) -> None:
+    path = tmp_path / "repeated.json"
+    path.write_bytes(
+        _case_bytes(raw_case("first-l0"), b'"id": "first-l0"', b'"id": "first-l0", "id": "last-l0"')
+    )
+    views = slim_views(path.read_bytes())
+    assert views is not None and [v.id for v in views] == ["last-l0"]
+    assert views == scoring_views(load_file(path).cases)
+
+
 def _full_rule_numbers(policy: str) -> set[int]:
     return {int(n) for n in re.findall(r"\n\s*(\d+)\.(?=\s)", "\n" + policy)}
 

@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "Case": "._schema",
     "FailureModeMetadata": "._schema",
     "Level": "._types",
+    "PendingScoringLoad": "._scoring_prefetch",
     "PkuLoad": "._pku",
     "Rubric": "._schema",
     "RubricEntry": "._schema",
@@ -41,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "load_split": "._splits",
     "make_split": "._splits",
     "parse_ratios": "._splits",
+    "prefetch_scoring_cases": "._scoring_prefetch",
     "resolve_dataset": "._source",
     "sample_path": "._source",
     "scoring_cache_dir": "._scoring_cache",
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from ._scoring import AnyCase, ScoringCase, scoring_view, scoring_views
     from ._scoring_cache import scoring_cache_dir
     from ._scoring_load import ScoringLoad, load_scoring_cases
+    from ._scoring_prefetch import PendingScoringLoad, prefetch_scoring_cases
     from ._source import DEFAULT_HUB_DATASET, resolve_dataset, sample_path
     from ._splits import PARTS, Split, load_split, make_split, parse_ratios, select_split
     from ._types import LEVELS, Level, RuleType
@@ -77,6 +80,7 @@ __all__ = [
     "Case",
     "FailureModeMetadata",
     "Level",
+    "PendingScoringLoad",
     "PkuLoad",
     "Rubric",
     "RubricEntry",
@@ -93,6 +97,7 @@ __all__ = [
     "load_split",
     "make_split",
     "parse_ratios",
+    "prefetch_scoring_cases",
     "resolve_dataset",
     "sample_path",
     "scoring_cache_dir",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import re
 
 _LEADING_SPACE = re.compile(rb"\s*")
@@ -24,7 +25,7 @@ def rule_numbers(policy: str) -> set[int]:
     return found
 
 
-def json_head(raw_bytes: bytes) -> bytes:
+def json_head(raw_bytes: bytes | mmap.mmap) -> bytes:
     """The first non-space byte of a JSON document (``b"["``, ``b"{"``...), or ``b""``."""
     start = _LEADING_SPACE.match(raw_bytes)
     return raw_bytes[start.end() : start.end() + 1] if start else b""

@@ -17,8 +17,9 @@ full load of a SafePyramid file by ``load_benchmark`` (``remember_views``): afte
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -58,14 +59,28 @@ def load_scoring_cases(
     path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
     directory = scoring_cache_dir() if cache_dir is None else cache_dir
     key = file_key(path, lenient) if cache else None
-    with gc_paused():  # thousands of long-lived objects, from the cache or the file
-        views = None if key is None else read_entry(directory, key)
-        if views is not None:
-            return ScoringLoad(**dict(views), source=str(path), from_cache=True)
-        views = _load_views(path, lenient=lenient)
-    # Stored only if the file did not change while it was read: the key must describe
-    # the bytes the views came from.
-    if key is not None and file_key(path, lenient) == key:
+    cached = None if key is None else read_cached(path, directory, key)
+    if cached is not None:
+        return cached
+    with gc_paused():  # thousands of long-lived objects
+        views = load_views(path, lenient=lenient)
+    return store_views(path, views, directory, key)
+
+
+def read_cached(path: Path, directory: Path, key: CacheKey) -> ScoringLoad | None:
+    """The views of ``path`` from the parse cache, or None on a miss."""
+    with gc_paused():
+        views = read_entry(directory, key)
+    return None if views is None else ScoringLoad(**dict(views), source=str(path), from_cache=True)
+
+
+def store_views(path: Path, views: CachedViews, directory: Path, key: CacheKey | None) -> ScoringLoad:
+    """The load of ``path`` that gave ``views``, stored in the cache under ``key`` first.
+
+    Stored only if the file did not change while it was read: the key must describe
+    the bytes the views came from. ``key`` None: the cache is off.
+    """
+    if key is not None and file_key(path, key.lenient) == key:
         write_entry(directory, key, views)
     return ScoringLoad(**dict(views), source=str(path))
 
@@ -93,25 +108,45 @@ def file_key(path: Path, lenient: bool) -> CacheKey | None:
         return None
 
 
-def _load_views(path: Path, *, lenient: bool) -> CachedViews:
+def load_views(path: Path, *, lenient: bool) -> CachedViews:
     """Views by the slim path, else by the full loader (which also words every error).
 
     The slim path answers only when no case would be normalised, rejected or skipped,
     and then ``--lenient`` changes nothing; so it is tried with and without it.
     """
-    from ._scoring_slim import slim_views
+    views = slim_views_of(path)
+    return full_views(path, lenient=lenient) if views is None else CachedViews(cases=views)
 
-    try:
-        raw_bytes = path.read_bytes()
-    except OSError:
-        raw_bytes = None  # ``load_file`` raises what it always raised
-    views = None if raw_bytes is None else slim_views(raw_bytes)
-    del raw_bytes
-    if views is not None:
-        return CachedViews(cases=views)
+
+def full_views(path: Path, *, lenient: bool) -> CachedViews:
+    """Views by the full loader: what ``load_benchmark`` accepts, skips and says."""
     from ._loader import load_file
 
     return _views_of(load_file(path, lenient=lenient))
+
+
+def slim_views_of(path: Path) -> list[ScoringCase] | None:
+    """``slim_views`` of the file (None: the slim path declines, ``load_file`` decides)."""
+    from ._scoring_slim import views_from_fields
+
+    fields = slim_fields_of(path)
+    return None if fields is None else views_from_fields(fields)
+
+
+def slim_fields_of(path: Path) -> list[dict[str, Any]] | None:
+    """``slim_view_fields`` of the file, read through a memory map (no copy of its bytes).
+
+    None when the slim path has any doubt, and also when the file cannot be mapped
+    (unreadable, empty, not a regular file): ``load_file`` then raises what it
+    always raised.
+    """
+    from ._scoring_slim import slim_view_fields
+
+    try:
+        with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return slim_view_fields(mapped)
+    except (OSError, ValueError):
+        return None
 
 
 def _views_of(loaded: Benchmark) -> CachedViews:

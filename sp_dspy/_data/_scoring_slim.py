@@ -1,119 +1,135 @@
 """Scoring views straight from a benchmark file's bytes, without building full cases.
 
-``slim_views`` validates the file against the *same* types the full ``Case`` schema
-requires (every required field, every typed optional field, rubric entry texts
-included) but with extras ignored and as plain dicts, so pydantic skips building the
-75 MB of model objects that scoring never reads. It then runs the loader's
-consistency checks. It answers only when the full loader would accept every case
-unchanged; on any doubt (a legacy spelling ``_legacy.normalise_case`` would rewrite,
-a validation or consistency error, invalid JSON) it returns None and the caller loads
-the file with ``load_file``, so every error message and ``--lenient`` skip stays the
-full loader's. ``tests/test_scoring_view.py`` checks both paths agree.
+``slim_views`` decodes the file with msgspec against structs that declare the *same*
+fields and types the full ``Case`` schema requires (every required field, every typed
+optional field, rubric entry texts included), extras ignored. msgspec checks the whole
+document's JSON syntax and each declared field's type in one pass in C, and skips what
+is not declared without building it; the conversation, the longest text and one
+scoring never reads, is only checked to be a JSON string (``_is_string``), not decoded. It then runs the loader's consistency checks.
+
+It answers only when the full loader would accept every case unchanged. msgspec's
+types are at least as strict as pydantic's lax mode (no ``"3"`` or ``3.0`` for an int,
+no ``"yes"`` for a bool), so anything it accepts the full loader accepts with the same
+values; on any doubt (a legacy spelling ``_legacy.normalise_case`` would rewrite, a
+type or consistency error, invalid JSON) it returns None and the caller loads the file
+with ``load_file``, so every error message and ``--lenient`` skip stays the full
+loader's. Bytes that are not UTF-8 need no check of their own: the full loader reads
+them with replacement characters, and msgspec rejects them in every field it decodes.
+``tests/test_scoring_view.py`` checks both paths agree.
 """
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+import mmap
+from typing import Any
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
-from typing_extensions import TypedDict  # pydantic needs it for TypedDicts before 3.12
+import msgspec
+from msgspec import UNSET, Raw, Struct, UnsetType, field
+from pydantic import TypeAdapter
 
-from ._legacy import _FM_KEYS
 from ._scan import json_head, rule_numbers
 from ._scoring import ScoringCase
 from ._types import Level, RuleType
 
-_IGNORE_EXTRA = ConfigDict(extra="ignore")
-_LEGACY_KEYS = frozenset(_FM_KEYS)
 
-
-@with_config(_IGNORE_EXTRA)
-class _Entry(TypedDict):
+class _Entry(Struct, kw_only=True):
     """``RubricEntry``'s fields and types; ``paired_with`` must already be a list."""
 
     rule: int
     text: str
     type: RuleType
-    paired_with: NotRequired[list[int]]
-    applies: NotRequired[bool | None]
-    violated: NotRequired[bool | None]
-    active: NotRequired[bool | None]
+    paired_with: list[int] = []
+    applies: bool | None = None
+    violated: bool | None = None
+    active: bool | None = None
 
 
-class _LegacyFailureModeKeys(TypedDict):
+class _LegacyFailureModeKeys(Struct, kw_only=True):
     """The failure-mode keys (``_legacy._FM_KEYS``) old files put outside ``failure_mode_metadata``.
 
-    Declared (as ``Any``) only so extras-ignoring validation keeps them: their mere
-    presence makes the full loader normalise the case, so the slim path steps aside.
+    Declared only to be seen: their mere presence makes the full loader normalise
+    the case, so the slim path steps aside.
     """
 
-    distractor_rules: NotRequired[Any]
-    waived_rules: NotRequired[Any]
-    contradicted_rules: NotRequired[Any]
-    conditional_violations: NotRequired[Any]
-    decisive_rules: NotRequired[Any]
+    distractor_rules: Raw | UnsetType = UNSET
+    waived_rules: Raw | UnsetType = UNSET
+    contradicted_rules: Raw | UnsetType = UNSET
+    conditional_violations: Raw | UnsetType = UNSET
+    decisive_rules: Raw | UnsetType = UNSET
+
+    def has_legacy_keys(self) -> bool:
+        return not (
+            self.distractor_rules is UNSET
+            and self.waived_rules is UNSET
+            and self.contradicted_rules is UNSET
+            and self.conditional_violations is UNSET
+            and self.decisive_rules is UNSET
+        )
 
 
-@with_config(_IGNORE_EXTRA)
-class _Rubric(_LegacyFailureModeKeys):
+class _Rubric(_LegacyFailureModeKeys, kw_only=True):
     """``Rubric`` plus the legacy keys that make the full loader normalise."""
 
-    violations: NotRequired[list[_Entry]]
-    non_violations: NotRequired[list[_Entry]]
-    failure_mode_metadata: NotRequired[Any]
+    violations: list[_Entry] = []
+    non_violations: list[_Entry] = []
+    failure_mode_metadata: Raw | UnsetType = UNSET
 
 
-@with_config(_IGNORE_EXTRA)
-class _FailureModes(TypedDict):
+class _FailureModes(Struct, kw_only=True):
     """``FailureModeMetadata`` plus its legacy ``conditional_violations`` key."""
 
-    distractor_rules: NotRequired[list[int]]
-    waived_rules: NotRequired[list[int]]
-    contradicted_rules: NotRequired[list[int]]
-    decisive_rules: NotRequired[list[int] | None]
-    conditional_violations: NotRequired[Any]
+    distractor_rules: list[int] = []
+    waived_rules: list[int] = []
+    contradicted_rules: list[int] = []
+    decisive_rules: list[int] | None = None
+    conditional_violations: Raw | UnsetType = UNSET
 
 
-@with_config(_IGNORE_EXTRA)
-class _Case(_LegacyFailureModeKeys):
+class _Case(_LegacyFailureModeKeys, kw_only=True):
     """``Case``'s fields and types, plus the legacy top-level failure-mode keys."""
 
     id: str
     domain: str
     level: Level
-    conversation: str
+    conversation: Raw
     policy: str
-    framework: NotRequired[str]
+    framework: str = ""
     ground_truth_violations: list[int]
-    rubric: NotRequired[_Rubric]
-    failure_mode_metadata: NotRequired[_FailureModes]
-    benchmark: NotRequired[str]
-    safe: NotRequired[bool | None]
-    severity: NotRequired[int | None]
-    group: NotRequired[str | None]
+    rubric: _Rubric = field(default_factory=_Rubric)
+    failure_mode_metadata: _FailureModes = field(default_factory=_FailureModes)
+    benchmark: str = "safepyramid"
+    safe: bool | None = None
+    severity: int | None = None
+    group: str | None = None
 
 
-@with_config(_IGNORE_EXTRA)
-class _Document(TypedDict):
+class _Document(Struct):
     data: list[_Case]
 
 
-_DOCUMENT: TypeAdapter[_Document] = TypeAdapter(_Document)
-_CASE_LIST: TypeAdapter[list[_Case]] = TypeAdapter(list[_Case])
+_DOCUMENT = msgspec.json.Decoder(_Document)
+_CASE_LIST = msgspec.json.Decoder(list[_Case])
 _VIEWS: TypeAdapter[list[ScoringCase]] = TypeAdapter(list[ScoringCase])
+_QUOTE = ord('"')
 
 
-def slim_views(raw_bytes: bytes) -> list[ScoringCase] | None:
-    """Scoring views of a benchmark file, or None when ``load_file`` must decide."""
+def slim_views(raw_bytes: bytes | mmap.mmap) -> list[ScoringCase] | None:
+    """Scoring views of a benchmark file (any bytes-like object), or None when ``load_file`` must decide."""
+    fields = slim_view_fields(raw_bytes)
+    return None if fields is None else views_from_fields(fields)
+
+
+def slim_view_fields(raw_bytes: bytes | mmap.mmap) -> list[dict[str, Any]] | None:
+    """``slim_views`` before validation: each case's ``ScoringCase`` fields, as a dict."""
     head = json_head(raw_bytes)
     try:
         if head == b"[":
-            items = _CASE_LIST.validate_json(raw_bytes)
+            items = _CASE_LIST.decode(raw_bytes)
         elif head == b"{":
-            items = _DOCUMENT.validate_json(raw_bytes)["data"]
+            items = _DOCUMENT.decode(raw_bytes).data
         else:
             return None
-    except ValidationError:  # invalid JSON included
+    except msgspec.DecodeError:  # a type error or invalid JSON
         return None
     views: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -123,36 +139,52 @@ def slim_views(raw_bytes: bytes) -> list[ScoringCase] | None:
             return None
         seen.add(view["id"])
         views.append(view)
-    # One validation call for the whole list: a third of the cost of one
-    # ``ScoringCase(...)`` (or ``model_construct``) per case.
-    return _VIEWS.validate_python(views)
+    return views
+
+
+def views_from_fields(fields: list[dict[str, Any]]) -> list[ScoringCase]:
+    """``ScoringCase``s of ``slim_view_fields``'s dicts.
+
+    One validation call for the whole list: a third of the cost of one
+    ``ScoringCase(...)`` (or ``model_construct``) per case.
+    """
+    return _VIEWS.validate_python(fields)
 
 
 def _view(item: _Case) -> dict[str, Any] | None:
     """One case's ``ScoringCase`` fields, or None if the full loader would normalise or reject it."""
-    if not item["id"] or not _LEGACY_KEYS.isdisjoint(item):
+    rubric, meta = item.rubric, item.failure_mode_metadata
+    if (
+        not item.id
+        or item.has_legacy_keys()
+        or rubric.has_legacy_keys()
+        or rubric.failure_mode_metadata is not UNSET
+        or meta.conditional_violations is not UNSET
+        or not _is_string(item.conversation)
+    ):
         return None
-    rubric = item.get("rubric", {})
-    if "failure_mode_metadata" in rubric or not _LEGACY_KEYS.isdisjoint(rubric):
-        return None
-    meta = item.get("failure_mode_metadata", {})
-    if "conditional_violations" in meta:
-        return None
-    types = {
-        entry["rule"]: entry["type"]
-        for entry in (*rubric.get("violations", ()), *rubric.get("non_violations", ()))
-    }
-    gt = item["ground_truth_violations"]
-    if types and (not set(gt) <= types.keys() or not types.keys() <= rule_numbers(item["policy"])):
+    types = {entry.rule: entry.type for entry in (*rubric.violations, *rubric.non_violations)}
+    gt = item.ground_truth_violations
+    if types and (not set(gt) <= types.keys() or not types.keys() <= rule_numbers(item.policy)):
         return None
     return {
-        "id": item["id"],
-        "domain": item["domain"],
-        "level": item["level"],
+        "id": item.id,
+        "domain": item.domain,
+        "level": item.level,
         "ground_truth_violations": gt,
         "rule_types": types,
-        "distractor_rules": meta.get("distractor_rules", []),
-        "waived_rules": meta.get("waived_rules", []),
-        "contradicted_rules": meta.get("contradicted_rules", []),
-        "decisive_rules": meta.get("decisive_rules"),
+        "distractor_rules": meta.distractor_rules,
+        "waived_rules": meta.waived_rules,
+        "contradicted_rules": meta.contradicted_rules,
+        "decisive_rules": meta.decisive_rules,
     }
+
+
+def _is_string(raw: Raw) -> bool:
+    """Whether an undecoded value is a JSON string.
+
+    msgspec has already checked that it is valid JSON (escapes included), so a value
+    that opens with a quote is a whole, well-formed string literal. Decoding the
+    conversation (half of the file's bytes) only to drop it costs more than this.
+    """
+    return len(raw) > 0 and memoryview(raw)[0] == _QUOTE

@@ -68,29 +68,41 @@ def score_command(
     Returns the dataset, results and report wrapped in ``KeepAlive`` so the console
     entry point can exit without freeing them (see ``sp_dspy.cli.KeepAlive``).
     """
-    _import_numpy_without_blas_threads()
-    from .._data import filter_cases
-    from .._metrics import read_result_files, render_score_table, score
-
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
     loaded: ScoringLoad | Benchmark
     full: Benchmark | None = None
     if benchmark == "safepyramid":
-        from .._data import load_scoring_cases
+        # Started before numpy is imported: a worker is forked only while the
+        # process has a single thread (``prefetch_scoring_cases``).
+        from .._data import prefetch_scoring_cases
 
-        loaded = load_scoring_cases(
+        pending = prefetch_scoring_cases(
             dataset, with_evidence=with_evidence, lenient=lenient, cache=not no_data_cache
         )
+        with pending:
+            _import_numpy_without_blas_threads()
+            from .._metrics import read_result_files
+
+            results = read_result_files(files, skip_bad_lines=skip_bad_lines)
+            import numpy.random  # noqa: F401  (the bootstrap's; imported here while a worker decodes)
+
+            loaded = pending.result()
     else:  # the PKU-SafeRLHF adapter needs full cases (and words an unknown --benchmark)
         from .._data import load_benchmark
 
         loaded = full = load_benchmark(
             dataset, with_evidence=with_evidence, lenient=lenient, benchmark=benchmark
         )
+        _import_numpy_without_blas_threads()
+        from .._metrics import read_result_files
+
+        results = read_result_files(files, skip_bad_lines=skip_bad_lines)
+    from .._data import filter_cases
+    from .._metrics import render_score_table, score
+
     everything: list[AnyCase] = list(loaded.cases)
     cases = filter_cases(everything, level=level, domain=domain)
-    results = read_result_files(files, skip_bad_lines=skip_bad_lines)
     report = score(
         cases,
         results,

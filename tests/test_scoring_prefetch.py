@@ -1,0 +1,195 @@
+"""``prefetch_scoring_cases``: the forked worker gives exactly what ``load_scoring_cases`` gives.
+
+A worker is forked only by a single-threaded process, which pytest's is not always;
+so the fork path is exercised in a fresh interpreter (``_in_fresh_process``), and
+in-process tests cover the paths without a worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sp_dspy._data import _scoring_prefetch, load_scoring_cases, prefetch_scoring_cases, sample_path
+from sp_dspy._data._scoring_cache import scoring_cache_dir
+from sp_dspy._errors import DataError
+from tests._factories import raw_case, write_dataset
+
+CAN_FORK = sys.platform.startswith("linux") and len(os.sched_getaffinity(0)) > 1
+needs_fork = pytest.mark.skipif(not CAN_FORK, reason="a worker is forked on Linux with two CPUs or more")
+
+# Loads a dataset with prefetch_scoring_cases in a fresh process and prints what it
+# got. argv: dataset, lenient flag, cache flag, and "crash" to make the worker fail.
+_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    from sp_dspy._data import _scoring_load, _scoring_prefetch
+    from sp_dspy._errors import DataError
+
+    dataset, lenient, cache, mode = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", sys.argv[4]
+    parent, parent_slim_reads, real = os.getpid(), [], _scoring_load.slim_fields_of
+
+    def slim_fields_of(path):
+        if os.getpid() == parent:
+            parent_slim_reads.append(path)
+        elif mode == "crash":
+            raise MemoryError("worker out of memory")
+        return real(path)
+
+    _scoring_load.slim_fields_of = slim_fields_of
+    pending = _scoring_prefetch.prefetch_scoring_cases(dataset, lenient=lenient, cache=cache)
+    out = {"forked": pending.forked}
+    with pending:
+        if mode == "abandon":
+            pid = pending._worker[0]
+        else:
+            try:
+                loaded = pending.result()
+                out["load"] = loaded.model_dump(mode="json", exclude={"from_cache"})
+                out["from_cache"] = loaded.from_cache
+            except DataError as error:
+                out["error"] = str(error)
+            out["parent_slim_reads"] = len(parent_slim_reads)
+    if mode == "abandon":
+        try:
+            os.waitpid(pid, os.WNOHANG)
+            out["reaped"] = False
+        except ChildProcessError:
+            out["reaped"] = True
+    print(json.dumps(out))
+    """
+)
+
+
+def _in_fresh_process(dataset: Path, *, lenient: bool = False, cache: bool = False, mode: str = "") -> Any:
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(dataset), str(int(lenient)), str(int(cache)), mode or "-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _in_process(dataset: Path, *, lenient: bool = False) -> Any:
+    try:
+        loaded = load_scoring_cases(dataset, lenient=lenient, cache=False)
+    except DataError as error:
+        return {"error": str(error)}
+    return {"load": loaded.model_dump(mode="json", exclude={"from_cache"})}
+
+
+@needs_fork
+def test_the_worker_gives_the_views_load_scoring_cases_gives() -> None:
+    got = _in_fresh_process(sample_path())
+    assert got.pop("forked") is True
+    assert got.pop("from_cache") is False
+    assert got.pop("parent_slim_reads") == 0  # the worker read the file
+    assert got == _in_process(sample_path())
+    assert len(got["load"]["cases"]) > 10
+
+
+@needs_fork
+@pytest.mark.parametrize("lenient", [False, True])
+def test_a_file_the_slim_path_declines_is_loaded_by_the_full_loader(tmp_path: Path, lenient: bool) -> None:
+    # A legacy spelling (normalised) and a bad case (skipped with --lenient, else an error).
+    legacy = raw_case("legacy-1-l0")
+    legacy["failure_mode_metadata"]["conditional_violations"] = legacy["failure_mode_metadata"].pop(
+        "contradicted_rules"
+    )
+    bad = raw_case("bad-1-l0", gt=[9])
+    path = write_dataset(tmp_path / "d.json", [raw_case("good-1-l0"), legacy, bad])
+    got = _in_fresh_process(path, lenient=lenient)
+    assert got.pop("forked") is True
+    got.pop("from_cache", None)
+    assert got.pop("parent_slim_reads") == 0  # straight to the full loader, no second slim read
+    assert got == _in_process(path, lenient=lenient)
+    assert ("error" in got) is not lenient
+
+
+@needs_fork
+def test_a_failing_worker_leaves_the_load_to_the_parent() -> None:
+    got = _in_fresh_process(sample_path(), mode="crash")
+    assert got.pop("forked") is True
+    got.pop("from_cache")
+    assert got.pop("parent_slim_reads") == 1  # the worker failed; the parent read the file
+    assert got == _in_process(sample_path())
+
+
+@needs_fork
+def test_an_abandoned_load_stops_and_reaps_its_worker() -> None:
+    got = _in_fresh_process(sample_path(), mode="abandon")
+    assert got == {"forked": True, "reaped": True}
+
+
+@needs_fork
+def test_the_worker_fills_the_cache_and_a_hit_needs_no_worker(tmp_path: Path) -> None:
+    path = write_dataset(tmp_path / "d.json", [raw_case("c-1-l0"), raw_case("c-2-l1", level="L1")])
+    first = _in_fresh_process(path, cache=True)
+    assert (first["forked"], first["from_cache"]) == (True, False)
+    assert any(scoring_cache_dir().iterdir())
+    second = _in_fresh_process(path, cache=True)
+    assert (second["forked"], second["from_cache"], second["parent_slim_reads"]) == (False, True, 0)
+    assert second["load"] == first["load"]
+
+
+def test_without_a_worker_the_load_happens_at_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_scoring_prefetch, "worker_allowed", lambda: False)
+    path = write_dataset(tmp_path / "d.json", [raw_case("a-1-l0"), raw_case("a-2-l0", gt=[7])])
+    with prefetch_scoring_cases(path, cache=False) as pending:  # bad data: no error yet
+        assert not pending.forked
+        with pytest.raises(DataError, match="a-2-l0"):
+            pending.result()
+    with prefetch_scoring_cases(path, lenient=True, cache=False) as pending:
+        loaded = pending.result()
+    assert [case.id for case in loaded.cases] == ["a-1-l0"] and loaded.skipped == 1
+
+
+def test_a_missing_dataset_is_reported_at_once(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"nowhere\.json"):
+        prefetch_scoring_cases(tmp_path / "nowhere.json")
+
+
+@needs_fork
+def test_sp_dspy_score_with_a_worker_reports_what_it_reports_without(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from sp_dspy.cli import app
+
+    cases = [raw_case(f"e-{i}-l{i % 3}", level=f"L{i % 3}", gt=[1 + i % 3]) for i in range(9)]
+    dataset = write_dataset(tmp_path / "d.json", cases)
+    results = tmp_path / "r.jsonl"
+    results.write_text(
+        "".join(
+            json.dumps({"id": c["id"], "violated_rules": [1 + i % 2]}) + "\n" for i, c in enumerate(cases)
+        ),
+        encoding="utf-8",
+    )
+    arguments = ["score", str(results), "--dataset", str(dataset), "--no-data-cache", "--n-boot", "200"]
+    # The console entry point in a fresh (single-threaded) process: the worker path.
+    main = "import sys; from sp_dspy.cli import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", main, *arguments, "--json", str(tmp_path / "forked.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setattr(_scoring_prefetch, "worker_allowed", lambda: False)
+    in_process = CliRunner().invoke(app, [*arguments, "--json", str(tmp_path / "alone.json")])
+    assert in_process.exit_code == 0, in_process.output
+    forked = json.loads((tmp_path / "forked.json").read_text(encoding="utf-8"))
+    assert forked == json.loads((tmp_path / "alone.json").read_text(encoding="utf-8"))
+    assert forked["ALL"]["total"] == 9 and forked["ci"]
