@@ -34,16 +34,16 @@ _SCRIPT = textwrap.dedent(
     from sp_dspy._errors import DataError
 
     dataset, lenient, cache, mode = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", sys.argv[4]
-    parent, parent_slim_reads, real = os.getpid(), [], _scoring_load.slim_fields_of
+    parent, parent_slim_reads, real = os.getpid(), [], _scoring_load.slim_chunks_of
 
-    def slim_fields_of(path):
+    def slim_chunks_of(path):
         if os.getpid() == parent:
             parent_slim_reads.append(path)
         elif mode == "crash":
             raise MemoryError("worker out of memory")
         return real(path)
 
-    _scoring_load.slim_fields_of = slim_fields_of
+    _scoring_load.slim_chunks_of = slim_chunks_of
     pending = _scoring_prefetch.prefetch_scoring_cases(dataset, lenient=lenient, cache=cache)
     out = {"forked": pending.forked}
     with pending:
@@ -114,6 +114,22 @@ def test_a_file_the_slim_path_declines_is_loaded_by_the_full_loader(tmp_path: Pa
     assert got.pop("parent_slim_reads") == 0  # straight to the full loader, no second slim read
     assert got == _in_process(path, lenient=lenient)
     assert ("error" in got) is not lenient
+
+
+@needs_fork
+@pytest.mark.parametrize("last_case_bad", [False, True])
+def test_views_come_in_chunks_and_a_late_decline_drops_them(tmp_path: Path, last_case_bad: bool) -> None:
+    # 1,050 cases: three chunks of at most 500; a bad last case is found after two were sent.
+    cases = [raw_case(f"k-{i}-l{i % 3}", level=f"L{i % 3}", gt=[1 + i % 3]) for i in range(1050)]
+    if last_case_bad:
+        cases[-1]["ground_truth_violations"] = [9]
+    path = write_dataset(tmp_path / "d.json", cases)
+    got = _in_fresh_process(path)
+    assert got.pop("forked") is True
+    got.pop("from_cache", None)
+    assert got.pop("parent_slim_reads") == 0
+    assert got == _in_process(path)
+    assert ("error" in got) is last_case_bad
 
 
 @needs_fork

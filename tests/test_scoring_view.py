@@ -22,7 +22,7 @@ from sp_dspy._data import (
     scoring_views,
 )
 from sp_dspy._data._scan import rule_numbers
-from sp_dspy._data._scoring_slim import slim_views
+from sp_dspy._data._scoring_slim import slim_view_chunks, slim_view_fields, slim_views
 from sp_dspy._errors import DataError
 from sp_dspy._metrics import (
     JudgmentRecord,
@@ -185,6 +185,18 @@ def test_a_repeated_key_keeps_its_last_value_on_both_paths(tmp_path: Path) -> No
     views = slim_views(path.read_bytes())
     assert views is not None and [v.id for v in views] == ["last-l0"]
     assert views == scoring_views(load_file(path).cases)
+
+
+def test_chunks_add_up_to_the_views_and_a_decline_comes_last() -> None:
+    raw = sample_path().read_bytes()
+    chunks = list(slim_view_chunks(raw, size=5))
+    assert all(chunk is not None and 0 < len(chunk) <= 5 for chunk in chunks)
+    assert [view for chunk in chunks if chunk for view in chunk] == slim_view_fields(raw)
+    cases = [raw_case(f"d-{i}-l0") for i in range(7)]
+    cases[6]["id"] = "d-0-l0"  # a duplicate id, found after a chunk went out
+    late = list(slim_view_chunks(json.dumps({"data": cases}).encode(), size=3))
+    assert [None if c is None else len(c) for c in late] == [3, 3, None]
+    assert list(slim_view_chunks(b"not json")) == [None]
 
 
 def _full_rule_numbers(policy: str) -> set[int]:

@@ -18,6 +18,7 @@ full load of a SafePyramid file by ``load_benchmark`` (``remember_views``): afte
 from __future__ import annotations
 
 import mmap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,19 +135,33 @@ def slim_views_of(path: Path) -> list[ScoringCase] | None:
 
 
 def slim_fields_of(path: Path) -> list[dict[str, Any]] | None:
-    """``slim_view_fields`` of the file, read through a memory map (no copy of its bytes).
+    """``slim_view_fields`` of the file (None: the slim path declines, ``load_file`` decides)."""
+    views: list[dict[str, Any]] = []
+    for chunk in slim_chunks_of(path):
+        if chunk is None:
+            return None
+        views.extend(chunk)
+    return views
 
-    None when the slim path has any doubt, and also when the file cannot be mapped
-    (unreadable, empty, not a regular file): ``load_file`` then raises what it
-    always raised.
+
+def slim_chunks_of(path: Path) -> Iterator[list[dict[str, Any]] | None]:
+    """``slim_view_chunks`` of the file, read through a memory map (no copy of its bytes).
+
+    A file that cannot be mapped (unreadable, empty, not a regular file) gives one
+    ``None`` chunk, as a declined one does: ``load_file`` then raises what it always
+    raised. The map is not closed explicitly but unmapped when the last object that
+    points into it (an undecoded conversation) is gone: closing it while an error's
+    traceback still holds such objects would raise ``BufferError``.
     """
-    from ._scoring_slim import slim_view_fields
+    from ._scoring_slim import slim_view_chunks
 
     try:
-        with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            return slim_view_fields(mapped)
+        with path.open("rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
-        return None
+        yield None
+        return
+    yield from slim_view_chunks(mapped)
 
 
 def _views_of(loaded: Benchmark) -> CachedViews:

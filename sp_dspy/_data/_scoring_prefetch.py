@@ -6,8 +6,9 @@ misses (the first read of a file), the views of the published 75 MB file cost ab
 as much as the other two together, and nothing makes them depend on each other. So
 the command starts the load here, reads its result files, then takes the views:
 on a machine with more than one core the file is decoded by a forked worker
-process meanwhile, whose views arrive through a pipe (msgpack) and are validated
-into ``ScoringCase``s by the parent.
+process meanwhile. Its views arrive through a pipe (msgpack) 500 cases at a time,
+and the parent validates each chunk into ``ScoringCase``s while the worker checks
+the next, so little is left to do once the last one is in.
 
 The worker only ever runs the slim path (``slim_views``). When that has any doubt
 (legacy spellings, bad data, invalid JSON), when the worker fails, or where no
@@ -15,7 +16,8 @@ worker can be forked, the parent loads the file itself exactly as
 ``load_scoring_cases`` does, so every view, error message and ``--lenient`` skip is
 the same either way. A worker is forked only where that is safe and useful: Linux,
 a single thread in the process (nothing to deadlock on in the child), at least two
-usable CPUs, and a cache miss (a hit costs less than a fork).
+usable CPUs, and a cache miss (a hit costs less than a fork). The decoder's modules
+(msgspec, ``_scoring_slim``) are imported after the fork, by both processes at once.
 """
 
 from __future__ import annotations
@@ -26,15 +28,15 @@ import signal
 import sys
 from pathlib import Path
 from types import TracebackType
+from typing import Any, BinaryIO, Literal
 
-import msgspec
 from pydantic import ValidationError
 
 from . import _scoring_load
 from ._gc import gc_paused
+from ._scoring import ScoringCase
 from ._scoring_cache import CachedViews, CacheKey, scoring_cache_dir
 from ._scoring_load import ScoringLoad
-from ._scoring_slim import views_from_fields
 from ._source import resolve_dataset
 
 
@@ -101,19 +103,16 @@ class PendingScoringLoad:
             with gc_paused():
                 return _scoring_load.load_views(self.path, lenient=self.lenient)
         pid, fd = self._worker
-        chunks = []
-        with os.fdopen(fd, "rb") as pipe:
-            while chunk := pipe.read(1 << 20):
-                chunks.append(chunk)
+        with gc_paused():
+            views = _receive_views(fd)
         self._worker = None
         _, status = os.waitpid(pid, 0)
         with gc_paused():
-            if os.waitstatus_to_exitcode(status) == 0:
-                if not chunks:  # the slim path declined: only the full loader can word why
-                    return _scoring_load.full_views(self.path, lenient=self.lenient)
-                with contextlib.suppress(msgspec.DecodeError, ValidationError):  # cut short: load it here
-                    return CachedViews(cases=views_from_fields(msgspec.msgpack.decode(b"".join(chunks))))
-            return _scoring_load.load_views(self.path, lenient=self.lenient)
+            if views == "declined":  # only the full loader can word why
+                return _scoring_load.full_views(self.path, lenient=self.lenient)
+            if views is not None and os.waitstatus_to_exitcode(status) == 0:
+                return CachedViews(cases=views)
+            return _scoring_load.load_views(self.path, lenient=self.lenient)  # the worker failed
 
 
 def prefetch_scoring_cases(
@@ -166,18 +165,54 @@ def _fork_worker(path: Path) -> tuple[int, int] | None:
 
 
 def _run_worker(path: Path, write_end: int) -> None:
-    """Write the views (or nothing, when the slim path declines) and exit at once.
+    """Send the file's slim views a chunk at a time, then whether they are all; exit at once.
 
-    ``os._exit`` skips the parent's atexit handlers and buffered output, which are
-    the parent's to run and flush; any failure exits non-zero.
+    Frames are a 4-byte little-endian length and a msgpack body: ``["views", [...]]``
+    per chunk, then ``["done"]``, or ``["declined"]`` when the slim path declines. A
+    worker that dies sends no final frame. ``os._exit`` skips the parent's atexit
+    handlers and buffered output, which are the parent's to run and flush.
     """
     code = 1
     try:
-        with gc_paused():
-            fields = _scoring_load.slim_fields_of(path)
-        with os.fdopen(write_end, "wb") as pipe:
-            if fields is not None:
-                pipe.write(msgspec.msgpack.encode(fields))
+        with gc_paused(), os.fdopen(write_end, "wb") as pipe:
+            for chunk in _scoring_load.slim_chunks_of(path):
+                if chunk is None:
+                    _send(pipe, ["declined"])
+                    break
+                _send(pipe, ["views", chunk])
+            else:
+                _send(pipe, ["done"])
         code = 0
     finally:
         os._exit(code)
+
+
+def _send(pipe: BinaryIO, message: list[Any]) -> None:
+    import msgspec
+
+    body = msgspec.msgpack.encode(message)
+    pipe.write(len(body).to_bytes(4, "little") + body)
+    pipe.flush()  # the parent validates each chunk while the next is checked
+
+
+def _receive_views(fd: int) -> list[ScoringCase] | Literal["declined"] | None:
+    """The views a worker sends, validated chunk by chunk as they arrive.
+
+    None when the worker stopped before its final frame or sent something else.
+    """
+    import msgspec
+
+    from ._scoring_slim import views_from_fields
+
+    views: list[ScoringCase] = []
+    with os.fdopen(fd, "rb") as pipe:
+        while len(header := pipe.read(4)) == 4:
+            try:
+                message = msgspec.msgpack.decode(pipe.read(int.from_bytes(header, "little")))
+                if message[0] == "views":
+                    views.extend(views_from_fields(message[1]))
+                    continue
+            except (msgspec.DecodeError, ValidationError, IndexError, TypeError):
+                return None
+            return views if message == ["done"] else "declined" if message == ["declined"] else None
+    return None

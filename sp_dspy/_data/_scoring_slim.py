@@ -21,6 +21,7 @@ them with replacement characters, and msgspec rejects them in every field it dec
 from __future__ import annotations
 
 import mmap
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -121,6 +122,21 @@ def slim_views(raw_bytes: bytes | mmap.mmap) -> list[ScoringCase] | None:
 
 def slim_view_fields(raw_bytes: bytes | mmap.mmap) -> list[dict[str, Any]] | None:
     """``slim_views`` before validation: each case's ``ScoringCase`` fields, as a dict."""
+    views: list[dict[str, Any]] = []
+    for chunk in slim_view_chunks(raw_bytes):
+        if chunk is None:
+            return None
+        views.extend(chunk)
+    return views
+
+
+def slim_view_chunks(raw_bytes: bytes | mmap.mmap, size: int = 500) -> Iterator[list[dict[str, Any]] | None]:
+    """``slim_view_fields`` in file order, ``size`` cases at a time, as they are checked.
+
+    A ``None`` chunk means the slim path declines the file; it is the last one, and
+    the chunks before it must be dropped. A consumer can thus start on the first
+    cases while later ones are still being checked (``_scoring_prefetch``).
+    """
     head = json_head(raw_bytes)
     try:
         if head == b"[":
@@ -128,18 +144,26 @@ def slim_view_fields(raw_bytes: bytes | mmap.mmap) -> list[dict[str, Any]] | Non
         elif head == b"{":
             items = _DOCUMENT.decode(raw_bytes).data
         else:
-            return None
+            items = None
     except msgspec.DecodeError:  # a type error or invalid JSON
-        return None
-    views: list[dict[str, Any]] = []
+        items = None
+    if items is None:
+        yield None
+        return
+    chunk: list[dict[str, Any]] = []
     seen: set[str] = set()
     for item in items:
         view = _view(item)
         if view is None or view["id"] in seen:
-            return None
+            yield None
+            return
         seen.add(view["id"])
-        views.append(view)
-    return views
+        chunk.append(view)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def views_from_fields(fields: list[dict[str, Any]]) -> list[ScoringCase]:
