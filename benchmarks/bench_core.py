@@ -12,10 +12,13 @@ What it measures on the full-size synthetic benchmark (3,000 cases, ~78k rules,
   default), and the same on a per-rule judgment file with ``--per-rule``. *warm*
   runs find the dataset's scoring views in the parse cache (the untimed warm-up run
   stored them; the cache lives in a temporary ``SP_DSPY_CACHE_DIR``), *cold* runs
-  pass ``--no-data-cache`` and validate the 75 MB file every time.
+  pass ``--no-data-cache`` and validate the 75 MB file every time (on Linux with two
+  CPUs or more, in a worker process ``score`` forks; *cold, 1 CPU* pins the command
+  to one CPU with ``taskset``, so no worker is forked).
 - **CPU and peak memory**: user+system CPU seconds and the maximum resident set size
-  of each child process (``os.wait4`` rusage, so each figure belongs to one process).
-  CPU time varies less than wall time when other jobs share the machine.
+  of each child process, its dataset worker included when it forks one (``os.wait4``
+  rusage counts the children a process reaped). CPU time varies less than wall time
+  when other jobs share the machine.
 - **context**: ``sp-dspy --help`` (the CLI's start-up floor) and ``score --n-boot 0``
   (the same without confidence intervals).
 - **baseline**: with ``--baseline-src DIR`` (a directory holding another version's
@@ -174,6 +177,11 @@ def measure(args: argparse.Namespace) -> list[Series]:
         "sp-dspy score --per-rule (CIs), warm": ([*score, str(judgments), "--per-rule"], env),
         "sp-dspy score --per-rule (CIs), cold": ([*cold, str(judgments), "--per-rule"], env),
     }
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    if shutil.which("taskset") and len(cpus) > 1:
+        # One CPU: no worker process decodes the dataset (``_scoring_worker``).
+        one_cpu = ["taskset", "-c", str(min(cpus))]
+        commands["sp-dspy score (CIs), cold, 1 CPU"] = ([*one_cpu, *cold, str(predictions)], env)
     if args.reference_src is None:
         print(f"reference comparison skipped: pass --reference-src DIR, a checkout made with `{CLONE_HINT}`")
     elif (found := reference_env(args.reference_src)) is not None:
@@ -236,6 +244,7 @@ def print_paired(series: Sequence[Series]) -> None:
     pairs = [
         ("sp-dspy score (CIs), warm", "reference score"),
         ("sp-dspy score (CIs), cold", "reference score"),
+        ("sp-dspy score (CIs), cold, 1 CPU", "reference score"),
         ("sp-dspy score --per-rule (CIs), warm", "reference score --per-rule"),
         ("sp-dspy score --per-rule (CIs), cold", "reference score --per-rule"),
     ]

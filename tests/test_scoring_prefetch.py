@@ -30,11 +30,11 @@ needs_fork = pytest.mark.skipif(not CAN_FORK, reason="a worker is forked on Linu
 _SCRIPT = textwrap.dedent(
     """
     import json, os, sys
-    from sp_dspy._data import _scoring_load, _scoring_prefetch
+    from sp_dspy._data import _scoring_prefetch, _scoring_slim
     from sp_dspy._errors import DataError
 
     dataset, lenient, cache, mode = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", sys.argv[4]
-    parent, parent_slim_reads, real = os.getpid(), [], _scoring_load.slim_chunks_of
+    parent, parent_slim_reads, real = os.getpid(), [], _scoring_slim.slim_chunks_of
 
     def slim_chunks_of(path):
         if os.getpid() == parent:
@@ -43,12 +43,12 @@ _SCRIPT = textwrap.dedent(
             raise MemoryError("worker out of memory")
         return real(path)
 
-    _scoring_load.slim_chunks_of = slim_chunks_of
+    _scoring_slim.slim_chunks_of = slim_chunks_of
     pending = _scoring_prefetch.prefetch_scoring_cases(dataset, lenient=lenient, cache=cache)
     out = {"forked": pending.forked}
     with pending:
         if mode == "abandon":
-            pid = pending._worker[0]
+            pid = pending._worker._pid
         else:
             try:
                 loaded = pending.result()
@@ -209,3 +209,82 @@ def test_sp_dspy_score_with_a_worker_reports_what_it_reports_without(
     forked = json.loads((tmp_path / "forked.json").read_text(encoding="utf-8"))
     assert forked == json.loads((tmp_path / "alone.json").read_text(encoding="utf-8"))
     assert forked["ALL"]["total"] == 9 and forked["ci"]
+
+
+# Runs the real command line in a fresh process and reports the workers it forked:
+# whether pydantic was imported yet at each fork, and whether each ended (views
+# received, or stopped) by the time the command returned.
+_CLI_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from sp_dspy._data import _scoring_worker
+
+    workers, forks, start = [], [], _scoring_worker.ViewsWorker.start.__func__
+
+    def recording_start(cls, path):
+        forks.append("pydantic" in sys.modules)
+        worker = start(cls, path)
+        workers.append(worker)
+        return worker
+
+    _scoring_worker.ViewsWorker.start = classmethod(recording_start)
+    from sp_dspy.cli import app
+    from sp_dspy._errors import SpDspyError
+
+    try:
+        app(sys.argv[1:], standalone_mode=False)
+        outcome = "ok"
+    except SpDspyError as error:
+        outcome = "error: " + str(error)
+    except Exception as error:
+        outcome = type(error).__name__
+    print(json.dumps({"forks": forks, "running": [w.running for w in workers], "outcome": outcome}))
+    """
+)
+
+
+def _cli_in_fresh_process(*arguments: str | Path) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-c", _CLI_SCRIPT, *map(str, arguments)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@needs_fork
+def test_score_starts_its_worker_before_pydantic_is_imported(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "d.json", [raw_case("w-1-l0"), raw_case("w-2-l1", level="L1")])
+    results = tmp_path / "r.jsonl"
+    results.write_text('{"id": "w-1-l0", "violated_rules": [1]}\n', encoding="utf-8")
+    common = ["score", results, "--dataset", dataset, "--json", tmp_path / "out.json"]
+    first = _cli_in_fresh_process(*common)
+    assert first == {"forks": [False], "running": [False], "outcome": "ok"}
+    assert json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["ALL"]["total"] == 2
+    # The views are in the parse cache now: nothing to decode, no worker.
+    assert _cli_in_fresh_process(*common) == {"forks": [], "running": [], "outcome": "ok"}
+
+
+@needs_fork
+@pytest.mark.parametrize(
+    ("extra", "outcome"),
+    [
+        (["--n-boot", "-1"], "error: --n-boot: must be >= 0, got -1"),  # fails after the worker started
+        (["--no-such-option"], "NoSuchOption"),  # the raw split fails: no worker
+        (["--help"], "ok"),
+        (["--benchmark", "pku-saferlhf"], "error"),  # not a SafePyramid file: no worker
+    ],
+)
+def test_a_worker_nobody_adopts_is_stopped_or_never_started(
+    tmp_path: Path, extra: list[str], outcome: str
+) -> None:
+    dataset = write_dataset(tmp_path / "d.json", [raw_case("s-1-l0")])
+    results = tmp_path / "r.jsonl"
+    results.write_text('{"id": "s-1-l0", "violated_rules": [1]}\n', encoding="utf-8")
+    got = _cli_in_fresh_process("score", results, "--dataset", dataset, "--no-data-cache", *extra)
+    assert got["outcome"].startswith(outcome)
+    assert got["forks"] == ([False] if extra[0] == "--n-boot" else [])
+    assert got["running"] == [False] * len(got["forks"])

@@ -189,9 +189,10 @@ def test_a_repeated_key_keeps_its_last_value_on_both_paths(tmp_path: Path) -> No
 
 def test_chunks_add_up_to_the_views_and_a_decline_comes_last() -> None:
     raw = sample_path().read_bytes()
-    chunks = list(slim_view_chunks(raw, size=5))
-    assert all(chunk is not None and 0 < len(chunk) <= 5 for chunk in chunks)
+    *chunks, last = slim_view_chunks(raw, size=5)
+    assert last == [] and all(chunk is not None and 0 < len(chunk) <= 5 for chunk in chunks)
     assert [view for chunk in chunks if chunk for view in chunk] == slim_view_fields(raw)
+    assert list(slim_view_chunks(b'{"data": []}')) == [[]]
     cases = [raw_case(f"d-{i}-l0") for i in range(7)]
     cases[6]["id"] = "d-0-l0"  # a duplicate id, found after a chunk went out
     late = list(slim_view_chunks(json.dumps({"data": cases}).encode(), size=3))

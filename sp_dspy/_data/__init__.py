@@ -45,7 +45,7 @@ _EXPORTS: dict[str, str] = {
     "prefetch_scoring_cases": "._scoring_prefetch",
     "resolve_dataset": "._source",
     "sample_path": "._source",
-    "scoring_cache_dir": "._scoring_cache",
+    "scoring_cache_dir": "._scoring_key",
     "scoring_view": "._scoring",
     "scoring_views": "._scoring",
     "select_split": "._splits",
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from ._pku_policy import PKU_CATEGORIES, PKU_POLICY
     from ._schema import Case, FailureModeMetadata, Rubric, RubricEntry, conversation_id
     from ._scoring import AnyCase, ScoringCase, scoring_view, scoring_views
-    from ._scoring_cache import scoring_cache_dir
+    from ._scoring_key import scoring_cache_dir
     from ._scoring_load import ScoringLoad, load_scoring_cases
     from ._scoring_prefetch import PendingScoringLoad, prefetch_scoring_cases
     from ._source import DEFAULT_HUB_DATASET, resolve_dataset, sample_path

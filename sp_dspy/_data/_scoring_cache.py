@@ -7,7 +7,7 @@ a hit never opens the dataset. The cache dir is the one the LM response cache us
 (``$SP_DSPY_CACHE_DIR``, else ``$XDG_CACHE_HOME/sp-dspy``, else ``~/.cache/sp-dspy``).
 
 An entry is one file per dataset path and ``--lenient`` flag. Its first line is the
-``CacheKey`` it was built for: the file's resolved path, size, modification and
+``CacheKey`` (``_scoring_key``) it was built for: the file's resolved path, size, modification and
 status-change times (ns), inode and device, the sp-dspy version and
 ``SCHEMA_VERSION``. Any difference, an unreadable or corrupt entry, is a miss, and the
 next successful load replaces the entry. Writes go to a temporary file renamed into
@@ -20,7 +20,6 @@ temporary files a crashed writer left over an hour ago are removed (``prune``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import tempfile
 import time
@@ -28,60 +27,22 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from .._user_dirs import default_cache_dir
 from ._scoring import ScoringCase
+from ._scoring_key import SCHEMA_VERSION, CacheKey, has_entry, scoring_cache_dir
 
-#: Bump when ``ScoringCase`` or what the loader puts into it changes meaning.
-SCHEMA_VERSION = 1
+__all__ = [
+    "SCHEMA_VERSION",
+    "CacheKey",
+    "CachedViews",
+    "has_entry",
+    "prune",
+    "read_entry",
+    "scoring_cache_dir",
+    "write_entry",
+]
+
 #: A temporary file older than this is a crashed writer's, not one in progress.
 STALE_TEMPORARY_S = 3600.0
-
-
-def scoring_cache_dir() -> Path:
-    """Where scoring views are cached."""
-    return default_cache_dir() / "scoring"
-
-
-class CacheKey(BaseModel):
-    """What must not have changed for a cached entry to describe the dataset file."""
-
-    path: str
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    inode: int
-    device: int
-    version: str
-    schema_version: int
-    lenient: bool
-
-    @classmethod
-    def of(cls, path: Path, *, lenient: bool) -> CacheKey:
-        """The key of ``path`` as it is on disk now (``OSError`` if it cannot be stat'ed)."""
-        from .. import __version__
-
-        resolved = path.resolve()
-        stat = resolved.stat()
-        return cls(
-            path=str(resolved),
-            size=stat.st_size,
-            mtime_ns=stat.st_mtime_ns,
-            ctime_ns=stat.st_ctime_ns,
-            inode=stat.st_ino,
-            device=stat.st_dev,
-            version=__version__,
-            schema_version=SCHEMA_VERSION,
-            lenient=lenient,
-        )
-
-    def line(self) -> bytes:
-        """The key as an entry's first line (JSON, newline-terminated)."""
-        return self.model_dump_json().encode() + b"\n"
-
-    def entry_name(self) -> str:
-        """One entry per dataset path and flag, so a changed file replaces its old entry."""
-        digest = hashlib.sha256(f"{self.path}\0{self.lenient}".encode()).hexdigest()
-        return f"{digest[:32]}.json"
 
 
 class CachedViews(BaseModel):
@@ -90,15 +51,6 @@ class CachedViews(BaseModel):
     cases: list[ScoringCase]
     skipped: int = 0
     skipped_reasons: list[str] = []
-
-
-def has_entry(directory: Path, key: CacheKey) -> bool:
-    """Whether an entry for ``key`` is stored (its key line matches; the body is not read)."""
-    try:
-        with (directory / key.entry_name()).open("rb") as handle:
-            return handle.readline() == key.line()
-    except OSError:
-        return False
 
 
 def read_entry(directory: Path, key: CacheKey) -> CachedViews | None:
@@ -151,10 +103,8 @@ def prune(directory: Path, *, keep: str | None = None) -> int:
                 continue
             with path.open("rb") as handle:
                 head = handle.readline()
-            try:
-                orphan = not Path(CacheKey.model_validate_json(head).path).exists()
-            except ValidationError:
-                orphan = True
+            key = CacheKey.from_line(head)
+            orphan = key is None or not Path(key.path).exists()
             if orphan:
                 path.unlink()
                 removed += 1

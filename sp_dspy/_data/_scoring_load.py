@@ -4,29 +4,31 @@ Three ways, tried in order, all giving the very same ``ScoringCase`` list:
 
 1. the parse cache (``_scoring_cache``), when the file is unchanged since a load
    stored it: the dataset is not even opened;
-2. ``slim_views``: the file validated against the full schema's types without
-   building full cases (cheaper than ``load_file``, though every text field is
-   still type-checked, so most of the JSON parsing cost remains);
+2. ``slim_views``: the file decoded by msgspec against the full schema's types
+   without building full cases (``_scoring_slim``; every field is type-checked,
+   the conversation only as a JSON string, and the file is read through a memory
+   map);
 3. ``load_file`` and ``ScoringCase.from_case``, whenever the slim path has any doubt,
    so errors, legacy spellings and ``--lenient`` skips are exactly the full loader's.
 
 A successful load (2 or 3) is stored in the cache for the next run. So is every
 full load of a SafePyramid file by ``load_benchmark`` (``remember_views``): after
 ``sp-dspy eval`` has read a dataset, ``sp-dspy score`` of its results starts warm.
+``sp-dspy score`` itself takes the same three ways through
+``prefetch_scoring_cases``, which runs the second in a worker process.
 """
 
 from __future__ import annotations
 
-import mmap
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from ._gc import gc_paused
-from ._scoring import ScoringCase, scoring_views
-from ._scoring_cache import CachedViews, CacheKey, has_entry, read_entry, scoring_cache_dir, write_entry
+from ._scoring import ScoringCase, scoring_views, views_from_fields
+from ._scoring_cache import CachedViews, read_entry, write_entry
+from ._scoring_key import CacheKey, file_key, has_entry, scoring_cache_dir
 from ._source import resolve_dataset
 
 if TYPE_CHECKING:
@@ -101,14 +103,6 @@ def remember_views(path: Path, loaded: Benchmark, key: CacheKey | None) -> None:
     write_entry(directory, key, _views_of(loaded))
 
 
-def file_key(path: Path, lenient: bool) -> CacheKey | None:
-    """The parse-cache key of ``path`` as it is now (None if it cannot be stat'ed)."""
-    try:
-        return CacheKey.of(path, lenient=lenient)
-    except OSError:
-        return None
-
-
 def load_views(path: Path, *, lenient: bool) -> CachedViews:
     """Views by the slim path, else by the full loader (which also words every error).
 
@@ -128,40 +122,10 @@ def full_views(path: Path, *, lenient: bool) -> CachedViews:
 
 def slim_views_of(path: Path) -> list[ScoringCase] | None:
     """``slim_views`` of the file (None: the slim path declines, ``load_file`` decides)."""
-    from ._scoring_slim import views_from_fields
+    from ._scoring_slim import joined, slim_chunks_of
 
-    fields = slim_fields_of(path)
+    fields = joined(slim_chunks_of(path))
     return None if fields is None else views_from_fields(fields)
-
-
-def slim_fields_of(path: Path) -> list[dict[str, Any]] | None:
-    """``slim_view_fields`` of the file (None: the slim path declines, ``load_file`` decides)."""
-    views: list[dict[str, Any]] = []
-    for chunk in slim_chunks_of(path):
-        if chunk is None:
-            return None
-        views.extend(chunk)
-    return views
-
-
-def slim_chunks_of(path: Path) -> Iterator[list[dict[str, Any]] | None]:
-    """``slim_view_chunks`` of the file, read through a memory map (no copy of its bytes).
-
-    A file that cannot be mapped (unreadable, empty, not a regular file) gives one
-    ``None`` chunk, as a declined one does: ``load_file`` then raises what it always
-    raised. The map is not closed explicitly but unmapped when the last object that
-    points into it (an undecoded conversation) is gone: closing it while an error's
-    traceback still holds such objects would raise ``BufferError``.
-    """
-    from ._scoring_slim import slim_view_chunks
-
-    try:
-        with path.open("rb") as handle:
-            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        yield None
-        return
-    yield from slim_view_chunks(mapped)
 
 
 def _views_of(loaded: Benchmark) -> CachedViews:

@@ -5,7 +5,11 @@ fields and types the full ``Case`` schema requires (every required field, every 
 optional field, rubric entry texts included), extras ignored. msgspec checks the whole
 document's JSON syntax and each declared field's type in one pass in C, and skips what
 is not declared without building it; the conversation, the longest text and one
-scoring never reads, is only checked to be a JSON string (``_is_string``), not decoded. It then runs the loader's consistency checks.
+scoring never reads, is only checked to be a JSON string (``_is_string``), not
+decoded. The loader's consistency checks follow, case by case, and the views come
+out in chunks (``slim_view_chunks``), so a consumer in another process
+(``_scoring_worker``) can take the first while later ones are checked. This module
+imports no pydantic: that worker starts before pydantic is imported.
 
 It answers only when the full loader would accept every case unchanged. msgspec's
 types are at least as strict as pydantic's lax mode (no ``"3"`` or ``3.0`` for an int,
@@ -21,16 +25,18 @@ them with replacement characters, and msgspec rejects them in every field it dec
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType, field
-from pydantic import TypeAdapter
 
 from ._scan import json_head, rule_numbers
-from ._scoring import ScoringCase
 from ._types import Level, RuleType
+
+if TYPE_CHECKING:
+    from ._scoring import ScoringCase
 
 
 class _Entry(Struct, kw_only=True):
@@ -110,20 +116,44 @@ class _Document(Struct):
 
 _DOCUMENT = msgspec.json.Decoder(_Document)
 _CASE_LIST = msgspec.json.Decoder(list[_Case])
-_VIEWS: TypeAdapter[list[ScoringCase]] = TypeAdapter(list[ScoringCase])
 _QUOTE = ord('"')
 
 
 def slim_views(raw_bytes: bytes | mmap.mmap) -> list[ScoringCase] | None:
     """Scoring views of a benchmark file (any bytes-like object), or None when ``load_file`` must decide."""
+    from ._scoring import views_from_fields
+
     fields = slim_view_fields(raw_bytes)
     return None if fields is None else views_from_fields(fields)
 
 
+def slim_chunks_of(path: Path) -> Iterator[list[dict[str, Any]] | None]:
+    """``slim_view_chunks`` of a file, read through a memory map (no copy of its bytes).
+
+    A file that cannot be mapped (unreadable, empty, not a regular file) gives one
+    ``None`` chunk, as a declined one does: ``load_file`` then raises what it always
+    raised. The map is not closed explicitly but unmapped when the last object that
+    points into it (an undecoded conversation) is gone: closing it while an error's
+    traceback still holds such objects would raise ``BufferError``.
+    """
+    try:
+        with path.open("rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        yield None
+        return
+    yield from slim_view_chunks(mapped)
+
+
 def slim_view_fields(raw_bytes: bytes | mmap.mmap) -> list[dict[str, Any]] | None:
     """``slim_views`` before validation: each case's ``ScoringCase`` fields, as a dict."""
+    return joined(slim_view_chunks(raw_bytes))
+
+
+def joined(chunks: Iterable[list[dict[str, Any]] | None]) -> list[dict[str, Any]] | None:
+    """The views of ``slim_view_chunks`` (or ``slim_chunks_of``) in one list; None if declined."""
     views: list[dict[str, Any]] = []
-    for chunk in slim_view_chunks(raw_bytes):
+    for chunk in chunks:
         if chunk is None:
             return None
         views.extend(chunk)
@@ -133,9 +163,11 @@ def slim_view_fields(raw_bytes: bytes | mmap.mmap) -> list[dict[str, Any]] | Non
 def slim_view_chunks(raw_bytes: bytes | mmap.mmap, size: int = 500) -> Iterator[list[dict[str, Any]] | None]:
     """``slim_view_fields`` in file order, ``size`` cases at a time, as they are checked.
 
-    A ``None`` chunk means the slim path declines the file; it is the last one, and
-    the chunks before it must be dropped. A consumer can thus start on the first
-    cases while later ones are still being checked (``_scoring_prefetch``).
+    A consumer can thus start on the first cases while later ones are still being
+    checked (``_scoring_worker``). The last chunk says how it ended: an empty one
+    that every case passed, ``None`` that the slim path declines the file (drop the
+    chunks before it). A consumer may stop there: the generator then never frees the
+    decoded document, which a worker process about to exit need not wait for.
     """
     head = json_head(raw_bytes)
     try:
@@ -164,15 +196,7 @@ def slim_view_chunks(raw_bytes: bytes | mmap.mmap, size: int = 500) -> Iterator[
             chunk = []
     if chunk:
         yield chunk
-
-
-def views_from_fields(fields: list[dict[str, Any]]) -> list[ScoringCase]:
-    """``ScoringCase``s of ``slim_view_fields``'s dicts.
-
-    One validation call for the whole list: a third of the cost of one
-    ``ScoringCase(...)`` (or ``model_construct``) per case.
-    """
-    return _VIEWS.validate_python(fields)
+    yield []
 
 
 def _view(item: _Case) -> dict[str, Any] | None:

@@ -120,6 +120,17 @@ class LazyGroup(TyperGroup):
             rich_markup_mode=self.rich_markup_mode,
         )
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Before this group converts its own arguments (typer imports pydantic for
+        # that, about 80 ms), the command being invoked may start work that needs
+        # only its raw arguments: ``score`` starts decoding the dataset
+        # (``ScoreCommand.start_early``).
+        if args and args[0] in COMMANDS:
+            start_early = getattr(self.commands[args[0]], "start_early", None)
+            if start_early is not None:
+                start_early(ctx, args[1:])
+        return super().parse_args(ctx, args)
+
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)
 

@@ -18,9 +18,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from .._errors import ConfigError
 from . import KeepAlive
@@ -31,14 +32,52 @@ if TYPE_CHECKING:
     from .._data import AnyCase, Benchmark, ScoringLoad
 
 
+#: Where ``ScoreCommand.start_early`` leaves the worker it started (in the context's
+#: ``meta``, which click shares between a group's context and its command's).
+_WORKER = "sp_dspy.score.views_worker"
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``score`` command to ``app``."""
-    app.command("score", help="Score result JSONL files (per-policy records or per-rule judgments).")(
-        score_command
-    )
+    app.command(
+        "score", cls=ScoreCommand, help="Score result JSONL files (per-policy records or per-rule judgments)."
+    )(score_command)
+
+
+class ScoreCommand(TyperCommand):
+    """``score``'s command: it can start decoding the dataset before any argument is converted.
+
+    Typer converts arguments with pydantic, which it imports (about 80 ms) when the
+    top-level group converts its own. The raw ``--dataset``, ``--lenient``,
+    ``--no-data-cache`` and ``--benchmark`` are all it takes to start the worker that
+    decodes the dataset (``start_views_worker``), so ``LazyGroup`` calls
+    ``start_early`` first, and the worker decodes on the second core while
+    arguments are converted and the scorer is imported. ``score_command`` adopts it
+    (``prefetch_scoring_cases`` re-checks that it reads the file the converted
+    ``--dataset`` names); one nobody adopted is stopped when the group's context
+    closes, however the command ended.
+    """
+
+    def start_early(self, parent: Any, args: list[str]) -> None:
+        """Start the dataset worker from the raw arguments (see the class docstring)."""
+        try:
+            raw, _, _ = self.make_parser(typer.Context(self, parent=parent)).parse_args(args=list(args))
+        except Exception:  # a usage error, or anything else: the real parse deals with it
+            return
+        if raw.get("help") or raw.get("benchmark", "safepyramid") != "safepyramid":
+            return
+        from .._data._scoring_worker import start_views_worker
+
+        worker = start_views_worker(
+            raw.get("dataset"), lenient=bool(raw.get("lenient")), cache=not raw.get("no_data_cache")
+        )
+        if worker is not None:
+            parent.meta[_WORKER] = worker
+            parent.call_on_close(worker.stop)
 
 
 def score_command(
+    ctx: typer.Context,
     files: Annotated[
         list[Path],
         typer.Argument(help="Result JSONL files; a later file wins on the same case id.", show_default=False),
@@ -73,12 +112,16 @@ def score_command(
     loaded: ScoringLoad | Benchmark
     full: Benchmark | None = None
     if benchmark == "safepyramid":
-        # Started before numpy is imported: a worker is forked only while the
-        # process has a single thread (``prefetch_scoring_cases``).
+        # Before numpy is imported: a worker is forked only while the process has a
+        # single thread (``worker_allowed``); usually ``ScoreCommand`` has started one.
         from .._data import prefetch_scoring_cases
 
         pending = prefetch_scoring_cases(
-            dataset, with_evidence=with_evidence, lenient=lenient, cache=not no_data_cache
+            dataset,
+            with_evidence=with_evidence,
+            lenient=lenient,
+            cache=not no_data_cache,
+            worker=ctx.meta.pop(_WORKER, None),
         )
         with pending:
             _import_numpy_without_blas_threads()

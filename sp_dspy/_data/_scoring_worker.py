@@ -1,0 +1,194 @@
+"""A forked process that decodes a dataset file's scoring views while its parent works.
+
+``sp-dspy score`` needs its imports (pydantic, numpy, the metrics), the result files
+and the dataset's scoring views, and nothing makes these depend on each other. When
+the parse cache misses, the views of the published 75 MB file cost about as much as
+the rest together, so a worker process decodes them (``_scoring_slim``) on the
+second core meanwhile and sends them through a pipe 500 cases at a time; the parent
+validates each chunk when it gets to them.
+
+This module imports no pydantic (nor does the worker): the command starts the worker
+while its arguments are still being parsed, before pydantic's import (about 80 ms).
+A worker is forked only where that is safe and useful: Linux, a process with a
+single thread (nothing for the child to deadlock on), at least two usable CPUs, a
+local file (resolving a Hub id may mean a download) whose views are not cached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO, Literal, TypeVar
+
+from .._errors import DataError
+from ._scoring_key import file_key, has_entry, scoring_cache_dir
+from ._source import looks_like_hub_id, resolve_dataset
+
+T = TypeVar("T")
+
+#: Pipe capacity asked for (Linux's default ceiling for unprivileged processes): the
+#: views of the published benchmark (about 1.4 MB of msgpack) then mostly fit, and
+#: the worker seldom waits for the parent, busy with its own work, to read them.
+_PIPE_BYTES = 1 << 20
+
+
+def worker_allowed() -> bool:
+    """Whether forking a worker is safe (one thread, Linux) and useful (two CPUs or more)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1 and len(os.sched_getaffinity(0)) > 1
+    except OSError:
+        return False
+
+
+def start_views_worker(
+    dataset: str | None, *, lenient: bool, cache: bool, cache_dir: Path | None = None
+) -> ViewsWorker | None:
+    """A worker decoding ``--dataset``'s views, when that is allowed and useful; else None.
+
+    None for a Hub id, a file that does not exist (the command reports it as usual),
+    and a file whose views are in the parse cache.
+    """
+    if not worker_allowed() or (
+        dataset not in (None, "sample") and (dataset == "hub" or looks_like_hub_id(dataset))
+    ):
+        return None
+    try:
+        path = resolve_dataset(dataset)
+    except DataError:
+        return None
+    key = file_key(path, lenient) if cache else None
+    if key is not None and has_entry(scoring_cache_dir() if cache_dir is None else cache_dir, key):
+        return None
+    return ViewsWorker.start(path)
+
+
+class ViewsWorker:
+    """One worker process decoding ``path``: ``receive`` takes its views, ``stop`` abandons them."""
+
+    def __init__(self, path: Path, pid: int, read_end: int) -> None:
+        self.path = path
+        self._pid: int | None = pid
+        self._read_end = read_end
+
+    @classmethod
+    def start(cls, path: Path) -> ViewsWorker | None:
+        """Fork a worker for ``path`` (None if the fork fails)."""
+        import fcntl  # Linux only, as workers are
+
+        read_end, write_end = os.pipe()
+        with contextlib.suppress(
+            OSError
+        ):  # a bigger pipe, so the worker need not wait for the parent to read
+            fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_end)
+            os.close(write_end)
+            return None
+        if pid == 0:  # the worker: never returns
+            os.close(read_end)
+            _run_worker(path, write_end)
+        os.close(write_end)
+        return cls(path, pid, read_end)
+
+    @property
+    def running(self) -> bool:
+        """Whether the views are still to be received (or abandoned)."""
+        return self._pid is not None
+
+    def receive(
+        self, validate: Callable[[list[dict[str, Any]]], list[T]]
+    ) -> list[T] | Literal["declined"] | None:
+        """The views, each chunk passed through ``validate`` as it arrives.
+
+        ``"declined"``: the slim path declined the file (the full loader must decide).
+        None: the worker stopped before its final frame, or sent something that did
+        not decode or validate (``ValueError``); the caller then loads the file itself.
+        """
+        import msgspec
+
+        pid, self._pid = self._pid, None
+        if pid is None:
+            raise RuntimeError("the views of this worker were already received or abandoned")
+        views: list[T] = []
+        try:
+            with os.fdopen(self._read_end, "rb") as pipe:
+                while len(header := pipe.read(4)) == 4:
+                    message = msgspec.msgpack.decode(pipe.read(int.from_bytes(header, "little")))
+                    if message[0] != "views":
+                        return (
+                            views if message == ["done"] else "declined" if message == ["declined"] else None
+                        )
+                    views.extend(validate(message[1]))
+        except (msgspec.DecodeError, ValueError, IndexError, TypeError):
+            return None
+        finally:
+            _reap_later(pid)
+        return None
+
+    def stop(self) -> None:
+        """Kill and reap the worker, unless its views were received already."""
+        pid, self._pid = self._pid, None
+        if pid is None:
+            return
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.close(self._read_end)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def _reap_later(pid: int) -> None:
+    """Collect a worker's exit status without waiting for it to exit.
+
+    Its final frame (or its end of the pipe closing) already says all the parent
+    needs; tearing down a process that decoded 75 MB takes it a further 20 ms or so.
+    """
+    threading.Thread(target=_wait_for, args=(pid,), name="sp-dspy-worker-reaper", daemon=True).start()
+
+
+def _wait_for(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _run_worker(path: Path, write_end: int) -> None:
+    """Send the file's slim views a chunk at a time, then whether they are all; exit at once.
+
+    Frames are a 4-byte little-endian length and a msgpack body: ``["views", [...]]``
+    per chunk, then ``["done"]``, or ``["declined"]`` when the slim path declines. A
+    worker that dies sends no final frame. ``os._exit`` skips the parent's atexit
+    handlers and buffered output, which are the parent's to run and flush, and the
+    freeing of the decoded document.
+    """
+    code = 1
+    try:
+        from ._gc import gc_paused
+        from ._scoring_slim import slim_chunks_of
+
+        with gc_paused(), os.fdopen(write_end, "wb") as pipe:
+            for chunk in slim_chunks_of(path):
+                if not chunk:  # the last one: None declines, [] means all checked
+                    _send(pipe, ["declined"] if chunk is None else ["done"])
+                    break
+                _send(pipe, ["views", chunk])
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _send(pipe: BinaryIO, message: list[Any]) -> None:
+    import msgspec
+
+    body = msgspec.msgpack.encode(message)
+    pipe.write(len(body).to_bytes(4, "little") + body)
+    pipe.flush()  # the parent may validate this chunk while the next is checked
