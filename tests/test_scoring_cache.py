@@ -250,7 +250,7 @@ def test_a_key_line_reads_back_as_its_key_and_nothing_else_does(tmp_path: Path, 
     line = key.line()
     assert line.endswith(b"\n") and line.count(b"\n") == 1 and line.isascii()
     assert cache_key.CacheKey.from_line(line) == key
-    odd = cache_key.CacheKey.of(write_dataset(tmp_path / "é \"q\".json", [raw_case()]), lenient=False)
+    odd = cache_key.CacheKey.of(write_dataset(tmp_path / 'é "q".json', [raw_case()]), lenient=False)
     assert cache_key.CacheKey.from_line(odd.line()) == odd
     fields = json.loads(line)
     for bad in (
