@@ -171,3 +171,18 @@ def test_score_does_not_import_dspy_or_litellm(tmp_path: Path, dataset: Path) ->
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+def test_the_json_report_is_written_even_if_stdout_closes_early(tmp_path: Path, dataset: Path) -> None:
+    # As in `sp-dspy score ... --json out.json | head -1`: the tables hit a closed pipe.
+    results = write_results(tmp_path / "r.jsonl", [{"id": "demo-001-l0", "violated_rules": [1]}])
+    out = tmp_path / "report.json"
+    main = "import sys; from sp_dspy.cli import main; main()"
+    arguments = ["score", str(results), "--dataset", str(dataset), "--json", str(out), "--n-boot", "20"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", main, *arguments], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # nobody reads the tables
+    proc.wait(timeout=60)
+    assert json.loads(out.read_text(encoding="utf-8"))["ALL"]["total"] == 4

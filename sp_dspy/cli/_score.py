@@ -166,6 +166,13 @@ def score_command(
         pku = score_pku_results(full_cases, results, cap_aware=cap_aware, per_rule=per_rule)
         data["pku"] = pku.to_json_dict()
     document = json.dumps(data, indent=2, ensure_ascii=False)
+    # The report file first: a terminal or pipe closed early (``| head``) must not lose it.
+    target = None if json_out in (None, "-") else Path(json_out)
+    if target is not None:
+        try:
+            target.write_text(document + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--json {target}: cannot write: {exc.strerror or exc}") from None
     if json_out == "-":
         typer.echo(document)
     else:
@@ -188,12 +195,7 @@ def score_command(
     if report.unknown_ids.count:
         examples = ", ".join(report.unknown_ids.examples)
         _warn(f"{report.unknown_ids.count} result id(s) not in the dataset (e.g. {examples})")
-    if json_out not in (None, "-"):
-        target = Path(json_out)
-        try:
-            target.write_text(document + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--json {target}: cannot write: {exc.strerror or exc}") from None
+    if target is not None:
         console.print(f"Report written to {target}", markup=False, highlight=False)
     return KeepAlive(loaded, cases, results, report, data, pku)
 
