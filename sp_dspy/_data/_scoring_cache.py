@@ -7,9 +7,9 @@ a hit never opens the dataset. The cache dir is the one the LM response cache us
 (``$SP_DSPY_CACHE_DIR``, else ``$XDG_CACHE_HOME/sp-dspy``, else ``~/.cache/sp-dspy``).
 
 An entry is one file per dataset path and ``--lenient`` flag. Its first line is the
-``CacheKey`` (``_scoring_key``) it was built for: the file's resolved path, size, modification and
-status-change times (ns), inode and device, the sp-dspy version and
-``SCHEMA_VERSION``. Any difference, an unreadable or corrupt entry, is a miss, and the
+``CacheKey`` (``_scoring_key``) it was built for: the file's resolved path, size,
+modification and status-change times (ns), inode and device, the sp-dspy version
+and ``SCHEMA_VERSION``. Any difference, an unreadable or corrupt entry, is a miss, and the
 next successful load replaces the entry. Writes go to a temporary file renamed into
 place, so a reader sees a whole entry or none; a cache that cannot be written (a
 read-only home) is skipped silently: the cache only ever saves time. After each

@@ -1,8 +1,11 @@
 """``sp-dspy score``: recompute the official metrics from result files.
 
-A SafePyramid dataset is read as scoring views (``load_scoring_cases``): the scorer
-needs a few fields of each case, and the views of an unchanged file come from a
-parse cache (``--no-data-cache`` bypasses it). With ``--benchmark pku-saferlhf`` the
+A SafePyramid dataset is read as scoring views (``prefetch_scoring_cases``, which
+gives what ``load_scoring_cases`` gives): the scorer needs a few fields of each
+case, and the views of an unchanged file come from a parse cache
+(``--no-data-cache`` bypasses it). Otherwise a worker process decodes the file,
+started from the raw arguments (``ScoreCommand``) while the command imports its
+modules and reads the result files. With ``--benchmark pku-saferlhf`` the
 full cases are loaded and it also prints (and ``--json`` also holds, under
 ``pku``) the PKU-SafeRLHF report: harm categories, safe/unsafe and severity, beside
 the paper's published figures.
