@@ -231,9 +231,17 @@ _CLI_SCRIPT = textwrap.dedent(
     from sp_dspy.cli import app
     from sp_dspy._errors import SpDspyError
 
+    if sys.argv[1] == "--interrupt-while-parsing":  # Ctrl-C while typer converts arguments
+        import typer.core
+
+        def interrupted(self, ctx, args):
+            raise KeyboardInterrupt
+
+        typer.core.TyperGroup.parse_args = interrupted
+        del sys.argv[1]
     try:
-        app(sys.argv[1:], standalone_mode=False)
-        outcome = "ok"
+        code = app(sys.argv[1:], standalone_mode=False)  # typer returns 130 on Ctrl-C
+        outcome = f"exit {code}" if isinstance(code, int) and code else "ok"
     except SpDspyError as error:
         outcome = "error: " + str(error)
     except Exception as error:
@@ -266,6 +274,15 @@ def test_score_starts_its_worker_before_pydantic_is_imported(tmp_path: Path) -> 
     assert json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["ALL"]["total"] == 2
     # The views are in the parse cache now: nothing to decode, no worker.
     assert _cli_in_fresh_process(*common) == {"forks": [], "running": [], "outcome": "ok"}
+
+
+@needs_fork
+def test_a_worker_started_before_an_interrupted_parse_is_stopped(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "d.json", [raw_case("i-1-l0")])
+    results = tmp_path / "r.jsonl"
+    results.write_text('{"id": "i-1-l0", "violated_rules": [1]}\n', encoding="utf-8")
+    got = _cli_in_fresh_process("--interrupt-while-parsing", "score", results, "--dataset", dataset)
+    assert got == {"forks": [False], "running": [False], "outcome": "exit 130"}
 
 
 @needs_fork

@@ -129,7 +129,11 @@ class LazyGroup(TyperGroup):
             start_early = getattr(self.commands[args[0]], "start_early", None)
             if start_early is not None:
                 start_early(ctx, args[1:])
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except BaseException:  # a usage error, --help, Ctrl-C: the context is never entered
+            ctx.close()  # so run its close callbacks here (they stop what start_early started)
+            raise
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)
