@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 import sp_dspy
 from sp_dspy._data import _scoring_cache as cache
-from sp_dspy._data import _scoring_key as cache_key
 from sp_dspy._data import _scoring_load, load_scoring_cases, scoring_cache_dir
+from sp_dspy._data import _scoring_store as cache_store
 from sp_dspy._errors import DataError
 from sp_dspy._lm import default_cache_dir
 from sp_dspy.cli._score import register
@@ -80,7 +80,7 @@ def test_version_and_lenient_are_part_of_the_key(dataset: Path, monkeypatch: pyt
     load_scoring_cases(dataset)
     assert not load_scoring_cases(dataset, lenient=True).from_cache
     assert len(_entries()) == 2
-    monkeypatch.setattr(cache_key, "SCHEMA_VERSION", cache_key.SCHEMA_VERSION + 1)
+    monkeypatch.setattr(cache_store, "SCHEMA_VERSION", cache_store.SCHEMA_VERSION + 1)
     assert not load_scoring_cases(dataset).from_cache
     assert load_scoring_cases(dataset).from_cache
     monkeypatch.setattr(sp_dspy, "__version__", sp_dspy.__version__ + ".post1")
@@ -246,12 +246,12 @@ def test_prune_leaves_entries_of_existing_files_and_an_absent_directory_alone(
 
 
 def test_a_key_line_reads_back_as_its_key_and_nothing_else_does(tmp_path: Path, dataset: Path) -> None:
-    key = cache_key.CacheKey.of(dataset, lenient=True)
+    key = cache_store.CacheKey.of(dataset, lenient=True)
     line = key.line()
     assert line.endswith(b"\n") and line.count(b"\n") == 1 and line.isascii()
-    assert cache_key.CacheKey.from_line(line) == key
-    odd = cache_key.CacheKey.of(write_dataset(tmp_path / 'é "q".json', [raw_case()]), lenient=False)
-    assert cache_key.CacheKey.from_line(odd.line()) == odd
+    assert cache_store.CacheKey.from_line(line) == key
+    odd = cache_store.CacheKey.of(write_dataset(tmp_path / 'é "q".json', [raw_case()]), lenient=False)
+    assert cache_store.CacheKey.from_line(odd.line()) == odd
     fields = json.loads(line)
     for bad in (
         b"",
@@ -262,4 +262,4 @@ def test_a_key_line_reads_back_as_its_key_and_nothing_else_does(tmp_path: Path, 
         json.dumps({k: v for k, v in fields.items() if k != "inode"}).encode(),
         json.dumps({**fields, "extra": 1}).encode(),
     ):
-        assert cache_key.CacheKey.from_line(bad) is None, bad
+        assert cache_store.CacheKey.from_line(bad) is None, bad

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from sp_dspy._data import _scoring_prefetch, load_scoring_cases, prefetch_scoring_cases, sample_path
-from sp_dspy._data._scoring_cache import scoring_cache_dir
+from sp_dspy._data._scoring_load import load_views
+from sp_dspy._data._scoring_store import CacheKey, scoring_cache_dir
 from sp_dspy._errors import DataError
 from tests._factories import raw_case, write_dataset
 
@@ -149,10 +150,14 @@ def test_an_abandoned_load_stops_and_reaps_its_worker() -> None:
 
 @needs_fork
 def test_the_worker_fills_the_cache_and_a_hit_needs_no_worker(tmp_path: Path) -> None:
-    path = write_dataset(tmp_path / "d.json", [raw_case("c-1-l0"), raw_case("c-2-l1", level="L1")])
+    odd = raw_case('c-"é"\\-1-l0', domain="domaine\u2028à\x01")  # escapes JSON writers may differ on
+    path = write_dataset(tmp_path / "d.json", [odd, raw_case("c-2-l1", level="L1")])
     first = _in_fresh_process(path, cache=True)
     assert (first["forked"], first["from_cache"]) == (True, False)
-    assert any(scoring_cache_dir().iterdir())
+    (entry,) = scoring_cache_dir().iterdir()
+    # The worker wrote the very bytes the parent would have written.
+    key = CacheKey.of(path, lenient=False)
+    assert entry.read_bytes() == key.line() + load_views(path, lenient=False).model_dump_json().encode()
     second = _in_fresh_process(path, cache=True)
     assert (second["forked"], second["from_cache"], second["parent_slim_reads"]) == (False, True, 0)
     assert second["load"] == first["load"]
@@ -221,9 +226,9 @@ _CLI_SCRIPT = textwrap.dedent(
 
     workers, forks, start = [], [], _scoring_worker.ViewsWorker.start.__func__
 
-    def recording_start(cls, path):
+    def recording_start(cls, path, **options):
         forks.append("pydantic" in sys.modules)
-        worker = start(cls, path)
+        worker = start(cls, path, **options)
         workers.append(worker)
         return worker
 

@@ -45,7 +45,7 @@ _EXPORTS: dict[str, str] = {
     "prefetch_scoring_cases": "._scoring_prefetch",
     "resolve_dataset": "._source",
     "sample_path": "._source",
-    "scoring_cache_dir": "._scoring_key",
+    "scoring_cache_dir": "._scoring_store",
     "scoring_view": "._scoring",
     "scoring_views": "._scoring",
     "select_split": "._splits",
@@ -59,9 +59,9 @@ if TYPE_CHECKING:
     from ._pku_policy import PKU_CATEGORIES, PKU_POLICY
     from ._schema import Case, FailureModeMetadata, Rubric, RubricEntry, conversation_id
     from ._scoring import AnyCase, ScoringCase, scoring_view, scoring_views
-    from ._scoring_key import scoring_cache_dir
     from ._scoring_load import ScoringLoad, load_scoring_cases
     from ._scoring_prefetch import PendingScoringLoad, prefetch_scoring_cases
+    from ._scoring_store import scoring_cache_dir
     from ._source import DEFAULT_HUB_DATASET, resolve_dataset, sample_path
     from ._splits import PARTS, Split, load_split, make_split, parse_ratios, select_split
     from ._types import LEVELS, Level, RuleType

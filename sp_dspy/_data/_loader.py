@@ -123,8 +123,8 @@ def load_benchmark(
 
         loaded = load_pku_benchmark(None if dataset is None else str(dataset), lenient=lenient)
     elif benchmark == "safepyramid":
-        from ._scoring_key import file_key
         from ._scoring_load import remember_views
+        from ._scoring_store import file_key
 
         path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
         key = file_key(path, lenient)

@@ -7,10 +7,11 @@ a hit never opens the dataset. The cache dir is the one the LM response cache us
 (``$SP_DSPY_CACHE_DIR``, else ``$XDG_CACHE_HOME/sp-dspy``, else ``~/.cache/sp-dspy``).
 
 An entry is one file per dataset path and ``--lenient`` flag. Its first line is the
-``CacheKey`` (``_scoring_key``) it was built for: the file's resolved path, size,
-modification and status-change times (ns), inode and device, the sp-dspy version
-and ``SCHEMA_VERSION``. Any difference, an unreadable or corrupt entry, is a miss, and the
-next successful load replaces the entry. Writes go to a temporary file renamed into
+``CacheKey`` it was built for: the file's resolved path, size, modification and
+status-change times (ns), inode and device, the sp-dspy version and
+``SCHEMA_VERSION``. Any difference, an unreadable or corrupt entry, is a miss, and
+the next successful load replaces the entry. Keys, writes and pruning work on bytes
+in ``_scoring_store`` (no pydantic there); this module adds the views themselves. Writes go to a temporary file renamed into
 place, so a reader sees a whole entry or none; a cache that cannot be written (a
 read-only home) is skipped silently: the cache only ever saves time. After each
 write, entries of dataset files that no longer exist, unreadable entries, and
@@ -19,19 +20,24 @@ temporary files a crashed writer left over an hour ago are removed (``prune``).
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
-import time
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
 from ._scoring import ScoringCase
-from ._scoring_key import SCHEMA_VERSION, CacheKey, has_entry, scoring_cache_dir
+from ._scoring_store import (
+    SCHEMA_VERSION,
+    STALE_TEMPORARY_S,
+    CacheKey,
+    has_entry,
+    prune,
+    scoring_cache_dir,
+    write_entry_body,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
+    "STALE_TEMPORARY_S",
     "CacheKey",
     "CachedViews",
     "has_entry",
@@ -39,10 +45,8 @@ __all__ = [
     "read_entry",
     "scoring_cache_dir",
     "write_entry",
+    "write_entry_body",
 ]
-
-#: A temporary file older than this is a crashed writer's, not one in progress.
-STALE_TEMPORARY_S = 3600.0
 
 
 class CachedViews(BaseModel):
@@ -66,48 +70,4 @@ def read_entry(directory: Path, key: CacheKey) -> CachedViews | None:
 
 def write_entry(directory: Path, key: CacheKey, views: CachedViews) -> bool:
     """Store ``views`` under ``key`` atomically; False (and nothing left behind) on failure."""
-    temporary: str | None = None
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".entry-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(key.line())
-            handle.write(views.model_dump_json().encode())
-        os.replace(temporary, directory / key.entry_name())
-    except OSError:
-        if temporary is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-        return False
-    prune(directory, keep=key.entry_name())
-    return True
-
-
-def prune(directory: Path, *, keep: str | None = None) -> int:
-    """Remove entries whose dataset file is gone, unreadable entries, stale temporaries.
-
-    Returns how many files were removed. ``keep`` (an entry name) is left alone. An
-    entry of a file that exists but changed is not removed here: the next load of
-    that file replaces it.
-    """
-    removed = 0
-    now = time.time()
-    for path in directory.iterdir() if directory.is_dir() else ():
-        try:
-            if path.name.startswith(".entry-"):
-                if now - path.stat().st_mtime > STALE_TEMPORARY_S:
-                    path.unlink()
-                    removed += 1
-                continue
-            if path.name == keep or path.suffix != ".json":
-                continue
-            with path.open("rb") as handle:
-                head = handle.readline()
-            key = CacheKey.from_line(head)
-            orphan = key is None or not Path(key.path).exists()
-            if orphan:
-                path.unlink()
-                removed += 1
-        except OSError:  # vanished meanwhile, or not ours to remove: leave it
-            continue
-    return removed
+    return write_entry_body(directory, key, views.model_dump_json().encode())

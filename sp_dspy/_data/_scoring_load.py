@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from ._gc import gc_paused
 from ._scoring import ScoringCase, scoring_views, views_from_fields
 from ._scoring_cache import CachedViews, read_entry, write_entry
-from ._scoring_key import CacheKey, file_key, has_entry, scoring_cache_dir
+from ._scoring_store import CacheKey, file_key, has_entry, scoring_cache_dir
 from ._source import resolve_dataset
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from . import _scoring_load
 from ._gc import gc_paused
 from ._scoring import views_from_fields
 from ._scoring_cache import CachedViews
-from ._scoring_key import CacheKey, file_key, scoring_cache_dir
 from ._scoring_load import ScoringLoad
+from ._scoring_store import CacheKey, file_key, scoring_cache_dir
 from ._scoring_worker import ViewsWorker, worker_allowed
 from ._source import resolve_dataset
 
@@ -55,8 +55,9 @@ class PendingScoringLoad:
     def result(self) -> ScoringLoad:
         """The load, as ``load_scoring_cases`` gives it; raises what it raises."""
         if self._ready is None:
-            views = self._take_views()
-            self._ready = _scoring_load.store_views(self.path, views, self.directory, self.key)
+            views, stored = self._take_views()
+            key = None if stored else self.key  # the worker has stored them already
+            self._ready = _scoring_load.store_views(self.path, views, self.directory, key)
         return self._ready
 
     def close(self) -> None:
@@ -72,15 +73,15 @@ class PendingScoringLoad:
     ) -> None:
         self.close()
 
-    def _take_views(self) -> CachedViews:
-        """The worker's views; the parent's own load when it has none to give."""
+    def _take_views(self) -> tuple[CachedViews, bool]:
+        """The worker's views (and whether it stored them), else the parent's own load."""
         with gc_paused():
             views = None if self._worker is None else self._worker.receive(views_from_fields)
             if views == "declined":  # only the full loader can word why
-                return _scoring_load.full_views(self.path, lenient=self.lenient)
+                return _scoring_load.full_views(self.path, lenient=self.lenient), False
             if views is not None:
-                return CachedViews(cases=views)
-            return _scoring_load.load_views(self.path, lenient=self.lenient)  # no worker, or it failed
+                return CachedViews(cases=views), True
+            return _scoring_load.load_views(self.path, lenient=self.lenient), False  # no worker, or it failed
 
 
 def prefetch_scoring_cases(
@@ -95,8 +96,8 @@ def prefetch_scoring_cases(
     """Start loading what ``load_scoring_cases`` loads (same arguments); take it with ``result()``.
 
     ``worker``: one already decoding the dataset (``start_views_worker``), adopted if
-    it reads the file ``dataset`` resolves to and its views are not cached (else it
-    is stopped). Errors finding the dataset (a missing file, an unreachable Hub) are
+    it reads the file ``dataset`` resolves to, for the same cache key, and the views
+    are not cached yet (else it is stopped). Errors finding the dataset (a missing file, an unreachable Hub) are
     raised here; errors in its contents by ``result()``.
     """
     try:
@@ -108,11 +109,11 @@ def prefetch_scoring_cases(
         if worker is not None:
             worker.stop()
         raise
-    if worker is not None and (cached is not None or worker.path != path):
+    if worker is not None and (cached is not None or (worker.path, worker.key) != (path, key)):
         worker.stop()
         worker = None
     if worker is None and cached is None and worker_allowed():
-        worker = ViewsWorker.start(path)
+        worker = ViewsWorker.start(path, key=key, directory=directory)
     return PendingScoringLoad(
         path, lenient=lenient, directory=directory, key=key, ready=cached, worker=worker
     )

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal, TypeVar
 
 from .._errors import DataError
-from ._scoring_key import file_key, has_entry, scoring_cache_dir
+from ._scoring_store import CacheKey, file_key, has_entry, scoring_cache_dir, write_entry_body
 from ._source import looks_like_hub_id, resolve_dataset
 
 T = TypeVar("T")
@@ -64,22 +64,29 @@ def start_views_worker(
         path = resolve_dataset(dataset)
     except DataError:
         return None
+    directory = scoring_cache_dir() if cache_dir is None else cache_dir
     key = file_key(path, lenient) if cache else None
-    if key is not None and has_entry(scoring_cache_dir() if cache_dir is None else cache_dir, key):
+    if key is not None and has_entry(directory, key):
         return None
-    return ViewsWorker.start(path)
+    return ViewsWorker.start(path, key=key, directory=directory)
 
 
 class ViewsWorker:
-    """One worker process decoding ``path``: ``receive`` takes its views, ``stop`` abandons them."""
+    """One worker process decoding ``path``: ``receive`` takes its views, ``stop`` abandons them.
 
-    def __init__(self, path: Path, pid: int, read_end: int) -> None:
+    With a ``key``, the worker also stores the views in the parse cache under it (in
+    ``directory``), unless the file changed while it was read, before it says it is
+    done: the parent has nothing left to write.
+    """
+
+    def __init__(self, path: Path, pid: int, read_end: int, key: CacheKey | None) -> None:
         self.path = path
+        self.key = key
         self._pid: int | None = pid
         self._read_end = read_end
 
     @classmethod
-    def start(cls, path: Path) -> ViewsWorker | None:
+    def start(cls, path: Path, *, key: CacheKey | None, directory: Path) -> ViewsWorker | None:
         """Fork a worker for ``path`` (None if the fork fails)."""
         import fcntl  # Linux only, as workers are
 
@@ -94,9 +101,9 @@ class ViewsWorker:
             return None
         if pid == 0:  # the worker: never returns
             os.close(read_end)
-            _run_worker(path, write_end)
+            _run_worker(path, write_end, key, directory)
         os.close(write_end)
-        return cls(path, pid, read_end)
+        return cls(path, pid, read_end, key)
 
     @property
     def running(self) -> bool:
@@ -159,7 +166,7 @@ def _wait_for(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
-def _run_worker(path: Path, write_end: int) -> None:
+def _run_worker(path: Path, write_end: int, key: CacheKey | None, directory: Path) -> None:
     """Send the file's slim views a chunk at a time, then whether they are all; exit at once.
 
     Frames are a 4-byte little-endian length and a pickled tuple: ``("views", [...])``
@@ -176,15 +183,35 @@ def _run_worker(path: Path, write_end: int) -> None:
         from ._gc import gc_paused
         from ._scoring_slim import slim_chunks_of
 
+        views: list[dict[str, Any]] = []
         with gc_paused(), os.fdopen(write_end, "wb") as pipe:
             for chunk in slim_chunks_of(path):
-                if not chunk:  # the last one: None declines, [] means all checked
-                    _send(pipe, ("declined",) if chunk is None else ("done",))
+                if chunk is None:
+                    _send(pipe, ("declined",))
+                    break
+                if not chunk:  # the last one: every case passed
+                    if key is not None:
+                        _store(path, key, directory, views)
+                    _send(pipe, ("done",))
                     break
                 _send(pipe, ("views", chunk))
+                views.extend(chunk)
         code = 0
     finally:
         os._exit(code)
+
+
+def _store(path: Path, key: CacheKey, directory: Path, views: list[dict[str, Any]]) -> None:
+    """Write the parse-cache entry of these views, if ``path`` is still what ``key`` describes.
+
+    The body is what ``CachedViews.model_dump_json`` writes for them (integer rule
+    keys as JSON strings, as JSON requires), encoded by msgspec: no pydantic here.
+    """
+    import msgspec
+
+    if file_key(path, key.lenient) == key:
+        body = msgspec.json.encode({"cases": views, "skipped": 0, "skipped_reasons": []})
+        write_entry_body(directory, key, body)
 
 
 def _send(pipe: BinaryIO, message: tuple[Any, ...]) -> None:

@@ -1,15 +1,20 @@
-"""The parse cache's key: what must not have changed for an entry to describe a file.
+"""The parse cache's files: keys, entry names, atomic writes and pruning.
 
-Kept apart from the entries (``_scoring_cache``) and free of pydantic, because
+An entry is a key line (``CacheKey.line``) and a JSON body (``_scoring_cache``'s
+``CachedViews``). This module handles entries as bytes and imports no pydantic:
 ``sp-dspy score`` checks for an entry while its arguments are being parsed, before
-pydantic is imported, to decide whether to start decoding the dataset in a worker
-process (``_scoring_worker``).
+pydantic is imported, and its dataset worker (``_scoring_worker``) writes the entry
+it decoded without importing pydantic at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import tempfile
+import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -17,6 +22,8 @@ from .._user_dirs import default_cache_dir
 
 #: Bump when ``ScoringCase`` or what the loader puts into it changes meaning.
 SCHEMA_VERSION = 1
+#: A temporary file older than this is a crashed writer's, not one in progress.
+STALE_TEMPORARY_S = 3600.0
 
 
 def scoring_cache_dir() -> Path:
@@ -95,3 +102,51 @@ def has_entry(directory: Path, key: CacheKey) -> bool:
             return handle.readline() == key.line()
     except OSError:
         return False
+
+
+def write_entry_body(directory: Path, key: CacheKey, body: bytes) -> bool:
+    """Store ``body`` under ``key`` atomically, then ``prune``; False (nothing left behind) on failure."""
+    temporary: str | None = None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".entry-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key.line())
+            handle.write(body)
+        os.replace(temporary, directory / key.entry_name())
+    except OSError:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        return False
+    prune(directory, keep=key.entry_name())
+    return True
+
+
+def prune(directory: Path, *, keep: str | None = None) -> int:
+    """Remove entries whose dataset file is gone, unreadable entries, stale temporaries.
+
+    Returns how many files were removed. ``keep`` (an entry name) is left alone. An
+    entry of a file that exists but changed is not removed here: the next load of
+    that file replaces it.
+    """
+    removed = 0
+    now = time.time()
+    for path in directory.iterdir() if directory.is_dir() else ():
+        try:
+            if path.name.startswith(".entry-"):
+                if now - path.stat().st_mtime > STALE_TEMPORARY_S:
+                    path.unlink()
+                    removed += 1
+                continue
+            if path.name == keep or path.suffix != ".json":
+                continue
+            with path.open("rb") as handle:
+                head = handle.readline()
+            key = CacheKey.from_line(head)
+            if key is None or not Path(key.path).exists():
+                path.unlink()
+                removed += 1
+        except OSError:  # vanished meanwhile, or not ours to remove: leave it
+            continue
+    return removed
