@@ -5,7 +5,8 @@ and the dataset's scoring views, and nothing makes these depend on each other. W
 the parse cache misses, the views of the published 75 MB file cost about as much as
 the rest together, so a worker process decodes them (``_scoring_slim``) on the
 second core meanwhile and sends them through a pipe 500 cases at a time; the parent
-validates each chunk when it gets to them.
+validates each chunk when it gets to them. With the parse cache on, the worker also
+writes the file's cache entry before it reports done.
 
 This module imports no pydantic (nor does the worker): the command starts the worker
 while its arguments are still being parsed, before pydantic's import (about 80 ms).
