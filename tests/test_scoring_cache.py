@@ -11,7 +11,6 @@ import typer
 from typer.testing import CliRunner
 
 import sp_dspy
-from sp_dspy._data import _scoring_cache as cache
 from sp_dspy._data import _scoring_load, load_scoring_cases, scoring_cache_dir
 from sp_dspy._data import _scoring_store as cache_store
 from sp_dspy._errors import DataError
@@ -225,14 +224,14 @@ def test_a_write_prunes_entries_of_vanished_files_and_stale_temporaries(
     stale, fresh = directory / ".entry-stale.tmp", directory / ".entry-fresh.tmp"
     for temporary in (stale, fresh):
         temporary.write_bytes(b"partial")
-    hours_ago = stale.stat().st_mtime - 2 * cache.STALE_TEMPORARY_S
+    hours_ago = stale.stat().st_mtime - 2 * cache_store.STALE_TEMPORARY_S
     os.utime(stale, (hours_ago, hours_ago))
     other.unlink()
     stat = dataset.stat()
     os.utime(dataset, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     load_scoring_cases(dataset)  # a miss: writes, then prunes
     names = {p.name for p in directory.iterdir()}
-    assert names == {cache.CacheKey.of(dataset, lenient=False).entry_name(), fresh.name}
+    assert names == {cache_store.CacheKey.of(dataset, lenient=False).entry_name(), fresh.name}
     assert load_scoring_cases(dataset).from_cache
 
 
@@ -241,8 +240,8 @@ def test_prune_leaves_entries_of_existing_files_and_an_absent_directory_alone(
 ) -> None:
     load_scoring_cases(dataset)
     load_scoring_cases(dataset, lenient=True)
-    assert cache.prune(scoring_cache_dir()) == 0 and len(_entries()) == 2
-    assert cache.prune(tmp_path / "no-such-dir") == 0
+    assert cache_store.prune(scoring_cache_dir()) == 0 and len(_entries()) == 2
+    assert cache_store.prune(tmp_path / "no-such-dir") == 0
 
 
 def test_a_key_line_reads_back_as_its_key_and_nothing_else_does(tmp_path: Path, dataset: Path) -> None:

@@ -25,28 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from ._scoring import ScoringCase
-from ._scoring_store import (
-    SCHEMA_VERSION,
-    STALE_TEMPORARY_S,
-    CacheKey,
-    has_entry,
-    prune,
-    scoring_cache_dir,
-    write_entry_body,
-)
-
-__all__ = [
-    "SCHEMA_VERSION",
-    "STALE_TEMPORARY_S",
-    "CacheKey",
-    "CachedViews",
-    "has_entry",
-    "prune",
-    "read_entry",
-    "scoring_cache_dir",
-    "write_entry",
-    "write_entry_body",
-]
+from ._scoring_store import CacheKey, write_entry_body
 
 
 class CachedViews(BaseModel):

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from ._gc import gc_paused
 from ._scoring import ScoringCase, scoring_views, views_from_fields
 from ._scoring_cache import CachedViews, read_entry, write_entry
-from ._scoring_store import CacheKey, file_key, has_entry, scoring_cache_dir
+from ._scoring_store import CacheKey, cache_place, file_key, has_entry, scoring_cache_dir
 from ._source import resolve_dataset
 
 if TYPE_CHECKING:
@@ -60,8 +60,7 @@ def load_scoring_cases(
     to ``scoring_cache_dir()``.
     """
     path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
-    directory = scoring_cache_dir() if cache_dir is None else cache_dir
-    key = file_key(path, lenient) if cache else None
+    directory, key = cache_place(path, lenient=lenient, cache=cache, cache_dir=cache_dir)
     cached = None if key is None else read_cached(path, directory, key)
     if cached is not None:
         return cached

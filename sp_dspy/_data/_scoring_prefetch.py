@@ -18,7 +18,7 @@ from ._gc import gc_paused
 from ._scoring import views_from_fields
 from ._scoring_cache import CachedViews
 from ._scoring_load import ScoringLoad
-from ._scoring_store import CacheKey, file_key, scoring_cache_dir
+from ._scoring_store import CacheKey, cache_place
 from ._scoring_worker import ViewsWorker, worker_allowed
 from ._source import resolve_dataset
 
@@ -102,8 +102,7 @@ def prefetch_scoring_cases(
     """
     try:
         path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
-        directory = scoring_cache_dir() if cache_dir is None else cache_dir
-        key = file_key(path, lenient) if cache else None
+        directory, key = cache_place(path, lenient=lenient, cache=cache, cache_dir=cache_dir)
         cached = None if key is None else _scoring_load.read_cached(path, directory, key)
     except BaseException:
         if worker is not None:

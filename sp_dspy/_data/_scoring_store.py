@@ -87,6 +87,14 @@ class CacheKey:
         return f"{digest[:32]}.json"
 
 
+def cache_place(
+    path: Path, *, lenient: bool, cache: bool, cache_dir: Path | None = None
+) -> tuple[Path, CacheKey | None]:
+    """The cache directory for ``path``'s views and their key (None: cache off, or no stat)."""
+    directory = scoring_cache_dir() if cache_dir is None else cache_dir
+    return directory, file_key(path, lenient) if cache else None
+
+
 def file_key(path: Path, lenient: bool) -> CacheKey | None:
     """The parse-cache key of ``path`` as it is now (None if it cannot be stat'ed)."""
     try:

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal, TypeVar
 
 from .._errors import DataError
-from ._scoring_store import CacheKey, file_key, has_entry, scoring_cache_dir, write_entry_body
-from ._source import looks_like_hub_id, resolve_dataset
+from ._scoring_store import CacheKey, cache_place, file_key, has_entry, write_entry_body
+from ._source import names_hub_dataset, resolve_dataset
 
 T = TypeVar("T")
 
@@ -57,16 +57,13 @@ def start_views_worker(
     None for a Hub id, a file that does not exist (the command reports it as usual),
     and a file whose views are in the parse cache.
     """
-    if not worker_allowed() or (
-        dataset not in (None, "sample") and (dataset == "hub" or looks_like_hub_id(dataset))
-    ):
+    if not worker_allowed() or names_hub_dataset(dataset):
         return None
     try:
         path = resolve_dataset(dataset)
     except DataError:
         return None
-    directory = scoring_cache_dir() if cache_dir is None else cache_dir
-    key = file_key(path, lenient) if cache else None
+    directory, key = cache_place(path, lenient=lenient, cache=cache, cache_dir=cache_dir)
     if key is not None and has_entry(directory, key):
         return None
     return ViewsWorker.start(path, key=key, directory=directory)

@@ -30,13 +30,20 @@ def looks_like_hub_id(spec: str) -> bool:
     return len(parts) == 2 and all(parts) and not spec.endswith((".json", ".jsonl", ".parquet"))
 
 
+def names_hub_dataset(spec: str | None) -> bool:
+    """Whether ``resolve_dataset`` would fetch ``spec`` from the Hub (rather than read a local file)."""
+    if spec is None or spec == "sample":
+        return False
+    return looks_like_hub_id(DEFAULT_HUB_DATASET if spec == "hub" else spec)
+
+
 def resolve_dataset(spec: str | None, *, with_evidence: bool = False, filename: str | None = None) -> Path:
     """Map a ``--dataset`` value to a local file path (downloading from the Hub if needed)."""
     if spec is None or spec == "sample":
         return sample_path()
     if spec == "hub":
         spec = DEFAULT_HUB_DATASET
-    if looks_like_hub_id(spec):
+    if names_hub_dataset(spec):
         name = filename or (HUB_FILE_WITH_EVIDENCE if with_evidence else HUB_FILE)
         return hub_download(spec, name)
     path = Path(spec).expanduser()
