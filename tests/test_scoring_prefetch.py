@@ -15,9 +15,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from sp_dspy._data import _scoring_prefetch, load_scoring_cases, prefetch_scoring_cases, sample_path
+from sp_dspy._data._scoring_cache import entry_body
 from sp_dspy._data._scoring_load import load_views
 from sp_dspy._data._scoring_store import CacheKey, scoring_cache_dir
 from sp_dspy._errors import DataError
@@ -31,20 +33,21 @@ needs_fork = pytest.mark.skipif(not CAN_FORK, reason="a worker is forked on Linu
 _SCRIPT = textwrap.dedent(
     """
     import json, os, sys
+    import msgspec
     from sp_dspy._data import _scoring_prefetch, _scoring_slim
     from sp_dspy._errors import DataError
 
     dataset, lenient, cache, mode = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", sys.argv[4]
-    parent, parent_slim_reads, real = os.getpid(), [], _scoring_slim.slim_chunks_of
+    parent, parent_slim_reads, real = os.getpid(), [], _scoring_slim.slim_views_of
 
-    def slim_chunks_of(path):
+    def slim_views_of(path):
         if os.getpid() == parent:
             parent_slim_reads.append(path)
         elif mode == "crash":
             raise MemoryError("worker out of memory")
         return real(path)
 
-    _scoring_slim.slim_chunks_of = slim_chunks_of
+    _scoring_slim.slim_views_of = slim_views_of
     pending = _scoring_prefetch.prefetch_scoring_cases(dataset, lenient=lenient, cache=cache)
     out = {"forked": pending.forked}
     with pending:
@@ -53,8 +56,8 @@ _SCRIPT = textwrap.dedent(
         else:
             try:
                 loaded = pending.result()
-                out["load"] = loaded.model_dump(mode="json", exclude={"from_cache"})
-                out["from_cache"] = loaded.from_cache
+                out["load"] = msgspec.to_builtins(loaded)
+                out["from_cache"] = out["load"].pop("from_cache")
             except DataError as error:
                 out["error"] = str(error)
             out["parent_slim_reads"] = len(parent_slim_reads)
@@ -86,7 +89,9 @@ def _in_process(dataset: Path, *, lenient: bool = False) -> Any:
         loaded = load_scoring_cases(dataset, lenient=lenient, cache=False)
     except DataError as error:
         return {"error": str(error)}
-    return {"load": loaded.model_dump(mode="json", exclude={"from_cache"})}
+    load = msgspec.to_builtins(loaded)
+    load.pop("from_cache")
+    return json.loads(json.dumps({"load": load}))  # as the fresh process prints it
 
 
 @needs_fork
@@ -119,8 +124,8 @@ def test_a_file_the_slim_path_declines_is_loaded_by_the_full_loader(tmp_path: Pa
 
 @needs_fork
 @pytest.mark.parametrize("last_case_bad", [False, True])
-def test_views_come_in_chunks_and_a_late_decline_drops_them(tmp_path: Path, last_case_bad: bool) -> None:
-    # 1,050 cases: three chunks of at most 500; a bad last case is found after two were sent.
+def test_a_late_bad_case_sends_the_whole_file_to_the_full_loader(tmp_path: Path, last_case_bad: bool) -> None:
+    # 1,050 cases: a bad last case is found after 1,049 good ones.
     cases = [raw_case(f"k-{i}-l{i % 3}", level=f"L{i % 3}", gt=[1 + i % 3]) for i in range(1050)]
     if last_case_bad:
         cases[-1]["ground_truth_violations"] = [9]
@@ -157,7 +162,7 @@ def test_the_worker_fills_the_cache_and_a_hit_needs_no_worker(tmp_path: Path) ->
     (entry,) = scoring_cache_dir().iterdir()
     # The worker wrote the very bytes the parent would have written.
     key = CacheKey.of(path, lenient=False)
-    assert entry.read_bytes() == key.line() + load_views(path, lenient=False).model_dump_json().encode()
+    assert entry.read_bytes() == key.line() + entry_body(load_views(path, lenient=False))
     second = _in_fresh_process(path, cache=True)
     assert (second["forked"], second["from_cache"], second["parent_slim_reads"]) == (False, True, 0)
     assert second["load"] == first["load"]

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,7 +23,7 @@ from sp_dspy._data import (
     scoring_views,
 )
 from sp_dspy._data._scan import rule_numbers
-from sp_dspy._data._scoring_slim import slim_view_chunks, slim_view_fields, slim_views
+from sp_dspy._data._scoring_slim import slim_views, slim_views_of
 from sp_dspy._errors import DataError
 from sp_dspy._metrics import (
     JudgmentRecord,
@@ -100,7 +101,7 @@ def test_view_keeps_what_the_scorer_reads() -> None:
     raw["failure_mode_metadata"].update(waived_rules=[1], contradicted_rules=[2], decisive_rules=[1])
     raw["rubric"]["non_violations"].append({"rule": 2, "text": "again", "type": "conditional"})
     view = ScoringCase.from_case(Case.model_validate(raw))
-    assert view.model_dump() == {
+    assert msgspec.structs.asdict(view) == {
         "id": "v-1-l1",
         "domain": "privacy",
         "level": "L1",
@@ -115,7 +116,9 @@ def test_view_keeps_what_the_scorer_reads() -> None:
         "contradicted_rules": [2],
         "decisive_rules": [1],
     }
-    assert ScoringCase.model_validate_json(view.model_dump_json()) == view
+    # The round trips of the parse cache (JSON) and of the worker's pipe (msgpack).
+    assert msgspec.json.decode(msgspec.json.encode(view), type=ScoringCase) == view
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(view), type=ScoringCase) == view
     assert scoring_view(view) is view
 
 
@@ -187,17 +190,17 @@ def test_a_repeated_key_keeps_its_last_value_on_both_paths(tmp_path: Path) -> No
     assert views == scoring_views(load_file(path).cases)
 
 
-def test_chunks_add_up_to_the_views_and_a_decline_comes_last() -> None:
+def test_slim_views_of_a_file_and_the_ways_it_declines(tmp_path: Path) -> None:
     raw = sample_path().read_bytes()
-    *chunks, last = slim_view_chunks(raw, size=5)
-    assert last == [] and all(chunk is not None and 0 < len(chunk) <= 5 for chunk in chunks)
-    assert [view for chunk in chunks if chunk for view in chunk] == slim_view_fields(raw)
-    assert list(slim_view_chunks(b'{"data": []}')) == [[]]
+    assert slim_views_of(sample_path()) == slim_views(raw) == scoring_views(load_file(sample_path()).cases)
+    assert slim_views(b'{"data": []}') == []
     cases = [raw_case(f"d-{i}-l0") for i in range(7)]
-    cases[6]["id"] = "d-0-l0"  # a duplicate id, found after a chunk went out
-    late = list(slim_view_chunks(json.dumps({"data": cases}).encode(), size=3))
-    assert [None if c is None else len(c) for c in late] == [3, 3, None]
-    assert list(slim_view_chunks(b"not json")) == [None]
+    cases[6]["id"] = "d-0-l0"  # a duplicate id, found after six good cases
+    assert slim_views(json.dumps({"data": cases}).encode()) is None
+    assert slim_views(b"not json") is None
+    (tmp_path / "empty.json").write_bytes(b"")
+    assert slim_views_of(tmp_path / "empty.json") is None  # cannot be mapped: the full loader words why
+    assert slim_views_of(tmp_path / "missing.json") is None
 
 
 def _full_rule_numbers(policy: str) -> set[int]:

@@ -11,8 +11,9 @@ An entry is one file per dataset path and ``--lenient`` flag. Its first line is 
 status-change times (ns), inode and device, the sp-dspy version and
 ``SCHEMA_VERSION``. Any difference, an unreadable or corrupt entry, is a miss, and
 the next successful load replaces the entry. Keys, writes and pruning work on bytes
-in ``_scoring_store`` (no pydantic there); this module adds the views themselves. Writes go to a temporary file renamed into
-place, so a reader sees a whole entry or none; a cache that cannot be written (a
+in ``_scoring_store``; this module adds the views themselves, encoded and decoded by
+msgspec (no pydantic here either: the dataset worker writes entries too). Writes go
+to a temporary file renamed into place, so a reader sees a whole entry or none; a cache that cannot be written (a
 read-only home) is skipped silently: the cache only ever saves time. After each
 write, entries of dataset files that no longer exist, unreadable entries, and
 temporary files a crashed writer left over an hour ago are removed (``prune``).
@@ -22,18 +23,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+import msgspec
 
 from ._scoring import ScoringCase
 from ._scoring_store import CacheKey, write_entry_body
 
 
-class CachedViews(BaseModel):
+class CachedViews(msgspec.Struct, kw_only=True):
     """The body of an entry: what ``load_scoring_cases`` returns, minus where it came from."""
 
     cases: list[ScoringCase]
     skipped: int = 0
-    skipped_reasons: list[str] = []
+    skipped_reasons: list[str] = msgspec.field(default_factory=list)
+
+
+_DECODER = msgspec.json.Decoder(CachedViews)
 
 
 def read_entry(directory: Path, key: CacheKey) -> CachedViews | None:
@@ -42,11 +46,16 @@ def read_entry(directory: Path, key: CacheKey) -> CachedViews | None:
         with (directory / key.entry_name()).open("rb") as handle:
             if handle.readline() != key.line():
                 return None
-            return CachedViews.model_validate_json(handle.read())
-    except (OSError, ValidationError):
+            return _DECODER.decode(handle.read())
+    except (OSError, msgspec.DecodeError):  # ValidationError is a DecodeError
         return None
 
 
 def write_entry(directory: Path, key: CacheKey, views: CachedViews) -> bool:
     """Store ``views`` under ``key`` atomically; False (and nothing left behind) on failure."""
-    return write_entry_body(directory, key, views.model_dump_json().encode())
+    return write_entry_body(directory, key, entry_body(views))
+
+
+def entry_body(views: CachedViews) -> bytes:
+    """The bytes an entry holds after its key line: the views as JSON (integer rule keys as strings)."""
+    return msgspec.json.encode(views)

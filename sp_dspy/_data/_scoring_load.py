@@ -23,10 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+from msgspec import Struct, field
 
 from ._gc import gc_paused
-from ._scoring import ScoringCase, scoring_views, views_from_fields
+from ._scoring import ScoringCase, scoring_views
 from ._scoring_cache import CachedViews, read_entry, write_entry
 from ._scoring_store import CacheKey, cache_place, file_key, has_entry, scoring_cache_dir
 from ._source import resolve_dataset
@@ -35,14 +35,25 @@ if TYPE_CHECKING:
     from ._loader import Benchmark
 
 
-class ScoringLoad(BaseModel):
+class ScoringLoad(Struct, kw_only=True):
     """Scoring views of every valid case of a dataset, and where they came from."""
 
     cases: list[ScoringCase]
     source: str
     skipped: int = 0
-    skipped_reasons: list[str] = []
+    skipped_reasons: list[str] = field(default_factory=list)
     from_cache: bool = False
+
+    @classmethod
+    def of(cls, views: CachedViews, path: Path, *, from_cache: bool = False) -> ScoringLoad:
+        """The load of ``path`` that gave ``views``."""
+        return cls(
+            cases=views.cases,
+            source=str(path),
+            skipped=views.skipped,
+            skipped_reasons=views.skipped_reasons,
+            from_cache=from_cache,
+        )
 
 
 def load_scoring_cases(
@@ -73,7 +84,7 @@ def read_cached(path: Path, directory: Path, key: CacheKey) -> ScoringLoad | Non
     """The views of ``path`` from the parse cache, or None on a miss."""
     with gc_paused():
         views = read_entry(directory, key)
-    return None if views is None else ScoringLoad(**dict(views), source=str(path), from_cache=True)
+    return None if views is None else ScoringLoad.of(views, path, from_cache=True)
 
 
 def store_views(path: Path, views: CachedViews, directory: Path, key: CacheKey | None) -> ScoringLoad:
@@ -84,7 +95,7 @@ def store_views(path: Path, views: CachedViews, directory: Path, key: CacheKey |
     """
     if key is not None and file_key(path, key.lenient) == key:
         write_entry(directory, key, views)
-    return ScoringLoad(**dict(views), source=str(path))
+    return ScoringLoad.of(views, path)
 
 
 def remember_views(path: Path, loaded: Benchmark, key: CacheKey | None) -> None:
@@ -108,6 +119,8 @@ def load_views(path: Path, *, lenient: bool) -> CachedViews:
     The slim path answers only when no case would be normalised, rejected or skipped,
     and then ``--lenient`` changes nothing; so it is tried with and without it.
     """
+    from ._scoring_slim import slim_views_of
+
     views = slim_views_of(path)
     return full_views(path, lenient=lenient) if views is None else CachedViews(cases=views)
 
@@ -117,14 +130,6 @@ def full_views(path: Path, *, lenient: bool) -> CachedViews:
     from ._loader import load_file
 
     return _views_of(load_file(path, lenient=lenient))
-
-
-def slim_views_of(path: Path) -> list[ScoringCase] | None:
-    """``slim_views`` of the file (None: the slim path declines, ``load_file`` decides)."""
-    from ._scoring_slim import joined, slim_chunks_of
-
-    fields = joined(slim_chunks_of(path))
-    return None if fields is None else views_from_fields(fields)
 
 
 def _views_of(loaded: Benchmark) -> CachedViews:

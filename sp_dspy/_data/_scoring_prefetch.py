@@ -15,7 +15,6 @@ from types import TracebackType
 
 from . import _scoring_load
 from ._gc import gc_paused
-from ._scoring import views_from_fields
 from ._scoring_cache import CachedViews
 from ._scoring_load import ScoringLoad
 from ._scoring_store import CacheKey, cache_place
@@ -76,7 +75,7 @@ class PendingScoringLoad:
     def _take_views(self) -> tuple[CachedViews, bool]:
         """The worker's views (and whether it stored them), else the parent's own load."""
         with gc_paused():
-            views = None if self._worker is None else self._worker.receive(views_from_fields)
+            views = None if self._worker is None else self._worker.receive()
             if views == "declined":  # only the full loader can word why
                 return _scoring_load.full_views(self.path, lenient=self.lenient), False
             if views is not None:

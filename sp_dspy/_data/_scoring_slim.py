@@ -6,10 +6,9 @@ optional field, rubric entry texts included), extras ignored. msgspec checks the
 document's JSON syntax and each declared field's type in one pass in C, and skips what
 is not declared without building it; the conversation, the longest text and one
 scoring never reads, is only checked to be a JSON string (``_is_string``), not
-decoded. The loader's consistency checks follow, case by case, and the views come
-out in chunks (``slim_view_chunks``), so a consumer in another process
-(``_scoring_worker``) can take the first while later ones are checked. This module
-imports no pydantic: that worker starts before pydantic is imported.
+decoded. The loader's consistency checks follow, case by case. This module imports
+no pydantic: the worker process that runs it for ``sp-dspy score``
+(``_scoring_worker``) starts before pydantic is imported.
 
 It answers only when the full loader would accept every case unchanged. msgspec's
 types are at least as strict as pydantic's lax mode (no ``"3"`` or ``3.0`` for an int,
@@ -25,18 +24,14 @@ them with replacement characters, and msgspec rejects them in every field it dec
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType, field
 
 from ._scan import json_head, rule_numbers
+from ._scoring import ScoringCase
 from ._types import Level, RuleType
-
-if TYPE_CHECKING:
-    from ._scoring import ScoringCase
 
 
 class _Entry(Struct, kw_only=True):
@@ -119,56 +114,25 @@ _CASE_LIST = msgspec.json.Decoder(list[_Case])
 _QUOTE = ord('"')
 
 
-def slim_views(raw_bytes: bytes | mmap.mmap) -> list[ScoringCase] | None:
-    """Scoring views of a benchmark file (any bytes-like object), or None when ``load_file`` must decide."""
-    from ._scoring import views_from_fields
+def slim_views_of(path: Path) -> list[ScoringCase] | None:
+    """``slim_views`` of a file, read through a memory map (no copy of its bytes).
 
-    fields = slim_view_fields(raw_bytes)
-    return None if fields is None else views_from_fields(fields)
-
-
-def slim_chunks_of(path: Path) -> Iterator[list[dict[str, Any]] | None]:
-    """``slim_view_chunks`` of a file, read through a memory map (no copy of its bytes).
-
-    A file that cannot be mapped (unreadable, empty, not a regular file) gives one
-    ``None`` chunk, as a declined one does: ``load_file`` then raises what it always
-    raised. The map is not closed explicitly but unmapped when the last object that
-    points into it (an undecoded conversation) is gone: closing it while an error's
-    traceback still holds such objects would raise ``BufferError``.
+    A file that cannot be mapped (unreadable, empty, not a regular file) gives None,
+    as a declined one does: ``load_file`` then raises what it always raised. The map
+    is not closed explicitly but unmapped when the last object that points into it
+    (an undecoded conversation) is gone: closing it while an error's traceback still
+    holds such objects would raise ``BufferError``.
     """
     try:
         with path.open("rb") as handle:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
-        yield None
-        return
-    yield from slim_view_chunks(mapped)
+        return None
+    return slim_views(mapped)
 
 
-def slim_view_fields(raw_bytes: bytes | mmap.mmap) -> list[dict[str, Any]] | None:
-    """``slim_views`` before validation: each case's ``ScoringCase`` fields, as a dict."""
-    return joined(slim_view_chunks(raw_bytes))
-
-
-def joined(chunks: Iterable[list[dict[str, Any]] | None]) -> list[dict[str, Any]] | None:
-    """The views of ``slim_view_chunks`` (or ``slim_chunks_of``) in one list; None if declined."""
-    views: list[dict[str, Any]] = []
-    for chunk in chunks:
-        if chunk is None:
-            return None
-        views.extend(chunk)
-    return views
-
-
-def slim_view_chunks(raw_bytes: bytes | mmap.mmap, size: int = 500) -> Iterator[list[dict[str, Any]] | None]:
-    """``slim_view_fields`` in file order, ``size`` cases at a time, as they are checked.
-
-    A consumer can thus start on the first cases while later ones are still being
-    checked (``_scoring_worker``). The last chunk says how it ended: an empty one
-    that every case passed, ``None`` that the slim path declines the file (drop the
-    chunks before it). A consumer may stop there: the generator then never frees the
-    decoded document, which a worker process about to exit need not wait for.
-    """
+def slim_views(raw_bytes: bytes | mmap.mmap) -> list[ScoringCase] | None:
+    """Scoring views of a benchmark file's bytes in file order, or None when ``load_file`` must decide."""
     head = json_head(raw_bytes)
     try:
         if head == b"[":
@@ -176,31 +140,25 @@ def slim_view_chunks(raw_bytes: bytes | mmap.mmap, size: int = 500) -> Iterator[
         elif head == b"{":
             items = _DOCUMENT.decode(raw_bytes).data
         else:
-            items = None
+            return None
     except msgspec.DecodeError:  # a type error or invalid JSON
-        items = None
-    if items is None:
-        yield None
-        return
-    chunk: list[dict[str, Any]] = []
+        return None
+    views: list[ScoringCase] = []
     seen: set[str] = set()
     for item in items:
         view = _view(item)
-        if view is None or view["id"] in seen:
-            yield None
-            return
-        seen.add(view["id"])
-        chunk.append(view)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-    yield []
+        if view is None or view.id in seen:
+            return None
+        seen.add(view.id)
+        views.append(view)
+    return views
 
 
-def _view(item: _Case) -> dict[str, Any] | None:
-    """One case's ``ScoringCase`` fields, or None if the full loader would normalise or reject it."""
+def _view(item: _Case) -> ScoringCase | None:
+    """One case's ``ScoringCase``, or None if the full loader would normalise or reject it.
+
+    Built without a second validation: msgspec has checked every field's type.
+    """
     rubric, meta = item.rubric, item.failure_mode_metadata
     if (
         not item.id
@@ -215,17 +173,17 @@ def _view(item: _Case) -> dict[str, Any] | None:
     gt = item.ground_truth_violations
     if types and (not set(gt) <= types.keys() or not types.keys() <= rule_numbers(item.policy)):
         return None
-    return {
-        "id": item.id,
-        "domain": item.domain,
-        "level": item.level,
-        "ground_truth_violations": gt,
-        "rule_types": types,
-        "distractor_rules": meta.distractor_rules,
-        "waived_rules": meta.waived_rules,
-        "contradicted_rules": meta.contradicted_rules,
-        "decisive_rules": meta.decisive_rules,
-    }
+    return ScoringCase(
+        id=item.id,
+        domain=item.domain,
+        level=item.level,
+        ground_truth_violations=gt,
+        rule_types=types,
+        distractor_rules=meta.distractor_rules,
+        waived_rules=meta.waived_rules,
+        contradicted_rules=meta.contradicted_rules,
+        decisive_rules=meta.decisive_rules,
+    )
 
 
 def _is_string(raw: Raw) -> bool:
