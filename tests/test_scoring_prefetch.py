@@ -19,9 +19,11 @@ import msgspec
 import pytest
 
 from sp_dspy._data import _scoring_prefetch, load_scoring_cases, prefetch_scoring_cases, sample_path
+from sp_dspy._data._scoring import ScoringCase
 from sp_dspy._data._scoring_cache import entry_body
 from sp_dspy._data._scoring_load import load_views
 from sp_dspy._data._scoring_store import CacheKey, scoring_cache_dir
+from sp_dspy._data._scoring_worker import ViewsWorker
 from sp_dspy._errors import DataError
 from tests._factories import raw_case, write_dataset
 
@@ -178,6 +180,35 @@ def test_without_a_worker_the_load_happens_at_result(tmp_path: Path, monkeypatch
     with prefetch_scoring_cases(path, lenient=True, cache=False) as pending:
         loaded = pending.result()
     assert [case.id for case in loaded.cases] == ["a-1-l0"] and loaded.skipped == 1
+
+
+def _received(message: bytes) -> Any:
+    """What ``ViewsWorker.receive`` makes of ``message`` written whole to its pipe, then closed."""
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "wb") as pipe:  # small enough for the pipe's buffer
+        pipe.write(message)
+    child = subprocess.Popen(["true"])  # a real child for the reaper to collect
+    got = ViewsWorker(sample_path(), child.pid, read_end, key=None).receive()
+    child.wait(timeout=30)
+    return got
+
+
+def test_receive_takes_only_a_whole_well_formed_message() -> None:
+    views = [
+        ScoringCase(
+            id="a-1-l0", domain="d", level="L0", ground_truth_violations=[1], rule_types={1: "decisive"}
+        )
+    ]
+    body = msgspec.msgpack.encode(views)
+    whole = b"v" + len(body).to_bytes(8, "little") + body
+    assert _received(whole) == views
+    assert _received(b"x" + bytes(8)) == "declined"
+    assert _received(whole[:-1]) is None  # the worker died while writing
+    assert _received(whole[:5]) is None  # ... while writing the header
+    assert _received(b"") is None  # ... before writing anything
+    assert _received(b"?" + whole[1:]) is None  # an unknown kind
+    bad = msgspec.msgpack.encode([{"id": 1}])  # decodes, but not into views
+    assert _received(b"v" + len(bad).to_bytes(8, "little") + bad) is None
 
 
 def test_a_missing_dataset_is_reported_at_once(tmp_path: Path) -> None:

@@ -125,10 +125,11 @@ class ViewsWorker:
         try:
             with os.fdopen(self._read_end, "rb") as pipe:
                 header = pipe.read(_HEADER_BYTES)
-                body = (
-                    pipe.read(int.from_bytes(header[1:], "little")) if len(header) == _HEADER_BYTES else b""
-                )
-            if len(header) < _HEADER_BYTES or len(body) != int.from_bytes(header[1:], "little"):
+                if len(header) < _HEADER_BYTES:
+                    return None
+                size = int.from_bytes(header[1:], "little")
+                body = pipe.read(size)
+            if len(body) < size:
                 return None
             if header[:1] == _DECLINED:
                 return "declined"
