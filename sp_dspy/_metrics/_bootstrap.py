@@ -27,11 +27,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from ._official import CELLS, TAUS, CaseOutcome, case_outcomes, compute_cell
-from ._records import PolicyRecord
 from ._resample import resample_sums
 
 if TYPE_CHECKING:
     from .._data._scoring import AnyCase
+    from ._scoring_records import AnyRecord
 
 CI_METRICS: tuple[str, ...] = ("rmr_avg", "rmr_exact", "rdr")
 #: Below this many discordant pairs McNemar uses the exact binomial test.
@@ -220,8 +220,8 @@ class McNemarResult(BaseModel):
 
 def _paired(
     cases: Iterable[AnyCase],
-    records_a: Mapping[str, PolicyRecord],
-    records_b: Mapping[str, PolicyRecord],
+    records_a: Mapping[str, AnyRecord],
+    records_b: Mapping[str, AnyRecord],
     cap_aware: bool,
 ) -> tuple[list[CaseOutcome], list[CaseOutcome]]:
     """Outcomes of the cases that both result sets scored, in the same order."""
@@ -234,8 +234,8 @@ def _paired(
 
 def paired_bootstrap_diff(
     cases: Iterable[AnyCase],
-    records_a: Mapping[str, PolicyRecord],
-    records_b: Mapping[str, PolicyRecord],
+    records_a: Mapping[str, AnyRecord],
+    records_b: Mapping[str, AnyRecord],
     *,
     cap_aware: bool = False,
     n_boot: int = 1000,
@@ -285,8 +285,8 @@ def mcnemar_test(a_only: int, b_only: int) -> tuple[float | None, float, str]:
 
 def mcnemar(
     cases: Iterable[AnyCase],
-    records_a: Mapping[str, PolicyRecord],
-    records_b: Mapping[str, PolicyRecord],
+    records_a: Mapping[str, AnyRecord],
+    records_b: Mapping[str, AnyRecord],
     *,
     cap_aware: bool = False,
 ) -> McNemarResult:

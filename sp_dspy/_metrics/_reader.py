@@ -5,8 +5,10 @@ earlier record with the same id, and a judgment replaces an earlier one for the 
 (case, rule). A malformed line is ``FILE:LINE: why``, or is counted and skipped.
 
 Speed: a judgment line that ``judgment_row`` accepts is kept as the dict orjson
-parses it to (no model object; see ``_result_set``). Every other line goes from JSON
-text straight to its pydantic model (pydantic's own parser, no intermediate
+parses it to (no model object; see ``_result_set``). ``read_scoring_results`` (what
+``sp-dspy score`` reads) keeps a per-policy line that ``scoring_record`` accepts as
+a ``ScoringRecord`` (msgspec; see ``_scoring_records``). Every other line goes from
+JSON text straight to its pydantic model (pydantic's own parser, no intermediate
 ``json.loads`` dict). The cyclic garbage collector is paused while the records pile
 up. A line that fails both fast paths is re-read by ``_parse_line``, which decides
 exactly as before and words the error.
@@ -24,15 +26,14 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Tag, TypeAdapter, Val
 
 from .._data._gc import gc_paused
 from .._errors import DataError
-from ._records import JudgmentRecord, PolicyRecord
+from ._records import POLICY_KINDS, JudgmentRecord, PolicyRecord
 from ._result_set import JudgmentRow, ResultSet, judgment_row, record_row
-
-#: ``kind`` values read as per-policy records; any other kind (the harness's ``summary``
-#: lines, manifests) carries no prediction and is skipped and counted.
-_POLICY_KINDS = (None, "policy", "record", "case")
+from ._scoring_records import AnyRecord, scoring_record
 
 
-def read_result_files(paths: Iterable[str | Path], *, skip_bad_lines: bool = False) -> ResultSet:
+def read_result_files(
+    paths: Iterable[str | Path], *, skip_bad_lines: bool = False
+) -> ResultSet[PolicyRecord]:
     """Read JSONL result files in order; later files and lines win on the same key.
 
     A malformed line raises ``DataError("FILE:LINE: why")``; with ``skip_bad_lines``
@@ -44,17 +45,40 @@ def read_result_files(paths: Iterable[str | Path], *, skip_bad_lines: bool = Fal
     ``ensure_ascii=False``, the reference harness among them, leave U+2028, U+2029 and
     U+0085 raw inside strings, where ``str.splitlines`` would cut a record in two.
     """
-    result = ResultSet()
-    judgments: dict[tuple[str, int], JudgmentRow] = {}
-    with gc_paused():
-        for path in paths:
-            _read_one(Path(path), result, judgments, skip_bad_lines=skip_bad_lines)
-    result.set_judgment_rows(list(judgments.values()))
+    result: ResultSet[PolicyRecord] = ResultSet()
+    _read(paths, result, skip_bad_lines=skip_bad_lines, slim=False)
     return result
 
 
+def read_scoring_results(
+    paths: Iterable[str | Path], *, skip_bad_lines: bool = False
+) -> ResultSet[AnyRecord]:
+    """``read_result_files`` as the scorer needs it: records it accepts come as ``ScoringRecord``s.
+
+    Same files, merges, counts, skips and errors; a per-policy line that
+    ``scoring_record`` takes becomes a ``ScoringRecord`` (five times faster to read,
+    and without the fields the scorer never reads), any other a ``PolicyRecord``.
+    """
+    result: ResultSet[AnyRecord] = ResultSet()
+    _read(paths, result, skip_bad_lines=skip_bad_lines, slim=True)
+    return result
+
+
+def _read(paths: Iterable[str | Path], result: ResultSet[Any], *, skip_bad_lines: bool, slim: bool) -> None:
+    judgments: dict[tuple[str, int], JudgmentRow] = {}
+    with gc_paused():
+        for path in paths:
+            _read_one(Path(path), result, judgments, skip_bad_lines=skip_bad_lines, slim=slim)
+    result.set_judgment_rows(list(judgments.values()))
+
+
 def _read_one(
-    path: Path, result: ResultSet, judgments: dict[tuple[str, int], JudgmentRow], *, skip_bad_lines: bool
+    path: Path,
+    result: ResultSet[Any],
+    judgments: dict[tuple[str, int], JudgmentRow],
+    *,
+    skip_bad_lines: bool,
+    slim: bool,
 ) -> None:
     result.files.append(str(path))
     try:
@@ -72,6 +96,9 @@ def _read_one(
                 _add_judgment(row, judgments, result)
                 continue
         elif not line or line.isspace():
+            continue
+        if slim and (record := scoring_record(line)) is not None:
+            _add_record(record, result)
             continue
         try:
             parsed = _fast_line(line, judgment_like=judgment_like)
@@ -91,12 +118,19 @@ def _read_one(
         elif isinstance(parsed, JudgmentRecord):
             _add_judgment(record_row(parsed), judgments, result)
         else:
-            if parsed.id in result.records:
-                result.replaced_records += 1
-            result.records[parsed.id] = parsed
+            _add_record(parsed, result)
 
 
-def _add_judgment(row: JudgmentRow, judgments: dict[tuple[str, int], JudgmentRow], result: ResultSet) -> None:
+def _add_record(record: AnyRecord, result: ResultSet[Any]) -> None:
+    """Keep the latest record per case id (a later file or line replaces it)."""
+    if record.id in result.records:
+        result.replaced_records += 1
+    result.records[record.id] = record
+
+
+def _add_judgment(
+    row: JudgmentRow, judgments: dict[tuple[str, int], JudgmentRow], result: ResultSet[Any]
+) -> None:
     """Keep the latest judgment per (case, rule), ordered by the line it came from.
 
     A later line that judged the same (case, rule) again wins and moves to the end.
@@ -116,7 +150,7 @@ class _Skipped(BaseModel):
 
 def _line_kind(value: Any) -> str:
     kind = value.get("kind") if isinstance(value, dict) else None
-    return "judgment" if kind == "judgment" else "record" if kind in _POLICY_KINDS else "other"
+    return "judgment" if kind == "judgment" else "record" if kind in POLICY_KINDS else "other"
 
 
 @functools.cache
@@ -162,7 +196,7 @@ def _fast_line(line: str, *, judgment_like: bool) -> PolicyRecord | JudgmentReco
         else:
             record = _validate_record(line)
             extra = record.__pydantic_extra__
-            if not extra or extra.get("kind") in _POLICY_KINDS:
+            if not extra or extra.get("kind") in POLICY_KINDS:
                 return record
     except ValidationError:
         pass
@@ -182,7 +216,7 @@ def _parse_line(line: str) -> PolicyRecord | JudgmentRecord | None:
     model: type[PolicyRecord] | type[JudgmentRecord]
     if kind == "judgment":
         model = JudgmentRecord
-    elif kind in _POLICY_KINDS:
+    elif kind in POLICY_KINDS:
         model = PolicyRecord
     else:
         return None

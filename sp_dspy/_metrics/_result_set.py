@@ -18,12 +18,17 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import orjson
 from pydantic import TypeAdapter
 
 from ._records import JudgmentRecord, PolicyRecord
+from ._scoring_records import ScoringRecord
+
+#: The type of a result set's per-policy records: ``PolicyRecord`` from
+#: ``read_result_files``, either one from ``read_scoring_results``.
+R = TypeVar("R", bound=PolicyRecord | ScoringRecord)
 
 #: A judgment as a dict with ``JudgmentRecord``'s field names (extras kept).
 JudgmentRow = dict[str, Any]
@@ -86,7 +91,7 @@ def _judgment_list() -> TypeAdapter[list[JudgmentRecord]]:
     return TypeAdapter(list[JudgmentRecord])
 
 
-class ResultSet:
+class ResultSet(Generic[R]):
     """Everything read from one or more result files, merged and de-duplicated.
 
     ``judgment_rows`` are the judgments as rows (see the module docstring), in file
@@ -97,11 +102,11 @@ class ResultSet:
     def __init__(
         self,
         *,
-        records: Mapping[str, PolicyRecord] | None = None,
+        records: Mapping[str, R] | None = None,
         judgments: Iterable[JudgmentRecord] = (),
     ) -> None:
         self.files: list[str] = []
-        self.records: dict[str, PolicyRecord] = dict(records or {})
+        self.records: dict[str, R] = dict(records or {})
         given = list(judgments)
         self._rows: list[JudgmentRow] = [record_row(j) for j in given]
         self._judgments: list[JudgmentRecord] | None = given

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel
 
@@ -18,6 +18,7 @@ from ._official import CELLS, case_outcomes, domain_cells, level_cells
 from ._per_rule import diagnostics
 from ._records import PolicyRecord
 from ._result_set import ResultSet
+from ._scoring_records import AnyRecord
 
 Mode = Literal["per_policy", "per_rule"]
 
@@ -64,24 +65,45 @@ class ScoreReport(BaseModel):
         return document
 
 
+@overload
 def resolve_records(
     cases: Sequence[AnyCase],
-    results: ResultSet | Mapping[str, PolicyRecord],
+    results: ResultSet[PolicyRecord] | Mapping[str, PolicyRecord],
     *,
     per_rule: bool = False,
-) -> dict[str, PolicyRecord]:
+) -> dict[str, PolicyRecord]: ...
+
+
+@overload
+def resolve_records(
+    cases: Sequence[AnyCase],
+    results: ResultSet[AnyRecord] | Mapping[str, AnyRecord],
+    *,
+    per_rule: bool = False,
+) -> Mapping[str, AnyRecord]: ...
+
+
+def resolve_records(
+    cases: Sequence[AnyCase],
+    results: ResultSet[Any] | Mapping[str, AnyRecord],
+    *,
+    per_rule: bool = False,
+) -> Mapping[str, AnyRecord]:
     """Per-policy records for ``cases``, aggregating judgments when the input holds them.
 
     Judgment files are detected on their own (``kind == "judgment"``); ``per_rule``
     only insists on them. A mix of both kinds is refused: merging a per-policy run
-    with a per-rule run would score neither protocol.
+    with a per-rule run would score neither protocol. The records are of the kinds
+    ``results`` holds (``PolicyRecord`` from ``read_result_files``, also
+    ``ScoringRecord`` from ``read_scoring_results``); aggregated judgments are
+    ``PolicyRecord``s.
     """
     return _resolve(cases, results, per_rule=per_rule)[0]
 
 
 def _resolve(
-    cases: Sequence[AnyCase], results: ResultSet | Mapping[str, PolicyRecord], *, per_rule: bool
-) -> tuple[dict[str, PolicyRecord], Counter[Key] | None]:
+    cases: Sequence[AnyCase], results: ResultSet[Any] | Mapping[str, AnyRecord], *, per_rule: bool
+) -> tuple[Mapping[str, AnyRecord], Counter[Key] | None]:
     """Per-policy records and, for judgments, their per-rule counts (one walk over them)."""
     if not isinstance(results, ResultSet):
         if per_rule:
@@ -102,7 +124,7 @@ def _resolve(
 
 def score(
     cases: Sequence[AnyCase],
-    results: ResultSet | Mapping[str, PolicyRecord],
+    results: ResultSet[Any] | Mapping[str, AnyRecord],
     *,
     cap_aware: bool = False,
     per_rule: bool = False,

@@ -44,7 +44,11 @@ def _severity(record: PolicyRecord) -> int | None:
 
 
 def score_pku_results(
-    cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False, per_rule: bool = False
+    cases: Sequence[Case],
+    results: ResultSet[PolicyRecord],
+    *,
+    cap_aware: bool = False,
+    per_rule: bool = False,
 ) -> PkuReport:
     """The PKU report of ``results`` on ``cases``; the severity section only when some record predicts one."""
     records = resolve_records(cases, results, per_rule=per_rule)

@@ -5,7 +5,8 @@ gives what ``load_scoring_cases`` gives): the scorer needs a few fields of each
 case, and the views of an unchanged file come from a parse cache
 (``--no-data-cache`` bypasses it). Otherwise a worker process decodes the file,
 started from the raw arguments (``ScoreCommand``) while the command imports its
-modules and reads the result files. With ``--benchmark pku-saferlhf`` the
+modules and reads the result files (``read_scoring_results``: the fields the scorer
+reads of each record, decoded by msgspec). With ``--benchmark pku-saferlhf`` the
 full cases are loaded and it also prints (and ``--json`` also holds, under
 ``pku``) the PKU-SafeRLHF report: harm categories, safe/unsafe and severity, beside
 the paper's published figures.
@@ -33,6 +34,7 @@ from ._console import console, err_console
 
 if TYPE_CHECKING:
     from .._data import AnyCase, Benchmark, ScoringLoad
+    from .._metrics import PolicyRecord, ResultSet
 
 
 #: Where ``ScoreCommand.start_early`` leaves the worker it started (in the context's
@@ -113,7 +115,9 @@ def score_command(
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
     loaded: ScoringLoad | Benchmark
+    results: ResultSet[Any]
     full: Benchmark | None = None
+    full_results: ResultSet[PolicyRecord] | None = None
     if benchmark == "safepyramid":
         # Before numpy is imported: a worker is forked only while the process has a
         # single thread (``worker_allowed``); usually ``ScoreCommand`` has started one.
@@ -128,9 +132,9 @@ def score_command(
         )
         with pending:
             _import_numpy_without_blas_threads()
-            from .._metrics import read_result_files
+            from .._metrics import read_scoring_results
 
-            results = read_result_files(files, skip_bad_lines=skip_bad_lines)
+            results = read_scoring_results(files, skip_bad_lines=skip_bad_lines)
             import numpy.random  # noqa: F401  (the bootstrap's; imported here while a worker decodes)
 
             loaded = pending.result()
@@ -143,7 +147,7 @@ def score_command(
         _import_numpy_without_blas_threads()
         from .._metrics import read_result_files
 
-        results = read_result_files(files, skip_bad_lines=skip_bad_lines)
+        results = full_results = read_result_files(files, skip_bad_lines=skip_bad_lines)
     from .._data import filter_cases
     from .._metrics import render_score_table, score
 
@@ -162,11 +166,11 @@ def score_command(
 
     data = report.to_json_dict()
     pku = None
-    if full is not None:  # only PKU-SafeRLHF gets here
+    if full is not None and full_results is not None:  # only PKU-SafeRLHF gets here
         from .._metrics_pku import score_pku_results
 
         full_cases = filter_cases(full.cases, level=level, domain=domain)
-        pku = score_pku_results(full_cases, results, cap_aware=cap_aware, per_rule=per_rule)
+        pku = score_pku_results(full_cases, full_results, cap_aware=cap_aware, per_rule=per_rule)
         data["pku"] = pku.to_json_dict()
     document = json.dumps(data, indent=2, ensure_ascii=False)
     # The report file first: a terminal or pipe closed early (``| head``) must not lose it.
