@@ -27,7 +27,8 @@ from sp_dspy._metrics import (
     read_scoring_results,
     score,
 )
-from sp_dspy._metrics._scoring_records import scoring_record
+from sp_dspy._metrics._result_set import judgment_row
+from sp_dspy._metrics._scoring_records import scoring_judgment_row, scoring_record
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
 
@@ -226,3 +227,132 @@ def test_a_report_from_scoring_records_is_the_report_from_policy_records(
     assert all(isinstance(r, ScoringRecord) for r in slim.records.values())
     options: dict[str, Any] = {"cap_aware": cap_aware, "n_boot": 200, "seed": 3}
     assert score(cases, slim, **options).to_json_dict() == score(cases, full, **options).to_json_dict()
+
+
+_JUDGMENT_FIELDS = (
+    "kind",
+    "cid",
+    "rule",
+    "level",
+    "rule_type",
+    "gt",
+    "pred",
+    "refused",
+    "parse_failed",
+    "error",
+)
+_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "reasoning_tokens")
+
+
+def _judgment_view(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The declared fields of a judgment row (absent = None), usage as its token counts."""
+    usage = row.get("usage")
+    counts = None if usage is None else tuple(usage.get(key) for key in _COUNTS)
+    return (*(row.get(key) for key in _JUDGMENT_FIELDS), row.get("error_class"), counts)
+
+
+_judgment_fields = {
+    "level": st.none() | st.sampled_from(["L0", "L2"]) | st.integers(0, 2),
+    "rule_type": st.none() | st.sampled_from(["decisive", "exception"]) | st.booleans(),
+    "gt": st.none() | st.booleans() | st.integers(0, 1),
+    "pred": st.none() | st.booleans() | st.text("tf", max_size=1),
+    "refused": st.none() | st.booleans(),
+    "parse_failed": st.none() | st.booleans() | st.integers(0, 1),
+    "error": st.none() | st.text(max_size=4) | _json_values,
+    "error_class": st.none() | st.text(max_size=4) | st.integers(),
+    "usage": st.none()
+    | st.fixed_dictionaries(
+        {},
+        optional={
+            "prompt_tokens": st.none() | st.integers(0, 9) | st.text("1", max_size=1),
+            "cost": _json_values,
+        },
+    )
+    | _json_values,
+    "raw_label": _json_values,
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {
+            "kind": st.sampled_from(["judgment", "judgment", "summary"]),
+            "cid": st.text(max_size=5) | st.just(3),
+            "rule": st.integers(0, 30) | st.just(True) | st.text("12", max_size=2),
+        },
+        optional=_judgment_fields,
+    )
+)
+def test_a_judgment_line_is_read_alike_by_both_paths(fields: dict[str, Any]) -> None:
+    line = json.dumps(fields, ensure_ascii=False)
+    slim = scoring_judgment_row(line)
+    if slim is not None:
+        full = judgment_row(line)
+        assert full is not None, line
+        assert _judgment_view(slim) == _judgment_view(full), line
+
+
+def test_a_per_rule_report_from_scoring_rows_is_the_report_from_full_rows(tmp_path: Path) -> None:
+    cases = load_scoring_cases(sample_path(), cache=False).cases
+    lines = [
+        json.dumps(
+            {
+                "kind": "judgment",
+                "cid": case.id,
+                "rule": rule,
+                "rule_type": kind if i % 3 else None,
+                "gt": rule in case.ground_truth_violations,
+                "pred": (rule + i) % 3 == 0 if i % 11 else None,
+                "refused": i % 13 == 5,
+                "raw_label": "unsafe",
+                **({"usage": {"prompt_tokens": 5, "completion_tokens": None}} if i % 2 else {}),
+            }
+        )
+        for i, case in enumerate(cases)
+        for rule, kind in case.rule_types.items()
+    ]
+    lines += [lines[0].replace('"refused": false', '"refused": true'), '{"kind": "summary", "n": 1}']
+    path = _write(tmp_path / "judgments.jsonl", lines)
+    full, slim = read_result_files([path]), read_scoring_results([path])
+    assert [_judgment_view(r) for r in slim.judgment_rows] == [_judgment_view(r) for r in full.judgment_rows]
+    assert (
+        (slim.duplicate_judgments, slim.ignored_lines)
+        == (full.duplicate_judgments, full.ignored_lines)
+        == (1, 1)
+    )
+    options: dict[str, Any] = {"per_rule": True, "n_boot": 200}
+    assert score(cases, slim, **options).to_json_dict() == score(cases, full, **options).to_json_dict()
+
+
+_JUDGMENT = {
+    "kind": "judgment",
+    "cid": "c-1-l0",
+    "rule": 3,
+    "rule_type": "decisive",
+    "gt": True,
+    "pred": False,
+}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"pred": "true"},
+        {"gt": 1},
+        {"refused": 0},
+        {"rule": "3"},
+        {"rule": True},
+        {"rule": 3.0},
+        {"cid": 3},
+        {"level": 2},
+        {"error": {"type": "timeout"}},
+        {"usage": {"completion_tokens": "9"}},
+        {"usage": [9]},
+        {"kind": "summary"},
+    ],
+)
+def test_judgment_lines_with_any_doubt_are_left_to_judgment_row(changes: dict[str, Any]) -> None:
+    line = json.dumps({**_JUDGMENT, **changes})
+    assert scoring_judgment_row(line) is None
+    assert scoring_judgment_row(json.dumps(_JUDGMENT)) is not None

@@ -7,7 +7,8 @@ earlier record with the same id, and a judgment replaces an earlier one for the 
 Speed: a judgment line that ``judgment_row`` accepts is kept as the dict orjson
 parses it to (no model object; see ``_result_set``). ``read_scoring_results`` (what
 ``sp-dspy score`` reads) keeps a per-policy line that ``scoring_record`` accepts as
-a ``ScoringRecord`` (msgspec; see ``_scoring_records``). Every other line goes from
+a ``ScoringRecord``, and a judgment line as a row of its declared fields only
+(both decoded by msgspec; see ``_scoring_records``). Every other line goes from
 JSON text straight to its pydantic model (pydantic's own parser, no intermediate
 ``json.loads`` dict). The cyclic garbage collector is paused while the records pile
 up. A line that fails both fast paths is re-read by ``_parse_line``, which decides
@@ -28,7 +29,7 @@ from .._data._gc import gc_paused
 from .._errors import DataError
 from ._records import POLICY_KINDS, JudgmentRecord, PolicyRecord
 from ._result_set import JudgmentRow, ResultSet, judgment_row, record_row
-from ._scoring_records import AnyRecord, scoring_record
+from ._scoring_records import AnyRecord, scoring_judgment_row, scoring_record
 
 
 def read_result_files(
@@ -53,11 +54,12 @@ def read_result_files(
 def read_scoring_results(
     paths: Iterable[str | Path], *, skip_bad_lines: bool = False
 ) -> ResultSet[AnyRecord]:
-    """``read_result_files`` as the scorer needs it: records it accepts come as ``ScoringRecord``s.
+    """``read_result_files`` as the scorer needs it, without the fields the scorer never reads.
 
-    Same files, merges, counts, skips and errors; a per-policy line that
-    ``scoring_record`` takes becomes a ``ScoringRecord`` (five times faster to read,
-    and without the fields the scorer never reads), any other a ``PolicyRecord``.
+    Same files, merges, counts, skips and errors. A per-policy line that
+    ``scoring_record`` takes becomes a ``ScoringRecord`` (five times faster to read),
+    any other a ``PolicyRecord``; a judgment row that ``scoring_judgment_row`` takes
+    holds only the fields ``JudgmentRecord`` declares (twice as fast).
     """
     result: ResultSet[AnyRecord] = ResultSet()
     _read(paths, result, skip_bad_lines=skip_bad_lines, slim=True)
@@ -91,7 +93,9 @@ def _read_one(
         judgment_like = '"judgment"' in line
         if judgment_like:
             # The bulk of a per-rule file: most lines end here.
-            row = judgment_row(line)
+            row = scoring_judgment_row(line) if slim else None
+            if row is None:
+                row = judgment_row(line)
             if row is not None:
                 _add_judgment(row, judgments, result)
                 continue
