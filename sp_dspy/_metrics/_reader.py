@@ -57,9 +57,10 @@ def read_scoring_results(
     """``read_result_files`` as the scorer needs it, without the fields the scorer never reads.
 
     Same files, merges, counts, skips and errors. A per-policy line that
-    ``scoring_record`` takes becomes a ``ScoringRecord`` (five times faster to read),
-    any other a ``PolicyRecord``; a judgment row that ``scoring_judgment_row`` takes
-    holds only the fields ``JudgmentRecord`` declares (twice as fast).
+    ``scoring_record`` takes becomes a ``ScoringRecord``, any other a ``PolicyRecord``;
+    a judgment row that ``scoring_judgment_row`` takes holds only the fields
+    ``JudgmentRecord`` declares. The benchmark's files read in 0.03 s instead of 0.053 s
+    (3,000 records) and 0.17 s instead of 0.26 s (68k judgments).
     """
     result: ResultSet[AnyRecord] = ResultSet()
     _read(paths, result, skip_bad_lines=skip_bad_lines, slim=True)
