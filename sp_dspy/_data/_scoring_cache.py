@@ -13,10 +13,11 @@ status-change times (ns), inode and device, the sp-dspy version and
 the next successful load replaces the entry. Keys, writes and pruning work on bytes
 in ``_scoring_store``; this module adds the views themselves, encoded and decoded by
 msgspec (no pydantic here either: the dataset worker writes entries too). Writes go
-to a temporary file renamed into place, so a reader sees a whole entry or none; a cache that cannot be written (a
-read-only home) is skipped silently: the cache only ever saves time. After each
-write, entries of dataset files that no longer exist, unreadable entries, and
-temporary files a crashed writer left over an hour ago are removed (``prune``).
+to a temporary file renamed into place, so a reader sees a whole entry or none; a
+cache that cannot be written (a read-only home) is skipped silently: the cache only
+ever saves time. After each write, entries of dataset files that no longer exist,
+unreadable entries, and temporary files a crashed writer left over an hour ago are
+removed (``prune``).
 """
 
 from __future__ import annotations
