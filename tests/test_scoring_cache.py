@@ -188,7 +188,7 @@ def test_a_full_load_replaces_a_stale_entry_and_keeps_a_current_one(
     sp_dspy.load_benchmark(dataset)
     assert load_scoring_cases(dataset).from_cache
     written: list[object] = []
-    monkeypatch.setattr(_scoring_load, "write_entry", lambda *args: written.append(args))
+    monkeypatch.setattr(_scoring_load, "store_entry", lambda *args: written.append(args))
     sp_dspy.load_benchmark(dataset)
     assert written == []
 

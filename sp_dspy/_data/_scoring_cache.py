@@ -27,7 +27,7 @@ from pathlib import Path
 import msgspec
 
 from ._scoring import ScoringCase
-from ._scoring_store import CacheKey, write_entry_body
+from ._scoring_store import CacheKey, file_key, write_entry_body
 
 
 class CachedViews(msgspec.Struct, kw_only=True):
@@ -55,6 +55,15 @@ def read_entry(directory: Path, key: CacheKey) -> CachedViews | None:
 def write_entry(directory: Path, key: CacheKey, views: CachedViews) -> bool:
     """Store ``views`` under ``key`` atomically; False (and nothing left behind) on failure."""
     return write_entry_body(directory, key, entry_body(views))
+
+
+def store_entry(path: Path, directory: Path, key: CacheKey, views: CachedViews) -> bool:
+    """Store ``views`` under ``key`` if ``path`` is still what ``key`` describes.
+
+    The views must describe the bytes under the key: nothing is stored (False) when
+    the file changed since ``key`` was taken, nor when the entry cannot be written.
+    """
+    return file_key(path, key.lenient) == key and write_entry(directory, key, views)
 
 
 def entry_body(views: CachedViews) -> bytes:

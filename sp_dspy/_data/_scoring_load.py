@@ -27,8 +27,8 @@ from msgspec import Struct, field
 
 from ._gc import gc_paused
 from ._scoring import ScoringCase, scoring_views
-from ._scoring_cache import CachedViews, read_entry, write_entry
-from ._scoring_store import CacheKey, cache_place, file_key, has_entry, scoring_cache_dir
+from ._scoring_cache import CachedViews, read_entry, store_entry
+from ._scoring_store import CacheKey, cache_place, has_entry, scoring_cache_dir
 from ._source import resolve_dataset
 
 if TYPE_CHECKING:
@@ -93,8 +93,8 @@ def store_views(path: Path, views: CachedViews, directory: Path, key: CacheKey |
     Stored only if the file did not change while it was read: the key must describe
     the bytes the views came from. ``key`` None: the cache is off.
     """
-    if key is not None and file_key(path, key.lenient) == key:
-        write_entry(directory, key, views)
+    if key is not None:
+        store_entry(path, directory, key, views)
     return ScoringLoad.of(views, path)
 
 
@@ -105,12 +105,9 @@ def remember_views(path: Path, loaded: Benchmark, key: CacheKey | None) -> None:
     file changed since (the views must describe the bytes under the key), and a
     cache that cannot be written is left alone. About 40 ms, once per file version.
     """
-    if key is None or file_key(path, key.lenient) != key:
-        return
     directory = scoring_cache_dir()
-    if has_entry(directory, key):
-        return
-    write_entry(directory, key, _views_of(loaded))
+    if key is not None and not has_entry(directory, key):
+        store_entry(path, directory, key, _views_of(loaded))
 
 
 def load_views(path: Path, *, lenient: bool) -> CachedViews:

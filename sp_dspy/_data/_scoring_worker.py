@@ -28,7 +28,8 @@ import msgspec
 
 from .._errors import DataError
 from ._scoring import ScoringCase
-from ._scoring_store import CacheKey, cache_place, file_key, has_entry
+from ._scoring_cache import CachedViews, store_entry
+from ._scoring_store import CacheKey, cache_place, has_entry
 from ._source import names_hub_dataset, resolve_dataset
 
 #: Pipe capacity asked for (Linux's default ceiling for unprivileged processes): most
@@ -190,17 +191,9 @@ def _run_worker(path: Path, write_end: int, key: CacheKey | None, directory: Pat
                 pipe.write(_DECLINED + bytes(_HEADER_BYTES - 1))
             else:
                 if key is not None:
-                    _store(path, key, directory, views)
+                    store_entry(path, directory, key, CachedViews(cases=views))
                 body = msgspec.msgpack.encode(views)
                 pipe.write(_VIEWS + len(body).to_bytes(_HEADER_BYTES - 1, "little") + body)
         code = 0
     finally:
         os._exit(code)
-
-
-def _store(path: Path, key: CacheKey, directory: Path, views: list[ScoringCase]) -> None:
-    """Write the parse-cache entry of these views, if ``path`` is still what ``key`` describes."""
-    from ._scoring_cache import CachedViews, write_entry
-
-    if file_key(path, key.lenient) == key:
-        write_entry(directory, key, CachedViews(cases=views))
