@@ -70,14 +70,26 @@ def load_scoring_cases(
     ``cache=False`` neither reads nor writes the parse cache; ``cache_dir`` defaults
     to ``scoring_cache_dir()``.
     """
-    path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
-    directory, key = cache_place(path, lenient=lenient, cache=cache, cache_dir=cache_dir)
-    cached = None if key is None else read_cached(path, directory, key)
+    path, directory, key, cached = locate(
+        dataset, with_evidence=with_evidence, lenient=lenient, cache=cache, cache_dir=cache_dir
+    )
     if cached is not None:
         return cached
     with gc_paused():  # thousands of long-lived objects
         views = load_views(path, lenient=lenient)
     return store_views(path, views, directory, key)
+
+
+def locate(
+    dataset: str | Path | None, *, with_evidence: bool, lenient: bool, cache: bool, cache_dir: Path | None
+) -> tuple[Path, Path, CacheKey | None, ScoringLoad | None]:
+    """The dataset's file, its cache directory and key, and its load from the cache on a hit.
+
+    Raises what finding the dataset raises (a missing file, an unreachable Hub).
+    """
+    path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
+    directory, key = cache_place(path, lenient=lenient, cache=cache, cache_dir=cache_dir)
+    return path, directory, key, None if key is None else read_cached(path, directory, key)
 
 
 def read_cached(path: Path, directory: Path, key: CacheKey) -> ScoringLoad | None:

@@ -17,9 +17,8 @@ from . import _scoring_load
 from ._gc import gc_paused
 from ._scoring_cache import CachedViews
 from ._scoring_load import ScoringLoad
-from ._scoring_store import CacheKey, cache_place
+from ._scoring_store import CacheKey
 from ._scoring_worker import ViewsWorker, worker_allowed
-from ._source import resolve_dataset
 
 
 class PendingScoringLoad:
@@ -96,13 +95,13 @@ def prefetch_scoring_cases(
 
     ``worker``: one already decoding the dataset (``start_views_worker``), adopted if
     it reads the file ``dataset`` resolves to, for the same cache key, and the views
-    are not cached yet (else it is stopped). Errors finding the dataset (a missing file, an unreachable Hub) are
-    raised here; errors in its contents by ``result()``.
+    are not cached yet (else it is stopped). Errors finding the dataset (a missing
+    file, an unreachable Hub) are raised here; errors in its contents by ``result()``.
     """
     try:
-        path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
-        directory, key = cache_place(path, lenient=lenient, cache=cache, cache_dir=cache_dir)
-        cached = None if key is None else _scoring_load.read_cached(path, directory, key)
+        path, directory, key, cached = _scoring_load.locate(
+            dataset, with_evidence=with_evidence, lenient=lenient, cache=cache, cache_dir=cache_dir
+        )
     except BaseException:
         if worker is not None:
             worker.stop()
