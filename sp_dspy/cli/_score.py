@@ -116,8 +116,7 @@ def score_command(
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
     loaded: ScoringLoad | Benchmark
     results: ResultSet[Any]
-    full: Benchmark | None = None
-    full_results: ResultSet[PolicyRecord] | None = None
+    pku_input: tuple[Benchmark, ResultSet[PolicyRecord]] | None = None  # full cases and records
     if benchmark == "safepyramid":
         # Before numpy is imported: a worker is forked only while the process has a
         # single thread (``worker_allowed``); usually ``ScoreCommand`` has started one.
@@ -141,13 +140,12 @@ def score_command(
     else:  # the PKU-SafeRLHF adapter needs full cases (and words an unknown --benchmark)
         from .._data import load_benchmark
 
-        loaded = full = load_benchmark(
-            dataset, with_evidence=with_evidence, lenient=lenient, benchmark=benchmark
-        )
+        full = load_benchmark(dataset, with_evidence=with_evidence, lenient=lenient, benchmark=benchmark)
         _import_numpy_without_blas_threads()
         from .._metrics import read_result_files
 
-        results = full_results = read_result_files(files, skip_bad_lines=skip_bad_lines)
+        full_results = read_result_files(files, skip_bad_lines=skip_bad_lines)
+        loaded, results, pku_input = full, full_results, (full, full_results)
     from .._data import filter_cases
     from .._metrics import render_score_table, score
 
@@ -166,9 +164,10 @@ def score_command(
 
     data = report.to_json_dict()
     pku = None
-    if full is not None and full_results is not None:  # only PKU-SafeRLHF gets here
+    if pku_input is not None:  # only PKU-SafeRLHF gets here
         from .._metrics_pku import score_pku_results
 
+        full, full_results = pku_input
         full_cases = filter_cases(full.cases, level=level, domain=domain)
         pku = score_pku_results(full_cases, full_results, cap_aware=cap_aware, per_rule=per_rule)
         data["pku"] = pku.to_json_dict()
