@@ -78,8 +78,8 @@ class ViewsWorker:
     """One worker process decoding ``path``: ``receive`` takes its views, ``stop`` abandons them.
 
     With a ``key``, the worker also stores the views in the parse cache under it (in
-    ``directory``), unless the file changed while it was read, before it says it is
-    done: the parent has nothing left to write.
+    ``directory``), unless the file changed while it was read, before it sends them:
+    the parent has nothing left to write.
     """
 
     def __init__(self, path: Path, pid: int, read_end: int, key: CacheKey | None) -> None:
@@ -156,7 +156,7 @@ class ViewsWorker:
 def _reap_later(pid: int) -> None:
     """Collect a worker's exit status without waiting for it to exit.
 
-    Its final frame (or its end of the pipe closing) already says all the parent
+    Its message (or its end of the pipe closing) already says all the parent
     needs; tearing down a process that decoded 75 MB takes it a further 20 ms or so.
     """
     threading.Thread(target=_wait_for, args=(pid,), name="sp-dspy-worker-reaper", daemon=True).start()
