@@ -5,7 +5,7 @@ fields and types the full ``Case`` schema requires (every required field, every 
 optional field, rubric entry texts included), extras ignored. msgspec checks the whole
 document's JSON syntax and each declared field's type in one pass in C, and skips what
 is not declared without building it; the conversation, the longest text and one
-scoring never reads, is only checked to be a JSON string (``_is_string``), not
+scoring never reads, is only checked to be a JSON string (``raw_opens_with``), not
 decoded. The loader's consistency checks follow, case by case. This module imports
 no pydantic: the worker process that runs it for ``sp-dspy score``
 (``_scoring_worker``) starts before pydantic is imported.
@@ -29,7 +29,7 @@ from pathlib import Path
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType, field
 
-from ._scan import json_head, rule_numbers
+from ._scan import json_head, raw_opens_with, rule_numbers
 from ._scoring import ScoringCase
 from ._types import Level, RuleType
 
@@ -111,7 +111,6 @@ class _Document(Struct):
 
 _DOCUMENT = msgspec.json.Decoder(_Document)
 _CASE_LIST = msgspec.json.Decoder(list[_Case])
-_QUOTE = ord('"')
 
 
 def slim_views_of(path: Path) -> list[ScoringCase] | None:
@@ -166,7 +165,7 @@ def _view(item: _Case) -> ScoringCase | None:
         or rubric.has_legacy_keys()
         or rubric.failure_mode_metadata is not UNSET
         or meta.conditional_violations is not UNSET
-        or not _is_string(item.conversation)
+        or not raw_opens_with(item.conversation, b'"')
     ):
         return None
     types = {entry.rule: entry.type for entry in (*rubric.violations, *rubric.non_violations)}
@@ -184,13 +183,3 @@ def _view(item: _Case) -> ScoringCase | None:
         contradicted_rules=meta.contradicted_rules,
         decisive_rules=meta.decisive_rules,
     )
-
-
-def _is_string(raw: Raw) -> bool:
-    """Whether an undecoded value is a JSON string.
-
-    msgspec has already checked that it is valid JSON (escapes included), so a value
-    that opens with a quote is a whole, well-formed string literal. Decoding the
-    conversation (half of the file's bytes) only to drop it costs more than this.
-    """
-    return len(raw) > 0 and memoryview(raw)[0] == _QUOTE

@@ -29,6 +29,7 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
+from .._data._scan import raw_opens_with
 from ._records import POLICY_KINDS, PolicyRecord, excluded_by
 
 
@@ -90,7 +91,6 @@ class _Line(Struct):
 
 
 _DECODER = msgspec.json.Decoder(_Line)
-_STRING_OR_NULL = (ord('"'), ord("n"))
 
 
 def scoring_record(line: str) -> ScoringRecord | None:
@@ -101,8 +101,8 @@ def scoring_record(line: str) -> ScoringRecord | None:
         return None
     if item.kind not in POLICY_KINDS:
         return None
-    if item.analysis is not UNSET and memoryview(item.analysis)[0] not in _STRING_OR_NULL:
-        return None  # msgspec checked it is valid JSON: a quote opens a string, "n" only null
+    if item.analysis is not UNSET and not raw_opens_with(item.analysis, b'"n'):
+        return None  # a string or null
     usage = item.usage
     return ScoringRecord(
         id=item.id,
