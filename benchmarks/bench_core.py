@@ -5,19 +5,12 @@ What it measures on the full-size synthetic benchmark (3,000 cases, ~78k rules,
 
 - **load+validate**: ``sp_dspy.load_benchmark`` (JSON parse, legacy normalisation,
   pydantic validation, consistency checks, content hash) in a fresh process, timed
-  around the call; the import time is reported separately. **scoring views** is the
-  same for ``load_scoring_cases`` (what ``score`` reads) without its parse cache.
+  around the call; the import time is reported separately.
 - **score**: ``sp-dspy score PRED --dataset SYN --json OUT`` from process start to
   exit, exactly as a user runs it (1,000 bootstrap resamples for the 95% CIs, the
-  default), and the same on a per-rule judgment file with ``--per-rule``. *warm*
-  runs find the dataset's scoring views in the parse cache (the untimed warm-up run
-  stored them; the cache lives in a temporary ``SP_DSPY_CACHE_DIR``), *cold* runs
-  pass ``--no-data-cache`` and validate the 75 MB file every time (on Linux with two
-  CPUs or more, in a worker process ``score`` forks; *cold, 1 CPU* pins the command
-  to one CPU with ``taskset``, so no worker is forked).
+  default), and the same on a per-rule judgment file with ``--per-rule``.
 - **CPU and peak memory**: user+system CPU seconds and the maximum resident set size
-  of each child process, its dataset worker included when it forks one (``os.wait4``
-  rusage counts the children a process reaped). CPU time varies less than wall time
+  of each child process (``os.wait4`` rusage). CPU time varies less than wall time
   when other jobs share the machine.
 - **context**: ``sp-dspy --help`` (the CLI's start-up floor) and ``score --n-boot 0``
   (the same without confidence intervals).
@@ -121,15 +114,6 @@ t2, c2 = time.perf_counter(), time.process_time()
 print(json.dumps({"import": [t1 - t0, c1 - c0], "load": [t2 - t1, c2 - c1], "cases": len(bench.cases),
                   "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
-VIEWS_SNIPPET = """
-import json, resource, sys, time
-from sp_dspy._data import load_scoring_cases
-t0, c0 = time.perf_counter(), time.process_time()
-views = load_scoring_cases(sys.argv[1], cache=False)
-t1, c1 = time.perf_counter(), time.process_time()
-print(json.dumps({"load": [t1 - t0, c1 - c0], "cases": len(views.cases),
-                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-"""
 
 
 def reference_env(src: Path) -> tuple[dict[str, str], str] | None:
@@ -168,20 +152,12 @@ def measure(args: argparse.Namespace) -> list[Series]:
     env = dict(base_env, LITELLM_LOCAL_MODEL_COST_MAP="True", SP_DSPY_CACHE_DIR=cache_dir)
     json_out = str(DATA / "score.json")
     score = [SP_DSPY, "score", "--dataset", str(dataset), "--json", json_out]
-    cold = [*score, "--no-data-cache"]
     commands: dict[str, tuple[list[str], dict[str, str]]] = {
         "sp-dspy --help": ([SP_DSPY, "--help"], env),
-        "sp-dspy score (CIs), warm": ([*score, str(predictions)], env),
-        "sp-dspy score (CIs), cold": ([*cold, str(predictions)], env),
-        "sp-dspy score --n-boot 0 (no CIs), warm": ([*score, str(predictions), "--n-boot", "0"], env),
-        "sp-dspy score --per-rule (CIs), warm": ([*score, str(judgments), "--per-rule"], env),
-        "sp-dspy score --per-rule (CIs), cold": ([*cold, str(judgments), "--per-rule"], env),
+        "sp-dspy score (CIs)": ([*score, str(predictions)], env),
+        "sp-dspy score --n-boot 0 (no CIs)": ([*score, str(predictions), "--n-boot", "0"], env),
+        "sp-dspy score --per-rule (CIs)": ([*score, str(judgments), "--per-rule"], env),
     }
-    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-    if shutil.which("taskset") and len(cpus) > 1:
-        # One CPU: no worker process decodes the dataset (``_scoring_worker``).
-        one_cpu = ["taskset", "-c", str(min(cpus))]
-        commands["sp-dspy score (CIs), cold, 1 CPU"] = ([*one_cpu, *cold, str(predictions)], env)
     if args.reference_src is None:
         print(f"reference comparison skipped: pass --reference-src DIR, a checkout made with `{CLONE_HINT}`")
     elif (found := reference_env(args.reference_src)) is not None:
@@ -211,23 +187,18 @@ def measure(args: argparse.Namespace) -> list[Series]:
         commands["baseline score (CIs)"] = ([*base, str(predictions)], baseline_env)
         commands["baseline score --per-rule (CIs)"] = ([*base, str(judgments), "--per-rule"], baseline_env)
     load, imports = "load+validate (in process)", "import sp_dspy (in process)"
-    views = "scoring views, no cache (in process)"
-    series = {name: Series(name) for name in [load, views, imports, *commands]}
+    series = {name: Series(name) for name in [load, imports, *commands]}
     load_cmd = [PYTHON, "-c", LOAD_SNIPPET, str(dataset)]
-    views_cmd = [PYTHON, "-c", VIEWS_SNIPPET, str(dataset)]
     try:
         for attempt in range(args.repeat + 1):  # attempt 0 is the untimed warm-up
             *_, out = run_timed(load_cmd, env)
             figures = json.loads(out)
-            *_, out = run_timed(views_cmd, env)
-            view_figures = json.loads(out)
             for name, (cmd, cmd_env) in commands.items():
                 wall, cpu, rss, _ = run_timed(cmd, cmd_env)
                 if attempt:
                     series[name].add(wall, cpu, rss)
             if attempt:
                 series[load].add(figures["load"][0], figures["load"][1], figures["rss_mib"])
-                series[views].add(view_figures["load"][0], view_figures["load"][1], view_figures["rss_mib"])
                 series[imports].add(figures["import"][0], figures["import"][1], None)
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
@@ -235,18 +206,17 @@ def measure(args: argparse.Namespace) -> list[Series]:
 
 
 def print_paired(series: Sequence[Series]) -> None:
-    """sp-dspy's time over the reference's, pairing the runs of one repetition.
+    """sp-dspy's time over the reference's (or a --baseline-src version's), pairing the runs of one repetition.
 
     The commands are interleaved, so run i of each command ran in the same stretch of
     machine load; the ratio of run i to run i cancels most of that load.
     """
     by_name = {s.name: s for s in series}
     pairs = [
-        ("sp-dspy score (CIs), warm", "reference score"),
-        ("sp-dspy score (CIs), cold", "reference score"),
-        ("sp-dspy score (CIs), cold, 1 CPU", "reference score"),
-        ("sp-dspy score --per-rule (CIs), warm", "reference score --per-rule"),
-        ("sp-dspy score --per-rule (CIs), cold", "reference score --per-rule"),
+        ("sp-dspy score (CIs)", "reference score"),
+        ("sp-dspy score --per-rule (CIs)", "reference score --per-rule"),
+        ("sp-dspy score (CIs)", "baseline score (CIs)"),
+        ("sp-dspy score --per-rule (CIs)", "baseline score --per-rule (CIs)"),
     ]
     for ours, theirs in pairs:
         if ours not in by_name or theirs not in by_name:

@@ -3,7 +3,7 @@
 Generates random small datasets and random result files in the reference harness's
 formats, scores each with the reference's functions (its ``load_benchmark``,
 ``load_records`` + ``aggregate_case_records``, and ``aggregate_judgments_to_case_metrics``
-for per-rule judgments) and with ``sp_dspy`` (``load_benchmark``, ``read_scoring_results``,
+for per-rule judgments) and with ``sp_dspy`` (``load_benchmark``, ``read_result_files``,
 ``score``), and asserts that every key of every reference cell (``L0``, ``L1``, ``L2``,
 ``ALL``) is equal, exactly: counts, rounded percentages, ``None`` for empty cells.
 
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sp_dspy._data import filter_cases, load_benchmark  # noqa: E402
-from sp_dspy._metrics import read_scoring_results, score  # noqa: E402
+from sp_dspy._metrics import read_result_files, score  # noqa: E402
 
 LEVELS = ("L0", "L1", "L2")
 DOMAINS = ("privacy", "fraud", "defamation", "specialized_advice")
@@ -257,7 +257,7 @@ def run(ref: dict[str, ModuleType], n_datasets: int, seed: int) -> int:
             ours_cases = filter_cases(load_benchmark(dataset).cases, level=level)
             policy_files = write_policy_files(rng, cases, folder)
             records = ref["runner"].load_records([str(p) for p in policy_files])
-            results = read_scoring_results(policy_files, skip_bad_lines=True)
+            results = read_result_files(policy_files, skip_bad_lines=True)
             for cap_aware in (False, True):
                 theirs = ref["scoring"].aggregate_case_records(records, ref_cases, cap_aware=cap_aware)
                 ours = score(ours_cases, results, cap_aware=cap_aware, ci=False).cells
@@ -267,7 +267,7 @@ def run(ref: dict[str, ModuleType], n_datasets: int, seed: int) -> int:
             theirs = ref["per_rule"].aggregate_judgments_to_case_metrics(
                 read_reference_judgments(judgment_files), ref_cases
             )
-            ours = score(ours_cases, read_scoring_results(judgment_files), per_rule=True, ci=False).cells
+            ours = score(ours_cases, read_result_files(judgment_files), per_rule=True, ci=False).cells
             compared["per-rule"] += compare(
                 theirs, ours, f"dataset {index} per-rule (level={level})", mismatches
             )

@@ -282,28 +282,3 @@ def test_bad_flag_value_names_the_flag() -> None:
         build_eval_config({"protocol": "per-foo"})
     with pytest.raises(ConfigError, match=r"^--level: "):
         build_eval_config({"data": {"level": 3}})
-
-
-def test_scoring_after_eval_starts_from_the_views_eval_stored(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from sp_dspy._data import _scoring_load, load_scoring_cases
-
-    dataset = tmp_path / "bench.json"
-    dataset.write_text(
-        json.dumps({"data": [c.model_dump(mode="json") for c in SAMPLE[:6]]}), encoding="utf-8"
-    )
-    ok(tmp_path / "out", "--run-id", "w", "--dataset", str(dataset), "--level", "L0")
-
-    def refuse(*_: object, **__: object) -> object:
-        raise AssertionError("score parsed the dataset again")
-
-    monkeypatch.setattr(_scoring_load, "load_views", refuse)
-    views = load_scoring_cases(dataset)
-    assert views.from_cache and [v.id for v in views.cases] == IDS[:6]
-    scored = CliRunner().invoke(
-        app,
-        ["score", str(tmp_path / "out" / "results_w_fake.jsonl"), "--dataset", str(dataset), "--json", "-"],
-    )
-    assert scored.exit_code == 0, scored.output
-    assert json.loads(scored.output)["L0"]["rmr_exact"] == 100.0

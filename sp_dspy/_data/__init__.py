@@ -1,8 +1,7 @@
-"""Benchmark data: schema, loading (file, Hub, bundled sample), scoring views and splits.
+"""Benchmark data: schema, loading (file, Hub, bundled sample) and splits.
 
-Names are imported from their modules on first use: ``sp-dspy score`` answering from
-its parse cache needs ``ScoringCase`` and the cache, not the full ``Case`` models,
-the PKU adapter or the splitter, whose pydantic models cost time to build at import.
+Names are imported from their modules on first use, so a command pays for building
+the pydantic models (cases, the PKU adapter, the splitter) only when it uses them.
 """
 
 from __future__ import annotations
@@ -20,34 +19,25 @@ _EXPORTS: dict[str, str] = {
     "PKU_CONFIGS": "._pku",
     "PKU_HUB_ID": "._pku",
     "PKU_POLICY": "._pku_policy",
-    "AnyCase": "._scoring",
     "Benchmark": "._loader",
     "Case": "._schema",
     "FailureModeMetadata": "._schema",
     "Level": "._types",
-    "PendingScoringLoad": "._scoring_prefetch",
     "PkuLoad": "._pku",
     "Rubric": "._schema",
     "RubricEntry": "._schema",
     "RuleType": "._types",
-    "ScoringCase": "._scoring",
-    "ScoringLoad": "._scoring_load",
     "Split": "._splits",
     "conversation_id": "._schema",
     "filter_cases": "._filters",
     "load_benchmark": "._loader",
     "load_file": "._loader",
     "load_pku": "._pku",
-    "load_scoring_cases": "._scoring_load",
     "load_split": "._splits",
     "make_split": "._splits",
     "parse_ratios": "._splits",
-    "prefetch_scoring_cases": "._scoring_prefetch",
     "resolve_dataset": "._source",
     "sample_path": "._source",
-    "scoring_cache_dir": "._scoring_store",
-    "scoring_view": "._scoring",
-    "scoring_views": "._scoring",
     "select_split": "._splits",
     "validate_cases": "._loader",
 }
@@ -58,10 +48,6 @@ if TYPE_CHECKING:
     from ._pku import PKU_BENCHMARK, PKU_CONFIGS, PKU_HUB_ID, PkuLoad, load_pku
     from ._pku_policy import PKU_CATEGORIES, PKU_POLICY
     from ._schema import Case, FailureModeMetadata, Rubric, RubricEntry, conversation_id
-    from ._scoring import AnyCase, ScoringCase, scoring_view, scoring_views
-    from ._scoring_load import ScoringLoad, load_scoring_cases
-    from ._scoring_prefetch import PendingScoringLoad, prefetch_scoring_cases
-    from ._scoring_store import scoring_cache_dir
     from ._source import DEFAULT_HUB_DATASET, resolve_dataset, sample_path
     from ._splits import PARTS, Split, load_split, make_split, parse_ratios, select_split
     from ._types import LEVELS, Level, RuleType
@@ -75,34 +61,25 @@ __all__ = [
     "PKU_CONFIGS",
     "PKU_HUB_ID",
     "PKU_POLICY",
-    "AnyCase",
     "Benchmark",
     "Case",
     "FailureModeMetadata",
     "Level",
-    "PendingScoringLoad",
     "PkuLoad",
     "Rubric",
     "RubricEntry",
     "RuleType",
-    "ScoringCase",
-    "ScoringLoad",
     "Split",
     "conversation_id",
     "filter_cases",
     "load_benchmark",
     "load_file",
     "load_pku",
-    "load_scoring_cases",
     "load_split",
     "make_split",
     "parse_ratios",
-    "prefetch_scoring_cases",
     "resolve_dataset",
     "sample_path",
-    "scoring_cache_dir",
-    "scoring_view",
-    "scoring_views",
     "select_split",
     "validate_cases",
 ]

@@ -1,8 +1,6 @@
 """``filter_cases``: select cases by level and domain, then slice.
 
-Its own module, generic over anything with a ``level`` and a ``domain``, so full
-``Case`` objects and ``ScoringCase`` views filter alike and ``sp-dspy score`` can
-filter without importing the benchmark loader.
+Generic over anything with a ``level`` and a ``domain``.
 """
 
 from __future__ import annotations

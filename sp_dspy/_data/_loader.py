@@ -115,21 +115,14 @@ def load_benchmark(
 
     Filters apply after validation and in this order: level, domain, ``start_idx``,
     ``limit``. Ids are assigned to id-less cases by position *before* filtering.
-    A SafePyramid file's scoring views are stored in the parse cache on the way
-    (``remember_views``; once per file version), so a later ``score`` starts warm.
     """
     if benchmark == "pku-saferlhf":
         from ._pku_bridge import load_pku_benchmark
 
         loaded = load_pku_benchmark(None if dataset is None else str(dataset), lenient=lenient)
     elif benchmark == "safepyramid":
-        from ._scoring_load import remember_views
-        from ._scoring_store import file_key
-
         path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
-        key = file_key(path, lenient)
         loaded = load_file(path, lenient=lenient)
-        remember_views(path, loaded, key)
     else:
         raise DataError(f"--benchmark: unknown benchmark {benchmark!r} (choose safepyramid or pku-saferlhf)")
     cases = filter_cases(loaded.cases, level=level, domain=domain, limit=limit, start_idx=start_idx)

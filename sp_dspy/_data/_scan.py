@@ -1,13 +1,8 @@
-"""Scans of raw JSON text that the loaders and the scoring readers share."""
+"""Scans of raw text that the benchmark loader uses before (or instead of) decoding it."""
 
 from __future__ import annotations
 
-import mmap
 import re
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from msgspec import Raw
 
 _LEADING_SPACE = re.compile(rb"\s*")
 # A rule line ``N. text`` (leading whitespace allowed). The search is anchored on a
@@ -29,18 +24,7 @@ def rule_numbers(policy: str) -> set[int]:
     return found
 
 
-def json_head(raw_bytes: bytes | mmap.mmap) -> bytes:
+def json_head(raw_bytes: bytes) -> bytes:
     """The first non-space byte of a JSON document (``b"["``, ``b"{"``...), or ``b""``."""
     start = _LEADING_SPACE.match(raw_bytes)
     return raw_bytes[start.end() : start.end() + 1] if start else b""
-
-
-def raw_opens_with(raw: Raw, firsts: bytes) -> bool:
-    """Whether an undecoded JSON value (a ``msgspec.Raw``) starts with one of ``firsts``.
-
-    msgspec has already checked the value is valid JSON (escapes included), so its
-    first byte names its type: ``b'"'`` a whole, well-formed string, ``b"n"`` null.
-    Decoding a long text (a conversation, a model's analysis) only to drop it costs
-    more than this.
-    """
-    return len(raw) > 0 and memoryview(raw)[0] in firsts

@@ -7,6 +7,8 @@ in ``_legacy.normalise_case`` before validation so these models stay simple.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ._types import LEVELS, Level, RuleType
@@ -93,6 +95,12 @@ class Case(BaseModel):
     severity: int | None = None
     # Split group when it is not derivable from the id (PKU: both responses to a prompt).
     group: str | None = None
+
+    @cached_property
+    def rule_types(self) -> dict[int, RuleType]:
+        """Every rubric rule's type: violations, then non-violations (a rule listed twice keeps
+        its last type), which is what the failure modes and error attribution read."""
+        return {entry.rule: entry.type for entry in (*self.rubric.violations, *self.rubric.non_violations)}
 
     @property
     def conversation_id(self) -> str:

@@ -1,9 +1,4 @@
-"""The literal types of the case schema, in a module that builds no pydantic model.
-
-``ScoringCase`` (the scorer's view of a case) needs them but not the full ``Case``
-models; keeping them here lets ``sp-dspy score`` answer from its parse cache without
-paying for building models it never uses.
-"""
+"""The literal types of the case schema: levels and rubric rule types."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Result records and the official SafePyramid metrics.
 
 ``read_result_files`` merges JSONL result files (later wins, judgments de-duplicated);
-``read_scoring_results`` reads them as the scorer needs them (``ScoringRecord``s);
 ``score`` turns cases + results into a ``ScoreReport`` whose cells match the reference
 scorer digit for digit, plus per-domain cells, failure modes, error attribution,
 bootstrap intervals and per-rule diagnostics. ``paired_bootstrap_diff`` and
@@ -36,7 +35,7 @@ from ._official import (
     tolerance,
 )
 from ._per_rule import judgment_diagnostics, refusal_rates
-from ._reader import read_result_files, read_scoring_results
+from ._reader import read_result_files
 from ._records import (
     CAP_THRESHOLD,
     JudgmentRecord,
@@ -47,7 +46,6 @@ from ._records import (
 from ._render import render_score_table
 from ._result_set import ResultSet
 from ._score import ScoreReport, UnknownIds, resolve_records, score
-from ._scoring_records import AnyRecord, ScoringRecord
 
 __all__ = [
     "CAP_THRESHOLD",
@@ -55,7 +53,6 @@ __all__ = [
     "FAILURE_MODE_LABELS",
     "TAUS",
     "TAUS_FULL",
-    "AnyRecord",
     "CaseOutcome",
     "JudgmentRecord",
     "McNemarResult",
@@ -63,7 +60,6 @@ __all__ = [
     "PolicyRecord",
     "ResultSet",
     "ScoreReport",
-    "ScoringRecord",
     "UnknownIds",
     "Usage",
     "aggregate_judgments",
@@ -81,7 +77,6 @@ __all__ = [
     "mcnemar_test",
     "paired_bootstrap_diff",
     "read_result_files",
-    "read_scoring_results",
     "refusal_rates",
     "render_score_table",
     "resolve_records",

@@ -30,8 +30,8 @@ from ._official import CELLS, TAUS, CaseOutcome, case_outcomes, compute_cell
 from ._resample import resample_sums
 
 if TYPE_CHECKING:
-    from .._data._scoring import AnyCase
-    from ._scoring_records import AnyRecord
+    from .._data._schema import Case
+    from ._records import PolicyRecord
 
 CI_METRICS: tuple[str, ...] = ("rmr_avg", "rmr_exact", "rdr")
 #: Below this many discordant pairs McNemar uses the exact binomial test.
@@ -219,9 +219,9 @@ class McNemarResult(BaseModel):
 
 
 def _paired(
-    cases: Iterable[AnyCase],
-    records_a: Mapping[str, AnyRecord],
-    records_b: Mapping[str, AnyRecord],
+    cases: Iterable[Case],
+    records_a: Mapping[str, PolicyRecord],
+    records_b: Mapping[str, PolicyRecord],
     cap_aware: bool,
 ) -> tuple[list[CaseOutcome], list[CaseOutcome]]:
     """Outcomes of the cases that both result sets scored, in the same order."""
@@ -233,9 +233,9 @@ def _paired(
 
 
 def paired_bootstrap_diff(
-    cases: Iterable[AnyCase],
-    records_a: Mapping[str, AnyRecord],
-    records_b: Mapping[str, AnyRecord],
+    cases: Iterable[Case],
+    records_a: Mapping[str, PolicyRecord],
+    records_b: Mapping[str, PolicyRecord],
     *,
     cap_aware: bool = False,
     n_boot: int = 1000,
@@ -284,9 +284,9 @@ def mcnemar_test(a_only: int, b_only: int) -> tuple[float | None, float, str]:
 
 
 def mcnemar(
-    cases: Iterable[AnyCase],
-    records_a: Mapping[str, AnyRecord],
-    records_b: Mapping[str, AnyRecord],
+    cases: Iterable[Case],
+    records_a: Mapping[str, PolicyRecord],
+    records_b: Mapping[str, PolicyRecord],
     *,
     cap_aware: bool = False,
 ) -> McNemarResult:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._data._scoring import AnyCase, ScoringCase, scoring_view, scoring_views
+from .._data._schema import Case
 from ._official import CELLS, RULE_TYPES, CaseOutcome
 
 _MODES_BY_LEVEL: dict[str, tuple[str, ...]] = {
@@ -35,34 +35,34 @@ FAILURE_MODE_LABELS: dict[str, str] = {
 }
 
 
-def classify_failure(case: AnyCase, outcome: CaseOutcome) -> list[str]:
+def classify_failure(case: Case, outcome: CaseOutcome) -> list[str]:
     """The failure modes of one scored case (empty when it matches exactly or is excluded)."""
     if outcome.excluded or outcome.exact:
         return []
-    return _modes(scoring_view(case), outcome)
+    return _modes(case, outcome)
 
 
-def _modes(case: ScoringCase, outcome: CaseOutcome) -> list[str]:
+def _modes(case: Case, outcome: CaseOutcome) -> list[str]:
     missed = outcome.gt - outcome.pred
     modes: list[str] = []
     if missed:
         modes.append("FM-V1")
-    if not outcome.pred.isdisjoint(case.distractor_rules):
+    if not outcome.pred.isdisjoint(case.failure_mode_metadata.distractor_rules):
         modes.append("FM-D1")
     if case.level in ("L1", "L2"):
-        if not outcome.pred.isdisjoint(case.waived_rules):
+        if not outcome.pred.isdisjoint(case.failure_mode_metadata.waived_rules):
             modes.append("FM-C1")
-        if not missed.isdisjoint(case.contradicted_rules):
+        if not missed.isdisjoint(case.failure_mode_metadata.contradicted_rules):
             modes.append("FM-C3")
     return modes
 
 
-def failure_modes(cases: Sequence[AnyCase], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
+def failure_modes(cases: Sequence[Case], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
     """Per level: ``total``, ``failed`` (scored, not exact) and each mode's count and pct."""
     totals = dict.fromkeys(_MODES_BY_LEVEL, 0)
     failed = dict.fromkeys(_MODES_BY_LEVEL, 0)
     counts = {level: dict.fromkeys(names, 0) for level, names in _MODES_BY_LEVEL.items()}
-    for case, outcome in zip(scoring_views(cases), outcomes, strict=True):
+    for case, outcome in zip(cases, outcomes, strict=True):
         if outcome.level not in totals:
             continue
         totals[outcome.level] += 1
@@ -82,7 +82,7 @@ def failure_modes(cases: Sequence[AnyCase], outcomes: Sequence[CaseOutcome]) -> 
     return report
 
 
-def attribute_errors(case: AnyCase, outcome: CaseOutcome) -> dict[str, dict[str, int]]:
+def attribute_errors(case: Case, outcome: CaseOutcome) -> dict[str, dict[str, int]]:
     """Each FP and FN of one scored case, bucketed by rule type.
 
     FP: a waived rule counts as ``exception``, otherwise its rubric type (``decisive``
@@ -91,18 +91,18 @@ def attribute_errors(case: AnyCase, outcome: CaseOutcome) -> dict[str, dict[str,
     """
     counts = {"fp": dict.fromkeys(RULE_TYPES, 0), "fn": dict.fromkeys(RULE_TYPES, 0)}
     if not outcome.excluded and (outcome.fp or outcome.fn):
-        _attribute(scoring_view(case), outcome, counts["fp"], counts["fn"])
+        _attribute(case, outcome, counts["fp"], counts["fn"])
     return counts
 
 
-def _attribute(case: ScoringCase, outcome: CaseOutcome, fp: dict[str, int], fn: dict[str, int]) -> None:
+def _attribute(case: Case, outcome: CaseOutcome, fp: dict[str, int], fn: dict[str, int]) -> None:
     """Add one scored case's FPs and FNs to the ``fp`` and ``fn`` buckets."""
     types: Mapping[int, str] = case.rule_types
-    waived = case.waived_rules
+    waived = case.failure_mode_metadata.waived_rules
     for rule in outcome.pred - outcome.gt:
         bucket = "exception" if rule in waived else types.get(rule, "decisive")
         fp[bucket if bucket in RULE_TYPES else "decisive"] += 1
-    contradicted = case.contradicted_rules
+    contradicted = case.failure_mode_metadata.contradicted_rules
     for rule in outcome.gt - outcome.pred:
         if rule in contradicted:
             fn["conditional"] += 1
@@ -112,10 +112,10 @@ def _attribute(case: ScoringCase, outcome: CaseOutcome, fp: dict[str, int], fn: 
             fn["decisive"] += 1
 
 
-def error_attribution(cases: Sequence[AnyCase], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
+def error_attribution(cases: Sequence[Case], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
     """Per cell (L0/L1/L2/ALL): summed FP and FN counts by rule type over scored cases."""
     by_level: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
-    for case, outcome in zip(scoring_views(cases), outcomes, strict=True):
+    for case, outcome in zip(cases, outcomes, strict=True):
         if outcome.excluded or not (outcome.fp or outcome.fn):
             continue
         buckets = by_level.get(outcome.level)

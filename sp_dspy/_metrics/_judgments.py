@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from .._data._scoring import AnyCase, scoring_view
+from .._data._schema import Case
 from ._records import JudgmentRecord, PolicyRecord, Usage, sum_usage, verdict_given
 from ._result_set import JudgmentRow
 
@@ -37,7 +37,7 @@ class _Case:
 
     __slots__ = ("flagged", "gold", "level", "n", "types", "usable", "usages")
 
-    def __init__(self, case: AnyCase) -> None:
+    def __init__(self, case: Case) -> None:
         self.level: str = case.level
         self.gold = frozenset(case.ground_truth_violations)
         self.types: Mapping[int, str] | None = None
@@ -48,7 +48,7 @@ class _Case:
 
 
 def judgment_pass(
-    cases: Iterable[AnyCase],
+    cases: Iterable[Case],
     judgments: Iterable[JudgmentRecord | JudgmentRow],
     *,
     records: bool = True,
@@ -88,13 +88,13 @@ def judgment_pass(
         rule_type = row.get("rule_type")
         if not rule_type:
             if state.types is None:
-                state.types = scoring_view(by_id[cid]).rule_types
+                state.types = by_id[cid].rule_types
             rule_type = state.types.get(rule, "decisive")
         add_key((state.level, rule_type, rule in state.gold, flagged, verdict))
     return (_records(by_id, states) if records else {}), Counter(keys)
 
 
-def _records(by_id: dict[str, AnyCase], states: dict[str, _Case]) -> dict[str, PolicyRecord]:
+def _records(by_id: dict[str, Case], states: dict[str, _Case]) -> dict[str, PolicyRecord]:
     """One validation call for every record: cheaper than one ``model_validate`` each."""
     ids = [cid for cid in by_id if cid in states]
     fields: list[dict[str, Any]] = []

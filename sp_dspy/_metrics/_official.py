@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._data._scoring import AnyCase
-    from ._scoring_records import AnyRecord
+    from .._data._schema import Case
+    from ._records import PolicyRecord
 
 #: (tau, eps) with eps = (1 - tau) * 100 kept as an exact integer.
 TAUS: tuple[tuple[float, int], ...] = ((1.0, 0), (0.9, 10), (0.8, 20), (0.7, 30))
@@ -69,7 +69,7 @@ class CaseOutcome:
         return self.hits[_EPS_INDEX[eps]]
 
 
-def outcome(case: AnyCase, record: AnyRecord | None, *, cap_aware: bool = False) -> CaseOutcome:
+def outcome(case: Case, record: PolicyRecord | None, *, cap_aware: bool = False) -> CaseOutcome:
     """Score one case against its record; a missing record is an excluded case.
 
     ``hits`` uses ``100 * max(fp, fn) <= eps * |G|``, which for integers is exactly
@@ -102,7 +102,7 @@ def outcome(case: AnyCase, record: AnyRecord | None, *, cap_aware: bool = False)
 
 
 def case_outcomes(
-    cases: Iterable[AnyCase], records: Mapping[str, AnyRecord], *, cap_aware: bool = False
+    cases: Iterable[Case], records: Mapping[str, PolicyRecord], *, cap_aware: bool = False
 ) -> list[CaseOutcome]:
     """Score each case against its record (see ``outcome``)."""
     return [outcome(case, records.get(case.id), cap_aware=cap_aware) for case in cases]

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .._data._scoring import AnyCase
+from .._data._schema import Case
 from ._judgments import Key, judgment_pass
 from ._official import CELLS
 from ._records import JudgmentRecord
@@ -24,7 +24,7 @@ from ._records import JudgmentRecord
 TARGET_TYPES: tuple[str, ...] = ("decisive", "distractor", "exception")
 
 
-def tally(cases: Iterable[AnyCase], judgments: Iterable[JudgmentRecord]) -> Counter[Key]:
+def tally(cases: Iterable[Case], judgments: Iterable[JudgmentRecord]) -> Counter[Key]:
     """Count the judgments of ``cases`` by ``Key`` (judgments of other cases are ignored)."""
     return judgment_pass(cases, judgments, records=False)[1]
 
@@ -74,7 +74,7 @@ def _cell(counts: Counter[Key], cell: str) -> dict[Key, int]:
     return {key: n for key, n in counts.items() if cell == "ALL" or key[0] == cell}
 
 
-def judgment_diagnostics(cases: Sequence[AnyCase], judgments: Iterable[JudgmentRecord]) -> dict[str, Any]:
+def judgment_diagnostics(cases: Sequence[Case], judgments: Iterable[JudgmentRecord]) -> dict[str, Any]:
     """Per cell (L0/L1/L2/ALL): overall stats plus ``by_rule_type`` for each target type.
 
     Judgments of cases outside ``cases`` are ignored (the caller reports unknown ids).
@@ -97,7 +97,7 @@ def diagnostics(counts: Counter[Key]) -> dict[str, Any]:
     return report
 
 
-def refusal_rates(cases: Sequence[AnyCase], judgments: Iterable[JudgmentRecord]) -> dict[str, float]:
+def refusal_rates(cases: Sequence[Case], judgments: Iterable[JudgmentRecord]) -> dict[str, float]:
     """``per_rule_refusal_rate`` per cell, as the reference adds it to case-level cells."""
     counts = tally(cases, judgments)
     rates: dict[str, float] = {}

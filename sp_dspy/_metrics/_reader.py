@@ -5,10 +5,7 @@ earlier record with the same id, and a judgment replaces an earlier one for the 
 (case, rule). A malformed line is ``FILE:LINE: why``, or is counted and skipped.
 
 Speed: a judgment line that ``judgment_row`` accepts is kept as the dict orjson
-parses it to (no model object; see ``_result_set``). ``read_scoring_results`` (what
-``sp-dspy score`` reads) keeps a per-policy line that ``scoring_record`` accepts as
-a ``ScoringRecord``, and a judgment line as a row of its declared fields only
-(both decoded by msgspec; see ``_scoring_records``). Every other line goes from
+parses it to (no model object; see ``_result_set``). Every other line goes from
 JSON text straight to its pydantic model (pydantic's own parser, no intermediate
 ``json.loads`` dict). The cyclic garbage collector is paused while the records pile
 up. A line that fails both fast paths is re-read by ``_parse_line``, which decides
@@ -29,12 +26,9 @@ from .._data._gc import gc_paused
 from .._errors import DataError
 from ._records import POLICY_KINDS, JudgmentRecord, PolicyRecord
 from ._result_set import JudgmentRow, ResultSet, judgment_row, record_row
-from ._scoring_records import AnyRecord, scoring_judgment_row, scoring_record
 
 
-def read_result_files(
-    paths: Iterable[str | Path], *, skip_bad_lines: bool = False
-) -> ResultSet[PolicyRecord]:
+def read_result_files(paths: Iterable[str | Path], *, skip_bad_lines: bool = False) -> ResultSet:
     """Read JSONL result files in order; later files and lines win on the same key.
 
     A malformed line raises ``DataError("FILE:LINE: why")``; with ``skip_bad_lines``
@@ -46,42 +40,21 @@ def read_result_files(
     ``ensure_ascii=False``, the reference harness among them, leave U+2028, U+2029 and
     U+0085 raw inside strings, where ``str.splitlines`` would cut a record in two.
     """
-    result: ResultSet[PolicyRecord] = ResultSet()
-    _read(paths, result, skip_bad_lines=skip_bad_lines, slim=False)
-    return result
-
-
-def read_scoring_results(
-    paths: Iterable[str | Path], *, skip_bad_lines: bool = False
-) -> ResultSet[AnyRecord]:
-    """``read_result_files`` as the scorer needs it, without the fields the scorer never reads.
-
-    Same files, merges, counts, skips and errors. A per-policy line that
-    ``scoring_record`` takes becomes a ``ScoringRecord``, any other a ``PolicyRecord``;
-    a judgment row that ``scoring_judgment_row`` takes holds only the fields
-    ``JudgmentRecord`` declares. The benchmark's files read in 0.03 s instead of 0.053 s
-    (3,000 records) and 0.17 s instead of 0.26 s (68k judgments).
-    """
-    result: ResultSet[AnyRecord] = ResultSet()
-    _read(paths, result, skip_bad_lines=skip_bad_lines, slim=True)
-    return result
-
-
-def _read(paths: Iterable[str | Path], result: ResultSet[Any], *, skip_bad_lines: bool, slim: bool) -> None:
+    result = ResultSet()
     judgments: dict[tuple[str, int], JudgmentRow] = {}
     with gc_paused():
         for path in paths:
-            _read_one(Path(path), result, judgments, skip_bad_lines=skip_bad_lines, slim=slim)
+            _read_one(Path(path), result, judgments, skip_bad_lines=skip_bad_lines)
     result.set_judgment_rows(list(judgments.values()))
+    return result
 
 
 def _read_one(
     path: Path,
-    result: ResultSet[Any],
+    result: ResultSet,
     judgments: dict[tuple[str, int], JudgmentRow],
     *,
     skip_bad_lines: bool,
-    slim: bool,
 ) -> None:
     result.files.append(str(path))
     try:
@@ -94,16 +67,11 @@ def _read_one(
         judgment_like = '"judgment"' in line
         if judgment_like:
             # The bulk of a per-rule file: most lines end here.
-            row = scoring_judgment_row(line) if slim else None
-            if row is None:
-                row = judgment_row(line)
+            row = judgment_row(line)
             if row is not None:
                 _add_judgment(row, judgments, result)
                 continue
         elif not line or line.isspace():
-            continue
-        if slim and (record := scoring_record(line)) is not None:
-            _add_record(record, result)
             continue
         try:
             parsed = _fast_line(line, judgment_like=judgment_like)
@@ -126,16 +94,14 @@ def _read_one(
             _add_record(parsed, result)
 
 
-def _add_record(record: AnyRecord, result: ResultSet[Any]) -> None:
+def _add_record(record: PolicyRecord, result: ResultSet) -> None:
     """Keep the latest record per case id (a later file or line replaces it)."""
     if record.id in result.records:
         result.replaced_records += 1
     result.records[record.id] = record
 
 
-def _add_judgment(
-    row: JudgmentRow, judgments: dict[tuple[str, int], JudgmentRow], result: ResultSet[Any]
-) -> None:
+def _add_judgment(row: JudgmentRow, judgments: dict[tuple[str, int], JudgmentRow], result: ResultSet) -> None:
     """Keep the latest judgment per (case, rule), ordered by the line it came from.
 
     A later line that judged the same (case, rule) again wins and moves to the end.

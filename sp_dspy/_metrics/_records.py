@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 if TYPE_CHECKING:
-    from .._data._scoring import AnyCase
+    from .._data._schema import Case
 
 #: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).
 CAP_THRESHOLD = 65_000
@@ -96,39 +96,13 @@ class PolicyRecord(BaseModel):
         inside the harness's ``structured_scores``), no prediction at all, or, in
         cap-aware mode, a completion that ran into the output cap.
         """
-        return excluded_by(
-            refused=self.refused,
-            parse_failed=self.parse_failed,
-            error=self.error,
-            violated_rules=self.violated_rules,
-            structured_scores=(self.model_extra or {}).get("structured_scores"),
-            completion_tokens=0 if self.usage is None else self.usage.completion_tokens,
-            cap_aware=cap_aware,
-        )
-
-
-def excluded_by(
-    *,
-    refused: bool,
-    parse_failed: bool,
-    error: str | None,
-    violated_rules: list[int] | None,
-    structured_scores: object,
-    completion_tokens: int,
-    cap_aware: bool,
-) -> bool:
-    """``PolicyRecord.excluded`` on a record's fields (``ScoringRecord`` applies it too).
-
-    ``structured_scores`` is the harness's nested scores (any JSON value, None when
-    absent); ``completion_tokens`` is 0 when the record has no usage.
-    """
-    if refused or error or parse_failed or violated_rules is None:
-        return True
-    if isinstance(structured_scores, dict) and (
-        structured_scores.get("refused") or structured_scores.get("parse_failed")
-    ):
-        return True
-    return cap_aware and completion_tokens >= CAP_THRESHOLD
+        if self.refused or self.error or self.parse_failed or self.violated_rules is None:
+            return True
+        nested = (self.model_extra or {}).get("structured_scores")  # the harness's nested scores
+        if isinstance(nested, dict) and (nested.get("refused") or nested.get("parse_failed")):
+            return True
+        completion_tokens = 0 if self.usage is None else self.usage.completion_tokens
+        return cap_aware and completion_tokens >= CAP_THRESHOLD
 
 
 def verdict_given(refused: object, parse_failed: object, error: object, pred: object) -> bool:
@@ -174,7 +148,7 @@ class JudgmentRecord(BaseModel):
 
 
 def aggregate_judgments(
-    cases: Iterable[AnyCase], judgments: Iterable[JudgmentRecord]
+    cases: Iterable[Case], judgments: Iterable[JudgmentRecord]
 ) -> dict[str, PolicyRecord]:
     """Per-rule judgments -> one per-policy record per case (contract section 5).
 

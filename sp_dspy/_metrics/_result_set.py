@@ -18,17 +18,12 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import orjson
 from pydantic import TypeAdapter
 
 from ._records import JudgmentRecord, PolicyRecord
-from ._scoring_records import ScoringRecord
-
-#: The type of a result set's per-policy records: ``PolicyRecord`` from
-#: ``read_result_files``, either one from ``read_scoring_results``.
-R = TypeVar("R", bound=PolicyRecord | ScoringRecord)
 
 #: A judgment as a dict with ``JudgmentRecord``'s field names (extras kept).
 JudgmentRow = dict[str, Any]
@@ -91,7 +86,7 @@ def _judgment_list() -> TypeAdapter[list[JudgmentRecord]]:
     return TypeAdapter(list[JudgmentRecord])
 
 
-class ResultSet(Generic[R]):
+class ResultSet:
     """Everything read from one or more result files, merged and de-duplicated.
 
     ``judgment_rows`` are the judgments as rows (see the module docstring), in file
@@ -102,11 +97,11 @@ class ResultSet(Generic[R]):
     def __init__(
         self,
         *,
-        records: Mapping[str, R] | None = None,
+        records: Mapping[str, PolicyRecord] | None = None,
         judgments: Iterable[JudgmentRecord] = (),
     ) -> None:
         self.files: list[str] = []
-        self.records: dict[str, R] = dict(records or {})
+        self.records: dict[str, PolicyRecord] = dict(records or {})
         given = list(judgments)
         self._rows: list[JudgmentRow] = [record_row(j) for j in given]
         self._judgments: list[JudgmentRecord] | None = given

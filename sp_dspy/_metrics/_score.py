@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from .._data._gc import gc_paused
-from .._data._scoring import AnyCase, ScoringCase, scoring_views
+from .._data._schema import Case
 from .._errors import DataError
 from ._bootstrap import start_intervals
 from ._diagnostics import error_attribution, failure_modes
@@ -18,7 +18,6 @@ from ._official import CELLS, case_outcomes, domain_cells, level_cells
 from ._per_rule import diagnostics
 from ._records import PolicyRecord
 from ._result_set import ResultSet
-from ._scoring_records import AnyRecord
 
 Mode = Literal["per_policy", "per_rule"]
 
@@ -65,45 +64,25 @@ class ScoreReport(BaseModel):
         return document
 
 
-@overload
 def resolve_records(
-    cases: Sequence[AnyCase],
-    results: ResultSet[PolicyRecord] | Mapping[str, PolicyRecord],
+    cases: Sequence[Case],
+    results: ResultSet | Mapping[str, PolicyRecord],
     *,
     per_rule: bool = False,
-) -> dict[str, PolicyRecord]: ...
-
-
-@overload
-def resolve_records(
-    cases: Sequence[AnyCase],
-    results: ResultSet[AnyRecord] | Mapping[str, AnyRecord],
-    *,
-    per_rule: bool = False,
-) -> Mapping[str, AnyRecord]: ...
-
-
-def resolve_records(
-    cases: Sequence[AnyCase],
-    results: ResultSet[Any] | Mapping[str, AnyRecord],
-    *,
-    per_rule: bool = False,
-) -> Mapping[str, AnyRecord]:
+) -> dict[str, PolicyRecord]:
     """Per-policy records for ``cases``, aggregating judgments when the input holds them.
 
     Judgment files are detected on their own (``kind == "judgment"``); ``per_rule``
     only insists on them. A mix of both kinds is refused: merging a per-policy run
     with a per-rule run would score neither protocol. The records are of the kinds
-    ``results`` holds (``PolicyRecord`` from ``read_result_files``, also
-    ``ScoringRecord`` from ``read_scoring_results``); aggregated judgments are
-    ``PolicyRecord``s.
+    ``results`` holds; aggregated judgments are ``PolicyRecord``s.
     """
     return _resolve(cases, results, per_rule=per_rule)[0]
 
 
 def _resolve(
-    cases: Sequence[AnyCase], results: ResultSet[Any] | Mapping[str, AnyRecord], *, per_rule: bool
-) -> tuple[Mapping[str, AnyRecord], Counter[Key] | None]:
+    cases: Sequence[Case], results: ResultSet | Mapping[str, PolicyRecord], *, per_rule: bool
+) -> tuple[dict[str, PolicyRecord], Counter[Key] | None]:
     """Per-policy records and, for judgments, their per-rule counts (one walk over them)."""
     if not isinstance(results, ResultSet):
         if per_rule:
@@ -123,8 +102,8 @@ def _resolve(
 
 
 def score(
-    cases: Sequence[AnyCase],
-    results: ResultSet[Any] | Mapping[str, AnyRecord],
+    cases: Sequence[Case],
+    results: ResultSet | Mapping[str, PolicyRecord],
     *,
     cap_aware: bool = False,
     per_rule: bool = False,
@@ -135,15 +114,13 @@ def score(
 ) -> ScoreReport:
     """Score result records (or per-rule judgments) against ``cases``.
 
-    ``cases`` are full ``Case`` objects or their ``ScoringCase`` views (what
-    ``load_scoring_cases`` returns; full cases are converted first). ``all_ids`` are
+    ``all_ids`` are
     ids that are known but filtered out of ``cases`` (e.g. other levels under
     ``--level``); results for them are not reported as unknown.
     """
     with gc_paused():
-        views: list[ScoringCase] = scoring_views(cases)
-        records, counts = _resolve(views, results, per_rule=per_rule)
-        outcomes = case_outcomes(views, records, cap_aware=cap_aware)
+        records, counts = _resolve(cases, results, per_rule=per_rule)
+        outcomes = case_outcomes(cases, records, cap_aware=cap_aware)
         # The bootstrap runs on worker threads (numpy releases the GIL) meanwhile.
         intervals = start_intervals(outcomes, n_boot=n_boot, seed=seed) if ci else None
         cells = level_cells(outcomes)
@@ -152,15 +129,15 @@ def score(
             for name in CELLS:
                 cells[name]["per_rule_refusal_rate"] = per_rule_report[name]["per_rule_refusal_rate"]
         result_ids = results.result_ids() if isinstance(results, ResultSet) else set(results)
-        known = {view.id for view in views} | set(all_ids or ())
+        known = {case.id for case in cases} | set(all_ids or ())
         unknown = sorted(result_ids - known)
         return ScoreReport(
             mode="per_policy" if counts is None else "per_rule",
             cap_aware=cap_aware,
             cells=cells,
             domains=domain_cells(outcomes),
-            failure_modes=failure_modes(views, outcomes),
-            error_attribution=error_attribution(views, outcomes),
+            failure_modes=failure_modes(cases, outcomes),
+            error_attribution=error_attribution(cases, outcomes),
             ci={} if intervals is None else intervals.result(),
             per_rule=per_rule_report,
             unknown_ids=UnknownIds(count=len(unknown), examples=unknown[:5]),

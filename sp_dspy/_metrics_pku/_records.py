@@ -45,7 +45,7 @@ def _severity(record: PolicyRecord) -> int | None:
 
 def score_pku_results(
     cases: Sequence[Case],
-    results: ResultSet[PolicyRecord],
+    results: ResultSet,
     *,
     cap_aware: bool = False,
     per_rule: bool = False,

@@ -198,9 +198,9 @@ def _adapter_context(json_adapter: bool) -> Iterator[None]:
 
 
 def _score(cases: list[Case], results_file: Path, protocol: str) -> ScoreReport:
-    from .._metrics import read_scoring_results, score
+    from .._metrics import read_result_files, score
 
-    results = read_scoring_results([results_file])
+    results = read_result_files([results_file])
     return score(cases, results, per_rule=protocol == "per-rule", all_ids={c.id for c in cases})
 
 

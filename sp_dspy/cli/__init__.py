@@ -120,21 +120,6 @@ class LazyGroup(TyperGroup):
             rich_markup_mode=self.rich_markup_mode,
         )
 
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        # Before this group converts its own arguments (typer imports pydantic for
-        # that, about 80 ms), the command being invoked may start work that needs
-        # only its raw arguments: ``score`` starts decoding the dataset
-        # (``ScoreCommand.start_early``).
-        if args and args[0] in COMMANDS:
-            start_early = getattr(self.commands[args[0]], "start_early", None)
-            if start_early is not None:
-                start_early(ctx, args[1:])
-        try:
-            return super().parse_args(ctx, args)
-        except BaseException:  # a usage error, --help, Ctrl-C: the context is never entered
-            ctx.close()  # so run its close callbacks here (they stop what start_early started)
-            raise
-
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)
 
@@ -169,43 +154,11 @@ def _group() -> None:
     pass
 
 
-class KeepAlive:
-    """Returned by a command to hand its large results to ``main``, which skips freeing them.
-
-    ``sp-dspy score`` builds about 380k objects (cases, rubric entries, records);
-    freeing them one by one when the command returns, then tearing the interpreter
-    down, costs about 0.06 s of a 0.8 s run. Holding them in this object keeps them
-    alive past the command's return, and ``main`` then flushes stdout and stderr and
-    ends the process with ``os._exit``: the operating system reclaims the memory at
-    once. Only commands whose every output is written and closed by then return one
-    (no background threads, no pending files, no atexit work they rely on). Called
-    any other way (``CliRunner``, tests), the value is dropped and freed as usual.
-    """
-
-    __slots__ = ("objects",)
-
-    def __init__(self, *objects: object) -> None:
-        self.objects = objects
-
-
-def _exit_without_teardown(code: int) -> None:
-    """Flush the standard streams and end the process now (see ``KeepAlive``)."""
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # a closed pipe: let the normal exit report it
-        return
-    os._exit(code)
-
-
 def main() -> None:
     """Console-script entry point: every ``SpDspyError`` becomes one line and exit 2."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         code = app(standalone_mode=False)
-        if isinstance(code, KeepAlive):
-            _exit_without_teardown(0)
-            code = 0
     except SpDspyError as error:
         err_console.print(f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True)
         sys.exit(error.exit_code)

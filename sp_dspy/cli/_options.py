@@ -32,10 +32,3 @@ CapAware = Annotated[
 SkipBadLines = Annotated[
     bool, typer.Option("--skip-bad-lines", help="Count malformed result lines instead of failing.")
 ]
-NoDataCache = Annotated[
-    bool,
-    typer.Option(
-        "--no-data-cache",
-        help="Neither read nor write the parse cache of the dataset (kept under $SP_DSPY_CACHE_DIR/scoring).",
-    ),
-]
