@@ -1,4 +1,4 @@
-"""Judgments kept as checked rows: the row route and the pydantic route agree."""
+"""Reading judgment lines: records as pydantic builds them, errors where they are, one pass."""
 
 from __future__ import annotations
 
@@ -11,13 +11,11 @@ from sp_dspy._data._schema import Case
 from sp_dspy._errors import DataError
 from sp_dspy._metrics import JudgmentRecord, ResultSet, Usage, read_result_files
 from sp_dspy._metrics._judgments import judgment_pass
-from sp_dspy._metrics._records import sum_usage
-from sp_dspy._metrics._result_set import judgment_row, record_row
 from tests._factories import raw_case
 
 BASE = {"kind": "judgment", "cid": "a-l0", "rule": 2}
 
-#: Lines the row route takes as they are.
+#: Judgment lines in their plain form.
 PLAIN = [
     BASE,
     {**BASE, "level": "L0", "rule_type": "decisive", "gt": True, "pred": False, "refused": False},
@@ -28,7 +26,7 @@ PLAIN = [
     {**BASE, "usage": None, "level": None, "gt": None},
 ]
 
-#: Lines the model accepts only after coercing or converting something: pydantic's route.
+#: Lines the model accepts after coercing or converting something.
 COERCED = [
     {**BASE, "rule": "2"},
     {**BASE, "pred": "true"},
@@ -49,24 +47,7 @@ INVALID = [
 ]
 
 
-@pytest.mark.parametrize("line", PLAIN)
-def test_plain_judgments_are_kept_as_rows(line: dict[str, object]) -> None:
-    assert judgment_row(json.dumps(line)) == line
-
-
-@pytest.mark.parametrize("line", [*COERCED, *INVALID])
-def test_anything_the_model_would_coerce_or_refuse_is_not_a_row(line: dict[str, object]) -> None:
-    assert judgment_row(json.dumps(line)) is None
-
-
-@pytest.mark.parametrize(
-    "text", ["", "[1]", '"judgment"', '{"kind": "judgment"', '{"kind": "summary", "cid": "x"}']
-)
-def test_non_judgment_text_is_not_a_row(text: str) -> None:
-    assert judgment_row(text) is None
-
-
-def test_both_routes_read_to_the_records_pydantic_builds(tmp_path: Path) -> None:
+def test_judgment_lines_read_to_the_records_pydantic_builds(tmp_path: Path) -> None:
     lines = [{**line, "cid": f"c{i}-l0"} for i, line in enumerate(PLAIN + COERCED)]
     lines.append({**lines[1], "pred": True})  # judges c1's rule again: replaces it
     path = tmp_path / "judgments.jsonl"
@@ -89,7 +70,7 @@ def test_invalid_judgment_lines_keep_their_error(tmp_path: Path, line: dict[str,
         read_result_files([path])
 
 
-def test_rows_and_records_give_the_same_pass() -> None:
+def test_one_pass_gives_records_and_counts() -> None:
     cases = [Case.model_validate(raw_case(cid, gt=[1, 2])) for cid in ("a-l0", "b-l0")]
     records = [
         JudgmentRecord.model_validate(line)
@@ -101,31 +82,15 @@ def test_rows_and_records_give_the_same_pass() -> None:
             {**BASE, "cid": "zzz-l0", "rule": 1, "pred": True},
         ]
     ]
-    from_records = judgment_pass(cases, records)
-    from_rows = judgment_pass(cases, [record_row(r) for r in records])
-    assert from_rows == from_records
-    case_records, counts = from_rows
+    case_records, counts = judgment_pass(cases, records)
     assert case_records["a-l0"].violated_rules == [1]
     assert case_records["a-l0"].usage == Usage(prompt_tokens=4, total_tokens=4, reasoning_tokens=3)
     assert case_records["b-l0"].excluded()
     assert sum(counts.values()) == 4
 
 
-def test_sum_usage_reads_rows_as_usage_would() -> None:
-    rows = [
-        {"prompt_tokens": None, "completion_tokens": 2},
-        {"total_tokens": 5, "reasoning_tokens": None},
-        None,
-    ]
-    models = [None if row is None else Usage.model_validate(row) for row in rows]
-    assert sum_usage(rows) == sum_usage(models) == Usage(completion_tokens=2, total_tokens=5)
-    assert sum_usage([None]) is None
-
-
-def test_result_set_built_from_records_round_trips() -> None:
+def test_result_set_built_from_judgments() -> None:
     given = [JudgmentRecord.model_validate({**BASE, "pred": True, "extra_field": 1})]
     results = ResultSet(judgments=given)
     assert results.has_judgments and results.result_ids() == {"a-l0"}
     assert results.judgments == given
-    results.set_judgment_rows([record_row(given[0])])
-    assert results.judgments == given and results.judgments[0] is not given[0]

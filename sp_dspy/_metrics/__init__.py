@@ -22,6 +22,7 @@ from ._diagnostics import (
     error_attribution,
     failure_modes,
 )
+from ._judgments import aggregate_judgments
 from ._official import (
     CELLS,
     TAUS,
@@ -41,7 +42,6 @@ from ._records import (
     JudgmentRecord,
     PolicyRecord,
     Usage,
-    aggregate_judgments,
 )
 from ._render import render_score_table
 from ._result_set import ResultSet

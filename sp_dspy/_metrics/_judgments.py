@@ -2,11 +2,8 @@
 
 A per-rule run of the benchmark holds ~68k judgments. Aggregating them into case
 records (contract section 5) and counting them for the per-rule diagnostics used to
-be two walks that each asked every judgment for its verdict through properties;
-one walk that reads each judgment's fields once does both in under half the time.
-It reads judgment rows (``_result_set``), the form ``read_result_files`` keeps them
-in; ``JudgmentRecord`` objects are read through their field dict. What counts as a
-verdict is ``verdict_given``, the definition behind ``JudgmentRecord.has_verdict``.
+be two walks; one walk does both. What counts as a verdict is
+``JudgmentRecord.has_verdict``.
 """
 
 from __future__ import annotations
@@ -19,8 +16,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from .._data._schema import Case
-from ._records import JudgmentRecord, PolicyRecord, Usage, sum_usage, verdict_given
-from ._result_set import JudgmentRow
+from ._records import JudgmentRecord, PolicyRecord, Usage, sum_usage
 
 #: (level, rule type, gold violated, flagged, has a verdict): every per-rule statistic
 #: is a sum over these counts.
@@ -44,12 +40,12 @@ class _Case:
         self.n = 0
         self.usable = 0
         self.flagged: set[int] = set()
-        self.usages: list[Usage | Mapping[str, Any]] = []
+        self.usages: list[Usage] = []
 
 
 def judgment_pass(
     cases: Iterable[Case],
-    judgments: Iterable[JudgmentRecord | JudgmentRow],
+    judgments: Iterable[JudgmentRecord],
     *,
     records: bool = True,
 ) -> tuple[dict[str, PolicyRecord], Counter[Key]]:
@@ -65,8 +61,7 @@ def judgment_pass(
     add_key = keys.append
     last_cid, state = None, None
     for judgment in judgments:
-        row = judgment if type(judgment) is dict else vars(judgment)
-        cid = row["cid"]
+        cid = judgment.cid
         if cid != last_cid:  # a case's judgments usually come one after another
             state = states.get(cid)
             if state is None and cid in by_id:
@@ -74,18 +69,17 @@ def judgment_pass(
             last_cid = cid
         if state is None:
             continue
-        pred = row.get("pred")
-        verdict = verdict_given(row.get("refused"), row.get("parse_failed"), row.get("error"), pred)
-        flagged = verdict and pred is True
-        rule = row["rule"]
+        verdict = judgment.has_verdict
+        flagged = verdict and judgment.pred is True
+        rule = judgment.rule
         state.n += 1
         if verdict:
             state.usable += 1
             if flagged:
                 state.flagged.add(rule)
-        if (usage := row.get("usage")) is not None:
-            state.usages.append(usage)
-        rule_type = row.get("rule_type")
+        if judgment.usage is not None:
+            state.usages.append(judgment.usage)
+        rule_type = judgment.rule_type
         if not rule_type:
             if state.types is None:
                 state.types = by_id[cid].rule_types
@@ -111,3 +105,17 @@ def _records(by_id: dict[str, Case], states: dict[str, _Case]) -> dict[str, Poli
             }
         )
     return dict(zip(ids, _record_list().validate_python(fields), strict=True))
+
+
+def aggregate_judgments(
+    cases: Iterable[Case], judgments: Iterable[JudgmentRecord]
+) -> dict[str, PolicyRecord]:
+    """Per-rule judgments -> one per-policy record per case (contract section 5).
+
+    A judged-violated rule joins the case's predicted set; a refused, unparseable or
+    errored judgment counts as "not flagged". A case whose judgments all lack a verdict
+    becomes a refused record (excluded); a case with no judgment gets no record (missing,
+    also excluded). Token usage is summed so cost reports see per-rule spending; the
+    record also carries ``n_judgments`` and ``n_without_verdict``.
+    """
+    return judgment_pass(cases, judgments)[0]

@@ -4,9 +4,7 @@ Merging follows retry semantics (see ``_records``): a later file or line replace
 earlier record with the same id, and a judgment replaces an earlier one for the same
 (case, rule). A malformed line is ``FILE:LINE: why``, or is counted and skipped.
 
-Speed: a judgment line that ``judgment_row`` accepts is kept as the dict orjson
-parses it to (no model object; see ``_result_set``). Every other line goes from
-JSON text straight to its pydantic model (pydantic's own parser, no intermediate
+Speed: every line goes from JSON text straight to its pydantic model (pydantic's own parser, no intermediate
 ``json.loads`` dict). The cyclic garbage collector is paused while the records pile
 up. A line that fails both fast paths is re-read by ``_parse_line``, which decides
 exactly as before and words the error.
@@ -25,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Tag, TypeAdapter, Val
 from .._data._gc import gc_paused
 from .._errors import DataError
 from ._records import POLICY_KINDS, JudgmentRecord, PolicyRecord
-from ._result_set import JudgmentRow, ResultSet, judgment_row, record_row
+from ._result_set import ResultSet
 
 
 def read_result_files(paths: Iterable[str | Path], *, skip_bad_lines: bool = False) -> ResultSet:
@@ -41,18 +39,18 @@ def read_result_files(paths: Iterable[str | Path], *, skip_bad_lines: bool = Fal
     U+0085 raw inside strings, where ``str.splitlines`` would cut a record in two.
     """
     result = ResultSet()
-    judgments: dict[tuple[str, int], JudgmentRow] = {}
+    judgments: dict[tuple[str, int], JudgmentRecord] = {}
     with gc_paused():
         for path in paths:
             _read_one(Path(path), result, judgments, skip_bad_lines=skip_bad_lines)
-    result.set_judgment_rows(list(judgments.values()))
+    result.judgments = list(judgments.values())
     return result
 
 
 def _read_one(
     path: Path,
     result: ResultSet,
-    judgments: dict[tuple[str, int], JudgmentRow],
+    judgments: dict[tuple[str, int], JudgmentRecord],
     *,
     skip_bad_lines: bool,
 ) -> None:
@@ -64,15 +62,9 @@ def _read_one(
     if "\r" in text:  # what ``read_text`` does, at a fraction of its cost on plain "\n" files
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     for number, line in enumerate(text.split("\n"), start=1):
-        judgment_like = '"judgment"' in line
-        if judgment_like:
-            # The bulk of a per-rule file: most lines end here.
-            row = judgment_row(line)
-            if row is not None:
-                _add_judgment(row, judgments, result)
-                continue
-        elif not line or line.isspace():
+        if not line or line.isspace():
             continue
+        judgment_like = '"judgment"' in line
         try:
             parsed = _fast_line(line, judgment_like=judgment_like)
         except ValidationError:
@@ -89,7 +81,7 @@ def _read_one(
         if parsed is None:
             result.ignored_lines += 1
         elif isinstance(parsed, JudgmentRecord):
-            _add_judgment(record_row(parsed), judgments, result)
+            _add_judgment(parsed, judgments, result)
         else:
             _add_record(parsed, result)
 
@@ -101,16 +93,18 @@ def _add_record(record: PolicyRecord, result: ResultSet) -> None:
     result.records[record.id] = record
 
 
-def _add_judgment(row: JudgmentRow, judgments: dict[tuple[str, int], JudgmentRow], result: ResultSet) -> None:
+def _add_judgment(
+    judgment: JudgmentRecord, judgments: dict[tuple[str, int], JudgmentRecord], result: ResultSet
+) -> None:
     """Keep the latest judgment per (case, rule), ordered by the line it came from.
 
     A later line that judged the same (case, rule) again wins and moves to the end.
     """
-    key = (row["cid"], row["rule"])
-    if judgments.setdefault(key, row) is not row:
+    key = (judgment.cid, judgment.rule)
+    if judgments.setdefault(key, judgment) is not judgment:
         result.duplicate_judgments += 1
         del judgments[key]
-        judgments[key] = row
+        judgments[key] = judgment
 
 
 class _Skipped(BaseModel):

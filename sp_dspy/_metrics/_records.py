@@ -15,13 +15,13 @@ merged; de-duplicating here is what makes a re-run of failed judgments safe.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 if TYPE_CHECKING:
-    from .._data._schema import Case
+    pass
 
 #: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).
 CAP_THRESHOLD = 65_000
@@ -105,11 +105,6 @@ class PolicyRecord(BaseModel):
         return cap_aware and completion_tokens >= CAP_THRESHOLD
 
 
-def verdict_given(refused: object, parse_failed: object, error: object, pred: object) -> bool:
-    """Whether a judgment with these fields has a usable verdict (see ``has_verdict``)."""
-    return not (refused or parse_failed or error) and pred is not None
-
-
 class JudgmentRecord(BaseModel):
     """One per-rule verdict (contract section 5); ``pred=None`` means no verdict."""
 
@@ -139,7 +134,7 @@ class JudgmentRecord(BaseModel):
         The reference folds unparseable outputs into "refused"; so do we, for both
         case exclusion and ``per_rule_refusal_rate``.
         """
-        return verdict_given(self.refused, self.parse_failed, self.error, self.pred)
+        return not (self.refused or self.parse_failed or self.error) and self.pred is not None
 
     @property
     def flagged(self) -> bool:
@@ -147,28 +142,10 @@ class JudgmentRecord(BaseModel):
         return self.has_verdict and bool(self.pred)
 
 
-def aggregate_judgments(
-    cases: Iterable[Case], judgments: Iterable[JudgmentRecord]
-) -> dict[str, PolicyRecord]:
-    """Per-rule judgments -> one per-policy record per case (contract section 5).
-
-    A judged-violated rule joins the case's predicted set; a refused, unparseable or
-    errored judgment counts as "not flagged". A case whose judgments all lack a verdict
-    becomes a refused record (excluded); a case with no judgment gets no record (missing,
-    also excluded). Token usage is summed so cost reports see per-rule spending; the
-    record also carries ``n_judgments`` and ``n_without_verdict``.
-    """
-    from ._judgments import judgment_pass
-
-    return judgment_pass(cases, judgments)[0]
-
-
-def sum_usage(usages: Iterable[Usage | Mapping[str, Any] | None]) -> Usage | None:
+def sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
     """The sum of the given usages (None when there is none).
 
-    A usage is a ``Usage`` or its fields as a dict (a judgment row's ``usage``), where
-    a missing or ``null`` count is 0 and ``reasoning_tokens`` stays None unless some
-    usage gives it.
+    A missing count is 0; ``reasoning_tokens`` stays None unless some usage gives it.
     """
     prompt = completion = total = 0
     reasoning: int | None = None
@@ -176,12 +153,11 @@ def sum_usage(usages: Iterable[Usage | Mapping[str, Any] | None]) -> Usage | Non
     for usage in usages:
         if usage is None:
             continue
-        fields = vars(usage) if isinstance(usage, Usage) else usage
         present = True
-        prompt += fields.get("prompt_tokens") or 0
-        completion += fields.get("completion_tokens") or 0
-        total += fields.get("total_tokens") or 0
-        if (count := fields.get("reasoning_tokens")) is not None:
+        prompt += usage.prompt_tokens or 0
+        completion += usage.completion_tokens or 0
+        total += usage.total_tokens or 0
+        if (count := usage.reasoning_tokens) is not None:
             reasoning = (reasoning or 0) + count
     if not present:
         return None

@@ -92,10 +92,10 @@ def _resolve(
     if results.has_judgments and results.records:
         raise DataError(
             f"{where}: mixes {len(results.records)} per-policy records with "
-            f"{len(results.judgment_rows)} per-rule judgments; score each protocol separately"
+            f"{len(results.judgments)} per-rule judgments; score each protocol separately"
         )
     if results.has_judgments:
-        return judgment_pass(cases, results.judgment_rows)
+        return judgment_pass(cases, results.judgments)
     if per_rule:
         raise DataError(f'--per-rule: no judgment records (kind == "judgment") in {where}')
     return dict(results.records), None
