@@ -117,9 +117,17 @@ def load_benchmark(
     ``limit``. Ids are assigned to id-less cases by position *before* filtering.
     """
     if benchmark == "pku-saferlhf":
-        from ._pku_bridge import load_pku_benchmark
+        from ._pku import PKU_BENCHMARK, load_pku
 
-        loaded = load_pku_benchmark(None if dataset is None else str(dataset), lenient=lenient)
+        pku = load_pku(None if dataset is None else str(dataset), lenient=lenient)
+        loaded = Benchmark(
+            cases=pku.cases,
+            source=pku.source,
+            content_hash=pku.content_hash,
+            skipped=pku.skipped,
+            skipped_reasons=pku.problems,
+            benchmark=PKU_BENCHMARK,
+        )
     elif benchmark == "safepyramid":
         path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
         loaded = load_file(path, lenient=lenient)
