@@ -51,6 +51,18 @@ POLICY_CORPUS: list[tuple[str, str | None, tuple[str, list[int] | None], tuple[s
         ("recovered", [6]),
     ),
     ("float truncated by strict", '{"violated_rules": [2.9]}', ("clean", [2]), ("clean", [2])),
+    # Strict reads these as "none violated", as the reference does; robust has no answer.
+    ("nested lists", '{"violated_rules": [[1, 2], [3]]}', ("clean", []), ("failed", None)),
+    ("mapping of rules", '{"violated_rules": {"1": "leaked"}}', ("clean", []), ("failed", None)),
+    ("objects without a number", '{"violated_rules": [{"1": "x"}, {}]}', ("clean", []), ("failed", None)),
+    ("only prose items", '{"violated_rules": ["none of them"]}', ("clean", []), ("failed", None)),
+    ("empty mapping", '{"violated_rules": {}}', ("clean", []), ("clean", [])),
+    (
+        "huge number kept by the parser",
+        '{"violated_rules": [1, 1e38]}',
+        ("clean", [1, int(1e38)]),
+        ("clean", [1, int(1e38)]),
+    ),
     ("violations key", '{"analysis": "a", "violations": [{"rule": 8}]}', ("clean", []), ("recovered", [8])),
     (
         "prose before json",
@@ -385,7 +397,18 @@ def test_parsers_never_raise_and_are_well_typed(text: str | None) -> None:
     if strict.status == "clean" and robust.status == "clean":
         assert robust == strict
     if strict.status in ("clean", "recovered") or robust.status == "clean":
-        assert robust.status in ("clean", "recovered")
+        # Robust fails where strict reads an unreadable rule list as "none violated".
+        assert robust.status in ("clean", "recovered") or (
+            strict.violated_rules == [] and robust.status == "failed" and _unreadable_rule_list(text)
+        )
+
+
+def _unreadable_rule_list(text: str | None) -> bool:
+    try:
+        data = json.loads((text or "").strip())
+    except ValueError:
+        return False
+    return isinstance(data, dict) and bool(data.get("violated_rules", data.get("violations")))
 
 
 def test_adversarial_inputs_stay_fast() -> None:

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from .._errors import ConfigError
 from .._lm import LMConfig, closing_transports
+from .._protocol import case_rule_numbers, keep_policy_rules
 from ._case import guard_case
 from ._verdict import Verdict
 
@@ -161,10 +162,11 @@ class Guard:
         checked = sorted({j.rule for j in output.judgments or []}) or sorted(
             entry.rule for entry in case.rubric.entries()
         )
-        violated = None if output.violated_rules is None else sorted(set(output.violated_rules))
+        kept = keep_policy_rules(output.violated_rules, case_rule_numbers(case))
+        violated = None if kept.rules is None else sorted(set(kept.rules))
         return Verdict(
             violated_rules=violated,
-            status=output.status,
+            status=kept.status or output.status,
             rules_checked=checked,
             usage=output.usage,
             cost=output.cost,
@@ -173,6 +175,7 @@ class Guard:
             model=self._model or str(getattr(lm, "model", "unknown")),
             reasoning=output.analysis or output.reasoning,
             error=output.error,
+            dropped_rules=kept.dropped,
         )
 
     def __repr__(self) -> str:

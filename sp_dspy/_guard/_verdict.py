@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from programs._outputs import Protocol, Status, Usage
+
+from .._protocol._text import replace_surrogates
 
 
 class Verdict(BaseModel):
@@ -13,9 +15,11 @@ class Verdict(BaseModel):
     ``violated_rules`` is ``None`` when there is no usable answer (``status`` is
     ``failed``, ``refused`` or ``error``): an application must not read that as
     "compliant". ``recovered`` means the answer was usable only after lenient parsing
-    (or, per rule, some judgments had none). Rule numbers are the policy's, sorted;
-    a model may name a number the policy lacks, and it is kept (the benchmark scores
-    it as a false positive) rather than silently dropped.
+    (or, per rule, some judgments had none). Rule numbers are the policy's, sorted:
+    a number the model named that the policy lacks is dropped and listed in
+    ``dropped_rules``, and the status is then ``recovered`` (``failed`` when no rule
+    of the policy was left). Text fields hold no lone UTF-16 surrogates (replaced by
+    U+FFFD), so a verdict always prints and serialises.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -30,6 +34,14 @@ class Verdict(BaseModel):
     model: str
     reasoning: str = ""
     error: str | None = None
+    dropped_rules: list[int] = Field(
+        default_factory=list, description="Numbers the model named that are not rules of the policy."
+    )
+
+    @field_validator("reasoning", "error", "program", "model")
+    @classmethod
+    def _encodable(cls, value: str | None) -> str | None:
+        return None if value is None else replace_surrogates(value)
 
     @property
     def compliant(self) -> bool | None:

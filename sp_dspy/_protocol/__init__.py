@@ -15,6 +15,7 @@ from sp_dspy._protocol._parse_models import (
     Verdict,
     VerdictParse,
 )
+from sp_dspy._protocol._parse_policy import PolicyRules, case_rule_numbers, keep_policy_rules
 from sp_dspy._protocol._prefix import (
     PREFIX_PRIORITY,
     PREFIX_SYSTEM,
@@ -70,11 +71,14 @@ __all__ = [
     "ParseMode",
     "ParseStatus",
     "PolicyParse",
+    "PolicyRules",
     "RuleTarget",
     "TargetType",
     "Verdict",
     "VerdictParse",
     "build_targets",
+    "case_rule_numbers",
+    "keep_policy_rules",
     "parse_policy_output",
     "parse_verdict_output",
     "per_policy_messages",

@@ -16,7 +16,9 @@ mode silently drops), a ``violations`` key, and truncated output.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from sp_dspy._protocol._parse_models import PolicyParse
 from sp_dspy._protocol._text import (
@@ -30,6 +32,9 @@ from sp_dspy._protocol._text import (
     robust_split_think,
     to_text,
 )
+
+if TYPE_CHECKING:
+    from sp_dspy._data._schema import Case
 
 _LABELS: dict[str, Literal["safe", "unsafe"]] = {"safe": "safe", "unsafe": "unsafe"}
 _STRICT_ERRORS = (TypeError, ValueError, OverflowError)
@@ -189,16 +194,28 @@ def _recover(answer: str) -> PolicyParse | None:
     return _regex_fallback(answer)
 
 
+def _has_rules_value(data: dict[str, Any] | None) -> bool:
+    """Whether the answer's first rules key holds something (not ``[]``, ``{}``, ``null``, ``""``)."""
+    key = next((k for k in _RULES_KEYS if k in (data or {})), None)
+    return data is not None and key is not None and bool(data[key])
+
+
 def parse_policy_robust(text: str | None) -> PolicyParse:
     """Strict first; recover the answer when the official parser fails or loses rules.
 
     A clean strict parse is kept unless the lenient reading of the same JSON differs
     (``"Rule 3"`` strings, a ``"3, 5"`` string, booleans read as rule 1): then the
-    lenient rules win and the status says ``recovered``.
+    lenient rules win and the status says ``recovered``. A rule list the lenient
+    reading cannot use at all (only nested lists, objects without a rule number, a
+    mapping) makes the answer ``failed`` where strict mode reads it as "none".
     """
     strict, data = _strict(text)
     if strict.status == "clean":
         lenient = _interpret(data)
+        if lenient is None and not strict.violated_rules and _has_rules_value(data):
+            # A rule list is there but nothing in it reads as a rule number
+            # (``[[1, 2], [3]]``, ``{"1": ...}``): that is no answer, never "none violated".
+            return PolicyParse.failure(strict.reasoning)
         if lenient is None or lenient.violated_rules == strict.violated_rules:
             return strict
         return strict.model_copy(update={"violated_rules": lenient.violated_rules, "status": "recovered"})
@@ -212,3 +229,46 @@ def parse_policy_robust(text: str | None) -> PolicyParse:
     if has_refusal_phrase(checked) and not has_policy_marker(checked):
         return PolicyParse.refusal(reasoning)
     return PolicyParse.failure(reasoning)
+
+
+# --- rules of the policy --------------------------------------------------------------
+
+
+def case_rule_numbers(case: Case) -> set[int]:
+    """The rule numbers of a case's policy: its rubric's, else the policy's ``N.`` lines."""
+    from sp_dspy._data._scan import rule_numbers
+
+    return {entry.rule for entry in case.rubric.entries()} or rule_numbers(case.policy)
+
+
+@dataclass(frozen=True)
+class PolicyRules:
+    """An answer's rule numbers split into the policy's (``rules``) and the rest (``dropped``).
+
+    ``rules`` is ``None`` when the answer had none (refused, failed) or named only
+    numbers the policy lacks: nothing usable is left, which is no answer rather than
+    "no rule violated".
+    """
+
+    rules: list[int] | None
+    dropped: list[int]
+
+    @property
+    def status(self) -> Literal["recovered", "failed"] | None:
+        """The answer's status after the drop; ``None`` when nothing was dropped (it keeps its own)."""
+        if not self.dropped:
+            return None
+        return "failed" if self.rules is None else "recovered"
+
+
+def keep_policy_rules(rules: Sequence[int] | None, policy_rules: Collection[int]) -> PolicyRules:
+    """Drop the rule numbers that are not in ``policy_rules``, keeping order.
+
+    An empty ``policy_rules`` means the policy's rules are unknown (a policy text
+    without numbered rule lines and no rubric): nothing is dropped then.
+    """
+    if rules is None or not policy_rules:
+        return PolicyRules(None if rules is None else list(rules), [])
+    kept = [rule for rule in rules if rule in policy_rules]
+    dropped = [rule for rule in rules if rule not in policy_rules]
+    return PolicyRules(None if dropped and not kept else kept, dropped)

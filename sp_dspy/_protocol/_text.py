@@ -38,6 +38,9 @@ _FENCE_OPEN = re.compile(r"^```(?:json)?\s*")
 _FENCE_CLOSE = re.compile(r"\s*```$")
 _FENCED_BLOCK = re.compile(r"```[ \t]*[A-Za-z0-9_+-]*[ \t]*\n?(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder()
+# UTF-16 surrogate code points: a JSON "\\ud800" escape decodes to one, and no UTF-8
+# encoder (a file, a terminal, orjson) accepts a string that holds it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # Bounds that keep the recovery scan linear-ish on adversarial input.
 _MAX_KEY_HITS: Final = 8
 _MAX_STARTS_PER_HIT: Final = 16
@@ -194,3 +197,8 @@ def to_text(value: Any) -> str | None:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(value)
+
+
+def replace_surrogates(text: str) -> str:
+    """``text`` with every lone UTF-16 surrogate replaced by U+FFFD, so it encodes as UTF-8."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)

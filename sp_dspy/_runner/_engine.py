@@ -4,6 +4,11 @@ A fixed pool of worker coroutines pulls units from a queue, so at most
 ``concurrency`` LM calls are in flight and Ctrl-C (task cancellation) stops the pool
 without losing anything already written: every finished unit was appended and
 fsynced by ``JsonlStore`` before the next one started.
+
+A unit whose record cannot be stored (a full disk) stops the run, but only after
+the other workers have finished and stored the units they hold: their calls share
+one connection pool, which closes when the run ends, so ending at once would turn
+every call still in flight into a false ``connection`` error.
 """
 
 from __future__ import annotations
@@ -39,37 +44,51 @@ class UnitEngine(Generic[Unit]):
     concurrency: int = 16
     on_record: Callable[[Record], None] | None = None
     stats: EngineStats = field(default_factory=EngineStats)
+    _stopping: bool = field(default=False, init=False, repr=False)
 
     async def run(self, units: Sequence[Unit]) -> EngineStats:
+        """Run every unit; re-raises the first failure to store a record, after the others finish."""
         queue: asyncio.Queue[Unit] = asyncio.Queue()
         for unit in units:
             queue.put_nowait(unit)
+        self._stopping = False
         workers = [
             asyncio.create_task(self._worker(queue)) for _ in range(max(1, min(self.concurrency, len(units))))
         ]
         try:
-            await asyncio.gather(*workers)
+            outcomes = await asyncio.gather(*workers, return_exceptions=True)
         except asyncio.CancelledError:
             self.stats.interrupted = True
             for worker in workers:
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
+        failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        if failure is not None:
+            raise failure
         return self.stats
 
     async def _worker(self, queue: asyncio.Queue[Unit]) -> None:
-        while True:
+        while not self._stopping:
             try:
                 unit = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
             try:
-                record = await self.work(unit)
+                self._finish(await self._record(unit))
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # one failed unit must never stop the run
-                record = self.on_error(unit, exc)
-            self._finish(record)
+            except BaseException:
+                self._stopping = True  # no new units; the others finish the ones they hold
+                raise
+
+    async def _record(self, unit: Unit) -> Record:
+        try:
+            return await self.work(unit)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one failed unit must never stop the run
+            return self.on_error(unit, exc)
 
     def _finish(self, record: Record) -> None:
         self.store.append(record)

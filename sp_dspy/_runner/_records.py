@@ -8,6 +8,11 @@ safe flag when it stated one (then also written as ``predicted_safe``), else der
 from the rule set (empty = safe); ``predicted_severity`` appears only when predicted. Judgment records follow the reference's
 ``"kind": "judgment"`` lines; ``refused`` there also covers unparseable verdicts,
 exactly as the reference counts them.
+
+Every answer becomes a record. Rule numbers the case's policy does not have (``99``,
+``-1``, ``1e38``) are dropped and listed in ``dropped_rules``; the record is then
+``recovered``, or ``failed`` (``parse_failed``, no prediction) when no rule of the
+policy is left.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .._lm import classify_error, redact
+from .._protocol._parse_policy import case_rule_numbers, keep_policy_rules
 
 if TYPE_CHECKING:
     from programs import CaseOutput, JudgmentOutput
@@ -45,8 +51,10 @@ def case_scores(case: Case, violated: list[int] | None) -> dict[str, Any] | None
 def policy_record(
     case: Case, index: int, output: CaseOutput, *, model: str, run: dict[str, Any], latency_s: float
 ) -> dict[str, Any]:
-    """One per-policy results line."""
-    label = None if output.violated_rules is None else ("unsafe" if output.violated_rules else "safe")
+    """One per-policy results line (rule numbers outside the case's policy dropped)."""
+    kept = keep_policy_rules(output.violated_rules, case_rule_numbers(case))
+    violated = kept.rules
+    label = None if violated is None else ("unsafe" if violated else "safe")
     if output.predicted_safe is not None:
         label = "safe" if output.predicted_safe else "unsafe"
     record: dict[str, Any] = {
@@ -54,10 +62,10 @@ def policy_record(
         "index": index,
         "level": case.level,
         "domain": case.domain,
-        "violated_rules": output.violated_rules,
+        "violated_rules": violated,
         "refused": output.refused,
-        "parse_failed": output.parse_failed,
-        "parse_status": output.status,
+        "parse_failed": output.parse_failed or kept.status == "failed",
+        "parse_status": kept.status or output.status,
         "analysis": output.analysis,
         "reasoning": output.reasoning,
         "predicted_label": label,
@@ -66,9 +74,11 @@ def policy_record(
         "usage": output.usage.model_dump(exclude_none=True),
         "cost": output.cost,
         "latency_s": round(latency_s, 3),
-        "scores": case_scores(case, output.violated_rules),
+        "scores": case_scores(case, violated),
         **run,
     }
+    if kept.dropped:
+        record["dropped_rules"] = kept.dropped
     if output.predicted_safe is not None:
         record["predicted_safe"] = output.predicted_safe
     if output.predicted_severity is not None:

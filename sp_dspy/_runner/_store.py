@@ -15,11 +15,16 @@ GIL hand-offs per record, which at a thousand records a second stalled the event
 loop enough to cost 3-5% of throughput (``benchmarks/bench_runner.py``). ``close``
 syncs what is left. On resume a torn last line (the process died mid-write) is cut off
 before appending, so the file stays valid JSONL.
+
+A record is never refused for what a model wrote: text holding a lone UTF-16
+surrogate (a JSON ``"\\ud800"`` escape in an answer) is stored with U+FFFD in its
+place, and an integer beyond 64 bits is written exactly (``encode_line``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -27,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from .._protocol._text import replace_surrogates
 
 _CHUNK = 1 << 16
 # Compact UTF-8 JSON, as ``json.dumps(ensure_ascii=False, separators=(",", ":"))`` writes
@@ -53,7 +60,7 @@ class JsonlStore:
 
     def append(self, record: dict[str, Any]) -> None:
         """Write ``record`` as one line; it survives the process once this returns."""
-        line = orjson.dumps(record, option=_LINE_OPTIONS).decode("utf-8")
+        line = encode_line(record)
         with self._lock:
             if self._sync_error is not None:
                 raise self._sync_error
@@ -100,6 +107,36 @@ class JsonlStore:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def encode_line(record: dict[str, Any]) -> str:
+    """``record`` as one compact UTF-8 JSON line, whatever text or numbers it holds.
+
+    orjson writes almost every record; it refuses strings with lone surrogates and
+    integers beyond 64 bits, which a model's answer can carry. Such a record is
+    written by the standard library instead, with the surrogates replaced (U+FFFD)
+    and big integers exact. A value that is not JSON data at all (a set, an object)
+    is a bug in the caller and still raises ``TypeError``.
+    """
+    try:
+        return orjson.dumps(record, option=_LINE_OPTIONS).decode("utf-8")
+    except orjson.JSONEncodeError:
+        return json.dumps(_storable(record), ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _storable(value: Any) -> Any:
+    """``value`` with its strings made encodable and non-finite floats as ``null`` (as orjson)."""
+    if isinstance(value, str):
+        return replace_surrogates(value)
+    if isinstance(value, dict):
+        return {
+            _storable(key) if isinstance(key, str) else key: _storable(item) for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_storable(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def repair_torn_tail(path: Path) -> int:

@@ -147,6 +147,9 @@ def _print_verdict(verdict: Verdict, rule_texts: dict[int, str]) -> None:
         for rule in verdict.violated_rules:
             table.add_row(str(rule), escape(rule_texts.get(rule, "(not a rule of this policy)")))
         console.print(table)
+    if verdict.dropped_rules:
+        dropped = ", ".join(str(rule) for rule in verdict.dropped_rules)
+        console.print(f"[dim]dropped (not rules of this policy):[/dim] {escape(dropped)}", highlight=False)
     if verdict.reasoning:
         console.print(f"[dim]reasoning:[/dim] {escape(verdict.reasoning)}", highlight=False)
     tokens = verdict.usage.total_tokens
