@@ -61,7 +61,7 @@ def test_text_output_lists_the_violated_rules_with_their_text(files: Path) -> No
     code, out, error = run(
         "--policy", "policy.txt", "--conversation", "chat.txt", "--lm", "fake/all", cache=True
     )
-    assert (code, error) == (0, None)
+    assert (code, type(error)) == (1, SystemExit)  # rules violated: exit 1, like grep finding a match
     assert "Violated rules (3 of 3)" in out
     assert "[before]" in out  # rule text printed as is, not as markup
     assert "official (per-policy) on fake/all; status clean" in out
@@ -74,7 +74,7 @@ def test_json_output_is_a_verdict(files: Path, conversation: str) -> None:
         "--program", "dspy", "--protocol", "per-rule", "--json",
     )  # fmt: skip
     verdict = Verdict.model_validate_json(out)
-    assert code == 0
+    assert code == 1
     assert (verdict.violated_rules, verdict.protocol, verdict.program) == ([1, 2, 3], "per-rule", "dspy")
 
 
@@ -84,14 +84,14 @@ def test_no_rule_violated(files: Path) -> None:
     assert "No rule violated (3 rules checked)" in out
 
 
-def test_no_usable_answer_exits_1(files: Path) -> None:
+def test_no_usable_answer_exits_2(files: Path) -> None:
     code, out, _ = run(
         "--policy", "policy.txt", "--conversation", "chat.txt", "--lm", "fake/garbage", "--json"
     )
-    assert code == 1
+    assert code == 2
     assert Verdict.model_validate_json(out).status == "failed"
     code, out, _ = run("--policy", "policy.txt", "--conversation", "chat.txt", "--lm", "fake/refuse")
-    assert code == 1
+    assert code == 2
     assert "No verdict (status: refused)" in out
 
 
@@ -105,7 +105,7 @@ def test_an_openai_compatible_endpoint_gives_the_gold_verdict(files: Path) -> No
             "--api-base", server.url, "--json",
         )  # fmt: skip
     verdict = Verdict.model_validate_json(out)
-    assert (code, verdict.violated_rules, verdict.model) == (0, [1], "openai/stub")
+    assert (code, verdict.violated_rules, verdict.model) == (1, [1], "openai/stub")
 
 
 def test_a_compiled_artifact_directory(files: Path) -> None:
@@ -125,7 +125,7 @@ def test_a_compiled_artifact_directory(files: Path) -> None:
         "compiled",
     )
     code, out, _ = run(*args, "--json")
-    assert (code, Verdict.model_validate_json(out).program) == (0, "compiled")
+    assert (code, Verdict.model_validate_json(out).program) == (1, "compiled")
     code, _, error = run(*args, "--protocol", "per-rule")
     assert isinstance(error, ConfigError)
     assert "the artifact is a per-policy program" in str(error)

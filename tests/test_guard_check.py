@@ -233,3 +233,52 @@ def test_a_json_schema_endpoint_gets_what_evaluation_sends_it(name: str) -> None
         assert (plain_call.response_format, constrained_call.response_format is not None) == (None, True)
     else:
         assert (plain_call.reply[:1], constrained_call.reply[:1]) == ("[", "{")
+
+
+def test_an_lm_by_string_takes_its_settings_without_building_a_dspy_lm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MY_KEY", "sk-test-guard")
+    guard = Guard.load(
+        "official", lm="openai/gpt-4o-mini", api_base="http://127.0.0.1:9/v1", api_key_env="MY_KEY",
+        temperature=0.5, max_tokens=77,
+    )  # fmt: skip
+    lm: Any = guard.lm
+    assert (lm.model, lm.kwargs["api_base"], lm.kwargs["temperature"]) == (
+        "openai/gpt-4o-mini", "http://127.0.0.1:9/v1", 0.5,
+    )  # fmt: skip
+    assert (lm.kwargs["max_tokens"], lm.kwargs["api_key"]) == (77, "sk-test-guard")
+
+
+def test_an_lm_by_configured_name_reads_the_models_file_and_settings_override_it(tmp_path: Path) -> None:
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        "models:\n  mini:\n    model: openai/gpt-4o-mini\n    api_base: http://127.0.0.1:9/v1\n"
+        "    temperature: 0.2\n",
+        encoding="utf-8",
+    )
+    lm: Any = Guard.load("official", lm="mini", models_file=models, temperature=0.7).lm
+    assert (lm.model, lm.kwargs["api_base"], lm.kwargs["temperature"]) == (
+        "openai/gpt-4o-mini", "http://127.0.0.1:9/v1", 0.7,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"lm": "fake/all", "temprature": 0.1}, "unknown LM setting(s) temprature"),
+        ({"lm": "fake/all", "temperature": 9.0}, "Guard.load: LM setting temperature"),
+        ({"lm": "fake/all", "api_base": "127.0.0.1:8000"}, "Guard.load: LM setting api_base"),
+        ({"api_base": "http://127.0.0.1:9/v1"}, "LM settings (api_base) need lm= as a model string"),
+        ({"lm": "nosuchname"}, "lm='nosuchname': not a configured model name"),
+        ({"lm": "mini", "models_file": "missing.yaml"}, "models_file 'missing.yaml': no such file"),
+    ],
+)
+def test_lm_setting_errors_are_one_line(
+    kwargs: dict[str, Any], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        Guard.load("official", **kwargs)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)

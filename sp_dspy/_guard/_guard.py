@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 PARSERS = ("strict", "robust")
+# Where a model *name* is looked up when no ``models_file`` is given (the CLI's default too).
+DEFAULT_MODELS_FILE = Path("configs/models.yaml")
 
 
 class Guard:
@@ -69,6 +71,8 @@ class Guard:
         protocol: str | None = None,
         parser: str = "robust",
         max_concurrency: int = 8,
+        models_file: str | Path | None = None,
+        **lm_settings: Any,
     ) -> Guard:
         """A guard from a compiled artifact directory or a program name.
 
@@ -78,13 +82,23 @@ class Guard:
                 ``"dspy-cot"`` (fresh, uncompiled DSPy programs). An existing
                 directory wins over a name, as in ``sp-dspy eval --program``.
             lm: an ``LMConfig``, a model string (``"openai/gpt-5-mini"``,
-                ``"fake/oracle"``), a ``dspy.LM``, or ``None`` to use the LM set with
-                ``dspy.configure(lm=...)`` at check time.
+                ``"fake/oracle"``), a model name from ``models_file``, a ``dspy.LM``,
+                or ``None`` to use the LM set with ``dspy.configure(lm=...)`` at check time.
             protocol: ``"per-policy"`` or ``"per-rule"``; default per-policy for a
                 name, the artifact's own for a directory (a different value is an error).
             parser: ``"robust"`` or ``"strict"`` (the official parser): how the official
                 baseline reads answers. DSPy programs parse with their adapter.
             max_concurrency: judgments in flight per check (per-rule programs).
+            models_file: the models YAML a model *name* is looked up in (default
+                ``configs/models.yaml`` when it exists, as on the command line).
+            lm_settings: ``LMConfig`` fields for a model string, name or ``LMConfig``
+                (``api_base``, ``api_key_env``, ``temperature``, ``max_tokens``,
+                ``reasoning_effort``, ``timeout``, ``num_retries``, ``cache``,
+                ``json_schema``, ``transport``); they override a configured model's
+                settings, as the CLI flags do. Not accepted with a ``dspy.LM``.
+
+        Raises:
+            ConfigError: an unknown program, protocol, parser, model or setting (one line).
         """
         if parser not in PARSERS:
             raise ConfigError(f"parser {parser!r}: expected 'strict' or 'robust'")
@@ -93,7 +107,7 @@ class Guard:
         # adapter for DSPy programs.
         from programs import OfficialPerPolicy, OfficialPerRule
 
-        live_lm, model, constrained = _resolve_lm(lm)
+        live_lm, model, constrained = _resolve_lm(lm, models_file, lm_settings)
         program, label = _program(dir_or_name, protocol, parser, max(1, max_concurrency), constrained)
         json_adapter = constrained and not isinstance(program, OfficialPerPolicy | OfficialPerRule)
         return cls(program, label=label, lm=live_lm, model=model, json_adapter=json_adapter)
@@ -212,29 +226,64 @@ def _program(
     return make_program(dir_or_name, protocol, **options), dir_or_name
 
 
-def _resolve_lm(lm: LMConfig | str | Any | None) -> tuple[Any | None, str | None, bool]:
+def _resolve_lm(
+    lm: LMConfig | str | Any | None, models_file: str | Path | None, settings: dict[str, Any]
+) -> tuple[Any | None, str | None, bool]:
     """``(dspy LM or None, model string or None, JSON-schema endpoint)`` for what ``load`` got."""
     from .._lm import make_lm
 
-    if lm is None:
-        return None, None, False
-    if isinstance(lm, str):
-        if lm == "local":
+    if lm is None or not isinstance(lm, str | LMConfig):
+        if settings:
             raise ConfigError(
-                "lm='local': the embedded model is started by the CLI; run `sp-dspy serve` and pass "
-                "LMConfig(model=..., api_base=...) for its endpoint"
+                f"Guard.load: LM settings ({', '.join(sorted(settings))}) need lm= as a model "
+                "string, a configured name or an LMConfig"
             )
-        try:
-            lm = LMConfig(model=lm)
-        except ValidationError as exc:
-            raise ConfigError(f"lm={lm!r}: {exc.errors()[0]['msg']}") from None
-    if isinstance(lm, LMConfig):
-        return make_lm(lm), lm.model, lm.json_schema
-    from .._lm import import_dspy
+        if lm is None:
+            return None, None, False
+        from .._lm import import_dspy
 
-    if isinstance(lm, import_dspy().BaseLM):
-        return lm, str(lm.model), False
-    raise ConfigError(f"lm: expected an LMConfig, a model string or a dspy.LM, got {type(lm).__name__}")
+        if isinstance(lm, import_dspy().BaseLM):
+            return lm, str(lm.model), False
+        raise ConfigError(f"lm: expected an LMConfig, a model string or a dspy.LM, got {type(lm).__name__}")
+    if lm == "local":
+        raise ConfigError(
+            "lm='local': the embedded model is started by the CLI; run `sp-dspy serve` and pass "
+            "lm='openai/local' with api_base= its endpoint"
+        )
+    config = lm if isinstance(lm, LMConfig) else _named_config(lm, models_file)
+    if settings:
+        config = _with_settings(config, settings)
+    return make_lm(config), config.model, config.json_schema
+
+
+def _named_config(spec: str, models_file: str | Path | None) -> LMConfig:
+    """A model string as is, or a name looked up in the models YAML (as ``--lm`` does)."""
+    from .._lm import load_model_configs, resolve_model_config
+
+    path = Path(models_file) if models_file is not None else DEFAULT_MODELS_FILE
+    if models_file is not None and not path.is_file():
+        raise ConfigError(f"models_file {str(path)!r}: no such file")
+    configured = load_model_configs(path) if path.is_file() else {}
+    try:
+        return resolve_model_config(spec, configured)
+    except ConfigError as exc:  # its message names the CLI flag; here the argument is lm=
+        raise ConfigError(f"lm={spec!r}: {str(exc).partition(': ')[2]}") from None
+
+
+def _with_settings(config: LMConfig, settings: dict[str, Any]) -> LMConfig:
+    unknown = sorted(set(settings) - set(LMConfig.model_fields) - {"model"})
+    if unknown or "model" in settings:
+        raise ConfigError(
+            f"Guard.load: unknown LM setting(s) {', '.join(unknown or ['model'])}; "
+            f"expected some of {', '.join(f for f in LMConfig.model_fields if f not in ('model', 'name'))}"
+        )
+    try:
+        return LMConfig.model_validate({**config.model_dump(), **settings})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(
+            f"Guard.load: LM setting {'.'.join(map(str, first['loc']))}: {first['msg']}"
+        ) from None
 
 
 def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:

@@ -50,7 +50,8 @@ class EvalConfig(BaseModel):
 
     data: DataSelection = Field(default_factory=DataSelection)
     program: str = "official"
-    protocol: Protocol = "per-policy"
+    protocol: Protocol | None = None  # per-policy for a named program; an artifact's own
+    allow_overlap: bool = False  # score an artifact on cases of its train/dev split
     parser: Parser = "strict"
     per_rule_layout: Layout = "official"
     concurrency: int = Field(default=16, ge=1, le=1024)

@@ -34,6 +34,7 @@ from ._manifest import (
     totals_of,
     write_manifest,
 )
+from ._overlap import check_no_overlap
 from ._paths import RunPaths, resolve_run
 from ._progress import ProgressView
 from ._records import Stopwatch
@@ -93,18 +94,24 @@ def build_program(config: EvalConfig, *, constrained: bool = False) -> tuple[Any
     path = Path(config.program)
     if path.is_dir():
         program = load_program(path)
+        if config.protocol is not None and config.protocol != program.protocol:
+            raise ConfigError(
+                f"--protocol {config.protocol}: the artifact {path} is a {program.protocol} program; "
+                "drop --protocol (an artifact runs its own protocol)"
+            )
         return program, str(program.protocol), str(path)
     if config.program not in PROGRAM_NAMES:
         raise ConfigError(
             f"--program: expected {', '.join(PROGRAM_NAMES)} or an artifact directory, got {config.program!r}"
         )
+    protocol = config.protocol or "per-policy"
     options: dict[str, Any] = {}
     if config.program == "official":
         options["mode"] = config.parser
         options["constrained"] = constrained
-        if config.protocol == "per-rule":
+        if protocol == "per-rule":
             options["layout"] = config.per_rule_layout
-    return make_program(config.program, config.protocol, **options), config.protocol, config.program
+    return make_program(config.program, protocol, **options), protocol, config.program
 
 
 def run_eval(
@@ -123,6 +130,9 @@ def run_eval(
     console = console or Console(stderr=True)
     loaded, cases = select_cases(config)
     program, protocol, label = build_program(config, constrained=lm_config.json_schema)
+    if Path(config.program).is_dir() and not config.allow_overlap:
+        check_no_overlap(Path(config.program), cases)
+    config = config.model_copy(update={"protocol": protocol})  # the manifest records what ran
     model = lm_config.display_name()
     paths = resolve_run(
         config.output_dir, lm_config.short_name(), config.run_id, resume=config.resume, protocol=protocol

@@ -2,9 +2,9 @@
 
 The same ``Guard`` an application uses (``sp_dspy.Guard``), so a compiled artifact
 can be tried on a conversation before it is deployed. Input errors name the file
-and the line (text) or message index (JSON). Exit status: 0 with a verdict
-(violations or not), 1 when the guard gave no usable answer (failed, refused, error),
-2 for bad input.
+and the line (text) or message index (JSON). The exit status gates a script like
+``grep``'s: 0 when no rule is violated, 1 when some rule is violated, 2 when there is
+no verdict (bad input, or the guard gave no usable answer: failed, refused, error).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from .._guard import Verdict
 
 NO_ANSWER = ("failed", "refused", "error")
+EXIT_VIOLATED = 1
+EXIT_NO_VERDICT = 2
 
 
 def register(app: typer.Typer) -> None:
@@ -65,7 +67,10 @@ def check_command(
     json_schema: lmo.JsonSchema = False,
     transport: lmo.Transport = None,
 ) -> None:
-    """Check one conversation against a policy with a guard and print the violated rules."""
+    """Check one conversation against a policy with a guard and print the violated rules.
+
+    Exit status: 0 no rule violated, 1 some rule violated, 2 no verdict or bad input.
+    """
     from .._guard import Guard, Source, guard_case
     from .._lm import configure_cache
 
@@ -95,8 +100,10 @@ def check_command(
         typer.echo(verdict.model_dump_json(indent=2))
     else:
         _print_verdict(verdict, {entry.rule: entry.text for entry in case.rubric.entries()})
-    if verdict.status in NO_ANSWER:
-        raise typer.Exit(1)
+    if verdict.status in NO_ANSWER or verdict.violated_rules is None:
+        raise typer.Exit(EXIT_NO_VERDICT)
+    if verdict.violated_rules:
+        raise typer.Exit(EXIT_VIOLATED)
 
 
 def _read_text(path: Path, flag: str) -> str:

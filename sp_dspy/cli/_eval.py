@@ -45,7 +45,16 @@ def eval_command(
             help="official, dspy, dspy-cot, dspy-severity[-cot] (PKU-SafeRLHF), or a compiled artifact directory.",
         ),
     ] = "official",
-    protocol: Annotated[str, typer.Option("--protocol", help="per-policy or per-rule.")] = "per-policy",
+    protocol: Annotated[
+        str | None,
+        typer.Option(
+            "--protocol", help="per-policy or per-rule (default: per-policy, or the artifact's own)."
+        ),
+    ] = None,
+    allow_overlap: Annotated[
+        bool,
+        typer.Option("--allow-overlap", help="Score an artifact on cases of its own train/dev split anyway."),
+    ] = False,
     parser: Annotated[str, typer.Option("--parser", help="strict (official) or robust.")] = "strict",
     per_rule_layout: Annotated[
         str, typer.Option("--per-rule-layout", help="official, or prefix (cache-friendly; not official).")
@@ -102,7 +111,8 @@ def eval_command(
             "limit": LOCAL_DEFAULT_LIMIT if local_default else limit, "start_idx": start_idx, "shard": shard,
             "lenient": lenient, "with_evidence": with_evidence,
         },
-        "program": program, "protocol": protocol, "parser": parser, "per_rule_layout": per_rule_layout,
+        "program": program, "protocol": protocol, "allow_overlap": allow_overlap, "parser": parser,
+        "per_rule_layout": per_rule_layout,
         "concurrency": concurrency, "output_dir": output_dir, "run_id": run_id, "resume": resume,
     }  # fmt: skip
     settings = build_eval_config(flags, run_config)
