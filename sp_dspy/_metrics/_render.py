@@ -7,6 +7,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from .._table import FitTable
 from ._official import CELLS, RULE_TYPES, TAUS_FULL, tau_key
 from ._score import ScoreReport
 
@@ -43,7 +44,7 @@ def headline_table(report: ScoreReport) -> Table:
     if report.cap_aware:
         title += " (cap-aware)"
     caption = "RMR = mean RMR@{1.0,.9,.8,.7}; RDR lower is better; Strict = RMR with excluded cases as misses"
-    table = Table(title=title, caption=caption)
+    table = FitTable(title=title, caption=caption)
     columns = ["Cell", "N", "Scored", "RMR", "95% CI", "RMR@1.0", "RDR", "Excl.%", "Strict"]
     if report.mode == "per_rule":
         columns.append("Judg. refusal %")
@@ -69,7 +70,7 @@ def headline_table(report: ScoreReport) -> Table:
 
 
 def tau_table(report: ScoreReport) -> Table:
-    table = Table(title="RMR@tau breakdown")
+    table = FitTable(title="RMR@tau breakdown")
     table.add_column("Cell")
     for tau, _ in TAUS_FULL:
         table.add_column(f"@{tau:.1f}", justify="right")
@@ -79,7 +80,7 @@ def tau_table(report: ScoreReport) -> Table:
 
 
 def failure_table(report: ScoreReport) -> Table:
-    table = Table(title="Failure modes (scored cases failing exact match; % of the level's cases)")
+    table = FitTable(title="Failure modes (scored cases failing exact match; % of the level's cases)")
     modes = ("FM-V1", "FM-D1", "FM-C1", "FM-C3")
     for name in ("Level", "Failed", *modes):
         table.add_column(name, justify="left" if name == "Level" else "right")
@@ -92,7 +93,7 @@ def failure_table(report: ScoreReport) -> Table:
 
 
 def attribution_table(report: ScoreReport) -> Table:
-    table = Table(title="Errors by rule type (FP / FN counts)")
+    table = FitTable(title="Errors by rule type (FP / FN counts)")
     table.add_column("Cell")
     for bucket in RULE_TYPES:
         table.add_column(bucket, justify="right")
@@ -103,12 +104,13 @@ def attribution_table(report: ScoreReport) -> Table:
 
 
 def domain_table(report: ScoreReport) -> Table:
-    table = Table(title="Per-domain RMR")
+    # Short headers keep the table within 80 columns beside a long domain name.
+    table = FitTable(title="Per-domain RMR", caption="L0-ALL: RMR per level; RMR@1.0 and RDR: all levels")
     table.add_column("Domain")
     for name in CELLS:
-        table.add_column(f"RMR {name}", justify="right")
-    table.add_column("RMR@1.0 ALL", justify="right")
-    table.add_column("RDR ALL", justify="right")
+        table.add_column(name, justify="right")
+    table.add_column("RMR@1.0", justify="right")
+    table.add_column("RDR", justify="right")
     for domain, cells in report.domains.items():
         _add_row(
             table,
@@ -121,7 +123,7 @@ def domain_table(report: ScoreReport) -> Table:
 
 
 def per_rule_table(report: ScoreReport) -> Table:
-    table = Table(title="Per-rule judgments (no verdict counts as wrong / not flagged)")
+    table = FitTable(title="Per-rule judgments (no verdict counts as wrong / not flagged)")
     for name in ("Cell", "Target type", "N", "Acc", "P", "R", "F1", "TP/FP/FN/TN", "No verdict %"):
         table.add_column(name, justify="left" if name in ("Cell", "Target type") else "right")
     for cell, stats in (report.per_rule or {}).items():

@@ -6,6 +6,7 @@ from rich.console import Group
 from rich.table import Table
 
 from sp_dspy._metrics_pku._report import PKU_PUBLISHED, PkuReport, SeverityMetrics
+from sp_dspy._table import FitTable
 
 
 def _fmt(value: float | None) -> str:
@@ -15,7 +16,7 @@ def _fmt(value: float | None) -> str:
 def render_pku_report(report: PkuReport, *, title: str = "PKU-SafeRLHF") -> Group:
     """Summary, per-category and (when scored) severity tables, ready for ``Console.print``."""
     cat, binary, sev = report.categories, report.binary, report.severity
-    summary = Table(title=f"{title}: summary (%)", title_justify="left")
+    summary = FitTable(title=f"{title}: summary (%)", title_justify="left")
     summary.add_column("metric")
     summary.add_column("value", justify="right")
     summary.add_column("n_eval / excluded", justify="right")
@@ -55,7 +56,7 @@ def render_pku_report(report: PkuReport, *, title: str = "PKU-SafeRLHF") -> Grou
 
 
 def _category_table(report: PkuReport, title: str) -> Table:
-    table = Table(title=f"{title}: harm categories (%)", title_justify="left")
+    table = FitTable(title=f"{title}: harm categories (%)", title_justify="left")
     table.add_column("rule", justify="right")
     table.add_column("category")
     for name in ("support", "predicted", "precision", "recall", "F1"):
@@ -76,7 +77,7 @@ def _category_table(report: PkuReport, title: str) -> Table:
 
 
 def _severity_table(severity: SeverityMetrics, title: str) -> Table:
-    table = Table(title=f"{title}: severity", title_justify="left")
+    table = FitTable(title=f"{title}: severity", title_justify="left")
     table.add_column("gold \\ pred")
     for level in range(len(severity.confusion)):
         table.add_column(str(level), justify="right")

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from .._data._schema import Case
 from .._metrics import ResultSet
+from .._table import FitTable
 from ._html_tables import DASH, esc, num, row, table
 from ._model import ComparisonSummary
 
@@ -127,14 +128,14 @@ def pku_terminal_table(summary: ComparisonSummary) -> Table | None:
     paper = summary.pku_published
     if paper is None:
         return None
-    result = Table(
+    result = FitTable(
         title="PKU-SafeRLHF (%), beside the paper's moderator",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         caption=f"published: {paper['citation']}",
         caption_justify="left",
     )
-    result.add_column("Variant", overflow="fold", min_width=12)
+    result.add_column("Variant", min_width=12)
     shown = [column for column in HEADLINE if column[3] is not None]
     for *_, label, _ in shown:
         result.add_column(label or "", justify="right")

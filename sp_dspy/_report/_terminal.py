@@ -10,6 +10,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from .._table import FitTable
 from ._model import ComparisonSummary, DiffRow
 
 DASH = "–"
@@ -42,12 +43,12 @@ def _delta(row: DiffRow | None) -> Text:
 
 def render_terminal(summary: ComparisonSummary) -> Table:
     """Per variant: scored cases, exclusions, RMR by level, ΔRMR vs the baseline, cost per case."""
-    table = Table(
+    table = FitTable(
         title=f"{summary.benchmark}: {summary.n_cases} cases, baseline {summary.baseline}",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
-    table.add_column("Variant", overflow="fold", min_width=12)
+    table.add_column("Variant", min_width=12)
     for header in ("Scored", "Excl %", "RMR ALL [95% CI]", "L0", "L1", "L2", "RMR@1.0", "RDR"):
         table.add_column(header, justify="right")
     table.add_column("Δ RMR vs baseline", justify="right")

@@ -181,17 +181,17 @@ def ablate_command(
 
 def _print_outcome(outcome: AblationOutcome, *, small: bool) -> None:
     from rich import box
-    from rich.table import Table
 
     from .._ablate import RESULTS_DIR
     from .._report import render_terminal
+    from .._table import FitTable
     from ._eval import SMALL_MODEL_NOTE
 
     summary = outcome.summary
     assert summary is not None  # set whenever the ablation was not interrupted
     console.print(render_terminal(summary))
-    runs = Table(title="Runs", title_justify="left", box=box.SIMPLE_HEAD)
-    runs.add_column("Variant", overflow="fold")
+    runs = FitTable(title="Runs", title_justify="left", box=box.SIMPLE_HEAD)
+    runs.add_column("Variant")
     runs.add_column("This time")
     for header in ("Wall time", "LM calls / case", "Tokens / case"):
         runs.add_column(header, justify="right")

@@ -228,9 +228,9 @@ def _present(comparison: Comparison) -> list[str]:
 
 
 def metrics_table(comparison: Comparison) -> Table:
-    from rich.table import Table
+    from .._table import FitTable
 
-    table = Table(title="Paired differences (B - A)", caption=NOTE_PAIRED)
+    table = FitTable(title="Paired differences (B - A)", caption=NOTE_PAIRED)
     for column in ("Cell", "Metric", "N", "A", "B", "B - A", "95% CI"):
         table.add_column(column, justify="left" if column in ("Cell", "Metric") else "right", no_wrap=True)
     for name in _present(comparison):
@@ -251,9 +251,9 @@ def metrics_table(comparison: Comparison) -> Table:
 
 
 def mcnemar_table(comparison: Comparison) -> Table:
-    from rich.table import Table
+    from .._table import FitTable
 
-    table = Table(title="McNemar's test on exact match (RMR@1.0)", caption=NOTE_MCNEMAR)
+    table = FitTable(title="McNemar's test on exact match (RMR@1.0)", caption=NOTE_MCNEMAR)
     columns = ("Cell", "N", "A excl.", "B excl.", "A only", "B only", "p-value", "Test")
     for column in columns:
         table.add_column(column, justify="left" if column == "Cell" else "right")

@@ -209,9 +209,9 @@ def _money(value: float | None) -> str:
 
 
 def _print_plan(plan: CompilePlan, caps: Any) -> None:
-    from rich.table import Table
+    from .._table import FitTable
 
-    table = Table(title="Projected compile (dry run: nothing was sent)")
+    table = FitTable(title="Projected compile (dry run: nothing was sent)")
     for column in ("phase", "LM", "calls", "prompt tokens", "completion tokens", "USD"):
         table.add_column(column, justify="left" if column in ("phase", "LM") else "right")
     for phase, roles in plan.phases.items():

@@ -16,18 +16,17 @@ def register(app: typer.Typer) -> None:
 
 def list_models_command(config: lmo.ModelsConfig = None) -> None:
     """List configured models (configs/models.yaml or --config) and the built-in ones."""
-    from rich.table import Table
-
     from .._errors import ConfigError
     from .._lm import BEHAVIOURS, load_model_configs
+    from .._table import FitTable
 
     path: Path | None = config or (lmo.DEFAULT_MODELS_FILE if lmo.DEFAULT_MODELS_FILE.exists() else None)
     if config is not None and not config.exists():
         raise ConfigError(f"--config: {config}: no such file")
     configured = load_model_configs(path) if path is not None else {}
-    table = Table(title=f"Models in {path}" if path else "No models file (configs/models.yaml) here")
+    table = FitTable(title=f"Models in {path}" if path else "No models file (configs/models.yaml) here")
     for column in ("name", "model", "api_base", "key from", "settings"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column)
     for name, cfg in configured.items():
         settings = {
             key: value

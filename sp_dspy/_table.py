@@ -1,0 +1,75 @@
+"""A rich table that never loses a value on a narrow console: it stacks its rows instead.
+
+Rich fits a too-wide table by shrinking its widest columns, which cuts long words
+(``academic_integ…``) and splits numbers across lines. :class:`FitTable` is drawn
+as an ordinary table whenever its natural width fits the console; otherwise each row
+becomes a block: the row's first cell as a heading, then every other cell as a
+``header value`` item, laid out in as many columns as fit. Log files and CI (where
+rich assumes 80 columns) get the same values a wide terminal shows.
+"""
+
+from __future__ import annotations
+
+from rich.columns import Columns
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.padding import Padding
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+#: Wide enough that no column is shrunk: the table's natural (unwrapped) width.
+_UNBOUNDED = 1_000_000
+
+
+def _text(console: Console, value: RenderableType | None, style: str = "") -> Text:
+    """A cell (markup string or ``Text``) as ``Text``; other renderables by their plain rendering."""
+    if value is None:
+        return Text("")
+    if isinstance(value, str):
+        text = console.render_str(value, highlight=False)
+    elif isinstance(value, Text):
+        text = value.copy()
+    else:
+        lines = console.render_lines(value, console.options.update_width(_UNBOUNDED), pad=False)
+        text = Text("\n".join("".join(segment.text for segment in line) for line in lines).rstrip())
+    if style:
+        text.stylize(style)
+    return text
+
+
+class FitTable(Table):
+    """A :class:`rich.table.Table` drawn as a table when it fits, else as stacked rows."""
+
+    def natural_width(self, console: Console, options: ConsoleOptions) -> int:
+        """The width of the table with no cell wrapped or cut."""
+        return self.__rich_measure__(console, options.update_width(_UNBOUNDED)).maximum
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if (
+            not self.columns
+            or self.width is not None
+            or self.natural_width(console, options) <= options.max_width
+        ):
+            yield from super().__rich_console__(console, options)
+            return
+        yield from self._stacked(console, options)
+
+    def _stacked(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.title:
+            yield _text(console, self.title, "bold")
+        columns = self.columns
+        cells = [list(column.cells) for column in columns]
+        headers = [_text(console, column.header, "dim") for column in columns]
+        for index, row in enumerate(self.rows):
+            heading = _text(console, cells[0][index], "bold")
+            if row.style is not None:
+                heading.stylize(console.get_style(row.style) + Style(bold=True))
+            items = []
+            for header, column_cells in zip(headers[1:], cells[1:], strict=True):
+                item = Text.assemble(header, " ", _text(console, column_cells[index]))
+                item.overflow = "fold"  # a word wider than the console folds; it is never cut
+                items.append(item)
+            yield heading
+            yield Padding(Columns(items, padding=(0, 3)), (0, 0, 0, 2))
+        if self.caption:
+            yield _text(console, self.caption, "dim")
