@@ -260,6 +260,8 @@ def _validate_one(item: Any, position: int, path: Path, text: str, seen: set[str
 
 def check_consistency(case: Case) -> None:
     """Cross-field checks the schema alone cannot express (the caller adds where)."""
+    if not case.conversation.strip():
+        raise DataError("field conversation: empty (there is nothing to check)")
     rubric_rules = {entry.rule for entry in (*case.rubric.violations, *case.rubric.non_violations)}
     if rubric_rules:
         missing_gt = sorted(set(case.ground_truth_violations) - rubric_rules)
