@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,7 +25,7 @@ from sp_dspy._errors import DataError
 from sp_dspy._guard import Guard
 from sp_dspy._lm import StubServer
 from sp_dspy._lm._fake_prompts import message_text
-from sp_dspy._protocol import keep_policy_rules
+from sp_dspy._protocol import keep_policy_rules, per_policy_messages
 from sp_dspy._runner import JsonlStore, iter_records
 from sp_dspy._runner._engine import UnitEngine
 from sp_dspy._runner._fake_gold import teach_fake
@@ -276,9 +277,13 @@ def test_per_rule_runs_record_every_judgment_and_resume(
 @pytest.mark.timeout(180)
 @pytest.mark.usefixtures("isolated_run")
 def test_a_record_that_cannot_be_written_does_not_close_the_pool_under_the_others(
-    bad_server: Callable[[dict[str, str]], StubServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server = bad_server({})
+    def responder(body: dict[str, Any]) -> str:
+        if body["messages"] != per_policy_messages(SAMPLE[0]):
+            time.sleep(0.5)  # the other cases are still in flight when the first one is stored
+        return stub._fake_reply(body)
+
     append = JsonlStore.append
     failed: list[str] = []
 
@@ -289,11 +294,14 @@ def test_a_record_that_cannot_be_written_does_not_close_the_pool_under_the_other
         append(self, record)
 
     monkeypatch.setattr(JsonlStore, "append", full_disk_once)
-    result = run_cli(server, tmp_path, "--concurrency", "4")
-    assert isinstance(result.exception, OSError)
+    with StubServer(responder=responder) as stub:
+        teach_fake(SimpleNamespace(engine=stub.fake), SAMPLE)
+        result = run_cli(stub, tmp_path, "--concurrency", "4")
+    assert isinstance(result.exception, OSError) and failed == [SAMPLE[0].id]
     records = list(iter_records(tmp_path / "results_bad_stub.jsonl"))
     # The three cases in flight with the failed one finished normally; none was cut off.
     assert len(records) == 3 and not any(r.get("error_class") for r in records), records
+    assert all(r["parse_status"] == "clean" for r in records)
 
 
 # --- Guard and sp-dspy check ---------------------------------------------------------------
