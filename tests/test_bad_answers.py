@@ -353,7 +353,7 @@ def test_sp_dspy_check_prints_a_verdict_for_a_bad_answer(tmp_path: Path, json_ou
             ["check", "--lm", "openai/stub", "--api-base", server.url, "--policy", str(tmp_path / "policy.txt"),
              "--conversation", str(tmp_path / "chat.json"), "--no-cache", *(["--json"] if json_output else [])],
         )  # fmt: skip
-    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.exit_code == 1, (result.output, result.exception)  # a rule is violated
     if json_output:
         verdict = json.loads(result.stdout)
         assert (verdict["violated_rules"], verdict["status"], verdict["dropped_rules"]) == (
