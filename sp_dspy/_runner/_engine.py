@@ -92,7 +92,9 @@ class UnitEngine(Generic[Unit]):
     async def _record(self, unit: Unit) -> Record:
         try:
             return await self.work(unit)
-        except (asyncio.CancelledError, *self.stop_on):
+        except asyncio.CancelledError:
+            raise
+        except self.stop_on:
             raise
         except Exception as exc:  # one failed unit must never stop the run
             return self.on_error(unit, exc)
