@@ -129,3 +129,18 @@ def test_results_of_another_dataset_are_an_error(tmp_path: Path) -> None:
     failed = show(str(results))
     assert isinstance(failed.exception, DataError)
     assert "1 case id(s) not in the dataset" in str(failed.exception) and "zzz-1-l0" in str(failed.exception)
+
+
+def test_a_recorded_dataset_that_no_longer_loads_is_named_with_its_manifest(tmp_path: Path) -> None:
+    data = Path(load_benchmark().source).read_text(encoding="utf-8")
+    copy = tmp_path / "copy.json"
+    copy.write_text(data, encoding="utf-8")
+    results = run_eval(
+        tmp_path / "run", "fake/oracle", "--dataset", str(copy), "--limit", "1", "--run-id", "d"
+    )
+    copy.unlink()
+    failed = show(str(results))
+    assert isinstance(failed.exception, DataError)
+    message = str(failed.exception)
+    assert message.startswith(f"{results.parent / 'manifest_d.json'}: the run's dataset does not load (")
+    assert message.endswith("; pass --dataset") and "\n" not in message

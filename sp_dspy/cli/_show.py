@@ -64,9 +64,14 @@ def show_command(
     source, manifest_benchmark, manifest = (
         _dataset_from_manifest(files[0], results) if dataset is None else (None, None, None)
     )
-    loaded = load_benchmark(
-        dataset or source, benchmark=benchmark or manifest_benchmark or "safepyramid", lenient=lenient
-    )
+    try:
+        loaded = load_benchmark(
+            dataset or source, benchmark=benchmark or manifest_benchmark or "safepyramid", lenient=lenient
+        )
+    except DataError as exc:
+        if manifest is None:
+            raise
+        raise DataError(f"{manifest}: the run's dataset does not load ({exc}); pass --dataset") from None
     if manifest is not None:
         err_console.print(f"[dim]dataset from {manifest}: {loaded.source}[/dim]", highlight=False)
     by_id = {case.id: case for case in loaded.cases}
