@@ -116,6 +116,7 @@ class OfficialPerPolicy:
             protocol=self.protocol,
             # The official JSON may carry the model's own "label"; it is its explicit safe flag.
             predicted_safe=None if parsed.predicted_label is None else parsed.predicted_label == "safe",
+            answer=None if parsed.status == "clean" else result.text,
         )
 
 
@@ -182,6 +183,7 @@ class OfficialPerRule:
             reason=parsed.reason or "",
             usage=_usage(result),
             cost=_paid(result),
+            answer=None if parsed.status == "clean" else result.text,
         )
 
     def _output(self, case: Case, judgments: list[JudgmentOutput]) -> CaseOutput:

@@ -108,6 +108,7 @@ class JudgmentOutput(BaseModel):
     cost: float | None = None
     error: str | None = None
     error_class: str | None = None
+    answer: str | None = None  # the model's text when it did not parse cleanly (see CaseOutput)
 
 
 class CaseOutput(BaseModel):
@@ -142,6 +143,10 @@ class CaseOutput(BaseModel):
     error_class: str | None = None
     predicted_safe: bool | None = None
     predicted_severity: int | None = None
+    answer: str | None = None
+    """The model's raw text when it was not read cleanly (failed, refused, recovered),
+    so a reader (``sp-dspy show``) sees what went wrong; a clean answer is fully in the
+    parsed fields."""
 
 
 def aggregate_judgments(judgments: list[JudgmentOutput]) -> tuple[list[int] | None, Status]:

@@ -199,7 +199,10 @@ def _judgment(target: RuleTarget, outcome: Any, usage_data: Mapping[str, list[An
         # The adapter could not read the answer; a refusal is told apart so it is counted as one.
         refused = parse_verdict_output(str(outcome.lm_response or ""), mode="robust").refused
         status: Status = "refused" if refused else "failed"
-        return JudgmentOutput(**common, pred=None, refused=refused, parse_failed=not refused, status=status)
+        return JudgmentOutput(
+            **common, pred=None, refused=refused, parse_failed=not refused, status=status,
+            answer=str(outcome.lm_response or ""),
+        )  # fmt: skip
     if isinstance(outcome, Exception):
         return JudgmentOutput(**common, pred=None, status="error", **error_fields(outcome))
     reason = str(getattr(outcome, "reasoning", "") or "")

@@ -225,8 +225,9 @@ async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
         refused = parse_policy_output(str(prediction.lm_response or ""), mode="robust").refused
         status: Status = "refused" if refused else "failed"
         return CaseOutput(
-            **common, violated_rules=None, status=status, refused=refused, parse_failed=not refused
-        )
+            **common, violated_rules=None, status=status, refused=refused, parse_failed=not refused,
+            answer=str(prediction.lm_response or ""),
+        )  # fmt: skip
     if isinstance(prediction, Exception):
         return CaseOutput(**common, violated_rules=None, status="error", **error_fields(prediction))
     reasoning = str(prediction.get("reasoning", "") or "")

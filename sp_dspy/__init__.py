@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "compile_guard": "sp_dspy._compile",
     # evaluation
     "run_eval": "sp_dspy._runner",
+    "plan_run": "sp_dspy._runner",
     "EvalConfig": "sp_dspy._runner",
     # applications
     "closing_transports": "sp_dspy._lm",
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from ._errors import ConfigError, DataError, SpDspyError
     from ._guard import Guard, Verdict
     from ._lm import closing_transports
-    from ._runner import EvalConfig, run_eval
+    from ._runner import EvalConfig, plan_run, run_eval
 
 __all__ = [
     "Benchmark",
@@ -60,6 +61,7 @@ __all__ = [
     "load_pku",
     "load_split",
     "make_split",
+    "plan_run",
     "run_eval",
 ]
 

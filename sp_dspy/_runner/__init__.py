@@ -1,7 +1,8 @@
 """The evaluation runner: durable JSONL results, resume, concurrency, manifests."""
 
 from ._config import DataSelection, EvalConfig, build_eval_config, parse_shard
-from ._eval import EvalOutcome, build_program, run_eval, select_cases
+from ._cost import EvalPlan
+from ._eval import EvalOutcome, build_program, plan_run, run_eval, select_cases
 from ._paths import RunPaths, new_run_id, resolve_run
 from ._store import JsonlStore, iter_records, repair_torn_tail
 
@@ -9,6 +10,7 @@ __all__ = [
     "DataSelection",
     "EvalConfig",
     "EvalOutcome",
+    "EvalPlan",
     "JsonlStore",
     "RunPaths",
     "build_eval_config",
@@ -16,6 +18,7 @@ __all__ = [
     "iter_records",
     "new_run_id",
     "parse_shard",
+    "plan_run",
     "repair_torn_tail",
     "resolve_run",
     "run_eval",

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .._compile._budget import BudgetCaps
 from .._errors import ConfigError
 
 Protocol = Literal["per-policy", "per-rule"]
@@ -58,6 +59,7 @@ class EvalConfig(BaseModel):
     output_dir: Path = Path("output/results")
     run_id: str | None = None
     resume: bool = False
+    caps: BudgetCaps = Field(default_factory=BudgetCaps)  # --max-calls, --max-total-tokens, --max-usd
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -31,6 +31,7 @@ class EngineStats:
     done: int = 0
     errors: int = 0
     interrupted: bool = False
+    stopped: bool = False  # a unit raised one of ``UnitEngine.stop_on``: no further unit started
     error_classes: dict[str, int] = field(default_factory=dict)
 
 
@@ -44,6 +45,9 @@ class UnitEngine(Generic[Unit]):
     concurrency: int = 16
     on_record: Callable[[Record], None] | None = None
     stats: EngineStats = field(default_factory=EngineStats)
+    #: What ``work`` raises to refuse a unit (a budget cap): no record is written for
+    #: it, so ``--resume`` sends it later, and no worker takes a further unit.
+    stop_on: tuple[type[Exception], ...] = ()
     _stopping: bool = field(default=False, init=False, repr=False)
 
     async def run(self, units: Sequence[Unit]) -> EngineStats:
@@ -78,6 +82,9 @@ class UnitEngine(Generic[Unit]):
                 self._finish(await self._record(unit))
             except asyncio.CancelledError:
                 raise
+            except self.stop_on:
+                self.stats.stopped = self._stopping = True
+                return
             except BaseException:
                 self._stopping = True  # no new units; the others finish the ones they hold
                 raise
@@ -86,6 +93,8 @@ class UnitEngine(Generic[Unit]):
         try:
             return await self.work(unit)
         except asyncio.CancelledError:
+            raise
+        except self.stop_on:
             raise
         except Exception as exc:  # one failed unit must never stop the run
             return self.on_error(unit, exc)

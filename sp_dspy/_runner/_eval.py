@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from .._compile._budget import BudgetExceeded, Tally
 from .._data import Benchmark, Case, load_benchmark, select_split
 from .._errors import ConfigError
 from .._lm import closing_transports
 from .._lm._direct import attached as attached_transport
 from ._config import EvalConfig, parse_shard
+from ._cost import EvalPlan, capped_budget, plan_eval, require_price, run_pricing
 from ._engine import UnitEngine
 from ._fake_gold import teach_fake
 from ._manifest import (
@@ -57,6 +59,8 @@ class EvalOutcome:
     cases: list[Case]
     report: ScoreReport | None = None
     interrupted: bool = False
+    capped_by: str | None = None  # the cap (max_calls, max_tokens, max_usd) that stopped the run
+    spent: Tally | None = None  # what the capped units used (runs with caps only)
     skipped_on_resume: int = 0
     units_run: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -114,6 +118,27 @@ def build_program(config: EvalConfig, *, constrained: bool = False) -> tuple[Any
     return make_program(config.program, protocol, **options), protocol, config.program
 
 
+def _checked_program(config: EvalConfig, cases: list[Case], lm_config: LMConfig) -> tuple[Any, str, str]:
+    """``build_program``, and an artifact is refused on cases of its own train/dev split."""
+    program, protocol, label = build_program(config, constrained=lm_config.json_schema)
+    if Path(config.program).is_dir() and not config.allow_overlap:
+        check_no_overlap(Path(config.program), cases)
+    return program, protocol, label
+
+
+def plan_run(config: EvalConfig, lm_config: LMConfig) -> EvalPlan:
+    """What ``run_eval`` would send (``eval --dry-run``): projected calls, tokens, dollars.
+
+    Checks what the run would check before its first call (cases, program, overlap,
+    a price for ``--max-usd``); builds no LM and sends nothing.
+    """
+    _, cases = select_cases(config)
+    program, protocol, label = _checked_program(config, cases, lm_config)
+    plan = plan_eval(program, protocol, label, cases, lm_config)
+    require_price(config.caps, run_pricing(program, protocol, lm_config), lm_config)
+    return plan
+
+
 def run_eval(
     config: EvalConfig,
     lm_config: LMConfig,
@@ -129,9 +154,7 @@ def run_eval(
 
     console = console or Console(stderr=True)
     loaded, cases = select_cases(config)
-    program, protocol, label = build_program(config, constrained=lm_config.json_schema)
-    if Path(config.program).is_dir() and not config.allow_overlap:
-        check_no_overlap(Path(config.program), cases)
+    program, protocol, label = _checked_program(config, cases, lm_config)
     config = config.model_copy(update={"protocol": protocol})  # the manifest records what ran
     model = lm_config.display_name()
     paths = resolve_run(
@@ -161,13 +184,15 @@ def run_eval(
     runner = PerRuleJob if protocol == "per-rule" else PerPolicyJob
     job = runner(cases, program, lm, model=model, run_fields=run_fields, retry_errors=retry_errors)
     units: list[Any] = job.pending(results_file)
+    caps = capped_budget(config.caps, program, protocol, cases, lm_config)
     outcome.skipped_on_resume = job.skipped
     with (
         JsonlStore(results_file) as store,
         ProgressView(len(units), label=f"{model} {protocol}", console=console, enabled=show_progress) as view,
     ):
         engine: UnitEngine[Any] = UnitEngine(
-            work=job.work,
+            work=job.work if caps is None else caps.wrap(job.work),
+            stop_on=(BudgetExceeded,),
             on_error=job.on_error,
             store=store,
             concurrency=config.concurrency,
@@ -179,7 +204,10 @@ def run_eval(
         except KeyboardInterrupt:
             outcome.interrupted = True
         outcome.units_run = engine.stats.done
-    if not outcome.interrupted:
+    if caps is not None:
+        outcome.spent = caps.spent()
+        outcome.capped_by = caps.refused_by if engine.stats.stopped else None
+    if not outcome.interrupted and outcome.capped_by is None:
         outcome.report = _score(cases, results_file, protocol)
     _write_manifest(
         config,
@@ -237,7 +265,7 @@ def _write_manifest(
         model=model,
         lm=lm_config.public_dict(),
         results_file=str(outcome.results_file),
-        status="interrupted" if outcome.interrupted else "complete",
+        status="interrupted" if outcome.interrupted else "capped" if outcome.capped_by else "complete",
         started_at=earlier.started_at if earlier is not None else started.isoformat(timespec="seconds"),
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
         wall_s=round(wall_s, 3),

@@ -83,6 +83,8 @@ def policy_record(
         record["predicted_safe"] = output.predicted_safe
     if output.predicted_severity is not None:
         record["predicted_severity"] = output.predicted_severity
+    if output.answer is not None:
+        record["answer"] = output.answer
     if output.error:
         record["error"] = redact(output.error)
         record["error_class"] = output.error_class or "other"
@@ -113,6 +115,8 @@ def judgment_record(
         "latency_s": round(latency_s, 3),
         **run,
     }
+    if judgment.answer is not None:
+        record["answer"] = judgment.answer
     if judgment.error:
         record["error"] = redact(judgment.error)
         record["error_class"] = judgment.error_class or "other"

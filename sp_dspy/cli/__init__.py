@@ -30,6 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.",
     ),
     "score": ("_score", "Score result JSONL files (per-policy records or per-rule judgments)."),
+    "show": (
+        "_show",
+        "Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer.",
+    ),
     "split": ("_split", "Split a dataset into train/dev/test by conversation (all levels on one side)."),
     "compile": (
         "_compile",

@@ -7,7 +7,7 @@ the bundled sample with the embedded SmolLM2-135M model served by llama.cpp.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,6 +15,13 @@ from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console
 
+if TYPE_CHECKING:
+    from .._compile import BudgetCaps
+    from .._runner import EvalPlan
+
+# A run that stopped at a budget cap ended with units not done (agreed exit code 3).
+EXIT_UNFINISHED = 3
+CAP_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
 # Enough of the sample to show every level within a few minutes on a 2-core CPU.
 LOCAL_DEFAULT_LIMIT = 3
 SMALL_MODEL_NOTE = (
@@ -88,6 +95,19 @@ def eval_command(
     no_cache: lmo.NoCache = False,
     json_schema: lmo.JsonSchema = False,
     transport: lmo.Transport = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print projected calls, tokens and dollars; send nothing.")
+    ] = False,
+    max_calls: Annotated[
+        int | None, typer.Option("--max-calls", min=1, help="Cap on LM calls of the run.")
+    ] = None,
+    max_total_tokens: Annotated[
+        int | None,
+        typer.Option("--max-total-tokens", min=1, help="Cap on prompt + completion tokens of the run."),
+    ] = None,
+    max_usd: Annotated[
+        float | None, typer.Option("--max-usd", help="Cap on dollars of the run (priced models).")
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
 ) -> None:
@@ -114,8 +134,15 @@ def eval_command(
         "program": program, "protocol": protocol, "allow_overlap": allow_overlap, "parser": parser,
         "per_rule_layout": per_rule_layout,
         "concurrency": concurrency, "output_dir": output_dir, "run_id": run_id, "resume": resume,
+        "caps": {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd},
     }  # fmt: skip
     settings = build_eval_config(flags, run_config)
+    if dry_run:
+        from .._runner import plan_run
+
+        for lm_config in configs:  # no local server is started, no LM built
+            _print_plan(plan_run(settings, lm_config), settings.caps)
+        return
     if settings.run_id is None and not settings.resume:
         # One run id for every model of this invocation, so they share one manifest.
         settings = settings.model_copy(update={"run_id": new_run_id()})
@@ -140,6 +167,39 @@ def eval_command(
             # SystemExit, not typer.Exit: ``main`` runs the app with standalone_mode=False,
             # where click returns typer.Exit's code instead of exiting with it.
             raise SystemExit(130)
+        if outcome.capped_by:
+            raise SystemExit(EXIT_UNFINISHED)
+
+
+def _money(value: float | None) -> str:
+    return "unpriced" if value is None else f"${value:,.4f}"
+
+
+def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
+    """The projection of one model's run, and which cap would stop it."""
+    from rich.table import Table
+
+    est = plan.estimate
+    table = Table(title=f"Projected eval of {plan.model} (dry run: nothing was sent)")
+    for column in ("program", "cases", "calls", "prompt tokens", "completion tokens", "USD"):
+        table.add_column(column, justify="left" if column == "program" else "right", overflow="fold")
+    table.add_row(
+        f"{plan.program} {plan.protocol}", f"{plan.cases:,}", f"{est.calls:,}", f"{est.prompt_tokens:,}",
+        f"{est.completion_tokens:,}", _money(est.usd),
+    )  # fmt: skip
+    console.print(table)
+    for flag, cap, projected in (
+        ("--max-calls", caps.max_calls, est.calls),
+        ("--max-total-tokens", caps.max_tokens, est.tokens),
+        ("--max-usd", caps.max_usd, est.usd),
+    ):
+        if cap is not None and projected is not None and projected > cap:
+            console.print(
+                f"[yellow]{flag} {cap:g} is below the projection: the run would stop there, keep its "
+                "records and say how to continue[/yellow]"
+            )
+    for line in plan.assumptions:
+        console.print(f"[dim]assumes: {line}[/dim]")
 
 
 def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> None:
@@ -151,6 +211,17 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
         err_console.print(
             f"[yellow]interrupted[/yellow]: {outcome.units_run} unit(s) written to {outcome.results_file}; "
             f"continue with --resume --run-id {outcome.paths.run_id}"
+        )
+        return
+    if outcome.capped_by:
+        spent = outcome.spent
+        flag = CAP_FLAGS[outcome.capped_by]
+        err_console.print(
+            f"[yellow]stopped at {flag}[/yellow]: {spent.calls:,} call(s), {spent.tokens:,} tokens, "
+            f"{_money(spent.usd if spent.priced else None)} spent; {outcome.units_run} unit(s) written to "
+            f"{outcome.results_file}; continue with --resume --run-id {outcome.paths.run_id} "
+            f"and a larger {flag} (or none)",
+            soft_wrap=True,
         )
         return
     if verbose:

@@ -1,0 +1,228 @@
+"""What an eval run will cost before any call (``--dry-run``), and its caps while it runs.
+
+The same mechanism as ``compile``'s, not a second one: prices come from
+``_compile._project.pricing_for`` (the price map DSPy prices calls with), tokens are
+characters / 4 of the real prompts (``estimate_tokens``; DSPy programs through
+``mean_prompt_tokens``, their adapter's formatting, a compiled program's demos
+counted as extra prompts like the compile's projection counts demo slots), a
+completion is the protocol's typical length capped by ``--max-tokens``, and the caps
+are a compile :class:`Budget`.
+
+A unit of an eval (a case per-policy, a judgment per-rule) is one planned LM call.
+Before a unit starts, its estimated share is reserved; when the reservation would
+cross ``--max-calls``, ``--max-total-tokens`` or ``--max-usd``, the unit is not
+started and the run stops taking units (:class:`BudgetExceeded`); the units in flight
+finish and are written, and ``--resume`` sends the rest. A finished unit is settled
+with the tokens and dollars its record reports, so a run overruns a token or dollar
+cap by no more than its last units' answers exceeding their estimates. An answer
+replayed from the response cache costs no dollars (its record says so), and a DSPy
+adapter's retry of an unparseable answer is part of its unit's call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .._compile._budget import Budget, BudgetCaps, BudgetExceeded, Pricing, Tally, Ticket, estimate_tokens
+from .._compile._project import (
+    PROMPT_SAMPLE,
+    RoleEstimate,
+    completion_guess,
+    estimate,
+    mean_prompt_tokens,
+    pricing_for,
+)
+from .._data import Case
+from .._errors import ConfigError
+from .._lm import LMConfig
+
+ROLE = "task"
+NO_ERROR_LIMIT = 1_000_000_000  # failing LMs are the runner's error handling, not a cap
+Record = dict[str, Any]
+
+
+class EvalPlan(BaseModel):
+    """The projection ``eval --dry-run`` prints: one run of one model."""
+
+    model: str
+    program: str
+    protocol: str
+    cases: int
+    estimate: RoleEstimate
+    priced: bool
+    assumptions: list[str] = Field(default_factory=list)
+
+
+def _is_official(program: Any) -> bool:
+    from programs import OfficialPerPolicy, OfficialPerRule
+
+    return isinstance(program, OfficialPerPolicy | OfficialPerRule)
+
+
+def _is_cot(program: Any) -> bool:
+    from programs import program_spec
+
+    return not _is_official(program) and program_spec(program)["program"].endswith("-cot")
+
+
+def units_of(cases: Sequence[Case], protocol: str) -> list[Any]:
+    """The units a run of ``cases`` sends: cases, or (case, target) judgments per-rule."""
+    if protocol != "per-rule":
+        return list(cases)
+    from .._protocol import build_targets
+
+    return [(case, target) for case in cases for target in build_targets(case)]
+
+
+def _messages_text(messages: list[dict[str, str]]) -> str:
+    return "\n".join(message["content"] for message in messages)
+
+
+def official_prompt_tokens(program: Any, unit: Any) -> int:
+    """Estimated prompt tokens of one official-baseline unit: its exact messages / 4."""
+    from .._protocol import per_policy_messages, per_rule_messages
+
+    if isinstance(unit, tuple):
+        case, target = unit
+        return estimate_tokens(_messages_text(per_rule_messages(case, target, layout=program.layout)))
+    return estimate_tokens(_messages_text(per_policy_messages(unit)))
+
+
+def dspy_prompt_tokens(program: Any, cases: Sequence[Case], protocol: str) -> float:
+    """Mean estimated prompt tokens of a DSPy program's call over ``cases``, demos included."""
+    from programs import case_to_example, target_examples
+
+    step = max(1, len(cases) // PROMPT_SAMPLE)
+    sampled = list(cases)[::step]
+    if protocol == "per-rule":
+        examples = [example for case in sampled for example in target_examples(case)]
+    else:
+        examples = [case_to_example(case, "per-policy") for case in sampled]
+    _, predictor = program.named_predictors()[0]
+    return mean_prompt_tokens(program, examples) * (1 + len(getattr(predictor, "demos", None) or []))
+
+
+def prompt_estimator(program: Any, cases: Sequence[Case], protocol: str) -> Callable[[Any], int]:
+    """Estimated prompt tokens of any one unit of this run (official: exact; DSPy: the mean)."""
+    if _is_official(program):
+        return lambda unit: official_prompt_tokens(program, unit)
+    mean = round(dspy_prompt_tokens(program, cases, protocol))
+    return lambda unit: mean
+
+
+def run_pricing(program: Any, protocol: str, lm_config: LMConfig) -> Pricing:
+    """USD per token of this model, with the completion length a unit of this program reserves."""
+    return pricing_for(lm_config, completion_guess(protocol, _is_cot(program), lm_config))
+
+
+def require_price(caps: BudgetCaps, pricing: Pricing, lm_config: LMConfig) -> None:
+    """``--max-usd`` needs a priced model: an unpriced one would never reach the cap."""
+    if caps.max_usd is not None and not pricing.known:
+        raise ConfigError(
+            f"--max-usd: no price for {lm_config.model} in the price map DSPy uses; "
+            "cap --max-calls or --max-total-tokens instead"
+        )
+
+
+def plan_eval(
+    program: Any, protocol: str, label: str, cases: Sequence[Case], lm_config: LMConfig
+) -> EvalPlan:
+    """The projected calls, tokens and dollars of running ``program`` on ``cases``. Sends nothing."""
+    pricing = run_pricing(program, protocol, lm_config)
+    units = units_of(cases, protocol)
+    if _is_official(program):
+        sampled = units[:: max(1, len(units) // PROMPT_SAMPLE)]
+        per_call = sum(official_prompt_tokens(program, unit) for unit in sampled) / max(1, len(sampled))
+        basis = "characters / 4 of the official messages"
+        sample = f" (mean of {len(sampled)} calls spread over the run)" if len(sampled) < len(units) else ""
+    else:
+        per_call = dspy_prompt_tokens(program, cases, protocol)
+        basis = "characters / 4 of the prompts the DSPy adapter builds, demos included"
+        shown = len(cases[:: max(1, len(cases) // PROMPT_SAMPLE)])
+        sample = f" (mean over {shown} cases spread over the run)" if shown < len(cases) else ""
+    return EvalPlan(
+        model=lm_config.display_name(),
+        program=label,
+        protocol=protocol,
+        cases=len(cases),
+        estimate=estimate(len(units), per_call, pricing.completion_guess, pricing),
+        priced=pricing.known,
+        assumptions=[
+            f"one call per {'judgment' if protocol == 'per-rule' else 'case'}; an estimate, not a bound",
+            f"prompt tokens ~ {basis}{sample}",
+            f"{pricing.completion_guess} completion tokens per call (reasoning models may write many more)",
+            "answers already in the response cache cost nothing; --resume sends only missing units",
+        ],
+    )
+
+
+class EvalBudget:
+    """The caps of one eval run, checked before every unit and settled from its record."""
+
+    def __init__(self, caps: BudgetCaps, pricing: Pricing, prompt_tokens: Callable[[Any], int]) -> None:
+        self.budget = Budget(caps=caps, max_lm_errors=NO_ERROR_LIMIT)
+        self.pricing = pricing
+        self.prompt_tokens = prompt_tokens
+
+    @property
+    def refused_by(self) -> str | None:
+        """The cap that stopped the run (``max_calls``, ``max_tokens``, ``max_usd``), if one did."""
+        return self.budget.refused_by
+
+    def spent(self) -> Tally:
+        return self.budget.total()
+
+    def reserve(self, unit: Any) -> Ticket:
+        """Reserve a unit's estimated call, or raise ``BudgetExceeded`` (then for every later unit too)."""
+        if self.budget.exhausted:  # once a cap is met the run takes no further unit, small or not
+            raise BudgetExceeded(f"{self.budget.refused_by} reached")
+        prompt = self.prompt_tokens(unit)
+        guess = self.pricing.completion_guess
+        return self.budget.reserve(ROLE, 1, prompt, prompt + guess, self.pricing.usd(prompt, guess))
+
+    def settle(self, ticket: Ticket, record: Record | None) -> None:
+        """Replace the reservation with what the unit's record reports it used."""
+        usage = (record or {}).get("usage") or {}
+        prompt = int(usage.get("prompt_tokens") or 0)
+        completion = int(usage.get("completion_tokens") or 0)
+        cost = (record or {}).get("cost")
+        usd = float(cost) if cost is not None else self.pricing.usd(prompt, completion)
+        self.budget.settle(
+            ticket,
+            Tally(
+                calls=ticket.calls,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                usd=usd,
+                usd_paid=usd,
+                priced=cost is not None or self.pricing.known,
+            ),
+        )
+
+    def wrap(self, work: Callable[[Any], Awaitable[Record]]) -> Callable[[Any], Awaitable[Record]]:
+        """``work`` that reserves before the unit starts and settles when it ends."""
+
+        async def capped(unit: Any) -> Record:
+            ticket = self.reserve(unit)
+            record: Record | None = None
+            try:
+                record = await work(unit)
+                return record
+            finally:
+                self.settle(ticket, record)
+
+        return capped
+
+
+def capped_budget(
+    caps: BudgetCaps, program: Any, protocol: str, cases: Sequence[Case], lm_config: LMConfig
+) -> EvalBudget | None:
+    """The run's :class:`EvalBudget`, or ``None`` when no cap is set (nothing is checked then)."""
+    if not caps.any:
+        return None
+    pricing = run_pricing(program, protocol, lm_config)
+    require_price(caps, pricing, lm_config)
+    return EvalBudget(caps, pricing, prompt_estimator(program, cases, protocol))

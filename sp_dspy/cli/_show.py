@@ -1,0 +1,262 @@
+"""``sp-dspy show``: one result file case by case, next to the dataset's rules.
+
+For each case: its gold and predicted rules with their texts and rubric types, which
+are true positives, false positives (FP) and false negatives (FN), the failure modes,
+the answer's status, and what the model said (analysis, reasoning, the raw answer
+when it was not read cleanly, error, rule numbers dropped for not being rules of the
+policy; per-rule: the reason, raw answer or error of every judgment shown). The dataset comes from ``--dataset``, else from the run's manifest
+next to the results file (``manifest_<RUN_ID>.json``), else the bundled sample.
+
+Every value survives a narrow console: rule texts and answers wrap inside their
+column or paragraph, nothing is cut to an ellipsis.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from .._errors import DataError
+from . import _options as opt
+from ._console import console, err_console
+
+if TYPE_CHECKING:
+    from .._data import Case
+    from .._metrics import CaseOutcome, JudgmentRecord, PolicyRecord, ResultSet
+
+
+def register(app: typer.Typer) -> None:
+    app.command("show")(show_command)
+
+
+def show_command(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Result JSONL file(s) of one run; a later file wins on the same case.", show_default=False
+        ),
+    ],
+    case_ids: Annotated[
+        list[str] | None,
+        typer.Option("--id", help="Only this case (repeatable, or comma-separated ids).", show_default=False),
+    ] = None,
+    failed: Annotated[
+        bool, typer.Option("--failed", help="Only cases that are not an exact match (excluded ones too).")
+    ] = False,
+    dataset: opt.Dataset = None,
+    benchmark: Annotated[
+        str | None,
+        typer.Option(
+            "--benchmark", help="safepyramid or pku-saferlhf (default: the run's manifest, else safepyramid)."
+        ),
+    ] = None,
+    lenient: opt.Lenient = False,
+) -> None:
+    """Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer."""
+    from .._data import load_benchmark
+    from .._metrics import read_result_files
+
+    results = read_result_files(files)
+    source, manifest_benchmark, manifest = (
+        _dataset_from_manifest(files[0], results) if dataset is None else (None, None, None)
+    )
+    try:
+        loaded = load_benchmark(
+            dataset or source, benchmark=benchmark or manifest_benchmark or "safepyramid", lenient=lenient
+        )
+    except DataError as exc:
+        if manifest is None:
+            raise
+        raise DataError(f"{manifest}: the run's dataset does not load ({exc}); pass --dataset") from None
+    if manifest is not None:
+        err_console.print(f"[dim]dataset from {manifest}: {loaded.source}[/dim]", highlight=False)
+    by_id = {case.id: case for case in loaded.cases}
+    present = [cid for cid in _result_order(results) if cid in by_id]
+    unknown = sorted(results.result_ids() - set(by_id))
+    if unknown:
+        raise DataError(
+            f"{files[0]}: {len(unknown)} case id(s) not in the dataset {loaded.source} ({', '.join(unknown[:3])}); "
+            "pass the run's --dataset"
+        )
+    wanted = _wanted_ids(case_ids)
+    if wanted:
+        missing = [cid for cid in wanted if cid not in present]
+        if missing:
+            raise DataError(f"--id {missing[0]}: no result for this case in {', '.join(map(str, files))}")
+        present = [cid for cid in present if cid in wanted]
+    shown = 0
+    for view in _views([by_id[cid] for cid in present], results):
+        if failed and view.outcome.exact:
+            continue
+        _print_case(view)
+        shown += 1
+    total = len(present)
+    which = "failed " if failed else ""
+    console.print(f"[dim]{shown} {which}case(s) shown of {total} with results[/dim]", highlight=False)
+
+
+def _wanted_ids(case_ids: list[str] | None) -> list[str]:
+    return [part.strip() for value in case_ids or [] for part in value.split(",") if part.strip()]
+
+
+def _result_order(results: ResultSet) -> list[str]:
+    """Case ids in the order the results file first mentions them."""
+    order = dict.fromkeys(results.records)
+    for judgment in results.judgments:
+        order.setdefault(judgment.cid)
+    return list(order)
+
+
+def _dataset_from_manifest(
+    results_file: Path, results: ResultSet
+) -> tuple[str | None, str | None, Path | None]:
+    """(dataset source, benchmark, manifest path) recorded by the run that wrote ``results_file``."""
+    run_ids = {
+        (record.model_extra or {}).get("run_id")
+        for record in [*results.records.values(), *results.judgments[:1]]
+    } - {None}
+    for run_id in sorted(str(r) for r in run_ids):
+        path = results_file.parent / f"manifest_{run_id}.json"
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        recorded = document.get("dataset") if isinstance(document, dict) else None
+        if isinstance(recorded, dict) and isinstance(recorded.get("source"), str):
+            benchmark = recorded.get("benchmark")
+            return recorded["source"], benchmark if isinstance(benchmark, str) else None, path
+    return None, None, None
+
+
+class _View:
+    """One case with what the results say about it."""
+
+    def __init__(
+        self,
+        case: Case,
+        outcome: CaseOutcome,
+        record: PolicyRecord | None,
+        judgments: list[JudgmentRecord],
+    ) -> None:
+        self.case, self.outcome, self.record, self.judgments = case, outcome, record, judgments
+
+
+def _views(cases: list[Case], results: ResultSet) -> list[_View]:
+    from .._metrics import case_outcomes, resolve_records
+
+    records = resolve_records(cases, results)
+    by_case: dict[str, list[JudgmentRecord]] = {}
+    for judgment in results.judgments:
+        by_case.setdefault(judgment.cid, []).append(judgment)
+    return [
+        _View(case, outcome, results.records.get(case.id) or records.get(case.id), by_case.get(case.id, []))
+        for case, outcome in zip(cases, case_outcomes(cases, records), strict=True)
+    ]
+
+
+def _status(view: _View) -> str:
+    if view.judgments:
+        counts = Counter(
+            str(j.model_extra.get("parse_status") if j.model_extra else None) for j in view.judgments
+        )
+        without = sum(1 for j in view.judgments if not j.has_verdict)
+        parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()) if status != "None")
+        return f"{len(view.judgments)} judgments ({parts or 'no status'}; {without} without a verdict)"
+    record = view.record
+    if record is None:
+        return "no record"
+    return record.parse_status or (
+        "refused" if record.refused else "failed" if record.parse_failed else "recorded"
+    )
+
+
+def _verdict(view: _View) -> str:
+    from .._metrics import classify_failure
+
+    outcome = view.outcome
+    if outcome.excluded:
+        return "[red]excluded[/red]"
+    if outcome.exact:
+        return "[green]exact match[/green]"
+    modes = " ".join(classify_failure(view.case, outcome))
+    return f"[yellow]FP {outcome.fp}, FN {outcome.fn}[/yellow]" + (f" ({modes})" if modes else "")
+
+
+def _print_case(view: _View) -> None:
+    from rich.markup import escape
+    from rich.rule import Rule
+    from rich.table import Table
+
+    case, outcome = view.case, view.outcome
+    console.print(Rule(escape(case.id), align="left"))
+    console.print(
+        f"{case.level} {escape(case.domain)}; status {escape(_status(view))}; {_verdict(view)}",
+        highlight=False,
+    )
+    console.print(
+        f"gold {sorted(outcome.gt) or '[]'}; predicted {'none' if outcome.excluded and not outcome.pred else sorted(outcome.pred)}",
+        highlight=False,
+        markup=False,
+    )
+    entries = {entry.rule: entry for entry in case.rubric.entries()}
+    undecided = {j.rule for j in view.judgments if not j.has_verdict}
+    rules = sorted(outcome.gt | outcome.pred | undecided)
+    if rules:
+        table = Table(show_edge=False, pad_edge=False, expand=False)
+        table.add_column("rule", justify="right", no_wrap=True)
+        table.add_column("gold", no_wrap=True)
+        table.add_column("pred", no_wrap=True)
+        table.add_column("", no_wrap=True)
+        table.add_column("type", overflow="fold")
+        table.add_column("text", overflow="fold", ratio=1)
+        for rule in rules:
+            entry = entries.get(rule)
+            table.add_row(
+                str(rule),
+                "yes" if rule in outcome.gt else "-",
+                "?" if rule in undecided else "yes" if rule in outcome.pred else "-",
+                _mark(rule, outcome, undecided),
+                entry.type if entry is not None else "",
+                escape(entry.text) if entry is not None else "(not a rule of this policy)",
+            )
+        console.print(table)
+    _print_answer(view, rules)
+
+
+def _mark(rule: int, outcome: CaseOutcome, undecided: set[int]) -> str:
+    if rule in undecided:
+        return "[red]no verdict[/red]"
+    if rule in outcome.gt and rule in outcome.pred:
+        return "[green]TP[/green]"
+    return "[yellow]FP[/yellow]" if rule in outcome.pred else "[yellow]FN[/yellow]"
+
+
+def _print_answer(view: _View, rules: list[int]) -> None:
+    """What the model said: the record's answer fields, or the shown judgments' reasons."""
+    from rich.markup import escape
+
+    lines: list[tuple[str, Any]] = []
+    record = view.record
+    if record is not None and not view.judgments:
+        extra = record.model_extra or {}
+        lines += [
+            ("analysis", record.analysis),
+            ("reasoning", extra.get("reasoning")),
+            ("answer", extra.get("answer")),
+            ("error", record.error),
+        ]
+        if extra.get("dropped_rules"):
+            lines.append(("dropped", f"rule numbers {extra['dropped_rules']} are not rules of this policy"))
+    shown = set(rules)
+    for judgment in view.judgments:
+        extra = judgment.model_extra or {}
+        said = judgment.error or extra.get("reason") or extra.get("answer")
+        if judgment.rule in shown and said:
+            lines.append((f"rule {judgment.rule}", said))
+    for label, value in lines:
+        if value not in (None, ""):
+            console.print(f"[dim]{label}:[/dim] {escape(str(value))}", highlight=False)
