@@ -26,7 +26,8 @@ PANEL_ORDER = (DATA, GUARD, MODEL, OPTIMIZER, BUDGET, SCORING, RUN, SERVER)
 _FLAGS: dict[str, tuple[str, ...]] = {
     DATA: (
         "--dataset", "--benchmark", "--level", "--domain", "--split", "--splits", "--ratios", "--limit",
-        "--start-idx", "--shard", "--lenient", "--with-evidence", "--policy", "--conversation", "--framework",
+        "--start-idx", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation",
+        "--framework",
     ),
     GUARD: ("--program", "--protocol", "--parser", "--per-rule-layout", "--variants"),
     MODEL: (
