@@ -71,6 +71,8 @@ def test_help_shows_defaults() -> None:
     text = _help("eval")
     for default in ("[default: 16]", "[default: official]", "[default: output/results]", "[default: strict]"):
         assert default in text
+    # A flag left out keeps the configured model's setting; help says so instead of showing nothing.
+    assert "[default: (the model's, else 120)]" in text and "[default: (the bundled sample)]" in text
     assert "[default: mipro]" in _help("compile")
 
 

@@ -44,20 +44,51 @@ ModelsConfig = Annotated[
         help="Models YAML added on top of the package's configs/models.yaml and ~/.config/sp-dspy/models.yaml.",
     ),
 ]
+# An LM flag left out keeps the configured model's setting; the defaults below say so.
 ApiBase = Annotated[
     str | None,
-    typer.Option("--api-base", help="OpenAI-compatible endpoint(s); comma-separate replicas of one model."),
+    typer.Option(
+        "--api-base",
+        help="OpenAI-compatible endpoint(s); comma-separate replicas of one model.",
+        show_default="the model's, else the provider's",
+    ),
 ]
 ApiKeyEnv = Annotated[
-    str | None, typer.Option("--api-key-env", help="Environment variable holding the API key.")
+    str | None,
+    typer.Option(
+        "--api-key-env",
+        help="Environment variable holding the API key.",
+        show_default="the model's, else the provider's usual one",
+    ),
 ]
-Temperature = Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")]
-MaxTokens = Annotated[int | None, typer.Option("--max-tokens", help="Completion token limit per call.")]
+Temperature = Annotated[
+    float | None,
+    typer.Option(
+        "--temperature", help="Sampling temperature.", show_default="the model's, else the provider's"
+    ),
+]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        help="Completion token limit per call.",
+        show_default="the model's, else the provider's",
+    ),
+]
 ReasoningEffort = Annotated[
-    str | None, typer.Option("--reasoning-effort", help="Reasoning effort for reasoning models.")
+    str | None,
+    typer.Option(
+        "--reasoning-effort", help="Reasoning effort for reasoning models.", show_default="the model's"
+    ),
 ]
-Timeout = Annotated[float | None, typer.Option("--timeout", help="Seconds per request.")]
-NumRetries = Annotated[int | None, typer.Option("--num-retries", help="Retries of transient errors.")]
+Timeout = Annotated[
+    float | None,
+    typer.Option("--timeout", help="Seconds per request.", show_default="the model's, else 120"),
+]
+NumRetries = Annotated[
+    int | None,
+    typer.Option("--num-retries", help="Retries of transient errors.", show_default="the model's, else 3"),
+]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the response cache.")]
 JsonSchema = Annotated[
     bool,
@@ -67,9 +98,9 @@ Transport = Annotated[
     str | None,
     typer.Option(
         "--transport",
-        help="How official-baseline calls reach one OpenAI-compatible --api-base: auto (default), "
+        help="How official-baseline calls reach one OpenAI-compatible --api-base: auto, "
         "direct (sp-dspy's lean HTTP client) or dspy (DSPy's engine).",
-        show_default=False,
+        show_default="the model's, else auto",
     ),
 ]
 
