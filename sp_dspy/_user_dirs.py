@@ -19,3 +19,10 @@ def default_cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(os.path.expanduser(xdg)) if xdg else Path(os.path.expanduser("~/.cache"))
     return base / "sp-dspy"
+
+
+def default_config_dir() -> Path:
+    """``$XDG_CONFIG_HOME/sp-dspy``, else ``~/.config/sp-dspy``: the user's own settings files."""
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(os.path.expanduser(xdg)) if xdg else Path(os.path.expanduser("~/.config"))
+    return base / "sp-dspy"

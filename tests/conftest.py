@@ -16,6 +16,7 @@ def isolated_user_paths(
     home = tmp_path_factory.mktemp("user")
     monkeypatch.setenv("SP_DSPY_CACHE_DIR", str(home / "cache"))
     monkeypatch.setenv("HF_HOME", str(home / "hf"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))  # no ~/.config/sp-dspy/models.yaml
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     monkeypatch.setenv("DSPY_CACHEDIR", str(home / "dspy"))

@@ -21,6 +21,8 @@ def _eager_app() -> typer.Typer:
     eager = typer.Typer(
         name="sp-dspy", help=app.info.help, add_completion=False, pretty_exceptions_enable=False
     )
+    assert app.registered_callback is not None
+    eager.callback()(app.registered_callback.callback)  # the group's own options (--version)
     for module in dict.fromkeys(module for module, _ in COMMANDS.values()):
         importlib.import_module(f"sp_dspy.cli.{module}").register(eager)
     return eager

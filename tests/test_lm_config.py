@@ -13,6 +13,7 @@ from sp_dspy._lm import (
     ERROR_KINDS,
     LMConfig,
     api_key_for,
+    bundled_models_file,
     classify_error,
     describe_error,
     is_transient,
@@ -92,10 +93,10 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_shipped_models_file_is_valid() -> None:
-    configs = load_model_configs(REPO / "configs" / "models.yaml")
-    assert {"gpt-5.5", "qwen3-8b-vllm", "fake"} <= set(configs)
+    configs = load_model_configs(bundled_models_file())
+    assert {"gpt-5.5", "qwen3-8b-vllm"} <= set(configs)
     providers = {c.provider for c in configs.values()}
-    assert {"openai", "anthropic", "gemini", "xai", "openrouter", "hosted_vllm", "fake"} <= providers
+    assert {"openai", "anthropic", "gemini", "xai", "openrouter", "hosted_vllm"} <= providers
 
 
 def test_resolve_model_config() -> None:

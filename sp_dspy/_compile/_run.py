@@ -120,7 +120,7 @@ def prepare(
         if unpriced:
             raise ConfigError(
                 f"--max-usd: no price for {' or '.join(unpriced)} in the price map DSPy uses; "
-                "cap --max-calls or --max-tokens instead"
+                "cap --max-calls or --max-total-tokens instead"
             )
     helper = next(
         ((role, configs[role], pricing[role]) for role in ("prompt", "reflection") if role in configs), None

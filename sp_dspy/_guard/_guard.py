@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 PARSERS = ("strict", "robust")
 # Where a model *name* is looked up when no ``models_file`` is given (the CLI's default too).
-DEFAULT_MODELS_FILE = Path("configs/models.yaml")
 
 
 class Guard:
@@ -89,8 +88,9 @@ class Guard:
             parser: ``"robust"`` or ``"strict"`` (the official parser): how the official
                 baseline reads answers. DSPy programs parse with their adapter.
             max_concurrency: judgments in flight per check (per-rule programs).
-            models_file: the models YAML a model *name* is looked up in (default
-                ``configs/models.yaml`` when it exists, as on the command line).
+            models_file: a models YAML added on top of the package's ``configs/models.yaml``
+                and ``~/.config/sp-dspy/models.yaml`` when a model *name* is looked up
+                (as ``--config`` on the command line).
             lm_settings: ``LMConfig`` fields for a model string, name or ``LMConfig``
                 (``api_base``, ``api_key_env``, ``temperature``, ``max_tokens``,
                 ``reasoning_effort``, ``timeout``, ``num_retries``, ``cache``,
@@ -258,12 +258,12 @@ def _resolve_lm(
 
 def _named_config(spec: str, models_file: str | Path | None) -> LMConfig:
     """A model string as is, or a name looked up in the models YAML (as ``--lm`` does)."""
-    from .._lm import load_model_configs, resolve_model_config
+    from .._lm import load_configured_models, resolve_model_config
 
-    path = Path(models_file) if models_file is not None else DEFAULT_MODELS_FILE
-    if models_file is not None and not path.is_file():
+    path = Path(models_file) if models_file is not None else None
+    if path is not None and not path.is_file():
         raise ConfigError(f"models_file {str(path)!r}: no such file")
-    configured = load_model_configs(path) if path.is_file() else {}
+    configured = load_configured_models(path)
     try:
         return resolve_model_config(spec, configured)
     except ConfigError as exc:  # its message names the CLI flag; here the argument is lm=

@@ -24,7 +24,16 @@ from ._cache import (
     default_response_cache_dir,
 )
 from ._chat import ChatResult, TokenUsage, achat, chat
-from ._config import TRANSPORTS, LMConfig, load_model_configs, resolve_model_config
+from ._config import (
+    TRANSPORTS,
+    LMConfig,
+    bundled_models_file,
+    load_configured_models,
+    load_model_configs,
+    models_files,
+    resolve_model_config,
+    user_models_file,
+)
 from ._direct import DirectChat, closing_transports, direct_eligible
 from ._errors import ERROR_KINDS, TRANSIENT_KINDS, classify_error, describe_error, is_transient
 from ._factory import SCHEMA_PROVIDER, api_key_for, fake_engine, import_dspy, make_lm, make_lms
@@ -69,6 +78,7 @@ __all__ = [
     "TokenUsage",
     "achat",
     "api_key_for",
+    "bundled_models_file",
     "cache_settings",
     "chat",
     "classify_error",
@@ -82,10 +92,13 @@ __all__ = [
     "fake_engine",
     "import_dspy",
     "is_transient",
+    "load_configured_models",
     "load_model_configs",
     "make_lm",
     "make_lms",
+    "models_files",
     "redact",
     "register_secret",
     "resolve_model_config",
+    "user_models_file",
 ]

@@ -10,12 +10,14 @@ at call time, so a config file can be committed and result files can record sett
 from __future__ import annotations
 
 import re
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from .._errors import ConfigError
+from .._user_dirs import default_config_dir
 from .._yaml_lines import key_lines
 from ._redact import redact
 
@@ -25,6 +27,7 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+MODELS_FILE_NAME = "models.yaml"
 
 
 class LMConfig(BaseModel):
@@ -202,11 +205,49 @@ def load_model_configs(path: str | Path) -> dict[str, LMConfig]:
     return configs
 
 
-def resolve_model_config(spec: str, configs: dict[str, LMConfig] | None = None) -> LMConfig:
+def bundled_models_file() -> Path:
+    """The models file installed with the package (``sp_dspy/configs/models.yaml``)."""
+    return Path(str(resources.files("sp_dspy").joinpath("configs", MODELS_FILE_NAME)))
+
+
+def user_models_file() -> Path:
+    """The user's own models file: ``~/.config/sp-dspy/models.yaml`` (``$XDG_CONFIG_HOME`` honoured)."""
+    return default_config_dir() / MODELS_FILE_NAME
+
+
+def models_files(config_file: Path | None = None) -> list[Path]:
+    """The models files that apply, in order: the package's, the user's, then ``--config``.
+
+    The first two are read when they exist (so a name works from any directory);
+    ``config_file`` must exist.
+
+    Raises:
+        ConfigError: ``config_file`` is given but is not a file.
+    """
+    files = [path for path in (bundled_models_file(), user_models_file()) if path.is_file()]
+    if config_file is not None:
+        if not config_file.is_file():
+            raise ConfigError(f"--config {config_file}: no such file")
+        files.append(config_file)
+    return files
+
+
+def load_configured_models(config_file: Path | None = None) -> dict[str, LMConfig]:
+    """Every configured model by name: :func:`models_files` in order, a later entry replacing an earlier one."""
+    configs: dict[str, LMConfig] = {}
+    for path in models_files(config_file):
+        configs.update(load_model_configs(path))
+    return configs
+
+
+def resolve_model_config(
+    spec: str, configs: dict[str, LMConfig] | None = None, *, flag: str = "--lm"
+) -> LMConfig:
     """A config by its name in ``configs``, or an ad-hoc one for a model string.
 
-    ``spec`` is what a user types after ``--model``: a configured name (``gpt-5.5``)
-    or any model string with a provider prefix (``openai/gpt-4o-mini``, ``fake/all``).
+    ``spec`` is what a user types after ``flag`` (``--lm``, ``--models``, ``--prompt-lm``):
+    a configured name (``gpt-5.5``) or any model string with a provider prefix
+    (``openai/gpt-4o-mini``, ``fake/all``). Errors name ``flag``.
     """
     configs = configs or {}
     if spec in configs:
@@ -215,8 +256,8 @@ def resolve_model_config(spec: str, configs: dict[str, LMConfig] | None = None) 
         try:
             return LMConfig(model=spec)
         except ValidationError as exc:
-            raise ConfigError(f"--model {spec!r}: {_describe(exc)}") from None
+            raise ConfigError(f"{flag} {spec!r}: {_describe(exc)}") from None
     known = ", ".join(sorted(configs)) or "none configured"
     raise ConfigError(
-        f"--model {spec!r}: not a configured model name ({known}) and not a provider/model string"
+        f"{flag} {spec!r}: not a configured model name ({known}) and not a provider/model string"
     )

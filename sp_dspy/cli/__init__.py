@@ -13,13 +13,14 @@ import importlib
 import os
 import sys
 from collections.abc import Iterator, MutableMapping
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
 from .._errors import SpDspyError
 from ._console import err_console
+from ._panels import assign_panels
 
 #: Command name -> (module under ``sp_dspy.cli``, one-line help shown by ``--help``).
 #: The help must be the first paragraph of the command's own help;
@@ -54,7 +55,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "list-models": (
         "_list_models",
-        "List configured models (configs/models.yaml or --config) and the built-in ones.",
+        "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
     ),
     "serve": ("_serve", "Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile."),
 }
@@ -118,11 +119,13 @@ class LazyGroup(TyperGroup):
         self._listing = False
 
     def _build(self, name: str) -> Any:
-        return typer.main.get_command_from_info(
+        command = typer.main.get_command_from_info(
             load_command(name),
             pretty_exceptions_short=app.pretty_exceptions_short,
             rich_markup_mode=self.rich_markup_mode,
         )
+        assign_panels(name, command)
+        return command
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)
@@ -152,8 +155,23 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"sp-dspy {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _group() -> None:
+def _group(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version of sp-dspy and exit."
+        ),
+    ] = False,
+) -> None:
     # Makes ``app`` a group although no command is registered on it up front.
     pass
 

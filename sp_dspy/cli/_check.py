@@ -49,7 +49,9 @@ def check_command(
         str | None,
         typer.Option("--protocol", help="per-policy or per-rule (default: per-policy, or the artifact's)."),
     ] = None,
-    parser: Annotated[str, typer.Option("--parser", help="robust or strict (official baseline).")] = "robust",
+    parser: Annotated[
+        str, typer.Option("--parser", help="Official baseline's parser: strict (the reference's) or robust.")
+    ] = "strict",
     framework: Annotated[
         Path | None, typer.Option("--framework", help="Regulatory framework text shown to per-rule judges.")
     ] = None,

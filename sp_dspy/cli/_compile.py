@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from .._lm import LMConfig
 
 NOISY_LOGGERS = ("dspy", "gepa", "optuna", "LiteLLM", "httpx")
+#: The DSPy programs a compile can start from (``--program``); ``eval --program`` runs them too.
+COMPILABLE = ("dspy", "dspy-cot")
+#: Budget caps (``CompileConfig.caps`` fields) and the flags that set them.
+CAP_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
 
 
 def register(app: typer.Typer) -> None:
@@ -38,11 +42,9 @@ def compile_command(
     out: Annotated[Path, typer.Option("--out", help="Artifact directory to write.", show_default=False)],
     program: Annotated[
         str,
-        typer.Option("--program", help="Protocol of the DSPy program to compile: per-policy or per-rule."),
-    ] = "per-policy",
-    cot: Annotated[
-        bool, typer.Option("--cot", help="Compile the chain-of-thought variant (dspy-cot).")
-    ] = False,
+        typer.Option("--program", help="DSPy program to start from: dspy, or dspy-cot (chain of thought)."),
+    ] = "dspy",
+    protocol: Annotated[str, typer.Option("--protocol", help="per-policy or per-rule.")] = "per-policy",
     optimizer: Annotated[
         str, typer.Option("--optimizer", help="mipro, gepa, bootstrap, simba or copro.")
     ] = "mipro",
@@ -56,9 +58,7 @@ def compile_command(
         str | None, typer.Option("--api-key-env", help="Key variable for every LM (unless overridden).")
     ] = None,
     temperature: lmo.Temperature = None,
-    lm_max_tokens: Annotated[
-        int | None, typer.Option("--lm-max-tokens", help="Completion token limit per task-LM call.")
-    ] = None,
+    max_tokens: lmo.MaxTokens = None,
     reasoning_effort: lmo.ReasoningEffort = None,
     timeout: lmo.Timeout = None,
     num_retries: lmo.NumRetries = None,
@@ -99,8 +99,11 @@ def compile_command(
     lenient: opt.Lenient = False,
     seed: opt.Seed = 0,
     max_calls: Annotated[int | None, typer.Option("--max-calls", min=1, help="Cap on LM calls.")] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", min=1, help="Cap on prompt + completion tokens.")
+    max_total_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-total-tokens", min=1, help="Cap on prompt + completion tokens of the whole compile."
+        ),
     ] = None,
     max_usd: Annotated[
         float | None, typer.Option("--max-usd", help="Cap on dollars (priced models).")
@@ -134,39 +137,41 @@ def compile_command(
     from .._errors import ConfigError
     from .._lm import configure_cache
 
-    if program not in ("per-policy", "per-rule"):
-        raise ConfigError(f"--program {program!r}: expected per-policy or per-rule")
+    if program not in COMPILABLE:
+        raise ConfigError(f"--program {program!r}: expected {' or '.join(COMPILABLE)}")
+    if protocol not in ("per-policy", "per-rule"):
+        raise ConfigError(f"--protocol {protocol!r}: expected per-policy or per-rule")
     if benchmark not in ("safepyramid", "pku-saferlhf"):
         raise ConfigError(f"--benchmark {benchmark!r}: expected safepyramid or pku-saferlhf")
     if lm is None:
         raise ConfigError("--lm is required: a model string, a configured name, fake[/behaviour] or local")
     cache = False if no_cache else None
     shared = {"api_base": api_base, "api_key_env": api_key_env, "cache": cache}
-    task = _one(lm, config, {**shared, "temperature": temperature, "max_tokens": lm_max_tokens,
+    task = _one(lm, config, {**shared, "temperature": temperature, "max_tokens": max_tokens,
                              "reasoning_effort": reasoning_effort, "timeout": timeout, "num_retries": num_retries,
                              "json_schema": True if json_schema else None})  # fmt: skip
     helper = {"cache": cache}
     prompt = None if prompt_lm is None else _one(
         prompt_lm, config, {**helper, "api_base": prompt_api_base or api_base,
-                            "api_key_env": prompt_api_key_env or api_key_env}
+                            "api_key_env": prompt_api_key_env or api_key_env}, "--prompt-lm"
     )  # fmt: skip
     reflection = None if reflection_lm is None else _one(
         reflection_lm, config, {**helper, "api_base": reflection_api_base or api_base,
-                                "api_key_env": reflection_api_key_env or api_key_env}
+                                "api_key_env": reflection_api_key_env or api_key_env}, "--reflection-lm"
     )  # fmt: skip
     fields = {
-        "protocol": program, "cot": cot, "optimizer": optimizer, "optimizer_config": optimizer_config,
+        "protocol": protocol, "cot": program == "dspy-cot", "optimizer": optimizer,
+        "optimizer_config": optimizer_config,
         "overrides": parse_overrides(set_ or []), "dataset": dataset, "benchmark": benchmark, "splits": splits,
         "ratios": parse_ratios(ratios), "lenient": lenient, "seed": seed, "out": out,
-        "caps": {"max_calls": max_calls, "max_tokens": max_tokens, "max_usd": max_usd},
+        "caps": {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd},
         "top_k": top_k, "concurrency": concurrency, "dry_run": dry_run,
     }  # fmt: skip
     try:
         settings = CompileConfig.model_validate(fields)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = "--" + "-".join(str(part).replace("_", "-") for part in first["loc"][-1:])
-        raise ConfigError(f"{where}: {first['msg']}") from None
+        raise ConfigError(f"{_flag(first['loc'])}: {first['msg']}") from None
     if dry_run:
         outcome = compile_guard(settings, task, prompt, reflection)
         _print_plan(outcome.plan, settings.caps)
@@ -182,8 +187,16 @@ def compile_command(
     _print_outcome(outcome)
 
 
-def _one(spec: str, config_file: Path | None, overrides: dict[str, Any]) -> LMConfig:
-    return lmo.lm_configs(spec, None, config_file, default=spec, **overrides)[0]
+def _flag(loc: tuple[int | str, ...]) -> str:
+    """The flag the user typed for a ``CompileConfig`` field (``caps.max_tokens`` is ``--max-total-tokens``)."""
+    field = str(loc[-1])
+    if loc[:1] == ("caps",) and field in CAP_FLAGS:
+        return CAP_FLAGS[field]
+    return "--" + field.replace("_", "-")
+
+
+def _one(spec: str, config_file: Path | None, overrides: dict[str, Any], flag: str = "--lm") -> LMConfig:
+    return lmo.lm_configs(spec, None, config_file, default=spec, flag=flag, **overrides)[0]
 
 
 @contextlib.contextmanager
@@ -226,7 +239,7 @@ def _print_plan(plan: CompilePlan, caps: Any) -> None:
               ("max_usd", caps.max_usd, total.usd)]  # fmt: skip
     for name, cap, projected in checks:
         if cap is not None and projected is not None and projected > cap:
-            console.print(f"[yellow]--{name.replace('_', '-')} {cap:g} is below the projection: the compile "
+            console.print(f"[yellow]{CAP_FLAGS[name]} {cap:g} is below the projection: the compile "
                           "would stop there and save the best program found (budget-limited)[/yellow]")  # fmt: skip
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
@@ -247,8 +260,9 @@ def _print_outcome(outcome: CompileOutcome) -> None:
     console.print(f"calls {usage['calls']:,} ({usage['cache_hits']:,} from cache), "
                   f"tokens {usage['total_tokens']:,}, USD {_money(usage['usd_paid'])}, {manifest.wall_s:.1f}s")  # fmt: skip
     if manifest.budget_limited:
-        console.print(f"[yellow]budget-limited ({manifest.budget.refused_by}): saved the best program found "
-                      "before the cap[/yellow]")  # fmt: skip
+        refused_by = manifest.budget.refused_by
+        console.print(f"[yellow]budget-limited ({CAP_FLAGS.get(refused_by or '', refused_by)}): saved the best "
+                      "program found before the cap[/yellow]")  # fmt: skip
     for warning in outcome.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {warning}")
     console.print(f"artifact: {out} (program.json, manifest.json, prompt.md, splits.json)")

@@ -155,6 +155,7 @@ def eval_command(
             f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample "
             "(one conversation at L0, L1, L2). Pass --limit 24 for the whole sample.[/dim]"
         )
+    lmo.check_keys(configs)
     for lm_config in configs:
         with lmo.lm_session(lm_config) as live:
             if verbose:

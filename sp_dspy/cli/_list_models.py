@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from . import _lm_options as lmo
@@ -15,19 +13,15 @@ def register(app: typer.Typer) -> None:
 
 
 def list_models_command(config: lmo.ModelsConfig = None) -> None:
-    """List configured models (configs/models.yaml or --config) and the built-in ones."""
-    from .._errors import ConfigError
-    from .._lm import BEHAVIOURS, load_model_configs
+    """List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones."""
+    from .._lm import BEHAVIOURS, load_configured_models, models_files
     from .._table import FitTable
 
-    path: Path | None = config or (lmo.DEFAULT_MODELS_FILE if lmo.DEFAULT_MODELS_FILE.exists() else None)
-    if config is not None and not config.exists():
-        raise ConfigError(f"--config: {config}: no such file")
-    configured = load_model_configs(path) if path is not None else {}
-    table = FitTable(title=f"Models in {path}" if path else "No models file (configs/models.yaml) here")
+    files = models_files(config)
+    table = FitTable(title="Models", caption="from " + ", then ".join(map(str, files)) if files else None)
     for column in ("name", "model", "api_base", "key from", "settings"):
         table.add_column(column)
-    for name, cfg in configured.items():
+    for name, cfg in load_configured_models(config).items():
         settings = {
             key: value
             for key, value in cfg.public_dict().items()

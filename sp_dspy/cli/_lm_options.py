@@ -1,14 +1,14 @@
 """LM flags shared by eval, compile, ablate and check, and how they become ``LMConfig``s.
 
-``--lm`` takes a model string (``openai/gpt-5.5``, ``hosted_vllm/Qwen3-8B``), a name from
-``--config`` (default ``configs/models.yaml`` when present), ``fake[/behaviour]`` or
-``local`` (the embedded llama.cpp model). Flags given on the command line override
-the configured settings.
+``--lm`` takes a model string (``openai/gpt-5.5``, ``hosted_vllm/Qwen3-8B``), a configured
+name (the package's ``configs/models.yaml``, then ``~/.config/sp-dspy/models.yaml``, then
+``--config``), ``fake[/behaviour]`` or ``local`` (the embedded llama.cpp model). Flags
+given on the command line override the configured settings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,7 +18,6 @@ import typer
 if TYPE_CHECKING:
     from .._lm import LMConfig
 
-DEFAULT_MODELS_FILE = Path("configs/models.yaml")
 LOCAL = "local"
 # The embedded server has one slot; more requests in flight only queue there.
 LOCAL_CONCURRENCY = 2
@@ -39,22 +38,57 @@ Models = Annotated[
     str | None, typer.Option("--models", help="Comma-separated configured model names, run in turn.")
 ]
 ModelsConfig = Annotated[
-    Path | None, typer.Option("--config", help="Models YAML (default: configs/models.yaml if present).")
+    Path | None,
+    typer.Option(
+        "--config",
+        help="Models YAML added on top of the package's configs/models.yaml and ~/.config/sp-dspy/models.yaml.",
+    ),
 ]
+# An LM flag left out keeps the configured model's setting; the defaults below say so.
 ApiBase = Annotated[
     str | None,
-    typer.Option("--api-base", help="OpenAI-compatible endpoint(s); comma-separate replicas of one model."),
+    typer.Option(
+        "--api-base",
+        help="OpenAI-compatible endpoint(s); comma-separate replicas of one model.",
+        show_default="the model's, else the provider's",
+    ),
 ]
 ApiKeyEnv = Annotated[
-    str | None, typer.Option("--api-key-env", help="Environment variable holding the API key.")
+    str | None,
+    typer.Option(
+        "--api-key-env",
+        help="Environment variable holding the API key.",
+        show_default="the model's, else the provider's usual one",
+    ),
 ]
-Temperature = Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")]
-MaxTokens = Annotated[int | None, typer.Option("--max-tokens", help="Completion token limit per call.")]
+Temperature = Annotated[
+    float | None,
+    typer.Option(
+        "--temperature", help="Sampling temperature.", show_default="the model's, else the provider's"
+    ),
+]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        help="Completion token limit per call.",
+        show_default="the model's, else the provider's",
+    ),
+]
 ReasoningEffort = Annotated[
-    str | None, typer.Option("--reasoning-effort", help="Reasoning effort for reasoning models.")
+    str | None,
+    typer.Option(
+        "--reasoning-effort", help="Reasoning effort for reasoning models.", show_default="the model's"
+    ),
 ]
-Timeout = Annotated[float | None, typer.Option("--timeout", help="Seconds per request.")]
-NumRetries = Annotated[int | None, typer.Option("--num-retries", help="Retries of transient errors.")]
+Timeout = Annotated[
+    float | None,
+    typer.Option("--timeout", help="Seconds per request.", show_default="the model's, else 120"),
+]
+NumRetries = Annotated[
+    int | None,
+    typer.Option("--num-retries", help="Retries of transient errors.", show_default="the model's, else 3"),
+]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the response cache.")]
 JsonSchema = Annotated[
     bool,
@@ -64,9 +98,9 @@ Transport = Annotated[
     str | None,
     typer.Option(
         "--transport",
-        help="How official-baseline calls reach one OpenAI-compatible --api-base: auto (default), "
+        help="How official-baseline calls reach one OpenAI-compatible --api-base: auto, "
         "direct (sp-dspy's lean HTTP client) or dspy (DSPy's engine).",
-        show_default=False,
+        show_default="the model's, else auto",
     ),
 ]
 
@@ -77,31 +111,51 @@ def lm_configs(
     config_file: Path | None,
     *,
     default: str,
+    flag: str = "--lm",
     **overrides: Any,
 ) -> list[LMConfig]:
-    """The model configs a command runs, in order, with CLI overrides applied."""
-    from .._errors import ConfigError
-    from .._lm import load_model_configs, resolve_model_config
+    """The model configs a command runs, in order, with CLI overrides applied.
 
-    path = config_file or (DEFAULT_MODELS_FILE if DEFAULT_MODELS_FILE.exists() else None)
-    if config_file is not None and not config_file.exists():
-        raise ConfigError(f"--config: {config_file}: no such file")
-    configured = load_model_configs(path) if path is not None else {}
+    Every model is resolved and validated before any runs (``--models a,b`` does not
+    stop at ``b`` after ``a``'s run; see also :func:`check_keys`). ``flag`` is the flag
+    that named ``lm`` (``--lm``, ``--prompt-lm``), for error messages.
+
+    Raises:
+        ConfigError: one line naming the flag (or the model) and what is wrong.
+    """
+    from .._errors import ConfigError
+    from .._lm import load_configured_models, resolve_model_config
+
+    configured = load_configured_models(config_file)
     if lm and models:
         raise ConfigError("give either --lm or --models, not both")
     names = [name.strip() for name in models.split(",") if name.strip()] if models else [lm or default]
+    spec_flag = "--models" if models else flag
     changes = {key: value for key, value in overrides.items() if value is not None}
     resolved = []
     for name in names:
         if name == LOCAL and LOCAL not in configured:
             base: dict[str, Any] = {"model": "openai/local", "name": LOCAL, **LOCAL_SETTINGS}
         else:
-            base = resolve_model_config(name, configured).model_dump()
-        resolved.append(_validated({**base, **changes}, name))
+            base = resolve_model_config(name, configured, flag=spec_flag).model_dump()
+        resolved.append(_validated({**base, **changes}, name, changed=changes))
     return resolved
 
 
-def _validated(settings: dict[str, Any], name: str) -> LMConfig:
+def check_keys(configs: list[LMConfig]) -> None:
+    """Fail now if a model's ``api_key_env`` names an unset variable, not after the models before it ran.
+
+    Raises:
+        ConfigError: naming the model and the variable.
+    """
+    from .._lm import api_key_for
+
+    for config in configs:
+        api_key_for(config)
+
+
+def _validated(settings: dict[str, Any], name: str, *, changed: Collection[str] = ()) -> LMConfig:
+    """``settings`` as an ``LMConfig``; an error names the flag when a flag set the field."""
     from pydantic import ValidationError
 
     from .._errors import ConfigError
@@ -111,9 +165,11 @@ def _validated(settings: dict[str, Any], name: str) -> LMConfig:
         return LMConfig.model_validate(settings)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ConfigError(
-            f"model {name!r}: field {'.'.join(map(str, first['loc']))}: {first['msg']}"
-        ) from None
+        field = ".".join(map(str, first["loc"]))
+        message = str(first["msg"]).removeprefix("Value error, ")
+        if field in changed:
+            raise ConfigError(f"--{field.replace('_', '-')}: {message}") from None
+        raise ConfigError(f"model {name!r}: field {field}: {message}") from None
 
 
 def is_local(config: LMConfig) -> bool:

@@ -10,16 +10,23 @@ Dataset = Annotated[
     str | None,
     typer.Option(
         "--dataset",
-        help="Local JSON/JSONL file or Hub dataset id (e.g. ByteDance/SafePyramid). Default: the bundled sample.",
+        help="Local JSON/JSONL file or Hub dataset id (e.g. ByteDance/SafePyramid).",
+        show_default="the bundled sample",
     ),
 ]
 Benchmark = Annotated[
     str,
     typer.Option("--benchmark", help="Which benchmark the dataset is: safepyramid or pku-saferlhf."),
 ]
-Level = Annotated[str | None, typer.Option("--level", help="Only these levels, e.g. L0 or L1,L2.")]
-Domain = Annotated[str | None, typer.Option("--domain", help="Only these domains (comma-separated).")]
-Limit = Annotated[int | None, typer.Option("--limit", min=0, help="At most this many cases.")]
+Level = Annotated[
+    str | None, typer.Option("--level", help="Only these levels, e.g. L0 or L1,L2.", show_default="all")
+]
+Domain = Annotated[
+    str | None, typer.Option("--domain", help="Only these domains (comma-separated).", show_default="all")
+]
+Limit = Annotated[
+    int | None, typer.Option("--limit", min=0, help="At most this many cases.", show_default="all")
+]
 StartIdx = Annotated[int, typer.Option("--start-idx", min=0, help="Skip this many cases first.")]
 WithEvidence = Annotated[
     bool, typer.Option("--with-evidence", help="Use benchmark_with_evidence.json from the Hub.")
