@@ -185,10 +185,10 @@ def bad_server() -> Iterator[Callable[[dict[str, str]], StubServer]]:
         server.stop()
 
 
-def run_cli(server: StubServer, out: Path, *args: str) -> Any:
+def run_cli(server: StubServer, out: Path, *args: str, run_id: str = "bad") -> Any:
     return CliRunner().invoke(
         app,
-        ["eval", "--lm", "openai/stub", "--api-base", server.url, "--output-dir", str(out), "--run-id", "bad",
+        ["eval", "--lm", "openai/stub", "--api-base", server.url, "--output-dir", str(out), "--run-id", run_id,
          "-q", "--limit", "9", "--concurrency", "8", *args],
     )  # fmt: skip
 
@@ -235,6 +235,12 @@ def test_per_policy_runs_record_every_answer_and_resume(
     assert len(server.chat_requests) == sent  # nothing errored, so nothing is sent again
     score = CliRunner().invoke(app, ["score", str(tmp_path / "results_bad_stub.jsonl")])
     assert score.exit_code == 0, (score.output, score.exception)
+    # Another run replays the bad answers from the response cache: the same records, no crash.
+    replay = run_cli(server, tmp_path, *args, run_id="replay")
+    assert replay.exit_code == 0, (replay.output, replay.exception)
+    assert len(server.chat_requests) == sent
+    replayed = {r["id"]: r["violated_rules"] for r in iter_records(tmp_path / "results_replay_stub.jsonl")}
+    assert replayed == {case_id: r["violated_rules"] for case_id, r in records.items()}
 
 
 @pytest.mark.network

@@ -57,6 +57,8 @@ POLICY_CORPUS: list[tuple[str, str | None, tuple[str, list[int] | None], tuple[s
     ("objects without a number", '{"violated_rules": [{"1": "x"}, {}]}', ("clean", []), ("failed", None)),
     ("only prose items", '{"violated_rules": ["none of them"]}', ("clean", []), ("failed", None)),
     ("empty mapping", '{"violated_rules": {}}', ("clean", []), ("clean", [])),
+    ("nested lists in prose", 'So: {"violated_rules": [[1, 2], [3]]}', ("failed", None), ("failed", None)),
+    ("truncated nested lists", '{"violated_rules": [[1, 2], [3', ("failed", None), ("failed", None)),
     (
         "huge number kept by the parser",
         '{"violated_rules": [1, 1e38]}',

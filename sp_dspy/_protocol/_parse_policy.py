@@ -180,7 +180,8 @@ def _regex_fallback(answer: str) -> PolicyParse | None:
     if not openings:
         return None
     segment, closed = balanced_segment(answer, openings[-1].end() - 1)
-    numbers = _RULE_KEY_NUMBER.findall(segment) or _BARE_ITEM.findall(segment)
+    # Bare numbers count only in a flat list: in ``[[1, 2], [3]]`` they are not rule items.
+    numbers = _RULE_KEY_NUMBER.findall(segment) or ([] if "[" in segment[1:] else _BARE_ITEM.findall(segment))
     if not numbers and not (closed and not segment[1:-1].strip()):
         return None
     return PolicyParse(violated_rules=_dedupe([int(n) for n in numbers]), status="recovered")
