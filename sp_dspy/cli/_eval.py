@@ -218,8 +218,8 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
         spent = outcome.spent
         flag = CAP_FLAGS[outcome.capped_by]
         err_console.print(
-            f"[yellow]stopped at {flag}[/yellow]: {spent.calls:,} call(s), {spent.tokens:,} tokens, "
-            f"{_money(spent.usd if spent.priced else None)} spent; {outcome.units_run} unit(s) written to "
+            f"[yellow]stopped at {flag}[/yellow]: spent {spent.calls:,} call(s), {spent.tokens:,} tokens"
+            f"{f', ${spent.usd:,.4f}' if spent.priced else ''}; {outcome.units_run} unit(s) written to "
             f"{outcome.results_file}; continue with --resume --run-id {outcome.paths.run_id} "
             f"and a larger {flag} (or none)",
             soft_wrap=True,
