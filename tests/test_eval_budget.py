@@ -135,3 +135,14 @@ def test_max_usd_needs_a_priced_model(tmp_path: Path) -> None:
         "--max-usd: no price for fake in the price map DSPy uses; cap --max-calls or --max-total-tokens instead"
     )
     assert not list(tmp_path.glob("*.jsonl"))
+
+
+def test_caps_can_come_from_a_run_config(tmp_path: Path) -> None:
+    run_config = tmp_path / "run.yaml"
+    run_config.write_text("run_id: y\ncaps:\n  max_calls: 2\ndata:\n  limit: 5\n", encoding="utf-8")
+    result = invoke(tmp_path, "--run-config", str(run_config))
+    assert result.exit_code == 3, (result.output, result.exception)
+    assert len(records(tmp_path / "results_y_fake.jsonl")) == 2
+    run_config.write_text("caps:\n  max_calls: 0\n", encoding="utf-8")
+    bad = invoke(tmp_path, "--run-config", str(run_config))
+    assert isinstance(bad.exception, ConfigError) and "field caps.max_calls" in str(bad.exception)
