@@ -1,8 +1,7 @@
 """Where sp-dspy keeps per-user files, decided in one place.
 
-Its own module, importing nothing heavy, so both the LM layer (response cache) and
-``score``'s start-up path (the dataset parse cache) can use it without importing
-each other's packages.
+Its own module, importing nothing heavy, so the LM layer (response cache) and the
+local server state can use it without importing each other's packages.
 """
 
 from __future__ import annotations

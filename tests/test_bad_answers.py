@@ -105,6 +105,23 @@ def test_policy_records_drop_numbers_that_are_not_rules_of_the_case() -> None:
     assert (record["parse_status"], "dropped_rules" in record) == ("clean", False)
 
 
+def test_strict_records_keep_numbers_the_reference_scores_as_false_positives() -> None:
+    """``--parser strict`` is the leaderboard's reading: out-of-policy numbers stay and count as FPs."""
+    case = SAMPLE[0]
+    gold = case.ground_truth_violations
+    strict = {"parser": "strict"}
+    record = policy_record(case, 1, _output([*gold, 99, HUGE]), model="m", run=strict, latency_s=0.0)
+    assert (record["violated_rules"], record["parse_status"], record["parse_failed"]) == (
+        [*gold, 99, HUGE],
+        "clean",
+        False,
+    )
+    assert record["out_of_policy_rules"] == [99, HUGE] and "dropped_rules" not in record
+    assert record["scores"]["fp"] == [99, HUGE] and record["scores"]["exact_match"] is False
+    record = policy_record(case, 1, _output([HUGE]), model="m", run=strict, latency_s=0.0)
+    assert (record["violated_rules"], record["parse_failed"]) == ([HUGE], False)
+
+
 class _FailingStore:
     """A store whose first append fails (a full disk), as a record that cannot be written."""
 

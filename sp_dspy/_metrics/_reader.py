@@ -4,10 +4,10 @@ Merging follows retry semantics (see ``_records``): a later file or line replace
 earlier record with the same id, and a judgment replaces an earlier one for the same
 (case, rule). A malformed line is ``FILE:LINE: why``, or is counted and skipped.
 
-Speed: every line goes from JSON text straight to its pydantic model (pydantic's own parser, no intermediate
-``json.loads`` dict). The cyclic garbage collector is paused while the records pile
-up. A line that fails both fast paths is re-read by ``_parse_line``, which decides
-exactly as before and words the error.
+Every line goes from JSON text straight to its pydantic model (pydantic's own parser,
+no intermediate ``json.loads`` dict), with the cyclic garbage collector paused while
+the records pile up. A line that fails there is re-read by ``_parse_line``, which
+decides the same way and words the error.
 """
 
 from __future__ import annotations

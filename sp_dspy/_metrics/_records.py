@@ -108,8 +108,7 @@ class PolicyRecord(BaseModel):
 class JudgmentRecord(BaseModel):
     """One per-rule verdict (contract section 5); ``pred=None`` means no verdict."""
 
-    # Built on first use: ``sp-dspy score`` reads judgments as rows (``_result_set``).
-    model_config = ConfigDict(extra="allow", defer_build=True)
+    model_config = ConfigDict(extra="allow")
 
     kind: Literal["judgment"] = "judgment"
     cid: str

@@ -12,7 +12,10 @@ exactly as the reference counts them.
 Every answer becomes a record. Rule numbers the case's policy does not have (``99``,
 ``-1``, ``1e38``) are dropped and listed in ``dropped_rules``; the record is then
 ``recovered``, or ``failed`` (``parse_failed``, no prediction) when no rule of the
-policy is left.
+policy is left. The one exception is the official parser in strict mode, whose
+records must score as the reference harness scores the same answer: there such
+numbers stay in ``violated_rules`` (false positives, as the reference counts them)
+and are listed in ``out_of_policy_rules``.
 """
 
 from __future__ import annotations
@@ -51,9 +54,11 @@ def case_scores(case: Case, violated: list[int] | None) -> dict[str, Any] | None
 def policy_record(
     case: Case, index: int, output: CaseOutput, *, model: str, run: dict[str, Any], latency_s: float
 ) -> dict[str, Any]:
-    """One per-policy results line (rule numbers outside the case's policy dropped)."""
+    """One per-policy results line (rule numbers outside the case's policy dropped, but in strict mode)."""
     kept = keep_policy_rules(output.violated_rules, case_rule_numbers(case))
-    violated = kept.rules
+    strict = run.get("parser") == "strict"
+    violated = output.violated_rules if strict else kept.rules
+    status = output.status if strict else (kept.status or output.status)
     label = None if violated is None else ("unsafe" if violated else "safe")
     if output.predicted_safe is not None:
         label = "safe" if output.predicted_safe else "unsafe"
@@ -64,8 +69,8 @@ def policy_record(
         "domain": case.domain,
         "violated_rules": violated,
         "refused": output.refused,
-        "parse_failed": output.parse_failed or kept.status == "failed",
-        "parse_status": kept.status or output.status,
+        "parse_failed": output.parse_failed or status == "failed",
+        "parse_status": status,
         "analysis": output.analysis,
         "reasoning": output.reasoning,
         "predicted_label": label,
@@ -78,7 +83,7 @@ def policy_record(
         **run,
     }
     if kept.dropped:
-        record["dropped_rules"] = kept.dropped
+        record["out_of_policy_rules" if strict else "dropped_rules"] = kept.dropped
     if output.predicted_safe is not None:
         record["predicted_safe"] = output.predicted_safe
     if output.predicted_severity is not None:
