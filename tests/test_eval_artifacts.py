@@ -98,3 +98,14 @@ def test_a_protocol_that_contradicts_the_artifact_is_an_error(tmp_path: Path) ->
     assert result.exit_code == 0, (result.output, result.exception)
     manifest = json.loads((tmp_path / "manifest_r.json").read_text(encoding="utf-8"))
     assert manifest["settings"]["protocol"] == "per-rule"
+
+
+def test_ablate_refuses_an_overlapping_artifact_variant_unless_allowed(tmp_path: Path) -> None:
+    guard = artifact(tmp_path)
+    args = ["ablate", "--lm", "fake", "--variants", str(guard), "-q"]
+    refused = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "refused")])
+    assert isinstance(refused.exception, ConfigError) and "--allow-overlap" in str(refused.exception)
+    allowed = CliRunner().invoke(
+        app, [*args, "--out", str(tmp_path / "allowed"), "--allow-overlap", "--n-boot", "0"]
+    )
+    assert allowed.exit_code == 0, (allowed.output, allowed.exception)

@@ -35,6 +35,7 @@ class AblationPlan(BaseModel):
     variants: list[str] = Field(default_factory=lambda: list(DEFAULT_VARIANTS), min_length=1)
     data: DataSelection = Field(default_factory=DataSelection)
     parser: Literal["strict", "robust"] = "strict"
+    allow_overlap: bool = False  # run artifact variants on cases of their own train/dev split
     concurrency: int = Field(default=16, ge=1, le=1024)
     run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
     baseline: str | None = None

@@ -71,6 +71,7 @@ def variant_config(plan: AblationPlan, variant: PlannedVariant, out: Path, *, re
         program=variant.program,
         protocol=variant.protocol,
         parser=plan.parser,
+        allow_overlap=plan.allow_overlap,
         per_rule_layout=variant.layout,
         concurrency=plan.concurrency,
         output_dir=out / RESULTS_DIR,

@@ -94,6 +94,12 @@ def ablate_command(
     parser: Annotated[
         str | None, typer.Option("--parser", help="Official variants' parser: strict (default) or robust.")
     ] = None,
+    allow_overlap: Annotated[
+        bool,
+        typer.Option(
+            "--allow-overlap", help="Run artifact variants on cases of their own train/dev split anyway."
+        ),
+    ] = False,
     concurrency: Annotated[
         int | None, typer.Option("--concurrency", min=1, help="LM calls in flight (default 16).")
     ] = None,
@@ -144,7 +150,8 @@ def ablate_command(
         transport=transport,
     )  # fmt: skip
     flags: dict[str, Any] = {
-        "variants": variants, "parser": parser, "concurrency": concurrency,
+        "variants": variants, "parser": parser, "allow_overlap": allow_overlap or None,
+        "concurrency": concurrency,
         "run_id": run_id, "baseline": baseline, "n_boot": n_boot, "seed": seed,
         "data": {
             "dataset": dataset, "benchmark": benchmark, "level": level, "domain": domain, "split": split,
