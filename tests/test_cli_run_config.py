@@ -9,6 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from sp_dspy._compile import BudgetCaps
 from sp_dspy._runner import EvalConfig, build_eval_config
 from sp_dspy._runner._config import DataSelection
 from sp_dspy.cli import app
@@ -21,6 +22,7 @@ def test_the_example_names_every_setting_and_nothing_else() -> None:
     document = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     assert set(document) == set(EvalConfig.model_fields)
     assert set(document["data"]) == set(DataSelection.model_fields)
+    assert set(document["caps"]) == set(BudgetCaps.model_fields)
 
 
 def test_the_example_loads_as_an_eval_config() -> None:
@@ -32,6 +34,7 @@ def test_the_example_loads_as_an_eval_config() -> None:
         "example",
         Path("output/results"),
     )
+    assert settings.caps == BudgetCaps()  # uncapped unless the file says otherwise
 
 
 def test_eval_runs_the_example_and_a_flag_overrides_it(tmp_path: Path) -> None:

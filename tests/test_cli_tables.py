@@ -134,3 +134,17 @@ def test_list_models_never_splits_a_word(width: int, tmp_path: Path) -> None:
     ):
         assert whole in words, f"{whole!r} split or cut at {width} columns:\n{result.output}"
     assert "…" not in result.output
+
+
+def test_dry_run_projection_keeps_its_numbers_at_80_columns() -> None:
+    from typer.testing import CliRunner
+
+    from sp_dspy.cli import app
+
+    result = CliRunner().invoke(
+        app, ["eval", "--lm", "gpt-5-mini", "--protocol", "per-rule", "--dry-run"], env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    words = result.output.split()
+    assert "377" in words and "741,557" in words and "15,080" in words and "$0.2155" in words
+    assert "…" not in result.output

@@ -178,12 +178,12 @@ def _money(value: float | None) -> str:
 
 def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
     """The projection of one model's run, and which cap would stop it."""
-    from rich.table import Table
+    from .._table import FitTable
 
     est = plan.estimate
-    table = Table(title=f"Projected eval of {plan.model} (dry run: nothing was sent)")
+    table = FitTable(title=f"Projected eval of {plan.model} (dry run: nothing was sent)")
     for column in ("program", "cases", "calls", "prompt tokens", "completion tokens", "USD"):
-        table.add_column(column, justify="left" if column == "program" else "right", overflow="fold")
+        table.add_column(column, justify="left" if column == "program" else "right")
     table.add_row(
         f"{plan.program} {plan.protocol}", f"{plan.cases:,}", f"{est.calls:,}", f"{est.prompt_tokens:,}",
         f"{est.completion_tokens:,}", _money(est.usd),

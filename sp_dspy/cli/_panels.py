@@ -27,7 +27,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     DATA: (
         "--dataset", "--benchmark", "--level", "--domain", "--split", "--splits", "--ratios", "--limit",
         "--start-idx", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation",
-        "--framework",
+        "--framework", "--id", "--failed",
     ),
     GUARD: ("--program", "--protocol", "--parser", "--per-rule-layout", "--variants"),
     MODEL: (
