@@ -7,7 +7,8 @@ predict PKU-SafeRLHF's safe flag and severity level. ``run_case`` hides the diff
 calls) and DSPy programs (adapter calls) behind one ``CaseOutput``.
 
 Loading an artifact never runs code from it: ``program.json`` is read with the
-standard JSON parser, checked against the few keys a predictor's state may have, and
+standard JSON parser (and only from a regular file of bounded size:
+``read_json_file``), checked against the few keys a predictor's state may have, and
 applied with ``load_state``. Saved LM settings are dropped, so a compiled program
 always talks to the LM the run was configured with (a ``config`` or ``lm`` entry in a
 downloaded artifact could otherwise redirect requests, and keys, elsewhere).
@@ -15,7 +16,6 @@ downloaded artifact could otherwise redirect requests, and keys, elsewhere).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
 from programs._outputs import CaseOutput, JudgmentOutput, Protocol, Status, Usage, add_costs, error_fields
+from sp_dspy._data._scan import read_json_file
 from sp_dspy._errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -122,15 +123,6 @@ class _PredictorState(BaseModel):
     fields: dict[str, Any] | None = None
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not valid JSON ({exc})") from None
-
-
 def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
     """The compiled DSPy program saved in ``artifact_dir`` (``manifest.json`` + ``program.json``).
 
@@ -139,7 +131,7 @@ def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
     """
     artifact_dir = Path(artifact_dir)
     manifest_path = artifact_dir / MANIFEST_FILE
-    manifest = _read_json(manifest_path)
+    manifest = read_json_file(manifest_path, "artifact manifest")
     if not isinstance(manifest, dict):
         raise DataError(f"{manifest_path}: expected a JSON object")
     name, protocol = manifest.get("program"), manifest.get("protocol")
@@ -152,7 +144,7 @@ def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
         raise DataError(f"{manifest_path}: field 'protocol' is {protocol!r}, but {name} is per-policy only")
     program: Any = make_program(name, protocol, **options)
     state_path = artifact_dir / STATE_FILE
-    state = _read_json(state_path)
+    state = read_json_file(state_path, "artifact program state")
     if not isinstance(state, dict):
         raise DataError(f"{state_path}: expected a JSON object of predictor states")
     checked: dict[str, Any] = {}

@@ -9,6 +9,23 @@ def key_lines(text: str, *, under: str | None = None) -> dict[str, int]:
     Empty when the text is not YAML or not shaped that way: line numbers only decorate
     an error message, and the loader words the real problem itself.
     """
+    return {key: lines[0] for key, lines in all_key_lines(text, under=under).items()}
+
+
+def repeated_key(text: str, *, under: str | None = None) -> tuple[str, int, int] | None:
+    """The first key given twice (in the mapping at ``under``), with its first two lines; else None.
+
+    A YAML loader keeps the last value of a repeated key without a word, so a second
+    entry meant as another model would silently replace the first.
+    """
+    for key, lines in all_key_lines(text, under=under).items():
+        if len(lines) > 1:
+            return key, lines[0], lines[1]
+    return None
+
+
+def all_key_lines(text: str, *, under: str | None = None) -> dict[str, list[int]]:
+    """Every line (1-based) each key stands on, as ``key_lines`` finds them."""
     import yaml
 
     try:
@@ -24,4 +41,7 @@ def key_lines(text: str, *, under: str | None = None) -> dict[str, int]:
             return {}
         node = found[0]
     assert isinstance(node, yaml.MappingNode)
-    return {str(key.value): key.start_mark.line + 1 for key, _ in node.value}
+    lines: dict[str, list[int]] = {}
+    for key, _ in node.value:
+        lines.setdefault(str(key.value), []).append(key.start_mark.line + 1)
+    return lines

@@ -82,6 +82,38 @@ def test_missing_file_names_its_path(tmp_path: Path) -> None:
             r"field rubric: rule\(s\) \[1, 2, 3\] do not appear",
         ),
         (lambda c: c["rubric"]["violations"][0].update(type="fuzzy"), r"field rubric\.violations\.0\.type"),
+        (
+            lambda c: c["rubric"]["non_violations"].append(dict(c["rubric"]["non_violations"][0])),
+            r"field rubric: rule\(s\) \[2\] listed more than once",
+        ),
+        (
+            lambda c: c["rubric"]["non_violations"].append(dict(c["rubric"]["violations"][0])),
+            r"field rubric: rule\(s\) \[1\] listed more than once",
+        ),
+        (
+            lambda c: c.update(policy=c["policy"] + "\n3. A second rule three."),
+            r"field policy: rule number\(s\) \[3\] used for more than one rule",
+        ),
+        (
+            lambda c: c.update(ground_truth_violations=[True]),
+            r"field ground_truth_violations\.0: expected a rule number, got the boolean true$",
+        ),
+        (
+            lambda c: c["rubric"]["violations"][0].update(rule=True),
+            r"field rubric\.violations\.0\.rule: expected a rule number, got the boolean true$",
+        ),
+        (
+            lambda c: c["rubric"]["non_violations"][0].update(paired_with=[False]),
+            r"field rubric\.non_violations\.0\.paired_with\.0: expected a rule number, got the boolean false",
+        ),
+        (
+            lambda c: c["failure_mode_metadata"].update(distractor_rules=[True]),
+            r"field failure_mode_metadata\.distractor_rules\.0: expected a rule number",
+        ),
+        (
+            lambda c: (c.pop("failure_mode_metadata"), c.update(waived_rules=[True])),  # legacy: top level
+            r"field failure_mode_metadata\.waived_rules\.0: expected a rule number",
+        ),
     ],
 )
 def test_bad_data_names_case_and_field(tmp_path: Path, mutate: object, message: str) -> None:
@@ -172,3 +204,87 @@ def test_failure_mode_block_of_wrong_type_is_named(tmp_path: Path) -> None:
     case["failure_mode_metadata"] = ["not", "a", "mapping"]
     with pytest.raises(DataError, match="case fm-1-l0: field failure_mode_metadata"):
         load_file(write_dataset(tmp_path / "d.json", [case]))
+
+
+def test_numeric_rule_numbers_still_load_leniently(tmp_path: Path) -> None:
+    case = raw_case("lax-1-l0")
+    case["ground_truth_violations"] = ["1"]
+    case["rubric"]["violations"][0]["rule"] = 1.0
+    only = load_file(write_dataset(tmp_path / "d.json", [case])).cases[0]
+    assert only.ground_truth_violations == [1] and only.rubric.violations[0].rule == 1
+
+
+@pytest.mark.parametrize("where", ["case", "extra"])
+def test_json_nested_too_deeply_is_one_line_naming_the_line(tmp_path: Path, where: str) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    if where == "case":  # the whole case is the deep value
+        text = '{"data": [\n' + json.dumps(raw_case("ok-l0")) + ",\n" + deep + "\n]}"
+    else:  # a field of a case nobody reads
+        text = '{"data": [\n' + json.dumps(raw_case("ok-l0"))[:-1] + ',\n"notes": ' + deep + "}\n]}"
+    path = tmp_path / "deep.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DataError) as info:
+        load_file(path)
+    assert str(info.value) == f"{path}:3: invalid JSON: arrays and objects nested more than 500 levels deep"
+
+
+def test_bytes_that_are_not_utf8_name_line_and_column(tmp_path: Path) -> None:
+    path = write_dataset(tmp_path / "d.json", [raw_case("a-l0"), raw_case("b-l0")])
+    lines = path.read_bytes().split(b"\n")
+    target = next(i for i, line in enumerate(lines) if b"Dana lives" in line and i > 40)
+    column = lines[target].index(b"Dana lives") + 6
+    lines[target] = lines[target].replace(b"Dana lives", b"Dana \xe9lives")  # Latin-1, not UTF-8
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(DataError) as info:
+        load_file(path)
+    assert str(info.value) == f"{path}:{target + 1}:{column}: not UTF-8 (byte 0xe9); save the file as UTF-8"
+    with pytest.raises(DataError, match="not UTF-8"):
+        load_file(path, lenient=True)  # not a case to skip: the file itself is broken
+
+
+@pytest.mark.parametrize("field", ["id", "domain", "conversation", "policy"])
+def test_a_lone_surrogate_is_refused_naming_case_and_field(tmp_path: Path, field: str) -> None:
+    case = raw_case("sur-1-l0")
+    case[field] = case[field][:2] + "\ud800" + case[field][2:]
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"data": [raw_case("ok-l0"), case]}), encoding="utf-8")  # "\ud800" escaped
+    shown = "su\\ud800r-1-l0" if field == "id" else "sur-1-l0"
+    with pytest.raises(DataError) as info:
+        load_file(path)
+    message = str(info.value)
+    assert (
+        message
+        == f"{path}:1: case {shown}: field {field}: unpaired surrogate \\ud800 at character 2 (not a Unicode character)"
+    )
+    message.encode("utf-8")  # printable: the surrogate itself is escaped
+    loaded = load_file(path, lenient=True)
+    assert [c.id for c in loaded.cases] == ["ok-l0"] and loaded.skipped == 1
+
+
+def test_a_surrogate_pair_is_a_character_and_loads(tmp_path: Path) -> None:
+    case = raw_case("emoji-l0")
+    case["conversation"] += " \U0001f600"
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"data": [case]}), encoding="utf-8")  # written as \ud83d\ude00
+    assert "\\ud83d\\ude00" in path.read_text()
+    assert load_file(path).cases[0].conversation.endswith("\U0001f600")
+
+
+def test_a_filter_that_selects_no_case_is_an_error(tmp_path: Path) -> None:
+    cases = [raw_case("c-1-l0"), raw_case("c-1-l1", level="L1", domain="fraud")]
+    path = str(write_dataset(tmp_path / "d.json", cases))
+    with pytest.raises(DataError) as info:
+        load_benchmark(path, domain="privcy")
+    assert str(info.value) == "--domain: no case in domain privcy (the dataset has: fraud, privacy)"
+    with pytest.raises(DataError, match=r"^--domain: no case in domain privcy \(the dataset"):
+        load_benchmark(path, domain="privacy,privcy")  # a typo among good names too
+    with pytest.raises(DataError, match=r"^--level: no case at level L2 \(the dataset has: L0, L1\)$"):
+        load_benchmark(path, level="L2")
+    with pytest.raises(DataError, match=r"^--level L1 --domain privacy: no case has both$"):
+        load_benchmark(path, level="L1", domain="privacy")
+    with pytest.raises(DataError, match=r"^--start-idx 2: only 2 case\(s\) selected, so it must be below 2$"):
+        load_benchmark(path, start_idx=2)
+    with pytest.raises(DataError, match=r"^--start-idx 1: only 1 case"):
+        load_benchmark(path, level="L0", start_idx=1)
+    assert [c.id for c in load_benchmark(path, start_idx=1).cases] == ["c-1-l1"]
+    assert load_benchmark(path, limit=0).cases == []  # asked for none: not a filter that missed

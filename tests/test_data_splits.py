@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -89,8 +90,40 @@ def test_select_split_and_errors(tmp_path: Path) -> None:
     split = make_split(cases, seed=0, dataset_hash="h")
     path = tmp_path / "s.json"
     split.save(path)
-    assert [c.id for c in select_split(cases, f"{path}:dev")] == split.dev
+    assert [c.id for c in select_split(cases, f"{path}:dev", dataset_hash="h")] == split.dev
     with pytest.raises(DataError, match="FILE:PART"):
-        select_split(cases, f"{path}:holdout")
+        select_split(cases, f"{path}:holdout", dataset_hash="h")
     with pytest.raises(DataError, match="id\\(s\\) not in the dataset"):
-        select_split(cases[:3], f"{path}:test")
+        select_split(cases[:3], f"{path}:test", dataset_hash="h")
+
+
+def test_a_split_of_another_dataset_is_refused(tmp_path: Path) -> None:
+    cases = _cases(10)
+    path = tmp_path / "s.json"
+    make_split(cases, seed=0, dataset_hash="a" * 64).save(path)
+    with pytest.raises(
+        DataError,
+        match=r"s\.json: field dataset_hash: aaaaaaaaaaaa is not the hash of the dataset \(bbbbbbbbbbbb\)",
+    ):
+        select_split(cases, f"{path}:dev", dataset_hash="b" * 64)
+
+
+@pytest.mark.timeout(30)
+def test_a_split_file_must_be_a_regular_utf8_json_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    with pytest.raises(DataError, match=r"fifo\.json: split file is a FIFO, not a regular file$"):
+        load_split(fifo)
+    (tmp_path / "splits").mkdir()
+    with pytest.raises(DataError, match=r"splits: split file is a directory, not a regular file$"):
+        load_split(tmp_path / "splits")
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"train": ["caf\xe9-1-l0"]}')
+    with pytest.raises(DataError, match=r"latin\.json:1:16: not UTF-8 \(byte 0xe9\)"):
+        load_split(latin)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(
+        DataError, match=r"deep\.json:1: invalid JSON: arrays and objects nested more than 500"
+    ):
+        load_split(deep)

@@ -183,3 +183,10 @@ def test_importing_the_lm_layer_does_not_import_dspy() -> None:
     code = "import sys, sp_dspy._lm; print(any(m.split('.')[0] in ('dspy', 'litellm') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "False"
+
+
+def test_a_model_defined_twice_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "models:\n  a: openai/x\n  b:\n    model: openai/y\n  a:\n    model: openai/z\n")
+    with pytest.raises(ConfigError) as info:
+        load_model_configs(path)
+    assert str(info.value) == f"{path}:5: model 'a' is defined twice (first on line 2)"

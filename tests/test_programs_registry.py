@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +29,7 @@ from programs import (
     run_case,
 )
 from programs._registry import history_cost
+from sp_dspy._data._scan import read_json_file
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._lm import FakeEngine, LMConfig, make_lm
@@ -119,7 +122,7 @@ def test_loading_ignores_a_saved_lm_and_rejects_unknown_state_keys(tmp_path: Pat
         ({"program": "dspy", "protocol": "per-rule"}, None, "no state for predictor 'judge'"),
         ({"program": "official", "protocol": "per-policy"}, None, "field 'program'"),
         ({"program": "dspy", "protocol": "per-case"}, None, "field 'protocol'"),
-        ({"program": "dspy", "protocol": "per-policy"}, "not json", "not valid JSON"),
+        ({"program": "dspy", "protocol": "per-policy"}, "not json", "invalid JSON"),
     ],
 )
 def test_bad_artifacts_are_one_line_data_errors(
@@ -185,3 +188,50 @@ def test_importing_programs_and_running_the_baseline_setup_does_not_import_dspy(
     )
     root = Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-c", code], cwd=root, check=True, timeout=60)
+
+
+def _guard_load(artifact: Path) -> Any:
+    from sp_dspy import Guard
+
+    return Guard.load(artifact, lm="fake")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("load", [load_program, _guard_load])
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda p: p.write_text("[" * 5000 + "]" * 5000),
+            r"1: invalid JSON: arrays and objects nested more than 500",
+        ),
+        (lambda p: p.write_bytes(b'{"predict": "\xff"}'), r"1:14: not UTF-8 \(byte 0xff\)"),
+        (lambda p: os.mkfifo(p), r" artifact program state is a FIFO, not a regular file$"),
+        (
+            lambda p: p.symlink_to("/dev/zero"),
+            r" artifact program state is a device or socket, not a regular file$",
+        ),
+        (lambda p: p.mkdir(), r" artifact program state is a directory, not a regular file$"),
+    ],
+)
+def test_program_json_must_be_a_regular_bounded_json_file(
+    tmp_path: Path, load: Any, make: Any, message: str
+) -> None:
+    artifact = save_artifact(PerPolicyGuard(), tmp_path / "artifact")
+    state = artifact / "program.json"
+    state.unlink()
+    make(state)
+    with pytest.raises(DataError, match=rf"^{re.escape(str(state))}:?{message}") as info:
+        load(artifact)
+    assert "\n" not in str(info.value)
+
+
+def test_an_oversized_json_file_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "program.json"
+    path.write_text(json.dumps({"predict": {"demos": ["x" * 100]}}))
+    assert read_json_file(path, "artifact program state", max_bytes=200) == {
+        "predict": {"demos": ["x" * 100]}
+    }
+    with pytest.raises(DataError) as info:
+        read_json_file(path, "artifact program state", max_bytes=100)
+    assert str(info.value) == f"{path}: artifact program state is larger than 100 bytes, the most it may be"

@@ -205,3 +205,48 @@ def test_unicode_line_separators_inside_strings_do_not_split_lines(tmp_path: Pat
     assert results.bad_lines == 0
     assert set(results.records) == {"a-1-l0", "a-1-l1"}
     assert results.records["a-1-l0"].analysis == analysis
+
+
+def test_an_empty_file_is_refused_where_records_are_expected(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    for content in ("", "\n\n  \n"):
+        empty.write_text(content, encoding="utf-8")
+        with pytest.raises(DataError) as info:
+            read_result_files([empty], allow_empty=False)
+        assert str(info.value) == f"{empty}: empty result file (no records to score)"
+        assert read_result_files([empty]).records == {}  # eval reads back its own file, which may be empty
+
+
+@pytest.mark.parametrize("kind", ["record", "judgment"])
+def test_a_line_nested_too_deeply_is_a_bad_line(tmp_path: Path, kind: str) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    line = (
+        '{"id": "c2", "violated_rules": [1], "extra": ' + deep + "}"
+        if kind == "record"
+        else '{"kind": "judgment", "cid": "c2", "rule": 1, "pred": true, "extra": ' + deep + "}"
+    )
+    path = write_lines(tmp_path / "r.jsonl", [{"id": "c1", "violated_rules": []}, line])
+    with pytest.raises(DataError) as info:
+        read_result_files([path])
+    assert str(info.value) == f"{path}:2: invalid JSON: arrays and objects nested too deeply"
+    skipped = read_result_files([path], skip_bad_lines=True)
+    assert skipped.bad_lines == 1 and list(skipped.records) == ["c1"]
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ('{"id": "c2", "violated_rules": [true]}', "violated_rules.0"),
+        ('{"id": "c2", "violated_rules": [{"rule": false}]}', "violated_rules.0"),
+        ('{"kind": "judgment", "cid": "c2", "rule": true, "pred": true}', "rule"),
+    ],
+)
+def test_a_boolean_is_not_a_rule_number(tmp_path: Path, line: str, field: str) -> None:
+    path = write_lines(tmp_path / "r.jsonl", [{"id": "c1", "violated_rules": []}, line])
+    with pytest.raises(DataError) as info:
+        read_result_files([path])
+    value = "false" if "false" in line else "true"
+    assert (
+        str(info.value)
+        == f"{path}:2: record c2: field {field}: expected a rule number, got the boolean {value}"
+    )

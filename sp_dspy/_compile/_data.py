@@ -63,6 +63,7 @@ def load_compile_data(
     loaded: Benchmark = load_benchmark(dataset, lenient=lenient, benchmark=benchmark)
     if splits is not None:
         split = load_split(splits)  # refuses overlapping parts
+        split.check_dataset(loaded.content_hash, str(splits))
         source = str(splits)
     else:
         split = make_split(loaded.cases, seed=seed, ratios=ratios, dataset_hash=loaded.content_hash)

@@ -1,6 +1,10 @@
 """``filter_cases``: select cases by level and domain, then slice.
 
 Generic over anything with a ``level`` and a ``domain``.
+
+A filter that selects no case is an error, not an empty run: ``--domain privcy``
+(a typo) or ``--start-idx 3000`` on a 24-case file would otherwise "succeed" with
+nothing evaluated and a table of zeros.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ class _Filterable(Protocol):
 
 
 C = TypeVar("C", bound=_Filterable)
+T = TypeVar("T")
 
 
 def filter_cases(
@@ -31,18 +36,48 @@ def filter_cases(
     limit: int | None = None,
     start_idx: int = 0,
 ) -> list[C]:
-    """Select cases by level and domain, then slice by ``start_idx`` and ``limit``."""
+    """Select cases by level and domain, then slice by ``start_idx`` and ``limit``.
+
+    Raises:
+        DataError: a level or domain that no case has, a level and domain that no
+            case has together, or a ``start_idx`` past the last selected case.
+    """
     levels = _as_set(level, upper=True)
     if levels is not None and not levels <= set(LEVELS):
         raise DataError(f"--level: expected L0, L1 or L2, got {','.join(sorted(levels - set(LEVELS)))}")
     domains = _as_set(domain)
+    if levels is not None:
+        _refuse_absent("--level", levels, {c.level for c in cases}, "at level")
+    if domains is not None:
+        _refuse_absent("--domain", domains, {c.domain for c in cases}, "in domain")
     selected = [
         c for c in cases if (levels is None or c.level in levels) and (domains is None or c.domain in domains)
     ]
+    if not selected and levels is not None and domains is not None:
+        raise DataError(
+            f"--level {','.join(sorted(levels))} --domain {','.join(sorted(domains))}: no case has both"
+        )
+    return slice_cases(selected, start_idx=start_idx, limit=limit)
+
+
+def slice_cases(cases: Sequence[T], *, start_idx: int = 0, limit: int | None = None) -> list[T]:
+    """``cases[start_idx : start_idx + limit]``; a ``start_idx`` that leaves no case is an error."""
     if start_idx < 0 or (limit is not None and limit < 0):
         raise DataError("--start-idx and --limit must not be negative")
+    if start_idx and start_idx >= len(cases):
+        raise DataError(
+            f"--start-idx {start_idx}: only {len(cases)} case(s) selected, so it must be below {len(cases)}"
+        )
     end = None if limit is None else start_idx + limit
-    return selected[start_idx:end]
+    return list(cases[start_idx:end])
+
+
+def _refuse_absent(flag: str, wanted: set[str], present: set[str], relation: str) -> None:
+    """One line for the values of ``flag`` that no case has, listing those that exist."""
+    absent = sorted(wanted - present)
+    if absent:
+        known = ", ".join(sorted(present)) or "none: the dataset has no case"
+        raise DataError(f"{flag}: no case {relation} {', '.join(absent)} (the dataset has: {known})")
 
 
 def _as_set(value: str | Sequence[str] | None, *, upper: bool = False) -> set[str] | None:

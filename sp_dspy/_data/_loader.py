@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from .._errors import DataError
 from ._filters import filter_cases
 from ._gc import gc_paused
 from ._legacy import _FM_KEYS, normalise_case
-from ._scan import json_head, rule_numbers
+from ._scan import decode_utf8, json_head, parse_json, rule_line_numbers
 from ._schema import Case
 from ._source import resolve_dataset
 
@@ -148,12 +149,8 @@ def load_file(path: Path, *, lenient: bool = False) -> Benchmark:
         if fast is not None:
             cases = fast
         else:
-            text = raw_bytes.decode("utf-8", errors="replace")
-            try:
-                document = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-            items = _case_list(document, path)
+            text = decode_utf8(raw_bytes, path)
+            items = _case_list(parse_json(text, path), path)
             cases, reasons = validate_cases(items, path=path, text=text, lenient=lenient)
         return Benchmark(
             cases=cases,
@@ -248,26 +245,61 @@ def _validate_one(item: Any, position: int, path: Path, text: str, seen: set[str
         case = Case.model_validate(normalised)
         if case.id in seen:
             raise DataError("field id: duplicate case id")
+        check_unicode(case)
         check_consistency(case)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "(case)"
-        raise DataError(f"{_where(path, text, case_id)}: field {field}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise DataError(f"{_where(path, text, case_id)}: field {field}: {message}") from None
     except DataError as exc:
         raise DataError(f"{_where(path, text, case_id)}: {exc}") from None
     return case
+
+
+def check_unicode(case: Case) -> None:
+    """Refuse a text holding a lone surrogate (an unpaired ``\\ud800`` escape in the JSON).
+
+    Python's JSON parser lets one through; it is no character, so nothing can write
+    it back out as UTF-8 (a result record, a request to the LM would fail or change
+    it later). Only a non-ASCII string can hold one, and ``isascii`` costs nothing.
+    """
+    texts = [(name, getattr(case, name)) for name in _TEXT_FIELDS]
+    for part in ("violations", "non_violations"):
+        entries = getattr(case.rubric, part)
+        texts += [(f"rubric.{part}.{index}.text", entry.text) for index, entry in enumerate(entries)]
+    for name, value in texts:
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise DataError(
+                    f"field {name}: unpaired surrogate \\u{ord(value[exc.start]):04x} at character "
+                    f"{exc.start} (not a Unicode character)"
+                ) from None
+
+
+_TEXT_FIELDS = ("id", "domain", "conversation", "policy", "framework", "benchmark", "group")
 
 
 def check_consistency(case: Case) -> None:
     """Cross-field checks the schema alone cannot express (the caller adds where)."""
     if not case.conversation.strip():
         raise DataError("field conversation: empty (there is nothing to check)")
-    rubric_rules = {entry.rule for entry in (*case.rubric.violations, *case.rubric.non_violations)}
+    entries = (*case.rubric.violations, *case.rubric.non_violations)
+    rubric_rules = {entry.rule for entry in entries}
+    if len(rubric_rules) != len(entries):
+        twice = sorted(number for number, count in Counter(e.rule for e in entries).items() if count > 1)
+        raise DataError(f"field rubric: rule(s) {twice} listed more than once")
+    policy_numbers = rule_line_numbers(case.policy)
+    if len(set(policy_numbers)) != len(policy_numbers):
+        twice = sorted(number for number, count in Counter(policy_numbers).items() if count > 1)
+        raise DataError(f"field policy: rule number(s) {twice} used for more than one rule")
     if rubric_rules:
         missing_gt = sorted(set(case.ground_truth_violations) - rubric_rules)
         if missing_gt:
             raise DataError(f"field ground_truth_violations: rule(s) {missing_gt} not in the rubric")
-        not_in_policy = sorted(rubric_rules - rule_numbers(case.policy))
+        not_in_policy = sorted(rubric_rules - set(policy_numbers))
         if not_in_policy:
             raise DataError(f"field rubric: rule(s) {not_in_policy} do not appear in the policy text")
 
@@ -276,4 +308,5 @@ def _where(path: Path, text: str, case_id: str) -> str:
     """``FILE:LINE: case ID`` for an error; the line is searched only when an error happens."""
     at = text.find(json.dumps(case_id)) if text else -1
     line = "" if at < 0 else f":{text.count(chr(10), 0, at) + 1}"
-    return f"{path}{line}: case {case_id}"
+    shown = case_id.encode("utf-8", "backslashreplace").decode("utf-8")  # a lone surrogate, escaped
+    return f"{path}{line}: case {shown}"

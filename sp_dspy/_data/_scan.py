@@ -1,8 +1,22 @@
-"""Scans of raw text that the benchmark loader uses before (or instead of) decoding it."""
+"""Scans of raw text that the benchmark loader uses before (or instead of) decoding it.
+
+``decode_utf8`` and ``parse_json`` turn a JSON file's bytes into a document with
+one ``DataError`` line for what is wrong (bytes that are not UTF-8, invalid or too
+deeply nested JSON), for the dataset, split files and compiled artifacts alike;
+``read_json_file`` reads a small JSON file (an artifact's, a split) that way, and
+only if it is a regular file of bounded size.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from .._errors import DataError
 
 _LEADING_SPACE = re.compile(rb"\s*")
 # A rule line ``N. text`` (leading whitespace allowed). The search is anchored on a
@@ -17,10 +31,19 @@ _FIRST_RULE = re.compile(r"\s*(\d+)\.(?=\s)")
 
 def rule_numbers(policy: str) -> set[int]:
     """The numbers of a policy's ``N.`` rule lines (what a rubric's rules must be among)."""
-    found = set(map(int, _RULE_LINE.findall(policy)))
+    return set(rule_line_numbers(policy))
+
+
+def rule_line_numbers(policy: str) -> list[int]:
+    """The number of each ``N.`` rule line of a policy, in order (a number used twice is listed twice).
+
+    A first line reached through a newline (a policy starting with blank lines) is
+    ``_RULE_LINE``'s, so ``_FIRST_RULE`` adds only a rule on the very first line.
+    """
+    found = list(map(int, _RULE_LINE.findall(policy)))
     first = _FIRST_RULE.match(policy)
-    if first is not None:
-        found.add(int(first.group(1)))
+    if first is not None and "\n" not in policy[: first.start(1)]:
+        found.insert(0, int(first.group(1)))
     return found
 
 
@@ -28,3 +51,92 @@ def json_head(raw_bytes: bytes) -> bytes:
     """The first non-space byte of a JSON document (``b"["``, ``b"{"``...), or ``b""``."""
     start = _LEADING_SPACE.match(raw_bytes)
     return raw_bytes[start.end() : start.end() + 1] if start else b""
+
+
+def decode_utf8(raw_bytes: bytes, path: Path) -> str:
+    """The file's text; bytes that are not UTF-8 are an error naming their line and column.
+
+    Never replacement characters: a U+FFFD in a policy or conversation would change
+    what the guard is shown without anyone noticing.
+    """
+    try:
+        return raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw_bytes.count(b"\n", 0, exc.start) + 1
+        column = exc.start - raw_bytes.rfind(b"\n", 0, exc.start)
+        raise DataError(
+            f"{path}:{line}:{column}: not UTF-8 (byte 0x{raw_bytes[exc.start]:02x}); save the file as UTF-8"
+        ) from None
+
+
+#: Nesting reported in the error for JSON too deep for Python's parser (which stops
+#: at about 1,000 levels, where its recursion limit is); no case needs more than 5.
+NESTING_REPORTED = 500
+_NESTING_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{\]}]')
+
+
+def parse_json(text: str, path: Path) -> Any:
+    """``json.loads(text)``; invalid or too deeply nested JSON is one ``DataError`` naming the line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        at = _nesting_exceeded_at(text, NESTING_REPORTED)
+        where = "" if at is None else f":{text.count(chr(10), 0, at) + 1}"
+        raise DataError(
+            f"{path}{where}: invalid JSON: arrays and objects nested more than {NESTING_REPORTED} levels deep"
+        ) from None
+
+
+def _nesting_exceeded_at(text: str, limit: int) -> int | None:
+    """Where ``[`` and ``{`` (outside strings) first nest deeper than ``limit``, or None."""
+    depth = 0
+    for token in _NESTING_TOKEN.finditer(text):
+        char = token.group()
+        if char in "[{":
+            depth += 1
+            if depth > limit:
+                return token.start()
+        elif char in "]}":
+            depth -= 1
+    return None
+
+
+#: The most bytes ``read_json_file`` reads: far above any artifact or split file.
+MAX_JSON_FILE_BYTES = 64 << 20
+
+
+def read_json_file(path: Path, what: str, *, max_bytes: int = MAX_JSON_FILE_BYTES) -> Any:
+    """The JSON document in ``path``, a regular file of at most ``max_bytes`` (``what`` names it).
+
+    Anything else is one ``DataError`` line before a byte is read: a FIFO would block
+    the reader forever, a device (a link to ``/dev/zero``) would fill its memory. The
+    file is opened without blocking and checked through the open handle, so a path
+    swapped meanwhile cannot slip past.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a directory"
+                if stat.S_ISDIR(mode)
+                else "a FIFO"
+                if stat.S_ISFIFO(mode)
+                else "a device or socket"
+            )
+            raise DataError(f"{path}: {what} is {kind}, not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            raw = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if len(raw) > max_bytes:
+        limit = f"{max_bytes >> 20} MiB" if max_bytes % (1 << 20) == 0 else f"{max_bytes} bytes"
+        raise DataError(f"{path}: {what} is larger than {limit}, the most it may be")
+    return parse_json(decode_utf8(raw, path), path)

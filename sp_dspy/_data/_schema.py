@@ -11,6 +11,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ._rule_number import RuleNumber
 from ._types import LEVELS, Level, RuleType
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "Level",
     "Rubric",
     "RubricEntry",
+    "RuleNumber",
     "RuleType",
     "conversation_id",
 ]
@@ -30,10 +32,10 @@ class RubricEntry(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    rule: int
+    rule: RuleNumber
     text: str
     type: RuleType
-    paired_with: list[int] = Field(default_factory=list)
+    paired_with: list[RuleNumber] = Field(default_factory=list)
     applies: bool | None = None
     violated: bool | None = None
     active: bool | None = None
@@ -69,10 +71,10 @@ class FailureModeMetadata(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    distractor_rules: list[int] = Field(default_factory=list)
-    waived_rules: list[int] = Field(default_factory=list)
-    contradicted_rules: list[int] = Field(default_factory=list)
-    decisive_rules: list[int] | None = None
+    distractor_rules: list[RuleNumber] = Field(default_factory=list)
+    waived_rules: list[RuleNumber] = Field(default_factory=list)
+    contradicted_rules: list[RuleNumber] = Field(default_factory=list)
+    decisive_rules: list[RuleNumber] | None = None
 
 
 class Case(BaseModel):
@@ -86,7 +88,7 @@ class Case(BaseModel):
     conversation: str
     policy: str
     framework: str = ""
-    ground_truth_violations: list[int]
+    ground_truth_violations: list[RuleNumber]
     rubric: Rubric = Field(default_factory=Rubric)
     failure_mode_metadata: FailureModeMetadata = Field(default_factory=FailureModeMetadata)
     # Set by the PKU-SafeRLHF adapter only; SafePyramid cases leave them empty.

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 from .._errors import DataError
+from ._scan import read_json_file
 from ._schema import Case, conversation_id
 
 SplitPart = Literal["train", "dev", "test"]
@@ -52,6 +53,18 @@ class Split(BaseModel):
                     raise DataError(
                         f"{where}: conversation {conversation_id(case_id)} is in both {other} and {name}"
                     )
+
+    def check_dataset(self, dataset_hash: str, where: str = "split") -> None:
+        """Refuse a split made for other data: its ``dataset_hash`` must be the dataset's.
+
+        The same ids in an edited or different file would still select cases, but
+        not the ones the split was made (and its test part kept unseen) for.
+        """
+        if self.dataset_hash != dataset_hash:
+            raise DataError(
+                f"{where}: field dataset_hash: {self.dataset_hash[:12]} is not the hash of the dataset "
+                f"({dataset_hash[:12]}); the split was made for another file (make one with sp-dspy split)"
+            )
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -116,12 +129,7 @@ def _part_sizes(total: int, ratios: tuple[float, float, float]) -> list[int]:
 
 def load_split(path: Path) -> Split:
     """Read and validate a split file, refusing overlapping parts."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such split file") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    document = read_json_file(path, "split file")
     try:
         split = Split.model_validate(document)
     except ValidationError as exc:
@@ -131,12 +139,17 @@ def load_split(path: Path) -> Split:
     return split
 
 
-def select_split(cases: list[Case], spec: str) -> list[Case]:
-    """Apply ``--split FILE:PART`` to loaded cases; unknown ids are an error."""
+def select_split(cases: list[Case], spec: str, *, dataset_hash: str) -> list[Case]:
+    """Apply ``--split FILE:PART`` to loaded cases of the dataset whose hash is ``dataset_hash``.
+
+    A split made for another file (``dataset_hash``) and ids not in ``cases`` are errors.
+    """
     file_part, _, part = spec.rpartition(":")
     if not file_part or part not in PARTS:
         raise DataError(f"--split: expected FILE:PART with PART train, dev or test, got {spec!r}")
-    wanted = load_split(Path(file_part)).part(part)
+    split = load_split(Path(file_part))
+    split.check_dataset(dataset_hash, file_part)
+    wanted = split.part(part)
     by_id = {case.id: case for case in cases}
     unknown = [case_id for case_id in wanted if case_id not in by_id]
     if unknown:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from .._errors import ConfigError
 from .._user_dirs import default_config_dir
-from .._yaml_lines import key_lines
+from .._yaml_lines import key_lines, repeated_key
 from ._redact import redact
 
 Transport = Literal["auto", "dspy", "direct"]
@@ -190,6 +190,10 @@ def load_model_configs(path: str | Path) -> dict[str, LMConfig]:
     models = data.get("models") if isinstance(data, dict) else None
     if not isinstance(models, dict):
         raise ConfigError(f"{path}: expected a mapping 'models: {{name: {{model: ...}}}}' at the top level")
+    repeated = repeated_key(text, under="models")
+    if repeated is not None:
+        name, first, second = repeated
+        raise ConfigError(f"{path}:{second}: model '{name}' is defined twice (first on line {first})")
     lines = key_lines(text, under="models")
     configs: dict[str, LMConfig] = {}
     for name, entry in models.items():

@@ -26,13 +26,18 @@ from ._records import POLICY_KINDS, JudgmentRecord, PolicyRecord
 from ._result_set import ResultSet
 
 
-def read_result_files(paths: Iterable[str | Path], *, skip_bad_lines: bool = False) -> ResultSet:
+def read_result_files(
+    paths: Iterable[str | Path], *, skip_bad_lines: bool = False, allow_empty: bool = True
+) -> ResultSet:
     """Read JSONL result files in order; later files and lines win on the same key.
 
     A malformed line raises ``DataError("FILE:LINE: why")``; with ``skip_bad_lines``
     it is counted in ``bad_lines`` instead (the first messages are kept). Lines whose
     ``kind`` is neither a record nor a judgment (e.g. the harness's ``summary`` lines)
-    are counted in ``ignored_lines``.
+    are counted in ``ignored_lines``. ``allow_empty=False`` refuses a file with no
+    line at all (``FILE: empty result file``): what ``score`` reads is a user's
+    prediction file, and scoring nothing as 100% excluded would hide a wrong path;
+    ``eval`` reads back its own file, which may be empty.
 
     Lines end at ``\n`` only (``\r\n`` works too): JSON writers with
     ``ensure_ascii=False``, the reference harness among them, leave U+2028, U+2029 and
@@ -42,7 +47,7 @@ def read_result_files(paths: Iterable[str | Path], *, skip_bad_lines: bool = Fal
     judgments: dict[tuple[str, int], JudgmentRecord] = {}
     with gc_paused():
         for path in paths:
-            _read_one(Path(path), result, judgments, skip_bad_lines=skip_bad_lines)
+            _read_one(Path(path), result, judgments, skip_bad_lines=skip_bad_lines, allow_empty=allow_empty)
     result.judgments = list(judgments.values())
     return result
 
@@ -53,6 +58,7 @@ def _read_one(
     judgments: dict[tuple[str, int], JudgmentRecord],
     *,
     skip_bad_lines: bool,
+    allow_empty: bool,
 ) -> None:
     result.files.append(str(path))
     try:
@@ -61,7 +67,10 @@ def _read_one(
         raise DataError(f"{path}: cannot read result file: {exc}") from None
     if "\r" in text:  # what ``read_text`` does, at a fraction of its cost on plain "\n" files
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    for number, line in enumerate(text.split("\n"), start=1):
+    lines = text.split("\n")
+    if not allow_empty and all(not line or line.isspace() for line in lines):
+        raise DataError(f"{path}: empty result file (no records to score)")
+    for number, line in enumerate(lines, start=1):
         if not line or line.isspace():
             continue
         judgment_like = '"judgment"' in line
@@ -175,6 +184,8 @@ def _parse_line(line: str) -> PolicyRecord | JudgmentRecord | None:
         raw: Any = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("invalid JSON: arrays and objects nested too deeply") from None
     if not isinstance(raw, dict):
         raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
     kind = raw.get("kind")
@@ -192,4 +203,5 @@ def _parse_line(line: str) -> PolicyRecord | JudgmentRecord | None:
         field = ".".join(str(part) for part in first["loc"]) or "(record)"
         where = raw.get("id") or raw.get("cid")
         prefix = f"record {where}: " if isinstance(where, str) else ""
-        raise ValueError(f"{prefix}field {field}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ValueError(f"{prefix}field {field}: {message}") from None

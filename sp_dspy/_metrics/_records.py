@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from .._data._rule_number import RuleNumber
+
 if TYPE_CHECKING:
     pass
 
@@ -66,7 +68,7 @@ class PolicyRecord(BaseModel):
 
     id: str
     index: int | None = None
-    violated_rules: list[int] | None = None
+    violated_rules: list[RuleNumber] | None = None
     refused: bool = False
     parse_failed: bool = False
     error: str | None = None
@@ -113,7 +115,7 @@ class JudgmentRecord(BaseModel):
     kind: Literal["judgment"] = "judgment"
     cid: str
     level: str | None = None
-    rule: int
+    rule: RuleNumber
     rule_type: str | None = None
     gt: bool | None = None
     pred: bool | None = None

@@ -13,7 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._compile._budget import BudgetCaps
-from .._errors import ConfigError
+from .._data._scan import decode_utf8
+from .._errors import ConfigError, DataError
 
 Protocol = Literal["per-policy", "per-rule"]
 Parser = Literal["strict", "robust"]
@@ -80,25 +81,18 @@ def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> 
     A flag left at its default does not override the YAML value; every error names
     the file (or flag) and the field.
     """
-    import yaml
     from pydantic import ValidationError
 
     base: dict[str, Any] = {}
     where = "flags"
     if run_config is not None:
         where = str(run_config)
-        try:
-            loaded = yaml.safe_load(run_config.read_text(encoding="utf-8")) or {}
-        except FileNotFoundError:
-            raise ConfigError(f"{run_config}: no such run config file") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"{run_config}{line}: invalid YAML") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{run_config}: expected a mapping of eval settings")
-        base = loaded
+        base = _read_run_config(run_config)
     defaults = EvalConfig().model_dump()
+    for key, value in flags.items():  # a section the flags fill in must be a mapping in the file
+        if isinstance(value, dict) and not isinstance(base.get(key), dict | None):
+            found = type(base[key]).__name__
+            raise ConfigError(f"{where}: field {key}: expected a mapping of {key} settings, got {found}")
     merged = _merge(base, flags, defaults)
     try:
         return EvalConfig.model_validate(merged)
@@ -108,6 +102,33 @@ def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> 
             flag = "--" + str(first["loc"][-1]).replace("_", "-")
             raise ConfigError(f"{flag}: {first['msg']}") from None
         raise ConfigError(f"{where}: field {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+def _read_run_config(path: Path) -> dict[str, Any]:
+    """The settings mapping of a YAML run config; anything else is one ``ConfigError`` line."""
+    import yaml
+
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such run config file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read run config ({exc.strerror or exc})") from None
+    try:
+        text = decode_utf8(raw, path)
+    except DataError as exc:  # the file is a setting, not data: same line, ConfigError
+        raise ConfigError(str(exc)) from None
+    try:
+        loaded = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: invalid YAML") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of eval settings")
+    return loaded
 
 
 def _merge(base: dict[str, Any], flags: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:

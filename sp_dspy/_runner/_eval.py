@@ -18,6 +18,7 @@ from rich.console import Console
 
 from .._compile._budget import BudgetExceeded, Tally
 from .._data import Benchmark, Case, load_benchmark, select_split
+from .._data._filters import slice_cases
 from .._errors import ConfigError
 from .._lm import closing_transports
 from .._lm._direct import attached as attached_transport
@@ -79,8 +80,8 @@ def select_cases(config: EvalConfig) -> tuple[Benchmark, list[Case]]:
     )
     cases = loaded.cases
     if data.split:
-        cases = select_split(cases, data.split)
-    cases = cases[data.start_idx : None if data.limit is None else data.start_idx + data.limit]
+        cases = select_split(cases, data.split, dataset_hash=loaded.content_hash)
+    cases = slice_cases(cases, start_idx=data.start_idx, limit=data.limit)
     if data.shard:
         index, count = parse_shard(data.shard)
         cases = cases[index::count]

@@ -60,7 +60,7 @@ def score_command(
     from .._metrics import read_result_files, render_score_table, score
 
     loaded = load_benchmark(dataset, with_evidence=with_evidence, lenient=lenient, benchmark=benchmark)
-    results = read_result_files(files, skip_bad_lines=skip_bad_lines)
+    results = read_result_files(files, skip_bad_lines=skip_bad_lines, allow_empty=False)
     cases = filter_cases(loaded.cases, level=level, domain=domain)
     report = score(
         cases,

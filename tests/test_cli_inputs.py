@@ -1,0 +1,270 @@
+"""Bad inputs through the command line: one ``error:`` line naming where and what, exit 2.
+
+Each case here used to end in a traceback, hang, or quietly give a result it should
+not (a table of zeros, ``true`` read as rule 1). In-process runs check the error's
+type and its one line; the console-script runs check what a user sees: exactly one
+``error: ...`` line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from sp_dspy import load_benchmark, make_split
+from sp_dspy._errors import ConfigError, DataError, SpDspyError
+from sp_dspy.cli import app
+from tests._factories import raw_case, write_dataset
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("isolated_run")]
+
+DEEP = "[" * 5000 + "]" * 5000
+
+
+def invoke(*args: str | Path) -> Result:
+    return CliRunner().invoke(app, [str(arg) for arg in args])
+
+
+def refused(result: Result, kind: type[SpDspyError], message: str) -> None:
+    """The command stopped with ``kind`` and exactly ``message`` (one line)."""
+    assert isinstance(result.exception, kind), (result.output, result.exception)
+    assert str(result.exception) == message
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    return write_dataset(
+        tmp_path / "bench.json", [raw_case("a-1-l0"), raw_case("a-1-l1", level="L1", domain="fraud")]
+    )
+
+
+@pytest.fixture
+def predictions(tmp_path: Path) -> Path:
+    path = tmp_path / "preds.jsonl"
+    path.write_text(json.dumps({"id": "a-1-l0", "violated_rules": [1]}) + "\n", encoding="utf-8")
+    return path
+
+
+def _bad_dataset(tmp_path: Path, mutate: Callable[[dict[str, object]], object]) -> Path:
+    case = raw_case("bad-1-l0")
+    mutate(case)
+    return write_dataset(tmp_path / "bad.json", [case])
+
+
+@pytest.mark.parametrize(
+    ("mutate", "what"),
+    [
+        (
+            lambda c: c.update(policy=str(c["policy"]) + "\n2. Rule two again."),
+            "field policy: rule number(s) [2]",
+        ),
+        (
+            lambda c: c["rubric"]["non_violations"].append(c["rubric"]["non_violations"][0]),  # type: ignore[index]
+            "field rubric: rule(s) [2] listed more than once",
+        ),
+        (
+            lambda c: c.update(ground_truth_violations=[True]),
+            "field ground_truth_violations.0: expected a rule number, got the boolean true",
+        ),
+        (lambda c: c.update(id="bad-\ud800-l0"), "field id: unpaired surrogate \\ud800 at character 4"),
+        (lambda c: c.update(domain="\udfff"), "field domain: unpaired surrogate \\udfff at character 0"),
+    ],
+)
+@pytest.mark.parametrize("command", ["score", "eval"])
+def test_a_malformed_case_is_refused_by_every_command(
+    tmp_path: Path, predictions: Path, mutate: Callable[[dict[str, object]], object], what: str, command: str
+) -> None:
+    path = _bad_dataset(tmp_path, mutate)
+    if command == "score":
+        result = invoke("score", predictions, "--dataset", path)
+    else:
+        result = invoke("eval", "--lm", "fake", "-q", "--dataset", path, "--output-dir", tmp_path / "out")
+    assert isinstance(result.exception, DataError), (result.output, result.exception)
+    message = str(result.exception)
+    assert message.startswith(f"{path}:") and what in message and "\n" not in message
+    message.encode("utf-8")  # printable, a surrogate in an id included
+
+
+def test_bytes_that_are_not_utf8_name_the_line(tmp_path: Path, predictions: Path) -> None:
+    path = write_dataset(tmp_path / "latin.json", [raw_case("a-1-l0")])
+    path.write_bytes(path.read_bytes().replace(b"Dana lives", b"Dana \xe9 lives"))
+    line = next(i for i, text in enumerate(path.read_bytes().split(b"\n"), 1) if b"\xe9" in text)
+    column = path.read_bytes().split(b"\n")[line - 1].index(b"\xe9") + 1
+    expected = f"{path}:{line}:{column}: not UTF-8 (byte 0xe9); save the file as UTF-8"
+    refused(invoke("score", predictions, "--dataset", path), DataError, expected)
+    refused(invoke("eval", "--lm", "fake", "-q", "--dataset", path), DataError, expected)
+
+
+def test_json_nested_too_deeply_is_one_line(tmp_path: Path, dataset: Path, predictions: Path) -> None:
+    deep_data = tmp_path / "deep.json"
+    deep_data.write_text('{"data": [\n' + DEEP + "\n]}", encoding="utf-8")
+    preds = tmp_path / "deep.jsonl"
+    preds.write_text(json.dumps({"id": "a-1-l0"}) + "\n" + '{"id": "a-1-l1", "x": ' + DEEP + "}\n")
+    refused(
+        invoke("score", predictions, "--dataset", deep_data),
+        DataError,
+        f"{deep_data}:2: invalid JSON: arrays and objects nested more than 500 levels deep",
+    )
+    refused(
+        invoke("score", preds, "--dataset", dataset),
+        DataError,
+        f"{preds}:2: invalid JSON: arrays and objects nested too deeply",
+    )
+
+
+def test_an_empty_prediction_file_is_an_error_for_score(tmp_path: Path, dataset: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n", encoding="utf-8")
+    refused(
+        invoke("score", empty, "--dataset", dataset),
+        DataError,
+        f"{empty}: empty result file (no records to score)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--domain", "privcy"], "--domain: no case in domain privcy (the dataset has: fraud, privacy)"),
+        (["--level", "L2"], "--level: no case at level L2 (the dataset has: L0, L1)"),
+        (["--level", "L1", "--domain", "privacy"], "--level L1 --domain privacy: no case has both"),
+        (["--start-idx", "2"], "--start-idx 2: only 2 case(s) selected, so it must be below 2"),
+    ],
+)
+def test_a_selection_of_no_case_is_refused(
+    tmp_path: Path, dataset: Path, predictions: Path, flags: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    refused(
+        invoke("eval", "--lm", "fake", "-q", "--dataset", dataset, "--output-dir", out, *flags),
+        DataError,
+        message,
+    )
+    assert not out.exists() or not any(out.iterdir())  # refused before any record
+    if "--start-idx" not in flags:  # score selects by level and domain only
+        refused(invoke("score", predictions, "--dataset", dataset, *flags), DataError, message)
+
+
+def test_a_split_of_another_dataset_is_refused(tmp_path: Path, dataset: Path) -> None:
+    loaded = load_benchmark(str(dataset))
+    split_file = tmp_path / "split.json"
+    make_split(loaded.cases, seed=0, ratios=(0.5, 0.0, 0.5), dataset_hash="0" * 64).save(split_file)
+    result = invoke("eval", "--lm", "fake", "-q", "--dataset", dataset, "--split", f"{split_file}:test")
+    refused(
+        result,
+        DataError,
+        f"{split_file}: field dataset_hash: 000000000000 is not the hash of the dataset "
+        f"({loaded.content_hash[:12]}); the split was made for another file (make one with sp-dspy split)",
+    )
+    make_split(loaded.cases, seed=0, ratios=(0.5, 0.0, 0.5), dataset_hash=loaded.content_hash).save(
+        split_file
+    )
+    ok = invoke("eval", "--lm", "fake", "-q", "--dataset", dataset, "--split", f"{split_file}:test")
+    assert ok.exit_code == 0, (ok.output, ok.exception)
+
+
+@pytest.mark.parametrize(
+    ("write", "message"),
+    [
+        (
+            lambda p: p.write_text("data:\n  - L1\n"),
+            "{p}: field data: expected a mapping of data settings, got list",
+        ),
+        (
+            lambda p: p.write_text("data: L1\n"),
+            "{p}: field data: expected a mapping of data settings, got str",
+        ),
+        (lambda p: p.mkdir(), "{p}: cannot read run config (Is a directory)"),
+        (lambda p: p.write_text("data: " + DEEP), "{p}: invalid YAML: nested too deeply"),
+        (
+            lambda p: p.write_bytes(b"program: official\nrun_id: caf\xe9\n"),
+            "{p}:2:12: not UTF-8 (byte 0xe9); save the file as UTF-8",
+        ),
+    ],
+)
+def test_a_bad_run_config_is_one_line(tmp_path: Path, write: Callable[[Path], object], message: str) -> None:
+    path = tmp_path / "run.yaml"
+    write(path)
+    refused(invoke("eval", "--lm", "fake", "-q", "--run-config", path), ConfigError, message.format(p=path))
+
+
+def test_a_model_defined_twice_in_models_yaml_is_refused(tmp_path: Path) -> None:
+    models = tmp_path / "models.yaml"
+    models.write_text("models:\n  mini: openai/gpt-5-mini\n  mini: openai/gpt-5.5\n", encoding="utf-8")
+    refused(
+        invoke("list-models", "--config", models),
+        ConfigError,
+        f"{models}:3: model 'mini' is defined twice (first on line 2)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda p: p.symlink_to("/dev/zero"),
+            "{p}: artifact program state is a device or socket, not a regular file",
+        ),
+        (lambda p: os.mkfifo(p), "{p}: artifact program state is a FIFO, not a regular file"),
+        (
+            lambda p: p.write_text(DEEP),
+            "{p}:1: invalid JSON: arrays and objects nested more than 500 levels deep",
+        ),
+    ],
+)
+def test_a_program_json_that_is_not_a_bounded_json_file_is_refused(
+    tmp_path: Path, make: Callable[[Path], object], message: str
+) -> None:
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    (artifact / "manifest.json").write_text(json.dumps({"program": "dspy", "protocol": "per-policy"}))
+    state = artifact / "program.json"
+    make(state)
+    (tmp_path / "policy.txt").write_text("Rules:\n1. The chatbot must not swear.\n", encoding="utf-8")
+    (tmp_path / "chat.txt").write_text("Turn 1 - User: hi\nTurn 1 - Chatbot: hello\n", encoding="utf-8")
+    for command in (
+        ["eval", "--lm", "fake", "-q", "--program", artifact],
+        [
+            "check",
+            "--lm",
+            "fake",
+            "--program",
+            artifact,
+            "--policy",
+            "policy.txt",
+            "--conversation",
+            "chat.txt",
+        ],
+    ):
+        refused(invoke(*command), DataError, message.format(p=state))
+
+
+@pytest.mark.parametrize("case", ["deep dataset", "surrogate id", "deep program.json"])
+def test_the_console_script_prints_one_error_line_and_exits_2(tmp_path: Path, case: str) -> None:
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"id": "a-1-l0"}) + "\n", encoding="utf-8")
+    data = tmp_path / "data.json"
+    if case == "deep dataset":
+        data.write_text(DEEP, encoding="utf-8")
+        args: list[str | Path] = ["score", preds, "--dataset", data]
+    elif case == "surrogate id":
+        data.write_text(json.dumps({"data": [raw_case("x-\ud800-l0")]}), encoding="utf-8")
+        args = ["score", preds, "--dataset", data]
+    else:
+        artifact = tmp_path / "artifact"
+        artifact.mkdir()
+        (artifact / "manifest.json").write_text(json.dumps({"program": "dspy", "protocol": "per-policy"}))
+        (artifact / "program.json").write_text(DEEP, encoding="utf-8")
+        args = ["eval", "--lm", "fake", "-q", "--program", artifact, "--limit", "1"]
+    command = [sys.executable, "-c", "from sp_dspy.cli import main; main()", *map(str, args)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
