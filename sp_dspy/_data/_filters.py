@@ -76,7 +76,7 @@ def _refuse_absent(flag: str, wanted: set[str], present: set[str], relation: str
     """One line for the values of ``flag`` that no case has, listing those that exist."""
     absent = sorted(wanted - present)
     if absent:
-        known = ", ".join(sorted(present)) or "none: the dataset has no case"
+        known = ", ".join(sorted(present)) or "no case at all"
         raise DataError(f"{flag}: no case {relation} {', '.join(absent)} (the dataset has: {known})")
 
 
