@@ -174,6 +174,7 @@ BAD_ROWS: list[tuple[str, Any, str]] = [
     ("bad sha", _mutate(response_0_sha256="xyz"), "response_0_sha256"),
     ("not an object", [1, 2], "row"),
     ("not json", "{not json", "json"),
+    ("nested too deeply", "[" * 5000 + "]" * 5000, "json"),
 ]
 
 
@@ -282,3 +283,13 @@ def test_local_snapshot_folder(tmp_path: Path) -> None:
 def test_missing_path(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="no such file or directory"):
         load_pku(str(tmp_path / "absent.jsonl"))
+
+
+def test_bytes_that_are_not_utf8_name_line_and_column(tmp_path: Path) -> None:
+    path = _write(tmp_path / "latin.jsonl", _rows()[:2])
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(b'"prompt": "', b'"prompt": "caf\xe9 ', 1)
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(DataError) as info:
+        load_pku(path)
+    assert str(info.value) == f"{path}:2:16: not UTF-8 (byte 0xe9); save the file as UTF-8"

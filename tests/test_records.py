@@ -250,3 +250,13 @@ def test_a_boolean_is_not_a_rule_number(tmp_path: Path, line: str, field: str) -
         str(info.value)
         == f"{path}:2: record c2: field {field}: expected a rule number, got the boolean {value}"
     )
+
+
+def test_bytes_that_are_not_utf8_name_line_and_column(tmp_path: Path) -> None:
+    path = write_lines(
+        tmp_path / "r.jsonl", [{"id": "c1", "violated_rules": []}, {"id": "c2", "analysis": "ok"}]
+    )
+    path.write_bytes(path.read_bytes().replace(b'"ok"', b'"caf\xe9"'))
+    with pytest.raises(DataError) as info:
+        read_result_files([path])
+    assert str(info.value) == f"{path}:2:30: not UTF-8 (byte 0xe9); save the file as UTF-8"

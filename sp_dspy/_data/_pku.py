@@ -30,6 +30,7 @@ from typing import Any, Final
 from pydantic import BaseModel, Field
 
 from sp_dspy._data._pku_policy import PKU_CATEGORIES, PKU_POLICY, PKU_RULES
+from sp_dspy._data._scan import decode_utf8
 from sp_dspy._data._schema import Case, Rubric, RubricEntry
 from sp_dspy._errors import ConfigError, DataError
 
@@ -182,10 +183,7 @@ def _read(path: Path) -> bytes:
 
 def _lines(path: Path, blob: bytes) -> Iterator[tuple[str, str]]:
     """Yield ``(FILE:LINE, text)`` for each non-blank line of a UTF-8 file."""
-    try:
-        text = blob.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+    text = decode_utf8(blob, path)
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             yield f"{path}:{number}", line
@@ -196,6 +194,8 @@ def _json(line: str, where: str) -> object:
         return json.loads(line)
     except json.JSONDecodeError as exc:
         raise DataError(f"{where}: json: {exc.msg} (column {exc.colno})") from exc
+    except RecursionError:
+        raise DataError(f"{where}: json: arrays and objects nested too deeply") from None
 
 
 def pku_case_id(prompt: str, response: str, sha256: str | None = None) -> str:

@@ -21,6 +21,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, TypeAdapter, ValidationError
 
 from .._data._gc import gc_paused
+from .._data._scan import decode_utf8
 from .._errors import DataError
 from ._records import POLICY_KINDS, JudgmentRecord, PolicyRecord
 from ._result_set import ResultSet
@@ -62,9 +63,10 @@ def _read_one(
 ) -> None:
     result.files.append(str(path))
     try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = path.read_bytes()
+    except OSError as exc:
         raise DataError(f"{path}: cannot read result file: {exc}") from None
+    text = decode_utf8(raw, path)
     if "\r" in text:  # what ``read_text`` does, at a fraction of its cost on plain "\n" files
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
