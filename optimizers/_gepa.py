@@ -8,8 +8,7 @@ calls (program runs); the light default is a fixed number of them.
 
 Seed: ``GEPA(seed=)`` seeds the adapter's ``random.Random`` and is passed to
 ``gepa.optimize(seed=)`` (``dspy/teleprompt/gepa/gepa.py``); the recipe passes the
-compile's seed. The compile's budget stops GEPA between iterations through a
-``stop_callbacks`` stopper.
+compile's seed. The compile's budget stops GEPA at its first refused call.
 """
 
 from __future__ import annotations
@@ -66,7 +65,6 @@ def _run(job: CompileJob, settings: GepaSettings) -> Any:
         max_merge_invocations=settings.max_merge_invocations,
         num_threads=settings.num_threads,
         seed=job.seed,
-        gepa_kwargs={"stop_callbacks": [lambda _state: job.should_stop()]},
     )
     return optimizer.compile(job.student, trainset=job.trainset, valset=job.valset)
 

@@ -10,7 +10,7 @@ on dev, artifacts) is the compile's job, identical for every optimizer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from optimizers._settings import OptimizerSettings
@@ -22,19 +22,14 @@ S = TypeVar("S", bound=OptimizerSettings)
 HelperLM = Literal["prompt", "reflection"]
 
 
-def _never() -> bool:
-    return False
-
-
 @dataclass
 class CompileJob:
     """Everything an optimizer run needs.
 
     ``metric`` is the score metric (``case_metric`` or ``judgment_metric``),
     ``feedback`` the five-argument GEPA metric; ``valset`` is the dev split (recipes
-    whose optimizer accepts a validation set use it for selection). ``should_stop``
-    turns true once the compile's budget is spent; optimizers that can stop between
-    iterations (GEPA) ask it.
+    whose optimizer accepts a validation set use it for selection). The compile's
+    budget stops an optimizer by raising from its LMs, so recipes need no stop check.
     """
 
     student: dspy.Module
@@ -46,7 +41,6 @@ class CompileJob:
     prompt_lm: dspy.LM
     reflection_lm: dspy.LM
     seed: int
-    should_stop: Callable[[], bool] = field(default=_never)
 
 
 @dataclass(frozen=True)

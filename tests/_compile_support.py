@@ -1,11 +1,10 @@
-"""Fake helper LMs for compile tests: a prompt/reflection model that proposes better instructions.
+"""Fake LMs for compile tests: the instructed guard on a stub server, and a scripted proposer.
 
 The ``fake/instructed`` guard reports every violation only when its instructions say
-"check every rule". These helpers play the optimizer's *prompt* (or *reflection*)
-model and always propose an instruction with that phrase, so a test can show that
-an optimizer which rewrites instructions improves the program: mechanics, not
-quality. Built only on the public ``sp_dspy._lm`` API (``enqueue`` and a
-``StubServer`` responder).
+"check every rule"; asked for instructions, it sometimes proposes that phrase itself.
+``scripted_prompt_lm`` plays a prompt (or reflection) model that *always* proposes it,
+for tests that need the proposal on a fixed call. Built only on the public
+``sp_dspy._lm`` API (``enqueue`` and ``StubServer``).
 """
 
 from __future__ import annotations
@@ -45,33 +44,12 @@ def scripted_prompt_lm(reply: str = PROPOSAL_REPLY, replies: int = 200) -> Any:
     return lm
 
 
-def _message_text(body: dict[str, Any]) -> str:
-    parts = []
-    for message in body.get("messages") or []:
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
-        parts.append(str(content or ""))
-    return "\n".join(parts)
-
-
 def improving_stub(cases: list[Case] | None = None) -> StubServer:
-    """A stub server answering as ``fake/instructed`` that also proposes better instructions.
+    """A stub server answering as ``fake/instructed``, taught the gold answers of ``cases``.
 
-    Requests asking for ``proposed_instruction`` (COPRO, MIPRO) get ``PROPOSAL_REPLY``,
-    those asking for ``new_instruction`` (GEPA's reflection) ``REFLECTION_REPLY``; everything else is the fake guard,
-    taught the gold answers of ``cases`` (default: the bundled sample).
+    The fake itself proposes instructions when an optimizer asks (COPRO, MIPRO, GEPA,
+    SIMBA), sometimes the one with "check every rule", so compiles against it improve.
     """
     server = StubServer(behaviour="instructed")
     teach_fake(SimpleNamespace(engine=server.fake), cases or sample_cases())
-
-    def respond(body: dict[str, Any]) -> str:
-        text = _message_text(body)
-        if "new_instruction" in text:
-            return REFLECTION_REPLY
-        if "proposed_instruction" in text:
-            return PROPOSAL_REPLY
-        return server.fake.reply(body.get("messages") or [], response_format=body.get("response_format"))
-
-    server.responder = respond
     return server

@@ -47,9 +47,10 @@ def test_dry_run_projects_the_compile_and_sends_nothing(stub: StubServer, tmp_pa
     )
     assert result.exit_code == 0, result.output
     assert (
-        "Projected compile" in result.output and "dev_before" in result.output and "unpriced" in result.output
+        "Estimated compile" in result.output and "dev_before" in result.output and "unpriced" in result.output
     )
-    assert "--max-calls 5 is below the projection" in result.output
+    assert "--max-calls 5 is below the estimate" in result.output
+    assert "These are estimates, not limits" in result.output
     assert stub.requests == [] and not (tmp_path / "art").exists()
 
 
@@ -72,7 +73,7 @@ def test_rerunning_the_same_compile_is_served_from_the_cache(stub: StubServer, t
     )  # via the stub's proposals
     assert "dev score (strict RMR): 0.00" in first.output
 
-    second = invoke(*args)
+    second = invoke(*args, "--force")
     assert second.exit_code == 0, second.output
     assert len(stub.chat_requests) == sent  # no new request reached the model
     assert (tmp_path / "art" / "program.json").read_text() == program
@@ -81,7 +82,7 @@ def test_rerunning_the_same_compile_is_served_from_the_cache(stub: StubServer, t
 
 
 def test_no_cache_sends_every_call_again(stub: StubServer, tmp_path: Path) -> None:
-    args = [*stub_lm(stub), *TINY_COPRO, "--out", str(tmp_path / "art"), "--quiet", "--no-cache"]
+    args = [*stub_lm(stub), *TINY_COPRO, "--out", str(tmp_path / "art"), "--quiet", "--no-cache", "--force"]
     assert invoke(*args).exit_code == 0
     sent = len(stub.chat_requests)
     assert invoke(*args).exit_code == 0
@@ -156,7 +157,7 @@ def test_an_interrupted_compile_rerun_reuses_every_finished_call(stub: StubServe
     base = [*stub_lm(stub), *TINY_COPRO, "--out", str(tmp_path / "art"), "--quiet"]
     assert invoke(*base, "--max-calls", "8").exit_code == 0  # stopped early, like an interrupted run
     stopped = len(stub.chat_requests)
-    assert invoke(*base).exit_code == 0
+    assert invoke(*base, "--force").exit_code == 0
     resumed = len(stub.chat_requests) - stopped
 
     with improving_stub() as fresh:  # the same compile from scratch, on an empty cache
@@ -182,3 +183,102 @@ def test_the_manifest_names_key_variables_never_keys(
     assert invoke(*args).exit_code == 0
     text = "".join(p.read_text() for p in (tmp_path / "art").iterdir())
     assert "STUB_API_KEY" in text and "sk-test-secret-value-1234" not in text
+
+
+def test_an_existing_artifact_is_refused_before_any_call_unless_forced(
+    stub: StubServer, tmp_path: Path
+) -> None:
+    args = [*stub_lm(stub), *TINY_COPRO, "--out", str(tmp_path / "art"), "-q"]
+    assert invoke(*args).exit_code == 0
+    sent, manifest = len(stub.chat_requests), (tmp_path / "art" / "manifest.json").read_text()
+    again = invoke(*args, "--no-cache")
+    assert isinstance(again.exception, ConfigError)
+    assert str(again.exception) == (
+        f"--out {tmp_path / 'art'}: already holds a compiled artifact (manifest.json); "
+        "pass --force to replace it, or choose another --out"
+    )
+    assert len(stub.chat_requests) == sent and (tmp_path / "art" / "manifest.json").read_text() == manifest
+    assert invoke(*args, "--no-cache", "--force").exit_code == 0
+    assert len(stub.chat_requests) > sent
+
+
+def test_an_unwritable_out_is_refused_before_the_first_lm_call(stub: StubServer, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = invoke(*stub_lm(stub), *TINY_COPRO, "--out", str(blocker / "art"))
+    assert isinstance(result.exception, ConfigError)
+    assert str(result.exception).startswith(f"--out {blocker / 'art'}: cannot create the directory")
+    assert stub.chat_requests == []
+
+
+def test_a_compile_shows_progress_and_a_summary_and_logs_the_libraries_to_a_file(
+    stub: StubServer, tmp_path: Path
+) -> None:
+    """A capped compile: no flood of refused calls, one line per phase, the summary says what was kept."""
+    out = tmp_path / "art"
+    result = invoke(*stub_lm(stub), *TINY_COPRO, "--out", str(out), "--max-calls", "11")
+    assert result.exit_code == 0, result.output
+    phases = [line for line in result.output.splitlines() if line.startswith("compile: ")]
+    assert [line.split(" (")[0] for line in phases] == [
+        "compile: scoring the starting program on dev",
+        "compile: optimizing with copro on train",
+        "compile: scoring 1 candidate(s) on dev",
+        "compile: saving the artifact",
+    ]
+    assert "calls 0 / 11" in phases[0] and "budget-limited (max_calls)" in result.output
+    assert "ERROR" not in result.output and "Traceback" not in result.output and "%|" not in result.output
+    assert len(result.output) < 2000  # the summary and the phases, nothing else
+    assert "Kept a candidate the optimizer tried: it scored 100.00 on dev" in result.output
+    log = (out / "compile.log").read_text()
+    assert "dspy.teleprompt" in log or "Iteration" in log  # the optimizer's own output went to the log
+
+
+def test_budget_flags_total_tokens_cap_and_per_call_max_tokens(stub: StubServer, tmp_path: Path) -> None:
+    out = tmp_path / "art"
+    args = [
+        *stub_lm(stub),
+        *TINY_COPRO,
+        "--out",
+        str(out),
+        "-q",
+        "--max-total-tokens",
+        "20000",
+        "--max-tokens",
+        "300",
+        "--no-cache",
+    ]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (
+        manifest["budget"]["max_total_tokens"] == 20000
+        and manifest["budget"]["refused_by"] == "max_total_tokens"
+    )
+    assert manifest["usage"]["total_tokens"] <= 20000
+    assert manifest["lms"]["task"]["max_tokens"] == 300
+    assert stub.chat_requests and all(r.body.get("max_completion_tokens") == 300 for r in stub.chat_requests)
+
+
+def test_ctrl_c_says_what_was_kept_and_how_to_continue(
+    stub: StubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sp_dspy._compile._run as run
+
+    real = run.evaluate_on_dev
+    calls = []
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 2:  # the user presses Ctrl-C while the candidates are scored
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(run, "evaluate_on_dev", interrupted)
+    out = tmp_path / "art"
+    result = invoke(*stub_lm(stub), *TINY_COPRO, "--out", str(out))
+    assert result.exit_code == 130
+    assert "interrupted during 'scoring 1 candidate(s) on dev': no artifact was written in" in result.output
+    assert "LM call(s) made so far are in the response cache, so rerunning the same command continues" in (
+        " ".join(result.output.split())
+    )
+    assert not (out / "manifest.json").exists() and "KeyboardInterrupt" in (out / "compile.log").read_text()

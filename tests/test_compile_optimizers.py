@@ -1,9 +1,9 @@
 """Every optimizer compiles end to end on the bundled sample with fake LMs; artifacts round-trip.
 
-Tiny optimizer settings keep each compile to well under a second. The guard is
-``fake/instructed`` (every violation only when told to "check every rule"); the
-prompt/reflection LM is a scripted fake proposing such an instruction, so optimizers
-that rewrite instructions must beat the starting program on dev.
+Tiny optimizer settings keep each compile to well under a second. Every LM is
+``fake/instructed``: as the guard it reports every violation only when told to "check
+every rule" (or shown a demo listing several rules); asked for instructions it
+sometimes proposes that phrase, so optimizers must beat the starting program on dev.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import dspy
 import pytest
 
 from optimizers import BOOTSTRAP_RECIPE, GEPA_RECIPE, MIPRO_RECIPE, SIMBA_RECIPE, CompileJob, Recipe
@@ -19,7 +20,7 @@ from programs import load_program
 from sp_dspy._compile import CompileConfig, CompileOutcome, compile_guard, ids_hash
 from sp_dspy._compile._artifact import program_state
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
-from tests._compile_support import PROPOSAL_REPLY, REFLECTION_REPLY, sample_cases, scripted_prompt_lm
+from tests._compile_support import sample_cases
 
 TINY: dict[str, dict[str, Any]] = {
     "copro": {"breadth": 2, "depth": 1},
@@ -32,17 +33,23 @@ INSTRUCTED = LMConfig(model="fake/instructed")
 
 
 def run_compile(
-    optimizer: str, out: Path, *, protocol: str = "per-policy", seed: int = 0, **extra: Any
+    optimizer: str,
+    out: Path,
+    *,
+    protocol: str = "per-policy",
+    seed: int = 0,
+    settings: dict[str, Any] | None = None,
+    **extra: Any,
 ) -> tuple[CompileOutcome, dict[str, Any]]:
     """Compile with fresh fakes; returns the outcome and the LMs (to count their calls)."""
-    helper = scripted_prompt_lm(REFLECTION_REPLY if optimizer == "gepa" else PROPOSAL_REPLY)
+    helper = make_lm(INSTRUCTED)
     lms = {"task": make_lm(INSTRUCTED), "prompt": helper, "reflection": helper}
     config = CompileConfig(
         optimizer=optimizer,
         protocol=protocol,  # type: ignore[arg-type]
         out=out,
         seed=seed,
-        overrides={**TINY[optimizer], "num_threads": 2},
+        overrides={**TINY[optimizer], "num_threads": 2, **(settings or {})},
         **extra,
     )
     return compile_guard(config, INSTRUCTED, lms=lms), lms
@@ -61,7 +68,9 @@ def test_every_optimizer_compiles_per_policy_and_the_artifact_round_trips(
     manifest = outcome.manifest
     assert manifest is not None
     out = tmp_path / "art"
-    assert {p.name for p in out.iterdir()} == {"program.json", "manifest.json", "prompt.md", "splits.json"}
+    assert {p.name for p in out.iterdir()} == {
+        "program.json", "manifest.json", "prompt.md", "splits.json", "compile.log"
+    }  # fmt: skip
 
     saved = json.loads((out / "program.json").read_text())
     assert saved["predict"]["lm"] is None
@@ -88,16 +97,39 @@ def test_every_optimizer_compiles_per_policy_and_the_artifact_round_trips(
     assert manifest.usage["calls"] <= outcome.plan.total.calls
 
 
-@pytest.mark.parametrize("optimizer", ["copro", "mipro", "gepa"])
-def test_instruction_optimizers_beat_the_starting_program_on_dev(optimizer: str, tmp_path: Path) -> None:
-    outcome, _ = run_compile(optimizer, tmp_path / "art")
+@pytest.mark.parametrize("optimizer", ["copro", "mipro", "gepa", "bootstrap"])
+def test_fake_instructed_alone_shows_each_optimizer_improving_on_dev(optimizer: str, tmp_path: Path) -> None:
+    """No scripted helper: the fake proposes the rewarded instruction (or bootstrap's demos show it)."""
+    zero_shot = {"max_bootstrapped_demos": 0, "max_labeled_demos": 0} if optimizer == "mipro" else {}
+    outcome, _ = run_compile(optimizer, tmp_path / "art", settings=zero_shot)  # mipro: instructions only
     manifest = outcome.manifest
     assert manifest is not None
     assert manifest.dev.before.score == 0.0  # the instructed fake reports one violation of several
     assert manifest.dev.after.score == 100.0
-    assert manifest.dev.selected == "optimizer"
+    assert (
+        manifest.dev.selected != "start" and "better than the starting program's 0.00" in manifest.dev.reason
+    )
+    document = json.loads((tmp_path / "art" / "manifest.json").read_text())
+    assert (document["dev"]["before"]["score"], document["dev"]["after"]["score"]) == (0.0, 100.0)
     prompt = (tmp_path / "art" / "prompt.md").read_text()
-    assert "+Check every rule" in prompt and "-Audit the chatbot" in prompt
+    if optimizer == "bootstrap":  # demonstrations, not instructions, changed
+        assert "No change." in prompt and "### Demonstrations (0)" not in prompt
+    else:
+        assert "+Check every rule" in prompt and "-Audit the chatbot" in prompt
+
+
+def test_the_fake_sometimes_proposes_the_rewarded_instruction() -> None:
+    from sp_dspy._lm import PLAIN_INSTRUCTION, PROPOSED_INSTRUCTION
+
+    lm = make_lm(INSTRUCTED)
+    propose = dspy.Predict("basic_instruction -> proposed_instruction", n=3)  # three samples of one request
+    with dspy.context(lm=lm):
+        answers = propose(basic_instruction="Name the violated rules.").completions.proposed_instruction
+    assert answers == [PROPOSED_INSTRUCTION, PLAIN_INSTRUCTION, PROPOSED_INSTRUCTION]
+    advise = dspy.Predict("module_names: list[str] -> module_advice: dict[str, str]")
+    with dspy.context(lm=lm):
+        advice = advise(module_names=["predict", "judge"]).module_advice
+    assert advice == {"predict": PROPOSED_INSTRUCTION, "judge": PROPOSED_INSTRUCTION}
 
 
 def test_compile_never_shows_a_test_case_to_any_lm(tmp_path: Path) -> None:

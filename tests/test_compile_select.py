@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from programs import make_program
 from sp_dspy._compile import DevScore, evaluate_on_dev
 from sp_dspy._compile._run import Contender, _select
@@ -38,20 +40,54 @@ def test_a_candidate_that_wins_only_by_exclusions_loses() -> None:
     excluder = Contender("optimizer", {}, dev(40.0, excluded=6, rmr_avg=100.0))
     steady = Contender("recorded", {}, dev(60.0, excluded=0, rmr_avg=60.0))
     start = Contender("start", {}, dev(50.0, excluded=0, rmr_avg=50.0))
-    assert _select([excluder, steady], start) is steady
+    selection = _select([excluder, steady], start)
+    assert selection.chosen is steady
+    assert selection.reason == (
+        "kept a candidate the optimizer tried: it scored 60.00 on dev, better than the starting program's 50.00"
+    )
 
 
-def test_ties_go_to_the_optimizer_and_a_better_start_is_kept() -> None:
+def test_a_tie_keeps_the_starting_program_and_says_why() -> None:
     start = Contender("start", {}, dev(50.0, 0, 50.0))
     compiled = Contender("optimizer", {}, dev(50.0, 0, 50.0))
-    assert _select([compiled], start) is compiled
+    selection = _select([compiled], start)
+    assert selection.chosen is start
+    assert "tied with it on dev (50.00 against 50.00)" in selection.reason
+    assert "must be better to replace it" in selection.reason
+
+
+def test_a_better_candidate_replaces_the_start_and_a_worse_one_does_not() -> None:
+    start = Contender("start", {}, dev(50.0, 0, 50.0))
+    better = Contender("optimizer", {}, dev(50.5, 0, 50.5))
+    assert _select([better], start).chosen is better
     worse = Contender("optimizer", {}, dev(30.0, 0, 30.0))
-    assert _select([worse], start) is start
+    selection = _select([worse], start)
+    assert selection.chosen is start and "scored below it" in selection.reason
+    assert _select([worse, better], start).chosen is better  # the best candidate is compared
 
 
 def test_incomplete_evaluations_are_not_compared() -> None:
     start = Contender("start", {}, dev(10.0, 0, 10.0))
     partial = Contender("optimizer", {}, dev(90.0, 0, 90.0, complete=False))
-    assert _select([partial], start) is start
-    nothing_complete = Contender("start", {}, dev(0.0, 10, None, complete=False))
-    assert _select([partial], nothing_complete) is partial
+    selection = _select([partial], start)
+    assert selection.chosen is start and "no candidate finished its dev evaluation" in selection.reason
+    unfinished_start = Contender("start", {}, dev(0.0, 10, None, complete=False))
+    complete = Contender("optimizer", {}, dev(90.0, 0, 90.0))
+    selection = _select([complete], unfinished_start)
+    assert selection.chosen is unfinished_start and "did not finish" in selection.reason
+
+
+def test_a_copro_compile_that_ties_keeps_the_written_instructions(tmp_path: Path) -> None:
+    """per-rule COPRO on fake/instructed starts at 100 on dev: the proposals cannot beat it."""
+    from sp_dspy._compile import CompileConfig, compile_guard
+
+    config = CompileConfig(
+        optimizer="copro", protocol="per-rule", out=tmp_path / "art",
+        overrides={"breadth": 2, "depth": 1, "num_threads": 2},
+    )  # fmt: skip
+    outcome = compile_guard(config, LMConfig(model="fake/instructed"))
+    manifest = outcome.manifest
+    assert manifest is not None and manifest.dev.before.score == manifest.dev.after.score == 100.0
+    assert manifest.dev.selected == "start" and "tied with it" in manifest.dev.reason
+    prompt = (tmp_path / "art" / "prompt.md").read_text()
+    assert "No change." in prompt and "Kept the starting program" in prompt

@@ -6,13 +6,14 @@
 - :class:`CompileConfig`, :class:`BudgetCaps`: what to compile and the caps.
 - :class:`Budget`, :func:`budgeted`, :class:`BudgetExceeded`: per-call cap enforcement
   on any ``dspy.LM``.
-- :class:`CompilePlan`: the projected calls, tokens and dollars (``--dry-run``).
+- :class:`CompilePlan`: the estimated calls, tokens and dollars (``--dry-run``).
+- :class:`CompileStatus`: a running compile's phase, spend and best scores (progress).
 - :func:`evaluate_on_dev`, :class:`DevScore`: dev scoring with excluded cases as wrong.
 
 Importing this package does not import DSPy; the functions that need it do.
 """
 
-from sp_dspy._compile._budget import Budget, BudgetCaps, BudgetExceeded, Pricing, Tally
+from sp_dspy._compile._budget import Budget, BudgetCaps, BudgetExceeded, OptimizerStopped, Pricing, Tally
 from sp_dspy._compile._budgeted_lm import budgeted
 from sp_dspy._compile._config import CompileConfig
 from sp_dspy._compile._data import DEFAULT_RATIOS, CompileData, ids_hash, load_compile_data
@@ -20,6 +21,7 @@ from sp_dspy._compile._evaluate import DevScore, evaluate_on_dev
 from sp_dspy._compile._manifest import CompileManifest
 from sp_dspy._compile._project import CompilePlan, RoleEstimate, pricing_for
 from sp_dspy._compile._run import CompileError, CompileOutcome, compile_guard, prepare
+from sp_dspy._compile._status import CompileStatus
 
 __all__ = [
     "DEFAULT_RATIOS",
@@ -32,7 +34,9 @@ __all__ = [
     "CompileManifest",
     "CompileOutcome",
     "CompilePlan",
+    "CompileStatus",
     "DevScore",
+    "OptimizerStopped",
     "Pricing",
     "RoleEstimate",
     "Tally",

@@ -19,6 +19,9 @@ or dollar cap by no more than its completion exceeding the estimate. Retries of 
 transient network error happen inside one call and are part of it. With calls in
 parallel, which call meets the cap first can vary between runs.
 
+Once the optimizer's LMs meet a refusal, the optimizer is stopped
+(:class:`OptimizerStopped`) rather than left to run on with every call refused.
+
 A phase can hold part of the caps back (``hold_back``) so that the dev evaluation
 after the optimizer still has budget when the optimizer spent its share.
 """
@@ -40,6 +43,20 @@ class BudgetExceeded(Exception):
     """A call was refused: it would cross a cap (or the share of it this phase may use)."""
 
 
+class OptimizerStopped(BaseException):
+    """Unwinds the optimizer once the budget refused one of its calls.
+
+    A ``BaseException`` on purpose: DSPy's evaluators and optimizers catch
+    ``Exception`` per example and go on, so a refused call raised as an ``Exception``
+    would be logged (with its whole example) and followed by every remaining call
+    being refused in turn. This one passes through their handlers (and through
+    worker threads, whose futures re-raise it) up to the compile, which then
+    scores the candidates found so far. Raised only by the optimizer's LMs
+    (``budgeted(..., stops_optimizer=True)``); the compile's own dev evaluations
+    get ``BudgetExceeded`` per case.
+    """
+
+
 class LMFailing(BudgetExceeded):
     """A call was refused because the LM kept failing (``Budget.max_lm_errors`` errors).
 
@@ -54,12 +71,12 @@ class BudgetCaps(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_calls: int | None = Field(default=None, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_total_tokens: int | None = Field(default=None, ge=1)
     max_usd: float | None = Field(default=None, gt=0)
 
     @property
     def any(self) -> bool:
-        return any(value is not None for value in (self.max_calls, self.max_tokens, self.max_usd))
+        return any(value is not None for value in (self.max_calls, self.max_total_tokens, self.max_usd))
 
 
 @dataclass
@@ -116,12 +133,13 @@ class Budget:
     roles: dict[str, Tally] = field(default_factory=dict)
     refusals: int = 0
     refused_by: str | None = None
+    optimizer_stopped: bool = False
     max_lm_errors: int = 10
     lm_errors: int = 0
     last_error: str | None = None
     _held: tuple[int, int, float] = (0, 0, 0.0)
     _reserved: tuple[int, int, float] = (0, 0, 0.0)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.Condition = field(default_factory=threading.Condition)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Budget:
         return self  # shared by every copy of a budgeted LM, like a connection
@@ -163,10 +181,29 @@ class Budget:
             with self._lock:
                 self._held = previous
 
-    def reserve(self, role: str, calls: int, prompt_tokens: int, tokens: int, usd: float) -> Ticket:
-        """Reserve a call's estimated share, or raise ``BudgetExceeded``."""
+    def reserve(
+        self, role: str, calls: int, prompt_tokens: int, tokens: int, usd: float, *, optimizer: bool = False
+    ) -> Ticket:
+        """Reserve a call's estimated share, or raise ``BudgetExceeded``.
+
+        An ``optimizer`` call raises :class:`OptimizerStopped` instead, and sets
+        ``optimizer_stopped`` so that every later optimizer call does too.
+        """
+        try:
+            return self._reserve(role, calls, prompt_tokens, tokens, usd, optimizer)
+        except BudgetExceeded as exc:
+            if not optimizer:
+                raise
+            raise OptimizerStopped(str(exc)) from exc
+
+    def _reserve(
+        self, role: str, calls: int, prompt_tokens: int, tokens: int, usd: float, optimizer: bool
+    ) -> Ticket:
         with self._lock:
+            if optimizer and self.optimizer_stopped:
+                raise BudgetExceeded(f"the optimizer was stopped: {role} LM call refused")
             if self.lm_errors >= self.max_lm_errors:
+                self.optimizer_stopped = self.optimizer_stopped or optimizer
                 raise LMFailing(f"{self.lm_errors} failed LM calls: {role} LM call refused")
             spent = self._total()
             held_calls, held_tokens, held_usd = self._held
@@ -175,13 +212,14 @@ class Budget:
             crossed = None
             if caps.max_calls is not None and spent.calls + res_calls + calls > caps.max_calls - held_calls:
                 crossed = "max_calls"
-            elif caps.max_tokens is not None and (
-                spent.tokens + res_tokens + tokens > caps.max_tokens - held_tokens
+            elif caps.max_total_tokens is not None and (
+                spent.tokens + res_tokens + tokens > caps.max_total_tokens - held_tokens
             ):
-                crossed = "max_tokens"
+                crossed = "max_total_tokens"
             elif caps.max_usd is not None and spent.usd + res_usd + usd > caps.max_usd - held_usd:
                 crossed = "max_usd"
             if crossed is not None:
+                self.optimizer_stopped = self.optimizer_stopped or optimizer
                 self.refusals += 1
                 self.refused_by = self.refused_by or crossed
                 raise BudgetExceeded(f"{crossed} reached: {role} LM call refused")
@@ -194,6 +232,17 @@ class Budget:
             res_calls, res_tokens, res_usd = self._reserved
             self._reserved = (res_calls - ticket.calls, res_tokens - ticket.tokens, res_usd - ticket.usd)
             self.roles.setdefault(ticket.role, Tally()).add(spent)
+            self._lock.notify_all()
+
+    def wait_idle(self) -> None:
+        """Wait until every call in flight has settled.
+
+        A stopped optimizer's worker threads may still be finishing calls they
+        started before the stop; the compile waits for them so that what it records
+        (and the next phase's share of the caps) counts them.
+        """
+        with self._lock:
+            self._lock.wait_for(lambda: self._reserved[0] == 0)
 
 
 @dataclass(frozen=True)

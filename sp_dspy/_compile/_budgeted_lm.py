@@ -17,7 +17,13 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from sp_dspy._compile._budget import Budget, Pricing, Tally, Ticket, estimate_tokens
+from sp_dspy._compile._budget import (
+    Budget,
+    Pricing,
+    Tally,
+    Ticket,
+    estimate_tokens,
+)
 
 # Failures that belong to one input (too long, rejected by a content filter, unreadable),
 # not to the LM: they leave that example unanswered and do not count towards stopping.
@@ -62,6 +68,7 @@ def budgeted_class() -> type[Any]:
         _sp_budget: Budget
         _sp_role: str
         _sp_pricing: Pricing
+        _sp_stops_optimizer: bool
 
         def _sp_reserve(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Ticket:
             n = kwargs.get("n") or self.kwargs.get("n") or 1
@@ -69,7 +76,9 @@ def budgeted_class() -> type[Any]:
             guess = self._sp_pricing.completion_guess
             tokens = n * (prompt_tokens + guess)
             usd = n * self._sp_pricing.usd(prompt_tokens, guess)
-            return self._sp_budget.reserve(self._sp_role, int(n), prompt_tokens * n, tokens, usd)
+            return self._sp_budget.reserve(
+                self._sp_role, int(n), prompt_tokens * n, tokens, usd, optimizer=self._sp_stops_optimizer
+            )
 
         def _sp_settle(self, ticket: Ticket, entries: list[dict[str, Any]] | None) -> None:
             entry = entries[-1] if entries else {}
@@ -134,8 +143,15 @@ def budgeted_class() -> type[Any]:
     return BudgetedLM
 
 
-def budgeted(lm: Any, budget: Budget, role: str, pricing: Pricing | None = None) -> Any:
+def budgeted(
+    lm: Any, budget: Budget, role: str, pricing: Pricing | None = None, *, stops_optimizer: bool = False
+) -> Any:
     """A copy of ``lm`` whose calls are charged to ``budget`` under ``role``.
+
+    With ``stops_optimizer`` (the LMs handed to an optimizer) a refused call raises
+    :class:`OptimizerStopped`, which ends the optimizer run, and so does every later
+    call once ``budget.optimizer_stopped`` is set; otherwise it raises
+    :class:`BudgetExceeded`.
 
     The copy is ``lm``'s own class swapped for the ``BudgetedLM`` subclass: building
     a fresh ``dspy.LM`` would repeat everything ``make_lm`` decided (engine, keys,
@@ -146,4 +162,5 @@ def budgeted(lm: Any, budget: Budget, role: str, pricing: Pricing | None = None)
     copied._sp_budget = budget
     copied._sp_role = role
     copied._sp_pricing = pricing or Pricing()
+    copied._sp_stops_optimizer = stops_optimizer
     return copied

@@ -38,3 +38,4 @@ class CompileConfig(BaseModel):
     top_k: int = Field(default=1, ge=1)
     concurrency: int = Field(default=8, ge=1)
     dry_run: bool = False
+    force: bool = False  # replace an artifact already in ``out``

@@ -51,13 +51,14 @@ class DevRecord(BaseModel):
     before: DevScore
     after: DevScore
     selected: str
+    reason: str = ""
     candidates: list[CandidateRecord] = Field(default_factory=list)
     recorded_candidates: int = 0
 
 
 class BudgetRecord(BaseModel):
     max_calls: int | None
-    max_tokens: int | None
+    max_total_tokens: int | None
     max_usd: float | None
     refusals: int
     refused_by: str | None

@@ -104,6 +104,12 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
             keys = [key for key in order if key in scored]
             return sorted(keys, key=lambda key: -shrunk(key))
 
+        def best_mean(self) -> float | None:
+            """The highest mean score (x 100) of any candidate scored so far, for progress displays."""
+            with self._lock:
+                means = [sum(v.values()) / len(v) for v in self.scores.values() if v]
+            return round(100 * max(means), 2) if means else None
+
         def coverage(self, key: str) -> int:
             with self._lock:
                 return len(self.scores.get(key, {}))

@@ -5,14 +5,18 @@ Phases, all charged to one :class:`Budget`:
 1. score the starting program on dev;
 2. run the optimizer on train (dev as its validation set where it takes one), with
    a :class:`CandidateRecorder` watching every candidate it tries;
-3. score the final candidates on dev and keep the best, the starting program
-   included, by the score that counts excluded cases as wrong.
+3. score the final candidates on dev and keep the best one if it beats the
+   starting program by the score that counts excluded cases as wrong; otherwise
+   (a tie included) keep the starting program.
 
 Phases 1 and 2 run with the projected cost of phase 3 held back, so a compile whose
 optimizer hits a cap still scores its best candidates and saves the winner, marked
-``budget_limited``. A failure that is not the budget (an LM that keeps erroring)
-stops the compile with a one-line error; rerunning the same command replays every
-finished call from the response cache.
+``budget_limited``; the optimizer stops at its first refused call
+(:class:`OptimizerStopped`) instead of running on with every call refused. A
+failure that is not the budget (an LM that keeps erroring) stops the compile with
+a one-line error; rerunning the same command replays every finished call from the
+response cache. The libraries' logs go to ``compile.log`` in the artifact
+directory; a :class:`CompileStatus` carries the progress to a display.
 """
 
 from __future__ import annotations
@@ -21,15 +25,18 @@ import random
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from sp_dspy._compile._budget import Budget
+from sp_dspy._compile._budget import Budget, OptimizerStopped
 from sp_dspy._compile._budgeted_lm import budgeted
 from sp_dspy._compile._config import CompileConfig
 from sp_dspy._compile._data import CompileData, load_compile_data
 from sp_dspy._compile._evaluate import DevScore, evaluate_on_dev
+from sp_dspy._compile._log import LOG_FILE, library_log
 from sp_dspy._compile._manifest import CompileManifest
 from sp_dspy._compile._project import CompilePlan, build_plan, completion_guess, pricing_for
+from sp_dspy._compile._status import CompileStatus
 from sp_dspy._compile._student import Student, build_student
 from sp_dspy._errors import ConfigError, SpDspyError
 from sp_dspy._lm import LMConfig, redact
@@ -138,16 +145,24 @@ def prepare(
     return _Setup(config, recipe, settings, data, student, configs, pricing, plan, warnings)
 
 
-def _lms(setup: _Setup, budget: Budget, prebuilt: dict[str, Any] | None) -> dict[str, Any]:
+def _lms(setup: _Setup, budget: Budget, prebuilt: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
+    """``(the task LM of the dev evaluations, the optimizer's LMs by role)``, all budgeted.
+
+    The optimizer gets its own copies, which stop it at the first refused call
+    (:class:`OptimizerStopped`); the dev evaluations' LM refuses case by case.
+    """
     from sp_dspy._lm import make_lm
     from sp_dspy._runner._fake_gold import teach_fake
 
-    lms = {}
+    optimizer_lms = {}
+    dev_lm = None
     for role, cfg in setup.configs.items():
         lm = (prebuilt or {}).get(role) or make_lm(cfg)
         teach_fake(lm, [*setup.data.train, *setup.data.dev])  # train and dev only: test never
-        lms[role] = budgeted(lm, budget, role, setup.pricing[role])
-    return lms
+        optimizer_lms[role] = budgeted(lm, budget, role, setup.pricing[role], stops_optimizer=True)
+        if role == "task":
+            dev_lm = budgeted(lm, budget, role, setup.pricing[role])
+    return dev_lm, optimizer_lms
 
 
 def _seed(seed: int) -> None:
@@ -158,23 +173,19 @@ def _seed(seed: int) -> None:
     np.random.seed(seed)
 
 
-def _optimize(setup: _Setup, lms: dict[str, Any], budget: Budget) -> tuple[Any | None, Any]:
-    """Run the recipe; ``(program or None when stopped by the budget, recorder)``."""
+def _optimize(setup: _Setup, lms: dict[str, Any], budget: Budget, recorder: Any) -> Any | None:
+    """Run the recipe; its program, or None when the budget stopped it."""
     import dspy
 
     from optimizers import CompileJob
-    from sp_dspy._compile._artifact import program_state
-    from sp_dspy._compile._recorder import make_recorder
 
     student = setup.student
-    recorder = make_recorder(type(student.module), program_state)
     refusals = budget.refusals
     job = CompileJob(
         student=student.module, trainset=student.train, valset=student.dev,
         metric=recorder.metric(student.metric), feedback=recorder.metric(student.feedback),
         task_lm=lms["task"], prompt_lm=lms.get("prompt", lms["task"]),
         reflection_lm=lms.get("reflection", lms["task"]), seed=setup.config.seed,
-        should_stop=lambda: budget.refusals > refusals or budget.failing,
     )  # fmt: skip
     _seed(setup.config.seed)
     # Unparseable answers raise inside DSPy and count as errors there; here they score 0
@@ -182,25 +193,32 @@ def _optimize(setup: _Setup, lms: dict[str, Any], budget: Budget) -> tuple[Any |
     with dspy.context(lm=lms["task"], callbacks=[recorder], max_errors=NO_ERROR_LIMIT):
         try:
             program = setup.recipe.compile(job, setup.settings)
+        except OptimizerStopped:
+            program = None
         except Exception as exc:
-            _raise_failure(budget)
-            if budget.refusals == refusals:
+            _raise_failure(budget, setup.config.out)
+            if not budget.optimizer_stopped:
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 raise CompileError(
                     f"optimizer {setup.recipe.name} failed: {type(exc).__name__}: {redact(message)}; "
-                    "rerun the same command to continue (finished calls come from the response cache)"
+                    f"details in {setup.config.out / LOG_FILE}; rerun the same command to continue "
+                    "(finished calls come from the response cache)"
                 ) from exc
             program = None
-    _raise_failure(budget)
-    return (program if budget.refusals == refusals else None), recorder
+        finally:
+            budget.optimizer_stopped = True  # calls of lingering optimizer threads stop too
+            budget.wait_idle()  # and the calls they already started are counted
+    _raise_failure(budget, setup.config.out)
+    return program if budget.refusals == refusals else None
 
 
-def _raise_failure(budget: Budget) -> None:
+def _raise_failure(budget: Budget, out: Path) -> None:
     """Stop the compile when the LM itself kept failing (a cap is not a failure)."""
     if budget.failing:
         raise CompileError(
             f"compile stopped: {budget.lm_errors} LM calls failed (last: {budget.last_error}); "
-            "fix the LM and rerun the same command: finished calls come from the response cache"
+            f"details in {out / LOG_FILE}; fix the LM and rerun the same command: "
+            "finished calls come from the response cache"
         )
 
 
@@ -223,16 +241,59 @@ def _contenders(setup: _Setup, program: Any | None, recorder: Any, start_key: st
     return found[: setup.config.top_k]
 
 
-def _select(contenders: list[Contender], start: Contender) -> Contender:
-    """Best complete dev score; ties go to the earlier contender, the start last."""
-    pool = [c for c in [*contenders, start] if c.dev is not None and c.dev.complete]
+ORIGIN_WORDS = {
+    "start": "the starting program",
+    "optimizer": "the optimizer's final program",
+    "recorded": "a candidate the optimizer tried",
+}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The program kept, and why, in words the summary and the manifest show."""
+
+    chosen: Contender
+    reason: str
+
+
+def _select(contenders: list[Contender], start: Contender) -> Selection:
+    """The best contender when it beats the starting program on dev, else the start.
+
+    Only complete dev evaluations compare; ties keep the start (a candidate must be
+    *better* to replace the program a user wrote), and among candidates the earlier
+    one (the optimizer's own pick) wins a tie.
+    """
+    if start.dev is None or not start.dev.complete:
+        return Selection(
+            start,
+            "kept the starting program: its dev evaluation did not finish within the caps, "
+            "so no candidate can be shown to be better",
+        )
+    pool = [c for c in contenders if c.dev is not None and c.dev.complete]
     if not pool:
-        return contenders[0] if contenders else start
+        reason = "no candidate finished its dev evaluation within the caps"
+        if not contenders:
+            reason = "the optimizer tried and scored no candidate other than the starting program"
+        return Selection(start, f"kept the starting program: {reason}")
     best = pool[0]
     for contender in pool[1:]:
-        if contender.dev is not None and best.dev is not None and contender.dev.score > best.dev.score:
+        assert contender.dev is not None and best.dev is not None
+        if contender.dev.score > best.dev.score:
             best = contender
-    return best
+    assert best.dev is not None
+    start_score, best_score = start.dev.score, best.dev.score
+    if best_score > start_score:
+        return Selection(
+            best,
+            f"kept {ORIGIN_WORDS[best.origin]}: it scored {best_score:.2f} on dev, "
+            f"better than the starting program's {start_score:.2f}",
+        )
+    relation = "tied with" if best_score == start_score else "scored below"
+    return Selection(
+        start,
+        f"kept the starting program: the best candidate {relation} it on dev "
+        f"({best_score:.2f} against {start_score:.2f}); a candidate must be better to replace it",
+    )
 
 
 def compile_guard(
@@ -242,49 +303,64 @@ def compile_guard(
     reflection: LMConfig | None = None,
     *,
     lms: dict[str, Any] | None = None,
+    status: CompileStatus | None = None,
 ) -> CompileOutcome:
     """Compile a guard program as ``config`` says and write the artifact to ``config.out``.
 
     ``lms`` may hold ready ``dspy.LM`` objects by role (``task``, ``prompt``,
     ``reflection``) instead of building them from the configs (tests use it to
     script a fake prompt LM); they are still budgeted and recorded by their configs.
-    With ``config.dry_run`` nothing is built and no call is made: the outcome holds
+    ``status``, when given, is kept up to date for a progress display. Before the
+    first LM call ``config.out`` is checked: an existing artifact there is refused
+    unless ``config.force``, and the directory must be writable. The libraries' logs
+    and printed output go to ``compile.log`` there, not to the terminal.
+    With ``config.dry_run`` nothing is built, written or called: the outcome holds
     the plan only.
     """
     from sp_dspy._compile._artifact import program_state
-    from sp_dspy._compile._recorder import state_key
-    from sp_dspy._compile._save import save_artifact
+    from sp_dspy._compile._recorder import make_recorder, state_key
+    from sp_dspy._compile._save import claim_out, save_artifact
 
     started, clock = datetime.now(UTC), time.monotonic()
     setup = prepare(config, task, prompt, reflection)
     outcome = CompileOutcome(plan=setup.plan, config=config, warnings=list(setup.warnings))
     if config.dry_run:
         return outcome
+    claim_out(config.out, force=config.force)
+    status = status or CompileStatus()
     budget = Budget(caps=config.caps)
-    live = _lms(setup, budget, lms)
-    dev_cases = setup.data.dev
+    status.caps, status.budget = config.caps, budget
+    with library_log(config.out / LOG_FILE):
+        dev_lm, optimizer_lms = _lms(setup, budget, lms)
+        dev_cases = setup.data.dev
 
-    def score(state: dict[str, Any]) -> DevScore:
-        guard = setup.student.guard(state)
-        return evaluate_on_dev(
-            guard, dev_cases, live["task"], concurrency=config.concurrency, seed=config.seed
-        )
+        def score(state: dict[str, Any]) -> DevScore:
+            guard = setup.student.guard(state)
+            return evaluate_on_dev(guard, dev_cases, dev_lm, concurrency=config.concurrency, seed=config.seed)
 
-    start = Contender("start", program_state(setup.student.module))
-    reserve = setup.plan.phases["dev_after"]["task"]
-    with budget.hold_back(reserve.calls, reserve.tokens, reserve.usd or 0.0):
-        start.dev = score(start.state)
-        program, recorder = _optimize(setup, live, budget)
-    contenders = _contenders(setup, program, recorder, state_key(start.state))
-    for contender in contenders:
-        contender.dev = score(contender.state)
-    _raise_failure(budget)
-    chosen = _select(contenders, start)
-    if not (chosen.dev and chosen.dev.complete):
-        outcome.warnings.append("no candidate finished its dev evaluation within the caps")
-    outcome.manifest = save_artifact(
-        setup, budget, start=start, contenders=contenders, chosen=chosen,
-        recorded=len(recorder.states), started=started, wall_s=time.monotonic() - clock,
-        warnings=outcome.warnings,
-    )  # fmt: skip
+        start = Contender("start", program_state(setup.student.module))
+        recorder = make_recorder(type(setup.student.module), program_state)
+        reserve = setup.plan.phases["dev_after"]["task"]
+        with budget.hold_back(reserve.calls, reserve.tokens, reserve.usd or 0.0):
+            status.enter("scoring the starting program on dev")
+            start.dev = score(start.state)
+            if start.dev.complete:
+                status.scored(start.dev.score, start=True)
+            status.recorder = recorder
+            status.enter(f"optimizing with {setup.recipe.name} on train")
+            program = _optimize(setup, optimizer_lms, budget, recorder)
+        contenders = _contenders(setup, program, recorder, state_key(start.state))
+        status.enter(f"scoring {len(contenders)} candidate(s) on dev")
+        for contender in contenders:
+            contender.dev = score(contender.state)
+            if contender.dev.complete:
+                status.scored(contender.dev.score)
+        _raise_failure(budget, config.out)
+        selection = _select(contenders, start)
+        status.enter("saving the artifact")
+        outcome.manifest = save_artifact(
+            setup, budget, start=start, contenders=contenders, selection=selection,
+            recorded=len(recorder.states), started=started, wall_s=time.monotonic() - clock,
+            warnings=outcome.warnings,
+        )  # fmt: skip
     return outcome

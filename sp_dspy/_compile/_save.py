@@ -6,7 +6,9 @@ with a ``manifest.json`` is a complete artifact.
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sp_dspy._compile._artifact import prompt_markdown, write_json, write_program
@@ -20,12 +22,36 @@ from sp_dspy._compile._manifest import (
     SplitRecord,
 )
 from sp_dspy._compile._recorder import state_key
+from sp_dspy._errors import ConfigError
 
 if TYPE_CHECKING:
-    from sp_dspy._compile._run import Contender, _Setup
+    from sp_dspy._compile._run import Contender, Selection, _Setup
 
 PROMPT_FILE = "prompt.md"
 SPLITS_FILE = "splits.json"
+MANIFEST_FILE = "manifest.json"
+
+
+def claim_out(out: Path, *, force: bool) -> None:
+    """Make ``out`` a writable directory for a new artifact, before any LM call.
+
+    Raises:
+        ConfigError: ``out`` already holds an artifact (its ``manifest.json``) and
+            ``force`` is not set, is not a directory, or cannot be created or written.
+    """
+    if (out / MANIFEST_FILE).exists() and not force:
+        raise ConfigError(
+            f"--out {out}: already holds a compiled artifact ({MANIFEST_FILE}); "
+            "pass --force to replace it, or choose another --out"
+        )
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot create the directory ({exc.strerror or exc})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {out}: the directory is not writable")
 
 
 def _usage(budget: Budget) -> dict[str, Any]:
@@ -37,9 +63,9 @@ def _usage(budget: Budget) -> dict[str, Any]:
     return {**total.as_dict(), "by_lm": roles}
 
 
-def _header(setup: _Setup, start: Contender, chosen: Contender, budget_limited: bool) -> list[str]:
+def _header(setup: _Setup, start: Contender, selection: Selection, budget_limited: bool) -> list[str]:
     config = setup.config
-    before, after = start.dev, chosen.dev
+    before, after = start.dev, selection.chosen.dev
     lines = [
         f"# Compiled guard: {setup.student.name} {config.protocol}, optimizer {setup.recipe.name}",
         "",
@@ -48,9 +74,9 @@ def _header(setup: _Setup, start: Contender, chosen: Contender, budget_limited: 
     ]
     if before is not None and after is not None:
         lines.append(
-            f"Dev score (mean case RMR, excluded = wrong): {before.describe()} -> {after.describe()}; "
-            f"kept: {chosen.origin}."
+            f"Dev score (mean case RMR, excluded = wrong): {before.describe()} -> {after.describe()}."
         )
+        lines.append(f"{selection.reason[0].upper()}{selection.reason[1:]}.")
     if budget_limited:
         lines.append("Budget-limited: a cap stopped the compile; this is the best program found before it.")
     lines.append(
@@ -65,7 +91,7 @@ def save_artifact(
     *,
     start: Contender,
     contenders: list[Contender],
-    chosen: Contender,
+    selection: Selection,
     recorded: int,
     started: datetime,
     wall_s: float,
@@ -76,13 +102,13 @@ def save_artifact(
 
     config, data, recipe = setup.config, setup.data, setup.recipe
     out = config.out
-    out.mkdir(parents=True, exist_ok=True)
+    chosen = selection.chosen
     guard = setup.student.guard(chosen.state)
     write_program(out / "program.json", chosen.state)
     data.split.save(out / SPLITS_FILE)
     budget_limited = budget.exhausted
     markdown = prompt_markdown(
-        guard, start.state, chosen.state, _header(setup, start, chosen, budget_limited)
+        guard, start.state, chosen.state, _header(setup, start, selection, budget_limited)
     )
     (out / PROMPT_FILE).write_text(markdown, encoding="utf-8")
     assert start.dev is not None and chosen.dev is not None  # both scored by compile_guard
@@ -123,6 +149,7 @@ def save_artifact(
             before=start.dev,
             after=chosen.dev,
             selected=chosen.origin,
+            reason=selection.reason,
             candidates=[
                 CandidateRecord(origin=c.origin, state_hash=state_key(c.state), dev=c.dev)
                 for c in contenders
@@ -133,7 +160,7 @@ def save_artifact(
         usage=_usage(budget),
         budget=BudgetRecord(
             max_calls=config.caps.max_calls,
-            max_tokens=config.caps.max_tokens,
+            max_total_tokens=config.caps.max_total_tokens,
             max_usd=config.caps.max_usd,
             refusals=budget.refusals,
             refused_by=budget.refused_by,
@@ -147,5 +174,5 @@ def save_artifact(
         command=redacted_argv(),
         warnings=warnings,
     )
-    write_json(out / "manifest.json", manifest.model_dump(mode="json"))
+    write_json(out / MANIFEST_FILE, manifest.model_dump(mode="json"))
     return manifest

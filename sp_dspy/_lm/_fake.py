@@ -23,8 +23,17 @@ Behaviours (``fake`` alone means ``fake/oracle``):
 - ``refuse``: replies ``I cannot evaluate this.``
 - ``garbage``: replies with prose no parser can read.
 - ``instructed``: like ``oracle`` when the system prompt contains "check every rule"
-  (case-insensitive), otherwise reports only the first gold violation; it lets a test
-  prove that an optimizer which rewrites instructions improves a program.
+  (case-insensitive) or the prompt shows a demonstration whose answer lists two or
+  more rules, otherwise reports only the first gold violation; it lets a test prove
+  that an optimizer which rewrites instructions (or adds demonstrations) improves a
+  program.
+
+Asked by an optimizer for instructions (COPRO and MIPRO proposals, GEPA's reflection,
+SIMBA's advice), every behaviour but ``refuse`` and ``garbage`` answers with an
+instruction: the one containing "check every rule" (:data:`PROPOSED_INSTRUCTION`) on
+the first, third, ... time it is asked the very same request, a plain rewording
+(:data:`PLAIN_INSTRUCTION`) on the others, the way a sampled model sometimes proposes
+the better instruction. So a compile with ``fake/instructed`` alone visibly improves.
 
 The reply is formatted for the caller (see ``_fake_prompts``): the official per-policy
 JSON, the official per-rule verdict JSON, or the output fields of a DSPy signature in
@@ -38,6 +47,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import random
+import re
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +64,12 @@ BEHAVIOURS = ("oracle", "empty", "all", "random", "refuse", "garbage", "instruct
 REFUSAL_TEXT = "I cannot evaluate this."
 GARBAGE_TEXT = "Well, reading this exchange, there is a lot going on here and it mostly seems fine overall."
 INSTRUCTION_PHRASE = "check every rule"
+PROPOSED_INSTRUCTION = (
+    "Check every rule of the policy against the chatbot's turns and list the number of every rule "
+    "the conversation violates."
+)
+PLAIN_INSTRUCTION = "Read the policy and the conversation, then list the rules the chatbot's replies violate."
+_SEVERAL_RULES = re.compile(r"\[\s*\d+\s*(?:,\s*\d+\s*)+\]")
 
 
 def behaviour_of(model: str) -> str:
@@ -116,12 +132,27 @@ class FakeCall:
     response_format: Mapping[str, Any] | None = None
 
 
-def decide(behaviour: str, view: PromptView, gold: GoldBook) -> Decision | str:
-    """The fake's answer: a :class:`Decision`, or a literal reply (refusal, garbage)."""
+def instructed_to_check_all(view: PromptView) -> bool:
+    """Whether ``fake/instructed`` reports every violation: told so by its instructions, or
+    shown a demonstration whose answer lists two or more rules."""
+    if contains_phrase(view.system, INSTRUCTION_PHRASE):
+        return True
+    return any(_SEVERAL_RULES.search(demo) for demo in view.demos)
+
+
+def decide(behaviour: str, view: PromptView, gold: GoldBook, repeat: int = 0) -> Decision | str:
+    """The fake's answer: a :class:`Decision`, or a literal reply (refusal, garbage).
+
+    ``repeat`` counts earlier answers to the very same request; it picks which
+    instruction a proposal request gets (see the module docstring).
+    """
     if behaviour == "refuse":
         return REFUSAL_TEXT
     if behaviour == "garbage":
         return GARBAGE_TEXT
+    if view.asks_for_instructions:
+        instruction = PROPOSED_INSTRUCTION if repeat % 2 == 0 else PLAIN_INSTRUCTION
+        return Decision(behaviour, (), instruction=instruction, modules=tuple(view.module_names()))
     violated: Sequence[int] = ()
     if behaviour == "all":
         violated = view.candidate_rules()
@@ -133,7 +164,7 @@ def decide(behaviour: str, view: PromptView, gold: GoldBook) -> Decision | str:
         # A DSPy prompt's last user message holds this case's inputs; earlier messages may
         # be demos of other cases, which must not decide the answer.
         violated = gold.lookup(view.user if view.kind == "dspy" else view.text) or ()
-        if behaviour == "instructed" and not contains_phrase(view.system, INSTRUCTION_PHRASE):
+        if behaviour == "instructed" and not instructed_to_check_all(view):
             violated = violated[:1]
     return Decision(behaviour, tuple(sorted(set(violated))), view.target)
 
@@ -153,6 +184,7 @@ class FakeEngine:
         self.gold = gold if gold is not None else GoldBook()
         self.calls: list[FakeCall] = []
         self._queue: collections.deque[str] = collections.deque()
+        self._asked: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
 
     def register_case(self, key_text: str | Sequence[str], violated: Iterable[int]) -> None:
@@ -172,7 +204,11 @@ class FakeEngine:
             queued = self._queue.popleft() if self._queue else None
         if queued is None:
             view = read_prompt(messages, wants_json=bool(response_format))
-            decision = decide(self.behaviour, view, self.gold)
+            key = hashlib.sha256(view.text.encode("utf-8")).hexdigest()
+            with self._lock:
+                repeat = self._asked[key]
+                self._asked[key] += 1
+            decision = decide(self.behaviour, view, self.gold, repeat)
             queued = decision if isinstance(decision, str) else render(view, decision)
         plain = [
             {"role": str(m.get("role", "")), "content": message_text(m.get("content"))} for m in messages

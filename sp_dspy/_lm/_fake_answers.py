@@ -26,6 +26,8 @@ class Decision:
     behaviour: str
     violated: tuple[int, ...]
     target: int | None = None
+    instruction: str | None = None  # set when an optimizer asked for instructions
+    modules: tuple[str, ...] = ()  # modules an advice request names (SIMBA)
 
     @property
     def verdict(self) -> bool:
@@ -58,9 +60,20 @@ def render(view: PromptView, decision: Decision) -> str:
 
 
 def _text_for(name: str, decision: Decision) -> str:
+    if decision.instruction is not None:
+        if "prefix" in name:
+            return "Answer:"
+        if "instruction" in name or "advice" in name:
+            return decision.instruction
+        return "The answers miss violations of rules other than the first one found."
     if "verdict" in name:
         return "violated" if decision.verdict else "not_violated"
     return decision.analysis()
+
+
+def _advice(decision: Decision) -> dict[str, str]:
+    """SIMBA's ``module_advice``: the proposed instruction for every module it named."""
+    return {name: decision.instruction or "" for name in decision.modules}
 
 
 def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
@@ -93,6 +106,8 @@ def _from_schema(
         return []
     if kind == "object" or "properties" in schema:
         props = schema.get("properties", {})
+        if not props and decision.instruction is not None:
+            return _advice(decision)
         return {key: _from_schema(sub, root, key, decision, rule) for key, sub in props.items()}
     if kind == "integer":
         return rule if rule is not None and "rule" in name else len(decision.violated)
@@ -115,6 +130,8 @@ def _from_type(field: OutputField, decision: Decision) -> Any:
         return wanted if wanted in options else (options[0] if options else "")
     if type_ == "bool":
         return decision.verdict
+    if type_.startswith("dict[") and decision.instruction is not None:
+        return _advice(decision)
     if type_ == "int":
         return (
             decision.target

@@ -13,6 +13,11 @@ the format its caller parses:
   header of its user message (its system message asks for ``"verdict"``).
 - ``plain``: anything else; answered like ``per_policy``.
 
+A DSPy prompt may also come from an optimizer asking for instructions (COPRO and
+MIPRO's ``proposed_instruction``, GEPA's ``new_instruction``, SIMBA's
+``module_advice``); :attr:`PromptView.asks_for_instructions` tells them apart.
+Assistant turns before the last user message are the prompt's demonstrations.
+
 DSPy prompts are recognised first because an optimised program may quote the official
 template inside its own instructions.
 """
@@ -38,6 +43,7 @@ _CHAT_BLOCK = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespo
 _XML_BLOCK = re.compile(r"<(\w+)>\n?(.*?)\n?</\1>", re.S)
 _SCHEMA_NOTE = "# note: the value you produce must adhere to the JSON schema: "
 _TARGET_FIELD_NAMES = ("rule", "rule_number", "rule_id", "rule_text", "target")
+ADVICE_FIELD = "module_advice"
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,26 @@ class PromptView:
     target: int | None = None
     fields: tuple[OutputField, ...] = ()
     adapter: AdapterStyle | None = None
+    demos: tuple[str, ...] = ()
+
+    @property
+    def asks_for_instructions(self) -> bool:
+        """Whether this is an optimizer asking for instructions (a DSPy prompt whose output
+        is a new or proposed instruction, or SIMBA's per-module advice), not a guard prompt."""
+        return self.kind == "dspy" and any(
+            "instruction" in f.name or f.name == ADVICE_FIELD for f in self.fields
+        )
+
+    def module_names(self) -> list[str]:
+        """The ``module_names`` input of an advice request (SIMBA), else no names."""
+        if self.adapter is None:
+            return []
+        raw = _input_blocks(self.user, self.adapter).get("module_names", "")
+        try:
+            names = json.loads(raw)
+        except ValueError:
+            return []
+        return [str(name) for name in names] if isinstance(names, list) else []
 
     def candidate_rules(self) -> list[int]:
         """Rule numbers in the policy text: ``N.`` line starts and ``Rule N`` mentions."""
@@ -139,13 +165,19 @@ def read_prompt(messages: Sequence[Mapping[str, Any]], *, wants_json: bool = Fal
     )
     users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
     user = users[-1] if users else ""
+    # Assistant turns before the last user message are demonstrations (DSPy puts demos there).
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    demos = tuple(
+        message_text(m.get("content")) for m in messages[:last_user] if m.get("role") == "assistant"
+    )
     text = "\n".join(message_text(m.get("content")) for m in messages)
     target_match = _TARGET.search(user)
     target = int(target_match.group(1)) if target_match else None
     if DSPY_MARKER in system:
         fields = _output_fields(system)
         adapter = _adapter_style(system, user, wants_json, fields)
-        return PromptView("dspy", system, user, text, user, _dspy_target(user, adapter), fields, adapter)
+        target = _dspy_target(user, adapter)
+        return PromptView("dspy", system, user, text, user, target, fields, adapter, demos)
     if POLICY_MARKER in system:
         return PromptView("per_policy", system, user, text, system)
     if target is not None:

@@ -1,17 +1,17 @@
 """``sp-dspy compile``: compile a guard program with a DSPy optimizer into an artifact directory.
 
 Trains on the train split, selects on dev, never reads test; writes ``program.json``,
-``manifest.json``, ``prompt.md`` and ``splits.json`` to ``--out``. ``--dry-run``
-prints the projected calls, tokens and dollars and sends nothing. The optimizers'
-own progress output goes to stderr (or nowhere with ``--quiet``); stdout carries the
-summary only.
+``manifest.json``, ``prompt.md``, ``splits.json`` and ``compile.log`` to ``--out``.
+``--dry-run`` prints the estimated calls, tokens and dollars and sends nothing.
+While it runs, one progress display on stderr (a live panel on a terminal, a line
+per phase otherwise; nothing with ``--quiet``) shows the phase, the spend against
+the caps and the best dev score so far; the optimizers' own logs and progress bars
+go to ``compile.log``. stdout carries the final summary only.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,14 +24,15 @@ from . import _options as opt
 from ._console import console, err_console
 
 if TYPE_CHECKING:
-    from .._compile import CompileOutcome, CompilePlan
+    from rich.console import Console, RenderableType
+
+    from .._compile import CompileOutcome, CompilePlan, CompileStatus
     from .._lm import LMConfig
 
-NOISY_LOGGERS = ("dspy", "gepa", "optuna", "LiteLLM", "httpx")
 #: The DSPy programs a compile can start from (``--program``); ``eval --program`` runs them too.
 COMPILABLE = ("dspy", "dspy-cot")
 #: Budget caps (``CompileConfig.caps`` fields) and the flags that set them.
-CAP_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
+CAP_FLAGS = {"max_calls": "--max-calls", "max_total_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
 
 
 def register(app: typer.Typer) -> None:
@@ -123,9 +124,8 @@ def compile_command(
         int, typer.Option("--top-k", min=1, help="Optimizer candidates scored on dev at the end.")
     ] = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Dev cases in flight.")] = 8,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="Hide the optimizer's progress output.")
-    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an artifact already in --out.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Hide the progress display.")] = False,
 ) -> None:
     """Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact."""
     from pydantic import ValidationError
@@ -164,8 +164,8 @@ def compile_command(
         "optimizer_config": optimizer_config,
         "overrides": parse_overrides(set_ or []), "dataset": dataset, "benchmark": benchmark, "splits": splits,
         "ratios": parse_ratios(ratios), "lenient": lenient, "seed": seed, "out": out,
-        "caps": {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd},
-        "top_k": top_k, "concurrency": concurrency, "dry_run": dry_run,
+        "caps": {"max_calls": max_calls, "max_total_tokens": max_total_tokens, "max_usd": max_usd},
+        "top_k": top_k, "concurrency": concurrency, "dry_run": dry_run, "force": force,
     }  # fmt: skip
     try:
         settings = CompileConfig.model_validate(fields)
@@ -177,18 +177,30 @@ def compile_command(
         _print_plan(outcome.plan, settings.caps)
         return
     configure_cache(enabled=not no_cache)
+    from rich.console import Console
+
+    from .._compile import CompileStatus
+
+    status = CompileStatus()
+    had_artifact = (out / "manifest.json").exists()
     with contextlib.ExitStack() as stack:
         live = [
             stack.enter_context(lmo.lm_session(c)) if c is not None else None
             for c in (task, prompt, reflection)
         ]
-        stack.enter_context(_optimizer_output(quiet))
-        outcome = compile_guard(settings, live[0] or task, live[1], live[2])
+        if not quiet:
+            stack.enter_context(_progress(status, Console(file=sys.stderr)))
+        try:
+            outcome = compile_guard(settings, live[0] or task, live[1], live[2], status=status)
+        except KeyboardInterrupt:
+            stack.close()  # the display first, then the message below it
+            _print_interrupted(status, out, had_artifact=had_artifact, cached=not no_cache)
+            raise typer.Exit(130) from None
     _print_outcome(outcome)
 
 
 def _flag(loc: tuple[int | str, ...]) -> str:
-    """The flag the user typed for a ``CompileConfig`` field (``caps.max_tokens`` is ``--max-total-tokens``)."""
+    """The flag the user typed for a ``CompileConfig`` field (``caps.max_usd`` is ``--max-usd``)."""
     field = str(loc[-1])
     if loc[:1] == ("caps",) and field in CAP_FLAGS:
         return CAP_FLAGS[field]
@@ -199,22 +211,66 @@ def _one(spec: str, config_file: Path | None, overrides: dict[str, Any], flag: s
     return lmo.lm_configs(spec, None, config_file, default=spec, flag=flag, **overrides)[0]
 
 
-@contextlib.contextmanager
-def _optimizer_output(quiet: bool) -> Iterator[None]:
-    """Optimizers print progress to stdout: send it to stderr; with ``quiet``, nowhere.
+def _spend(status: CompileStatus) -> str:
+    """``calls 12 / 40, tokens 3,400, USD unpriced``: the spend so far against the caps."""
+    caps = status.caps
+    total = status.budget.total() if status.budget is not None else None
+    calls, tokens = (total.calls, total.tokens) if total is not None else (0, 0)
+    parts = [
+        f"calls {calls:,}" + (f" / {caps.max_calls:,}" if caps.max_calls is not None else ""),
+        f"tokens {tokens:,}" + (f" / {caps.max_total_tokens:,}" if caps.max_total_tokens is not None else ""),
+    ]
+    if total is not None and total.priced:
+        parts.append(f"USD {total.usd:,.4f}" + (f" / {caps.max_usd:g}" if caps.max_usd is not None else ""))
+    return ", ".join(parts)
 
-    Quiet also silences progress bars (written to stderr) and the optimizers' info
-    logs; errors still surface, as the exception the command prints once it returns.
-    """
-    with open(os.devnull, "w", encoding="utf-8") as devnull, contextlib.ExitStack() as stack:
-        stack.enter_context(contextlib.redirect_stdout(devnull if quiet else sys.stderr))
-        if quiet:
-            stack.enter_context(contextlib.redirect_stderr(devnull))
-            for name in NOISY_LOGGERS:
-                logger = logging.getLogger(name)
-                stack.callback(logger.setLevel, logger.level)
-                logger.setLevel(logging.ERROR)
+
+def _scores(status: CompileStatus) -> str:
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    line = f"dev score: start {fmt(status.start_score)}, best so far {fmt(status.best_score)}"
+    tried, best = status.tried()
+    if tried:
+        line += f"; {tried} candidate(s) tried, best on the optimizer's metric {fmt(best)}"
+    return line
+
+
+def _panel(status: CompileStatus) -> RenderableType:
+    from rich.text import Text
+
+    return Text.assemble(("compile: ", "bold"), status.phase, "\n", _spend(status), "\n", _scores(status))
+
+
+@contextlib.contextmanager
+def _progress(status: CompileStatus, console: Console) -> Iterator[None]:
+    """One progress display: a live panel on a terminal, else one line per phase."""
+    from rich.live import Live
+
+    if console.is_terminal:
+        with Live(
+            get_renderable=lambda: _panel(status), console=console, refresh_per_second=4,
+            transient=True, redirect_stdout=False, redirect_stderr=False,
+        ):  # fmt: skip
+            yield
+        return
+    status.on_phase = lambda s: console.print(f"compile: {s.phase} ({_spend(s)})", highlight=False)
+    try:
         yield
+    finally:
+        status.on_phase = None
+
+
+def _print_interrupted(status: CompileStatus, out: Path, *, had_artifact: bool, cached: bool) -> None:
+    calls = status.budget.total().calls if status.budget is not None else 0
+    artifact = "the artifact already there is unchanged" if had_artifact else "no artifact was written"
+    if cached:
+        keep = (f"the {calls:,} LM call(s) made so far are in the response cache, so rerunning the same "
+                "command continues where this one stopped")  # fmt: skip
+    else:
+        keep = f"the {calls:,} LM call(s) made so far were not cached (--no-cache): a rerun starts over"
+    err_console.print(f"interrupted during '{status.phase}': {artifact} in {out} (its log: {out}/compile.log); "
+                      f"{keep}", highlight=False, soft_wrap=True)  # fmt: skip
 
 
 def _money(value: float | None) -> str:
@@ -224,7 +280,7 @@ def _money(value: float | None) -> str:
 def _print_plan(plan: CompilePlan, caps: Any) -> None:
     from .._table import FitTable
 
-    table = FitTable(title="Projected compile (dry run: nothing was sent)")
+    table = FitTable(title="Estimated compile (dry run: nothing was sent)")
     for column in ("phase", "LM", "calls", "prompt tokens", "completion tokens", "USD"):
         table.add_column(column, justify="left" if column in ("phase", "LM") else "right")
     for phase, roles in plan.phases.items():
@@ -235,12 +291,14 @@ def _print_plan(plan: CompilePlan, caps: Any) -> None:
     table.add_row("total", "", f"{total.calls:,}", f"{total.prompt_tokens:,}",
                   f"{total.completion_tokens:,}", _money(total.usd), style="bold")  # fmt: skip
     console.print(table)
-    checks = [("max_calls", caps.max_calls, total.calls), ("max_tokens", caps.max_tokens, total.tokens),
-              ("max_usd", caps.max_usd, total.usd)]  # fmt: skip
+    checks = [("max_calls", caps.max_calls, total.calls),
+              ("max_total_tokens", caps.max_total_tokens, total.tokens), ("max_usd", caps.max_usd, total.usd)]  # fmt: skip
     for name, cap, projected in checks:
         if cap is not None and projected is not None and projected > cap:
-            console.print(f"[yellow]{CAP_FLAGS[name]} {cap:g} is below the projection: the compile "
+            console.print(f"[yellow]{CAP_FLAGS[name]} {cap:g} is below the estimate: the compile "
                           "would stop there and save the best program found (budget-limited)[/yellow]")  # fmt: skip
+    console.print("[dim]These are estimates, not limits; only --max-calls, --max-total-tokens and --max-usd "
+                  "bound what a compile spends.[/dim]")  # fmt: skip
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
 
@@ -254,9 +312,8 @@ def _print_outcome(outcome: CompileOutcome) -> None:
     console.print(
         f"[bold]{manifest.program} {manifest.protocol}[/bold] compiled with {manifest.optimizer.name}"
     )
-    console.print(
-        f"dev score (strict RMR): {before.describe()} -> {after.describe()}  (kept: {manifest.dev.selected})"
-    )
+    console.print(f"dev score (strict RMR): {before.describe()} -> {after.describe()}")
+    console.print(f"{manifest.dev.reason[0].upper()}{manifest.dev.reason[1:]}.")
     console.print(f"calls {usage['calls']:,} ({usage['cache_hits']:,} from cache), "
                   f"tokens {usage['total_tokens']:,}, USD {_money(usage['usd_paid'])}, {manifest.wall_s:.1f}s")  # fmt: skip
     if manifest.budget_limited:
@@ -265,5 +322,5 @@ def _print_outcome(outcome: CompileOutcome) -> None:
                       "program found before the cap[/yellow]")  # fmt: skip
     for warning in outcome.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {warning}")
-    console.print(f"artifact: {out} (program.json, manifest.json, prompt.md, splits.json)")
+    console.print(f"artifact: {out} (program.json, manifest.json, prompt.md, splits.json; log: compile.log)")
     console.print(f"score on test: sp-dspy eval --program {out} --lm MODEL --split {out}/splits.json:test")
