@@ -105,11 +105,11 @@ def _project(settings: MiproSettings, n_train: int, n_val: int) -> Projection:
         evaluation = val + trials * batch + (trials // settings.minibatch_full_eval_steps + 1) * val
     else:
         evaluation = val + trials * val
-    helper = candidates
+    # Each proposal is one call, plus describing the program and the module again
+    # (``GroundedProposer.propose_instruction_for_predictor``) when program-aware.
+    helper = candidates * (3 if settings.program_aware_proposer else 1)
     if settings.data_aware_proposer:
         helper += math.ceil(n_train / settings.view_data_batch_size) + 1
-    if settings.program_aware_proposer:
-        helper += 2
     return Projection(program_calls=bootstrap + evaluation, helper_calls=helper)
 
 

@@ -91,6 +91,7 @@ def test_no_optimizer_makes_a_call_past_the_cap(optimizer: str, tmp_path: Path) 
     assert manifest is not None
     assert engine_calls(lms) == manifest.usage["calls"] <= cap
     assert manifest.budget_limited and manifest.budget.refused_by == "max_calls"
+    assert manifest.budget.refusals == 1  # the optimizer stopped at once, not after refusing call after call
     load_program(tmp_path / "art")  # the best program so far was saved and loads
 
 
