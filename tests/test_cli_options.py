@@ -252,6 +252,6 @@ def test_compile_budget_flag_is_max_total_tokens(tmp_path: Path) -> None:
     ]
     result = CliRunner().invoke(group, [*args, "--max-total-tokens", "10", "--max-tokens", "64"])
     assert result.exit_code == 0, result.output
-    assert "--max-total-tokens 10 is below the projection" in result.output
+    assert "--max-total-tokens 10 is below the estimate" in result.output
     bad = CliRunner().invoke(group, [*args, "--protocol", "per-case"])
     assert isinstance(bad.exception, ConfigError) and str(bad.exception).startswith("--protocol 'per-case'")

@@ -60,11 +60,11 @@ def test_concurrent_reservations_never_exceed_the_cap() -> None:
 
 
 def test_token_and_dollar_caps_use_estimates_before_the_call() -> None:
-    budget = Budget(caps=BudgetCaps(max_total_tokens=100, max_usd=1.0))
+    budget = Budget(caps=BudgetCaps(max_tokens=100, max_usd=1.0))
     budget.settle(
         budget.reserve("task", 1, 40, 60, 0.5), Tally(calls=1, prompt_tokens=40, completion_tokens=20)
     )
-    with pytest.raises(BudgetExceeded, match="max_total_tokens"):
+    with pytest.raises(BudgetExceeded, match="max_tokens"):
         budget.reserve("task", 1, 30, 50, 0.1)  # 60 spent + 50 estimated > 100
     budget.reserve("task", 1, 10, 40, 0.1)
 
@@ -106,9 +106,9 @@ def test_a_capped_compile_keeps_the_best_candidate_found_before_the_cap(tmp_path
 
 
 def test_token_cap_is_never_exceeded(tmp_path: Path) -> None:
-    outcome, _ = run_compile("copro", tmp_path / "art", caps=BudgetCaps(max_total_tokens=20_000))
+    outcome, _ = run_compile("copro", tmp_path / "art", caps=BudgetCaps(max_tokens=20_000))
     manifest = outcome.manifest
-    assert manifest is not None and manifest.budget.refused_by == "max_total_tokens"
+    assert manifest is not None and manifest.budget.refused_by == "max_tokens"
     assert manifest.usage["total_tokens"] <= 20_000
 
 

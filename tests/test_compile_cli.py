@@ -225,7 +225,7 @@ def test_a_compile_shows_progress_and_a_summary_and_logs_the_libraries_to_a_file
         "compile: scoring 1 candidate(s) on dev",
         "compile: saving the artifact",
     ]
-    assert "calls 0 / 11" in phases[0] and "budget-limited (max_calls)" in result.output
+    assert "calls 0 / 11" in phases[0] and "budget-limited (--max-calls)" in result.output
     assert "ERROR" not in result.output and "Traceback" not in result.output and "%|" not in result.output
     assert len(result.output) < 2000  # the summary and the phases, nothing else
     assert "Kept a candidate the optimizer tried: it scored 100.00 on dev" in result.output
@@ -250,10 +250,7 @@ def test_budget_flags_total_tokens_cap_and_per_call_max_tokens(stub: StubServer,
     result = invoke(*args)
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "manifest.json").read_text())
-    assert (
-        manifest["budget"]["max_total_tokens"] == 20000
-        and manifest["budget"]["refused_by"] == "max_total_tokens"
-    )
+    assert manifest["budget"]["max_tokens"] == 20000 and manifest["budget"]["refused_by"] == "max_tokens"
     assert manifest["usage"]["total_tokens"] <= 20000
     assert manifest["lms"]["task"]["max_tokens"] == 300
     assert stub.chat_requests and all(r.body.get("max_completion_tokens") == 300 for r in stub.chat_requests)

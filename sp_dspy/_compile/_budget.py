@@ -71,12 +71,12 @@ class BudgetCaps(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_calls: int | None = Field(default=None, ge=1)
-    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)  # whole-run total (--max-total-tokens)
     max_usd: float | None = Field(default=None, gt=0)
 
     @property
     def any(self) -> bool:
-        return any(value is not None for value in (self.max_calls, self.max_total_tokens, self.max_usd))
+        return any(value is not None for value in (self.max_calls, self.max_tokens, self.max_usd))
 
 
 @dataclass
@@ -212,10 +212,10 @@ class Budget:
             crossed = None
             if caps.max_calls is not None and spent.calls + res_calls + calls > caps.max_calls - held_calls:
                 crossed = "max_calls"
-            elif caps.max_total_tokens is not None and (
-                spent.tokens + res_tokens + tokens > caps.max_total_tokens - held_tokens
+            elif caps.max_tokens is not None and (
+                spent.tokens + res_tokens + tokens > caps.max_tokens - held_tokens
             ):
-                crossed = "max_total_tokens"
+                crossed = "max_tokens"
             elif caps.max_usd is not None and spent.usd + res_usd + usd > caps.max_usd - held_usd:
                 crossed = "max_usd"
             if crossed is not None:

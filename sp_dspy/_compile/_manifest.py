@@ -58,7 +58,7 @@ class DevRecord(BaseModel):
 
 class BudgetRecord(BaseModel):
     max_calls: int | None
-    max_total_tokens: int | None
+    max_tokens: int | None
     max_usd: float | None
     refusals: int
     refused_by: str | None

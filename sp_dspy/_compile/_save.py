@@ -160,7 +160,7 @@ def save_artifact(
         usage=_usage(budget),
         budget=BudgetRecord(
             max_calls=config.caps.max_calls,
-            max_total_tokens=config.caps.max_total_tokens,
+            max_tokens=config.caps.max_tokens,
             max_usd=config.caps.max_usd,
             refusals=budget.refusals,
             refused_by=budget.refused_by,

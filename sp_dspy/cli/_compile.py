@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 #: The DSPy programs a compile can start from (``--program``); ``eval --program`` runs them too.
 COMPILABLE = ("dspy", "dspy-cot")
 #: Budget caps (``CompileConfig.caps`` fields) and the flags that set them.
-CAP_FLAGS = {"max_calls": "--max-calls", "max_total_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
+CAP_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
 
 
 def register(app: typer.Typer) -> None:
@@ -164,7 +164,7 @@ def compile_command(
         "optimizer_config": optimizer_config,
         "overrides": parse_overrides(set_ or []), "dataset": dataset, "benchmark": benchmark, "splits": splits,
         "ratios": parse_ratios(ratios), "lenient": lenient, "seed": seed, "out": out,
-        "caps": {"max_calls": max_calls, "max_total_tokens": max_total_tokens, "max_usd": max_usd},
+        "caps": {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd},
         "top_k": top_k, "concurrency": concurrency, "dry_run": dry_run, "force": force,
     }  # fmt: skip
     try:
@@ -200,7 +200,7 @@ def compile_command(
 
 
 def _flag(loc: tuple[int | str, ...]) -> str:
-    """The flag the user typed for a ``CompileConfig`` field (``caps.max_usd`` is ``--max-usd``)."""
+    """The flag the user typed for a ``CompileConfig`` field (``caps.max_tokens`` is ``--max-total-tokens``)."""
     field = str(loc[-1])
     if loc[:1] == ("caps",) and field in CAP_FLAGS:
         return CAP_FLAGS[field]
@@ -218,7 +218,7 @@ def _spend(status: CompileStatus) -> str:
     calls, tokens = (total.calls, total.tokens) if total is not None else (0, 0)
     parts = [
         f"calls {calls:,}" + (f" / {caps.max_calls:,}" if caps.max_calls is not None else ""),
-        f"tokens {tokens:,}" + (f" / {caps.max_total_tokens:,}" if caps.max_total_tokens is not None else ""),
+        f"tokens {tokens:,}" + (f" / {caps.max_tokens:,}" if caps.max_tokens is not None else ""),
     ]
     if total is not None and total.priced:
         parts.append(f"USD {total.usd:,.4f}" + (f" / {caps.max_usd:g}" if caps.max_usd is not None else ""))
@@ -292,7 +292,7 @@ def _print_plan(plan: CompilePlan, caps: Any) -> None:
                   f"{total.completion_tokens:,}", _money(total.usd), style="bold")  # fmt: skip
     console.print(table)
     checks = [("max_calls", caps.max_calls, total.calls),
-              ("max_total_tokens", caps.max_total_tokens, total.tokens), ("max_usd", caps.max_usd, total.usd)]  # fmt: skip
+              ("max_tokens", caps.max_tokens, total.tokens), ("max_usd", caps.max_usd, total.usd)]  # fmt: skip
     for name, cap, projected in checks:
         if cap is not None and projected is not None and projected > cap:
             console.print(f"[yellow]{CAP_FLAGS[name]} {cap:g} is below the estimate: the compile "

@@ -45,7 +45,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
         "--label",
     ),
     RUN: (
-        "--out", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
+        "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
         "--concurrency", "--quiet", "--verbose",
     ),
     SERVER: (
