@@ -105,6 +105,16 @@ def test_a_capped_compile_keeps_the_best_candidate_found_before_the_cap(tmp_path
     assert "Budget-limited" in (tmp_path / "art" / "prompt.md").read_text()
 
 
+def test_a_capped_gepa_keeps_the_proposal_it_found_before_the_cap(tmp_path: Path) -> None:
+    """GEPA's proposal scored 100 on its minibatch, then the cap stopped GEPA: the proposal is kept."""
+    caps = BudgetCaps(max_calls=30)
+    outcome, _ = run_compile("gepa", tmp_path / "art", settings={"max_metric_calls": 120}, caps=caps)
+    manifest = outcome.manifest
+    assert manifest is not None and manifest.budget_limited
+    assert (manifest.dev.selected, manifest.dev.after.score) == ("recorded", 100.0)
+    assert "+Check every rule" in (tmp_path / "art" / "prompt.md").read_text()
+
+
 def test_token_cap_is_never_exceeded(tmp_path: Path) -> None:
     outcome, _ = run_compile("copro", tmp_path / "art", caps=BudgetCaps(max_tokens=20_000))
     manifest = outcome.manifest

@@ -223,6 +223,7 @@ def _raise_failure(budget: Budget, out: Path) -> None:
 
 
 def _contenders(setup: _Setup, program: Any | None, recorder: Any, start_key: str) -> list[Contender]:
+    """Up to ``top_k`` programs to score on dev: the optimizer's own, then recorded candidates."""
     from sp_dspy._compile._artifact import program_state
     from sp_dspy._compile._recorder import state_key
 
@@ -232,13 +233,16 @@ def _contenders(setup: _Setup, program: Any | None, recorder: Any, start_key: st
         state = program_state(program)
         seen.add(state_key(state))
         found.append(Contender("optimizer", state))
-    for key in recorder.ranked():
+    # Candidates scored on the optimizer's metric, best first; then those the recorder
+    # saw run but could not score (GEPA scores its proposals on traced minibatches),
+    # newest first: the latest proposal is the likeliest improvement when a cap stopped it.
+    for key in [*recorder.ranked(), *reversed(recorder.order)]:
         if len(found) >= setup.config.top_k:
             break
         if key not in seen:
             seen.add(key)
             found.append(Contender("recorded", recorder.states[key]))
-    return found[: setup.config.top_k]
+    return found
 
 
 ORIGIN_WORDS = {
@@ -273,7 +277,7 @@ def _select(contenders: list[Contender], start: Contender) -> Selection:
     if not pool:
         reason = "no candidate finished its dev evaluation within the caps"
         if not contenders:
-            reason = "the optimizer tried and scored no candidate other than the starting program"
+            reason = "the optimizer tried no program other than the starting one"
         return Selection(start, f"kept the starting program: {reason}")
     best = pool[0]
     for contender in pool[1:]:
