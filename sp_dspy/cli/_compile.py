@@ -194,7 +194,8 @@ def compile_command(
             outcome = compile_guard(settings, live[0] or task, live[1], live[2], status=status)
         except KeyboardInterrupt:
             stack.close()  # the display first, then the message below it
-            _print_interrupted(status, out, had_artifact=had_artifact, cached=not no_cache)
+            cached = not no_cache and not task.is_fake  # the fake's answers are never cached
+            _print_interrupted(status, out, had_artifact=had_artifact, cached=cached)
             raise typer.Exit(130) from None
     _print_outcome(outcome)
 
@@ -268,7 +269,7 @@ def _print_interrupted(status: CompileStatus, out: Path, *, had_artifact: bool, 
         keep = (f"the {calls:,} LM call(s) made so far are in the response cache, so rerunning the same "
                 "command continues where this one stopped")  # fmt: skip
     else:
-        keep = f"the {calls:,} LM call(s) made so far were not cached (--no-cache): a rerun starts over"
+        keep = f"the {calls:,} LM call(s) made so far were not cached: a rerun starts over"
     err_console.print(f"interrupted during '{status.phase}': {artifact} in {out} (its log: {out}/compile.log); "
                       f"{keep}", highlight=False, soft_wrap=True)  # fmt: skip
 
