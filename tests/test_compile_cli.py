@@ -226,6 +226,7 @@ def test_a_compile_shows_progress_and_a_summary_and_logs_the_libraries_to_a_file
         "compile: saving the artifact",
     ]
     assert "calls 0 / 11" in phases[0] and "budget-limited (--max-calls)" in result.output
+    assert phases[1].endswith("; best dev score so far 0.00)") and phases[3].endswith("so far 100.00)")
     assert "ERROR" not in result.output and "Traceback" not in result.output and "%|" not in result.output
     assert len(result.output) < 2000  # the summary and the phases, nothing else
     assert "Kept a candidate the optimizer tried: it scored 100.00 on dev" in result.output

@@ -255,7 +255,12 @@ def _progress(status: CompileStatus, console: Console) -> Iterator[None]:
         ):  # fmt: skip
             yield
         return
-    status.on_phase = lambda s: console.print(f"compile: {s.phase} ({_spend(s)})", highlight=False)
+
+    def line(s: CompileStatus) -> None:
+        best = "" if s.best_score is None else f"; best dev score so far {s.best_score:.2f}"
+        console.print(f"compile: {s.phase} ({_spend(s)}{best})", highlight=False, soft_wrap=True)
+
+    status.on_phase = line
     try:
         yield
     finally:
