@@ -8,6 +8,7 @@ sometimes proposes that phrase, so optimizers must beat the starting program on 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -223,3 +224,25 @@ def test_recipes_pass_the_seed_where_dspy_takes_one(monkeypatch: pytest.MonkeyPa
             BOOTSTRAP_RECIPE.compile(_job(seed), BOOTSTRAP_RECIPE.settings_model())
         orders.append([example.uid for example in seen["bootstrap"][1]["trainset"]])
     assert orders[0] == orders[2] and orders[0] != orders[1]
+
+
+def test_a_demonstration_listing_several_rules_instructs_the_fake_to_check_them_all() -> None:
+    from programs import make_program, run_case
+    from sp_dspy._runner._fake_gold import teach_fake
+
+    cases = [c for c in sample_cases() if len(c.ground_truth_violations) >= 2][:2]
+    lm = make_lm(INSTRUCTED)
+    teach_fake(lm, cases)
+    demo, case = cases
+    program = make_program("dspy")
+    plain = asyncio.run(run_case(program, case, lm))
+    assert len(plain.violated_rules) == 1  # no instruction, no demonstration: the first violation only
+    program.predict.demos = [
+        dspy.Example(
+            policy=demo.policy,
+            conversation=demo.conversation,
+            violated_rules=list(demo.ground_truth_violations),
+        )
+    ]
+    shown = asyncio.run(run_case(program, case, lm))
+    assert sorted(shown.violated_rules) == sorted(case.ground_truth_violations)

@@ -204,10 +204,7 @@ class FakeEngine:
             queued = self._queue.popleft() if self._queue else None
         if queued is None:
             view = read_prompt(messages, wants_json=bool(response_format))
-            key = hashlib.sha256(view.text.encode("utf-8")).hexdigest()
-            with self._lock:
-                repeat = self._asked[key]
-                self._asked[key] += 1
+            repeat = self._count_asked(view.text) if view.asks_for_instructions else 0
             decision = decide(self.behaviour, view, self.gold, repeat)
             queued = decision if isinstance(decision, str) else render(view, decision)
         plain = [
@@ -215,6 +212,14 @@ class FakeEngine:
         ]
         self.calls.append(FakeCall(plain, queued, response_format))
         return queued
+
+    def _count_asked(self, text: str) -> int:
+        """How often this very request was answered before (``n`` samples send it n times)."""
+        key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        with self._lock:
+            repeat = self._asked[key]
+            self._asked[key] += 1
+        return repeat
 
     def complete(self, request: Request) -> Response:
         from dspy.lm15 import Message, Response, TextPart, Usage
