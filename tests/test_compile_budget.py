@@ -168,8 +168,9 @@ def test_an_lm_that_fails_stops_the_compile_with_one_line(
         failing = LMConfig(model="openai/stub", api_base=server.url, num_retries=0, cache=False)
         overrides = {**TINY[optimizer], "num_threads": 2}
         config = CompileConfig(optimizer=optimizer, out=tmp_path / "art", overrides=overrides)
-        with pytest.raises(CompileError, match=message):
+        with pytest.raises(CompileError, match=message) as raised:
             compile_guard(config, failing)
+        assert raised.value.exit_code == 2  # an error, not check's "violations found"
         assert len(server.chat_requests) < 20  # stopped at once, not after scoring every candidate
     assert not (tmp_path / "art" / "manifest.json").exists()  # no artifact; the log says what happened
     assert "stub planned 500" in (tmp_path / "art" / "compile.log").read_text()

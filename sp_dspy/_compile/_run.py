@@ -46,9 +46,7 @@ NO_ERROR_LIMIT = 1_000_000_000
 
 
 class CompileError(SpDspyError):
-    """The optimizer failed for a reason other than the budget."""
-
-    exit_code = 1
+    """The optimizer failed for a reason other than the budget (exit 2, like any error)."""
 
 
 @dataclass
