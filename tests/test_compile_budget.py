@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from programs import load_program
-from sp_dspy._compile import Budget, BudgetCaps, BudgetExceeded, CompileConfig, Tally, budgeted, compile_guard
+from sp_dspy._compile import (
+    Budget,
+    BudgetCaps,
+    BudgetExceeded,
+    CompileConfig,
+    CompileStatus,
+    Tally,
+    budgeted,
+    compile_guard,
+)
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from tests._compile_support import PROPOSAL_REPLY, REFLECTION_REPLY, scripted_prompt_lm
@@ -107,8 +116,16 @@ def test_a_capped_compile_keeps_the_best_candidate_found_before_the_cap(tmp_path
 
 def test_a_capped_gepa_keeps_the_proposal_it_found_before_the_cap(tmp_path: Path) -> None:
     """GEPA's proposal scored 100 on its minibatch, then the cap stopped GEPA: the proposal is kept."""
-    caps = BudgetCaps(max_calls=30)
-    outcome, _ = run_compile("gepa", tmp_path / "art", settings={"max_metric_calls": 120}, caps=caps)
+    config = CompileConfig(
+        optimizer="gepa", out=tmp_path / "art", caps=BudgetCaps(max_calls=30),
+        overrides={"max_metric_calls": 120, "num_threads": 2},
+    )  # fmt: skip
+    helper = make_lm(INSTRUCTED)
+    status = CompileStatus()
+    outcome = compile_guard(
+        config, INSTRUCTED, lms={"task": make_lm(INSTRUCTED), "reflection": helper}, status=status
+    )
+    assert status.tried() == (2, 100.0)  # GEPA's traced minibatch scores reach the recorder
     manifest = outcome.manifest
     assert manifest is not None and manifest.budget_limited
     assert (manifest.dev.selected, manifest.dev.after.score) == ("recorded", 100.0)

@@ -10,7 +10,8 @@ far, for every optimizer alike, and can still select on dev after a stop.
 
 Predictions are matched to candidates by object identity: DSPy hands the metric the
 very ``Prediction`` the module returned (``Evaluate``, ``SIMBA``'s runner, GEPA's
-adapter all do). A score the recorder cannot attribute is simply not recorded.
+adapter all do; with trace capture the module returns ``(prediction, trace)`` and
+the metric gets the first item). A score the recorder cannot attribute is simply not recorded.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
             with self._lock:
                 key = self._calls.pop(call_id, None)
                 if key is not None and exception is None and outputs is not None:
+                    # Trace capture (GEPA's reflective minibatches) makes the module return
+                    # ``(prediction, trace)`` and scores the prediction inside.
+                    if isinstance(outputs, tuple) and outputs:
+                        outputs = outputs[0]
                     self._predictions[id(outputs)] = (outputs, key)
 
         def metric(self, metric: Callable[..., Any]) -> Callable[..., Any]:
