@@ -275,8 +275,9 @@ def _print_interrupted(status: CompileStatus, out: Path, *, had_artifact: bool, 
                 "command continues where this one stopped")  # fmt: skip
     else:
         keep = f"the {calls:,} LM call(s) made so far were not cached: a rerun starts over"
-    err_console.print(f"interrupted during '{status.phase}': {artifact} in {out} (its log: {out}/compile.log); "
-                      f"{keep}", highlight=False, soft_wrap=True)  # fmt: skip
+    log = f" (its log: {out}/compile.log)" if status.budget is not None else ""  # set once the log is open
+    err_console.print(f"interrupted during '{status.phase}': {artifact} in {out}{log}; {keep}",
+                      highlight=False, soft_wrap=True)  # fmt: skip
 
 
 def _money(value: float | None) -> str:
