@@ -3,7 +3,7 @@
 - ``RECIPES`` / :func:`get_recipe`: the five optimizers (``mipro``, ``gepa``,
   ``bootstrap``, ``simba``, ``copro``), each a :class:`Recipe` with a pydantic
   settings model, a run function and a cost projection.
-- :func:`load_settings`: an optimizer's settings from ``configs/optimizers.yaml`` and
+- :func:`load_settings`: an optimizer's settings from the package's ``configs/optimizers.yaml`` and
   ``--set`` overrides.
 - :func:`case_metric` / :func:`judgment_metric`: the scores optimizers maximise;
   :func:`policy_feedback` / :func:`judgment_feedback`: the same with GEPA feedback.

@@ -1,6 +1,7 @@
 """Optimizer settings: one pydantic model per optimizer, read from YAML, overridden by the CLI.
 
-``configs/optimizers.yaml`` holds one mapping per optimizer name; ``--set KEY=VALUE``
+The package's ``sp_dspy/configs/optimizers.yaml`` (found wherever the command runs;
+``--optimizer-config FILE`` replaces it) holds one mapping per optimizer name; ``--set KEY=VALUE``
 on the command line overrides single keys. Every key is validated by the
 optimizer's own model (``extra="forbid"``), so a typo is an error naming the file
 and line, not a silently ignored setting.
@@ -9,6 +10,7 @@ and line, not a silently ignored setting.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sp_dspy._errors import ConfigError
 from sp_dspy._yaml_lines import key_lines
 
-DEFAULT_OPTIMIZERS_FILE = Path("configs/optimizers.yaml")
+DEFAULT_OPTIMIZERS_FILE = Path(str(resources.files("sp_dspy").joinpath("configs", "optimizers.yaml")))
 
 S = TypeVar("S", bound="OptimizerSettings")
 
@@ -78,13 +80,13 @@ def load_settings(
     path: Path | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> S:
-    """``model`` filled from ``path``'s ``name`` section (default file if present), then ``overrides``.
+    """``model`` filled from ``path``'s ``name`` section (default: the package's file), then ``overrides``.
 
     Raises:
         ConfigError: unreadable file, unknown key, or a value out of range; the
             message names the file and line, or the ``--set`` key.
     """
-    if path is None and DEFAULT_OPTIMIZERS_FILE.exists():
+    if path is None:
         path = DEFAULT_OPTIMIZERS_FILE
     section: dict[str, Any] = {}
     where = "built-in defaults"

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from optimizers import (
+    DEFAULT_OPTIMIZERS_FILE,
     OPTIMIZER_NAMES,
     RECIPES,
     CoproSettings,
@@ -19,7 +20,7 @@ from optimizers import (
 )
 from sp_dspy._errors import ConfigError
 
-SHIPPED = Path(__file__).resolve().parents[1] / "configs" / "optimizers.yaml"
+SHIPPED = Path(__file__).resolve().parents[1] / "sp_dspy" / "configs" / "optimizers.yaml"
 
 
 @pytest.mark.parametrize("name", OPTIMIZER_NAMES)
@@ -92,3 +93,14 @@ def test_projections_follow_the_algorithms() -> None:
     assert gepa.program_calls >= 50 and gepa.helper_calls >= 1
     auto = RECIPES["mipro"].projection(MiproSettings(auto="light"), 20, 20)
     assert auto.program_calls > RECIPES["mipro"].projection(MiproSettings(), 20, 20).program_calls
+
+
+def test_the_default_file_is_the_packages_wherever_the_command_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no configs/ here
+    recipe = RECIPES["mipro"]
+    assert DEFAULT_OPTIMIZERS_FILE == SHIPPED
+    assert load_settings("mipro", recipe.settings_model) == load_settings(
+        "mipro", recipe.settings_model, path=SHIPPED
+    )

@@ -115,7 +115,9 @@ def compile_command(
     no_cache: lmo.NoCache = False,
     optimizer_config: Annotated[
         Path | None,
-        typer.Option("--optimizer-config", help="Optimizer YAML (default: configs/optimizers.yaml)."),
+        typer.Option(
+            "--optimizer-config", help="Optimizer YAML (default: the package's configs/optimizers.yaml)."
+        ),
     ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override an optimizer setting, KEY=VALUE (repeatable).")
