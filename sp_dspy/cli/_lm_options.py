@@ -98,8 +98,8 @@ Transport = Annotated[
     str | None,
     typer.Option(
         "--transport",
-        help="How official-baseline calls reach one OpenAI-compatible --api-base: auto, "
-        "direct (sp-dspy's lean HTTP client) or dspy (DSPy's engine).",
+        help="The LM's engine: auto (sp-dspy's HTTP engine where the provider has a profile), "
+        "direct (that engine, or an error) or dspy (DSPy's own engine: LiteLLM or its native clients).",
         show_default="the model's, else auto",
     ),
 ]
