@@ -225,3 +225,17 @@ def test_the_engine_is_the_lms_own_and_copies_share_it(keys: None) -> None:
     with StubServer() as server:
         lm = make_lm(LMConfig(model="openai/stub", api_base=server.url))
     assert client_of(copy.deepcopy(lm)) is client_of(lm) is not None
+
+
+def test_dspy_programs_on_two_servers_of_one_model_name_do_not_share_cached_answers(tmp_path: Path) -> None:
+    from sp_dspy._lm import configure_cache
+
+    dspy = import_dspy()
+    configure_cache(enabled=True, directory=tmp_path / "responses")
+    with StubServer(behaviour="empty") as first, StubServer(behaviour="all") as second:
+        for server in (first, second, first):
+            lm = make_lm(LMConfig(model="hosted_vllm/stub", api_base=server.url))
+            with dspy.context(lm=lm):
+                dspy.Predict("question -> answer")(question="same question")
+        assert (len(first.chat_requests), len(second.chat_requests)) == (1, 1)  # the rerun was cached
+        assert "sp_endpoint_group" not in json.dumps(second.chat_requests[0].body)

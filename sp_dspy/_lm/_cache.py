@@ -22,6 +22,12 @@ from pathlib import Path
 from .._user_dirs import default_cache_dir
 
 DISK_SIZE_LIMIT_BYTES = 30 * 1024**3
+#: The key, in an LM's ``metadata`` setting, that puts its endpoint into DSPy's cache keys.
+#: DSPy keys a custom engine's calls by the request and the LM's settings only (the
+#: engine owns its connection, so ``api_base`` is not among them); ``metadata`` is the
+#: one setting DSPy passes through untouched, and the engines remove the key before
+#: anything is sent (``_direct.request_overrides``).
+ENDPOINT_GROUP_KEY = "sp_endpoint_group"
 _lock = threading.Lock()
 _endpoint_groups: dict[str, str] = {}
 _configured: CacheSettings | None = None
@@ -57,6 +63,16 @@ def endpoint_key(url: str) -> str:
     url = _normalise_endpoint(url)
     with _lock:
         return _endpoint_groups.get(url, url)
+
+
+def endpoint_metadata(endpoints: list[str]) -> dict[str, str]:
+    """The ``metadata`` setting of an LM on a custom engine serving ``endpoints`` (see
+    :data:`ENDPOINT_GROUP_KEY`): the group as results show endpoints, without credentials."""
+    from ._config import _URL_USERINFO
+    from ._redact import redact
+
+    group = ",".join(redact(_URL_USERINFO.sub("***@", endpoint_key(e))) for e in endpoints)
+    return {ENDPOINT_GROUP_KEY: group}
 
 
 def configure_cache(enabled: bool = True, directory: Path | str | None = None) -> CacheSettings:

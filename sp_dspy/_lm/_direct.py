@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import ConfigError
+from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
 from ._http_errors import (
     RETRY_STATUSES,
@@ -427,7 +428,13 @@ def request_overrides(request: Request) -> dict[str, Any]:
     overrides["response_format"] = openai_response_format(config.response_format)
     if config.stop:
         overrides["stop"] = list(config.stop)
-    overrides.update(config.extensions or {})
+    extensions = dict(config.extensions or {})
+    metadata = extensions.get("metadata")
+    if isinstance(metadata, Mapping) and ENDPOINT_GROUP_KEY in metadata:
+        # The endpoint's share of DSPy's cache key (``_cache.ENDPOINT_GROUP_KEY``), never sent.
+        rest = {k: v for k, v in metadata.items() if k != ENDPOINT_GROUP_KEY}
+        extensions["metadata"] = rest or None
+    overrides.update(extensions)
     return overrides
 
 

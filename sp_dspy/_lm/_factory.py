@@ -115,7 +115,7 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
     """
     if config.is_fake:
         return _make_fake(config)
-    from ._cache import ensure_cache_configured, register_endpoint_group
+    from ._cache import endpoint_metadata, ensure_cache_configured, register_endpoint_group
 
     bases = config.api_bases
     name = config.display_name()
@@ -143,7 +143,7 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
         from ._direct import DirectChat
 
         client = DirectChat.for_config(config, api_base)
-        return _lm(config, config.model, **_engines(client))
+        return _lm(config, config.model, metadata=endpoint_metadata([api_base]), **_engines(client))
     if config.transport == "direct":
         known = ", ".join(sorted(PROFILES))
         raise ConfigError(

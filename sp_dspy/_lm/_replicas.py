@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ._cache import ENDPOINT_GROUP_KEY
 from ._config import _URL_USERINFO, LMConfig
 from ._redact import redact
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from dspy.lm15 import Request, Response
 
 ROUTING_STRATEGY = "least-busy"
-ENDPOINT_GROUP_KEY = "sp_endpoint_group"
 MODEL_GROUP = "sp-dspy-replicas"
 # Seconds a failed replica receives no requests; the others take its share meanwhile.
 COOLDOWN_S = 5.0
@@ -185,13 +185,6 @@ class ReplicaPool:
 
         data = {k: v for k, v in request_overrides(request).items() if v is not None}
         data["messages"] = request_messages(request)
-        metadata = data.get("metadata")
-        if isinstance(metadata, dict) and ENDPOINT_GROUP_KEY in metadata:
-            rest = {k: v for k, v in metadata.items() if k != ENDPOINT_GROUP_KEY}
-            if rest:
-                data["metadata"] = rest
-            else:
-                del data["metadata"]
         return data
 
     def response(self, raw: Any, request: Request) -> Response:
