@@ -239,3 +239,11 @@ def test_dspy_programs_on_two_servers_of_one_model_name_do_not_share_cached_answ
                 dspy.Predict("question -> answer")(question="same question")
         assert (len(first.chat_requests), len(second.chat_requests)) == (1, 1)  # the rerun was cached
         assert "sp_endpoint_group" not in json.dumps(second.chat_requests[0].body)
+
+
+def test_list_models_shows_the_settings_a_preset_sends() -> None:
+    result = CliRunner().invoke(app, ["list-models", "--config", str(MODELS_FILE)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "thinking={'type': 'adaptive'}" in text
+    assert "extra_headers={'X-OpenRouter-Title': 'SafePyramid Evaluation'}" in text

@@ -194,7 +194,7 @@ def _lm(config: LMConfig, model: str, **kwargs: object) -> dspy.LM:
             num_retries=config.num_retries,
             **kwargs,
         )
-    except (ValueError, TypeError, dspy.utils.exceptions.LMError) as exc:
+    except (ValueError, TypeError, dspy.LMError) as exc:
         raise ConfigError(f"model '{config.display_name()}': {redact(str(exc)).splitlines()[0]}") from None
 
 
