@@ -1,8 +1,8 @@
 """Runner throughput and client CPU against a loopback stub server with fixed latency.
 
 What it measures (issue 3's benchmark): the official baseline run by ``run_eval``
-exactly as ``sp-dspy eval`` runs it (real HTTP through the transport ``eval`` picks:
-the direct one for a single OpenAI-compatible endpoint, or DSPy's engine with
+exactly as ``sp-dspy eval`` runs it (real HTTP through the engine ``eval`` picks:
+sp-dspy's HTTP engine for a single OpenAI-compatible endpoint, or DSPy's engine with
 ``--transport dspy``; durable JSONL writes, no response cache, no progress bar)
 against an OpenAI-compatible stub that answers every request after ``--latency``
 seconds. Each measurement sends ``concurrency x --rounds`` calls (50 rounds by

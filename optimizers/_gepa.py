@@ -75,11 +75,9 @@ def metric_calls(settings: GepaSettings, n_train: int, n_val: int) -> int:
         return settings.max_metric_calls
     if settings.max_full_evals is not None:
         return settings.max_full_evals * (n_train + n_val)
-    from dspy.teleprompt.gepa.gepa import AUTO_RUN_SETTINGS, GEPA
+    from sp_dspy._lm._compat import gepa_auto_metric_calls
 
-    candidates = AUTO_RUN_SETTINGS[str(settings.auto)]["n"]
-    # DSPy's own formula; it reads no instance state, so an uninitialised instance serves.
-    return int(GEPA.__new__(GEPA).auto_budget(num_preds=1, num_candidates=candidates, valset_size=n_val))
+    return gepa_auto_metric_calls(str(settings.auto), n_val)  # DSPy's own formula
 
 
 def _project(settings: GepaSettings, n_train: int, n_val: int) -> Projection:

@@ -86,15 +86,10 @@ def _trials(settings: MiproSettings, n_val: int) -> tuple[int, int, int, bool]:
     """(candidates, trials, dev examples used, minibatch) as MIPRO will run them."""
     if settings.auto is None:
         return settings.num_candidates, settings.num_trials, n_val, settings.minibatch
-    from dspy.teleprompt.mipro_optimizer_v2 import AUTO_RUN_SETTINGS, MIN_MINIBATCH_SIZE
+    from sp_dspy._lm._compat import mipro_auto_run
 
-    preset = AUTO_RUN_SETTINGS[settings.auto]
-    n = int(preset["n"])
-    val = min(int(preset["val_size"]), n_val)
     zero_shot = settings.max_bootstrapped_demos == 0 and settings.max_labeled_demos == 0
-    variables = 1 if zero_shot else 2
-    trials = int(max(2 * variables * math.log2(n), 1.5 * n))
-    return n, trials, val, val > MIN_MINIBATCH_SIZE
+    return mipro_auto_run(settings.auto, n_val, zero_shot=zero_shot)  # DSPy's own trial formula
 
 
 def _project(settings: MiproSettings, n_train: int, n_val: int) -> Projection:

@@ -14,6 +14,7 @@ from programs import make_program, program_spec
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._guard import Guard, Verdict
 from sp_dspy._lm import INSTRUCTION_PHRASE, FakeEngine, LMConfig, StubServer, make_lm
+from sp_dspy._lm._direct import client_of
 
 POLICY = """Check ALL rules below against the conversation.
 
@@ -244,10 +245,11 @@ def test_an_lm_by_string_takes_its_settings_without_building_a_dspy_lm(
         temperature=0.5, max_tokens=77,
     )  # fmt: skip
     lm: Any = guard.lm
-    assert (lm.model, lm.kwargs["api_base"], lm.kwargs["temperature"]) == (
+    client: Any = client_of(lm)  # the LM's engine holds the endpoint and the key
+    assert (lm.model, client.api_base, lm.kwargs["temperature"]) == (
         "openai/gpt-4o-mini", "http://127.0.0.1:9/v1", 0.5,
     )  # fmt: skip
-    assert (lm.kwargs["max_tokens"], lm.kwargs["api_key"]) == (77, "sk-test-guard")
+    assert (lm.kwargs["max_tokens"], client.headers["Authorization"]) == (77, "Bearer sk-test-guard")
 
 
 def test_an_lm_by_configured_name_reads_the_models_file_and_settings_override_it(tmp_path: Path) -> None:
@@ -258,7 +260,7 @@ def test_an_lm_by_configured_name_reads_the_models_file_and_settings_override_it
         encoding="utf-8",
     )
     lm: Any = Guard.load("official", lm="mini", models_file=models, temperature=0.7).lm
-    assert (lm.model, lm.kwargs["api_base"], lm.kwargs["temperature"]) == (
+    assert (lm.model, client_of(lm).api_base, lm.kwargs["temperature"]) == (  # type: ignore[union-attr]
         "openai/gpt-4o-mini", "http://127.0.0.1:9/v1", 0.7,
     )  # fmt: skip
 

@@ -27,7 +27,8 @@ from sp_dspy._lm import (
     make_lm,
     make_lms,
 )
-from sp_dspy._lm._direct import attached, direct_eligible, env_proxy
+from sp_dspy._lm._direct import client_of, env_proxy
+from sp_dspy._lm._factory import direct_eligible
 from sp_dspy._lm._http_errors import MAX_RETRY_WAIT_S, backoff_seconds, retry_after_seconds
 from tests._lm_fixtures import per_policy_messages
 
@@ -56,29 +57,38 @@ def run(coroutine: Coroutine[Any, Any, T]) -> T:
         ({"model": "hosted_vllm/Qwen/Qwen3-8B", "api_base": "http://127.0.0.1:9/v1"}, True),
         ({"model": "openai/stub", "api_base": "http://127.0.0.1:9/v1", "json_schema": True}, True),
         ({"model": "openai/stub", "api_base": "http://127.0.0.1:9/v1", "transport": "dspy"}, False),
-        ({"model": "openai/gpt-4o-mini"}, False),  # no endpoint of our own: DSPy/LiteLLM
-        ({"model": "anthropic/claude-sonnet-4-5", "api_base": "http://127.0.0.1:9/v1"}, False),
+        ({"model": "openai/gpt-4o-mini", "api_key_env": "STUB_API_KEY"}, True),  # OpenAI's own endpoint
+        (
+            {
+                "model": "anthropic/claude-sonnet-4-5",
+                "api_base": "http://127.0.0.1:9",
+                "api_key_env": "STUB_API_KEY",
+            },
+            True,
+        ),
+        ({"model": "together_ai/some-model", "api_key_env": "STUB_API_KEY"}, False),  # no profile: DSPy
         ({"model": "openai/stub", "api_base": "http://127.0.0.1:9/v1,http://127.0.0.1:10/v1"}, False),
         ({"model": "fake/oracle"}, False),
     ],
 )
-def test_make_lm_attaches_the_direct_transport_only_where_it_applies(
-    settings: dict[str, object], direct: bool
+def test_make_lm_picks_the_http_engine_only_where_it_applies(
+    settings: dict[str, object], direct: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("STUB_API_KEY", "sk-stub-key-0000")
     config = LMConfig.model_validate(settings)
-    assert (attached(make_lm(config)) is not None) is direct
+    assert (client_of(make_lm(config)) is not None) is direct
     if config.transport == "auto":
         assert direct_eligible(config) is direct
 
 
 def test_transport_direct_on_an_endpoint_it_cannot_reach_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="transport 'direct' needs one OpenAI-compatible endpoint"):
-        make_lm(LMConfig(model="anthropic/claude-sonnet-4-5", transport="direct"))
+    with pytest.raises(ConfigError, match=r"transport 'direct' .* speaks to anthropic, gemini"):
+        make_lm(LMConfig(model="together_ai/some-model", transport="direct"))
     replicas = LMConfig(model="openai/stub", api_base="http://127.0.0.1:9/v1,http://127.0.0.1:10/v1")
     with pytest.raises(ConfigError, match=r"replicas .* go through LiteLLM.s router"):
         make_lm(replicas.model_copy(update={"transport": "direct"}))
     # One LM per replica (make_lms) talks to one endpoint each: those go direct.
-    assert all(attached(lm) is not None for lm in make_lms(replicas))
+    assert all(client_of(lm) is not None for lm in make_lms(replicas))
 
 
 def test_the_request_carries_the_messages_settings_and_key_and_nothing_else(
@@ -188,7 +198,7 @@ def test_a_priced_model_gets_its_cost_from_the_price_snapshot() -> None:
 def test_closing_transports_closes_the_pool_of_the_loop() -> None:
     with StubServer() as server:
         lm = lm_for(server)
-        transport = attached(lm)
+        transport = client_of(lm)
         assert isinstance(transport, DirectChat)
 
         async def call_and_peek() -> int:

@@ -24,6 +24,7 @@ from sp_dspy._lm import (
     make_lm,
     make_lms,
 )
+from sp_dspy._lm._direct import client_of
 from tests._lm_fixtures import CONVERSATION, GOLD, POLICY, per_policy_messages
 
 pytestmark = [pytest.mark.network, pytest.mark.timeout(60)]
@@ -162,7 +163,7 @@ def test_replicas_share_cache_entries(tmp_path: Path) -> None:
     messages = [{"role": "user", "content": "replicated"}]
     with StubServer() as one, StubServer() as two, StubServer() as elsewhere:
         lms = make_lms(LMConfig(model="openai/stub", api_base=f"{one.url},{two.url}"))
-        assert [lm.kwargs["api_base"] for lm in lms] == [one.url, two.url]
+        assert [client_of(lm).api_base for lm in lms] == [one.url, two.url]  # type: ignore[union-attr]
         first, second = chat(lms[0], messages), chat(lms[1], messages)
         assert (len(one.chat_requests), len(two.chat_requests)) == (1, 0)
         other = chat(stub_lm(elsewhere), messages)  # not a replica: its own entry

@@ -76,16 +76,14 @@ def pricing_for(config: LMConfig, completion_guess: int) -> Pricing:
     if config.is_fake or not config.provider:
         return Pricing(completion_guess=completion_guess)
     from sp_dspy._lm import import_dspy
+    from sp_dspy._lm._compat import price_rates
 
     import_dspy()  # the offline price-map environment is set before DSPy loads
-    from dspy.clients.model_metadata import model_info
-
     model = config.model.split("/", 1)[1]
     try:
-        info = model_info(config.provider, model) or {}
+        prompt, completion, _ = price_rates(config.provider, model)
     except Exception:  # advisory metadata: a malformed entry must not stop a compile
-        info = {}
-    prompt, completion = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+        prompt = completion = None
     if not isinstance(prompt, int | float) or not isinstance(completion, int | float):
         return Pricing(completion_guess=completion_guess)
     return Pricing(prompt=float(prompt), completion=float(completion), completion_guess=completion_guess)

@@ -1,10 +1,14 @@
 """The LM layer: every call to a model in sp-dspy goes through here.
 
 - :class:`LMConfig` / :func:`load_model_configs`: validated model settings from YAML.
-- :func:`make_lm`: a ``dspy.LM`` for a config (hosted API, self-hosted server, fake).
+- :func:`make_lm`: the one factory: a ``dspy.LM`` whose engine is the fake, the
+  replica router, sp-dspy's HTTP engine (:class:`DirectEngine`: requests built from
+  the config and the provider's profile in :data:`PROFILES`, exactly as the reference
+  harness sends them) or DSPy's own engine.
 - :func:`chat` / :func:`achat`: raw messages through that LM (the official baseline);
-  :class:`DirectChat` is the lean transport ``achat`` uses for one OpenAI-compatible
-  endpoint (``closing_transports`` closes its pools at the end of an event loop).
+  on the HTTP engine they go straight to its :class:`DirectChat` client
+  (``closing_transports`` closes its pools at the end of an event loop).
+- :func:`key_for`: the key an LM sends (named variable, provider's usual one, placeholder).
 - :func:`configure_cache`: DSPy's response cache on disk, keyed by endpoint too.
 - :class:`FakeEngine`: a deterministic offline guard model (``fake/<behaviour>``).
 - :class:`StubServer`: a loopback OpenAI-compatible server for tests and benchmarks.
@@ -34,9 +38,10 @@ from ._config import (
     resolve_model_config,
     user_models_file,
 )
-from ._direct import DirectChat, closing_transports, direct_eligible
+from ._direct import AsyncDirectEngine, DirectChat, DirectEngine, HttpRequest, closing_transports
+from ._dspy import import_dspy
 from ._errors import ERROR_KINDS, TRANSIENT_KINDS, classify_error, describe_error, is_transient
-from ._factory import SCHEMA_PROVIDER, api_key_for, fake_engine, import_dspy, make_lm, make_lms
+from ._factory import SCHEMA_PROVIDER, direct_eligible, fake_engine, make_lm, make_lms
 from ._fake import (
     BEHAVIOURS,
     GARBAGE_TEXT,
@@ -50,6 +55,8 @@ from ._fake import (
     GoldBook,
     count_tokens,
 )
+from ._keys import api_key_for, key_for
+from ._profiles import PROFILES, ProviderProfile
 from ._redact import redact, register_secret
 from ._replicas import AsyncReplicaEngine, EndpointCounter, ReplicaEngine, ReplicaPool
 from ._stub_server import StubRequest, StubServer
@@ -60,21 +67,26 @@ __all__ = [
     "GARBAGE_TEXT",
     "INSTRUCTION_PHRASE",
     "PLAIN_INSTRUCTION",
+    "PROFILES",
     "PROPOSED_INSTRUCTION",
     "REFUSAL_TEXT",
     "SCHEMA_PROVIDER",
     "TRANSIENT_KINDS",
     "TRANSPORTS",
+    "AsyncDirectEngine",
     "AsyncFakeEngine",
     "AsyncReplicaEngine",
     "CacheSettings",
     "ChatResult",
     "DirectChat",
+    "DirectEngine",
     "EndpointCounter",
     "FakeCall",
     "FakeEngine",
     "GoldBook",
+    "HttpRequest",
     "LMConfig",
+    "ProviderProfile",
     "ReplicaEngine",
     "ReplicaPool",
     "StubRequest",
@@ -96,6 +108,7 @@ __all__ = [
     "fake_engine",
     "import_dspy",
     "is_transient",
+    "key_for",
     "load_configured_models",
     "load_model_configs",
     "make_lm",

@@ -3,8 +3,8 @@
 DSPy hashes every request field except ``api_key``, ``api_base`` and ``base_url``, so
 two servers that serve *different* models under the same name (two vLLM instances
 called ``Qwen3-8B`` with different weights or quantisations) would share cached
-answers. :class:`EndpointAwareCache` is DSPy's ``Cache`` with the endpoint put back
-into the key; the API key stays out. Replicas of one model, configured together as a
+answers. The cache installed here is DSPy's ``Cache`` with the endpoint put back
+into the key (``_compat.endpoint_cache_class``); the API key stays out. Replicas of one model, configured together as a
 comma-separated ``api_base``, are deliberately keyed as one endpoint so a rerun hits
 the cache whichever replica served the first run, and sync and async calls share
 entries (DSPy keys them apart).
@@ -14,27 +14,20 @@ Everything here imports DSPy lazily: the CLI imports this package at start-up.
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .._user_dirs import default_cache_dir
 
 DISK_SIZE_LIMIT_BYTES = 30 * 1024**3
-_ENDPOINT_FIELDS = ("api_base", "base_url")
-# DSPy keys async calls apart from sync ones although the answers are the same; an
-# async runner and a threaded DSPy program should share one cache.
-_SYNC_IDENTIFIERS = {
-    "dspy.clients.lm.alitellm_completion": "dspy.clients.lm.litellm_completion",
-    "dspy.clients.lm.alitellm_text_completion": "dspy.clients.lm.litellm_text_completion",
-    "dspy.clients.lm.alitellm_responses_completion": "dspy.clients.lm.litellm_responses_completion",
-    "dspy.clients.lm15.complete.async": "dspy.clients.lm15.complete",
-}
-
+#: The key, in an LM's ``metadata`` setting, that puts its endpoint into DSPy's cache keys.
+#: DSPy keys a custom engine's calls by the request and the LM's settings only (the
+#: engine owns its connection, so ``api_base`` is not among them); ``metadata`` is the
+#: one setting DSPy passes through untouched, and the engines remove the key before
+#: anything is sent (``_direct.request_overrides``).
+ENDPOINT_GROUP_KEY = "sp_endpoint_group"
 _lock = threading.Lock()
 _endpoint_groups: dict[str, str] = {}
 _configured: CacheSettings | None = None
@@ -72,30 +65,14 @@ def endpoint_key(url: str) -> str:
         return _endpoint_groups.get(url, url)
 
 
-@functools.cache
-def _cache_class() -> type[Any]:
-    from dspy.clients.cache import Cache
+def endpoint_metadata(endpoints: list[str]) -> dict[str, str]:
+    """The ``metadata`` setting of an LM on a custom engine serving ``endpoints`` (see
+    :data:`ENDPOINT_GROUP_KEY`): the group as results show endpoints, without credentials."""
+    from ._config import _URL_USERINFO
+    from ._redact import redact
 
-    class EndpointAwareCache(Cache):
-        """DSPy's two-level cache whose key includes the API endpoint (never the key)."""
-
-        def cache_key(
-            self, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None
-        ) -> str:
-            ignored = [a for a in (ignored_args_for_cache_key or []) if a not in _ENDPOINT_FIELDS]
-            if "api_key" not in ignored:
-                ignored.append("api_key")
-            keyed = dict(request)
-            function = keyed.get("_fn_identifier")
-            if isinstance(function, str):
-                keyed["_fn_identifier"] = _SYNC_IDENTIFIERS.get(function, function)
-            for name in _ENDPOINT_FIELDS:
-                value = keyed.get(name)
-                if isinstance(value, str):
-                    keyed[name] = endpoint_key(value)
-            return str(super().cache_key(keyed, ignored))
-
-    return EndpointAwareCache
+    group = ",".join(redact(_URL_USERINFO.sub("***@", endpoint_key(e))) for e in endpoints)
+    return {ENDPOINT_GROUP_KEY: group}
 
 
 def configure_cache(enabled: bool = True, directory: Path | str | None = None) -> CacheSettings:
@@ -105,11 +82,12 @@ def configure_cache(enabled: bool = True, directory: Path | str | None = None) -
     memory cache either, so every call reaches the model.
     """
     global _configured
-    from ._factory import import_dspy
+    from ._compat import endpoint_cache_class, install_cache
+    from ._dspy import ensure_offline_env
 
-    dspy = import_dspy()
+    ensure_offline_env()
     path = Path(os.path.expanduser(str(directory))) if directory is not None else default_response_cache_dir()
-    cls = _cache_class()
+    cls = endpoint_cache_class(endpoint_key)
     if enabled:
         path.mkdir(parents=True, exist_ok=True)
         cache = cls(
@@ -120,9 +98,7 @@ def configure_cache(enabled: bool = True, directory: Path | str | None = None) -
         )
     else:
         cache = cls(enable_disk_cache=False, enable_memory_cache=False, disk_cache_dir=None)
-    # Hold DSPy's own lock: its lazy default cache must not overwrite ours.
-    with getattr(dspy, "_cache_lock", nullcontext()):
-        setattr(dspy, "cache", cache)  # noqa: B010 - dspy builds `cache` lazily; mypy cannot see it
+    install_cache(cache)
     settings = CacheSettings(enabled, path if enabled else None)
     with _lock:
         _configured = settings
@@ -141,8 +117,7 @@ def ensure_cache_configured() -> None:
     :func:`configure_cache`. A cache the user installed through
     ``dspy.configure_cache`` is left alone (it keys by DSPy's rules).
     """
-    from ._factory import import_dspy
+    from ._compat import installed_cache
 
-    dspy = import_dspy()
-    if cache_settings() is None and "cache" not in vars(dspy):
+    if cache_settings() is None and installed_cache() is None:
         configure_cache()

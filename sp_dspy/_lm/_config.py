@@ -26,6 +26,8 @@ TRANSPORTS: tuple[Transport, ...] = ("auto", "dspy", "direct")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+_KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
+_RESERVED_BODY_FIELDS = frozenset({"model", "messages", "system", "stream"})
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 MODELS_FILE_NAME = "models.yaml"
 
@@ -36,10 +38,17 @@ class LMConfig(BaseModel):
     ``api_base`` may list several endpoints separated by commas (replicas of the same
     model); it is kept exactly as written and split by :attr:`api_bases`.
 
-    ``transport`` picks how raw-message calls (the official baselines) reach a single
-    OpenAI-compatible endpoint: ``direct`` posts them with sp-dspy's lean client
-    (``_direct``), ``dspy`` through DSPy's engine, ``auto`` (default) the direct one
-    wherever it applies. DSPy programs always go through DSPy.
+    ``transport`` picks the engine of the LM: ``direct`` is sp-dspy's HTTP engine
+    (``_direct``), which builds each request from this config and the provider's
+    profile (``_profiles``) so it is exactly what the reference harness sends;
+    ``dspy`` is DSPy's own engine (LiteLLM or DSPy's native clients, which translate
+    settings their own way); ``auto`` (default) the direct one wherever the provider
+    has a profile and there is one endpoint.
+
+    ``extra_body`` is merged into every request body last (provider-specific fields),
+    ``extra_headers`` is sent with every request (never a key: keys come from
+    ``api_key_env``), ``thinking`` is Anthropic's extended-thinking setting
+    (``{"type": "adaptive"}``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -55,6 +64,9 @@ class LMConfig(BaseModel):
     cache: bool = True
     json_schema: bool = False
     transport: Transport = "auto"
+    extra_body: dict[str, Any] | None = None
+    extra_headers: dict[str, str] | None = None
+    thinking: dict[str, Any] | None = None
     name: str | None = None
 
     @field_validator("model")
@@ -83,6 +95,22 @@ class LMConfig(BaseModel):
         # find it printed in an error message.
         if value is not None and not _ENV_NAME.match(value):
             raise ValueError("must name an environment variable (e.g. OPENAI_API_KEY), not hold a key")
+        return value
+
+    @field_validator("extra_headers")
+    @classmethod
+    def _extra_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for name in value or {}:
+            if name.lower() in _KEY_HEADERS:
+                raise ValueError(f"header {name!r} carries a key: name its variable in api_key_env instead")
+        return value
+
+    @field_validator("extra_body")
+    @classmethod
+    def _extra_body(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        reserved = sorted(set(value or {}) & _RESERVED_BODY_FIELDS)
+        if reserved:
+            raise ValueError(f"{', '.join(reserved)} cannot be set here (sp-dspy sends them)")
         return value
 
     @field_validator("temperature")
@@ -149,11 +177,18 @@ class LMConfig(BaseModel):
 
     def public_dict(self) -> dict[str, Any]:
         """Settings safe to write next to results: no secrets, no URL credentials."""
-        data = self.model_dump()
-        for key, value in data.items():
-            if isinstance(value, str):
-                data[key] = redact(_URL_USERINFO.sub("***@", value))
-        return data
+        return {key: _public(value) for key, value in self.model_dump().items()}
+
+
+def _public(value: Any) -> Any:
+    """``value`` with URL credentials and known secrets masked, nested values included."""
+    if isinstance(value, str):
+        return redact(_URL_USERINFO.sub("***@", value))
+    if isinstance(value, dict):
+        return {key: _public(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_public(item) for item in value]
+    return value
 
 
 def _describe(exc: ValidationError) -> str:

@@ -1,28 +1,30 @@
-"""A lean transport for raw chat messages to one OpenAI-compatible endpoint.
+"""sp-dspy's HTTP engine: requests built from a config and its provider profile, posted as built.
 
-The official baselines send fixed messages and read back text: they need none of
-DSPy's adapters, and DSPy 3.4's generic call path (engine selection, request
-re-encoding, result normalisation) costs ~2 ms of CPU per call, which on a small
-client machine caps a concurrent run well below what a vLLM server can answer
-(``benchmarks/bench_runner.py``). :class:`DirectChat` posts the messages with aiohttp,
-keeps one connection pool per event loop, and does what DSPy's path did around the
-request, so results do not depend on the transport:
+Every hosted preset must send what the SafePyramid reference harness sends for that
+model (path, headers, body fields), and a user must be able to see that request
+before paying for it (``sp-dspy eval --show-request``). Generic clients translate
+settings their own way (LiteLLM renames fields and adds headers; DSPy's native
+clients map a reasoning effort to their own spelling), so sp-dspy builds the request
+itself: :meth:`DirectChat.request` turns messages and an :class:`LMConfig` into one
+:class:`HttpRequest` on the provider's wire (``_profiles``: OpenAI chat completions
+or Anthropic messages), and that object is what is sent, cached and shown.
 
-- the response cache is DSPy's (``dspy.cache``, the endpoint-aware one of
-  ``_cache``), under its own request identifier, so ``--no-cache`` and the cache
-  directory apply alike;
-- retries: ``num_retries`` more attempts on 408/409/429/5xx, timeouts and dropped
-  connections, waiting what ``Retry-After`` says, else exponential backoff;
-- failures raise DSPy's ``LM*Error`` classes (``_http_errors``);
-- usage as the server reports it, cost from the LiteLLM price snapshot bundled
-  with DSPy when the model is priced there.
+The client is reached in one way: as the engine of a ``dspy.LM`` (:class:`DirectEngine`
+and :class:`AsyncDirectEngine`, DSPy's custom-engine contract), chosen by ``make_lm``.
 
-``make_lm`` attaches a ``DirectChat`` to the LMs it builds for a single
-OpenAI-compatible endpoint (``--transport auto``, the default, or ``direct``);
-``chat`` and ``achat`` use it when present. A connection pool belongs to one event
-loop: code that calls ``achat`` on its own loop wraps its top-level coroutine in
-:func:`closing_transports` (the runner and ``Guard`` do), as one closes an
-``httpx.AsyncClient``.
+- DSPy programs call it through DSPy: adapters, DSPy's response cache and DSPy's
+  retries (the engine makes one attempt and raises DSPy's ``LM*Error`` classes).
+- The official baselines send fixed messages and need none of that machinery,
+  whose generic call path costs ~2 ms of CPU per call and caps a concurrent run on a
+  small client machine (``benchmarks/bench_runner.py``). ``achat`` therefore calls
+  the engine's client directly (:meth:`DirectChat.achat`), which does what DSPy's
+  path does around the request: DSPy's response cache (the endpoint-aware one of
+  ``_cache``) under its own identifier, retries with ``Retry-After``, DSPy's error
+  classes (``_http_errors``), usage and cost from the price snapshot bundled with DSPy.
+
+A connection pool belongs to one event loop: code that calls ``achat`` on its own
+loop wraps its top-level coroutine in :func:`closing_transports` (the runner and
+``Guard`` do), as one closes an ``httpx.AsyncClient``.
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ import asyncio
 import weakref
 from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._chat import ChatResult, token_usage
+from .._errors import ConfigError
+from ._cache import ENDPOINT_GROUP_KEY
+from ._compat import price_rates
 from ._http_errors import (
     RETRY_STATUSES,
     backoff_seconds,
@@ -42,102 +47,200 @@ from ._http_errors import (
     status_error,
     transport_error,
 )
+from ._profiles import ProviderProfile, messages_url
+from ._result import ChatResult, TokenUsage, token_usage
 
 if TYPE_CHECKING:
     import aiohttp
+    from dspy.lm15 import Request, Response
 
     from ._config import LMConfig
 
-#: Model-string providers whose endpoint speaks the OpenAI chat-completions wire.
-DIRECT_PROVIDERS = frozenset({"openai", "hosted_vllm", "openai_like", "llamacpp", "sp-openai-compatible"})
 #: Bumped when the cached value's layout changes, so old entries are not misread.
-CACHE_IDENTIFIER = "sp_dspy.direct.chat_completions/1"
+CACHE_IDENTIFIER = "sp_dspy.direct.chat/2"
+#: Request-config fields a DSPy program may set per call, sent under the same name.
+_CALL_FIELDS = ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "response_format")
+_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_call"}
 
 _T = TypeVar("_T")
-_attached: weakref.WeakKeyDictionary[Any, DirectChat] = weakref.WeakKeyDictionary()
+_clients: weakref.WeakSet[DirectChat] = weakref.WeakSet()
 
 
-def direct_eligible(config: LMConfig, *, one_of_replicas: bool = False) -> bool:
-    """Whether an LM of ``config`` talks to one OpenAI-compatible endpoint (direct-capable).
+@dataclass(frozen=True)
+class HttpRequest:
+    """One request exactly as it goes on the wire (the key included in ``headers``)."""
 
-    ``one_of_replicas``: the LM serves one endpoint of several (``make_lms``); an LM
-    over all replicas goes through LiteLLM's router instead.
+    url: str
+    headers: dict[str, str]
+    body: dict[str, Any] = field(default_factory=dict)
+
+    def shown(self) -> dict[str, Any]:
+        """The request with keys masked: what ``--show-request`` prints."""
+        return {"method": "POST", "url": self.url, "headers": mask_headers(self.headers), "body": self.body}
+
+
+def mask_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """``headers`` with the key masked (``Bearer sk-...`` -> ``Bearer ***``)."""
+    masked = {}
+    for name, value in headers.items():
+        if name.lower() in ("authorization", "x-api-key", "api-key", "x-goog-api-key"):
+            scheme, _, secret = value.partition(" ")
+            value = f"{scheme} ***" if secret else "***"
+        masked[name] = value
+    return masked
+
+
+class RequestCaptured(BaseException):
+    """Raised instead of sending while a client captures (``--show-request``); carries the request.
+
+    A ``BaseException``: no layer between the program and the client may turn it into
+    an error record, as it would an ``Exception``.
     """
-    single = one_of_replicas or len(config.api_bases) == 1
-    return not config.is_fake and single and bool(config.api_bases) and config.provider in DIRECT_PROVIDERS
+
+    def __init__(self, request: HttpRequest) -> None:
+        super().__init__("request captured, not sent")
+        self.request = request
 
 
-def attach(lm: Any, transport: DirectChat) -> None:
-    """Route ``achat(lm, ...)`` through ``transport``."""
-    _attached[lm] = transport
-
-
-def attached(lm: Any) -> DirectChat | None:
-    """The transport ``make_lm`` attached to ``lm``, if any."""
-    try:
-        return _attached.get(lm)
-    except TypeError:  # not weak-referenceable: never attached
-        return None
+def _set_path(body: dict[str, Any], dotted: str, value: Any) -> None:
+    """``body["reasoning"]["effort"] = value`` for ``"reasoning.effort"``."""
+    *parents, last = dotted.split(".")
+    target = body
+    for name in parents:
+        target = target.setdefault(name, {})
+    target[last] = value
 
 
 class DirectChat:
-    """Chat completions against one endpoint: the request body, cache, retries, pricing."""
+    """Requests to one endpoint on its provider's wire: body, cache, retries, usage, cost."""
 
-    def __init__(self, config: LMConfig, *, api_base: str, api_key: str, model_id: str) -> None:
-        self.url = api_base.rstrip("/") + "/chat/completions"
+    def __init__(
+        self, config: LMConfig, *, profile: ProviderProfile, api_base: str, api_key: str, model_id: str
+    ) -> None:
+        if config.thinking is not None and profile.wire != "anthropic-messages":
+            raise ConfigError(
+                f"model '{config.display_name()}': 'thinking' is an Anthropic messages setting; "
+                "for other providers put the provider's field in extra_body"
+            )
+        self.config = config
+        self.profile = profile
         self.api_base = api_base
+        self.url = messages_url(profile, api_base)
         self.model_id = model_id
         self.model = config.model
-        self.provider = config.provider
         self.cache = config.cache
         self.num_retries = config.num_retries
         self.timeout_s = config.timeout
-        self.headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-        self.params: dict[str, Any] = {
-            name: value
-            for name, value in (
-                ("temperature", config.temperature),
-                ("max_tokens", config.max_tokens),
-                ("reasoning_effort", config.reasoning_effort),
-            )
-            if value is not None
+        self.anthropic = profile.wire == "anthropic-messages"
+        auth = {"x-api-key": api_key} if self.anthropic else {"Authorization": f"Bearer {api_key}"}
+        self.headers = {
+            "Content-Type": "application/json",
+            **auth,
+            **dict(profile.headers),
+            **(config.extra_headers or {}),
         }
+        self.limit_field = profile.limit_field_of(model_id)
+        limit = config.max_tokens if config.max_tokens is not None else profile.default_limit
+        self.params: dict[str, Any] = {}
+        if config.temperature is not None:
+            self.params["temperature"] = config.temperature
+        if limit is not None:
+            self.params[self.limit_field] = limit
+        if config.reasoning_effort is not None:
+            _set_path(self.params, profile.effort_field, config.reasoning_effort)
+        if config.thinking is not None:
+            self.params["thinking"] = dict(config.thinking)
+        #: While a list, requests are appended here and :class:`RequestCaptured` raised instead of sending.
+        self.capture: list[HttpRequest] | None = None
         self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
             weakref.WeakKeyDictionary()
         )
         self._rates: tuple[float | None, float | None, float | None] | None = None
+        _clients.add(self)
+
+    @classmethod
+    def for_config(cls, config: LMConfig, api_base: str) -> DirectChat:
+        """The client of ``config`` at ``api_base``, its key resolved now (``_keys``)."""
+        from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, key_for
+        from ._profiles import PROFILES, model_id
+
+        return cls(
+            config,
+            profile=PROFILES[config.provider],
+            api_base=api_base,
+            api_key=key_for(config, api_base) or SELF_HOSTED_PLACEHOLDER_KEY,
+            model_id=model_id(config.model),
+        )
 
     def __deepcopy__(self, memo: dict[int, Any]) -> DirectChat:
         return self  # holds connection pools, not state: copies of an LM share it
 
-    async def achat(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> ChatResult:
-        """One completion for ``messages``; ``overrides`` as for ``achat`` (``cache=False`` too)."""
-        use_cache = bool(overrides.pop("cache", self.cache))
-        body: dict[str, Any] = {"model": self.model_id, "messages": [dict(m) for m in messages]}
+    # ----- the request --------------------------------------------------------------------
+    def request(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> HttpRequest:
+        """The request for ``messages``; ``overrides`` (``max_tokens``, ``temperature``, ...) win.
+
+        ``max_tokens`` is sent under the profile's field (``max_completion_tokens`` for
+        OpenAI's reasoning models); ``extra_body`` is merged last.
+        """
+        body: dict[str, Any] = {"model": self.model_id}
+        plain = [dict(m) for m in messages]
+        if self.anthropic:
+            system = [str(m.get("content") or "") for m in plain if m.get("role") == "system"]
+            if system:
+                body["system"] = "\n\n".join(system)
+            body["messages"] = [m for m in plain if m.get("role") != "system"]
+        else:
+            body["messages"] = plain
         body.update(self.params)
-        rollout = overrides.pop("rollout_id", None)
+        limit = overrides.pop("max_tokens", None)
+        if limit is not None:
+            body[self.limit_field] = limit
+        if self.anthropic and overrides.get("response_format") is not None:
+            raise ConfigError(
+                f"model '{self.config.display_name()}': Anthropic's messages API takes no response_format; "
+                "drop json_schema for this model"
+            )
         body.update({k: v for k, v in overrides.items() if v is not None})
+        body.update(self.config.extra_body or {})
+        return HttpRequest(self.url, self.headers, body)
+
+    # ----- the official baselines' path -----------------------------------------------------
+    async def achat(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> ChatResult:
+        """One completion for ``messages`` (cached, retried); ``cache=False`` skips the cache."""
+        use_cache = bool(overrides.pop("cache", self.cache))
+        rollout = overrides.pop("rollout_id", None)
+        request = self.request(messages, **overrides)
+        self._check_capture(request)
         cache = _dspy_cache() if use_cache else None
         if cache is None:
-            return self._result(await self._post(body))
-        key = {"_fn_identifier": CACHE_IDENTIFIER, "api_base": self.api_base, "rollout_id": rollout, **body}
+            return self._result(await self._post(request, retries=self.num_retries))
+        key = {
+            "_fn_identifier": CACHE_IDENTIFIER,
+            "api_base": self.api_base,
+            "rollout_id": rollout,
+            **request.body,
+        }
         hit = cache.get(key)
         if isinstance(hit, dict):
             return ChatResult.model_validate({**hit, "cached": True})
-        result = self._result(await self._post(body))
+        result = self._result(await self._post(request, retries=self.num_retries))
         cache.put(key, result.model_dump(exclude={"cached"}))
         return result
 
     def chat(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> ChatResult:
-        """Blocking :meth:`achat` on a short-lived event loop (on its own thread inside a running one).
+        """Blocking :meth:`achat` (see :meth:`run_sync`)."""
+        return self.run_sync(lambda: self.achat(messages, **overrides))
+
+    def run_sync(self, make: Any) -> Any:
+        """Run the coroutine ``make()`` on a short-lived event loop (its own thread inside a running one).
 
         The synchronous API is the rare path (the runner is async), so it trades the
         connection pool for simplicity: each call opens and closes its connection.
         """
 
-        async def once() -> ChatResult:
+        async def once() -> Any:
             try:
-                return await self.achat(messages, **overrides)
+                return await make()
             finally:
                 await self.aclose()
 
@@ -148,6 +251,36 @@ class DirectChat:
         with ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(asyncio.run, once()).result()
 
+    def _check_capture(self, request: HttpRequest) -> None:
+        if self.capture is not None:
+            self.capture.append(request)
+            raise RequestCaptured(request)
+
+    # ----- DSPy's engine path ----------------------------------------------------------------
+    async def acomplete(self, request: Request) -> Response:
+        """One attempt for a DSPy request (DSPy owns the cache and the retries)."""
+        http = self.request(request_messages(request), **request_overrides(request))
+        self._check_capture(http)
+        return self._response(self._result(await self._post(http, retries=0)), request)
+
+    def _response(self, result: ChatResult, request: Request) -> Response:
+        from dspy.lm15 import Message, Response, TextPart, Usage
+
+        usage = result.usage
+        finish = _FINISH.get(result.finish_reason or "", result.finish_reason)
+        return Response(
+            id=result.id or "",
+            model=result.model or request.model,
+            message=Message.assistant([TextPart(result.text)]),
+            finish_reason=finish if finish in ("stop", "length", "tool_call", "content_filter") else "stop",
+            usage=Usage(
+                input_tokens=usage.prompt_tokens,
+                output_tokens=usage.completion_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
+            ),
+        )
+
+    # ----- the wire ---------------------------------------------------------------------------
     async def aclose(self) -> None:
         """Close this event loop's connection pool (the next call opens a new one)."""
         session = self._sessions.pop(asyncio.get_running_loop(), None)
@@ -169,16 +302,16 @@ class DirectChat:
             self._sessions[loop] = session
         return session
 
-    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, request: HttpRequest, *, retries: int) -> dict[str, Any]:
         import aiohttp
         import orjson
 
-        payload = orjson.dumps(body)
+        payload = orjson.dumps(request.body)
         session = self._session()
-        for attempt in range(self.num_retries + 1):
-            last = attempt == self.num_retries
+        for attempt in range(retries + 1):
+            last = attempt == retries
             try:
-                async with session.post(self.url, data=payload) as response:
+                async with session.post(request.url, data=payload) as response:
                     raw = await response.read()
                     status = response.status
                     headers = {} if status < 300 else {k.lower(): v for k, v in response.headers.items()}
@@ -209,36 +342,185 @@ class DirectChat:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _result(self, data: dict[str, Any]) -> ChatResult:
-        choices = data.get("choices") or [{}]
-        choice = choices[0] if isinstance(choices[0], dict) else {}
-        message = choice.get("message") or {}
-        usage = token_usage(data.get("usage"))
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        text, reasoning, finish, (usage, cached) = (
+            _anthropic_answer(data) if self.anthropic else _openai_answer(data)
+        )
         return ChatResult(
-            text=message.get("content") or "",
-            reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
+            text=text,
+            reasoning=reasoning,
             usage=usage,
-            cost=self._cost(data.get("usage")),
+            cost=self._cost(usage, cached),
             model=data.get("model") if isinstance(data.get("model"), str) else None,
-            finish_reason=choice.get("finish_reason"),
+            finish_reason=finish,
+            id=data.get("id") if isinstance(data.get("id"), str) else None,
         )
 
-    def _cost(self, raw: Any) -> float | None:
+    def _cost(self, usage: TokenUsage, cached: int) -> float | None:
         """USD for one answer at the snapshot's per-token prices; None if unpriced or unreported."""
         if self._rates is None:
-            self._rates = _rates(self.provider, self.model_id)
+            self._rates = price_rates(self.config.provider, self.model_id)
         input_rate, output_rate, cached_rate = self._rates
-        if input_rate is None or output_rate is None or not isinstance(raw, Mapping):
+        prompt, completion = usage.prompt_tokens, usage.completion_tokens
+        if input_rate is None or output_rate is None or prompt is None or completion is None:
             return None
-        prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
-        if not isinstance(prompt, int) or not isinstance(completion, int):
-            return None
-        details = raw.get("prompt_tokens_details") or {}
-        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
-        cached = cached if isinstance(cached, int) and 0 <= cached <= prompt else 0
+        cached = cached if 0 <= cached <= prompt else 0
         return (
             (prompt - cached) * input_rate + cached * (cached_rate or input_rate) + completion * output_rate
         )
+
+
+def _openai_answer(data: dict[str, Any]) -> tuple[str, str | None, Any, tuple[TokenUsage, int]]:
+    choices = data.get("choices") or [{}]
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    message = choice.get("message") or {}
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    raw = data.get("usage")
+    details = raw.get("prompt_tokens_details") if isinstance(raw, Mapping) else None
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    return (
+        message.get("content") or "",
+        reasoning if isinstance(reasoning, str) and reasoning else None,
+        choice.get("finish_reason"),
+        (token_usage(raw), cached if isinstance(cached, int) else 0),
+    )
+
+
+def _anthropic_answer(data: dict[str, Any]) -> tuple[str, str | None, Any, tuple[TokenUsage, int]]:
+    """Text, thinking, stop reason and usage of a messages response (prompt tokens include cache reads)."""
+    blocks = [b for b in data.get("content") or [] if isinstance(b, Mapping)]
+    text = "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
+    thinking = "".join(str(b.get("thinking") or "") for b in blocks if b.get("type") == "thinking")
+    found = data.get("usage")
+    raw: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    counts: dict[str, int] = {}
+    for name in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+        value = raw.get(name)
+        counts[name] = value if isinstance(value, int) else 0
+    prompt = (
+        counts["input_tokens"] + counts["cache_read_input_tokens"] + counts["cache_creation_input_tokens"]
+    )
+    usage = TokenUsage(
+        prompt_tokens=prompt if "input_tokens" in raw else None,
+        completion_tokens=counts["output_tokens"] if "output_tokens" in raw else None,
+        total_tokens=prompt + counts["output_tokens"] if raw else None,
+    )
+    return text, thinking or None, data.get("stop_reason"), (usage, counts["cache_read_input_tokens"])
+
+
+def request_messages(request: Request) -> list[dict[str, Any]]:
+    """A DSPy request's system prompt and text messages as role/content dicts."""
+    system = request.system
+    if system is not None and not isinstance(system, str):
+        system = "".join(getattr(part, "text", "") or "" for part in system)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in request.messages:
+        if message.text is None:
+            raise ConfigError(f"sp-dspy's HTTP engine sends text messages only, not {message.role} parts")
+        messages.append({"role": message.role, "content": message.text})
+    return messages
+
+
+def request_overrides(request: Request) -> dict[str, Any]:
+    """The per-call settings a DSPy request carries, as body fields."""
+    config = request.config
+    overrides: dict[str, Any] = {name: getattr(config, name) for name in _CALL_FIELDS}
+    overrides["max_tokens"] = config.max_tokens
+    overrides["response_format"] = openai_response_format(config.response_format)
+    if config.stop:
+        overrides["stop"] = list(config.stop)
+    extensions = dict(config.extensions or {})
+    metadata = extensions.get("metadata")
+    if isinstance(metadata, Mapping) and ENDPOINT_GROUP_KEY in metadata:
+        # The endpoint's share of DSPy's cache key (``_cache.ENDPOINT_GROUP_KEY``), never sent.
+        rest = {k: v for k, v in metadata.items() if k != ENDPOINT_GROUP_KEY}
+        extensions["metadata"] = rest or None
+    overrides.update(extensions)
+    return overrides
+
+
+def openai_response_format(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A request's response format on the OpenAI chat wire.
+
+    DSPy's requests carry a JSON schema flat (``{"type": "json_schema", "name", "schema",
+    "strict"}``); the chat-completions body nests it under ``json_schema``.
+    """
+    if value is None:
+        return None
+    data = dict(value)
+    if data.get("type") == "json_schema" and "json_schema" not in data:
+        return {"type": "json_schema", "json_schema": {k: v for k, v in data.items() if k != "type"}}
+    return data
+
+
+class DirectEngine:
+    """DSPy's synchronous custom engine over a :class:`DirectChat` (one attempt per call)."""
+
+    def __init__(self, client: DirectChat) -> None:
+        self.client = client
+        schema = client.config.json_schema or client.config.provider in ("openai", "gemini")
+        # The JSON adapter sends a schema only to an LM that says it supports one.
+        self.supports_response_schema = schema and not client.anthropic
+        self.supported_params = set(_CALL_FIELDS) - {"response_format"} | {"max_tokens", "stop"}
+        if self.supports_response_schema:
+            self.supported_params.add("response_format")
+
+    def complete(self, request: Request) -> Response:
+        return self.client.run_sync(lambda: self.client.acomplete(request))
+
+    def stream(self, request: Request) -> Any:
+        """The whole answer as one stream (guard answers are short and parsed whole)."""
+        from dspy.lm15 import response_to_events
+
+        return iter(response_to_events(self.complete(request)))
+
+    def close(self) -> None:
+        """Nothing to release: each synchronous call closes its own connection."""
+
+    def dump_state(self) -> dict[str, Any]:
+        """Saved with a program: the settings and endpoint, never the key."""
+        return {"config": self.client.config.public_dict(), "api_base": self.client.api_base}
+
+    @classmethod
+    def load_state(cls, state: Mapping[str, Any]) -> DirectEngine:
+        from ._config import LMConfig
+
+        config = LMConfig.model_validate(state["config"])
+        return cls(DirectChat.for_config(config, str(state["api_base"])))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DirectEngine:
+        return self  # an engine is a connection: copies of a program share it
+
+    def __copy__(self) -> DirectEngine:
+        return self
+
+
+class AsyncDirectEngine(DirectEngine):
+    """The async twin (the runner's path for DSPy programs); it shares the client and pools."""
+
+    async def complete(self, request: Request) -> Response:
+        return await self.client.acomplete(request)
+
+    async def stream(self, request: Request) -> Any:
+        from dspy.lm15 import response_to_events
+
+        for event in response_to_events(await self.complete(request)):
+            yield event
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    @classmethod
+    def load_state(cls, state: Mapping[str, Any]) -> AsyncDirectEngine:
+        from ._config import LMConfig
+
+        config = LMConfig.model_validate(state["config"])
+        return cls(DirectChat.for_config(config, str(state["api_base"])))
+
+
+def client_of(lm: Any) -> DirectChat | None:
+    """The :class:`DirectChat` behind ``lm``'s engine, or None (DSPy's own engine, the fake, replicas)."""
+    engine = getattr(lm, "engine", None)
+    return engine.client if isinstance(engine, DirectEngine) else None
 
 
 def env_proxy(url: str) -> str | None:
@@ -256,18 +538,6 @@ def env_proxy(url: str) -> str | None:
     return urllib.request.getproxies().get(parts.scheme)
 
 
-def _rates(provider: str, model_id: str) -> tuple[float | None, float | None, float | None]:
-    """(input, output, cached-input) USD per token from DSPy's bundled price snapshot."""
-    from dspy.clients.model_metadata import model_info, rate
-
-    info = model_info(provider, model_id) if provider in ("openai", "hosted_vllm") else {}
-    return (
-        rate(info, "input_cost_per_token"),
-        rate(info, "output_cost_per_token"),
-        rate(info, "cache_read_input_token_cost"),
-    )
-
-
 def _dspy_cache() -> Any:
     import dspy
 
@@ -275,13 +545,13 @@ def _dspy_cache() -> Any:
 
 
 async def close_direct_sessions() -> None:
-    """Close every attached transport's pool on the running loop (end of a run)."""
-    for transport in set(_attached.values()):
-        await transport.aclose()
+    """Close every client's pool on the running loop (end of a run)."""
+    for client in list(_clients):
+        await client.aclose()
 
 
 async def closing_transports(awaitable: Awaitable[_T]) -> _T:
-    """Await ``awaitable``, then close the direct transports' pools on this loop.
+    """Await ``awaitable``, then close the HTTP engines' pools on this loop.
 
     Wrap the top-level coroutine of ``asyncio.run`` in it: a pool belongs to one event
     loop and would otherwise outlive it (aiohttp warns about unclosed sessions).

@@ -25,6 +25,15 @@ ERROR_KINDS = (
     "other",
 )
 TRANSIENT_KINDS = frozenset({"rate_limit", "server_error", "timeout", "connection"})
+#: What providers say when a request overflows the context window (OpenAI, vLLM, Anthropic...).
+CONTEXT_HINTS = (
+    "context length",
+    "context window",
+    "maximum context",
+    "context_length_exceeded",
+    "too many tokens",
+    "prompt is too long",
+)
 
 # Checked in order: the more specific meaning first (a context-window error is also a
 # bad request; a timeout is also an OSError like a connection error).
@@ -130,7 +139,23 @@ def classify_error(exc: BaseException) -> str:
         return "other"
     if kinds[0] == "connection" and "timeout" in kinds:
         return "timeout"
+    if kinds[0] == "bad_request" and is_context_overflow(exc):
+        # Some clients raise a plain invalid-request error for it: same failure, same kind.
+        return "context_length"
     return kinds[0]
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """Whether ``exc`` (or its cause) says the request overflowed the model's context window."""
+    current: BaseException | None = exc
+    seen: set[int] = set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current).lower()
+        if any(hint in text for hint in CONTEXT_HINTS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def is_transient(kind: str) -> bool:

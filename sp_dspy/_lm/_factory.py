@@ -1,65 +1,49 @@
-"""Build a ``dspy.LM`` from an :class:`LMConfig`: hosted APIs, self-hosted servers, the fake.
+"""The one factory of LMs: every way sp-dspy reaches a model is a ``dspy.LM`` engine chosen here.
 
-Everything that talks to a model (the official baseline, DSPy programs, optimizers)
-gets its LM here, so keys, endpoints, retries, timeouts and caching are decided once.
+- ``fake/...``: :class:`~sp_dspy._lm._fake.FakeEngine`, in process;
+- several ``api_bases`` (replicas of one model): the LiteLLM router engine (``_replicas``);
+- a provider with a profile (``_profiles``: OpenAI, Anthropic, Gemini, xAI, OpenRouter,
+  vLLM/llama.cpp servers), ``transport`` ``auto`` or ``direct``: sp-dspy's HTTP engine
+  (``_direct``), which sends exactly the request a config describes;
+- anything else, or ``transport: dspy``: DSPy's own engine (its native clients or LiteLLM).
 
-Self-hosted servers (a config with ``api_base``) never receive a provider's ambient key
-such as ``OPENAI_API_KEY``: they get the key named by ``api_key_env`` or the
-placeholder ``EMPTY`` that vLLM and llama.cpp accept.
+Keys, endpoints, retries, timeouts and caching are decided here once. Keys: the
+variable named by ``api_key_env``, else the provider's usual variable
+(``ANTHROPIC_API_KEY`` ...). A self-hosted server (``hosted_vllm/``, or ``openai/`` at
+a loopback or private-network address) without one gets the placeholder ``EMPTY``
+that vLLM and llama.cpp accept, never a provider's ambient key; a hosted provider
+never gets the placeholder: with no key set, building the LM fails with one line
+naming the variable, before any call.
 
-Structured output on self-hosted servers: DSPy only sends ``response_format`` to a
-model it knows supports JSON schemas. A self-hosted model is unknown to its metadata,
-so a config with ``json_schema: true`` and an ``api_base`` is routed through a provider
-registered with ``dspy.lm15.register_provider`` that states schema support
-(``sp-openai-compatible``: the OpenAI chat wire with vLLM's conventions). Its LM's
-model string is ``sp-openai-compatible/<model id>``.
+Structured output on self-hosted servers through DSPy's own engine (``transport:
+dspy``): DSPy only sends ``response_format`` to a model it knows supports JSON
+schemas, so a config with ``json_schema: true`` and an ``api_base`` is routed through a
+provider registered with ``dspy.lm15.register_provider`` that states schema support
+(``sp-openai-compatible``). sp-dspy's HTTP engine states that support itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .._errors import ConfigError
 from ._config import LMConfig
-from ._redact import redact, register_secret
+from ._dspy import import_dspy
+from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, api_key_for, key_for
+from ._profiles import PROFILES, model_id, profile_for
+from ._redact import redact
 
 if TYPE_CHECKING:
     import dspy
 
+    from ._direct import DirectChat
     from ._fake import FakeEngine
 
+__all__ = ["SELF_HOSTED_PLACEHOLDER_KEY", "api_key_for", "import_dspy", "key_for"]
+
 SCHEMA_PROVIDER = "sp-openai-compatible"
-SELF_HOSTED_PLACEHOLDER_KEY = "EMPTY"
-
-
-def ensure_offline_env() -> None:
-    """Stop LiteLLM from fetching its price list over the network on import."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-
-def import_dspy() -> ModuleType:
-    """``import dspy`` with the offline environment in place (call this, not ``import``)."""
-    ensure_offline_env()
-    import dspy
-
-    return dspy
-
-
-def api_key_for(config: LMConfig) -> str | None:
-    """The key named by ``config.api_key_env`` (registered for redaction), or None."""
-    if config.api_key_env is None:
-        return None
-    value = os.environ.get(config.api_key_env, "")
-    if not value.strip():
-        raise ConfigError(
-            f"model '{config.display_name()}': api_key_env names {config.api_key_env}, which is not set"
-        )
-    register_secret(value)
-    return value
 
 
 @functools.cache
@@ -85,12 +69,6 @@ def register_schema_provider() -> str:
     return SCHEMA_PROVIDER
 
 
-def _model_id(model: str) -> str:
-    """``hosted_vllm/Qwen/Qwen3-8B`` -> ``Qwen/Qwen3-8B`` (what the server calls it)."""
-    _, sep, rest = model.partition("/")
-    return rest if sep else model
-
-
 def _make_fake(config: LMConfig) -> dspy.LM:
     from ._fake import AsyncFakeEngine, FakeEngine, behaviour_of
 
@@ -109,6 +87,20 @@ def _make_fake(config: LMConfig) -> dspy.LM:
     )
 
 
+def direct_eligible(config: LMConfig, *, one_of_replicas: bool = False) -> bool:
+    """Whether sp-dspy's HTTP engine can serve ``config`` (a profiled provider, one endpoint).
+
+    ``one_of_replicas``: the LM serves one endpoint of several (``make_lms``); an LM
+    over all replicas goes through LiteLLM's router instead.
+    """
+    profile = profile_for(config.provider)
+    if config.is_fake or profile is None or config.transport == "dspy":
+        return False
+    if len(config.api_bases) > 1 and not one_of_replicas:
+        return False
+    return bool(config.api_bases) or profile.base_url is not None
+
+
 def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
     """A ``dspy.LM`` for ``config``; ``endpoint`` picks one of several ``api_bases``.
 
@@ -117,50 +109,84 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
     then counts what each endpoint served.
 
     Raises:
-        ConfigError: a missing key variable, an endpoint index out of range, or a
-            setting DSPy refuses (e.g. temperature 0 on an OpenAI reasoning model).
+        ConfigError: a missing key, an endpoint index out of range, a transport that
+            cannot serve the config, or a setting DSPy refuses (e.g. temperature 0
+            on an OpenAI reasoning model).
     """
     if config.is_fake:
         return _make_fake(config)
-    dspy = import_dspy()
-    from ._cache import ensure_cache_configured, register_endpoint_group
+    from ._cache import endpoint_metadata, ensure_cache_configured, register_endpoint_group
 
     bases = config.api_bases
+    name = config.display_name()
     if endpoint is None and len(bases) > 1:
         from ._replicas import make_replica_lm
 
         if config.transport == "direct":
             raise ConfigError(
-                f"model '{config.display_name()}': transport 'direct' serves one endpoint; "
+                f"model '{name}': transport 'direct' serves one endpoint; "
                 "replicas (a comma-separated --api-base) go through LiteLLM's router: use 'auto' or 'dspy'"
             )
-
-        shared_key = api_key_for(config) or SELF_HOSTED_PLACEHOLDER_KEY
-        return make_replica_lm(config, model_id=_model_id(config.model), api_key=shared_key)
+        shared_key = key_for(config, bases[0]) or SELF_HOSTED_PLACEHOLDER_KEY
+        return make_replica_lm(config, model_id=model_id(config.model), api_key=shared_key)
     endpoint = endpoint or 0
     if bases and not 0 <= endpoint < len(bases):
+        raise ConfigError(f"model '{name}': endpoint {endpoint} of {len(bases)} does not exist")
+    if len(bases) > 1:
+        register_endpoint_group(bases)
+    ensure_cache_configured()
+    profile = profile_for(config.provider)
+    if direct_eligible(config, one_of_replicas=len(bases) > 1) and profile is not None:
+        api_base = bases[endpoint] if bases else str(profile.base_url)
+        if profile.base_url is None and not bases:
+            raise ConfigError(f"model '{name}': a self-hosted model needs --api-base (its server's URL)")
+        from ._direct import DirectChat
+
+        client = DirectChat.for_config(config, api_base)
+        return _lm(config, config.model, metadata=endpoint_metadata([api_base]), **_engines(client))
+    if config.transport == "direct":
+        known = ", ".join(sorted(PROFILES))
         raise ConfigError(
-            f"model '{config.display_name()}': endpoint {endpoint} of {len(bases)} does not exist"
+            f"model '{name}': transport 'direct' (sp-dspy's HTTP engine) speaks to {known}; "
+            f"use 'auto' or 'dspy' for {config.provider or config.model}"
         )
+    return _dspy_engine_lm(config, bases[endpoint] if bases else None)
+
+
+def _engines(client: DirectChat) -> dict[str, object]:
+    from ._direct import AsyncDirectEngine, DirectEngine
+
+    return {"engine": DirectEngine(client), "async_engine": AsyncDirectEngine(client)}
+
+
+def _dspy_engine_lm(config: LMConfig, api_base: str | None) -> dspy.LM:
+    """An LM on DSPy's own engine (its native clients or LiteLLM), keys and endpoint given."""
     kwargs: dict[str, object] = {}
-    key = api_key_for(config)
+    key = key_for(config, api_base)
     model = config.model
-    if bases:
-        kwargs["api_base"] = bases[endpoint]
-        kwargs["api_key"] = key or SELF_HOSTED_PLACEHOLDER_KEY
-        if len(bases) > 1:
-            register_endpoint_group(bases)
+    if api_base is not None:
+        kwargs["api_base"] = api_base
         if config.json_schema:
-            model = f"{register_schema_provider()}/{_model_id(config.model)}"
-    elif key is not None:
+            model = f"{register_schema_provider()}/{model_id(config.model)}"
+    if key is not None:
         kwargs["api_key"] = key
     if config.timeout is not None:
         kwargs["timeout"] = config.timeout
     if config.reasoning_effort is not None:
         kwargs["reasoning_effort"] = config.reasoning_effort
-    ensure_cache_configured()
+    if config.extra_headers:
+        kwargs["extra_headers"] = dict(config.extra_headers)
+    if config.extra_body:
+        kwargs["extra_body"] = dict(config.extra_body)
+    if config.thinking is not None:
+        kwargs["thinking"] = dict(config.thinking)
+    return _lm(config, model, **kwargs)
+
+
+def _lm(config: LMConfig, model: str, **kwargs: object) -> dspy.LM:
+    dspy = import_dspy()
     try:
-        lm = dspy.LM(
+        return dspy.LM(
             model,
             temperature=config.temperature,
             max_tokens=config.max_tokens,
@@ -168,26 +194,8 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
             num_retries=config.num_retries,
             **kwargs,
         )
-    except (ValueError, TypeError, dspy.utils.exceptions.LMError) as exc:
+    except (ValueError, TypeError, dspy.LMError) as exc:
         raise ConfigError(f"model '{config.display_name()}': {redact(str(exc)).splitlines()[0]}") from None
-    _attach_direct(lm, config, bases[endpoint] if bases else None, str(kwargs.get("api_key") or ""))
-    return lm
-
-
-def _attach_direct(lm: dspy.LM, config: LMConfig, api_base: str | None, api_key: str) -> None:
-    """Give ``lm`` the direct transport when ``config.transport`` allows and the endpoint fits."""
-    from ._direct import DirectChat, attach, direct_eligible
-
-    if config.transport == "dspy":
-        return
-    if api_base is None or not direct_eligible(config, one_of_replicas=len(config.api_bases) > 1):
-        if config.transport == "direct":
-            raise ConfigError(
-                f"model '{config.display_name()}': transport 'direct' needs one OpenAI-compatible "
-                f"endpoint (--api-base with an openai/ or hosted_vllm/ model); use 'auto' or 'dspy'"
-            )
-        return
-    attach(lm, DirectChat(config, api_base=api_base, api_key=api_key, model_id=_model_id(config.model)))
 
 
 def make_lms(config: LMConfig) -> list[dspy.LM]:

@@ -16,18 +16,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ._errors import CONTEXT_HINTS
+
 #: Statuses worth another attempt: rate limits, timeouts, server-side failures.
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 #: Never wait longer than this for one retry, whatever ``Retry-After`` says.
 MAX_RETRY_WAIT_S = 60.0
 BASE_BACKOFF_S = 0.5
-_CONTEXT_HINTS = (
-    "context length",
-    "context window",
-    "maximum context",
-    "too many tokens",
-    "prompt is too long",
-)
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -78,21 +73,38 @@ def error_message(body: bytes) -> str:
 
 def status_error(status: int, message: str, *, model: str, retry_after: float | None) -> Exception:
     """The DSPy error class DSPy's own engine raises for an HTTP ``status``."""
+    text = f"HTTP {status}: {message}" if message else f"HTTP {status}"
+    if status == 400 and any(hint in message.lower() for hint in CONTEXT_HINTS):
+        return lm_error("context_length", text, model=model, status=status)
+    return lm_error(_KIND_OF_STATUS.get(status, "server_error" if status >= 500 else "bad_request"), text,
+                    model=model, status=status, retry_after=retry_after)  # fmt: skip
+
+
+_KIND_OF_STATUS = {429: "rate_limit", 401: "auth", 403: "auth", 402: "billing", 408: "timeout"}
+
+
+def lm_error(
+    kind: str, text: str, *, model: str, status: int | None = None, retry_after: float | None = None
+) -> Exception:
+    """DSPy's public ``LM*Error`` for a failure kind of ``classify_error`` (one class per kind, every path)."""
     import dspy
 
-    fields: dict[str, Any] = {"model": model, "status": status, "provider": "openai-compatible"}
-    text = f"HTTP {status}: {message}" if message else f"HTTP {status}"
-    if status == 429:
+    fields: dict[str, Any] = {"model": model, "provider": "openai-compatible"}
+    if status is not None:
+        fields["status"] = status
+    if kind == "rate_limit":
         return dspy.LMRateLimitError(text, retry_after=retry_after, **fields)
-    if status in (401, 403):
+    if kind == "auth":
         return dspy.LMAuthError(text, **fields)
-    if status == 402:
+    if kind == "billing":
         return dspy.LMBillingError(text, **fields)
-    if status == 408:
+    if kind == "timeout":
         return dspy.LMTimeoutError(text, **fields)
-    if status >= 500:
+    if kind == "server_error":
         return dspy.LMServerError(text, retry_after=retry_after, **fields)
-    if any(hint in message.lower() for hint in _CONTEXT_HINTS):
+    if kind == "connection":
+        return dspy.LMTransportError(text, model=model)
+    if kind == "context_length":
         return dspy.ContextWindowExceededError(message=text, **fields)
     return dspy.LMInvalidRequestError(text, **fields)
 

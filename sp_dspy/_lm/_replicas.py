@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ._cache import ENDPOINT_GROUP_KEY
 from ._config import _URL_USERINFO, LMConfig
 from ._redact import redact
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from dspy.lm15 import Request, Response
 
 ROUTING_STRATEGY = "least-busy"
-ENDPOINT_GROUP_KEY = "sp_endpoint_group"
 MODEL_GROUP = "sp-dspy-replicas"
 # Seconds a failed replica receives no requests; the others take its share meanwhile.
 COOLDOWN_S = 5.0
@@ -150,7 +150,7 @@ class ReplicaPool:
         self.router: Any = self._build_router(api_key)
 
     def _build_router(self, api_key: str) -> Any:
-        from ._factory import ensure_offline_env
+        from ._dspy import ensure_offline_env
 
         ensure_offline_env()
         from litellm import Router
@@ -180,33 +180,23 @@ class ReplicaPool:
         )
 
     def arguments(self, request: Request) -> dict[str, Any]:
-        """The OpenAI chat body for ``request`` (DSPy's own conversion), minus the group key."""
-        from dspy.clients.engines.base import validate_request
-        from dspy.clients.lm15_boundary import request_kwargs
+        """The OpenAI chat body for ``request`` (as sp-dspy's HTTP engine builds it), minus the group key."""
+        from ._direct import request_messages, request_overrides
 
-        validate_request(request)
-        data = request_kwargs(request, "chat")
-        # OpenAI's newer spelling; self-hosted servers (llama.cpp, older vLLM) read max_tokens.
-        if "max_completion_tokens" in data and "max_tokens" not in data:
-            data["max_tokens"] = data.pop("max_completion_tokens")
-        metadata = data.get("metadata")
-        if isinstance(metadata, dict) and ENDPOINT_GROUP_KEY in metadata:
-            rest = {k: v for k, v in metadata.items() if k != ENDPOINT_GROUP_KEY}
-            if rest:
-                data["metadata"] = rest
-            else:
-                del data["metadata"]
+        data = {k: v for k, v in request_overrides(request).items() if v is not None}
+        data["messages"] = request_messages(request)
         return data
 
     def response(self, raw: Any, request: Request) -> Response:
         """DSPy's ``Response`` for a LiteLLM answer, counted for the replica that gave it."""
-        from dspy.clients.lm15_boundary import response_value
+        from dspy.lm15 import response_from_openai_chat
 
         hidden = getattr(raw, "_hidden_params", None) or {}
         index = str(hidden.get("model_id", ""))
         if index.isdigit() and int(index) < len(self.endpoints):
             self.counter.add(display_endpoint(self.endpoints[int(index)]))
-        return response_value(raw, "chat", request)
+        body = raw.model_dump() if hasattr(raw, "model_dump") else dict(raw)
+        return response_from_openai_chat(body, model=request.model)
 
     def dump_state(self) -> dict[str, Any]:
         """What a saved program records: endpoints and settings, never the key."""
@@ -220,21 +210,29 @@ class ReplicaPool:
 
 @contextmanager
 def _routed_errors(model: str) -> Iterator[None]:
-    """LiteLLM's errors as DSPy's engine errors, so DSPy classifies and retries them.
+    """LiteLLM's errors as DSPy's ``LM*Error`` classes (the kind ``classify_error`` names), so DSPy retries them.
 
     When every replica is cooling down the router refuses at once with "no deployments
     available"; DSPy's default backoff (1, 2, 4 s) would spend all retries inside the
     cooldown, so the error carries the cooldown as ``retry_after``, which DSPy waits.
     """
-    from dspy.clients.engines.litellm_errors import litellm_errors
     from litellm.types.router import RouterRateLimitError
 
-    with litellm_errors(model=model):
-        try:
-            yield
-        except RouterRateLimitError as exc:
-            exc.retry_after = exc.cooldown_time  # type: ignore[attr-defined]
+    from ._errors import classify_error
+    from ._http_errors import lm_error
+
+    try:
+        yield
+    except RouterRateLimitError as exc:
+        raise lm_error("rate_limit", str(exc), model=model, retry_after=exc.cooldown_time) from exc
+    except Exception as exc:
+        kind = classify_error(exc)
+        if kind in ("other", "config", "parse"):
             raise
+        status = getattr(exc, "status_code", None)
+        raise lm_error(
+            kind, str(exc), model=model, status=status if isinstance(status, int) else None
+        ) from exc
 
 
 class _EngineCapabilities:
@@ -313,7 +311,7 @@ def _pool_from_state(state: Mapping[str, Any]) -> ReplicaPool:
     The state holds no key, so a loaded pool sends the self-hosted placeholder; for
     servers that check keys, build the LM again with ``make_lm``.
     """
-    from ._factory import SELF_HOSTED_PLACEHOLDER_KEY
+    from ._keys import SELF_HOSTED_PLACEHOLDER_KEY
 
     endpoints = tuple(str(e) for e in state["endpoints"])
     strategy = str(state.get("routing_strategy", ROUTING_STRATEGY))
@@ -336,7 +334,7 @@ def make_replica_lm(config: LMConfig, *, model_id: str, api_key: str) -> dspy.LM
     ``lm.endpoint_requests`` counts the requests each endpoint served.
     """
     from ._cache import ensure_cache_configured, register_endpoint_group
-    from ._factory import import_dspy
+    from ._dspy import import_dspy
 
     dspy = import_dspy()
     endpoints = config.api_bases

@@ -1,7 +1,7 @@
-"""A loopback OpenAI-compatible server for tests and benchmarks: real HTTP, no model.
+"""A loopback model server for tests and benchmarks: real HTTP, no model.
 
-``StubServer`` serves ``GET /v1/models`` and ``POST /v1/chat/completions`` on
-127.0.0.1, so DSPy's own HTTP engine, retries, timeouts and cache run exactly as they
+``StubServer`` serves ``GET /v1/models``, ``POST /v1/chat/completions`` (OpenAI's wire)
+and ``POST /v1/messages`` (Anthropic's wire) on 127.0.0.1, so DSPy's own HTTP engine, retries, timeouts and cache run exactly as they
 would against vLLM or llama.cpp. It records every request body, can add latency, and
 can fail the first requests on purpose (``fail_plan``) to exercise retry handling.
 
@@ -99,13 +99,17 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             body = None
-        failure = stub._next_failure() if self.path.rstrip("/").endswith("/chat/completions") else None
+        path = self.path.rstrip("/")
+        anthropic = path.endswith("/v1/messages")
+        failure = stub._next_failure() if path.endswith("/chat/completions") or anthropic else None
         stub._record(StubRequest("POST", self.path, dict(self.headers), body, failure))
         if stub.latency_s:
             time.sleep(stub.latency_s)
         if failure is not None and self._fail(failure):
             return
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        if anthropic and isinstance(body, dict) and isinstance(body.get("messages"), list):
+            self._send_json(200, stub._message(body))
+        elif not path.endswith("/chat/completions"):
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
         elif not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._send_json(
@@ -216,9 +220,13 @@ class StubServer:
     # ----- request bookkeeping ---------------------------------------------------------
     @property
     def chat_requests(self) -> list[StubRequest]:
-        """Requests to ``/chat/completions``, failed ones included."""
+        """Requests to ``/chat/completions`` or ``/v1/messages``, failed ones included."""
         with self._lock:
-            return [r for r in self.requests if r.method == "POST" and r.path.endswith("/chat/completions")]
+            return [
+                r
+                for r in self.requests
+                if r.method == "POST" and r.path.endswith(("/chat/completions", "/v1/messages"))
+            ]
 
     def _record(self, request: StubRequest) -> None:
         with self._lock:
@@ -249,6 +257,25 @@ class StubServer:
             completion_tokens=completion,
             created=int(time.time()),
         )
+
+    def _message(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An Anthropic ``message`` answering a messages-API body (its top-level system included)."""
+        system = body.get("system")
+        messages = ([{"role": "system", "content": system}] if isinstance(system, str) else []) + list(
+            body.get("messages") or []
+        )
+        reply = self.responder({**body, "messages": messages})
+        text = reply if isinstance(reply, str) else str(reply)
+        prompt = sum(count_tokens(message_text(m.get("content"))) for m in messages)
+        return {
+            "id": f"msg-stub-{len(self.requests)}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "stub"),
+            "content": [{"type": "thinking", "thinking": "stub thinking"}, {"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": prompt, "output_tokens": count_tokens(text)},
+        }
 
 
 def chat_completion(

@@ -2,7 +2,7 @@
 
 from ._config import DataSelection, EvalConfig, build_eval_config, parse_shard
 from ._cost import EvalPlan
-from ._eval import EvalOutcome, build_program, plan_run, run_eval, select_cases
+from ._eval import EvalOutcome, build_program, first_request, plan_run, run_eval, select_cases
 from ._paths import RunPaths, new_run_id, resolve_run
 from ._store import JsonlStore, iter_records, repair_torn_tail
 
@@ -15,6 +15,7 @@ __all__ = [
     "RunPaths",
     "build_eval_config",
     "build_program",
+    "first_request",
     "iter_records",
     "new_run_id",
     "parse_shard",

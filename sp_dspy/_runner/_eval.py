@@ -21,7 +21,7 @@ from .._data import Benchmark, Case, load_benchmark, select_split
 from .._data._filters import slice_cases
 from .._errors import ConfigError
 from .._lm import closing_transports
-from .._lm._direct import attached as attached_transport
+from .._lm._direct import client_of
 from ._config import EvalConfig, parse_shard
 from ._cost import EvalPlan, capped_budget, plan_eval, require_price, run_pricing
 from ._engine import UnitEngine
@@ -47,7 +47,7 @@ from ._units import PerPolicyJob, PerRuleJob
 if TYPE_CHECKING:
     import dspy
 
-    from .._lm import LMConfig
+    from .._lm import HttpRequest, LMConfig
     from .._metrics import ScoreReport
 
 
@@ -151,7 +151,6 @@ def run_eval(
 ) -> EvalOutcome:
     """Run one model over the selected cases, append results durably, score them."""
     from .._lm import make_lm
-    from .._lm._chat import cache_price_lookups
 
     console = console or Console(stderr=True)
     loaded, cases = select_cases(config)
@@ -168,7 +167,6 @@ def run_eval(
         )
     lm = lm if lm is not None else make_lm(lm_config)
     teach_fake(lm, cases)
-    cache_price_lookups()  # DSPy programs price every call too (the official path does this itself)
     layout = config.per_rule_layout if protocol == "per-rule" and config.program == "official" else None
     run_fields: dict[str, Any] = {
         "run_id": paths.run_id,
@@ -224,6 +222,54 @@ def run_eval(
     return outcome
 
 
+def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
+    """The first request ``run_eval`` would send for ``config`` on ``lm_config``; nothing is sent.
+
+    The first selected case (per-rule: its first judgment) goes through the same
+    program, adapter and LM engine as in a run, with the cache off (a cached answer
+    would send nothing), until sp-dspy's HTTP engine has built the request; it is
+    captured there instead of posted.
+
+    Raises:
+        ConfigError: no case selected, or an LM whose engine sp-dspy does not build
+            requests for (the fake, replicas, DSPy's own engine).
+    """
+    from programs import judge_target, run_case
+
+    from .._lm import make_lm
+    from .._lm._direct import RequestCaptured
+    from .._protocol import build_targets
+
+    _, cases = select_cases(config)
+    if not cases:
+        raise ConfigError("--show-request: no case selected")
+    program, protocol, _ = build_program(config, constrained=lm_config.json_schema)
+    lm = make_lm(lm_config.model_copy(update={"cache": False}))
+    client = client_of(lm)
+    if client is None:
+        raise ConfigError(
+            f"--show-request: model '{lm_config.display_name()}' does not go through sp-dspy's HTTP engine "
+            "(fake, replicas or --transport dspy), whose requests it builds and can show"
+        )
+    case = cases[0]
+
+    async def first() -> None:
+        if protocol == "per-rule":
+            await judge_target(program, case, build_targets(case)[0], lm)
+        else:
+            await run_case(program, case, lm)
+
+    client.capture = []
+    try:
+        with _adapter_context(lm_config.json_schema and config.program != "official"):
+            asyncio.run(closing_transports(first()))
+    except RequestCaptured as captured:
+        return captured.request
+    finally:
+        client.capture = None
+    raise ConfigError(f"--show-request: case {case.id} sent no request")  # a program that never calls its LM
+
+
 @contextmanager
 def _adapter_context(json_adapter: bool) -> Iterator[None]:
     """DSPy programs on a schema-constrained server use the JSON adapter (it sends the schema)."""
@@ -274,7 +320,7 @@ def _write_manifest(
         units_skipped_on_resume=outcome.skipped_on_resume,
         totals=totals_of(outcome.results_file),
         endpoint_requests=dict(getattr(lm, "endpoint_requests", {}) or {}),
-        transport="direct" if config.program == "official" and attached_transport(lm) is not None else "dspy",
+        transport="direct" if config.program == "official" and client_of(lm) is not None else "dspy",
         metrics=None
         if outcome.report is None
         else {k: outcome.report.cells.get(k) for k in ("L0", "L1", "L2", "ALL")},

@@ -108,6 +108,14 @@ def eval_command(
     max_usd: Annotated[
         float | None, typer.Option("--max-usd", help="Cap on dollars of the run (priced models).")
     ] = None,
+    show_request: Annotated[
+        bool,
+        typer.Option(
+            "--show-request",
+            help="Print the first request exactly as it would be sent (URL, headers with keys masked, "
+            "body) and send nothing.",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
 ) -> None:
@@ -156,6 +164,9 @@ def eval_command(
             "(one conversation at L0, L1, L2). Pass --limit 24 for the whole sample.[/dim]"
         )
     lmo.check_keys(configs)
+    if show_request:
+        _show_requests(settings, configs)
+        return
     for lm_config in configs:
         with lmo.lm_session(lm_config) as live:
             if verbose:
@@ -201,6 +212,23 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
             )
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
+
+
+def _show_requests(settings: Any, configs: list[Any]) -> None:
+    """``--show-request``: each model's first request as JSON on stdout; nothing is sent."""
+    import json
+
+    from .._lm import configure_cache
+    from .._runner import first_request
+
+    configure_cache(enabled=False)
+    for lm_config in configs:
+        with lmo.lm_session(lm_config) as live:
+            request = first_request(settings, live)
+        if len(configs) > 1:
+            typer.echo(f"# {live.display_name()}")
+        # Plain echo, not rich: the JSON must come out unwrapped, ready for jq.
+        typer.echo(json.dumps(request.shown(), indent=2, ensure_ascii=False))
 
 
 def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> None:

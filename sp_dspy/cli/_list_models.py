@@ -12,6 +12,13 @@ def register(app: typer.Typer) -> None:
     app.command("list-models")(list_models_command)
 
 
+#: The settings a model entry may set that change what is sent, shown when set.
+SHOWN_SETTINGS = (
+    "temperature", "max_tokens", "reasoning_effort", "thinking", "extra_body", "extra_headers",
+    "timeout", "json_schema", "transport",
+)  # fmt: skip
+
+
 def list_models_command(config: lmo.ModelsConfig = None) -> None:
     """List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones."""
     from .._lm import BEHAVIOURS, load_configured_models, models_files
@@ -25,10 +32,7 @@ def list_models_command(config: lmo.ModelsConfig = None) -> None:
         settings = {
             key: value
             for key, value in cfg.public_dict().items()
-            if key in ("temperature", "max_tokens", "reasoning_effort", "timeout", "json_schema", "transport")
-            and value is not None
-            and value is not False
-            and value != "auto"
+            if key in SHOWN_SETTINGS and value is not None and value is not False and value != "auto"
         }
         table.add_row(
             name,

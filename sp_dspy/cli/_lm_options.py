@@ -98,8 +98,8 @@ Transport = Annotated[
     str | None,
     typer.Option(
         "--transport",
-        help="How official-baseline calls reach one OpenAI-compatible --api-base: auto, "
-        "direct (sp-dspy's lean HTTP client) or dspy (DSPy's engine).",
+        help="The LM's engine: auto (sp-dspy's HTTP engine where the provider has a profile), "
+        "direct (that engine, or an error) or dspy (DSPy's own engine: LiteLLM or its native clients).",
         show_default="the model's, else auto",
     ),
 ]
@@ -143,15 +143,17 @@ def lm_configs(
 
 
 def check_keys(configs: list[LMConfig]) -> None:
-    """Fail now if a model's ``api_key_env`` names an unset variable, not after the models before it ran.
+    """Fail now if a model's key is missing (its ``api_key_env``, or its provider's usual
+    variable), not after the models before it ran.
 
     Raises:
         ConfigError: naming the model and the variable.
     """
-    from .._lm import api_key_for
+    from .._lm import key_for
 
     for config in configs:
-        api_key_for(config)
+        if not is_local(config):  # the embedded server's address is known once it runs
+            key_for(config, config.api_bases[0] if config.api_bases else None)
 
 
 def _validated(settings: dict[str, Any], name: str, *, changed: Collection[str] = ()) -> LMConfig:

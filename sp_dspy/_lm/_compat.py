@@ -1,0 +1,210 @@
+"""Every place sp-dspy still touches DSPy internals, each named with why (the only such module).
+
+sp-dspy reaches DSPy through its public API (``dspy.LM`` with custom engines,
+``dspy.lm15`` types, ``dspy.LMError`` classes, ``dspy.context``, optimizers'
+constructors). Five needs have no public API in DSPy 3.4; they live here so a DSPy
+upgrade is checked in one place, and ``tests/test_lm_presets.py`` fails naming the use
+when an installed DSPy no longer has what it needs (:data:`USES`):
+
+1. ``call_path``: raw chat messages through a DSPy-owned engine (LiteLLM, DSPy's
+   native clients, the replica router) with DSPy's cache and retries, keeping DSPy's
+   ``CallResult``: only it says whether the answer came from the cache (``lm(...)``
+   drops that, and ``lm(Request)`` does not report it).
+2. ``price_table``: the LiteLLM price snapshot bundled with DSPy
+   (``dspy.clients.model_metadata``), so sp-dspy's HTTP engine prices its answers with
+   the same rates DSPy uses.
+3. ``response_cache``: DSPy's response cache keyed by endpoint as well as request
+   (DSPy drops ``api_base`` from keys, so two servers serving different weights under
+   one model name would share answers): a subclass of ``dspy.clients.cache.Cache``
+   overriding ``cache_key``, DSPy's request identifiers for its sync and async
+   calls (so both share entries), and installing it as ``dspy.cache`` under DSPy's lock.
+4. ``gepa_budget``: GEPA's ``auto`` presets (``AUTO_RUN_SETTINGS``), so ``compile
+   --dry-run`` projects the metric calls GEPA's own ``auto_budget`` will allow.
+5. ``mipro_budget``: MIPROv2's ``auto`` presets (``AUTO_RUN_SETTINGS``,
+   ``MIN_MINIBATCH_SIZE``) and its trial count (``_set_num_trials_from_num_candidates``),
+   so the projection uses DSPy's formula instead of a copy.
+"""
+
+from __future__ import annotations
+
+import functools
+from contextlib import nullcontext
+from typing import Any
+
+#: ``use name -> ((module, attribute names), ...)`` that must exist in the installed DSPy.
+USES: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "call_path": (
+        ("dspy.clients.execution", ("prepare", "execute", "aexecute", "finalize")),
+        ("dspy.clients.call_result", ("usage_dict",)),
+    ),
+    "price_table": (("dspy.clients.model_metadata", ("model_info", "rate")),),
+    "response_cache": (("dspy.clients.cache", ("Cache",)),),
+    "gepa_budget": (("dspy.teleprompt.gepa.gepa", ("AUTO_RUN_SETTINGS", "GEPA")),),
+    "mipro_budget": (
+        ("dspy.teleprompt.mipro_optimizer_v2", ("AUTO_RUN_SETTINGS", "MIN_MINIBATCH_SIZE", "MIPROv2")),
+    ),
+}
+#: DSPy's request identifiers of async calls and their sync twins (``response_cache``).
+SYNC_IDENTIFIERS = {
+    "dspy.clients.lm.alitellm_completion": "dspy.clients.lm.litellm_completion",
+    "dspy.clients.lm.alitellm_text_completion": "dspy.clients.lm.litellm_text_completion",
+    "dspy.clients.lm.alitellm_responses_completion": "dspy.clients.lm.litellm_responses_completion",
+    "dspy.clients.lm15.complete.async": "dspy.clients.lm15.complete",
+}
+#: The request field in which DSPy's cache keys record the function called.
+IDENTIFIER_FIELD = "_fn_identifier"
+
+
+def missing_uses() -> list[str]:
+    """``"<use>: <module>.<attribute>"`` for every internal the installed DSPy lacks."""
+    import importlib
+
+    missing = []
+    for use, places in USES.items():
+        for module_name, names in places:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                missing.append(f"{use}: {module_name}")
+                continue
+            missing += [f"{use}: {module_name}.{name}" for name in names if not hasattr(module, name)]
+    if missing:
+        return missing
+    from dspy.teleprompt import GEPA, MIPROv2
+
+    for use, owner, method in (
+        ("response_cache", _dspy_cache_base(), "cache_key"),
+        ("gepa_budget", GEPA, "auto_budget"),
+        ("mipro_budget", MIPROv2, "_set_num_trials_from_num_candidates"),
+    ):
+        if not callable(getattr(owner, method, None)):
+            missing.append(f"{use}: {owner.__module__}.{owner.__name__}.{method}")
+    return missing
+
+
+# ----- 1. call_path ------------------------------------------------------------------------
+def call(lm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any:
+    """DSPy's ``CallResult`` of ``messages`` sent through ``lm`` (cache, retries, history)."""
+    from dspy.clients.execution import execute, finalize, prepare
+
+    prepared = prepare(lm, None, messages, kwargs)
+    result = execute(lm, prepared)
+    finalize(lm, prepared, result)
+    return result
+
+
+async def acall(lm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any:
+    """The async :func:`call` (DSPy prepares a request on a thread: it may read files)."""
+    import asyncio
+
+    from dspy.clients.execution import aexecute, finalize, prepare
+
+    prepared = await asyncio.to_thread(prepare, lm, None, messages, kwargs, asynchronous=True)
+    result = await aexecute(lm, prepared)
+    finalize(lm, prepared, result)
+    return result
+
+
+def response_usage(response: Any) -> dict[str, Any] | None:
+    """The usage DSPy recorded for one provider response of a ``CallResult``."""
+    from dspy.clients.call_result import usage_dict
+
+    return usage_dict(response)
+
+
+# ----- 2. price_table ----------------------------------------------------------------------
+def price_rates(provider: str, model_id: str) -> tuple[float | None, float | None, float | None]:
+    """(input, output, cached-input) USD per token of ``provider/model_id``; None where unpriced."""
+    from dspy.clients.model_metadata import model_info, rate
+
+    info = model_info(provider, model_id) or {}
+    return (
+        rate(info, "input_cost_per_token"),
+        rate(info, "output_cost_per_token"),
+        rate(info, "cache_read_input_token_cost"),
+    )
+
+
+# ----- 3. response_cache -------------------------------------------------------------------
+def _dspy_cache_base() -> type[Any]:
+    from dspy.clients.cache import Cache
+
+    return Cache
+
+
+@functools.cache
+def endpoint_cache_class(endpoint_key: Any) -> type[Any]:
+    """DSPy's ``Cache`` whose key keeps the endpoint (``endpoint_key(url)``), never the API key."""
+    endpoint_fields = ("api_base", "base_url")
+
+    class EndpointAwareCache(_dspy_cache_base()):  # type: ignore[misc]
+        """DSPy's two-level cache whose key includes the API endpoint (never the key)."""
+
+        def cache_key(
+            self, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None
+        ) -> str:
+            ignored = [a for a in (ignored_args_for_cache_key or []) if a not in endpoint_fields]
+            if "api_key" not in ignored:
+                ignored.append("api_key")
+            keyed = dict(request)
+            function = keyed.get(IDENTIFIER_FIELD)
+            if isinstance(function, str):
+                keyed[IDENTIFIER_FIELD] = SYNC_IDENTIFIERS.get(function, function)
+            for name in endpoint_fields:
+                value = keyed.get(name)
+                if isinstance(value, str):
+                    keyed[name] = endpoint_key(value)
+            return str(super().cache_key(keyed, ignored))
+
+    return EndpointAwareCache
+
+
+def install_cache(cache: Any) -> None:
+    """Make ``cache`` DSPy's response cache, holding DSPy's lock (its lazy default must not win)."""
+    import dspy
+
+    with getattr(dspy, "_cache_lock", nullcontext()):
+        setattr(dspy, "cache", cache)  # noqa: B010 - dspy builds `cache` lazily; mypy cannot see it
+
+
+def installed_cache() -> Any:
+    """DSPy's response cache if one was installed (None: DSPy has not built its default yet)."""
+    import dspy
+
+    return vars(dspy).get("cache")
+
+
+# ----- 4. gepa_budget ----------------------------------------------------------------------
+def gepa_auto_metric_calls(auto: str, n_val: int) -> int:
+    """The metric calls GEPA's ``auto`` preset allows for one predictor and ``n_val`` dev examples."""
+    from dspy.teleprompt import GEPA
+    from dspy.teleprompt.gepa.gepa import AUTO_RUN_SETTINGS
+
+    def no_metric(gold: Any, pred: Any, trace: Any, pred_name: Any, pred_trace: Any) -> float:
+        return 0.0
+
+    # Built through its constructor; auto_budget reads no state it sets, and proposes nothing.
+    gepa = GEPA(metric=no_metric, auto=auto, instruction_proposer=lambda *args, **kwargs: {})
+    candidates = AUTO_RUN_SETTINGS[auto]["n"]
+    return int(gepa.auto_budget(num_preds=1, num_candidates=candidates, valset_size=n_val))
+
+
+# ----- 5. mipro_budget ---------------------------------------------------------------------
+def mipro_auto_run(auto: str, n_val: int, *, zero_shot: bool) -> tuple[int, int, int, bool]:
+    """(candidates, trials, dev examples, minibatch) MIPROv2's ``auto`` preset runs for one predictor."""
+    from dspy.teleprompt import MIPROv2
+    from dspy.teleprompt.mipro_optimizer_v2 import AUTO_RUN_SETTINGS, MIN_MINIBATCH_SIZE
+
+    class _OnePredictor:
+        def predictors(self) -> list[None]:
+            return [None]
+
+    preset = AUTO_RUN_SETTINGS[auto]
+    candidates = int(preset["n"])
+    val = min(int(preset["val_size"]), n_val)
+    import dspy
+
+    unused = dspy.LM("openai/unused")  # never called: MIPROv2 only requires LMs to be named
+    mipro = MIPROv2(metric=lambda *args: 0.0, auto=auto, prompt_model=unused, task_model=unused)
+    trials = int(mipro._set_num_trials_from_num_candidates(_OnePredictor(), zero_shot, candidates))
+    return candidates, trials, val, val > MIN_MINIBATCH_SIZE

@@ -1,0 +1,64 @@
+"""Which key an LM sends: the named variable, the provider's usual one, or a placeholder.
+
+Keys come from the environment only, are registered for redaction as soon as they
+are read, and are resolved when an LM is built, so a missing key stops a run before
+its first call with one line naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .._errors import ConfigError
+from ._config import LMConfig
+from ._profiles import ProviderProfile, is_private_endpoint, profile_for
+from ._redact import register_secret
+
+#: What self-hosted servers (vLLM, llama.cpp) accept when they check no key.
+SELF_HOSTED_PLACEHOLDER_KEY = "EMPTY"
+
+
+def api_key_for(config: LMConfig) -> str | None:
+    """The key named by ``config.api_key_env`` (registered for redaction), or None."""
+    if config.api_key_env is None:
+        return None
+    value = os.environ.get(config.api_key_env, "")
+    if not value.strip():
+        raise ConfigError(
+            f"model '{config.display_name()}': api_key_env names {config.api_key_env}, which is not set"
+        )
+    register_secret(value)
+    return value
+
+
+def key_for(config: LMConfig, api_base: str | None) -> str | None:
+    """The key sent to ``api_base`` (None: no endpoint of ours, DSPy's engine finds the key).
+
+    ``api_key_env`` first, then the provider's usual variable; a self-hosted server
+    without either gets :data:`SELF_HOSTED_PLACEHOLDER_KEY`.
+
+    Raises:
+        ConfigError: a hosted provider with no key set (one line naming the variable).
+    """
+    if config.api_key_env is not None:
+        return api_key_for(config)
+    profile = profile_for(config.provider)
+    if profile is None:
+        return SELF_HOSTED_PLACEHOLDER_KEY if api_base is not None else None
+    if _self_hosted(profile, api_base):
+        return SELF_HOSTED_PLACEHOLDER_KEY
+    value = os.environ.get(profile.key_env or "", "").strip() if profile.key_env else ""
+    if not value:
+        raise ConfigError(
+            f"model '{config.display_name()}': no API key: set {profile.key_env} "
+            f"(or name the variable holding the key with --api-key-env)"
+        )
+    register_secret(value)
+    return value
+
+
+def _self_hosted(profile: ProviderProfile, api_base: str | None) -> bool:
+    """Whether the endpoint is a server of the user's own, which may get the placeholder key."""
+    if profile.self_hosted:
+        return True
+    return profile.compatible_servers and api_base is not None and is_private_endpoint(api_base)

@@ -1,0 +1,136 @@
+"""Provider profiles: how each model-string provider is reached on the wire (data, not code).
+
+A profile says which wire a provider speaks (the OpenAI chat-completions body or
+Anthropic's messages body), its public endpoint, its usual key variable, and how the
+generic settings of an :class:`~sp_dspy._lm._config.LMConfig` are spelled in its
+body: the output cap (``max_tokens``, or ``max_completion_tokens`` for OpenAI's
+reasoning models, which reject ``max_tokens``) and the reasoning effort
+(``reasoning_effort``, or OpenRouter's ``reasoning: {effort: ...}``). sp-dspy's HTTP
+engine (``_direct``) builds every request from a config and its profile, so a preset
+in ``configs/models.yaml`` sends exactly what the SafePyramid reference harness sends
+for that model, and ``sp-dspy eval --show-request`` can print it.
+
+Self-hosted servers (vLLM, llama.cpp) have no public endpoint and no key of their
+own: their profiles need an ``api_base`` and accept the placeholder key ``EMPTY``.
+``openai/`` names both OpenAI and any OpenAI-compatible server; it accepts the
+placeholder only at a loopback or private-network address (your own server).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import urllib.parse
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Wire = Literal["openai-chat", "anthropic-messages"]
+
+
+class ProviderProfile(BaseModel):
+    """How one provider's requests are addressed, authenticated and spelled."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    wire: Wire
+    #: The provider's public endpoint (None: self-hosted, ``api_base`` is required).
+    base_url: str | None = None
+    #: The environment variable holding the provider's key (None: keyless servers).
+    key_env: str | None = None
+    #: Whether a server of this kind may get the placeholder key (``EMPTY``) when none is set.
+    self_hosted: bool = False
+    #: Whether the prefix also names self-run compatible servers (``openai/``): at a loopback
+    #: or private-network ``api_base`` it is treated as self-hosted.
+    compatible_servers: bool = False
+    #: Body field of the per-call output cap.
+    limit_field: str = "max_tokens"
+    #: ``(model-id regex, field)``: models whose output cap has another field name.
+    limit_field_for: tuple[tuple[str, str], ...] = ()
+    #: Output cap sent when none is configured (Anthropic requires one); None: send none.
+    default_limit: int | None = None
+    #: Dotted body path of the reasoning effort (``reasoning.effort`` nests it).
+    effort_field: str = "reasoning_effort"
+    #: Extra fixed headers of the wire (the API version Anthropic requires).
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def limit_field_of(self, model_id: str) -> str:
+        """The output-cap field for ``model_id`` (``max_completion_tokens`` for gpt-5.5)."""
+        for pattern, field in self.limit_field_for:
+            if re.search(pattern, model_id.lower()):
+                return field
+        return self.limit_field
+
+
+# OpenAI's reasoning families (o1, o3, o4-mini, every gpt-5 generation except -chat).
+_OPENAI_REASONING = r"^(?:o[1345](?:-|$)|gpt-5(?:\.\d+)*(?!.*-chat))"
+_SELF_HOSTED = ProviderProfile(wire="openai-chat", self_hosted=True)
+
+PROFILES: dict[str, ProviderProfile] = {
+    "openai": ProviderProfile(
+        wire="openai-chat",
+        base_url="https://api.openai.com/v1",
+        key_env="OPENAI_API_KEY",
+        compatible_servers=True,
+        limit_field_for=((_OPENAI_REASONING, "max_completion_tokens"),),
+    ),
+    "anthropic": ProviderProfile(
+        wire="anthropic-messages",
+        base_url="https://api.anthropic.com",
+        key_env="ANTHROPIC_API_KEY",
+        default_limit=4096,
+        headers=(("anthropic-version", "2023-06-01"),),
+    ),
+    # Google's OpenAI-compatible endpoint (what the reference harness uses), not generateContent.
+    "gemini": ProviderProfile(
+        wire="openai-chat",
+        base_url="https://generativelanguage.googleapis.com/v1beta/openai",
+        key_env="GEMINI_API_KEY",
+    ),
+    "xai": ProviderProfile(wire="openai-chat", base_url="https://api.x.ai/v1", key_env="XAI_API_KEY"),
+    "openrouter": ProviderProfile(
+        wire="openai-chat",
+        base_url="https://openrouter.ai/api/v1",
+        key_env="OPENROUTER_API_KEY",
+        effort_field="reasoning.effort",
+    ),
+    "hosted_vllm": _SELF_HOSTED,
+    "openai_like": _SELF_HOSTED,
+    "llamacpp": _SELF_HOSTED,
+    "sp-openai-compatible": _SELF_HOSTED,
+}
+
+
+def profile_for(provider: str) -> ProviderProfile | None:
+    """The profile of a model-string provider (``openai`` for ``openai/gpt-5.5``), or None."""
+    return PROFILES.get(provider)
+
+
+def model_id(model: str) -> str:
+    """``hosted_vllm/Qwen/Qwen3-8B`` -> ``Qwen/Qwen3-8B`` (what the provider calls it)."""
+    _, sep, rest = model.partition("/")
+    return rest if sep else model
+
+
+def is_private_endpoint(url: str) -> bool:
+    """Whether ``url`` points at this machine or a private network (a self-run server)."""
+    host = urllib.parse.urlsplit(url.strip()).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def messages_url(profile: ProviderProfile, api_base: str) -> str:
+    """The URL requests are posted to: ``{base}/chat/completions`` or ``{base}/v1/messages``.
+
+    An Anthropic base is accepted with or without its ``/v1`` (``http://host`` and
+    ``http://host/v1`` both post to ``http://host/v1/messages``).
+    """
+    base = api_base.strip().rstrip("/")
+    if profile.wire == "anthropic-messages":
+        return base.removesuffix("/v1") + "/v1/messages"
+    return base + "/chat/completions"
