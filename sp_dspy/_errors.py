@@ -19,3 +19,7 @@ class DataError(SpDspyError):
 
 class ConfigError(SpDspyError):
     """A configuration file, flag or environment setting is wrong."""
+
+
+class OutputError(SpDspyError):
+    """An output location (results, manifest, cache, artifact) cannot be written."""

@@ -7,6 +7,7 @@ leaves nothing unsynced and that a failing disk is reported, not ignored.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sp_dspy._runner import JsonlStore, iter_records, repair_torn_tail
-from sp_dspy._runner._store import SYNC_INTERVAL_S
+from sp_dspy._runner._store import SYNC_INTERVAL_S, StoreWriteError
 
 
 class SlowDisk:
@@ -82,13 +83,60 @@ def test_a_failing_fsync_is_raised_not_swallowed(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(os, "fsync", SlowDisk(fail=True))
     store = JsonlStore(tmp_path / "out.jsonl")
     store.append({"id": "a"})
-    with pytest.raises(OSError, match="Input/output error"):
+    with pytest.raises(StoreWriteError, match="Input/output error"):
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             store.append({"id": "b"})
             time.sleep(0.01)
-    with pytest.raises(OSError):
+    store.close()  # reported once by append; closing (a ``with`` block's exit) must not mask it
+
+
+def test_a_failing_fsync_nobody_saw_is_raised_by_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "fsync", SlowDisk(fail=True))
+    store = JsonlStore(tmp_path / "out.jsonl")
+    store.append({"id": "a"})
+    with pytest.raises(StoreWriteError, match="Input/output error"):
         store.close()
+    assert [r["id"] for r in iter_records(tmp_path / "out.jsonl")] == ["a"]
+
+
+class FillingDisk:
+    """Stands in for ``os.write``: after ``room`` bytes the disk is full (``ENOSPC``).
+
+    The write that crosses the limit is partial, as the kernel does when a disk fills.
+    """
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+        self.real = os.write
+
+    def __call__(self, fd: int, data: bytes | memoryview) -> int:
+        if self.room <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written = self.real(fd, bytes(data[: self.room]))
+        self.room -= written
+        return written
+
+
+def test_a_full_disk_keeps_every_complete_line_and_stops_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "out.jsonl"
+    store = JsonlStore(path)
+    store.append({"id": "a"})
+    monkeypatch.setattr(os, "write", FillingDisk(room=5))  # half of the next line fits
+    with pytest.raises(StoreWriteError, match=f"cannot write {path}: No space left on device"):
+        store.append({"id": "b"})
+    with pytest.raises(StoreWriteError):  # no later record may follow a torn one
+        store.append({"id": "c"})
+    store.close()
+    monkeypatch.undo()
+    assert path.read_bytes() == b'{"id":"a"}\n'  # the partial line was cut off at once
+    with JsonlStore(path) as store:  # space freed: appending goes on where it stopped
+        store.append({"id": "b"})
+    assert [r["id"] for r in iter_records(path)] == ["a", "b"]
 
 
 def test_close_is_idempotent_and_the_store_reopens_for_appending(tmp_path: Path) -> None:

@@ -140,9 +140,12 @@ def load_benchmark(
 
 def load_file(path: Path, *, lenient: bool = False) -> Benchmark:
     """Parse and validate one benchmark JSON file (object with ``data`` or bare list)."""
-    with path.open("rb") as handle:
-        stat = os.fstat(handle.fileno())
-        raw_bytes = handle.read()
+    try:
+        with path.open("rb") as handle:
+            stat = os.fstat(handle.fileno())
+            raw_bytes = handle.read()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     with gc_paused():
         fast = _fast_cases(raw_bytes)
         reasons: list[str] = []

@@ -19,7 +19,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._user_dirs import default_cache_dir
+from .._errors import OutputError
+from .._user_dirs import default_cache_dir, ensure_writable_dir
 
 DISK_SIZE_LIMIT_BYTES = 30 * 1024**3
 #: The key, in an LM's ``metadata`` setting, that puts its endpoint into DSPy's cache keys.
@@ -80,6 +81,9 @@ def configure_cache(enabled: bool = True, directory: Path | str | None = None) -
 
     ``directory`` defaults to :func:`default_response_cache_dir`. Disabled means no
     memory cache either, so every call reaches the model.
+
+    Raises:
+        OutputError: the cache directory cannot be created or written.
     """
     global _configured
     from ._compat import endpoint_cache_class, install_cache
@@ -89,7 +93,12 @@ def configure_cache(enabled: bool = True, directory: Path | str | None = None) -
     path = Path(os.path.expanduser(str(directory))) if directory is not None else default_response_cache_dir()
     cls = endpoint_cache_class(endpoint_key)
     if enabled:
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            ensure_writable_dir(path, what="response cache")  # before any call, not in DSPy's first write
+        except OutputError as exc:
+            raise OutputError(
+                f"{exc}; set SP_DSPY_CACHE_DIR to a writable directory or pass --no-cache"
+            ) from None
         cache = cls(
             enable_disk_cache=True,
             enable_memory_cache=True,

@@ -7,6 +7,7 @@ killed at any moment resumes without sending a finished case or judgment again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,9 +20,10 @@ from rich.console import Console
 from .._compile._budget import BudgetExceeded, Tally
 from .._data import Benchmark, Case, load_benchmark, select_split
 from .._data._filters import slice_cases
-from .._errors import ConfigError
+from .._errors import ConfigError, OutputError
 from .._lm import closing_transports
 from .._lm._direct import client_of
+from .._user_dirs import ensure_writable_dir
 from ._config import EvalConfig, parse_shard
 from ._cost import EvalPlan, capped_budget, plan_eval, require_price, run_pricing
 from ._engine import UnitEngine
@@ -38,10 +40,10 @@ from ._manifest import (
     write_manifest,
 )
 from ._overlap import check_no_overlap
-from ._paths import RunPaths, resolve_run
+from ._paths import RunLock, RunPaths, resolve_run
 from ._progress import ProgressView
 from ._records import Stopwatch
-from ._store import JsonlStore
+from ._store import JsonlStore, StoreWriteError
 from ._units import PerPolicyJob, PerRuleJob
 
 if TYPE_CHECKING:
@@ -62,6 +64,7 @@ class EvalOutcome:
     interrupted: bool = False
     capped_by: str | None = None  # the cap (max_calls, max_tokens, max_usd) that stopped the run
     spent: Tally | None = None  # what the capped units used (runs with caps only)
+    failed: bool = False  # a results write failed (a full disk): the run stopped
     skipped_on_resume: int = 0
     units_run: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -149,17 +152,45 @@ def run_eval(
     show_progress: bool = True,
     retry_errors: bool = False,
 ) -> EvalOutcome:
-    """Run one model over the selected cases, append results durably, score them."""
-    from .._lm import make_lm
+    """Run one model over the selected cases, append results durably, score them.
 
+    Raises:
+        RunLockedError: another process is writing this run.
+        OutputError: the output directory cannot be written, or a write failed
+            mid-run (the run stops at once; ``--resume`` continues it).
+    """
     console = console or Console(stderr=True)
     loaded, cases = select_cases(config)
     program, protocol, label = _checked_program(config, cases, lm_config)
     config = config.model_copy(update={"protocol": protocol})  # the manifest records what ran
-    model = lm_config.display_name()
     paths = resolve_run(
         config.output_dir, lm_config.short_name(), config.run_id, resume=config.resume, protocol=protocol
     )
+    ensure_writable_dir(config.output_dir, what="--output-dir")  # before any model is called
+    with RunLock(paths):  # one writer per run: a second --resume would send and record units twice
+        return _run_locked(config, lm_config, paths, loaded, cases, program, protocol, label, console=console,
+                           lm=lm, show_progress=show_progress, retry_errors=retry_errors)  # fmt: skip
+
+
+def _run_locked(
+    config: EvalConfig,
+    lm_config: LMConfig,
+    paths: RunPaths,
+    loaded: Benchmark,
+    cases: list[Case],
+    program: Any,
+    protocol: str,
+    label: str,
+    *,
+    console: Console,
+    lm: dspy.LM | None,
+    show_progress: bool,
+    retry_errors: bool,
+) -> EvalOutcome:
+    """:func:`run_eval` once this process holds the run: send what is pending, record, score."""
+    from .._lm import make_lm
+
+    model = lm_config.display_name()
     results_file = paths.per_rule if protocol == "per-rule" else paths.results
     if results_file.exists() and not config.resume:
         raise ConfigError(
@@ -185,24 +216,40 @@ def run_eval(
     units: list[Any] = job.pending(results_file)
     caps = capped_budget(config.caps, program, protocol, cases, lm_config)
     outcome.skipped_on_resume = job.skipped
-    with (
-        JsonlStore(results_file) as store,
-        ProgressView(len(units), label=f"{model} {protocol}", console=console, enabled=show_progress) as view,
-    ):
-        engine: UnitEngine[Any] = UnitEngine(
-            work=job.work if caps is None else caps.wrap(job.work),
-            stop_on=(BudgetExceeded,),
-            on_error=job.on_error,
-            store=store,
-            concurrency=config.concurrency,
-            on_record=lambda record: view.record(record, case_finished=job.case_finished(record)),
-        )
-        try:
-            with _adapter_context(lm_config.json_schema and config.program != "official"):
-                asyncio.run(closing_transports(engine.run(units)))
-        except KeyboardInterrupt:
-            outcome.interrupted = True
-        outcome.units_run = engine.stats.done
+    failure: StoreWriteError | None = None
+    try:
+        with (
+            JsonlStore(results_file) as store,
+            ProgressView(
+                len(units), label=f"{model} {protocol}", console=console, enabled=show_progress
+            ) as view,
+        ):
+            engine: UnitEngine[Any] = UnitEngine(
+                work=job.work if caps is None else caps.wrap(job.work),
+                stop_on=(BudgetExceeded,),
+                on_error=job.on_error,
+                store=store,
+                concurrency=config.concurrency,
+                on_record=lambda record: view.record(record, case_finished=job.case_finished(record)),
+            )
+            try:
+                with _adapter_context(lm_config.json_schema and config.program != "official"):
+                    asyncio.run(closing_transports(engine.run(units)))
+            except KeyboardInterrupt:
+                outcome.interrupted = True
+            finally:
+                outcome.units_run = engine.stats.done
+    except StoreWriteError as exc:  # a full disk: stop, keep what is written, say how to go on
+        failure = exc
+    if failure is not None:
+        outcome.failed = True
+        with contextlib.suppress(OutputError):  # the disk may be too full for the manifest as well
+            _write_manifest(config, lm_config, loaded, outcome, started=started, wall_s=watch.elapsed,
+                            units_total=len(units) + job.skipped, model=model, lm=lm)  # fmt: skip
+        raise OutputError(
+            f"{failure}: the run stopped after {outcome.units_run} new unit(s); everything written is kept: "
+            f"free space (or fix the cause), then continue with --resume --run-id {paths.run_id}"
+        ) from None
     if caps is not None:
         outcome.spent = caps.spent()
         outcome.capped_by = caps.refused_by if engine.stats.stopped else None
@@ -289,6 +336,15 @@ def _score(cases: list[Case], results_file: Path, protocol: str) -> ScoreReport:
     return score(cases, results, per_rule=protocol == "per-rule", all_ids={c.id for c in cases})
 
 
+def _status(outcome: EvalOutcome) -> str:
+    """The manifest's word for how the invocation ended."""
+    if outcome.failed:
+        return "failed"
+    if outcome.interrupted:
+        return "interrupted"
+    return "capped" if outcome.capped_by else "complete"
+
+
 def _write_manifest(
     config: EvalConfig,
     lm_config: LMConfig,
@@ -312,7 +368,7 @@ def _write_manifest(
         model=model,
         lm=lm_config.public_dict(),
         results_file=str(outcome.results_file),
-        status="interrupted" if outcome.interrupted else "capped" if outcome.capped_by else "complete",
+        status=_status(outcome),
         started_at=earlier.started_at if earlier is not None else started.isoformat(timespec="seconds"),
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
         wall_s=round(wall_s, 3),

@@ -7,6 +7,7 @@ covers every invocation that contributed to it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -18,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .._errors import OutputError
 from .._lm import redact
 from ._store import iter_records
 
@@ -133,14 +135,26 @@ def previous_run(path: Path, model: str) -> ModelRun | None:
 
 
 def write_manifest(path: Path, manifest: RunManifest) -> None:
-    """Merge this invocation's entries into the manifest file (other models are kept)."""
+    """Merge this invocation's entries into the manifest file (other models are kept).
+
+    Written to a temporary file and renamed, so a failed write (a full disk) leaves the
+    previous manifest whole.
+
+    Raises:
+        OutputError: the manifest could not be written.
+    """
     if path.exists():
         try:
             previous = RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
             manifest.runs = {**previous.runs, **manifest.runs}
         except ValueError:
             pass  # an unreadable manifest is replaced rather than blocking the run
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise OutputError(f"cannot write the manifest {path}: {exc.strerror or exc}") from None

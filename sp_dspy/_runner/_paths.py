@@ -1,18 +1,25 @@
-"""Result file names and run ids, compatible with the reference harness's layout.
+"""Result file names, run ids and the lock that gives a run one writer.
 
 ``results_<RUN_ID>_<model>.jsonl`` for per-policy records, ``per_rule_<RUN_ID>_<model>.jsonl``
-for per-rule judgments, ``manifest_<RUN_ID>.json`` for what produced them (one entry per model).
+for per-rule judgments, ``manifest_<RUN_ID>.json`` for what produced them (one entry per model),
+all compatible with the reference harness's layout. ``run_<RUN_ID>.lock`` exists while
+a process writes the run (see :class:`RunLock`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
-from .._errors import ConfigError
+from .._errors import ConfigError, OutputError
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -47,6 +54,119 @@ class RunPaths:
     def manifest(self) -> Path:
         """One manifest per run id; several models of one run are entries in it."""
         return self.output_dir / f"manifest_{self.run_id}.json"
+
+    @property
+    def lock(self) -> Path:
+        """Held (``flock``) by the one process writing this run; see :class:`RunLock`."""
+        return self.output_dir / f"run_{self.run_id}.lock"
+
+
+class RunLockedError(ConfigError):
+    """Another live process writes the run this one was asked to write."""
+
+
+class RunLock:
+    """One run, one writer: an exclusive ``flock`` on ``run_<RUN_ID>.lock`` while a process writes it.
+
+    Two processes appending to one results file would each send the units the other
+    is sending and record them twice (``--resume`` reads what is done only at start),
+    and both would rewrite the manifest. The second writer therefore refuses at once,
+    naming the process that holds the run. The kernel drops a ``flock`` when its
+    process ends, however it ends (SIGKILL included), so a lock file left by a dead
+    process is simply taken over; the pid, host and command written into the file are
+    only there to name the holder. Releasing removes the file; a process that opened
+    the file just before it was removed sees the inode changed and opens it anew.
+    """
+
+    def __init__(self, paths: RunPaths) -> None:
+        self.paths = paths
+        self.path = paths.lock
+        self._fd: int | None = None
+
+    def acquire(self) -> Self:
+        """Take the run, or raise :class:`RunLockedError` naming the process that has it."""
+        import fcntl
+
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise OutputError(f"cannot create the run lock {self.path}: {exc.strerror or exc}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise RunLockedError(self._refusal(holder)) from None
+            except OSError as exc:
+                os.close(fd)
+                raise OutputError(f"cannot lock the run lock {self.path}: {exc.strerror or exc}") from None
+            try:
+                current = os.stat(self.path).st_ino
+            except FileNotFoundError:
+                current = None
+            if current != os.fstat(fd).st_ino:  # its holder removed it between our open and flock
+                os.close(fd)
+                continue
+            self._fd = fd
+            break
+        holder = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": _command_line(),
+        }
+        with contextlib.suppress(OSError):  # the lock holds without the note (then no pid is named)
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps(holder).encode("utf-8") + b"\n")
+        return self
+
+    def release(self) -> None:
+        """Give the run up (idempotent); the lock file is removed."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):  # a leftover is harmless: the next writer takes it over
+            self.path.unlink(missing_ok=True)
+        os.close(fd)
+
+    def _refusal(self, holder: dict[str, object]) -> str:
+        who = f"process {holder['pid']}" if "pid" in holder else "another process"
+        if holder.get("host") not in (None, socket.gethostname()):
+            who += f" on {holder['host']}"
+        details = ", ".join(str(holder[k]) for k in ("command", "since") if holder.get(k))
+        return (
+            f"run {self.paths.run_id} in {self.paths.output_dir} is being written by {who}"
+            f"{f' ({details})' if details else ''}: one run has one writer; wait for it to end "
+            f"(or stop it), then --resume (lock: {self.path})"
+        )
+
+    def __enter__(self) -> Self:
+        return self.acquire()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> dict[str, object]:
+    """What the holder wrote into the lock file (empty when unreadable)."""
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _command_line() -> str:
+    """This process's command line as the manifest shows it (no secrets)."""
+    from ._manifest import redacted_argv
+
+    argv = redacted_argv()
+    if argv:
+        argv[0] = Path(argv[0]).name
+    return " ".join(argv)
 
 
 def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: bool, protocol: str) -> RunPaths:

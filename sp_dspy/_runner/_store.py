@@ -14,7 +14,8 @@ fsync after it was written. Waking it on every append cost a thread switch and t
 GIL hand-offs per record, which at a thousand records a second stalled the event
 loop enough to cost 3-5% of throughput (``benchmarks/bench_runner.py``). ``close``
 syncs what is left. On resume a torn last line (the process died mid-write) is cut off
-before appending, so the file stays valid JSONL.
+before appending, so the file stays valid JSONL. A write that fails (a full disk)
+leaves the file at its last complete line and stops the store (``StoreWriteError``).
 
 A record is never refused for what a model wrote: text holding a lone UTF-16
 surrogate (a JSON ``"\\ud800"`` escape in an answer) is stored with U+FFFD in its
@@ -23,6 +24,7 @@ place, and an integer beyond 64 bits is written exactly (``encode_line``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -33,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from .._errors import OutputError
 from .._protocol._text import replace_surrogates
 
 _CHUNK = 1 << 16
@@ -43,64 +46,115 @@ _LINE_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
 SYNC_INTERVAL_S = 0.02
 
 
+class StoreWriteError(OutputError):
+    """A results file could not be written (disk full, I/O error): the run must stop.
+
+    Everything appended before the failure is intact (a half-written line is cut
+    off), so ``--resume`` continues once the cause is fixed.
+    """
+
+
 class JsonlStore:
-    """One results file opened for appending; thread-safe, durable writes."""
+    """One results file opened for appending; thread-safe, durable writes.
+
+    The file is written through its descriptor (one ``write`` per record, no
+    userspace buffer), so when a write fails (``ENOSPC``: the disk is full) no part
+    of the record can be left behind to reach the file later: the store cuts the
+    file back to its last complete line, refuses further appends and raises
+    :class:`StoreWriteError`. A failed ``fsync`` in the background is raised the
+    same way by the next append (or by ``close``).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        repair_torn_tail(path)
-        self._handle = path.open("a", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            repair_torn_tail(path)
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreWriteError(f"cannot open {path} for appending: {exc.strerror or exc}") from None
+        self._size = os.fstat(self._fd).st_size
+        self._closed = False
         self._lock = threading.Condition()
         self._unsynced = False
         self._closing = False
-        self._sync_error: OSError | None = None
+        self._failure: StoreWriteError | None = None
+        self._raised = False  # an append has raised ``_failure`` already
         self._syncer = threading.Thread(target=self._sync_loop, name=f"fsync {path.name}", daemon=True)
         self._syncer.start()
 
     def append(self, record: dict[str, Any]) -> None:
-        """Write ``record`` as one line; it survives the process once this returns."""
-        line = encode_line(record)
+        """Write ``record`` as one line; it survives the process once this returns.
+
+        Raises:
+            StoreWriteError: this or an earlier write (or fsync) failed; nothing more is written.
+        """
+        line = encode_line(record).encode("utf-8")
         with self._lock:
-            if self._sync_error is not None:
-                raise self._sync_error
-            self._handle.write(line)
-            self._handle.flush()
+            if self._failure is not None:
+                self._raised = True
+                raise self._failure
+            try:
+                self._write(line)
+            except OSError as exc:
+                self._raised = True
+                raise self._fail(exc) from None
+            self._size += len(line)
             self._unsynced = True
+
+    def _write(self, data: bytes) -> None:
+        """Write all of ``data`` (``os.write`` may write part of it, e.g. as a disk fills)."""
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def _fail(self, exc: OSError) -> StoreWriteError:
+        """Remember the first failure; cut a partly written line off (called with the lock held)."""
+        if self._failure is None:
+            with contextlib.suppress(OSError):  # truncating needs no free space
+                os.ftruncate(self._fd, self._size)
+            self._failure = StoreWriteError(f"cannot write {self.path}: {exc.strerror or exc}")
+        return self._failure
 
     def _sync_loop(self) -> None:
         while True:
             with self._lock:
                 while not self._unsynced and not self._closing:
                     self._lock.wait(SYNC_INTERVAL_S)
-                if not self._unsynced:
+                if not self._unsynced or self._failure is not None:
                     return
                 self._unsynced = False
-                descriptor = self._handle.fileno()
             try:
-                os.fsync(descriptor)  # outside the lock: appends go on meanwhile
+                os.fsync(self._fd)  # outside the lock: appends go on meanwhile
             except OSError as exc:
                 with self._lock:
-                    self._sync_error = exc
+                    self._fail(exc)
                 return
 
     def close(self) -> None:
-        """Sync every appended line to disk and close the file."""
+        """Sync every appended line to disk and close the file.
+
+        Raises:
+            StoreWriteError: the final fsync failed (unless an append already raised it).
+        """
         with self._lock:
-            if self._handle.closed:
+            if self._closed:
                 return
             self._closing = True
             self._lock.notify()
         self._syncer.join()
         with self._lock:
+            self._closed = True
             try:
-                if self._sync_error is None:
-                    self._handle.flush()
-                    os.fsync(self._handle.fileno())
+                if self._failure is None:
+                    os.fsync(self._fd)
+            except OSError as exc:
+                self._fail(exc)
             finally:
-                self._handle.close()
-        if self._sync_error is not None:
-            raise self._sync_error
+                os.close(self._fd)
+            if self._failure is not None and not self._raised:
+                self._raised = True
+                raise self._failure
 
     def __enter__(self) -> JsonlStore:
         return self
