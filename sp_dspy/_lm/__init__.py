@@ -20,6 +20,7 @@ Importing this package does not import DSPy or LiteLLM (the CLI starts fast); th
 functions that need them import them on first use.
 """
 
+from .._redact import redact, register_secret
 from ._cache import (
     CacheSettings,
     cache_settings,
@@ -57,7 +58,6 @@ from ._fake import (
 )
 from ._keys import api_key_for, key_for
 from ._profiles import PROFILES, ProviderProfile
-from ._redact import redact, register_secret
 from ._replicas import AsyncReplicaEngine, EndpointCounter, ReplicaEngine, ReplicaPool
 from ._stub_server import StubRequest, StubServer
 

@@ -69,8 +69,8 @@ def endpoint_key(url: str) -> str:
 def endpoint_metadata(endpoints: list[str]) -> dict[str, str]:
     """The ``metadata`` setting of an LM on a custom engine serving ``endpoints`` (see
     :data:`ENDPOINT_GROUP_KEY`): the group as results show endpoints, without credentials."""
+    from .._redact import redact
     from ._config import _URL_USERINFO
-    from ._redact import redact
 
     group = ",".join(redact(_URL_USERINFO.sub("***@", endpoint_key(e))) for e in endpoints)
     return {ENDPOINT_GROUP_KEY: group}

@@ -17,9 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from .._errors import ConfigError
+from .._redact import redact
 from .._user_dirs import default_config_dir
 from .._yaml_lines import key_lines, repeated_key
-from ._redact import redact
 
 Transport = Literal["auto", "dspy", "direct"]
 TRANSPORTS: tuple[Transport, ...] = ("auto", "dspy", "direct")

@@ -9,7 +9,7 @@ exception's cause chain.
 
 from __future__ import annotations
 
-from ._redact import redact
+from .._redact import redact
 
 ERROR_KINDS = (
     "rate_limit",

@@ -29,11 +29,11 @@ import functools
 from typing import TYPE_CHECKING
 
 from .._errors import ConfigError
+from .._redact import redact
 from ._config import LMConfig
 from ._dspy import import_dspy
 from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, api_key_for, key_for
 from ._profiles import PROFILES, model_id, profile_for
-from ._redact import redact
 
 if TYPE_CHECKING:
     import dspy

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 
 from .._errors import ConfigError
+from .._redact import register_secret
 from ._config import LMConfig
 from ._profiles import ProviderProfile, is_private_endpoint, profile_for
-from ._redact import register_secret
 
 #: What self-hosted servers (vLLM, llama.cpp) accept when they check no key.
 SELF_HOSTED_PLACEHOLDER_KEY = "EMPTY"

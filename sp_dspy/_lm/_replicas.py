@@ -34,9 +34,9 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from .._redact import redact
 from ._cache import ENDPOINT_GROUP_KEY
 from ._config import _URL_USERINFO, LMConfig
-from ._redact import redact
 
 if TYPE_CHECKING:
     import dspy

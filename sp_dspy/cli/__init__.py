@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from .._errors import SpDspyError
+from .._redact import install_log_redaction
 from ._console import err_console
 from ._panels import assign_panels
 
@@ -179,6 +180,7 @@ def _group(
 def main() -> None:
     """Console-script entry point: every ``SpDspyError`` becomes one line and exit 2."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    install_log_redaction()  # no library log line (DSPy's, LiteLLM's) may print a key
     try:
         code = app(standalone_mode=False)
     except SpDspyError as error:

@@ -1,0 +1,133 @@
+"""Library log lines are redacted like everything else sp-dspy writes.
+
+``install_log_redaction`` (the CLI calls it at start-up) puts one ``logging.Filter`` in
+front of every handler, the ones created later included; end to end, a compile
+against a server that echoes the key in its errors prints DSPy's parallelizer error
+lines with the key masked.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from sp_dspy._redact import MASK, RedactingFilter, install_log_redaction
+
+SECRET = "sk-echoed-0123456789"
+
+
+@pytest.fixture
+def secret_env(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("SP_TEST_API_KEY", SECRET)
+    return SECRET
+
+
+def capture(name: str) -> tuple[logging.Logger, io.StringIO, logging.Handler]:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger(name)
+    logger.addHandler(handler)
+    logger.propagate = False
+    return logger, stream, handler
+
+
+def test_a_handler_that_exists_at_install_masks_message_args_and_traceback(secret_env: str) -> None:
+    logger, stream, handler = capture("sp_test.before")
+    try:
+        install_log_redaction()
+        assert any(isinstance(f, RedactingFilter) for f in handler.filters)
+        try:
+            raise RuntimeError(f"server said: Bearer {secret_env}")
+        except RuntimeError:
+            logger.exception("call failed for key %s", secret_env)
+        written = stream.getvalue()
+        assert secret_env not in written
+        assert (
+            f"call failed for key {MASK}" in written
+            and f"RuntimeError: server said: Bearer {MASK}" in written
+        )
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_loggers_and_handlers_created_after_install_are_covered(secret_env: str) -> None:
+    install_log_redaction()
+    logger, stream, handler = capture("sp_test.after")  # as LiteLLM's, made on its first import
+    try:
+        logger.error("Error for %s: %s", {"id": "c1"}, f"invalid api key Bearer {secret_env}")
+        logger.warning("nothing secret here: %d calls", 3)
+        assert stream.getvalue() == (
+            f"ERROR sp_test.after: Error for {{'id': 'c1'}}: invalid api key Bearer {MASK}\n"
+            "WARNING sp_test.after: nothing secret here: 3 calls\n"
+        )
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_a_bad_format_string_is_left_to_logging_not_raised_at_the_call(secret_env: str) -> None:
+    install_log_redaction()
+    record = logging.getLogRecordFactory()("x", logging.ERROR, __file__, 1, "%d items", ("many",), None)
+    assert record.msg == "%d items" and record.args == (
+        "many",
+    )  # logging reports it when a handler formats it
+
+
+class EchoKeyHandler(BaseHTTPRequestHandler):
+    """An OpenAI-compatible server that rejects every call and echoes the Authorization header."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _reply(self, status: int, payload: object) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self._reply(200, {"data": [{"id": "echo"}]})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        message = f"invalid api key {self.headers.get('Authorization')}"
+        self._reply(400, {"error": {"message": message, "type": "invalid_request_error"}})
+
+
+@pytest.fixture
+def echo_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), EchoKeyHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.network
+@pytest.mark.timeout(180)
+def test_compile_against_a_server_echoing_the_key_never_prints_it(echo_server: str, tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "from sp_dspy.cli import main; main()", "compile"]
+    command += ["--lm", "openai/echo", "--api-base", echo_server, "--api-key-env", "SP_TEST_API_KEY"]
+    command += ["--num-retries", "0", "--optimizer", "bootstrap", "--set", "max_labeled_demos=1"]
+    command += ["--set", "num_candidate_programs=1", "--out", str(tmp_path / "art"), "--no-cache"]
+    env = {**os.environ, "SP_TEST_API_KEY": SECRET, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=170)
+    output = done.stdout + done.stderr
+    assert "dspy.utils.parallelizer" in output, output[-2000:]  # DSPy logged the failed examples
+    assert f"invalid api key Bearer {MASK}" in output
+    assert SECRET not in output
