@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,6 +10,7 @@ from types import TracebackType
 from typing import Self
 
 from ._llamacpp import LlamaCppServer
+from ._process import sigterm_interrupts
 from ._state import ServeState, clear_state, read_state
 
 LOCAL_API_KEY = "sp-dspy-local"
@@ -63,16 +65,25 @@ def ensure_local_server(
     least ``n_ctx`` context per request and serves ``model`` (any model when ``model``
     is None: running ``sp-dspy serve --model X`` is how a user picks the local model).
     A dead record is removed. Otherwise a private server is started, and closing the
-    handle stops it; ``threads``, ``n_parallel`` and ``startup_timeout`` only apply
-    to such a new server.
+    handle stops it; until then SIGTERM interrupts this process like Ctrl-C
+    (:func:`sigterm_interrupts`), so ``kill`` never leaves the server behind.
+    ``threads``, ``n_parallel`` and ``startup_timeout`` only apply to such a new server.
     """
     state = read_state()
     if state is not None and _reusable(state, model, n_ctx):
         return ServerHandle(api_base=state.api_base, model_name=state.model_name, pid=state.pid, owned=False)
-    server = LlamaCppServer(model, n_ctx=n_ctx, threads=threads, n_parallel=n_parallel,
-                            startup_timeout=startup_timeout).start()  # fmt: skip
+    # Until the handle closes, SIGTERM unwinds like Ctrl-C, so the server stops with its parent.
+    owner = contextlib.ExitStack()
+    owner.enter_context(sigterm_interrupts())
+    try:
+        server = LlamaCppServer(model, n_ctx=n_ctx, threads=threads, n_parallel=n_parallel,
+                                startup_timeout=startup_timeout).start()  # fmt: skip
+    except BaseException:
+        owner.close()
+        raise
+    owner.callback(server.stop)  # runs first: the server is stopped, then SIGTERM's handler restored
     return ServerHandle(
-        api_base=server.api_base, model_name=server.model_name, pid=server.pid, owned=True, _stop=server.stop
+        api_base=server.api_base, model_name=server.model_name, pid=server.pid, owned=True, _stop=owner.close
     )
 
 

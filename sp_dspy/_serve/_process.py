@@ -14,11 +14,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from abc import ABC, abstractmethod
-from types import TracebackType
+from collections.abc import Iterator
+from types import FrameType, TracebackType
 from typing import Any, Self
 
 from .._errors import ConfigError
@@ -116,6 +118,30 @@ def die_with_parent() -> None:
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While the block runs, SIGTERM stops this process the way Ctrl-C does.
+
+    Python's default SIGTERM action ends the process on the spot: no ``finally``, no
+    ``with`` exit, so a child server it started would be left to notice on its own.
+    Raising ``KeyboardInterrupt`` instead unwinds the stack: the command records
+    what it finished, stops its child server, and exits as interrupted. Outside the
+    main thread (where Python cannot set handlers) the block runs unchanged.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def stop_process(process: subprocess.Popen[Any], *, grace: float) -> int | None:

@@ -7,11 +7,9 @@ this command writes) or ``--lm openai/<name> --api-base <url>`` (any backend).
 from __future__ import annotations
 
 import os
-import signal
 import time
 from enum import StrEnum
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -117,15 +115,12 @@ def _run_foreground(
 ) -> None:
     """Start ``server``, record it, wait for Ctrl-C or SIGTERM, then stop and un-record it."""
     from .._serve import ServeState, clear_state, read_state, state_path, write_state
+    from .._serve._process import sigterm_interrupts
 
-    def terminate(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    # `kill PID` must clean up like Ctrl-C: stop the child, remove the state file.
-    previous_handler = signal.signal(signal.SIGTERM, terminate)
     owner = os.getpid()
     try:
-        with server:
+        # `kill PID` must clean up like Ctrl-C: stop the child, remove the state file.
+        with sigterm_interrupts(), server:
             state = ServeState(
                 backend=backend.value,
                 pid=server.pid,
@@ -151,8 +146,6 @@ def _run_foreground(
                 clear_state(owner_pid=owner)
     except KeyboardInterrupt:
         err_console.print(f"stopped; removed {state_path()}", highlight=False)
-    finally:
-        signal.signal(signal.SIGTERM, previous_handler)
 
 
 def _announce(state: ServeState) -> None:
