@@ -48,6 +48,7 @@ from ._http_errors import (
     transport_error,
 )
 from ._profiles import ProviderProfile, messages_url
+from ._replicas import EndpointCounter, display_endpoint
 from ._result import ChatResult, TokenUsage, token_usage
 
 if TYPE_CHECKING:
@@ -156,6 +157,10 @@ class DirectChat:
             weakref.WeakKeyDictionary()
         )
         self._rates: tuple[float | None, float | None, float | None] | None = None
+        #: Answers the endpoint sent, whoever asked (cache replays are not requests): the
+        #: run manifest's ``endpoint_requests``, as a replica pool counts per replica.
+        self._endpoint = display_endpoint(api_base)
+        self.requests = EndpointCounter([self._endpoint])
         _clients.add(self)
 
     @classmethod
@@ -326,6 +331,7 @@ class DirectChat:
                 await asyncio.sleep(backoff_seconds(attempt, None))
                 continue
             if status < 300:
+                self.requests.add(self._endpoint)
                 try:
                     data = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:

@@ -345,6 +345,13 @@ def _status(outcome: EvalOutcome) -> str:
     return "capped" if outcome.capped_by else "complete"
 
 
+def _endpoint_requests(lm: Any) -> dict[str, int]:
+    """Requests each endpoint answered in this invocation: a replica pool's counts, or sp-dspy's client's."""
+    client = client_of(lm)
+    counts = getattr(lm, "endpoint_requests", None) or (client.requests if client is not None else {})
+    return dict(counts)
+
+
 def _write_manifest(
     config: EvalConfig,
     lm_config: LMConfig,
@@ -375,7 +382,7 @@ def _write_manifest(
         units_total=units_total,
         units_skipped_on_resume=outcome.skipped_on_resume,
         totals=totals_of(outcome.results_file),
-        endpoint_requests=dict(getattr(lm, "endpoint_requests", {}) or {}),
+        endpoint_requests=_endpoint_requests(lm),
         transport="direct" if config.program == "official" and client_of(lm) is not None else "dspy",
         metrics=None
         if outcome.report is None

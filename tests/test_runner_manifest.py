@@ -1,0 +1,48 @@
+"""The manifest counts the requests each endpoint answered, a single endpoint included."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from typer.testing import CliRunner
+
+from sp_dspy import load_benchmark
+from sp_dspy._lm import StubServer
+from sp_dspy._runner._fake_gold import teach_fake
+from sp_dspy.cli import app
+
+pytestmark = [pytest.mark.usefixtures("isolated_run"), pytest.mark.network, pytest.mark.timeout(120)]
+
+SAMPLE = load_benchmark().cases
+
+
+@pytest.fixture
+def server() -> Iterator[StubServer]:
+    with StubServer() as stub:
+        teach_fake(SimpleNamespace(engine=stub.fake), SAMPLE)
+        yield stub
+
+
+def endpoint_requests(out: Path, run_id: str, *args: str, server: StubServer) -> dict[str, int]:
+    command = ["eval", "--lm", "openai/stub", "--api-base", server.url, "--output-dir", str(out), "-q"]
+    result = CliRunner().invoke(app, [*command, "--run-id", run_id, *args])
+    assert result.exit_code == 0, (result.output, result.exception)
+    manifest = json.loads((out / f"manifest_{run_id}.json").read_text(encoding="utf-8"))
+    counts: dict[str, int] = manifest["runs"]["stub"]["endpoint_requests"]
+    return counts
+
+
+@pytest.mark.parametrize("protocol", ["per-policy", "per-rule"])
+def test_a_single_endpoint_counts_its_requests_not_cache_replays(
+    server: StubServer, tmp_path: Path, protocol: str
+) -> None:
+    args = ("--limit", "2", "--protocol", protocol)
+    first = endpoint_requests(tmp_path, "first", *args, server=server)
+    sent = len(server.chat_requests)
+    assert sent > 0 and first == {server.url: sent}
+    replayed = endpoint_requests(tmp_path, "again", *args, server=server)  # every answer from the cache
+    assert len(server.chat_requests) == sent and replayed == {server.url: 0}
