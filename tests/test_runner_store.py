@@ -129,14 +129,15 @@ def test_a_full_disk_keeps_every_complete_line_and_stops_the_store(
     monkeypatch.setattr(os, "write", FillingDisk(room=5))  # half of the next line fits
     with pytest.raises(StoreWriteError, match=f"cannot write {path}: No space left on device"):
         store.append({"id": "b"})
-    with pytest.raises(StoreWriteError):  # no later record may follow a torn one
-        store.append({"id": "c"})
-    store.close()
-    monkeypatch.undo()
     assert path.read_bytes() == b'{"id":"a"}\n'  # the partial line was cut off at once
-    with JsonlStore(path) as store:  # space freed: appending goes on where it stopped
+    with pytest.raises(StoreWriteError):
+        store.append({"id": "c"})
+    monkeypatch.undo()  # space freed: the next line follows the last complete one
+    store.append({"id": "d"})
+    store.close()
+    with JsonlStore(path) as store:  # and a resumed run appends after it
         store.append({"id": "b"})
-    assert [r["id"] for r in iter_records(path)] == ["a", "b"]
+    assert [r["id"] for r in iter_records(path)] == ["a", "d", "b"]
 
 
 def test_close_is_idempotent_and_the_store_reopens_for_appending(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ SYNC_INTERVAL_S = 0.02
 class StoreWriteError(OutputError):
     """A results file could not be written (disk full, I/O error): the run must stop.
 
-    Everything appended before the failure is intact (a half-written line is cut
+    Every line appended before the failure is intact (a half-written one is cut
     off), so ``--resume`` continues once the cause is fixed.
     """
 
@@ -60,9 +60,11 @@ class JsonlStore:
     The file is written through its descriptor (one ``write`` per record, no
     userspace buffer), so when a write fails (``ENOSPC``: the disk is full) no part
     of the record can be left behind to reach the file later: the store cuts the
-    file back to its last complete line, refuses further appends and raises
-    :class:`StoreWriteError`. A failed ``fsync`` in the background is raised the
-    same way by the next append (or by ``close``).
+    file back to its last complete line and raises :class:`StoreWriteError`. The
+    file is valid after that, so a later append may still succeed (the units
+    already in flight when a disk fills are stored if space comes back). A failed
+    ``fsync`` (the kernel may have dropped written pages) is final: the next append,
+    or ``close``, raises it and nothing more is written.
     """
 
     def __init__(self, path: Path) -> None:
@@ -78,7 +80,7 @@ class JsonlStore:
         self._lock = threading.Condition()
         self._unsynced = False
         self._closing = False
-        self._failure: StoreWriteError | None = None
+        self._failure: StoreWriteError | None = None  # a failed fsync: the store is done
         self._raised = False  # an append has raised ``_failure`` already
         self._syncer = threading.Thread(target=self._sync_loop, name=f"fsync {path.name}", daemon=True)
         self._syncer.start()
@@ -87,7 +89,8 @@ class JsonlStore:
         """Write ``record`` as one line; it survives the process once this returns.
 
         Raises:
-            StoreWriteError: this or an earlier write (or fsync) failed; nothing more is written.
+            StoreWriteError: this write failed (the file keeps its complete lines), or an
+                earlier fsync did.
         """
         line = encode_line(record).encode("utf-8")
         with self._lock:
@@ -97,8 +100,9 @@ class JsonlStore:
             try:
                 self._write(line)
             except OSError as exc:
-                self._raised = True
-                raise self._fail(exc) from None
+                with contextlib.suppress(OSError):  # truncating needs no free space
+                    os.ftruncate(self._fd, self._size)
+                raise StoreWriteError(f"cannot write {self.path}: {exc.strerror or exc}") from None
             self._size += len(line)
             self._unsynced = True
 
@@ -108,13 +112,10 @@ class JsonlStore:
         while view:
             view = view[os.write(self._fd, view) :]
 
-    def _fail(self, exc: OSError) -> StoreWriteError:
-        """Remember the first failure; cut a partly written line off (called with the lock held)."""
+    def _fail(self, exc: OSError) -> None:
+        """Remember a failed fsync: no line is written after it (called with the lock held)."""
         if self._failure is None:
-            with contextlib.suppress(OSError):  # truncating needs no free space
-                os.ftruncate(self._fd, self._size)
             self._failure = StoreWriteError(f"cannot write {self.path}: {exc.strerror or exc}")
-        return self._failure
 
     def _sync_loop(self) -> None:
         while True:
