@@ -131,3 +131,19 @@ def test_compile_against_a_server_echoing_the_key_never_prints_it(echo_server: s
     assert "dspy.utils.parallelizer" in output, output[-2000:]  # DSPy logged the failed examples
     assert f"invalid api key Bearer {MASK}" in output
     assert SECRET not in output
+
+
+def test_the_cli_error_line_is_redacted_too(tmp_path: Path) -> None:
+    code = (
+        "import os; from sp_dspy.cli import app, main\n"
+        "from sp_dspy._errors import ConfigError\n"
+        "@app.command('boom')\n"
+        "def boom() -> None:\n"
+        "    raise ConfigError('server said: bad key ' + os.environ['SP_TEST_API_KEY'])\n"
+        "main()\n"
+    )
+    env = {**os.environ, "SP_TEST_API_KEY": SECRET, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code, "boom"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and done.stderr.strip() == f"error: server said: bad key {MASK}"

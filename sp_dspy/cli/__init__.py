@@ -19,7 +19,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from .._errors import SpDspyError
-from .._redact import install_log_redaction
+from .._redact import install_log_redaction, redact
 from ._console import err_console
 from ._panels import assign_panels
 
@@ -184,7 +184,9 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except SpDspyError as error:
-        err_console.print(f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True)
+        err_console.print(
+            f"[bold red]error:[/bold red] {redact(str(error))}", highlight=False, soft_wrap=True
+        )
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted")
