@@ -142,3 +142,32 @@ def test_cli_serve_is_reused_by_lm_local_and_stops_on_sigterm() -> None:
     _wait_for(lambda: not pid_alive(state.pid), 5)
     assert os.environ["SP_DSPY_CACHE_DIR"] in str(state_path())
     assert json.loads(state.model_dump_json())["model_name"] == "SmolLM2-135M-Instruct.Q4_1"
+
+
+def test_stop_does_not_wait_for_the_request_being_decoded() -> None:
+    """The real server, mid-answer: ``stop`` ends it at once, not when the answer is done."""
+    import threading
+
+    server = LlamaCppServer(threads=1, startup_timeout=30, max_tokens=2048).start()
+    answered: list[object] = []
+    body = {
+        "model": server.model_name,
+        "messages": [{"role": "user", "content": "Write a very long story about a lighthouse."}],
+        "max_tokens": 2048,
+        "temperature": 1.0,
+    }
+
+    def ask() -> None:
+        try:
+            answered.append(post_json(f"{server.api_base}/chat/completions", body, timeout=120))
+        except OSError as error:  # the server went away mid-answer: expected
+            answered.append(error)
+
+    asker = threading.Thread(target=ask, daemon=True)
+    asker.start()
+    time.sleep(3)  # the model is decoding now
+    assert not answered, "the answer came before stop could interrupt it"
+    pid = server.pid
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 3 and not pid_alive(pid)
