@@ -252,3 +252,9 @@ def test_console_script_reports_a_busy_run_in_one_line_with_exit_2(tmp_path: Pat
     lines = failed.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: run held in ") and str(os.getpid()) in lines[0]
     assert issubclass(RunLockedError, ConfigError)  # a usage error like any other (exit 2)
+
+
+def test_ablate_checks_its_out_dir_before_any_call(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("", encoding="utf-8")
+    result = CliRunner().invoke(app, ["ablate", "--lm", "fake", "--limit", "1", "--out", "taken", "-q"])
+    assert one_line(result, OutputError) == "--out: taken is a file, not a directory"

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .._errors import ConfigError
 from .._lm import LMConfig
 from .._runner import DataSelection
+from .._user_dirs import ensure_writable_dir
 from ._variants import DEFAULT_VARIANTS
 
 PLAN_FILE = "plan.json"
@@ -124,8 +125,8 @@ def load_saved_plan(out: Path) -> AblationPlan | None:
 
 
 def save_plan(plan: AblationPlan, out: Path) -> Path:
-    """Write ``OUTDIR/plan.json`` atomically."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Write ``OUTDIR/plan.json`` atomically (``OUTDIR`` checked writable first: one line, not a traceback)."""
+    ensure_writable_dir(out, what="--out")
     path = out / PLAN_FILE
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(plan.public_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
