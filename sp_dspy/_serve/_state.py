@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .._user_dirs import default_cache_dir
 from ._process import pid_alive, served_model_ids
 
 Backend = Literal["llama-cpp", "vllm"]
@@ -26,12 +27,8 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 def cache_dir() -> Path:
-    """``$SP_DSPY_CACHE_DIR``, else ``$XDG_CACHE_HOME/sp-dspy``, else ``~/.cache/sp-dspy``."""
-    explicit = os.environ.get("SP_DSPY_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "sp-dspy"
+    """The user cache directory (``sp_dspy._user_dirs.default_cache_dir``), where serving files live."""
+    return default_cache_dir()
 
 
 def state_path() -> Path:
