@@ -73,8 +73,9 @@ class RunLock:
     and both would rewrite the manifest. The second writer therefore refuses at once,
     naming the process that holds the run. The kernel drops a ``flock`` when its
     process ends, however it ends (SIGKILL included), so a lock file left by a dead
-    process is simply taken over; the pid, host and command written into the file are
-    only there to name the holder. Releasing removes the file; a process that opened
+    process is simply taken over; the pid, host and command written into the file name
+    the holder (and, on a file system without ``flock``, decide: a live pid on this
+    host holds the run, anything else is stale). Releasing removes the file; a process that opened
     the file just before it was removed sees the inode changed and opens it anew.
     """
 
@@ -98,9 +99,13 @@ class RunLock:
                 holder = _read_holder(fd)
                 os.close(fd)
                 raise RunLockedError(self._refusal(holder)) from None
-            except OSError as exc:
-                os.close(fd)
-                raise OutputError(f"cannot lock the run lock {self.path}: {exc.strerror or exc}") from None
+            except OSError:  # no flock on this file system: the holder's note decides
+                holder = _read_holder(fd)
+                if _running_here(holder):
+                    os.close(fd)
+                    raise RunLockedError(self._refusal(holder)) from None
+                self._fd = fd
+                break
             try:
                 current = os.stat(self.path).st_ino
             except FileNotFoundError:
@@ -148,6 +153,25 @@ class RunLock:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.release()
+
+
+def _running_here(holder: dict[str, object]) -> bool:
+    """Whether the holder named in a lock file is a live process on this host."""
+    pid = holder.get("pid")
+    if (
+        not isinstance(pid, int)
+        or pid <= 0
+        or pid == os.getpid()
+        or holder.get("host") != socket.gethostname()
+    ):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _read_holder(fd: int) -> dict[str, object]:
