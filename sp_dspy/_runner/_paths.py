@@ -75,8 +75,9 @@ class RunLock:
     process ends, however it ends (SIGKILL included), so a lock file left by a dead
     process is simply taken over; the pid, host and command written into the file name
     the holder (and, on a file system without ``flock``, decide: a live pid on this
-    host holds the run, anything else is stale). Releasing removes the file; a process that opened
-    the file just before it was removed sees the inode changed and opens it anew.
+    host holds the run, anything else is stale). Releasing removes the file; a process
+    that opened the file just before it was removed sees the inode changed and opens
+    it anew.
     """
 
     def __init__(self, paths: RunPaths) -> None:
@@ -158,18 +159,13 @@ class RunLock:
 def _running_here(holder: dict[str, object]) -> bool:
     """Whether the holder named in a lock file is a live process on this host."""
     pid = holder.get("pid")
-    if (
-        not isinstance(pid, int)
-        or pid <= 0
-        or pid == os.getpid()
-        or holder.get("host") != socket.gethostname()
-    ):
+    if not isinstance(pid, int) or pid <= 0 or holder.get("host") != socket.gethostname():
         return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:  # alive, another user's
         return True
     return True
 
