@@ -70,7 +70,9 @@ def test_a_second_writer_on_a_running_run_refuses_at_once_naming_the_process(
 ) -> None:
     args = ["eval", "--lm", "openai/stub", "--api-base", server.url, "--output-dir", str(tmp_path)]
     args += ["--no-cache", "-q", "--run-id", "busy", "--limit", "24", "--concurrency", "2"]
-    first = subprocess.Popen([*CLI, *args], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [*CLI, *args], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     results = tmp_path / "results_busy_stub.jsonl"
     try:
         deadline = time.monotonic() + 60
