@@ -256,5 +256,9 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
         raise ConfigError(f"{type(program).__name__} is not a per-rule program")
     target_lm = lm.copy()  # its own history: the cost of this judgment only
     with dspy.context(lm=target_lm):
-        judgment, _ = await program._ajudge(target, framework_for(case), case.conversation)
+        judgment, usage_data = await program._ajudge(target, framework_for(case), case.conversation)
+    parent = dspy.settings.usage_tracker
+    if parent is not None:  # hand the judgment's calls up, as a whole case's forward() does
+        for lm_name, entries in usage_data.items():
+            parent.usage_data[lm_name].extend(entries)
     return judgment.model_copy(update={"gt": target.gold, "cost": history_cost(target_lm)})

@@ -36,11 +36,21 @@ def endpoint_requests(out: Path, run_id: str, *args: str, server: StubServer) ->
     return counts
 
 
-@pytest.mark.parametrize("protocol", ["per-policy", "per-rule"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--protocol", "per-policy"),  # the official baseline: the direct client counts
+        ("--protocol", "per-rule"),
+        ("--protocol", "per-policy", "--transport", "dspy"),  # DSPy's engine: its usage records count
+        ("--program", "dspy"),
+        ("--program", "dspy", "--protocol", "per-rule"),
+    ],
+    ids=["official", "official-per-rule", "official-dspy-engine", "dspy", "dspy-per-rule"],
+)
 def test_a_single_endpoint_counts_its_requests_not_cache_replays(
-    server: StubServer, tmp_path: Path, protocol: str
+    server: StubServer, tmp_path: Path, args: tuple[str, ...]
 ) -> None:
-    args = ("--limit", "2", "--protocol", protocol)
+    args = ("--limit", "2", *args)
     first = endpoint_requests(tmp_path, "first", *args, server=server)
     sent = len(server.chat_requests)
     assert sent > 0 and first == {server.url: sent}

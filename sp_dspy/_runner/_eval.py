@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,10 +23,11 @@ from .._data._filters import slice_cases
 from .._errors import ConfigError, OutputError
 from .._lm import closing_transports
 from .._lm._direct import client_of
+from .._lm._replicas import display_endpoint
 from .._user_dirs import ensure_writable_dir
 from ._config import EvalConfig, parse_shard
 from ._cost import EvalPlan, capped_budget, plan_eval, require_price, run_pricing
-from ._engine import UnitEngine
+from ._engine import Record, Unit, UnitEngine
 from ._fake_gold import teach_fake
 from ._manifest import (
     ModelRun,
@@ -65,6 +66,7 @@ class EvalOutcome:
     capped_by: str | None = None  # the cap (max_calls, max_tokens, max_usd) that stopped the run
     spent: Tally | None = None  # what the capped units used (runs with caps only)
     failed: bool = False  # a results write failed (a full disk): the run stopped
+    tracked_calls: int = 0  # calls DSPy's usage tracker saw (cache replays are not calls)
     skipped_on_resume: int = 0
     units_run: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -216,6 +218,9 @@ def _run_locked(
     units: list[Any] = job.pending(results_file)
     caps = capped_budget(config.caps, program, protocol, cases, lm_config)
     outcome.skipped_on_resume = job.skipped
+    # A single endpoint behind DSPy's engine: count its requests from DSPy's usage records.
+    tracked = _own_counts(lm) is None and len(lm_config.api_bases) == 1
+    work = _tracking(job.work, outcome) if tracked else job.work
     failure: StoreWriteError | None = None
     try:
         with (
@@ -225,7 +230,7 @@ def _run_locked(
             ) as view,
         ):
             engine: UnitEngine[Any] = UnitEngine(
-                work=job.work if caps is None else caps.wrap(job.work),
+                work=work if caps is None else caps.wrap(work),
                 stop_on=(BudgetExceeded,),
                 on_error=job.on_error,
                 store=store,
@@ -345,11 +350,48 @@ def _status(outcome: EvalOutcome) -> str:
     return "capped" if outcome.capped_by else "complete"
 
 
-def _endpoint_requests(lm: Any) -> dict[str, int]:
-    """Requests each endpoint answered in this invocation: a replica pool's counts, or sp-dspy's client's."""
+def _tracking(
+    work: Callable[[Unit], Awaitable[Record]], outcome: EvalOutcome
+) -> Callable[[Unit], Awaitable[Record]]:
+    """``work`` that adds the LM calls of each unit to ``outcome.tracked_calls``.
+
+    DSPy records the usage of every call that reached a model (a cache replay is not
+    recorded) in the ``dspy.track_usage()`` block around it; nested blocks (programs
+    keep one per case) hand theirs up. One block per unit keeps nothing past it.
+    """
+
+    async def tracked(unit: Unit) -> Record:
+        import dspy
+
+        with dspy.track_usage() as tracker:
+            try:
+                return await work(unit)
+            finally:
+                outcome.tracked_calls += sum(len(entries) for entries in tracker.usage_data.values())
+
+    return tracked
+
+
+def _own_counts(lm: Any) -> Mapping[str, int] | None:
+    """The requests per endpoint the LM's engine counts itself: a replica pool, or sp-dspy's client."""
+    counts: Mapping[str, int] | None = getattr(lm, "endpoint_requests", None)
     client = client_of(lm)
-    counts = getattr(lm, "endpoint_requests", None) or (client.requests if client is not None else {})
-    return dict(counts)
+    return client.requests if counts is None and client is not None else counts
+
+
+def _endpoint_requests(lm: Any, lm_config: LMConfig, outcome: EvalOutcome) -> dict[str, int]:
+    """Requests each endpoint answered in this invocation (cache replays are not requests).
+
+    A replica pool and sp-dspy's HTTP engine count their own; a single ``--api-base``
+    reached through DSPy's engine (``--transport dspy``) counts the calls DSPy
+    tracked; an API reached through DSPy's engine without one names no endpoint.
+    """
+    counts = _own_counts(lm)
+    if counts is not None:
+        return dict(counts)
+    if len(lm_config.api_bases) == 1:
+        return {display_endpoint(lm_config.api_bases[0]): outcome.tracked_calls}
+    return {}
 
 
 def _write_manifest(
@@ -382,7 +424,7 @@ def _write_manifest(
         units_total=units_total,
         units_skipped_on_resume=outcome.skipped_on_resume,
         totals=totals_of(outcome.results_file),
-        endpoint_requests=_endpoint_requests(lm),
+        endpoint_requests=_endpoint_requests(lm, lm_config, outcome),
         transport="direct" if config.program == "official" and client_of(lm) is not None else "dspy",
         metrics=None
         if outcome.report is None
