@@ -48,7 +48,6 @@ from ._http_errors import (
     transport_error,
 )
 from ._profiles import ProviderProfile, messages_url
-from ._replicas import EndpointCounter, display_endpoint
 from ._result import ChatResult, TokenUsage, token_usage
 
 if TYPE_CHECKING:
@@ -159,8 +158,7 @@ class DirectChat:
         self._rates: tuple[float | None, float | None, float | None] | None = None
         #: Answers the endpoint sent, whoever asked (cache replays are not requests): the
         #: run manifest's ``endpoint_requests``, as a replica pool counts per replica.
-        self._endpoint = display_endpoint(api_base)
-        self.requests = EndpointCounter([self._endpoint])
+        self.answered = 0
         _clients.add(self)
 
     @classmethod
@@ -331,7 +329,7 @@ class DirectChat:
                 await asyncio.sleep(backoff_seconds(attempt, None))
                 continue
             if status < 300:
-                self.requests.add(self._endpoint)
+                self.answered += 1
                 try:
                     data = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:

@@ -376,7 +376,9 @@ def _own_counts(lm: Any) -> Mapping[str, int] | None:
     """The requests per endpoint the LM's engine counts itself: a replica pool, or sp-dspy's client."""
     counts: Mapping[str, int] | None = getattr(lm, "endpoint_requests", None)
     client = client_of(lm)
-    return client.requests if counts is None and client is not None else counts
+    if counts is None and client is not None:
+        return {display_endpoint(client.api_base): client.answered}
+    return counts
 
 
 def _endpoint_requests(lm: Any, lm_config: LMConfig, outcome: EvalOutcome) -> dict[str, int]:
