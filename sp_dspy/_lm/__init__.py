@@ -40,7 +40,15 @@ from ._config import (
 )
 from ._direct import AsyncDirectEngine, DirectChat, DirectEngine, HttpRequest, closing_transports
 from ._dspy import import_dspy
-from ._errors import ERROR_KINDS, TRANSIENT_KINDS, classify_error, describe_error, is_transient
+from ._errors import (
+    ERROR_KINDS,
+    LASTING_KINDS,
+    TRANSIENT_KINDS,
+    classify_error,
+    describe_error,
+    is_lasting,
+    is_transient,
+)
 from ._factory import SCHEMA_PROVIDER, direct_eligible, fake_engine, make_lm, make_lms
 from ._fake import (
     BEHAVIOURS,
@@ -66,6 +74,7 @@ __all__ = [
     "ERROR_KINDS",
     "GARBAGE_TEXT",
     "INSTRUCTION_PHRASE",
+    "LASTING_KINDS",
     "PLAIN_INSTRUCTION",
     "PROFILES",
     "PROPOSED_INSTRUCTION",
@@ -107,6 +116,7 @@ __all__ = [
     "direct_eligible",
     "fake_engine",
     "import_dspy",
+    "is_lasting",
     "is_transient",
     "key_for",
     "load_configured_models",

@@ -1,7 +1,9 @@
 """``sp-dspy eval`` as a library call: select cases, run a program on an LM, score.
 
 Per-policy runs work case by case; per-rule runs work judgment by judgment, so a run
-killed at any moment resumes without sending a finished case or judgment again.
+killed at any moment resumes without sending a finished case or judgment again. A run
+whose calls fail for a lasting reason (key, model, address) stops early with
+:class:`RunStopped`; one that finishes says which units ended in error (``errors``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .._lm._direct import client_of
 from ._config import EvalConfig, parse_shard
 from ._cost import EvalPlan, capped_budget, plan_eval, require_price, run_pricing
 from ._engine import UnitEngine
+from ._failures import EarlyStop, ErrorSummary
 from ._fake_gold import teach_fake
 from ._manifest import (
     ModelRun,
@@ -62,8 +65,13 @@ class EvalOutcome:
     interrupted: bool = False
     capped_by: str | None = None  # the cap (max_calls, max_tokens, max_usd) that stopped the run
     spent: Tally | None = None  # what the capped units used (runs with caps only)
+    stopped: bool = False  # a lasting failure ended the run early (run_eval raised RunStopped)
     skipped_on_resume: int = 0
+    #: Of the units skipped on resume, those whose record is an error (``--retry-errors`` re-sends them).
+    skipped_errors: int = 0
     units_run: int = 0
+    #: Units whose latest record is an error, as the results file stands after the run.
+    errors: ErrorSummary = field(default_factory=ErrorSummary)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -149,7 +157,11 @@ def run_eval(
     show_progress: bool = True,
     retry_errors: bool = False,
 ) -> EvalOutcome:
-    """Run one model over the selected cases, append results durably, score them."""
+    """Run one model over the selected cases, append results durably, score them.
+
+    Raises :class:`~sp_dspy._runner._failures.RunStopped` (after writing the manifest)
+    when the run stopped early on a lasting failure; every record written is kept.
+    """
     from .._lm import make_lm
 
     console = console or Console(stderr=True)
@@ -184,7 +196,8 @@ def run_eval(
     job = runner(cases, program, lm, model=model, run_fields=run_fields, retry_errors=retry_errors)
     units: list[Any] = job.pending(results_file)
     caps = capped_budget(config.caps, program, protocol, cases, lm_config)
-    outcome.skipped_on_resume = job.skipped
+    outcome.skipped_on_resume, outcome.skipped_errors = job.skipped, job.skipped_errors
+    early = EarlyStop()
     with (
         JsonlStore(results_file) as store,
         ProgressView(len(units), label=f"{model} {protocol}", console=console, enabled=show_progress) as view,
@@ -196,6 +209,7 @@ def run_eval(
             store=store,
             concurrency=config.concurrency,
             on_record=lambda record: view.record(record, case_finished=job.case_finished(record)),
+            stop_when=early.observe,
         )
         try:
             with _adapter_context(lm_config.json_schema and config.program != "official"):
@@ -203,11 +217,13 @@ def run_eval(
         except KeyboardInterrupt:
             outcome.interrupted = True
         outcome.units_run = engine.stats.done
+        outcome.stopped = engine.stats.stopped_early and not outcome.interrupted
     if caps is not None:
         outcome.spent = caps.spent()
         outcome.capped_by = caps.refused_by if engine.stats.stopped else None
-    if not outcome.interrupted and outcome.capped_by is None:
+    if not (outcome.interrupted or outcome.stopped) and outcome.capped_by is None:
         outcome.report = _score(cases, results_file, protocol)
+    outcome.errors = job.error_summary(results_file)
     _write_manifest(
         config,
         lm_config,
@@ -219,6 +235,13 @@ def run_eval(
         model=model,
         lm=lm,
     )
+    if outcome.stopped:
+        raise early.error(
+            lm_config,
+            results_file=results_file,
+            kept=job.skipped + engine.stats.done,
+            resume=f"--resume --retry-errors --run-id {paths.run_id}",
+        )
     return outcome
 
 
@@ -312,7 +335,13 @@ def _write_manifest(
         model=model,
         lm=lm_config.public_dict(),
         results_file=str(outcome.results_file),
-        status="interrupted" if outcome.interrupted else "capped" if outcome.capped_by else "complete",
+        status="interrupted"
+        if outcome.interrupted
+        else "stopped"
+        if outcome.stopped
+        else "capped"
+        if outcome.capped_by
+        else "complete",
         started_at=earlier.started_at if earlier is not None else started.isoformat(timespec="seconds"),
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
         wall_s=round(wall_s, 3),

@@ -182,7 +182,11 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except SpDspyError as error:
-        err_console.print(f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True)
+        from rich.markup import escape  # an error may quote "[model]" or "[1, 2]": not markup
+
+        err_console.print(
+            f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False, soft_wrap=True
+        )
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted")

@@ -122,6 +122,7 @@ def eval_command(
     """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it."""
     from .._lm import configure_cache
     from .._runner import build_eval_config, new_run_id, run_eval
+    from .._runner._failures import UNITS_FAILED_EXIT
 
     configs = lmo.lm_configs(
         lm, models, config, default=lmo.LOCAL,
@@ -167,6 +168,7 @@ def eval_command(
     if show_request:
         _show_requests(settings, configs)
         return
+    units_failed = False
     for lm_config in configs:
         with lmo.lm_session(lm_config) as live:
             if verbose:
@@ -181,6 +183,9 @@ def eval_command(
             raise SystemExit(130)
         if outcome.capped_by:
             raise SystemExit(EXIT_UNFINISHED)
+        units_failed = units_failed or outcome.errors.errors > 0
+    if units_failed:
+        raise SystemExit(UNITS_FAILED_EXIT)
 
 
 def _money(value: float | None) -> str:
@@ -235,7 +240,15 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
     from .._metrics import render_score_table
 
     if outcome.skipped_on_resume:
-        err_console.print(f"resumed: {outcome.skipped_on_resume} unit(s) already done were not sent again")
+        errors = (
+            f" ({outcome.skipped_errors} of them ended in error; --retry-errors re-sends them)"
+            if outcome.skipped_errors
+            else ""
+        )
+        err_console.print(
+            f"resumed: {outcome.skipped_on_resume} unit(s) already done were not sent again{errors}",
+            highlight=False,
+        )
     if outcome.interrupted:
         err_console.print(
             f"[yellow]interrupted[/yellow]: {outcome.units_run} unit(s) written to {outcome.results_file}; "
@@ -265,6 +278,9 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
         console.print(table)
     _print_pku(outcome)
     console.print(f"results: {outcome.results_file}\nmanifest: {outcome.paths.manifest}")
+    retry = f"the same command plus --resume --retry-errors --run-id {outcome.paths.run_id}"
+    for line in outcome.errors.lines(retry):
+        err_console.print(line, markup=False, highlight=False, soft_wrap=True)
     if small:
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")
 
