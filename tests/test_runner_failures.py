@@ -211,3 +211,24 @@ def test_ablate_reports_errored_units_per_variant_and_retry_errors_resends_only_
         )
         assert len(healthy.chat_requests) == 1
     assert fixed.units_failed == 0 and [run.status for run in fixed.runs] == ["complete", "skipped"]
+
+
+@pytest.mark.parametrize("protocol", ["per-policy", "per-rule"])
+def test_check_names_the_fix_of_a_lasting_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, protocol: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from tests.test_cli_check import POLICY, TEXT, make_app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy.txt").write_text(POLICY, encoding="utf-8")
+    (tmp_path / "chat.txt").write_text(TEXT, encoding="utf-8")
+    base = closed_port_url()
+    args = ["check", "--policy", "policy.txt", "--conversation", "chat.txt", "--protocol", protocol]
+    args += ["--lm", "openai/stub", "--api-base", base, "--num-retries", "0", "--no-cache"]
+    result = CliRunner().invoke(make_app(), args)
+    assert result.exit_code != 0
+    assert (
+        f"fix: nothing answers at {base}: start the server (sp-dspy serve) or fix --api-base" in result.output
+    )

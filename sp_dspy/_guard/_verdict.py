@@ -34,6 +34,10 @@ class Verdict(BaseModel):
     model: str
     reasoning: str = ""
     error: str | None = None
+    error_class: str | None = Field(
+        default=None,
+        description="The failure's class (auth, not_found, unreachable, ...) when status is error.",
+    )
     dropped_rules: list[int] = Field(
         default_factory=list, description="Numbers the model named that are not rules of the policy."
     )
