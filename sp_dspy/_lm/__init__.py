@@ -27,7 +27,7 @@ from ._cache import (
     default_cache_dir,
     default_response_cache_dir,
 )
-from ._chat import ChatResult, TokenUsage, achat, chat
+from ._chat import ChatResult, TokenUsage, achat, chat, history_usage
 from ._config import (
     TRANSPORTS,
     LMConfig,
@@ -115,6 +115,7 @@ __all__ = [
     "describe_error",
     "direct_eligible",
     "fake_engine",
+    "history_usage",
     "import_dspy",
     "is_lasting",
     "is_transient",

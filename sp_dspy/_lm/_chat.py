@@ -25,6 +25,39 @@ Messages = Sequence[Mapping[str, Any]]
 __all__ = ["ChatResult", "Messages", "TokenUsage", "achat", "chat", "token_usage"]
 
 
+def _response_usage(response: Any) -> Mapping[str, Any] | None:
+    """The usage one response object reports: DSPy's native ``Response`` or a LiteLLM/OpenAI one."""
+    from dspy.clients.call_result import usage_dict
+    from dspy.lm15 import Response
+
+    if isinstance(response, Response):
+        return usage_dict(response)
+    raw = getattr(response, "usage", None) or (
+        response.get("usage") if isinstance(response, Mapping) else None
+    )
+    return dict(raw) if raw else None
+
+
+def history_usage(entry: Mapping[str, Any]) -> tuple[TokenUsage, bool]:
+    """Tokens of the answer an ``lm.history`` entry records, and whether it came from the cache.
+
+    DSPy records an answer replayed from its response cache with empty ``usage`` (the
+    call paid nothing) but keeps the replayed response, which still says what the
+    answer took. Reading it counts a cached answer's tokens as the official path's
+    :class:`ChatResult` does, so both paths report the same figures.
+    """
+    usage = entry.get("usage")
+    if usage:
+        return token_usage(usage), False
+    response = entry.get("response")
+    responses = response if isinstance(response, list | tuple) else [response]
+    total = TokenUsage()
+    for each in responses:
+        if each is not None:
+            total = total + token_usage(_response_usage(each))
+    return total, True
+
+
 def _to_result(result: Any) -> ChatResult:
     """Read DSPy's ``CallResult`` (native or LiteLLM-shaped) into a :class:`ChatResult`."""
     from ._compat import response_usage

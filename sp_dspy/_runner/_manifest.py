@@ -26,13 +26,18 @@ PACKAGES = ("sp-dspy", "dspy", "litellm", "pydantic", "optuna", "gepa", "xllamac
 
 
 class RunTotals(BaseModel):
-    """Totals over every record of a result file."""
+    """Totals over every record of a result file.
+
+    Tokens and dollars are those of the answers, also of answers replayed from the
+    response cache (``cache_hits`` of the calls; they cost nothing this time).
+    """
 
     records: int = 0
     errors: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    cache_hits: int = 0
 
 
 class ModelRun(BaseModel):
@@ -110,6 +115,7 @@ def totals_of(path: Path) -> RunTotals:
         totals.completion_tokens += int(usage.get("completion_tokens") or 0)
         if record.get("error_class"):
             totals.errors += 1
+        totals.cache_hits += int(record.get("cache_hits") or 0)
         if record.get("cost") is not None:
             cost += float(record["cost"])
             priced = True
