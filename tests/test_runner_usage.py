@@ -114,3 +114,31 @@ def test_ablation_cost_columns_match_between_a_fresh_and_a_cached_run_and_notes_
             " their tokens and dollars are counted as when first produced."
         )
         assert note in cached.notes
+
+
+@pytest.mark.usefixtures("isolated_run")
+def test_eval_says_how_many_answers_came_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.test_runner_failures import run_cli
+
+    monkeypatch.setenv("SP_DSPY_CACHE_DIR", str(tmp_path / "cli-cache"))
+    with StubServer() as stub:
+        teach_fake(SimpleNamespace(engine=stub.fake), SAMPLE)
+        args = [
+            "eval",
+            "--lm",
+            "openai/gpt-4o-mini",
+            "--api-base",
+            stub.url,
+            "--program",
+            "dspy",
+            "--limit",
+            "2",
+        ]
+        args += ["--output-dir", str(tmp_path / "out"), "-q"]
+        code, err = run_cli(monkeypatch, capsys, *args, "--run-id", "a")
+        assert code == 0 and "response cache" not in err
+        code, err = run_cli(monkeypatch, capsys, *args, "--run-id", "b")
+    assert code == 0
+    assert "cache: 2 LM answer(s) came from the response cache; their tokens and dollars count" in err

@@ -28,7 +28,10 @@ class Verdict(BaseModel):
     status: Status
     rules_checked: list[int] = Field(description="The policy's rule numbers the guard judged.")
     usage: Usage = Field(default_factory=Usage)
-    cost: float | None = Field(default=None, description="USD paid for this check; None when unpriced.")
+    cost: float | None = Field(
+        default=None,
+        description="USD of this check's answers (also when replayed from the cache); None when unpriced.",
+    )
     program: str = Field(description="The program name (official, dspy, ...) or the artifact directory.")
     protocol: Protocol
     model: str

@@ -32,6 +32,7 @@ from ._fake_gold import teach_fake
 from ._manifest import (
     ModelRun,
     RunManifest,
+    RunTotals,
     file_hash,
     git_commit,
     package_versions,
@@ -72,6 +73,8 @@ class EvalOutcome:
     units_run: int = 0
     #: Units whose latest record is an error, as the results file stands after the run.
     errors: ErrorSummary = field(default_factory=ErrorSummary)
+    #: Tokens, dollars and cache hits over the whole results file (as the manifest records them).
+    totals: RunTotals = field(default_factory=RunTotals)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -224,6 +227,7 @@ def run_eval(
     if not (outcome.interrupted or outcome.stopped) and outcome.capped_by is None:
         outcome.report = _score(cases, results_file, protocol)
     outcome.errors = job.error_summary(results_file)
+    outcome.totals = totals_of(results_file)
     _write_manifest(
         config,
         lm_config,
@@ -347,7 +351,7 @@ def _write_manifest(
         wall_s=round(wall_s, 3),
         units_total=units_total,
         units_skipped_on_resume=outcome.skipped_on_resume,
-        totals=totals_of(outcome.results_file),
+        totals=outcome.totals,
         endpoint_requests=dict(getattr(lm, "endpoint_requests", {}) or {}),
         transport="direct" if config.program == "official" and client_of(lm) is not None else "dspy",
         metrics=None

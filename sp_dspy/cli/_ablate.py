@@ -137,7 +137,11 @@ def ablate_command(
     transport: lmo.Transport = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
-    """Compare per-rule and per-policy composition (and compiled programs) on one LM."""
+    """Compare per-rule and per-policy composition (and compiled programs) on one LM.
+
+    Exit status: 0 every unit answered; 2 bad input, an error, or a variant stopped early
+    on a failure retrying cannot fix; 3 some units ended in error.
+    """
     from .._ablate import PLAN_FILE, build_plan, read_plan_file, run_ablation
     from .._lm import configure_cache
 

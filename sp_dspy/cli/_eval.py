@@ -119,7 +119,11 @@ def eval_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
 ) -> None:
-    """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it."""
+    """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.
+
+    Exit status: 0 every unit answered; 2 bad input, an error, or a run stopped early on a
+    failure retrying cannot fix (key, model, address); 3 some units ended in error.
+    """
     from .._lm import configure_cache
     from .._runner import build_eval_config, new_run_id, run_eval
     from .._runner._failures import UNITS_FAILED_EXIT
@@ -278,6 +282,13 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
         console.print(table)
     _print_pku(outcome)
     console.print(f"results: {outcome.results_file}\nmanifest: {outcome.paths.manifest}")
+    if outcome.totals.cache_hits:
+        err_console.print(
+            f"cache: {outcome.totals.cache_hits} LM answer(s) came from the response cache; "
+            "their tokens and dollars count as when first produced",
+            highlight=False,
+            soft_wrap=True,
+        )
     retry = f"the same command plus --resume --retry-errors --run-id {outcome.paths.run_id}"
     for line in outcome.errors.lines(retry):
         err_console.print(line, markup=False, highlight=False, soft_wrap=True)
