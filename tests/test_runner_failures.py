@@ -64,7 +64,7 @@ def evaluate(
 @pytest.mark.parametrize(
     ("failure", "kind", "sent", "fix"),
     [
-        ("401", "auth", 1, "check the key"),
+        ("401", "auth", 1, "the API key is missing or refused"),
         ("404", "not_found", 1, "check --lm and --api-base"),
         ("400-invalid", "bad_request", BAD_REQUEST_STREAK, "check the model's settings"),
         ("closed", "unreachable", 1, "nothing answers at http://127.0.0.1:"),
@@ -232,3 +232,15 @@ def test_check_names_the_fix_of_a_lasting_failure(
     assert (
         f"fix: nothing answers at {base}: start the server (sp-dspy serve) or fix --api-base" in result.output
     )
+
+
+def test_a_missing_key_stops_the_run_before_anything_is_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = EvalConfig(output_dir=tmp_path, run_id="r", concurrency=1, data=DataSelection(limit=4))
+    lm = LMConfig(model="openai/gpt-4o-mini", num_retries=0, cache=False)
+    with pytest.raises(RunStopped) as caught:
+        run_eval(config, lm, show_progress=False)
+    assert caught.value.kind == "auth" and caught.value.failed == 1
+    assert "the API key is missing or refused: set the provider's key variable" in str(caught.value)

@@ -47,7 +47,20 @@ CONTEXT_HINTS = (
 _BY_CLASS_NAME: tuple[tuple[str, frozenset[str]], ...] = (
     ("context_length", frozenset({"ContextWindowExceededError", "ContextLengthError"})),
     ("rate_limit", frozenset({"LMRateLimitError", "RateLimitError"})),
-    ("auth", frozenset({"LMAuthError", "AuthError", "AuthenticationError", "PermissionDeniedError"})),
+    # No key at all (DSPy's "not configured") is an auth failure too: the fix is the same.
+    (
+        "auth",
+        frozenset(
+            {
+                "LMAuthError",
+                "AuthError",
+                "AuthenticationError",
+                "PermissionDeniedError",
+                "LMNotConfiguredError",
+                "NotConfiguredError",
+            }
+        ),
+    ),
     ("billing", frozenset({"LMBillingError", "BillingError"})),
     ("not_found", frozenset({"LMUnsupportedModelError", "UnsupportedModelError", "NotFoundError"})),
     (

@@ -37,10 +37,12 @@ def fix_for(kind: str, lm: LMConfig) -> str:
     """What the user can change so that calls failing with ``kind`` succeed."""
     base = ", ".join(lm.api_bases) or "the provider's default address"
     if kind == "auth":
-        where = (
-            f"${lm.api_key_env}" if lm.api_key_env else "the provider's key variable, or --api-key-env VAR"
+        if lm.api_key_env:
+            return f"the API key is missing or refused: check the key in ${lm.api_key_env}"
+        return (
+            "the API key is missing or refused: set the provider's key variable "
+            "(e.g. OPENAI_API_KEY), or name yours with --api-key-env VAR"
         )
-        return f"the server refused the API key: check the key in {where}"
     if kind == "billing":
         return "the provider refused for billing: check the account's credit or use another key"
     if kind == "not_found":
