@@ -122,7 +122,8 @@ def eval_command(
     """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.
 
     Exit status: 0 every unit answered; 2 bad input, an error, or a run stopped early on a
-    failure retrying cannot fix (key, model, address); 3 some units ended in error.
+    failure retrying cannot fix (key, model, address); 3 some units ended in error, or a
+    budget cap stopped the run.
     """
     from .._lm import configure_cache
     from .._runner import build_eval_config, new_run_id, run_eval
