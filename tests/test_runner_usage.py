@@ -142,3 +142,20 @@ def test_eval_says_how_many_answers_came_from_the_cache(
         code, err = run_cli(monkeypatch, capsys, *args, "--run-id", "b")
     assert code == 0
     assert "cache: 2 LM answer(s) came from the response cache; their tokens and dollars count" in err
+
+
+def test_answers_replayed_from_the_cache_do_not_count_against_max_usd(
+    tmp_path: Path, server: StubServer
+) -> None:
+    from sp_dspy._compile._budget import BudgetCaps
+
+    def evaluate(run_id: str, caps: BudgetCaps) -> Any:
+        settings = {"output_dir": tmp_path, "run_id": run_id, "concurrency": 1, "caps": caps}
+        config = EvalConfig.model_validate({**settings, "data": DataSelection(limit=6)})
+        return run_eval(config, lm(server), show_progress=False)
+
+    fresh = evaluate("fresh", BudgetCaps())
+    price = sum(r["cost"] for r in iter_records(fresh.results_file))
+    replayed = evaluate("replayed", BudgetCaps(max_usd=price / 2))  # a fresh run would stop halfway
+    assert replayed.capped_by is None and len(list(iter_records(replayed.results_file))) == 6
+    assert replayed.spent is not None and (replayed.spent.usd_paid, replayed.spent.cache_hits) == (0.0, 6)
