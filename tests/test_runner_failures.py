@@ -244,3 +244,26 @@ def test_a_missing_key_stops_the_run_before_anything_is_sent(
         run_eval(config, lm, show_progress=False)
     assert caught.value.kind == "auth" and caught.value.failed == 1
     assert "the API key is missing or refused: set the provider's key variable" in str(caught.value)
+
+
+@pytest.mark.usefixtures("isolated_run", "no_plots")
+def test_ablate_cli_prints_each_variants_errors_and_exits_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "abl"
+    args = [
+        "ablate",
+        "--out",
+        str(out),
+        "--lm",
+        "openai/stub",
+        "--variants",
+        "official-per-policy,dspy-per-policy",
+    ]
+    args += ["--limit", "3", "--concurrency", "1", "--num-retries", "0", "--no-cache", "-q", "--n-boot", "20"]
+    with stub("500") as server:
+        code, err = run_cli(monkeypatch, capsys, *args, "--api-base", server.url)
+    assert code == 3
+    assert "official-per-policy: errors: 1 of 3 unit(s) ended in error" in err
+    assert f"re-send them with sp-dspy ablate --out {out} --resume --retry-errors" in err
+    assert "dspy-per-policy: errors" not in err
