@@ -7,7 +7,7 @@ rejects. Every later call would fail the same way, so :class:`EarlyStop` ends th
 after the first of them (a bad request, which can also be one case's fault, after a
 few in a row with no success between), and :class:`RunStopped` says in one line what
 failed, what to fix and how to continue. A run that finishes with failed units ends
-with an :class:`ErrorSummary` instead (the CLI exits with :data:`UNITS_FAILED_EXIT`).
+with an :class:`ErrorSummary` instead (and the CLI with exit status 3).
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ from .._lm import is_lasting
 if TYPE_CHECKING:
     from .._lm import LMConfig
 
-#: Exit status of a command whose run finished but left units in error (the agreed code).
-UNITS_FAILED_EXIT = 3
 #: A bad request may be one case's fault; this many in a row (no success between) are the run's.
 BAD_REQUEST_STREAK = 3
 #: Failures about the endpoint or the account rather than the case: the first one stops the run.

@@ -17,7 +17,7 @@ from .._errors import ConfigError
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console
-from ._eval import LOCAL_DEFAULT_LIMIT
+from ._eval import EXIT_UNFINISHED, LOCAL_DEFAULT_LIMIT
 
 DASH = "–"
 
@@ -201,9 +201,7 @@ def ablate_command(
         raise SystemExit(130)
     _print_outcome(outcome, small=lmo.is_local(lm_config))
     if outcome.units_failed:
-        from .._runner._failures import UNITS_FAILED_EXIT
-
-        raise SystemExit(UNITS_FAILED_EXIT)
+        raise SystemExit(EXIT_UNFINISHED)
 
 
 def _print_outcome(outcome: AblationOutcome, *, small: bool) -> None:

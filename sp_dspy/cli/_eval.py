@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .._compile import BudgetCaps
     from .._runner import EvalPlan
 
-# A run that stopped at a budget cap ended with units not done (agreed exit code 3).
+# A run that ended with units not done: some in error, or a budget cap stopped it (agreed code 3).
 EXIT_UNFINISHED = 3
 CAP_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
 # Enough of the sample to show every level within a few minutes on a 2-core CPU.
@@ -127,7 +127,6 @@ def eval_command(
     """
     from .._lm import configure_cache
     from .._runner import build_eval_config, new_run_id, run_eval
-    from .._runner._failures import UNITS_FAILED_EXIT
 
     configs = lmo.lm_configs(
         lm, models, config, default=lmo.LOCAL,
@@ -190,7 +189,7 @@ def eval_command(
             raise SystemExit(EXIT_UNFINISHED)
         units_failed = units_failed or outcome.errors.errors > 0
     if units_failed:
-        raise SystemExit(UNITS_FAILED_EXIT)
+        raise SystemExit(EXIT_UNFINISHED)
 
 
 def _money(value: float | None) -> str:
