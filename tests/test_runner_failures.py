@@ -108,6 +108,8 @@ def test_transient_failures_and_one_case_overflow_never_stop_a_run(tmp_path: Pat
     assert (summary.units, summary.errors) == (6, 4)
     assert [(c.error_class, c.count) for c in summary.classes] == [("server_error", 3), ("context_length", 1)]
     assert "500" in summary.classes[0].first_error
+    manifest = json.loads(outcome.paths.manifest.read_text(encoding="utf-8"))
+    assert manifest["runs"]["stub"]["errors"] == summary.model_dump(mode="json")
     lines = summary.lines("RETRY")
     assert lines[0] == "errors: 4 of 6 unit(s) ended in error" and lines[-1].endswith(
         "re-send them with RETRY"

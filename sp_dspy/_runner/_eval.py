@@ -352,6 +352,7 @@ def _write_manifest(
         units_total=units_total,
         units_skipped_on_resume=outcome.skipped_on_resume,
         totals=outcome.totals,
+        errors=outcome.errors,
         endpoint_requests=dict(getattr(lm, "endpoint_requests", {}) or {}),
         transport="direct" if config.program == "official" and client_of(lm) is not None else "dspy",
         metrics=None

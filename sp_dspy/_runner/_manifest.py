@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .._lm import redact
+from ._failures import ErrorSummary
 from ._store import iter_records
 
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
@@ -53,6 +54,8 @@ class ModelRun(BaseModel):
     units_total: int
     units_skipped_on_resume: int
     totals: RunTotals
+    #: Units whose latest record is an error, by class (what ``--retry-errors`` re-sends).
+    errors: ErrorSummary = Field(default_factory=ErrorSummary)
     endpoint_requests: dict[str, int] = Field(default_factory=dict)
     #: How raw-message calls went out: ``direct`` (sp-dspy's client) or ``dspy`` (DSPy's engine).
     transport: str = "dspy"
