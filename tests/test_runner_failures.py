@@ -91,11 +91,25 @@ def test_a_lasting_failure_stops_the_run_early_and_keeps_its_records(
     assert manifest["runs"]["stub"]["status"] == "stopped"
 
 
-def test_per_rule_judgments_stop_early_too(tmp_path: Path) -> None:
+@pytest.mark.parametrize("program", ["official", "dspy"])
+def test_per_rule_judgments_stop_early_too(tmp_path: Path, program: str) -> None:
     with stub(*["401"] * 50) as server, pytest.raises(RunStopped):
-        evaluate(server.url, tmp_path, protocol="per-rule", limit=1)
+        evaluate(server.url, tmp_path, protocol="per-rule", program=program, limit=1)
     assert len(server.chat_requests) == 1
     assert [j["error_class"] for j in iter_records(tmp_path / "per_rule_r_stub.jsonl")] == ["auth"]
+
+
+@pytest.mark.parametrize("failure", ["404", "closed"])
+def test_dspy_programs_stop_early_too(tmp_path: Path, failure: str) -> None:
+    if failure == "closed":
+        with pytest.raises(RunStopped) as caught:
+            evaluate(closed_port_url(), tmp_path, program="dspy")
+    else:
+        with stub(*[failure] * 6) as server, pytest.raises(RunStopped) as caught:
+            evaluate(server.url, tmp_path, program="dspy")
+        assert len(server.chat_requests) == 1
+    assert caught.value.kind == ("unreachable" if failure == "closed" else "not_found")
+    assert len(list(iter_records(tmp_path / "results_r_stub.jsonl"))) == 1
 
 
 @pytest.mark.parametrize("transport", ["direct", "dspy"])
