@@ -174,17 +174,20 @@ def history_accounting(lm: Any) -> tuple[Usage, float | None, int]:
 
     Counted as the official path counts them: an answer DSPy replayed from its cache
     has its tokens (from the replayed response) and the cost of the call that produced
-    it, like any other answer; the third figure says how many were replayed.
+    it, like any other answer, and a call DSPy left unpriced (sp-dspy's HTTP engine) is
+    priced as that engine prices the official path's; the third figure says how many
+    were replayed.
     """
-    from sp_dspy._lm import history_usage
+    from sp_dspy._lm import answer_price, history_usage
 
-    entries = list(getattr(lm, "history", []))
-    usage, hits = Usage(), 0
-    for entry in entries:
+    usage, costs, hits = Usage(), [], 0
+    for entry in getattr(lm, "history", []):
         tokens, cached = history_usage(entry)
         usage = usage + Usage.from_mapping(tokens.model_dump(exclude_none=True))
+        cost = entry.get("cost")
+        costs.append(answer_price(lm, tokens) if cost is None else cost)
         hits += cached
-    return usage, add_costs(entry.get("cost") for entry in entries), hits
+    return usage, add_costs(costs), hits
 
 
 async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> CaseOutput:

@@ -27,7 +27,7 @@ from ._cache import (
     default_cache_dir,
     default_response_cache_dir,
 )
-from ._chat import ChatResult, TokenUsage, achat, chat, history_usage
+from ._chat import ChatResult, TokenUsage, achat, answer_price, chat, history_usage
 from ._config import (
     TRANSPORTS,
     LMConfig,
@@ -102,6 +102,7 @@ __all__ = [
     "StubServer",
     "TokenUsage",
     "achat",
+    "answer_price",
     "api_key_for",
     "bundled_models_file",
     "cache_settings",

@@ -22,16 +22,26 @@ if TYPE_CHECKING:
     import dspy
 
 Messages = Sequence[Mapping[str, Any]]
-__all__ = ["ChatResult", "Messages", "TokenUsage", "achat", "chat", "token_usage"]
+__all__ = [
+    "ChatResult",
+    "Messages",
+    "TokenUsage",
+    "achat",
+    "answer_price",
+    "chat",
+    "history_usage",
+    "token_usage",
+]
 
 
 def _response_usage(response: Any) -> Mapping[str, Any] | None:
     """The usage one response object reports: DSPy's native ``Response`` or a LiteLLM/OpenAI one."""
-    from dspy.clients.call_result import usage_dict
     from dspy.lm15 import Response
 
+    from ._compat import response_usage
+
     if isinstance(response, Response):
-        return usage_dict(response)
+        return response_usage(response)
     raw = getattr(response, "usage", None) or (
         response.get("usage") if isinstance(response, Mapping) else None
     )
@@ -56,6 +66,19 @@ def history_usage(entry: Mapping[str, Any]) -> tuple[TokenUsage, bool]:
         if each is not None:
             total = total + token_usage(_response_usage(each))
     return total, True
+
+
+def answer_price(lm: Any, usage: TokenUsage) -> float | None:
+    """USD of an answer of ``usage`` tokens from ``lm``, for a call DSPy recorded unpriced.
+
+    DSPy prices the calls of its own engines; it leaves those of a custom engine (sp-dspy's
+    HTTP engine) unpriced, which that engine prices for the official path from the same
+    price snapshot. None for a model the snapshot does not price, or another engine.
+    """
+    from ._direct import client_of
+
+    client = client_of(lm)
+    return None if client is None else client.price(usage)
 
 
 def _to_result(result: Any) -> ChatResult:
