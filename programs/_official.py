@@ -72,11 +72,6 @@ def _usage(result: ChatResult) -> Usage:
     )
 
 
-def _paid(result: ChatResult) -> float | None:
-    """What this call cost now: an answer replayed from the cache was paid for earlier."""
-    return 0.0 if result.cached and result.cost is not None else result.cost
-
-
 class OfficialPerPolicy:
     """The per-policy baseline: two fixed messages, one call, the official parser."""
 
@@ -112,7 +107,8 @@ class OfficialPerPolicy:
             analysis=parsed.analysis or "",
             reasoning=result.reasoning or parsed.reasoning or "",
             usage=_usage(result),
-            cost=_paid(result),
+            cost=result.cost,
+            cache_hits=int(result.cached),
             protocol=self.protocol,
             # The official JSON may carry the model's own "label"; it is its explicit safe flag.
             predicted_safe=None if parsed.predicted_label is None else parsed.predicted_label == "safe",
@@ -182,7 +178,8 @@ class OfficialPerRule:
             status=parsed.status,
             reason=parsed.reason or "",
             usage=_usage(result),
-            cost=_paid(result),
+            cost=result.cost,
+            cache_hits=int(result.cached),
             answer=None if parsed.status == "clean" else result.text,
         )
 
@@ -195,6 +192,7 @@ class OfficialPerRule:
             refused=status == "refused",
             usage=Usage.total(j.usage for j in judgments),
             cost=add_costs(j.cost for j in judgments),
+            cache_hits=sum(j.cache_hits for j in judgments),
             judgments=judgments,
             protocol=self.protocol,
             layout=self.layout,

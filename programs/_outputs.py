@@ -106,6 +106,7 @@ class JudgmentOutput(BaseModel):
     reason: str = ""
     usage: Usage = Field(default_factory=Usage)
     cost: float | None = None
+    cache_hits: int = 0
     error: str | None = None
     error_class: str | None = None
     answer: str | None = None  # the model's text when it did not parse cleanly (see CaseOutput)
@@ -116,10 +117,10 @@ class CaseOutput(BaseModel):
 
     ``violated_rules`` is ``None`` when the case must be excluded from scoring
     (refused, failed, errored, or a per-rule case with no usable judgment).
-    ``usage`` counts the tokens of the answers (the official path reports them also
-    for answers replayed from the response cache; DSPy's usage tracker does not);
-    ``cost`` is the USD paid in this run (cache hits are free), ``None`` when the
-    model is not priced. ``predicted_safe`` and ``predicted_severity`` (0-3) are set
+    ``usage`` and ``cost`` (USD, ``None`` when the model is not priced) describe the
+    answers as they were produced, the same on every path whether a call reached the
+    model or was replayed from the response cache, so runs and variants compare like
+    with like; ``cache_hits`` counts the calls replayed (they cost nothing this time). ``predicted_safe`` and ``predicted_severity`` (0-3) are set
     only by programs that state them explicitly (PKU-SafeRLHF's severity program, or
     an official answer carrying ``"label": "safe"|"unsafe"``); otherwise the verdict
     is read from ``violated_rules`` (empty = safe).
@@ -136,6 +137,7 @@ class CaseOutput(BaseModel):
     reasoning: str = ""
     usage: Usage = Field(default_factory=Usage)
     cost: float | None = None
+    cache_hits: int = 0
     judgments: list[JudgmentOutput] | None = None
     protocol: Protocol
     layout: Layout | None = None

@@ -169,13 +169,25 @@ def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
     return program
 
 
-def history_cost(lm: Any) -> float | None:
-    """USD paid for the calls in ``lm.history``; ``None`` when no call reported a cost.
+def history_accounting(lm: Any) -> tuple[Usage, float | None, int]:
+    """Tokens, USD and cache hits of the answers in ``lm.history`` (``None`` USD: unpriced).
 
-    A cache hit is recorded with empty usage but keeps the cost of the call that
-    produced it; it paid nothing now, so it is skipped.
+    Counted as the official path counts them: an answer DSPy replayed from its cache
+    has its tokens (from the replayed response) and the cost of the call that produced
+    it, like any other answer, and a call DSPy left unpriced (sp-dspy's HTTP engine) is
+    priced as that engine prices the official path's; the third figure says how many
+    were replayed.
     """
-    return add_costs(entry.get("cost") for entry in getattr(lm, "history", []) if entry.get("usage"))
+    from sp_dspy._lm import answer_price, history_usage
+
+    usage, costs, hits = Usage(), [], 0
+    for entry in getattr(lm, "history", []):
+        tokens, cached = history_usage(entry)
+        usage = usage + Usage.from_mapping(tokens.model_dump(exclude_none=True))
+        cost = entry.get("cost")
+        costs.append(answer_price(lm, tokens) if cost is None else cost)
+        hits += cached
+    return usage, add_costs(costs), hits
 
 
 async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> CaseOutput:
@@ -199,19 +211,20 @@ async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
     protocol: Protocol = program.protocol
     inputs = case_to_example(case, protocol).inputs().toDict()
     case_lm = lm.copy()  # its own history: the cost of this case's calls only
-    with dspy.context(lm=case_lm), dspy.track_usage() as tracker:
+    with dspy.context(lm=case_lm):
         try:
             prediction = await program.acall(**inputs)
         except dspy.AdapterParseError as exc:
             prediction = exc
         except lm_errors() as exc:
             prediction = exc
-    usage = Usage.total(Usage.from_mapping(u) for u in tracker.get_total_tokens().values())
+    usage, cost, cache_hits = history_accounting(case_lm)
     common: dict[str, Any] = {
         "id": case.id,
         "protocol": protocol,
         "usage": usage,
-        "cost": history_cost(case_lm),
+        "cost": cost,
+        "cache_hits": cache_hits,
     }
     if isinstance(prediction, dspy.AdapterParseError):
         refused = parse_policy_output(str(prediction.lm_response or ""), mode="robust").refused
@@ -261,4 +274,7 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
     if parent is not None:  # hand the judgment's calls up, as a whole case's forward() does
         for lm_name, entries in usage_data.items():
             parent.usage_data[lm_name].extend(entries)
-    return judgment.model_copy(update={"gt": target.gold, "cost": history_cost(target_lm)})
+    usage, cost, cache_hits = history_accounting(target_lm)
+    return judgment.model_copy(
+        update={"gt": target.gold, "usage": usage, "cost": cost, "cache_hits": cache_hits}
+    )

@@ -66,6 +66,7 @@ def test_rerunning_the_same_compile_is_served_from_the_cache(stub: StubServer, t
     assert first.exit_code == 0, first.output
     sent = len(stub.chat_requests)
     program = (tmp_path / "art" / "program.json").read_text()
+    fresh = json.loads((tmp_path / "art" / "manifest.json").read_text())["usage"]
     dev = json.loads((tmp_path / "art" / "manifest.json").read_text())["dev"]
     assert sent > 0 and (dev["before"]["score"], dev["after"]["score"]) == (
         0.0,
@@ -79,6 +80,9 @@ def test_rerunning_the_same_compile_is_served_from_the_cache(stub: StubServer, t
     assert (tmp_path / "art" / "program.json").read_text() == program
     usage = json.loads((tmp_path / "art" / "manifest.json").read_text())["usage"]
     assert usage["cache_hits"] == usage["calls"] > 0
+    # Replayed answers count the tokens they took when first produced, as on every path.
+    tokens = ("prompt_tokens", "completion_tokens", "usd")
+    assert [usage[k] for k in tokens] == [fresh[k] for k in tokens]
 
 
 def test_no_cache_sends_every_call_again(stub: StubServer, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from sp_dspy._lm import (
     bundled_models_file,
     classify_error,
     describe_error,
+    is_lasting,
     is_transient,
     load_model_configs,
     redact,
@@ -148,12 +149,21 @@ def test_classify_error_by_name_status_and_cause() -> None:
     assert classify_error(RateLimitError("slow down")) == "rate_limit"
     assert classify_error(TimeoutError()) == "timeout"
     assert classify_error(ConnectionResetError()) == "connection"
-    assert [classify_error(StatusError(s)) for s in (429, 401, 503, 404)] == [
+    assert [classify_error(StatusError(s)) for s in (429, 401, 503, 404, 400)] == [
         "rate_limit",
         "auth",
         "server_error",
+        "not_found",
         "bad_request",
     ]
+    assert classify_error(ConnectionRefusedError()) == "unreachable"
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connect call failed")
+        except ConnectionRefusedError as inner:
+            raise ConnectionError("transport") from inner
+    except ConnectionError as outer:
+        assert classify_error(outer) == "unreachable"  # a transport error caused by a refused connection
     try:
         try:
             raise TimeoutError("read")
@@ -171,6 +181,16 @@ def test_classify_error_by_name_status_and_cause() -> None:
     assert classify_error(ValueError("?")) == "other"
     assert set(ERROR_KINDS) >= {"rate_limit", "server_error", "timeout", "connection", "auth", "bad_request"}
     assert is_transient("rate_limit") and not is_transient("auth")
+    assert is_lasting("not_found") and is_lasting("unreachable") and not is_lasting("context_length")
+
+
+def test_a_bad_request_is_told_apart_by_status_and_wording_on_every_path() -> None:
+    import dspy
+
+    missing = dspy.LMInvalidRequestError("HTTP 404: no such model", model="m", status=404)
+    overflow = dspy.LMInvalidRequestError("This model's maximum context length is 4096 tokens", model="m")
+    assert (classify_error(missing), classify_error(overflow)) == ("not_found", "context_length")
+    assert classify_error(dspy.LMInvalidRequestError("Unrecognized argument", model="m")) == "bad_request"
 
 
 def test_describe_error_is_one_redacted_line(monkeypatch: pytest.MonkeyPatch) -> None:

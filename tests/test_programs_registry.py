@@ -28,7 +28,7 @@ from programs import (
     program_spec,
     run_case,
 )
-from programs._registry import history_cost
+from programs._registry import history_accounting
 from sp_dspy._data._scan import read_json_file
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import ConfigError, DataError
@@ -169,16 +169,21 @@ def test_aggregation_rules() -> None:
     )
 
 
-def test_cost_counts_only_calls_paid_in_this_run() -> None:
+def test_history_accounting_counts_a_cached_answer_like_a_fresh_one() -> None:
+    fresh = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+
     class Recorded:
         history: ClassVar[list[dict[str, Any]]] = [
-            {"usage": {"prompt_tokens": 10}, "cost": 0.25},
-            {"usage": {}, "cost": 0.25},  # a cache hit keeps the original call's cost
-            {"usage": {"prompt_tokens": 5}, "cost": None},
+            {"usage": fresh, "cost": 0.25, "response": {"usage": fresh}},
+            # A cache hit: DSPy empties its usage, keeps the original call's cost and the response.
+            {"usage": {}, "cost": 0.25, "response": {"usage": fresh}},
+            {"usage": {"prompt_tokens": 5, "completion_tokens": 1}, "cost": None},
         ]
 
-    assert history_cost(Recorded()) == 0.25
-    assert history_cost(object()) is None
+    usage, cost, hits = history_accounting(Recorded())
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (25, 5, 30)
+    assert (cost, hits) == (0.5, 1)
+    assert history_accounting(object()) == (Usage(), None, 0)
 
 
 def test_importing_programs_and_running_the_baseline_setup_does_not_import_dspy() -> None:

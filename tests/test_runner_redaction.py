@@ -93,11 +93,14 @@ def test_the_key_reaches_the_server_but_nothing_sp_dspy_writes_or_prints(
         text=True,
         timeout=120,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert server.authorizations == [f"Bearer {SECRET}"] * 3
+    # A refused key stops the run at once (loud failure); its one-line error quotes the
+    # provider's message, so it must be redacted too.
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "error: run stopped early: 1 unit(s) failed with auth" in result.stderr
+    assert server.authorizations == [f"Bearer {SECRET}"]
     records = [json.loads(line) for line in (tmp_path / "results_keys_stub.jsonl").read_text().splitlines()]
     failed = [r for r in records if r.get("error_class")]
-    assert len(records) == 3 and len(failed) == 1
+    assert len(records) == 1 and len(failed) == 1
     # The provider's message is kept (it says what went wrong), the key inside it is not.
     assert failed[0]["error_class"] == "auth" and "Incorrect API key provided: ***" in failed[0]["error"]
     manifest = (tmp_path / "manifest_keys.json").read_text(encoding="utf-8")

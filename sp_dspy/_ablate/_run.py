@@ -4,7 +4,9 @@ Each variant is an ordinary eval run with its own run id (``<run-id>-<variant>``
 ``OUTDIR/results``, so it inherits the runner's guarantees: durable per-unit
 results, resume without resending a finished unit, a manifest with wall time and
 token totals. An ablation resumed after an interruption skips the variants that
-finished and continues the one that did not.
+finished and continues the one that did not; with ``retry_errors`` it also re-sends the
+errored units of finished variants. A variant whose calls fail for a lasting reason
+(key, model, address) stops the whole ablation: the next variants would fail alike.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from rich.console import Console
 
 from .._errors import ConfigError
 from .._runner import EvalConfig, RunPaths, iter_records, new_run_id, resolve_run, run_eval, select_cases
+from .._runner._failures import ErrorSummary, RunStopped
+from .._runner._units import unit_errors
 from ._plan import AblationPlan, reconcile, save_plan
 from ._variants import PlannedVariant, check_artifacts, resolve_variants
 
@@ -45,6 +49,8 @@ class VariantRun:
     status: Status
     units_run: int = 0
     units_skipped_on_resume: int = 0
+    #: Units whose latest record is an error (``--resume --retry-errors`` re-sends them).
+    errors: ErrorSummary = field(default_factory=ErrorSummary)
 
 
 @dataclass
@@ -62,6 +68,11 @@ class AblationOutcome:
     @property
     def interrupted(self) -> bool:
         return any(run.status == "interrupted" for run in self.runs)
+
+    @property
+    def units_failed(self) -> int:
+        """Units of every variant that ended in error."""
+        return sum(run.errors.errors for run in self.runs)
 
 
 def variant_config(plan: AblationPlan, variant: PlannedVariant, out: Path, *, resume: bool) -> EvalConfig:
@@ -123,6 +134,7 @@ def run_ablation(
     out: Path,
     *,
     resume: bool = False,
+    retry_errors: bool = False,
     session: Callable[[LMConfig], AbstractContextManager[LMConfig]] | None = None,
     lm: Any = None,
     console: Console | None = None,
@@ -134,7 +146,10 @@ def run_ablation(
     with, for the whole ablation: the CLI's ``lm_session`` starts the embedded
     llama.cpp server once, after every check has passed. ``lm`` is one ``dspy.LM``
     shared by every variant (tests pass the fake); by default each variant builds its
-    own, so per-endpoint request counts stay per variant.
+    own, so per-endpoint request counts stay per variant. ``retry_errors`` (with
+    ``resume``) re-sends errored units, also of variants that finished.
+    Raises ``RunStopped`` naming ``ablate --resume --retry-errors`` when a variant
+    stopped early.
     """
     console = console or Console(stderr=True)
     variants, loaded, cases = _prepare(plan)
@@ -142,7 +157,19 @@ def run_ablation(
     save_plan(plan, out)
     outcome = AblationOutcome(plan=plan, out=out, cases=cases)
     with (session or nullcontext)(plan.lm) as live:
-        _run_variants(outcome, variants, live, resume=resume, lm=lm, console=console, progress=show_progress)
+        try:
+            _run_variants(
+                outcome,
+                variants,
+                live,
+                resume=resume,
+                retry_errors=retry_errors,
+                lm=lm,
+                console=console,
+                progress=show_progress,
+            )
+        except RunStopped as stopped:
+            raise stopped.continued_by(f"sp-dspy ablate --out {out} --resume --retry-errors") from None
     if outcome.interrupted:
         return outcome
     outcome.summary = summarise(plan, outcome.runs, loaded, cases)
@@ -157,6 +184,7 @@ def _run_variants(
     live: LMConfig,
     *,
     resume: bool,
+    retry_errors: bool,
     lm: Any,
     console: Console,
     progress: bool,
@@ -171,11 +199,17 @@ def _run_variants(
         results_file = paths.per_rule if variant.protocol == "per-rule" else paths.results
         head = f"[{number}/{len(variants)}] {variant.label}: {_describe(variant)}"
         if resume and _finished(paths, results_file, live.display_name()):
-            console.print(f"{head}: finished earlier, not run again", highlight=False)
-            outcome.runs.append(VariantRun(variant, paths.run_id, results_file, paths.manifest, "skipped"))
-            continue
+            errors = unit_errors(results_file, outcome.cases, variant.protocol)
+            if not (retry_errors and errors.errors):
+                console.print(f"{head}: finished earlier, not run again", highlight=False)
+                outcome.runs.append(
+                    VariantRun(variant, paths.run_id, results_file, paths.manifest, "skipped", errors=errors)
+                )
+                continue
         console.print(head, highlight=False)
-        result = run_eval(config, live, console=console, lm=lm, show_progress=progress)
+        result = run_eval(
+            config, live, console=console, lm=lm, show_progress=progress, retry_errors=retry_errors
+        )
         outcome.runs.append(
             VariantRun(
                 variant,
@@ -185,6 +219,7 @@ def _run_variants(
                 "interrupted" if result.interrupted else "complete",
                 units_run=result.units_run,
                 units_skipped_on_resume=result.skipped_on_resume,
+                errors=result.errors,
             )
         )
         if result.interrupted:

@@ -81,12 +81,15 @@ def budgeted_class() -> type[Any]:
             )
 
         def _sp_settle(self, ticket: Ticket, entries: list[dict[str, Any]] | None) -> None:
+            from sp_dspy._lm import TokenUsage, history_usage
+
             entry = entries[-1] if entries else {}
-            usage = entry.get("usage") or {}
-            cache_hit = bool(entry) and not usage
-            prompt = int(usage.get("prompt_tokens") or 0) or ticket.prompt_tokens
-            completion = int(usage.get("completion_tokens") or 0)
-            if not usage:
+            # A replayed answer's tokens come from the response DSPy replayed, as on every
+            # path; estimates only where nothing reports them.
+            tokens, cache_hit = history_usage(entry) if entry else (TokenUsage(), False)
+            prompt = tokens.prompt_tokens or ticket.prompt_tokens
+            completion = tokens.completion_tokens
+            if completion is None:
                 completion = estimate_tokens(_outputs_text(entry))
             cost = entry.get("cost")
             pricing = self._sp_pricing

@@ -178,6 +178,8 @@ class Guard:
         )
         kept = keep_policy_rules(output.violated_rules, case_rule_numbers(case))
         violated = None if kept.rules is None else sorted(set(kept.rules))
+        # A per-rule case has no error of its own: its first failed judgment says why.
+        failed = next((j for j in output.judgments or [] if j.error_class), output)
         return Verdict(
             violated_rules=violated,
             status=kept.status or output.status,
@@ -188,7 +190,8 @@ class Guard:
             protocol=output.protocol,
             model=self._model or str(getattr(lm, "model", "unknown")),
             reasoning=output.analysis or output.reasoning,
-            error=output.error,
+            error=failed.error,
+            error_class=failed.error_class,
             dropped_rules=kept.dropped,
         )
 

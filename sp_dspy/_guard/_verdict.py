@@ -28,12 +28,19 @@ class Verdict(BaseModel):
     status: Status
     rules_checked: list[int] = Field(description="The policy's rule numbers the guard judged.")
     usage: Usage = Field(default_factory=Usage)
-    cost: float | None = Field(default=None, description="USD paid for this check; None when unpriced.")
+    cost: float | None = Field(
+        default=None,
+        description="USD of this check's answers (also when replayed from the cache); None when unpriced.",
+    )
     program: str = Field(description="The program name (official, dspy, ...) or the artifact directory.")
     protocol: Protocol
     model: str
     reasoning: str = ""
     error: str | None = None
+    error_class: str | None = Field(
+        default=None,
+        description="The failure's class (auth, not_found, unreachable, ...) when status is error.",
+    )
     dropped_rules: list[int] = Field(
         default_factory=list, description="Numbers the model named that are not rules of the policy."
     )

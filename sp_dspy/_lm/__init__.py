@@ -28,7 +28,7 @@ from ._cache import (
     default_cache_dir,
     default_response_cache_dir,
 )
-from ._chat import ChatResult, TokenUsage, achat, chat
+from ._chat import ChatResult, TokenUsage, achat, answer_price, chat, history_usage
 from ._config import (
     TRANSPORTS,
     LMConfig,
@@ -41,7 +41,15 @@ from ._config import (
 )
 from ._direct import AsyncDirectEngine, DirectChat, DirectEngine, HttpRequest, closing_transports
 from ._dspy import import_dspy
-from ._errors import ERROR_KINDS, TRANSIENT_KINDS, classify_error, describe_error, is_transient
+from ._errors import (
+    ERROR_KINDS,
+    LASTING_KINDS,
+    TRANSIENT_KINDS,
+    classify_error,
+    describe_error,
+    is_lasting,
+    is_transient,
+)
 from ._factory import SCHEMA_PROVIDER, direct_eligible, fake_engine, make_lm, make_lms
 from ._fake import (
     BEHAVIOURS,
@@ -66,6 +74,7 @@ __all__ = [
     "ERROR_KINDS",
     "GARBAGE_TEXT",
     "INSTRUCTION_PHRASE",
+    "LASTING_KINDS",
     "PLAIN_INSTRUCTION",
     "PROFILES",
     "PROPOSED_INSTRUCTION",
@@ -93,6 +102,7 @@ __all__ = [
     "StubServer",
     "TokenUsage",
     "achat",
+    "answer_price",
     "api_key_for",
     "bundled_models_file",
     "cache_settings",
@@ -106,7 +116,9 @@ __all__ = [
     "describe_error",
     "direct_eligible",
     "fake_engine",
+    "history_usage",
     "import_dspy",
+    "is_lasting",
     "is_transient",
     "key_for",
     "load_configured_models",

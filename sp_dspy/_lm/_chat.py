@@ -22,7 +22,63 @@ if TYPE_CHECKING:
     import dspy
 
 Messages = Sequence[Mapping[str, Any]]
-__all__ = ["ChatResult", "Messages", "TokenUsage", "achat", "chat", "token_usage"]
+__all__ = [
+    "ChatResult",
+    "Messages",
+    "TokenUsage",
+    "achat",
+    "answer_price",
+    "chat",
+    "history_usage",
+    "token_usage",
+]
+
+
+def _response_usage(response: Any) -> Mapping[str, Any] | None:
+    """The usage one response object reports: DSPy's native ``Response`` or a LiteLLM/OpenAI one."""
+    from dspy.lm15 import Response
+
+    from ._compat import response_usage
+
+    if isinstance(response, Response):
+        return response_usage(response)
+    raw = getattr(response, "usage", None) or (
+        response.get("usage") if isinstance(response, Mapping) else None
+    )
+    return dict(raw) if raw else None
+
+
+def history_usage(entry: Mapping[str, Any]) -> tuple[TokenUsage, bool]:
+    """Tokens of the answer an ``lm.history`` entry records, and whether it came from the cache.
+
+    DSPy records an answer replayed from its response cache with empty ``usage`` (the
+    call paid nothing) but keeps the replayed response, which still says what the
+    answer took. Reading it counts a cached answer's tokens as the official path's
+    :class:`ChatResult` does, so both paths report the same figures.
+    """
+    usage = entry.get("usage")
+    if usage:
+        return token_usage(usage), False
+    response = entry.get("response")
+    responses = response if isinstance(response, list | tuple) else [response]
+    total = TokenUsage()
+    for each in responses:
+        if each is not None:
+            total = total + token_usage(_response_usage(each))
+    return total, True
+
+
+def answer_price(lm: Any, usage: TokenUsage) -> float | None:
+    """USD of an answer of ``usage`` tokens from ``lm``, for a call DSPy recorded unpriced.
+
+    DSPy prices the calls of its own engines; it leaves those of a custom engine (sp-dspy's
+    HTTP engine) unpriced, which that engine prices for the official path from the same
+    price snapshot. None for a model the snapshot does not price, or another engine.
+    """
+    from ._direct import client_of
+
+    client = client_of(lm)
+    return None if client is None else client.price(usage)
 
 
 def _to_result(result: Any) -> ChatResult:

@@ -359,6 +359,10 @@ class DirectChat:
             id=data.get("id") if isinstance(data.get("id"), str) else None,
         )
 
+    def price(self, usage: TokenUsage) -> float | None:
+        """USD of an answer that took ``usage`` tokens here (None if unpriced or unreported)."""
+        return self._cost(usage, 0)
+
     def _cost(self, usage: TokenUsage, cached: int) -> float | None:
         """USD for one answer at the snapshot's per-token prices; None if unpriced or unreported."""
         if self._rates is None:

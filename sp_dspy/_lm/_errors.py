@@ -16,8 +16,10 @@ ERROR_KINDS = (
     "server_error",
     "timeout",
     "connection",
+    "unreachable",
     "auth",
     "billing",
+    "not_found",
     "context_length",
     "bad_request",
     "parse",
@@ -25,6 +27,10 @@ ERROR_KINDS = (
     "other",
 )
 TRANSIENT_KINDS = frozenset({"rate_limit", "server_error", "timeout", "connection"})
+#: Failures that every later call of the run would meet as well: the key, the account, the
+#: model name or the address is wrong, or the server rejects the request's form or settings.
+#: Retrying does not help; the runner stops early on them (``_runner._failures``).
+LASTING_KINDS = frozenset({"auth", "billing", "not_found", "unreachable", "bad_request", "config"})
 #: What providers say when a request overflows the context window (OpenAI, vLLM, Anthropic...).
 CONTEXT_HINTS = (
     "context length",
@@ -36,12 +42,27 @@ CONTEXT_HINTS = (
 )
 
 # Checked in order: the more specific meaning first (a context-window error is also a
-# bad request; a timeout is also an OSError like a connection error).
+# bad request; a timeout is also an OSError like a connection error; a refused
+# connection is a connection error that no retry will get through).
 _BY_CLASS_NAME: tuple[tuple[str, frozenset[str]], ...] = (
     ("context_length", frozenset({"ContextWindowExceededError", "ContextLengthError"})),
     ("rate_limit", frozenset({"LMRateLimitError", "RateLimitError"})),
-    ("auth", frozenset({"LMAuthError", "AuthError", "AuthenticationError", "PermissionDeniedError"})),
+    # No key at all (DSPy's "not configured") is an auth failure too: the fix is the same.
+    (
+        "auth",
+        frozenset(
+            {
+                "LMAuthError",
+                "AuthError",
+                "AuthenticationError",
+                "PermissionDeniedError",
+                "LMNotConfiguredError",
+                "NotConfiguredError",
+            }
+        ),
+    ),
     ("billing", frozenset({"LMBillingError", "BillingError"})),
+    ("not_found", frozenset({"LMUnsupportedModelError", "UnsupportedModelError", "NotFoundError"})),
     (
         "timeout",
         frozenset(
@@ -59,6 +80,19 @@ _BY_CLASS_NAME: tuple[tuple[str, frozenset[str]], ...] = (
         "server_error",
         frozenset({"LMServerError", "ServerError", "InternalServerError", "ServiceUnavailableError"}),
     ),
+    # Nothing accepted the connection: refused, unknown host, no route (aiohttp, httpx, socket).
+    (
+        "unreachable",
+        frozenset(
+            {
+                "ConnectionRefusedError",
+                "ClientConnectorError",
+                "ConnectError",
+                "gaierror",
+                "ClientConnectorDNSError",
+            }
+        ),
+    ),
     (
         "connection",
         frozenset(
@@ -68,7 +102,6 @@ _BY_CLASS_NAME: tuple[tuple[str, frozenset[str]], ...] = (
                 "APIConnectionError",
                 "ConnectionError",
                 "RemoteProtocolError",
-                "ConnectError",
             }
         ),
     ),
@@ -79,7 +112,6 @@ _BY_CLASS_NAME: tuple[tuple[str, frozenset[str]], ...] = (
                 "LMInvalidRequestError",
                 "InvalidRequestError",
                 "BadRequestError",
-                "NotFoundError",
                 "UnprocessableEntityError",
             }
         ),
@@ -112,6 +144,8 @@ def _by_status(exc: BaseException) -> str | None:
         return "billing"
     if status == 408:
         return "timeout"
+    if status == 404:
+        return "not_found"
     if status >= 500:
         return "server_error"
     if 400 <= status < 500:
@@ -124,7 +158,9 @@ def classify_error(exc: BaseException) -> str:
 
     The first recognised exception along the cause chain decides, except that a
     transport error caused by a timeout is a ``"timeout"`` (DSPy reports a read
-    timeout of its HTTP engine as a transport error).
+    timeout of its HTTP engine as a transport error) and one caused by a refused or
+    unresolvable connection is ``"unreachable"``; an invalid request with status 404
+    (clients raise one class for every 4xx) is ``"not_found"`` (unknown model or route).
     """
     kinds: list[str] = []
     seen: set[int] = set()
@@ -132,13 +168,17 @@ def classify_error(exc: BaseException) -> str:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         kind = _by_class(current) or _by_status(current)
+        if kind == "bad_request" and _by_status(current) == "not_found":
+            kind = "not_found"
         if kind is not None:
             kinds.append(kind)
         current = current.__cause__ or current.__context__
     if not kinds:
         return "other"
-    if kinds[0] == "connection" and "timeout" in kinds:
-        return "timeout"
+    if kinds[0] == "connection":
+        for cause in ("timeout", "unreachable"):
+            if cause in kinds:
+                return cause
     if kinds[0] == "bad_request" and is_context_overflow(exc):
         # Some clients raise a plain invalid-request error for it: same failure, same kind.
         return "context_length"
@@ -161,6 +201,11 @@ def is_context_overflow(exc: BaseException) -> bool:
 def is_transient(kind: str) -> bool:
     """Whether a failure of this kind may succeed when retried later."""
     return kind in TRANSIENT_KINDS
+
+
+def is_lasting(kind: str) -> bool:
+    """Whether a failure of this kind would meet every later call of the run too."""
+    return kind in LASTING_KINDS
 
 
 def describe_error(exc: BaseException, limit: int = 300) -> str:

@@ -25,11 +25,13 @@ from ._fake import FakeEngine, count_tokens
 from ._fake_prompts import message_text
 
 Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
-FAILURE_KINDS = ("429", "500", "502", "503", "400", "401", "drop", "hang")
-# What the stub says for a planned failure (OpenAI's wording for the client errors).
+FAILURE_KINDS = ("429", "500", "502", "503", "400", "400-invalid", "401", "404", "drop", "hang")
+# What the stub says for a planned failure (OpenAI's and vLLM's wording for the client errors).
 _FAILURE_TEXT = {
     "400": ("context_length_exceeded", "This model's maximum context length is 4096 tokens"),
+    "400-invalid": ("invalid_request_error", "Unrecognized request argument supplied: stub_flag"),
     "401": ("invalid_api_key", "Incorrect API key provided"),
+    "404": ("model_not_found", "The model `stub-missing` does not exist"),
     "429": ("rate_limit_exceeded", "stub planned 429"),
 }
 
@@ -133,7 +135,8 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         headers = {"Retry-After": f"{arg:g}"} if arg is not None else {}
         kind_name, message = _FAILURE_TEXT.get(kind, ("server_error", f"stub planned {kind}"))
-        self._send_json(int(kind), {"error": {"message": message, "type": kind_name}}, headers)
+        status = int(kind.partition("-")[0])
+        self._send_json(status, {"error": {"message": message, "type": kind_name}}, headers)
         return True
 
 
@@ -148,7 +151,8 @@ class StubServer:
         fail_plan: failures for the first requests to ``/chat/completions``, in order:
             ``"429"`` / ``"429:SECONDS"`` (with ``Retry-After``), ``"500"``, ``"502"``,
             ``"503"`` (``":SECONDS"`` adds ``Retry-After`` too), ``"400"`` (context length
-            exceeded), ``"401"`` (bad key), ``"drop"`` (connection closed without a
+            exceeded), ``"400-invalid"`` (any other bad request), ``"401"`` (bad key),
+            ``"404"`` (unknown model), ``"drop"`` (connection closed without a
             response), ``"hang:SECONDS"`` (answers late, for timeouts).
         behaviour: behaviour of the default responder's fake engine.
         model_ids: ids listed by ``/v1/models``.

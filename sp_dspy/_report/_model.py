@@ -56,6 +56,10 @@ class CellStats(BaseModel):
     completion_tokens_per_case: float | None = None
     dollars_per_case: float | None = None
     cost_coverage: float = 0.0
+    #: LM calls in the cell, and how many of their answers came from the response cache
+    #: (counted in the tokens and dollars like the others); ``None``: not recorded.
+    lm_calls: int | None = None
+    cache_hits: int | None = None
     per_rule_refusal_rate: float | None = None
 
 

@@ -83,4 +83,10 @@ def honesty_notes(
         coverage = entry.cells["ALL"].cost_coverage
         if 0 < coverage < 100:
             notes.append(f"{entry.label}: only {coverage:g}% of its cases reported a dollar cost.")
+        hits, calls = entry.cells["ALL"].cache_hits, entry.cells["ALL"].lm_calls
+        if hits:
+            notes.append(
+                f"{entry.label}: {hits} of {calls} LM answers came from the response cache; their tokens"
+                " and dollars are counted as when first produced."
+            )
     return notes

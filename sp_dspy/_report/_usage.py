@@ -4,7 +4,9 @@ The scorer ignores cost; a comparison cannot. Per-policy records carry one case'
 ``usage``/``cost``/``latency_s``; per-rule files carry them per judgment, so a case's
 cost is the sum over its judgments and its LM calls are their count. Records that
 report nothing (the bring-your-own-predictions form) leave the figures unknown
-instead of pretending the run was free.
+instead of pretending the run was free. Answers replayed from the response cache
+count their tokens and dollars like fresh ones (the runner records them so on every
+path); ``cache_hits`` says how many there were.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class CaseCost:
     dollars: float | None
     calls: int | None
     latency_s: float | None
+    cache_hits: int | None = None
 
 
 def _number(value: object) -> float | None:
@@ -70,7 +73,12 @@ def _case_cost(parts: Sequence[PolicyRecord | JudgmentRecord]) -> CaseCost:
         dollars=_summed(_number(_extra(p, "cost")) for p in parts),
         calls=None if calls is None else int(calls),
         latency_s=_summed(_number(_extra(p, "latency_s")) for p in parts),
+        cache_hits=_int_or_none(_summed(_number(_extra(p, "cache_hits")) for p in parts)),
     )
+
+
+def _int_or_none(value: float | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def case_costs(cases: Sequence[Case], results: ResultSet) -> dict[str, CaseCost]:
@@ -105,6 +113,8 @@ def cell_costs(cases: Sequence[Case], costs: Mapping[str, CaseCost], cell: str) 
         ),
         "dollars_per_case": _mean(dollars, 6),
         "cost_coverage": round(100 * len(dollars) / len(billed), 2) if billed else 0.0,
+        "lm_calls": _int_or_none(_summed(m.calls for m in members)),
+        "cache_hits": _int_or_none(_summed(m.cache_hits for m in members)),
     }
 
 

@@ -15,7 +15,7 @@ started and the run stops taking units (:class:`BudgetExceeded`); the units in f
 finish and are written, and ``--resume`` sends the rest. A finished unit is settled
 with the tokens and dollars its record reports, so a run overruns a token or dollar
 cap by no more than its last units' answers exceeding their estimates. An answer
-replayed from the response cache costs no dollars (its record says so), and a DSPy
+replayed from the response cache pays no dollars (its record counts it in ``cache_hits``), and a DSPy
 adapter's retry of an unparseable answer is part of its unit's call.
 """
 
@@ -189,11 +189,15 @@ class EvalBudget:
         prompt = int(usage.get("prompt_tokens") or 0)
         completion = int(usage.get("completion_tokens") or 0)
         cost = (record or {}).get("cost")
-        usd = float(cost) if cost is not None else self.pricing.usd(prompt, completion)
+        # A record's cost is its answers' price, also when they were replayed from the cache;
+        # a replayed answer paid nothing now, and the caps count what a run pays.
+        cached = bool((record or {}).get("cache_hits"))
+        usd = 0.0 if cached else float(cost) if cost is not None else self.pricing.usd(prompt, completion)
         self.budget.settle(
             ticket,
             Tally(
                 calls=ticket.calls,
+                cache_hits=ticket.calls if cached else 0,
                 prompt_tokens=prompt,
                 completion_tokens=completion,
                 usd=usd,

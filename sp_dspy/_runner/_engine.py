@@ -8,7 +8,9 @@ fsynced by ``JsonlStore`` before the next one started.
 A unit whose record cannot be stored (a full disk) stops the run, but only after
 the other workers have finished and stored the units they hold: their calls share
 one connection pool, which closes when the run ends, so ending at once would turn
-every call still in flight into a false ``connection`` error.
+every call still in flight into a false ``connection`` error. When ``stop_when``
+says a finished record shows the rest would fail too (a bad key, an unknown model),
+workers take no further units in the same way; the units in flight finish and are written.
 """
 
 from __future__ import annotations
@@ -32,18 +34,23 @@ class EngineStats:
     errors: int = 0
     interrupted: bool = False
     stopped: bool = False  # a unit raised one of ``UnitEngine.stop_on``: no further unit started
+    stopped_early: bool = False  # a record met ``UnitEngine.stop_when``: no further unit started
     error_classes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class UnitEngine(Generic[Unit]):
-    """Runs ``work`` on every unit; ``on_error`` turns an exception into a record."""
+    """Runs ``work`` on every unit; ``on_error`` turns an exception into a record.
+
+    ``stop_when(record)`` True (after the record is written) ends the run early.
+    """
 
     work: Callable[[Unit], Awaitable[Record]]
     on_error: Callable[[Unit, BaseException], Record]
     store: JsonlStore
     concurrency: int = 16
     on_record: Callable[[Record], None] | None = None
+    stop_when: Callable[[Record], bool] | None = None
     stats: EngineStats = field(default_factory=EngineStats)
     #: What ``work`` raises to refuse a unit (a budget cap): no record is written for
     #: it, so ``--resume`` sends it later, and no worker takes a further unit.
@@ -108,3 +115,5 @@ class UnitEngine(Generic[Unit]):
             self.stats.error_classes[error_class] = self.stats.error_classes.get(error_class, 0) + 1
         if self.on_record is not None:
             self.on_record(record)
+        if self.stop_when is not None and self.stop_when(record):
+            self.stats.stopped_early = self._stopping = True

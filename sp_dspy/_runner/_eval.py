@@ -1,7 +1,9 @@
 """``sp-dspy eval`` as a library call: select cases, run a program on an LM, score.
 
 Per-policy runs work case by case; per-rule runs work judgment by judgment, so a run
-killed at any moment resumes without sending a finished case or judgment again.
+killed at any moment resumes without sending a finished case or judgment again. A run
+whose calls fail for a lasting reason (key, model, address) stops early with
+:class:`RunStopped`; one that finishes says which units ended in error (``errors``).
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from .._user_dirs import ensure_writable_dir
 from ._config import EvalConfig, parse_shard
 from ._cost import EvalPlan, capped_budget, plan_eval, require_price, run_pricing
 from ._engine import Record, Unit, UnitEngine
+from ._failures import EarlyStop, ErrorSummary
 from ._fake_gold import teach_fake
 from ._manifest import (
     ModelRun,
     RunManifest,
+    RunTotals,
     file_hash,
     git_commit,
     package_versions,
@@ -67,8 +71,15 @@ class EvalOutcome:
     spent: Tally | None = None  # what the capped units used (runs with caps only)
     failed: bool = False  # a results write failed (a full disk): the run stopped
     tracked_calls: int = 0  # calls DSPy's usage tracker saw (cache replays are not calls)
+    stopped: bool = False  # a lasting failure ended the run early (run_eval raised RunStopped)
     skipped_on_resume: int = 0
+    #: Of the units skipped on resume, those whose record is an error (``--retry-errors`` re-sends them).
+    skipped_errors: int = 0
     units_run: int = 0
+    #: Units whose latest record is an error, as the results file stands after the run.
+    errors: ErrorSummary = field(default_factory=ErrorSummary)
+    #: Tokens, dollars and cache hits over the whole results file (as the manifest records them).
+    totals: RunTotals = field(default_factory=RunTotals)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -157,6 +168,8 @@ def run_eval(
     """Run one model over the selected cases, append results durably, score them.
 
     Raises:
+        RunStopped: the run stopped early on a lasting failure (after writing the
+            manifest); every record written is kept.
         RunLockedError: another process is writing this run.
         OutputError: the output directory cannot be written, or a write failed
             mid-run (the run stops at once; ``--resume`` continues it).
@@ -217,10 +230,11 @@ def _run_locked(
     job = runner(cases, program, lm, model=model, run_fields=run_fields, retry_errors=retry_errors)
     units: list[Any] = job.pending(results_file)
     caps = capped_budget(config.caps, program, protocol, cases, lm_config)
-    outcome.skipped_on_resume = job.skipped
+    outcome.skipped_on_resume, outcome.skipped_errors = job.skipped, job.skipped_errors
     # A single endpoint behind DSPy's engine: count its requests from DSPy's usage records.
     tracked = _own_counts(lm) is None and len(lm_config.api_bases) == 1
     work = _tracking(job.work, outcome) if tracked else job.work
+    early = EarlyStop()
     failure: StoreWriteError | None = None
     try:
         with (
@@ -236,6 +250,7 @@ def _run_locked(
                 store=store,
                 concurrency=config.concurrency,
                 on_record=lambda record: view.record(record, case_finished=job.case_finished(record)),
+                stop_when=early.observe,
             )
             try:
                 with _adapter_context(lm_config.json_schema and config.program != "official"):
@@ -244,10 +259,12 @@ def _run_locked(
                 outcome.interrupted = True
             finally:
                 outcome.units_run = engine.stats.done
+            outcome.stopped = engine.stats.stopped_early and not outcome.interrupted
     except StoreWriteError as exc:  # a full disk: stop, keep what is written, say how to go on
         failure = exc
     if failure is not None:
         outcome.failed = True
+        outcome.totals = totals_of(results_file)
         with contextlib.suppress(OutputError):  # the disk may be too full for the manifest as well
             _write_manifest(config, lm_config, loaded, outcome, started=started, wall_s=watch.elapsed,
                             units_total=len(units) + job.skipped, model=model, lm=lm)  # fmt: skip
@@ -258,8 +275,10 @@ def _run_locked(
     if caps is not None:
         outcome.spent = caps.spent()
         outcome.capped_by = caps.refused_by if engine.stats.stopped else None
-    if not outcome.interrupted and outcome.capped_by is None:
+    if not (outcome.interrupted or outcome.stopped) and outcome.capped_by is None:
         outcome.report = _score(cases, results_file, protocol)
+    outcome.errors = job.error_summary(results_file)
+    outcome.totals = totals_of(results_file)
     _write_manifest(
         config,
         lm_config,
@@ -271,6 +290,13 @@ def _run_locked(
         model=model,
         lm=lm,
     )
+    if outcome.stopped:
+        raise early.error(
+            lm_config,
+            results_file=results_file,
+            kept=job.skipped + engine.stats.done,
+            resume=f"--resume --retry-errors --run-id {paths.run_id}",
+        )
     return outcome
 
 
@@ -347,6 +373,8 @@ def _status(outcome: EvalOutcome) -> str:
         return "failed"
     if outcome.interrupted:
         return "interrupted"
+    if outcome.stopped:
+        return "stopped"
     return "capped" if outcome.capped_by else "complete"
 
 
@@ -425,7 +453,8 @@ def _write_manifest(
         wall_s=round(wall_s, 3),
         units_total=units_total,
         units_skipped_on_resume=outcome.skipped_on_resume,
-        totals=totals_of(outcome.results_file),
+        totals=outcome.totals,
+        errors=outcome.errors,
         endpoint_requests=_endpoint_requests(lm, lm_config, outcome),
         transport="direct" if config.program == "official" and client_of(lm) is not None else "dspy",
         metrics=None

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from .._errors import OutputError
 from .._lm import redact
+from ._failures import ErrorSummary
 from ._store import iter_records
 
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
@@ -28,13 +29,18 @@ PACKAGES = ("sp-dspy", "dspy", "litellm", "pydantic", "optuna", "gepa", "xllamac
 
 
 class RunTotals(BaseModel):
-    """Totals over every record of a result file."""
+    """Totals over every record of a result file.
+
+    Tokens and dollars are those of the answers, also of answers replayed from the
+    response cache (``cache_hits`` of the calls; they cost nothing this time).
+    """
 
     records: int = 0
     errors: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    cache_hits: int = 0
 
 
 class ModelRun(BaseModel):
@@ -50,6 +56,8 @@ class ModelRun(BaseModel):
     units_total: int
     units_skipped_on_resume: int
     totals: RunTotals
+    #: Units whose latest record is an error, by class (what ``--retry-errors`` re-sends).
+    errors: ErrorSummary = Field(default_factory=ErrorSummary)
     endpoint_requests: dict[str, int] = Field(default_factory=dict)
     #: How raw-message calls went out: ``direct`` (sp-dspy's client) or ``dspy`` (DSPy's engine).
     transport: str = "dspy"
@@ -112,6 +120,7 @@ def totals_of(path: Path) -> RunTotals:
         totals.completion_tokens += int(usage.get("completion_tokens") or 0)
         if record.get("error_class"):
             totals.errors += 1
+        totals.cache_hits += int(record.get("cache_hits") or 0)
         if record.get("cost") is not None:
             cost += float(record["cost"])
             priced = True

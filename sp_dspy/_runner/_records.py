@@ -78,6 +78,7 @@ def policy_record(
         "timestamp": _now(),
         "usage": output.usage.model_dump(exclude_none=True),
         "cost": output.cost,
+        "cache_hits": output.cache_hits,
         "latency_s": round(latency_s, 3),
         "scores": case_scores(case, violated),
         **run,
@@ -117,6 +118,7 @@ def judgment_record(
         "timestamp": _now(),
         "usage": judgment.usage.model_dump(exclude_none=True),
         "cost": judgment.cost,
+        "cache_hits": judgment.cache_hits,
         "latency_s": round(latency_s, 3),
         **run,
     }

@@ -184,8 +184,10 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except SpDspyError as error:
+        from rich.markup import escape  # an error may quote "[model]" or "[1, 2]": not markup
+
         err_console.print(
-            f"[bold red]error:[/bold red] {redact(str(error))}", highlight=False, soft_wrap=True
+            f"[bold red]error:[/bold red] {escape(redact(str(error)))}", highlight=False, soft_wrap=True
         )
         sys.exit(error.exit_code)
     except KeyboardInterrupt:

@@ -17,7 +17,7 @@ from .._errors import ConfigError
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console
-from ._eval import LOCAL_DEFAULT_LIMIT
+from ._eval import EXIT_UNFINISHED, LOCAL_DEFAULT_LIMIT
 
 DASH = "–"
 
@@ -109,6 +109,12 @@ def ablate_command(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the ablation in --out; finished variants are skipped.")
     ] = False,
+    retry_errors: Annotated[
+        bool,
+        typer.Option(
+            "--retry-errors", help="On --resume, re-send errored units (also of finished variants)."
+        ),
+    ] = False,
     baseline: Annotated[
         str | None,
         typer.Option("--baseline", help="Variant to compare against (default official-per-policy)."),
@@ -131,7 +137,11 @@ def ablate_command(
     transport: lmo.Transport = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
-    """Compare per-rule and per-policy composition (and compiled programs) on one LM."""
+    """Compare per-rule and per-policy composition (and compiled programs) on one LM.
+
+    Exit status: 0 every unit answered; 2 bad input, an error, or a variant stopped early
+    on a failure retrying cannot fix; 3 some units ended in error.
+    """
     from .._ablate import PLAN_FILE, build_plan, read_plan_file, run_ablation
     from .._lm import configure_cache
 
@@ -173,7 +183,13 @@ def ablate_command(
     plan = build_plan(settings, where)
     configure_cache(enabled=plan.lm.cache)
     outcome = run_ablation(
-        plan, out, resume=resume, session=lmo.lm_session, console=err_console, show_progress=not quiet
+        plan,
+        out,
+        resume=resume,
+        retry_errors=retry_errors,
+        session=lmo.lm_session,
+        console=err_console,
+        show_progress=not quiet,
     )
     if outcome.interrupted:
         err_console.print(
@@ -184,6 +200,8 @@ def ablate_command(
         # SystemExit, not typer.Exit: ``main`` runs the app with standalone_mode=False.
         raise SystemExit(130)
     _print_outcome(outcome, small=lmo.is_local(lm_config))
+    if outcome.units_failed:
+        raise SystemExit(EXIT_UNFINISHED)
 
 
 def _print_outcome(outcome: AblationOutcome, *, small: bool) -> None:
@@ -216,6 +234,11 @@ def _print_outcome(outcome: AblationOutcome, *, small: bool) -> None:
     console.print(runs)
     for note in summary.notes:
         err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    retry = f"sp-dspy ablate --out {outcome.out} --resume --retry-errors"
+    for run in outcome.runs:
+        for number, line in enumerate(run.errors.lines(retry)):
+            text = f"{run.variant.label}: {line}" if number == 0 else line
+            err_console.print(text, markup=False, highlight=False, soft_wrap=True)
     if small:
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")
     console.print(

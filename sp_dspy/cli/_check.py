@@ -17,7 +17,7 @@ import typer
 
 from .._errors import DataError
 from . import _lm_options as lmo
-from ._console import console
+from ._console import console, err_console
 
 if TYPE_CHECKING:
     from .._guard import Verdict
@@ -74,7 +74,7 @@ def check_command(
     Exit status: 0 no rule violated, 1 some rule violated, 2 no verdict or bad input.
     """
     from .._guard import Guard, Source, guard_case
-    from .._lm import configure_cache
+    from .._lm import configure_cache, is_lasting
 
     policy_text = _read_text(policy, "--policy")
     raw_conversation = read_conversation(conversation)
@@ -102,6 +102,12 @@ def check_command(
         typer.echo(verdict.model_dump_json(indent=2))
     else:
         _print_verdict(verdict, {entry.rule: entry.text for entry in case.rubric.entries()})
+    if verdict.error_class is not None and is_lasting(verdict.error_class):
+        from .._runner._failures import fix_for
+
+        err_console.print(
+            f"fix: {fix_for(verdict.error_class, live)}", markup=False, highlight=False, soft_wrap=True
+        )
     if verdict.status in NO_ANSWER or verdict.violated_rules is None:
         raise typer.Exit(EXIT_NO_VERDICT)
     if verdict.violated_rules:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .._compile import BudgetCaps
     from .._runner import EvalPlan
 
-# A run that stopped at a budget cap ended with units not done (agreed exit code 3).
+# A run that ended with units not done: some in error, or a budget cap stopped it (agreed code 3).
 EXIT_UNFINISHED = 3
 CAP_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
 # Enough of the sample to show every level within a few minutes on a 2-core CPU.
@@ -119,7 +119,12 @@ def eval_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
 ) -> None:
-    """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it."""
+    """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.
+
+    Exit status: 0 every unit answered; 2 bad input, an error, or a run stopped early on a
+    failure retrying cannot fix (key, model, address); 3 some units ended in error, or a
+    budget cap stopped the run.
+    """
     from .._lm import configure_cache
     from .._runner import build_eval_config, new_run_id, run_eval
 
@@ -167,6 +172,7 @@ def eval_command(
     if show_request:
         _show_requests(settings, configs)
         return
+    units_failed = False
     for lm_config in configs:
         with lmo.lm_session(lm_config) as live:
             if verbose:
@@ -181,6 +187,9 @@ def eval_command(
             raise SystemExit(130)
         if outcome.capped_by:
             raise SystemExit(EXIT_UNFINISHED)
+        units_failed = units_failed or outcome.errors.errors > 0
+    if units_failed:
+        raise SystemExit(EXIT_UNFINISHED)
 
 
 def _money(value: float | None) -> str:
@@ -235,7 +244,15 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
     from .._metrics import render_score_table
 
     if outcome.skipped_on_resume:
-        err_console.print(f"resumed: {outcome.skipped_on_resume} unit(s) already done were not sent again")
+        errors = (
+            f" ({outcome.skipped_errors} of them ended in error; --retry-errors re-sends them)"
+            if outcome.skipped_errors
+            else ""
+        )
+        err_console.print(
+            f"resumed: {outcome.skipped_on_resume} unit(s) already done were not sent again{errors}",
+            highlight=False,
+        )
     if outcome.interrupted:
         err_console.print(
             f"[yellow]interrupted[/yellow]: {outcome.units_run} unit(s) written to {outcome.results_file}; "
@@ -265,6 +282,16 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
         console.print(table)
     _print_pku(outcome)
     console.print(f"results: {outcome.results_file}\nmanifest: {outcome.paths.manifest}")
+    if outcome.totals.cache_hits:
+        err_console.print(
+            f"cache: {outcome.totals.cache_hits} LM answer(s) came from the response cache; "
+            "their tokens and dollars count as when first produced",
+            highlight=False,
+            soft_wrap=True,
+        )
+    retry = f"the same command plus --resume --retry-errors --run-id {outcome.paths.run_id}"
+    for line in outcome.errors.lines(retry):
+        err_console.print(line, markup=False, highlight=False, soft_wrap=True)
     if small:
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")
 

@@ -1,0 +1,185 @@
+"""Failed units of a run: when they stop it early, and how a run reports them.
+
+A unit whose calls failed after every retry becomes an error record and the run goes
+on: one bad case must not cost the others. But some failures are not about the case:
+a wrong key, an unknown model, an address where nothing listens, a setting the server
+rejects. Every later call would fail the same way, so :class:`EarlyStop` ends the run
+after the first of them (a bad request, which can also be one case's fault, after a
+few in a row with no success between), and :class:`RunStopped` says in one line what
+failed, what to fix and how to continue. A run that finishes with failed units ends
+with an :class:`ErrorSummary` instead (and the CLI with exit status 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from .._errors import SpDspyError
+from .._lm import is_lasting
+
+if TYPE_CHECKING:
+    from .._lm import LMConfig
+
+#: A bad request may be one case's fault; this many in a row (no success between) are the run's.
+BAD_REQUEST_STREAK = 3
+#: Failures about the endpoint or the account rather than the case: the first one stops the run.
+_RUN_WIDE = frozenset({"auth", "billing", "not_found", "unreachable", "config"})
+
+
+def fix_for(kind: str, lm: LMConfig) -> str:
+    """What the user can change so that calls failing with ``kind`` succeed."""
+    base = ", ".join(lm.api_bases) or "the provider's default address"
+    if kind == "auth":
+        if lm.api_key_env:
+            return f"the API key is missing or refused: check the key in ${lm.api_key_env}"
+        return (
+            "the API key is missing or refused: set the provider's key variable "
+            "(e.g. OPENAI_API_KEY), or name yours with --api-key-env VAR"
+        )
+    if kind == "billing":
+        return "the provider refused for billing: check the account's credit or use another key"
+    if kind == "not_found":
+        return f"no model {lm.model!r} (or no such route) at {base}: check --lm and --api-base"
+    if kind == "unreachable":
+        return f"nothing answers at {base}: start the server (sp-dspy serve) or fix --api-base"
+    if kind == "config":
+        return "the LM settings are incomplete or wrong: check --lm, --api-base and --api-key-env"
+    return (
+        "the server rejects the requests: check the model's settings (--max-tokens, --temperature, "
+        "--reasoning-effort, --json-schema) and --transport"
+    )
+
+
+class RunStopped(SpDspyError):
+    """A run ended early because its calls failed for a reason retrying cannot fix."""
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        failed: int,
+        first_error: str,
+        fix: str,
+        results_file: Path,
+        kept: int,
+        resume: str,
+    ) -> None:
+        self.kind, self.failed, self.first_error, self.fix = kind, failed, first_error, fix
+        self.results_file, self.kept, self.resume = results_file, kept, resume
+        super().__init__(
+            f"run stopped early: {failed} unit(s) failed with {kind} ({first_error}); {fix}. "
+            f"{kept} record(s) kept in {results_file}; after the fix, continue with {resume}"
+        )
+
+    def continued_by(self, resume: str) -> RunStopped:
+        """The same stop, naming another command to continue (``ablate`` has its own)."""
+        return RunStopped(
+            kind=self.kind,
+            failed=self.failed,
+            first_error=self.first_error,
+            fix=self.fix,
+            results_file=self.results_file,
+            kept=self.kept,
+            resume=resume,
+        )
+
+
+@dataclass
+class EarlyStop:
+    """Watches finished records; says when the run's failures show the rest would fail too.
+
+    A run-wide failure (auth, billing, not_found, unreachable, config) stops at once;
+    ``bad_request`` after :data:`BAD_REQUEST_STREAK` lasting failures in a row. Any
+    unit that does not end in a lasting failure resets the streak. Transient failures
+    (rate limits, 5xx, timeouts, dropped connections) never stop a run: the transport
+    has retried them already, and the next unit may well get through.
+    """
+
+    streak: int = 0
+    #: Lasting failures so far, by class.
+    failed: dict[str, int] = field(default_factory=dict)
+    #: The class the stop is reported under (run-wide ones take precedence) and its first message.
+    kind: str | None = None
+    first_error: str = ""
+
+    def observe(self, record: Mapping[str, Any]) -> bool:
+        """Count ``record``; True when the run should take no further units."""
+        kind = record.get("error_class")
+        if not isinstance(kind, str) or not is_lasting(kind):
+            self.streak = 0
+            return False
+        self.streak += 1
+        self.failed[kind] = self.failed.get(kind, 0) + 1
+        if self.kind is None or (kind in _RUN_WIDE and self.kind not in _RUN_WIDE):
+            self.kind, self.first_error = kind, str(record.get("error") or kind)
+        return kind in _RUN_WIDE or self.streak >= BAD_REQUEST_STREAK
+
+    def error(self, lm: LMConfig, *, results_file: Path, kept: int, resume: str) -> RunStopped:
+        """The one-line error that ends a stopped run."""
+        kind = self.kind or "bad_request"
+        return RunStopped(
+            kind=kind,
+            failed=self.failed.get(kind, 0),
+            first_error=self.first_error,
+            fix=fix_for(kind, lm),
+            results_file=results_file,
+            kept=kept,
+            resume=resume,
+        )
+
+
+class ErrorClassCount(BaseModel):
+    """Units of one error class: how many, and the first one's message."""
+
+    error_class: str
+    count: int
+    first_error: str
+
+
+class ErrorSummary(BaseModel):
+    """Units of a run whose latest record is an error (what ``--retry-errors`` would re-send)."""
+
+    units: int = 0
+    errors: int = 0
+    classes: list[ErrorClassCount] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, latest: Mapping[Hashable, Mapping[str, Any]], units: int) -> ErrorSummary:
+        """Summarise the latest record of each unit (``units``: how many the run has)."""
+        counts: dict[str, ErrorClassCount] = {}
+        for record in latest.values():
+            kind = record.get("error_class")
+            if not kind:
+                continue
+            entry = counts.get(str(kind))
+            if entry is None:
+                counts[str(kind)] = ErrorClassCount(
+                    error_class=str(kind), count=1, first_error=str(record.get("error") or kind)
+                )
+            else:
+                entry.count += 1
+        classes = sorted(counts.values(), key=lambda c: (-c.count, c.error_class))
+        return cls(units=units, errors=sum(c.count for c in classes), classes=classes)
+
+    def lines(self, retry: str) -> list[str]:
+        """The summary a command prints (empty when no unit failed); ``retry`` re-sends them."""
+        if not self.errors:
+            return []
+        head = f"errors: {self.errors} of {self.units} unit(s) ended in error"
+        rows = [f"  {c.error_class}: {c.count} (first: {c.first_error})" for c in self.classes]
+        return [head, *rows, f"  re-send them with {retry}"]
+
+
+def latest_by_unit(records: Iterable[Mapping[str, Any]], key: Any) -> dict[Hashable, Mapping[str, Any]]:
+    """The last record of each unit (``key(record)`` names it; None skips the record)."""
+    latest: dict[Hashable, Mapping[str, Any]] = {}
+    for record in records:
+        unit = key(record)
+        if unit is not None:
+            latest[unit] = record
+    return latest
