@@ -39,7 +39,7 @@ from optimizers._settings import (
     read_settings_file,
 )
 from optimizers._simba import SIMBA_RECIPE, SimbaSettings
-from sp_dspy._errors import ConfigError
+from sp_dspy import ConfigError
 
 RECIPES: dict[str, Recipe] = {
     recipe.name: recipe

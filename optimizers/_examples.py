@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import dspy
 
-    from sp_dspy._data import Case
+    from sp_dspy import Case
 
 
 def policy_examples(cases: Iterable[Case]) -> list[dspy.Example]:
@@ -41,7 +41,7 @@ def policy_examples(cases: Iterable[Case]) -> list[dspy.Example]:
 def judgment_examples(cases: Iterable[Case]) -> list[dspy.Example]:
     """One example per per-rule target of every case, in the contract's target order."""
     from programs import target_examples
-    from sp_dspy._protocol import build_targets
+    from sp_dspy.protocol import build_targets
 
     examples = []
     for case in cases:

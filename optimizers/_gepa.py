@@ -75,7 +75,7 @@ def metric_calls(settings: GepaSettings, n_train: int, n_val: int) -> int:
         return settings.max_metric_calls
     if settings.max_full_evals is not None:
         return settings.max_full_evals * (n_train + n_val)
-    from sp_dspy._lm._compat import gepa_auto_metric_calls
+    from sp_dspy.lm import gepa_auto_metric_calls
 
     return gepa_auto_metric_calls(str(settings.auto), n_val)  # DSPy's own formula
 

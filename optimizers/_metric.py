@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sp_dspy._metrics import TAUS, rmr_match
+from sp_dspy.metrics import TAUS, rmr_match
 
 
 def predicted_rules(prediction: Any) -> list[int] | None:

@@ -86,7 +86,7 @@ def _trials(settings: MiproSettings, n_val: int) -> tuple[int, int, int, bool]:
     """(candidates, trials, dev examples used, minibatch) as MIPRO will run them."""
     if settings.auto is None:
         return settings.num_candidates, settings.num_trials, n_val, settings.minibatch
-    from sp_dspy._lm._compat import mipro_auto_run
+    from sp_dspy.lm import mipro_auto_run
 
     zero_shot = settings.max_bootstrapped_demos == 0 and settings.max_labeled_demos == 0
     return mipro_auto_run(settings.auto, n_val, zero_shot=zero_shot)  # DSPy's own trial formula

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sp_dspy._errors import ConfigError
-from sp_dspy._yaml_lines import key_lines
+from sp_dspy import ConfigError
+from sp_dspy.files import read_yaml_file
 
 DEFAULT_OPTIMIZERS_FILE = Path(str(resources.files("sp_dspy").joinpath("configs", "optimizers.yaml")))
 
@@ -40,21 +40,11 @@ def _describe(exc: ValidationError) -> str:
 
 def read_settings_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     """The file's ``{optimizer: {key: value}}`` mapping and the line of each section."""
-    import yaml
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read optimizer settings ({exc.strerror or exc})") from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    data, lines = read_yaml_file(path, "optimizer settings")
+    data = data or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of optimizer names to settings")
-    return data, key_lines(text)
+    return data, lines
 
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:

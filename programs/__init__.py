@@ -10,15 +10,15 @@ DSPy.
 
 from __future__ import annotations
 
+import importlib
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 # The DSPy-based modules import DSPy (and through it LiteLLM) on first use; LiteLLM
 # must not try to download its price list then, as this package runs offline too.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from programs._outputs import CaseOutput, JudgmentOutput, Status, Usage, aggregate_judgments
-from sp_dspy._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from programs._examples import PROGRAM_INPUTS, case_to_example, rubric_json
@@ -68,7 +68,14 @@ _LAZY = {
 }
 
 
-__getattr__ = lazy_getattr(__name__, _LAZY, globals())
+def __getattr__(name: str) -> Any:
+    """Import ``name`` from its module on first use and keep it here (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [

@@ -19,7 +19,7 @@ from programs._outputs import Protocol
 if TYPE_CHECKING:
     import dspy
 
-    from sp_dspy._data._schema import Case
+    from sp_dspy import Case
 
 PROGRAM_INPUTS: Final[dict[Protocol, tuple[str, ...]]] = {
     "per-policy": ("policy", "conversation"),
@@ -52,7 +52,7 @@ def case_to_example(case: Case, protocol: Protocol = "per-policy") -> dspy.Examp
     """
     import dspy
 
-    from sp_dspy._protocol._targets import framework_for
+    from sp_dspy.protocol import framework_for
 
     metadata = case.failure_mode_metadata
     fields: dict[str, Any] = {

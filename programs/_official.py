@@ -25,9 +25,9 @@ from programs._outputs import (
     aggregate_judgments,
     error_fields,
 )
-from sp_dspy._errors import ConfigError
-from sp_dspy._lm import ChatResult, achat, chat
-from sp_dspy._protocol import (
+from sp_dspy import ConfigError
+from sp_dspy.lm import ChatResult, achat, chat
+from sp_dspy.protocol import (
     PARSE_MODES,
     ParseMode,
     RuleTarget,
@@ -36,13 +36,14 @@ from sp_dspy._protocol import (
     parse_verdict_output,
     per_policy_messages,
     per_rule_messages,
+    policy_response_format,
+    verdict_response_format,
 )
-from sp_dspy._protocol._schemas import policy_response_format, verdict_response_format
 
 if TYPE_CHECKING:
     import dspy
 
-    from sp_dspy._data._schema import Case
+    from sp_dspy import Case
 
 
 def lm_errors() -> tuple[type[BaseException], ...]:

@@ -170,7 +170,7 @@ def aggregate_judgments(judgments: list[JudgmentOutput]) -> tuple[list[int] | No
 
 def error_fields(exc: BaseException) -> dict[str, Any]:
     """``error`` (one redacted line) and ``error_class`` (rate_limit, timeout, ...) of a failure."""
-    from sp_dspy._lm import classify_error, redact
+    from sp_dspy.lm import classify_error, redact
 
     return {"error": redact(one_line_error(exc)), "error_class": classify_error(exc)}
 

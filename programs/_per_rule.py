@@ -23,11 +23,11 @@ import dspy
 from pydantic import ValidationError
 
 from programs._outputs import JudgmentOutput, Protocol, Status, Usage, aggregate_judgments, error_fields
-from sp_dspy._errors import DataError
+from sp_dspy import DataError
 
 if TYPE_CHECKING:
-    from sp_dspy._data._schema import Case
-    from sp_dspy._protocol import RuleTarget
+    from sp_dspy import Case
+    from sp_dspy.protocol import RuleTarget
 
 NONE_TEXT = "(none)"  # shown for an empty context or framework rather than a blank field
 
@@ -74,8 +74,8 @@ def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
     or a rubric mapping with ``violations``/``non_violations``; the split carries no
     meaning here because targets depend only on rule types and pairings.
     """
-    from sp_dspy._data._schema import Case, Rubric
-    from sp_dspy._protocol import build_targets
+    from sp_dspy import Case
+    from sp_dspy.protocol import build_targets
 
     try:
         data = json.loads(rubric) if isinstance(rubric, str) else rubric
@@ -83,19 +83,25 @@ def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
             entries = [*data.get("violations", []), *data.get("non_violations", [])]
         else:
             entries = list(data)
-        parsed = Rubric.model_validate({"non_violations": entries})
-    except (ValueError, TypeError, ValidationError) as exc:
+        stand_in = Case.model_validate(
+            {
+                "id": "rubric",
+                "domain": "",
+                "level": "L0",
+                "conversation": "",
+                "policy": "",
+                "ground_truth_violations": [],
+                "rubric": {"non_violations": entries},
+            }
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"][2:])  # past ("rubric", "non_violations")
+        reason = f"{where}: {first['msg']}" if where else str(first["msg"])
+        raise DataError(f"per-rule program input 'rubric': not a list of rules ({reason})") from None
+    except (ValueError, TypeError) as exc:
         reason = str(exc).splitlines()[0]
         raise DataError(f"per-rule program input 'rubric': not a list of rules ({reason})") from None
-    stand_in = Case(
-        id="rubric",
-        domain="",
-        level="L0",
-        conversation="",
-        policy="",
-        ground_truth_violations=[],
-        rubric=parsed,
-    )
     return build_targets(stand_in)
 
 
@@ -106,7 +112,7 @@ def target_examples(case: Case) -> list[dspy.Example]:
     ``level`` and ``target_rule``.
     """
     from programs._examples import case_to_example
-    from sp_dspy._protocol import build_targets
+    from sp_dspy.protocol import build_targets
 
     example = case_to_example(case, "per-rule")
     examples = []
@@ -191,7 +197,7 @@ class PerRuleGuardCoT(PerRuleGuard):
 
 
 def _judgment(target: RuleTarget, outcome: Any, usage_data: Mapping[str, list[Any]]) -> JudgmentOutput:
-    from sp_dspy._protocol import parse_verdict_output
+    from sp_dspy.protocol import parse_verdict_output
 
     usage = Usage.total(Usage.from_mapping(entry) for entries in usage_data.values() for entry in entries)
     common: dict[str, Any] = {"rule": target.rule, "rule_type": target.type, "usage": usage}

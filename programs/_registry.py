@@ -23,14 +23,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
 from programs._outputs import CaseOutput, JudgmentOutput, Protocol, Status, Usage, add_costs, error_fields
-from sp_dspy._data._scan import read_json_file
-from sp_dspy._errors import ConfigError, DataError
+from sp_dspy import ConfigError, DataError
+from sp_dspy.files import read_json_file
 
 if TYPE_CHECKING:
     import dspy
 
-    from sp_dspy._data._schema import Case
-    from sp_dspy._protocol import RuleTarget
+    from sp_dspy import Case
+    from sp_dspy.protocol import RuleTarget
 
 PROGRAM_NAMES: Final = ("official", "dspy", "dspy-cot", "dspy-severity", "dspy-severity-cot")
 SEVERITY_PROGRAMS: Final = ("dspy-severity", "dspy-severity-cot")
@@ -206,7 +206,7 @@ async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
 
     from programs._examples import case_to_example
     from programs._pku import severity_fields
-    from sp_dspy._protocol import build_targets, parse_policy_output
+    from sp_dspy.protocol import build_targets, parse_policy_output
 
     protocol: Protocol = program.protocol
     inputs = case_to_example(case, protocol).inputs().toDict()
@@ -261,7 +261,7 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
     import dspy
 
     from programs._per_rule import PerRuleGuard
-    from sp_dspy._protocol._targets import framework_for
+    from sp_dspy.protocol import framework_for
 
     if isinstance(program, OfficialPerRule):
         return await program.ajudge(case, target, lm)

@@ -2,6 +2,38 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+from ._errors import ConfigError
+
+
+def read_yaml_file(path: Path, what: str) -> tuple[Any, dict[str, int]]:
+    """The YAML document in ``path`` (``None`` when empty) and the line of each top-level key.
+
+    ``what`` names the file's role in errors. An unreadable file, bytes that are not
+    UTF-8 or invalid YAML is one ``ConfigError`` line naming the file (and the line
+    of the bad bytes, or where the parser stopped); the caller checks the document's shape.
+    """
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: cannot read {what}: the text is not UTF-8") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    return document, key_lines(text)
+
 
 def key_lines(text: str, *, under: str | None = None) -> dict[str, int]:
     """Line (1-based) of each top-level key, or of each key in the mapping at ``under``.

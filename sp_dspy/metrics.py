@@ -1,0 +1,11 @@
+"""The official SafePyramid match rule, public: RMR@tau as the reference scorer counts it.
+
+A case matches at tolerance tau when neither its false positives nor its false
+negatives exceed ``floor(eps * |G| / 100)`` with ``eps = (1 - tau) * 100`` (contract
+section 2). Optimizer metrics use these names so that what a compile maximises is
+the number ``score`` reports.
+"""
+
+from sp_dspy._metrics import TAUS, rmr_match, tolerance
+
+__all__ = ["TAUS", "rmr_match", "tolerance"]

@@ -1,0 +1,115 @@
+"""``programs/`` and ``optimizers/`` build on sp-dspy's public API only, and that API is documented.
+
+The packages sit on top of ``sp_dspy`` (which imports them back to run them), so a
+private ``sp_dspy._*`` import there ties them to internals that may move any day.
+These tests read the source (an AST scan, nothing is imported) and name the file and
+line of every offence.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from optimizers import load_settings
+from optimizers._copro import CoproSettings
+from programs import rubric_targets
+from sp_dspy import ConfigError, DataError
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLIC_MODULES = sorted(
+    f"sp_dspy.{path.stem}" for path in (ROOT / "sp_dspy").glob("*.py") if not path.stem.startswith("_")
+)
+
+
+def _sources() -> list[Path]:
+    return sorted(path for package in ("programs", "optimizers") for path in (ROOT / package).rglob("*.py"))
+
+
+def _sp_dspy_imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """``(line, module, names)`` of every import of ``sp_dspy`` (or a module in it) in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [
+                (node.lineno, alias.name, []) for alias in node.names if alias.name.split(".")[0] == "sp_dspy"
+            ]
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").split(".")[0] == "sp_dspy"
+        ):
+            found.append((node.lineno, str(node.module), [alias.name for alias in node.names]))
+    return found
+
+
+def _private_uses(path: Path, root: Path = ROOT) -> list[str]:
+    offences = []
+    for line, module, names in _sp_dspy_imports(path):
+        private = [part for part in module.split(".") if part.startswith("_")]
+        private += [f"{module}.{name}" for name in names if name.startswith("_")]
+        if private:
+            offences.append(f"{path.relative_to(root)}:{line}: imports {module} ({', '.join(private)})")
+    return offences
+
+
+def test_programs_and_optimizers_import_no_private_sp_dspy_module() -> None:
+    offences = [offence for path in _sources() for offence in _private_uses(path)]
+    assert not offences, "\n".join(offences)
+
+
+def test_the_scan_catches_every_form_of_private_import(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import sp_dspy._lm\n"
+        "from sp_dspy._protocol._targets import framework_for\n"
+        "from sp_dspy import _errors\n"
+        "def f():\n    from sp_dspy._data import Case\n"
+        "from sp_dspy.protocol import build_targets\n"
+        "import sp_dspy\n",
+        encoding="utf-8",
+    )
+    offences = _private_uses(sample, tmp_path)
+    assert [offence.split(":")[1] for offence in offences] == ["1", "2", "3", "5"]
+
+
+def test_every_imported_name_is_declared_public() -> None:
+    """A name taken from ``sp_dspy`` or a public module is in that module's ``__all__``."""
+    offences = []
+    for path in _sources():
+        for line, module, names in _sp_dspy_imports(path):
+            exported = set(importlib.import_module(module).__all__)
+            offences += [
+                f"{path.relative_to(ROOT)}:{line}: {module}.{name} is not in its __all__"
+                for name in names
+                if name not in exported
+            ]
+    assert not offences, "\n".join(offences)
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES)
+def test_public_modules_resolve_and_are_documented(module: str) -> None:
+    loaded = importlib.import_module(module)
+    for name in loaded.__all__:
+        assert getattr(loaded, name) is not None, f"{module}.{name}"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    development = readme[readme.index("## Development") :]
+    assert re.search(rf"`{re.escape(module)}`", development), f"README's Development section lacks {module}"
+
+
+def test_settings_that_are_not_utf8_are_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "opt.yaml"
+    path.write_bytes(b"copro:\n  breadth: \xff\n")
+    with pytest.raises(
+        ConfigError, match=r"opt\.yaml:2: cannot read optimizer settings: the text is not UTF-8$"
+    ):
+        load_settings("copro", CoproSettings, path=path)
+
+
+def test_a_bad_rubric_names_the_rule_and_field() -> None:
+    with pytest.raises(DataError, match=r"input 'rubric': not a list of rules \(0\.rule: "):
+        rubric_targets([{"rule": "one", "type": "decisive", "text": "No insults."}])
