@@ -178,7 +178,7 @@ def history_accounting(lm: Any) -> tuple[Usage, float | None, int]:
     priced as that engine prices the official path's; the third figure says how many
     were replayed.
     """
-    from sp_dspy._lm import answer_price, history_usage
+    from sp_dspy.lm import answer_price, history_usage
 
     usage, costs, hits = Usage(), [], 0
     for entry in getattr(lm, "history", []):
