@@ -30,6 +30,7 @@ loop wraps its top-level coroutine in :func:`closing_transports` (the runner and
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
 from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -331,8 +332,8 @@ class DirectChat:
             if status < 300:
                 self.answered += 1
                 try:
-                    data = orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
+                    data = _json_body(raw)
+                except ValueError as exc:
                     raise status_error(
                         502, "response is not JSON", model=self.model, retry_after=None
                     ) from exc
@@ -568,3 +569,15 @@ async def closing_transports(awaitable: Awaitable[_T]) -> _T:
         return await awaitable
     finally:
         await close_direct_sessions()
+
+
+def _json_body(raw: bytes) -> Any:
+    """A response body as JSON; one holding a lone UTF-16 surrogate escape (``"\\ud800"``),
+    which orjson refuses, is read by the standard library as DSPy's engine reads it: a
+    model answer is recorded, whatever it holds, never turned into an HTTP error."""
+    import orjson
+
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
