@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from sp_dspy import load_benchmark, make_split
-from sp_dspy._errors import ConfigError, DataError, SpDspyError
+from sp_dspy._errors import ConfigError, DataError, OutputError, SpDspyError
 from sp_dspy.cli import app
 from tests._factories import raw_case, write_dataset
 
@@ -268,3 +268,29 @@ def test_the_console_script_prints_one_error_line_and_exits_2(tmp_path: Path, ca
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+
+
+def test_a_usage_error_never_echoes_a_key(tmp_path: Path) -> None:
+    """A key pasted as a stray argument is masked in the usage error, as in every other line."""
+    key = "sk-test-0123456789abcdef0123"
+    command = [
+        sys.executable,
+        "-c",
+        "from sp_dspy.cli import main; main()",
+        "score",
+        "a.jsonl",
+        "--bogus",
+        key,
+    ]
+    env = {**os.environ, "OPENAI_API_KEY": key}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert done.returncode == 2, done.stderr
+    assert "--bogus" in done.stderr and key not in done.stderr
+
+
+def test_split_out_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("", encoding="utf-8")
+    result = CliRunner().invoke(app, ["split", "--out", str(taken / "splits.json")])
+    assert isinstance(result.exception, OutputError), result.output
+    assert str(result.exception).startswith(f"{taken / 'splits.json'}: cannot write the split (")

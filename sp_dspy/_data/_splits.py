@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from .._errors import DataError
+from .._errors import DataError, OutputError
 from ._scan import read_json_file
 from ._schema import Case, conversation_id
 
@@ -67,8 +67,12 @@ class Split(BaseModel):
             )
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.model_dump(), indent=2) + "\n", encoding="utf-8")
+        """Write the split as JSON (parent directories made); a path that cannot be written is one line."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(self.model_dump(), indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot write the split ({exc.strerror or exc})") from None
 
 
 def parse_ratios(text: str) -> tuple[float, float, float]:

@@ -10,6 +10,7 @@ command from the static table below without importing any of them.
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import sys
 from collections.abc import Iterator, MutableMapping
@@ -201,6 +202,8 @@ def main() -> None:
         show = getattr(error, "show", None)
         if show is None:
             raise
-        show()
+        shown = io.StringIO()  # the usage error may echo a stray argument: a key pasted by mistake
+        show(file=shown)
+        sys.stderr.write(redact(shown.getvalue()))
         sys.exit(getattr(error, "exit_code", 2))
     sys.exit(code if isinstance(code, int) else 0)
