@@ -10,18 +10,30 @@
 - :class:`CompileStatus`: a running compile's phase, spend and best scores (progress).
 - :func:`evaluate_on_dev`, :class:`DevScore`: dev scoring with excluded cases as wrong.
 
+Modules, by concept: ``_types`` (every data type of a compile), ``_budget`` (caps,
+budget, budgeted LM, plan), ``_data`` (train/dev cases and the student),
+``_evaluate`` (dev scoring and the candidate recorder), ``_artifact`` (the artifact
+directory), ``_run`` (the orchestration and the library log).
+
 Importing this package does not import DSPy; the functions that need it do.
 """
 
-from sp_dspy._compile._budget import Budget, BudgetCaps, BudgetExceeded, OptimizerStopped, Pricing, Tally
-from sp_dspy._compile._budgeted_lm import budgeted
-from sp_dspy._compile._config import CompileConfig
+from sp_dspy._compile._budget import (
+    Budget,
+    BudgetCaps,
+    BudgetExceeded,
+    CompilePlan,
+    OptimizerStopped,
+    Pricing,
+    RoleEstimate,
+    Tally,
+    budgeted,
+    pricing_for,
+)
 from sp_dspy._compile._data import DEFAULT_RATIOS, CompileData, ids_hash, load_compile_data
-from sp_dspy._compile._evaluate import DevScore, evaluate_on_dev
-from sp_dspy._compile._manifest import CompileManifest
-from sp_dspy._compile._project import CompilePlan, RoleEstimate, pricing_for
-from sp_dspy._compile._run import CompileError, CompileOutcome, compile_guard, prepare
-from sp_dspy._compile._status import CompileStatus
+from sp_dspy._compile._evaluate import evaluate_on_dev
+from sp_dspy._compile._run import CompileError, compile_guard, prepare
+from sp_dspy._compile._types import CompileConfig, CompileManifest, CompileOutcome, CompileStatus, DevScore
 
 __all__ = [
     "DEFAULT_RATIOS",

@@ -1,13 +1,13 @@
-"""Hard budget caps for a compile: every LM call asks first, none is made past a cap.
+"""What a compile may spend and what it will spend: caps, budget, budgeted LM, plan.
 
-Optimizers make their LM calls deep inside DSPy (threads, adapters, retries of
-parsing), so the caps cannot be checked around the optimizer; they are checked in
-the LM itself. ``_budgeted_lm.budgeted`` turns a ``dspy.LM`` into a ``BudgetedLM``
-(same object state, a subclass that overrides ``__call__``/``acall``) whose every
-call first *reserves* its share here, under a lock, and raises
-:class:`BudgetExceeded` instead of calling when the reservation would cross a cap.
-Copies of the LM (DSPy copies LMs to change temperature or history) share the one
-:class:`Budget`.
+**Caps.** Every LM call asks first; none is made past a cap. Optimizers make their LM
+calls deep inside DSPy (threads, adapters, retries of parsing), so the caps cannot be
+checked around the optimizer; they are checked in the LM itself. :func:`budgeted`
+turns a ``dspy.LM`` into a ``BudgetedLM`` (same object state, a subclass that
+overrides ``__call__``/``acall``) whose every call first *reserves* its share of the
+:class:`Budget`, under a lock, and raises :class:`BudgetExceeded` instead of calling
+when the reservation would cross a cap. Copies of the LM (DSPy copies LMs to change
+temperature or history) share the one :class:`Budget`.
 
 What counts: every call the compile issues, answered from the response cache or
 not, so a capped compile is deterministic and its rerun is a pure cache replay (a
@@ -17,26 +17,61 @@ typical completion) and settled with the reported usage and cost; a call starts 
 if the spend so far plus its estimate fits, so the last call can overrun the token
 or dollar cap by no more than its completion exceeding the estimate. Retries of a
 transient network error happen inside one call and are part of it. With calls in
-parallel, which call meets the cap first can vary between runs.
+parallel, which call meets the cap first can vary between runs. A call that raises
+still counts; a failure of the LM itself (server, network, rate limit after DSPy's
+retries, auth) is also recorded, and after ``Budget.max_lm_errors`` of them every
+further call is refused, so a dead endpoint stops a compile in seconds instead of
+scoring every candidate 0. The call's usage and cost are read from the history entry
+DSPy records for it, captured on the calling context (threads and event loops each
+see their own), so concurrent calls never settle each other's numbers.
 
 Once the optimizer's LMs meet a refusal, the optimizer is stopped
 (:class:`OptimizerStopped`) rather than left to run on with every call refused.
 
 A phase can hold part of the caps back (``hold_back``) so that the dev evaluation
 after the optimizer still has budget when the optimizer spent its share.
+
+**Plan.** What a compile will cost is worked out before any call, for ``--dry-run``
+and for the dev reserve. Calls come from the recipe's projection (program runs and
+helper calls, read off each optimizer's source) plus the dev evaluations the compile
+adds: the starting program once and each final candidate once. Tokens are estimated
+from the real prompts: the student's adapter formats every train/dev example (no LM
+involved) and characters / 4 stand in for tokens; demos an optimizer may add count as
+extra examples in the prompt. Completions are a typical length per program kind,
+capped by the LM's ``max_tokens``. Helper calls (instruction proposals, reflections)
+are rougher: three task prompts' worth of context plus a fixed preamble. Dollars come
+from the price map DSPy itself prices calls with (LiteLLM's, bundled with DSPy); a
+model it does not know is reported unpriced.
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sp_dspy._lm import LMConfig
+
 CHARS_PER_TOKEN = 4
+# Typical completion lengths (tokens) of one answer.
+COMPLETION_GUESS = {"per-policy": 120, "per-rule": 40}
+COT_EXTRA = 300
+HELPER_COMPLETION = 400
+HELPER_PREAMBLE = 500
+HELPER_CONTEXT_PROMPTS = 3
+PROMPT_SAMPLE = 200
+# Failures that belong to one input (too long, rejected by a content filter, unreadable),
+# not to the LM: they leave that example unanswered and do not count towards stopping.
+PER_EXAMPLE_ERRORS = frozenset({"context_length", "bad_request", "parse"})
+_CAPTURED: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
+    "sp_dspy_budget_capture", default=None
+)
 
 
 class BudgetExceeded(Exception):
@@ -266,3 +301,282 @@ class Pricing:
 def estimate_tokens(text: str) -> int:
     """Rough token count of text (characters / 4), for reservations and dry runs."""
     return max(1, len(text) // CHARS_PER_TOKEN) if text else 0
+
+
+def _message_text(prompt: Any, messages: Any) -> str:
+    if messages:
+        parts = []
+        for message in messages:
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if isinstance(content, list):
+                content = "".join(str(p.get("text") or "") for p in content if isinstance(p, Mapping))
+            parts.append(str(content or ""))
+        return "\n".join(parts)
+    return str(prompt or "")
+
+
+def _one_line(exc: BaseException) -> str:
+    from sp_dspy._lm import redact
+
+    lines = str(exc).strip().splitlines()
+    return redact(f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300])
+
+
+def _outputs_text(entry: Mapping[str, Any]) -> str:
+    outputs = entry.get("outputs") or []
+    return "".join(o.get("text") or "" if isinstance(o, Mapping) else str(o) for o in outputs)
+
+
+@functools.cache
+def budgeted_class() -> type[Any]:
+    """``BudgetedLM``: ``dspy.LM`` whose calls are reserved against a :class:`Budget` first."""
+    from sp_dspy._lm import import_dspy
+
+    dspy = import_dspy()
+
+    class BudgetedLM(dspy.LM):  # type: ignore[name-defined]
+        _sp_budget: Budget
+        _sp_role: str
+        _sp_pricing: Pricing
+        _sp_stops_optimizer: bool
+
+        def _sp_reserve(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Ticket:
+            n = kwargs.get("n") or self.kwargs.get("n") or 1
+            prompt_tokens = estimate_tokens(_message_text(prompt, messages))
+            guess = self._sp_pricing.completion_guess
+            tokens = n * (prompt_tokens + guess)
+            usd = n * self._sp_pricing.usd(prompt_tokens, guess)
+            return self._sp_budget.reserve(
+                self._sp_role, int(n), prompt_tokens * n, tokens, usd, optimizer=self._sp_stops_optimizer
+            )
+
+        def _sp_settle(self, ticket: Ticket, entries: list[dict[str, Any]] | None) -> None:
+            from sp_dspy._lm import TokenUsage, history_usage
+
+            entry = entries[-1] if entries else {}
+            # A replayed answer's tokens come from the response DSPy replayed, as on every
+            # path; estimates only where nothing reports them.
+            tokens, cache_hit = history_usage(entry) if entry else (TokenUsage(), False)
+            prompt = tokens.prompt_tokens or ticket.prompt_tokens
+            completion = tokens.completion_tokens
+            if completion is None:
+                completion = estimate_tokens(_outputs_text(entry))
+            cost = entry.get("cost")
+            pricing = self._sp_pricing
+            usd = float(cost) if cost is not None else pricing.usd(prompt, completion)
+            spent = Tally(
+                calls=ticket.calls,
+                cache_hits=ticket.calls if cache_hit else 0,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                usd=usd,
+                usd_paid=0.0 if cache_hit else usd,
+                priced=cost is not None or pricing.known,
+            )
+            self._sp_budget.settle(ticket, spent)
+
+        def _sp_failed(self, exc: Exception) -> None:
+            from sp_dspy._lm import classify_error
+
+            if classify_error(exc) not in PER_EXAMPLE_ERRORS:
+                self._sp_budget.record_error(self._sp_role, _one_line(exc))
+
+        def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+            ticket = self._sp_reserve(prompt, messages, kwargs)
+            captured: list[dict[str, Any]] = []
+            token = _CAPTURED.set(captured)
+            try:
+                return super().__call__(prompt, messages=messages, **kwargs)
+            except Exception as exc:
+                self._sp_failed(exc)
+                raise
+            finally:
+                _CAPTURED.reset(token)
+                self._sp_settle(ticket, captured)
+
+        async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+            ticket = self._sp_reserve(prompt, messages, kwargs)
+            captured: list[dict[str, Any]] = []
+            token = _CAPTURED.set(captured)
+            try:
+                return await super().acall(prompt, messages=messages, **kwargs)
+            except Exception as exc:
+                self._sp_failed(exc)
+                raise
+            finally:
+                _CAPTURED.reset(token)
+                self._sp_settle(ticket, captured)
+
+        def update_history(self, entry: dict[str, Any]) -> None:
+            captured = _CAPTURED.get()
+            if captured is not None:
+                captured.append(entry)
+            super().update_history(entry)
+
+    return BudgetedLM
+
+
+def budgeted(
+    lm: Any, budget: Budget, role: str, pricing: Pricing | None = None, *, stops_optimizer: bool = False
+) -> Any:
+    """A copy of ``lm`` whose calls are charged to ``budget`` under ``role``.
+
+    With ``stops_optimizer`` (the LMs handed to an optimizer) a refused call raises
+    :class:`OptimizerStopped`, which ends the optimizer run, and so does every later
+    call once ``budget.optimizer_stopped`` is set; otherwise it raises
+    :class:`BudgetExceeded`.
+
+    The copy is ``lm``'s own class swapped for the ``BudgetedLM`` subclass: building
+    a fresh ``dspy.LM`` would repeat everything ``make_lm`` decided (engine, keys,
+    provider routing). A failed call (an error after it was sent) still counts.
+    """
+    copied = lm.copy()
+    copied.__class__ = budgeted_class()
+    copied._sp_budget = budget
+    copied._sp_role = role
+    copied._sp_pricing = pricing or Pricing()
+    copied._sp_stops_optimizer = stops_optimizer
+    return copied
+
+
+class RoleEstimate(BaseModel):
+    """Projected spend of one LM role."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    usd: float | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def plus(self, other: RoleEstimate) -> RoleEstimate:
+        usd = None if self.usd is None and other.usd is None else (self.usd or 0.0) + (other.usd or 0.0)
+        return RoleEstimate(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            usd=usd,
+        )
+
+
+class CompilePlan(BaseModel):
+    """The projection ``--dry-run`` prints and the compile reserves dev budget from."""
+
+    phases: dict[str, dict[str, RoleEstimate]]
+    total: RoleEstimate
+    priced: dict[str, bool]
+    assumptions: list[str] = Field(default_factory=list)
+
+    def phase_total(self, name: str) -> RoleEstimate:
+        return _sum(self.phases.get(name, {}).values())
+
+
+def _sum(estimates: Iterable[RoleEstimate]) -> RoleEstimate:
+    total = RoleEstimate(usd=None)
+    for estimate in estimates:
+        total = total.plus(estimate)
+    return total
+
+
+def pricing_for(config: LMConfig, completion_guess: int) -> Pricing:
+    """USD per token from the price map DSPy prices calls with (LiteLLM's, bundled).
+
+    Unpriced for fakes and for models the map does not know (self-hosted ones).
+    """
+    if config.is_fake or not config.provider:
+        return Pricing(completion_guess=completion_guess)
+    from sp_dspy._lm import import_dspy
+    from sp_dspy._lm._compat import price_rates
+
+    import_dspy()  # the offline price-map environment is set before DSPy loads
+    model = config.model.split("/", 1)[1]
+    try:
+        prompt, completion, _ = price_rates(config.provider, model)
+    except Exception:  # advisory metadata: a malformed entry must not stop a compile
+        prompt = completion = None
+    if not isinstance(prompt, int | float) or not isinstance(completion, int | float):
+        return Pricing(completion_guess=completion_guess)
+    return Pricing(prompt=float(prompt), completion=float(completion), completion_guess=completion_guess)
+
+
+def completion_guess(protocol: str, cot: bool, config: LMConfig) -> int:
+    guess = COMPLETION_GUESS[protocol] + (COT_EXTRA if cot else 0)
+    return min(guess, config.max_tokens) if config.max_tokens else guess
+
+
+def mean_prompt_tokens(student: Any, examples: Sequence[Any]) -> float:
+    """Mean estimated prompt tokens of the student's first predictor over ``examples``."""
+    import dspy
+
+    _, predictor = student.named_predictors()[0]
+    adapter = dspy.settings.adapter or dspy.ChatAdapter()
+    step = max(1, len(examples) // PROMPT_SAMPLE)  # an even spread is enough for a mean
+    sizes = []
+    for example in list(examples)[::step]:
+        messages = adapter.format(predictor.signature, demos=[], inputs=example.inputs().toDict())
+        sizes.append(estimate_tokens(_message_text(None, messages)))
+    return sum(sizes) / len(sizes) if sizes else 0.0
+
+
+def demo_slots(settings: BaseModel) -> int:
+    """Most demos the optimizer may put in the prompt."""
+    values = settings.model_dump()
+    return int(values.get("max_bootstrapped_demos", 0)) + int(
+        values.get("max_labeled_demos", 0) or values.get("max_demos", 0)
+    )
+
+
+def estimate(calls: int, prompt_per_call: float, completion_per_call: int, pricing: Pricing) -> RoleEstimate:
+    prompt = round(calls * prompt_per_call)
+    completion = calls * completion_per_call
+    usd = pricing.usd(prompt, completion) if pricing.known else None
+    return RoleEstimate(calls=calls, prompt_tokens=prompt, completion_tokens=completion, usd=usd)
+
+
+def build_plan(
+    *,
+    recipe: Any,
+    settings: BaseModel,
+    student: Any,
+    train_examples: Sequence[Any],
+    dev_examples: Sequence[Any],
+    task: Pricing,
+    helper: tuple[str, LMConfig, Pricing] | None,
+    top_k: int,
+) -> CompilePlan:
+    """The projected calls, tokens and dollars of every phase of one compile."""
+    task_pricing = task
+    completion = task_pricing.completion_guess
+    train_prompt = mean_prompt_tokens(student, train_examples)
+    dev_prompt = mean_prompt_tokens(student, dev_examples)
+    projection = recipe.projection(settings, len(train_examples), len(dev_examples))
+    slots = 1 + demo_slots(settings)
+    phases: dict[str, dict[str, RoleEstimate]] = {
+        "dev_before": {"task": estimate(len(dev_examples), dev_prompt, completion, task_pricing)},
+        "optimize": {
+            "task": estimate(projection.program_calls, train_prompt * slots, completion, task_pricing)
+        },
+        "dev_after": {
+            "task": estimate(top_k * len(dev_examples), dev_prompt * slots, completion, task_pricing)
+        },
+    }
+    priced = {"task": task_pricing.known}
+    if helper is not None and projection.helper_calls:
+        role, _, helper_pricing = helper
+        helper_prompt = HELPER_CONTEXT_PROMPTS * train_prompt + HELPER_PREAMBLE
+        phases["optimize"][role] = estimate(
+            projection.helper_calls, helper_prompt, HELPER_COMPLETION, helper_pricing
+        )
+        priced[role] = helper_pricing.known
+    total = _sum(estimate for phase in phases.values() for estimate in phase.values())
+    if not all(priced.values()):
+        total = total.model_copy(update={"usd": None})
+    assumptions = [
+        "tokens ~ characters / 4 of the prompts the adapter builds for these examples",
+        f"{completion} completion tokens per task call; {HELPER_COMPLETION} per helper call",
+        "optimizer calls are upper estimates read off the optimizer's algorithm",
+        f"dev evaluated once before and for {top_k} final candidate(s) after",
+    ]
+    return CompilePlan(phases=phases, total=total, priced=priced, assumptions=assumptions)

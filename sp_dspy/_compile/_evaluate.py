@@ -1,50 +1,50 @@
-"""Score a guard on the dev cases exactly as ``sp-dspy eval`` would, excluded cases as wrong.
+"""Scoring candidates: on dev as ``sp-dspy eval`` would, and as the optimizer tries them.
 
-Each dev case goes through ``programs.run_case`` (the runner's own path: adapter
-parse failures become ``failed``, refusals ``refused``, LM errors ``error``) and is
-scored with the official case outcome. The selection score is the mean case score
-of ``optimizers.case_score`` over *all* dev cases with excluded ones at 0, i.e. the
-unrounded ``rmr_avg_strict``; the official cells are reported next to it. The 95%
-interval is a percentile bootstrap over dev cases of that same mean.
+A guard is scored on the dev cases exactly as ``sp-dspy eval`` would, excluded
+cases as wrong. Each dev case goes through ``programs.run_case`` (the runner's own
+path: adapter parse failures become ``failed``, refusals ``refused``, LM errors
+``error``) and is scored with the official case outcome. The selection score is the
+mean case score of ``optimizers.case_score`` over *all* dev cases with excluded ones
+at 0, i.e. the unrounded ``rmr_avg_strict``; the official cells are reported next to
+it. The 95% interval is a percentile bootstrap over dev cases of that same mean.
 
 A case whose calls the budget refused is not run and counts as excluded; the
 evaluation is then marked incomplete and is not used to pick a winner.
+
+The recorder (:func:`make_recorder`) keeps which candidate programs an optimizer
+tried and how they scored on its own metric, whatever the optimizer. DSPy
+optimizers keep their candidates in local variables: when a budget cap stops one
+mid-run, its best program so far is lost with its stack. The recorder watches from
+outside instead. As a DSPy callback it sees every call of a student-type module and
+snapshots that candidate's state (instructions and demos, keyed by a hash); wrapped
+around the metric it attributes each score to the candidate whose prediction is
+being scored. The compile then knows the best candidates found so far, for every
+optimizer alike, and can still select on dev after a stop.
+
+Predictions are matched to candidates by object identity: DSPy hands the metric the
+very ``Prediction`` the module returned (``Evaluate``, ``SIMBA``'s runner, GEPA's
+adapter all do; with trace capture the module returns ``(prediction, trace)`` and
+the metric gets the first item). A score the recorder cannot attribute is simply not recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import functools
+import hashlib
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
 
 from sp_dspy._compile._budget import BudgetExceeded
+from sp_dspy._compile._types import DevScore
 from sp_dspy._data import Case
 
 N_BOOT = 1000
-
-
-class DevScore(BaseModel):
-    """A program's dev-split result."""
-
-    score: float
-    ci95: list[float] | None
-    n: int
-    excluded: int
-    complete: bool
-    rmr_avg_strict: float | None
-    rmr_avg: float | None
-    rmr_exact: float | None
-    rdr: float | None
-
-    def describe(self) -> str:
-        """``"33.33 (95% CI 0.00-66.67)"``, marked when some cases were not run."""
-        text = f"{self.score:.2f}"
-        if self.ci95 is not None:
-            text += f" (95% CI {self.ci95[0]:.2f}-{self.ci95[1]:.2f})"
-        return text if self.complete else text + " [incomplete: a cap stopped it]"
 
 
 def bootstrap_mean(values: Sequence[float], *, seed: int, n_boot: int = N_BOOT) -> list[float] | None:
@@ -106,3 +106,100 @@ def evaluate_on_dev(
         rmr_exact=cell["rmr_exact"],
         rdr=cell["rdr"],
     )
+
+
+def state_key(state: dict[str, Any]) -> str:
+    """A short stable hash of a program state (what makes two candidates the same)."""
+    text = json.dumps(state, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, Any]]) -> Any:
+    """A ``CandidateRecorder`` for modules of exactly ``student_type``.
+
+    ``snapshot(module)`` returns the state to remember (the compile passes its
+    sanitising ``dump_state``), so recorded candidates are what would be saved.
+    """
+    from dspy.utils.callback import BaseCallback
+
+    class CandidateRecorder(BaseCallback):
+        def __init__(self) -> None:
+            self.states: dict[str, dict[str, Any]] = {}
+            self.scores: dict[str, dict[str, float]] = defaultdict(dict)
+            self.order: list[str] = []
+            self._calls: dict[str, str] = {}
+            self._predictions: dict[int, tuple[Any, str]] = {}
+            self._lock = threading.Lock()
+
+        def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+            if type(instance) is not student_type:
+                return
+            state = snapshot(instance)
+            key = state_key(state)
+            with self._lock:
+                if key not in self.states:
+                    self.states[key] = state
+                    self.order.append(key)
+                self._calls[call_id] = key
+
+        def on_module_end(
+            self, call_id: str, outputs: Any | None, exception: BaseException | None = None
+        ) -> None:
+            with self._lock:
+                key = self._calls.pop(call_id, None)
+                if key is not None and exception is None and outputs is not None:
+                    # Trace capture (GEPA's reflective minibatches) makes the module return
+                    # ``(prediction, trace)`` and scores the prediction inside.
+                    if isinstance(outputs, tuple) and outputs:
+                        outputs = outputs[0]
+                    self._predictions[id(outputs)] = (outputs, key)
+
+        def metric(self, metric: Callable[..., Any]) -> Callable[..., Any]:
+            """``metric`` that also records its score against the scored prediction's candidate."""
+
+            @functools.wraps(metric)
+            def recorded(example: Any, prediction: Any, *args: Any, **kwargs: Any) -> Any:
+                result = metric(example, prediction, *args, **kwargs)
+                uid = getattr(example, "uid", None)
+                with self._lock:
+                    found = self._predictions.get(id(prediction))
+                    if found is not None and found[0] is prediction and uid is not None:
+                        score = getattr(result, "score", result)
+                        self.scores[found[1]][str(uid)] = float(score)
+                return result
+
+            return recorded
+
+        def ranked(self, prior_weight: float = 2.0) -> list[str]:
+            """Candidate keys, best first, by mean score shrunk towards the overall mean.
+
+            Shrinking keeps a candidate that was lucky on two examples from outranking
+            one that scored well on twenty (minibatch optimizers score candidates on
+            different subsets). Ties keep discovery order.
+            """
+            with self._lock:
+                scored = {key: list(values.values()) for key, values in self.scores.items() if values}
+                order = list(self.order)
+            if not scored:
+                return []
+            everything = [score for values in scored.values() for score in values]
+            prior = sum(everything) / len(everything)
+
+            def shrunk(key: str) -> float:
+                values = scored[key]
+                return (sum(values) + prior_weight * prior) / (len(values) + prior_weight)
+
+            keys = [key for key in order if key in scored]
+            return sorted(keys, key=lambda key: -shrunk(key))
+
+        def best_mean(self) -> float | None:
+            """The highest mean score (x 100) of any candidate scored so far, for progress displays."""
+            with self._lock:
+                means = [sum(v.values()) / len(v) for v in self.scores.values() if v]
+            return round(100 * max(means), 2) if means else None
+
+        def coverage(self, key: str) -> int:
+            with self._lock:
+                return len(self.scores.get(key, {}))
+
+    return CandidateRecorder()

@@ -21,62 +21,47 @@ directory; a :class:`CompileStatus` carries the progress to a display.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import random
 import time
-from dataclasses import dataclass, field
+import traceback
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sp_dspy._compile._budget import Budget, OptimizerStopped
-from sp_dspy._compile._budgeted_lm import budgeted
-from sp_dspy._compile._config import CompileConfig
-from sp_dspy._compile._data import CompileData, load_compile_data
-from sp_dspy._compile._evaluate import DevScore, evaluate_on_dev
-from sp_dspy._compile._log import LOG_FILE, library_log
-from sp_dspy._compile._manifest import CompileManifest
-from sp_dspy._compile._project import CompilePlan, build_plan, completion_guess, pricing_for
-from sp_dspy._compile._status import CompileStatus
-from sp_dspy._compile._student import Student, build_student
+from sp_dspy._compile._artifact import claim_out, program_state, save_artifact
+from sp_dspy._compile._budget import (
+    HELPER_COMPLETION,
+    Budget,
+    OptimizerStopped,
+    budgeted,
+    build_plan,
+    completion_guess,
+    pricing_for,
+)
+from sp_dspy._compile._data import build_student, load_compile_data
+from sp_dspy._compile._evaluate import evaluate_on_dev, make_recorder, state_key
+from sp_dspy._compile._types import (
+    CompileConfig,
+    CompileOutcome,
+    CompileSetup,
+    CompileStatus,
+    Contender,
+    DevScore,
+    Selection,
+)
 from sp_dspy._errors import ConfigError, SpDspyError
 from sp_dspy._lm import LMConfig, redact
 
-HELPER_COMPLETION_GUESS = 400
+LOG_FILE = "compile.log"
+LIBRARY_LOGGERS = ("dspy", "gepa", "optuna", "LiteLLM", "litellm", "httpx", "httpcore", "openai")
 NO_ERROR_LIMIT = 1_000_000_000
 
 
 class CompileError(SpDspyError):
     """The optimizer failed for a reason other than the budget (exit 2, like any error)."""
-
-
-@dataclass
-class Contender:
-    origin: str
-    state: dict[str, Any]
-    dev: DevScore | None = None
-
-
-@dataclass
-class CompileOutcome:
-    """What ``compile_guard`` did: the plan always; the rest unless it was a dry run."""
-
-    plan: CompilePlan
-    config: CompileConfig
-    manifest: CompileManifest | None = None
-    warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Setup:
-    config: CompileConfig
-    recipe: Any
-    settings: Any
-    data: CompileData
-    student: Student
-    configs: dict[str, LMConfig]
-    pricing: dict[str, Any]
-    plan: CompilePlan
-    warnings: list[str]
 
 
 def _role_configs(
@@ -92,7 +77,7 @@ def _role_configs(
 
 def prepare(
     config: CompileConfig, task: LMConfig, prompt: LMConfig | None = None, reflection: LMConfig | None = None
-) -> _Setup:
+) -> CompileSetup:
     """Everything up to the first LM call: settings, data, student, plan. Makes no call."""
     from optimizers import get_recipe, load_settings
 
@@ -116,7 +101,7 @@ def prepare(
     pricing = {
         role: pricing_for(
             cfg,
-            completion_guess(config.protocol, config.cot, cfg) if role == "task" else HELPER_COMPLETION_GUESS,
+            completion_guess(config.protocol, config.cot, cfg) if role == "task" else HELPER_COMPLETION,
         )
         for role, cfg in configs.items()
     }
@@ -140,10 +125,10 @@ def prepare(
             f"--max-calls {config.caps.max_calls} is below the {needed} calls of scoring the starting "
             "program and the final candidate(s) on dev; the compile will stop early"
         )
-    return _Setup(config, recipe, settings, data, student, configs, pricing, plan, warnings)
+    return CompileSetup(config, recipe, settings, data, student, configs, pricing, plan, warnings)
 
 
-def _lms(setup: _Setup, budget: Budget, prebuilt: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
+def _lms(setup: CompileSetup, budget: Budget, prebuilt: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
     """``(the task LM of the dev evaluations, the optimizer's LMs by role)``, all budgeted.
 
     The optimizer gets its own copies, which stop it at the first refused call
@@ -171,7 +156,7 @@ def _seed(seed: int) -> None:
     np.random.seed(seed)
 
 
-def _optimize(setup: _Setup, lms: dict[str, Any], budget: Budget, recorder: Any) -> Any | None:
+def _optimize(setup: CompileSetup, lms: dict[str, Any], budget: Budget, recorder: Any) -> Any | None:
     """Run the recipe; its program, or None when the budget stopped it."""
     import dspy
 
@@ -220,11 +205,8 @@ def _raise_failure(budget: Budget, out: Path) -> None:
         )
 
 
-def _contenders(setup: _Setup, program: Any | None, recorder: Any, start_key: str) -> list[Contender]:
+def _contenders(setup: CompileSetup, program: Any | None, recorder: Any, start_key: str) -> list[Contender]:
     """Up to ``top_k`` programs to score on dev: the optimizer's own, then recorded candidates."""
-    from sp_dspy._compile._artifact import program_state
-    from sp_dspy._compile._recorder import state_key
-
     found: list[Contender] = []
     seen = {start_key}
     if program is not None:
@@ -243,19 +225,54 @@ def _contenders(setup: _Setup, program: Any | None, recorder: Any, start_key: st
     return found
 
 
+@contextlib.contextmanager
+def library_log(path: Path) -> Iterator[None]:
+    """Route the libraries' logs and the process's stdout/stderr to ``path`` (overwritten).
+
+    Optimizers log every refused or failed call with its whole example, print
+    progress bars and trial counters, and GEPA prints tracebacks; none of it belongs
+    on the terminal of a user who asked for a compile. While this is active, the
+    loggers of those libraries write only to ``path`` (``compile.log`` in the
+    artifact directory), and so does anything written to ``sys.stdout`` /
+    ``sys.stderr`` (progress bars, ``print`` calls, warnings), and the traceback of
+    whatever stopped the compile. Opening the file is also the check that the
+    artifact directory is writable, made before the first LM call.
+    """
+    try:
+        handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"--out {path.parent}: cannot write {path.name} there ({exc.strerror or exc})"
+        ) from None
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    stream = handler.stream  # opened now (not delayed): stdout/stderr go to it as well
+    assert stream is not None
+    saved = []
+    try:
+        for name in LIBRARY_LOGGERS:
+            logger = logging.getLogger(name)
+            saved.append((logger, list(logger.handlers), logger.propagate, logger.level))
+            logger.handlers = [handler]
+            logger.propagate = False
+            logger.setLevel(logging.INFO)
+        with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+            yield
+    except BaseException:
+        stream.write(f"compile stopped:\n{traceback.format_exc()}")
+        raise
+    finally:
+        for logger, handlers, propagate, level in saved:
+            logger.handlers = handlers
+            logger.propagate = propagate
+            logger.setLevel(level)
+        handler.close()
+
+
 ORIGIN_WORDS = {
     "start": "the starting program",
     "optimizer": "the optimizer's final program",
     "recorded": "a candidate the optimizer tried",
 }
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The program kept, and why, in words the summary and the manifest show."""
-
-    chosen: Contender
-    reason: str
 
 
 def _select(contenders: list[Contender], start: Contender) -> Selection:
@@ -319,10 +336,6 @@ def compile_guard(
     With ``config.dry_run`` nothing is built, written or called: the outcome holds
     the plan only.
     """
-    from sp_dspy._compile._artifact import program_state
-    from sp_dspy._compile._recorder import make_recorder, state_key
-    from sp_dspy._compile._save import claim_out, save_artifact
-
     started, clock = datetime.now(UTC), time.monotonic()
     setup = prepare(config, task, prompt, reflection)
     outcome = CompileOutcome(plan=setup.plan, config=config, warnings=list(setup.warnings))

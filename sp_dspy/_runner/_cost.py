@@ -1,7 +1,7 @@
 """What an eval run will cost before any call (``--dry-run``), and its caps while it runs.
 
 The same mechanism as ``compile``'s, not a second one: prices come from
-``_compile._project.pricing_for`` (the price map DSPy prices calls with), tokens are
+``_compile._budget.pricing_for`` (the price map DSPy prices calls with), tokens are
 characters / 4 of the real prompts (``estimate_tokens``; DSPy programs through
 ``mean_prompt_tokens``, their adapter's formatting, a compiled program's demos
 counted as extra prompts like the compile's projection counts demo slots), a
@@ -26,12 +26,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .._compile._budget import Budget, BudgetCaps, BudgetExceeded, Pricing, Tally, Ticket, estimate_tokens
-from .._compile._project import (
+from .._compile._budget import (
     PROMPT_SAMPLE,
+    Budget,
+    BudgetCaps,
+    BudgetExceeded,
+    Pricing,
     RoleEstimate,
+    Tally,
+    Ticket,
     completion_guess,
     estimate,
+    estimate_tokens,
     mean_prompt_tokens,
     pricing_for,
 )
