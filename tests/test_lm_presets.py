@@ -247,3 +247,8 @@ def test_list_models_shows_the_settings_a_preset_sends() -> None:
     text = " ".join(result.output.split())
     assert "thinking={'type': 'adaptive'}" in text
     assert "extra_headers={'X-OpenRouter-Title': 'SafePyramid Evaluation'}" in text
+
+
+def test_a_provider_without_a_profile_is_never_given_the_placeholder_key() -> None:
+    lm = make_lm(LMConfig(model="together_ai/some-model", api_base="https://api.together.example/v1"))
+    assert "api_key" not in lm.kwargs  # LiteLLM reads the provider's own variable

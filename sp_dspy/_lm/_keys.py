@@ -32,7 +32,7 @@ def api_key_for(config: LMConfig) -> str | None:
 
 
 def key_for(config: LMConfig, api_base: str | None) -> str | None:
-    """The key sent to ``api_base`` (None: no endpoint of ours, DSPy's engine finds the key).
+    """The key sent to ``api_base`` (None: a provider without a profile; DSPy's engine finds its key).
 
     ``api_key_env`` first, then the provider's usual variable; a self-hosted server
     without either gets :data:`SELF_HOSTED_PLACEHOLDER_KEY`.
@@ -43,8 +43,8 @@ def key_for(config: LMConfig, api_base: str | None) -> str | None:
     if config.api_key_env is not None:
         return api_key_for(config)
     profile = profile_for(config.provider)
-    if profile is None:
-        return SELF_HOSTED_PLACEHOLDER_KEY if api_base is not None else None
+    if profile is None:  # a provider without a profile: LiteLLM reads its own variable, never a placeholder
+        return None
     if _self_hosted(profile, api_base):
         return SELF_HOSTED_PLACEHOLDER_KEY
     value = os.environ.get(profile.key_env or "", "").strip() if profile.key_env else ""
