@@ -70,6 +70,11 @@ class Comparison(BaseModel):
     cells: dict[str, CellComparison]
     bootstrap: dict[str, Any]
     cap_aware: bool = False
+    benchmark: str = Field(default="safepyramid", description="The benchmark kind the cases belong to.")
+    extra: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports).",
+    )
     notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_MCNEMAR])
 
 
@@ -134,6 +139,14 @@ def compare_results(
             mcnemar=McNemarResult(n_pairs=len(keep), a_only=a_only, b_only=b_only, **test),
         )
     in_a, in_b = {c.id for c in cases if c.id in records_a}, {c.id for c in cases if c.id in records_b}
+    from .._data._kinds import DEFAULT_BENCHMARK, kind_of_cases
+
+    kind = kind_of_cases(compared)
+    extra = {}
+    if kind is not None:
+        sides = {"A": kind.variant_report(compared, results_a, cap_aware=cap_aware)}
+        sides["B"] = kind.variant_report(compared, results_b, cap_aware=cap_aware)
+        extra = {side: report for side, report in sides.items() if report is not None}
     return Comparison(
         dataset=dataset,
         files_a=list(results_a.files),
@@ -145,6 +158,8 @@ def compare_results(
         cells=cells,
         bootstrap={"n_boot": n_boot, "seed": seed, "level": 0.95},
         cap_aware=cap_aware,
+        benchmark=DEFAULT_BENCHMARK if kind is None else kind.name,
+        extra=extra,
     )
 
 
@@ -284,6 +299,12 @@ def _print(comparison: Comparison) -> None:
     )
     console.print(metrics_table(comparison))
     console.print(mcnemar_table(comparison))
+    if comparison.extra:
+        from .._data import benchmark_kind
+
+        table = benchmark_kind(comparison.benchmark).report_terminal(list(comparison.extra.items()))
+        if table is not None:
+            console.print(table)
 
 
 def _warn(message: str) -> None:

@@ -16,7 +16,10 @@ Dataset = Annotated[
 ]
 Benchmark = Annotated[
     str,
-    typer.Option("--benchmark", help="Which benchmark the dataset is: safepyramid or pku-saferlhf."),
+    typer.Option(
+        "--benchmark",
+        help="Which benchmark the dataset is: safepyramid, pku-saferlhf or custom (your policy).",
+    ),
 ]
 Level = Annotated[
     str | None, typer.Option("--level", help="Only these levels, e.g. L0 or L1,L2.", show_default="all")

@@ -95,8 +95,8 @@ def report_command(
     ] = 1000,
 ) -> None:
     """Score every variant on the same cases, print a table and write the HTML report."""
-    from .._data import load_benchmark
-    from .._report import build_summary, pku_terminal_table, render_terminal, write_html
+    from .._data import benchmark_kind, load_benchmark
+    from .._report import build_summary, render_terminal, write_html
 
     variants = parse_results(results, label or [])
     loaded = load_benchmark(dataset, lenient=lenient, benchmark=benchmark)
@@ -114,9 +114,12 @@ def report_command(
         all_ids=[case.id for case in loaded.cases],
     )
     console.print(render_terminal(summary))
-    pku_table = pku_terminal_table(summary)
-    if pku_table is not None:
-        console.print(pku_table)
+    if summary.pku_published is not None:
+        kind_table = benchmark_kind(summary.benchmark).report_terminal(
+            [(entry.label, entry.pku) for entry in summary.variants]
+        )
+        if kind_table is not None:
+            console.print(kind_table)
     notes = list(summary.notes)
     if loaded.skipped:
         notes.append(f"{loaded.skipped} malformed dataset case(s) skipped (--lenient)")

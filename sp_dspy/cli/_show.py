@@ -58,6 +58,7 @@ def show_command(
 ) -> None:
     """Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer."""
     from .._data import load_benchmark
+    from .._data._kinds import DEFAULT_BENCHMARK
     from .._metrics import read_result_files
 
     results = read_result_files(files)
@@ -66,7 +67,7 @@ def show_command(
     )
     try:
         loaded = load_benchmark(
-            dataset or source, benchmark=benchmark or manifest_benchmark or "safepyramid", lenient=lenient
+            dataset or source, benchmark=benchmark or manifest_benchmark or DEFAULT_BENCHMARK, lenient=lenient
         )
     except DataError as exc:
         if manifest is None:
