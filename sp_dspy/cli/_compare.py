@@ -170,8 +170,8 @@ def register(app: typer.Typer) -> None:
 def compare_command(
     results_a: Annotated[str, typer.Argument(help="Results of A: JSONL file(s), comma-separated.")],
     results_b: Annotated[str, typer.Argument(help="Results of B: JSONL file(s), comma-separated.")],
-    dataset: opt.Dataset = None,
-    benchmark: opt.Benchmark = "safepyramid",
+    dataset: opt.RecordedDataset = None,
+    benchmark: opt.RecordedBenchmark = None,
     level: opt.Level = None,
     domain: opt.Domain = None,
     cap_aware: opt.CapAware = False,
@@ -187,17 +187,23 @@ def compare_command(
     ] = 1000,
 ) -> None:
     """Compare two result sets on the same cases: paired differences with CIs and McNemar's test."""
-    from .._data import filter_cases, load_benchmark
+    from .._data import filter_cases
     from .._metrics import read_result_files
+    from ._dataset import load_for_results
 
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
-    loaded = load_benchmark(dataset, with_evidence=with_evidence, lenient=lenient, benchmark=benchmark)
+    paths = [_paths(raw, side) for raw, side in ((results_a, "RESULTS_A"), (results_b, "RESULTS_B"))]
+    sides = [read_result_files(side, skip_bad_lines=skip_bad_lines) for side in paths]
+    loaded = load_for_results(
+        [*paths[0], *paths[1]],
+        sides,
+        dataset=dataset,
+        benchmark=benchmark,
+        with_evidence=with_evidence,
+        lenient=lenient,
+    )
     cases = filter_cases(loaded.cases, level=level, domain=domain)
-    sides = [
-        read_result_files(_paths(raw, side), skip_bad_lines=skip_bad_lines)
-        for raw, side in ((results_a, "RESULTS_A"), (results_b, "RESULTS_B"))
-    ]
     comparison = compare_results(
         cases, *sides, dataset=loaded.source, cap_aware=cap_aware, n_boot=n_boot, seed=seed
     )

@@ -35,8 +35,8 @@ def score_command(
         list[Path],
         typer.Argument(help="Result JSONL files; a later file wins on the same case id.", show_default=False),
     ],
-    dataset: opt.Dataset = None,
-    benchmark: opt.Benchmark = "safepyramid",
+    dataset: opt.RecordedDataset = None,
+    benchmark: opt.RecordedBenchmark = None,
     level: opt.Level = None,
     domain: opt.Domain = None,
     per_rule: Annotated[
@@ -57,12 +57,15 @@ def score_command(
     """Score result files against the dataset and print (or write) the report."""
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
-    from .._data import benchmark_kind, filter_cases, load_benchmark
+    from .._data import benchmark_kind, filter_cases
     from .._metrics import read_result_files, score
+    from ._dataset import load_for_results
 
-    kind = benchmark_kind(benchmark)
-    loaded = load_benchmark(dataset, with_evidence=with_evidence, lenient=lenient, benchmark=benchmark)
     results = read_result_files(files, skip_bad_lines=skip_bad_lines, allow_empty=False)
+    loaded = load_for_results(
+        files, [results], dataset=dataset, benchmark=benchmark, with_evidence=with_evidence, lenient=lenient
+    )
+    kind = benchmark_kind(loaded.benchmark)
     cases = filter_cases(loaded.cases, level=level, domain=domain)
     report = score(
         cases,
