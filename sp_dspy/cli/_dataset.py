@@ -72,6 +72,7 @@ def load_for_results(
             style="dim",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
     if check:
         ids = {case.id for case in loaded.cases}
