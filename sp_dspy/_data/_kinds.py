@@ -176,7 +176,7 @@ def load_benchmark(
     start_idx: int = 0,
     with_evidence: bool = False,
     lenient: bool = False,
-    benchmark: str = "safepyramid",
+    benchmark: str = DEFAULT_BENCHMARK,
 ) -> Benchmark:
     """Load a benchmark of the kind named ``benchmark`` (see ``_kinds``: safepyramid, pku-saferlhf, custom).
 
