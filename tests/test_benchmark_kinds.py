@@ -217,7 +217,7 @@ def test_score_compare_report_show_find_the_dataset_in_the_manifest(tmp_path: Pa
     results = evaluate(tmp_path, "m", *CUSTOM, lm="fake/empty")
     score = cli("score", str(results), "--n-boot", "0")
     assert f"Scored 16 cases of {EXAMPLE}" in score.output and "tag privacy" in score.output
-    assert "manifest_m.json" in score.stderr
+    assert "manifest_m.json" in score.stderr.replace("\n", "")  # wrapped at 80 columns
     cli("show", str(results), "--id", "pp-005")
     other = evaluate(tmp_path, "n", *CUSTOM)
     compared = cli("compare", str(results), str(other), "--n-boot", "0").output

@@ -30,6 +30,8 @@ from typing import Any, Final
 from .._errors import DataError
 from .._guard._case import guard_case
 from .._guard._source import Source
+from ._loader import check_unicode
+from ._scan import decode_utf8
 from ._schema import Case, Rubric
 
 CUSTOM_BENCHMARK: Final = "custom"
@@ -51,10 +53,7 @@ def load_custom(path: Path, *, lenient: bool = False) -> tuple[list[Case], list[
         blob = path.read_bytes()
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
-    try:
-        text = blob.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    text = decode_utf8(blob, path)
     cases: list[Case] = []
     reasons: list[str] = []
     seen: dict[str, int] = {}
@@ -119,7 +118,7 @@ def custom_case(row: dict[str, Any], *, where: str) -> Case:
     tags = row.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(tag, str) and tag.strip() for tag in tags):
         raise DataError(f"{at}: tags: expected a list of non-empty strings, got {tags!r:.60}")
-    return base.model_copy(
+    case = base.model_copy(
         update={
             "id": case_id,
             "domain": CUSTOM_DOMAIN,
@@ -133,6 +132,11 @@ def custom_case(row: dict[str, Any], *, where: str) -> Case:
             "tags": list(dict.fromkeys(tag.strip() for tag in tags)),
         }
     )
+    try:
+        check_unicode(case)
+    except DataError as exc:
+        raise DataError(f"{at}: {exc}") from None
+    return case
 
 
 def _rule_list(value: object, rules: set[int], at: str) -> list[int]:

@@ -9,13 +9,13 @@ custom run on its own data instead of on the bundled SafePyramid sample.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from .._errors import DataError
+from ._scan import read_json_file
 
 
 class RecordedData(BaseModel):
@@ -32,10 +32,12 @@ def recorded_data(results_files: Sequence[Path], run_ids: Iterable[str]) -> Reco
     for results_file in results_files:
         for run_id in ids:
             path = Path(results_file).parent / f"manifest_{run_id}.json"
-            try:
-                document = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            if not path.exists():
                 continue
+            try:
+                document = read_json_file(path, "run manifest")
+            except DataError:
+                continue  # an unreadable manifest: as if there were none
             recorded = document.get("dataset") if isinstance(document, dict) else None
             if isinstance(recorded, dict) and isinstance(recorded.get("source"), str):
                 benchmark = recorded.get("benchmark")

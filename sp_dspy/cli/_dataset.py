@@ -72,7 +72,6 @@ def load_for_results(
             style="dim",
             markup=False,
             highlight=False,
-            soft_wrap=True,
         )
     if check:
         ids = {case.id for case in loaded.cases}
