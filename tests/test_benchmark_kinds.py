@@ -218,7 +218,8 @@ def test_score_compare_report_show_find_the_dataset_in_the_manifest(tmp_path: Pa
     score = cli("score", str(results), "--n-boot", "0")
     assert f"Scored 16 cases of {EXAMPLE}" in score.output and "tag privacy" in score.output
     assert "manifest_m.json" in score.stderr.replace("\n", "")  # wrapped at 80 columns
-    cli("show", str(results), "--id", "pp-005")
+    shown = cli("show", str(results), "--id", "pp-005").output
+    assert "FP 0, FN 1" in shown and "FM-" not in shown  # no SafePyramid failure modes on custom cases
     other = evaluate(tmp_path, "n", *CUSTOM)
     compared = cli("compare", str(results), str(other), "--n-boot", "0").output
     assert "Compared 16 case(s)" in compared

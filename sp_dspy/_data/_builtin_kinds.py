@@ -32,6 +32,7 @@ class SafePyramidKind:
     )
     full_note: ClassVar[str] = "the full SafePyramid benchmark has 3,000"
     has_leaderboard: ClassVar[bool] = True
+    extra_metrics: ClassVar[bool] = False
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         from ._loader import load_file
@@ -81,6 +82,7 @@ class PkuSafeRlhfKind:
     )
     full_note: ClassVar[str] = ""
     has_leaderboard: ClassVar[bool] = False
+    extra_metrics: ClassVar[bool] = True
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         from ._loader import Benchmark
@@ -157,6 +159,7 @@ class CustomKind:
     task: ClassVar[str] = "name every rule of your application's policy that a conversation violates"
     full_note: ClassVar[str] = ""
     has_leaderboard: ClassVar[bool] = False
+    extra_metrics: ClassVar[bool] = True
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         from ._custom import example_path, load_custom

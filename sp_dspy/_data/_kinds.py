@@ -66,6 +66,11 @@ class BenchmarkKind(Protocol):
         """Whether SafePyramid's published leaderboard and failure modes apply."""
         ...
 
+    @property
+    def extra_metrics(self) -> bool:
+        """Whether ``extra_scores`` adds anything (callers skip re-reading results when not)."""
+        ...
+
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         """Load and validate every case of ``dataset`` (``None``: this kind's default data)."""
         ...

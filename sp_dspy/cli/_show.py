@@ -138,6 +138,7 @@ def _status(view: _View) -> str:
 
 
 def _verdict(view: _View) -> str:
+    from .._data import benchmark_kind
     from .._metrics import classify_failure
 
     outcome = view.outcome
@@ -145,7 +146,9 @@ def _verdict(view: _View) -> str:
         return "[red]excluded[/red]"
     if outcome.exact:
         return "[green]exact match[/green]"
-    modes = " ".join(classify_failure(view.case, outcome))
+    # Failure modes are SafePyramid's (exceptions, conditionals, distractors); other kinds have none.
+    has_modes = benchmark_kind(view.case.benchmark).has_leaderboard
+    modes = " ".join(classify_failure(view.case, outcome)) if has_modes else ""
     return f"[yellow]FP {outcome.fp}, FN {outcome.fn}[/yellow]" + (f" ({modes})" if modes else "")
 
 
