@@ -23,7 +23,7 @@ from typer.testing import CliRunner, Result
 from sp_dspy import Guard, benchmark_kind, load_benchmark
 from sp_dspy._data import benchmark_names
 from sp_dspy._data._custom import custom_case, example_path
-from sp_dspy._errors import DataError
+from sp_dspy._errors import DataError, SpDspyError
 from sp_dspy.cli import app
 from sp_dspy.cli._compile import register as register_compile
 
@@ -36,10 +36,10 @@ POLICY = "1. Never share a customer's address.\n2. Do not promise a delivery tim
 
 
 def cli(*args: str, fails: bool = False) -> Result:
-    """Run the CLI in-process; ``fails``: it must raise a ``DataError`` (``main`` turns it into exit 2)."""
+    """Run the CLI in-process; ``fails``: it must raise a ``SpDspyError`` (``main`` turns it into exit 2)."""
     result = CliRunner().invoke(app, list(args))
     if fails:
-        assert isinstance(result.exception, DataError), (result.output, result.exception)
+        assert isinstance(result.exception, SpDspyError), (result.output, result.exception)
     else:
         assert result.exit_code == 0, (result.output, result.exception)
     return result
@@ -57,8 +57,12 @@ def test_registry_names_three_kinds_and_refuses_others() -> None:
     assert benchmark_names() == ("safepyramid", "pku-saferlhf", "custom")
     with pytest.raises(DataError, match=r"^--benchmark: unknown benchmark 'nope' \(choose safepyramid, "):
         benchmark_kind("nope")
-    result = cli("split", "--benchmark", "nope", "--out", "s.json", fails=True)
-    assert "unknown benchmark 'nope'" in str(result.exception)
+    for command in (["split", "--out", "s.json"], ["eval", "--lm", "fake"], ["score", str(EXAMPLE)]):
+        result = cli(*command, "--benchmark", "nope", fails=True)
+        assert str(result.exception).endswith(
+            "unknown benchmark 'nope' (choose safepyramid, pku-saferlhf, custom)"
+        )
+        assert "Value error" not in str(result.exception)
 
 
 def test_pku_runs_print_pku_tables_not_safepyramid_diagnostics(tmp_path: Path) -> None:
@@ -231,6 +235,7 @@ def test_results_of_another_dataset_are_refused_not_scored_as_excluded(tmp_path:
     lone.write_bytes(results.read_bytes())
     for command in (["score", str(lone)], ["compare", str(lone), str(lone)], ["report", str(lone)]):
         result = cli(*command, "--n-boot", "0", fails=True)
+        assert isinstance(result.exception, DataError)
         assert str(result.exception).startswith(f"{lone}: none of its 16 case id(s) is in the dataset ")
 
 

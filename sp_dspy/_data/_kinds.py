@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from pydantic import AfterValidator
+from pydantic_core import PydanticCustomError
 
 from .._errors import DataError
 from ._filters import filter_cases
@@ -132,9 +133,17 @@ def benchmark_kind(name: str, *, flag: str = "--benchmark") -> BenchmarkKind:
 
 
 def check_benchmark_name(name: str) -> str:
-    """A pydantic validator for config fields: ``name`` when registered, else ``ValueError``."""
+    """A pydantic validator for config fields: ``name`` when registered, else a validation error.
+
+    A ``PydanticCustomError`` rather than ``ValueError``, so the message reads the same as
+    ``benchmark_kind``'s (no ``Value error,`` prefix).
+    """
     if name not in _REGISTRY:
-        raise ValueError(f"unknown benchmark {name!r} (choose {', '.join(benchmark_names())})")
+        raise PydanticCustomError(
+            "unknown_benchmark",
+            "unknown benchmark {name} (choose {choices})",
+            {"name": repr(name), "choices": ", ".join(benchmark_names())},
+        )
     return name
 
 
