@@ -206,6 +206,7 @@ def test_guard_your_own_policy_end_to_end(tmp_path: Path) -> None:
     cli("report", str(baseline), str(compiled), "--out", str(report), "--n-boot", "0")
     page = report.read_text(encoding="utf-8")
     assert "custom comparison" in page and "Beside the published leaderboard" not in page
+    assert "custom: name every rule of your application&#x27;s policy" in page  # the kind's task
 
     verdict = Guard.load(guard, lm="fake/empty").check(
         POLICY,

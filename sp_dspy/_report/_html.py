@@ -59,7 +59,7 @@ def _header(summary: ComparisonSummary, title: str) -> str:
     per_cell = ", ".join(f"{cell} {summary.cases_per_cell.get(cell, 0)}" for cell in CELLS[:3])
     ci = f"{summary.n_boot} paired bootstrap resamples, seed {summary.seed}" if summary.n_boot else "none"
     items = [
-        ("Benchmark", esc(summary.benchmark)),
+        ("Benchmark", f"{esc(summary.benchmark)}: {esc(benchmark_kind(summary.benchmark).task)}"),
         ("Dataset", f"<code>{esc(summary.dataset or 'unknown')}</code>"),
         ("Content hash", f"<code>{esc(summary.content_hash or 'unknown')}</code>"),
         ("Cases", f"{summary.n_cases} ({per_cell})"),
