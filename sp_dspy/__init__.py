@@ -20,6 +20,9 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # data
     "Benchmark": "sp_dspy._data",
+    "BenchmarkKind": "sp_dspy._data",
+    "benchmark_kind": "sp_dspy._data",
+    "register_benchmark": "sp_dspy._data",
     "Case": "sp_dspy._data",
     "Split": "sp_dspy._data",
     "load_benchmark": "sp_dspy._data",
@@ -44,7 +47,18 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:
     from ._compile import compile_guard
-    from ._data import Benchmark, Case, Split, load_benchmark, load_pku, load_split, make_split
+    from ._data import (
+        Benchmark,
+        BenchmarkKind,
+        Case,
+        Split,
+        benchmark_kind,
+        load_benchmark,
+        load_pku,
+        load_split,
+        make_split,
+        register_benchmark,
+    )
     from ._errors import ConfigError, DataError, SpDspyError
     from ._guard import Guard, Verdict
     from ._lm import closing_transports
@@ -52,6 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Benchmark",
+    "BenchmarkKind",
     "Case",
     "ConfigError",
     "DataError",
@@ -60,6 +75,7 @@ __all__ = [
     "SpDspyError",
     "Split",
     "Verdict",
+    "benchmark_kind",
     "closing_transports",
     "compile_guard",
     "load_benchmark",
@@ -67,6 +83,7 @@ __all__ = [
     "load_split",
     "make_split",
     "plan_run",
+    "register_benchmark",
     "run_eval",
 ]
 

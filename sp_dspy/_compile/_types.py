@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sp_dspy._compile._budget import Budget, BudgetCaps, CompilePlan
 from sp_dspy._compile._data import DEFAULT_RATIOS, CompileData, Student
+from sp_dspy._data._kinds import BenchmarkName
 from sp_dspy._lm import LMConfig
 
 SCHEMA_VERSION = 1
@@ -37,7 +38,7 @@ class CompileConfig(BaseModel):
     optimizer_config: Path | None = None
     overrides: dict[str, Any] = Field(default_factory=dict)
     dataset: str | None = None
-    benchmark: Literal["safepyramid", "pku-saferlhf"] = "safepyramid"
+    benchmark: BenchmarkName = "safepyramid"
     splits: Path | None = None
     ratios: tuple[float, float, float] = DEFAULT_RATIOS
     lenient: bool = False

@@ -20,6 +20,10 @@ _EXPORTS: dict[str, str] = {
     "PKU_HUB_ID": "._pku",
     "PKU_POLICY": "._pku_policy",
     "Benchmark": "._loader",
+    "BenchmarkKind": "._kinds",
+    "benchmark_kind": "._kinds",
+    "benchmark_names": "._kinds",
+    "register_benchmark": "._kinds",
     "Case": "._schema",
     "FailureModeMetadata": "._schema",
     "Level": "._types",
@@ -30,7 +34,7 @@ _EXPORTS: dict[str, str] = {
     "Split": "._splits",
     "conversation_id": "._schema",
     "filter_cases": "._filters",
-    "load_benchmark": "._loader",
+    "load_benchmark": "._kinds",
     "load_file": "._loader",
     "load_pku": "._pku",
     "load_split": "._splits",
@@ -44,7 +48,8 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:
     from ._filters import filter_cases
-    from ._loader import Benchmark, load_benchmark, load_file, validate_cases
+    from ._kinds import BenchmarkKind, benchmark_kind, benchmark_names, load_benchmark, register_benchmark
+    from ._loader import Benchmark, load_file, validate_cases
     from ._pku import PKU_BENCHMARK, PKU_CONFIGS, PKU_HUB_ID, PkuLoad, load_pku
     from ._pku_policy import PKU_CATEGORIES, PKU_POLICY
     from ._schema import Case, FailureModeMetadata, Rubric, RubricEntry, conversation_id
@@ -62,6 +67,7 @@ __all__ = [
     "PKU_HUB_ID",
     "PKU_POLICY",
     "Benchmark",
+    "BenchmarkKind",
     "Case",
     "FailureModeMetadata",
     "Level",
@@ -70,6 +76,8 @@ __all__ = [
     "RubricEntry",
     "RuleType",
     "Split",
+    "benchmark_kind",
+    "benchmark_names",
     "conversation_id",
     "filter_cases",
     "load_benchmark",
@@ -78,6 +86,7 @@ __all__ = [
     "load_split",
     "make_split",
     "parse_ratios",
+    "register_benchmark",
     "resolve_dataset",
     "sample_path",
     "select_split",

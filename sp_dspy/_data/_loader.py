@@ -18,19 +18,16 @@ import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, TypeAdapter, ValidationError, computed_field
 
 from .._errors import DataError
-from ._filters import filter_cases
 from ._gc import gc_paused
 from ._legacy import _FM_KEYS, normalise_case
 from ._scan import decode_utf8, json_head, parse_json, rule_line_numbers
 from ._schema import Case
-from ._source import resolve_dataset
 
 
 class _Document(BaseModel):
@@ -99,43 +96,6 @@ class Benchmark(BaseModel):
 
     def by_id(self) -> dict[str, Case]:
         return {case.id: case for case in self.cases}
-
-
-def load_benchmark(
-    dataset: str | Path | None = None,
-    *,
-    level: str | Sequence[str] | None = None,
-    domain: str | Sequence[str] | None = None,
-    limit: int | None = None,
-    start_idx: int = 0,
-    with_evidence: bool = False,
-    lenient: bool = False,
-    benchmark: str = "safepyramid",
-) -> Benchmark:
-    """Load a benchmark: the bundled sample (``None``), a local JSON file or a Hub id.
-
-    Filters apply after validation and in this order: level, domain, ``start_idx``,
-    ``limit``. Ids are assigned to id-less cases by position *before* filtering.
-    """
-    if benchmark == "pku-saferlhf":
-        from ._pku import PKU_BENCHMARK, load_pku
-
-        pku = load_pku(None if dataset is None else str(dataset), lenient=lenient)
-        loaded = Benchmark(
-            cases=pku.cases,
-            source=pku.source,
-            content_hash=pku.content_hash,
-            skipped=pku.skipped,
-            skipped_reasons=pku.problems,
-            benchmark=PKU_BENCHMARK,
-        )
-    elif benchmark == "safepyramid":
-        path = resolve_dataset(None if dataset is None else str(dataset), with_evidence=with_evidence)
-        loaded = load_file(path, lenient=lenient)
-    else:
-        raise DataError(f"--benchmark: unknown benchmark {benchmark!r} (choose safepyramid or pku-saferlhf)")
-    cases = filter_cases(loaded.cases, level=level, domain=domain, limit=limit, start_idx=start_idx)
-    return loaded.model_copy(update={"cases": cases})
 
 
 def load_file(path: Path, *, lenient: bool = False) -> Benchmark:

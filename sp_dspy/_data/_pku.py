@@ -89,12 +89,12 @@ def download_pku(repo_id: str = PKU_HUB_ID, *, config: str = "default", split: s
     because the usual fix is the same: fetch the file elsewhere and pass its path.
     """
     filenames = pku_hub_files(config, split)
-    from huggingface_hub import hf_hub_download  # deferred: keeps CLI start-up fast
+    from sp_dspy._data._source import fetch_hub_file
 
     paths: list[Path] = []
     for filename in filenames:
         try:
-            local = hf_hub_download(repo_id=repo_id, filename=filename, repo_type="dataset")
+            local = fetch_hub_file(repo_id, filename)
         except Exception as exc:  # any hub/network failure is reported the same way
             why = " ".join(str(exc).split())[:200]
             raise DataError(

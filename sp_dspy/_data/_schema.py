@@ -97,6 +97,8 @@ class Case(BaseModel):
     severity: int | None = None
     # Split group when it is not derivable from the id (PKU: both responses to a prompt).
     group: str | None = None
+    # Labels a custom benchmark's cases carry (scored per tag); empty elsewhere.
+    tags: list[str] = Field(default_factory=list)
 
     @cached_property
     def rule_types(self) -> dict[int, RuleType]:

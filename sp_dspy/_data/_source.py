@@ -1,7 +1,9 @@
 """Resolve ``--dataset`` to bytes on disk: a local file, the bundled sample, or a Hub id.
 
 Hub downloads go through ``huggingface_hub`` (cached, ``HF_TOKEN`` honoured by it); any
-failure to reach the Hub becomes one line that suggests ``--dataset PATH``.
+failure to reach the Hub becomes one line that suggests ``--dataset PATH``. Without a
+network that line comes within seconds: ``fetch_hub_file`` asks the Hub once, without
+retries, before downloading (``huggingface_hub`` alone retries for about 25 s).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 from .._errors import DataError
 
 DEFAULT_HUB_DATASET = "ByteDance/SafePyramid"
+HUB_PROBE_TIMEOUT_S = 5.0
 HUB_FILE = "benchmark.json"
 HUB_FILE_WITH_EVIDENCE = "benchmark_with_evidence.json"
 SAMPLE_NAME = "safepyramid_sample.json"
@@ -57,14 +60,40 @@ def resolve_dataset(spec: str | None, *, with_evidence: bool = False, filename: 
 def hub_download(repo_id: str, filename: str) -> Path:
     """Download (or reuse the cached copy of) one file of a Hub dataset repository."""
     try:
-        from huggingface_hub import hf_hub_download
-    except ImportError as exc:  # pragma: no cover - a declared dependency
-        raise DataError(f"huggingface_hub is not installed: cannot fetch {repo_id}") from exc
-    try:
-        return Path(hf_hub_download(repo_id=repo_id, filename=filename, repo_type="dataset"))
+        return fetch_hub_file(repo_id, filename)
     except Exception as exc:  # network, auth, missing file: all one line for the user
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(
             f"could not fetch {filename} of Hub dataset {repo_id} ({type(exc).__name__}: {reason[:200]}); "
             "download it elsewhere and pass --dataset PATH"
         ) from exc
+
+
+def fetch_hub_file(repo_id: str, filename: str) -> Path:
+    """One file of a Hub dataset through the cache; ``ConnectionError`` at once when the Hub is unreachable.
+
+    A single metadata request (``get_hf_file_metadata``, no retries, a
+    ``HUB_PROBE_TIMEOUT_S`` timeout) tells whether the Hub answers. If it does not (no
+    network, ``HF_HUB_OFFLINE=1``), a cached copy is used when there is one; otherwise
+    ``ConnectionError``. An HTTP answer (missing file, gated repository) goes on to
+    ``hf_hub_download``, which reports it as before.
+    """
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    try:
+        get_hf_file_metadata(hf_hub_url(repo_id, filename, repo_type="dataset"), timeout=HUB_PROBE_TIMEOUT_S)
+    except HfHubHTTPError:
+        pass  # the Hub answered: let the download report what it said
+    except Exception as exc:  # unreachable: connection refused, DNS, timeout, offline mode
+        try:
+            cached = hf_hub_download(
+                repo_id=repo_id, filename=filename, repo_type="dataset", local_files_only=True
+            )
+        except LocalEntryNotFoundError:
+            reason = " ".join(str(exc).split())[:160] or type(exc).__name__
+            raise ConnectionError(
+                f"the Hugging Face Hub is unreachable and no copy is cached ({reason})"
+            ) from exc
+        return Path(cached)
+    return Path(hf_hub_download(repo_id=repo_id, filename=filename, repo_type="dataset"))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
+from .._data._kinds import benchmark_kind
 from .._errors import ConfigError
 from ._figure import Plot
 from ._html_tables import (
@@ -25,7 +26,6 @@ from ._html_tables import (
 )
 from ._leaderboard import load_leaderboard
 from ._model import CELLS, ComparisonSummary
-from ._pku import pku_html_section
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2330;margin:0;background:#f6f7f9}
@@ -59,7 +59,7 @@ def _header(summary: ComparisonSummary, title: str) -> str:
     per_cell = ", ".join(f"{cell} {summary.cases_per_cell.get(cell, 0)}" for cell in CELLS[:3])
     ci = f"{summary.n_boot} paired bootstrap resamples, seed {summary.seed}" if summary.n_boot else "none"
     items = [
-        ("Benchmark", esc(summary.benchmark)),
+        ("Benchmark", f"{esc(summary.benchmark)}: {esc(benchmark_kind(summary.benchmark).task)}"),
         ("Dataset", f"<code>{esc(summary.dataset or 'unknown')}</code>"),
         ("Content hash", f"<code>{esc(summary.content_hash or 'unknown')}</code>"),
         ("Cases", f"{summary.n_cases} ({per_cell})"),
@@ -110,7 +110,7 @@ def _diffs(summary: ComparisonSummary) -> str:
 
 
 def _published(summary: ComparisonSummary) -> str:
-    if summary.benchmark != "safepyramid":
+    if not benchmark_kind(summary.benchmark).has_leaderboard:
         return ""
     board = load_leaderboard()
     parts = [
@@ -128,11 +128,18 @@ def _published(summary: ComparisonSummary) -> str:
 
 def _footer(summary: ComparisonSummary) -> str:
     text = "Metrics follow the SafePyramid evaluation protocol (refusal-aware RMR/RDR)."
-    if summary.benchmark == "safepyramid":
+    if benchmark_kind(summary.benchmark).has_leaderboard:
         text = f"Published figures: {load_leaderboard().citation} {text}"
     elif summary.pku_published is not None:
         text = f"PKU-SafeRLHF published figures: {summary.pku_published['citation']}. {text}"
     return f"<footer>{esc(text)}</footer>"
+
+
+def _failure_modes(summary: ComparisonSummary) -> str:
+    return (
+        "<h2>Failure modes</h2><p class=lead>Percent of each level's cases failing exact match with the mode "
+        "(ALL pools counts; FM-C1 and FM-C3 exist at L1/L2 only).</p>" + failure_table(summary)
+    )
 
 
 def _plots(plots: Sequence[Plot]) -> str:
@@ -154,6 +161,7 @@ def render_html(
         plots = render_plots(summary)
     title = title or f"sp-dspy report: {summary.benchmark} comparison"
     rule_types = rule_type_table(summary)
+    kind = benchmark_kind(summary.benchmark)
     body = [
         _header(summary, title),
         _notes(summary),
@@ -162,10 +170,8 @@ def render_html(
         _headline(summary),
         _diffs(summary),
         _published(summary),
-        pku_html_section(summary),
-        "<h2>Failure modes</h2><p class=lead>Percent of each level's cases failing exact match with the mode "
-        "(ALL pools counts; FM-C1 and FM-C3 exist at L1/L2 only).</p>",
-        failure_table(summary),
+        kind.report_html(summary),
+        _failure_modes(summary) if kind.has_leaderboard else "",
         "" if rule_types is None else f"<h2>Per-rule judgments (all levels)</h2>{rule_types}",
         _plots(plots),
         _footer(summary),

@@ -28,14 +28,14 @@ def _widest(variants: Sequence[VariantResult]) -> tuple[float, str, str] | None:
 
 
 def honesty_notes(
-    variants: Sequence[VariantResult], *, n_boot: int, benchmark: str = "safepyramid", content_hash: str = ""
+    variants: Sequence[VariantResult], *, n_boot: int, full_note: str = "", content_hash: str = ""
 ) -> list[str]:
     """Every caveat that applies, most important first."""
     notes: list[str] = []
     smallest = min(entry.cells["ALL"].n_eval for entry in variants)
     widest = _widest(variants)
     if smallest < SMALL_N or (widest is not None and widest[0] > WIDE_CI):
-        full = " (the full SafePyramid benchmark has 3,000)" if benchmark == "safepyramid" else ""
+        full = f" ({full_note})" if full_note else ""
         text = f"Small sample: as few as {smallest} scored cases per variant{full}."
         if widest is not None and widest[0] > 0:
             text += (

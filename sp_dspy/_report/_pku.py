@@ -125,9 +125,14 @@ def _text(value: float | None) -> str:
 
 def pku_terminal_table(summary: ComparisonSummary) -> Table | None:
     """The headline PKU metrics per variant with the published row; ``None`` on other benchmarks."""
-    paper = summary.pku_published
-    if paper is None:
+    if summary.pku_published is None:
         return None
+    return pku_variants_table([(entry.label, entry.pku) for entry in summary.variants])
+
+
+def pku_variants_table(variants: Sequence[tuple[str, dict[str, Any] | None]]) -> Table:
+    """The headline PKU metrics of ``(label, PkuReport dict)`` rows under the paper's row (report, compare)."""
+    paper = published()
     result = FitTable(
         title="PKU-SafeRLHF (%), beside the paper's moderator",
         title_justify="left",
@@ -140,6 +145,6 @@ def pku_terminal_table(summary: ComparisonSummary) -> Table | None:
     for *_, label, _ in shown:
         result.add_column(label or "", justify="right")
     result.add_row("paper", *(DASH if ref is None else _text(paper[ref]) for *_, ref in shown))
-    for entry in summary.variants:
-        result.add_row(entry.label, *(_text(_value(entry.pku, s, k)) for s, k, *_ in shown))
+    for name, report in variants:
+        result.add_row(name, *(_text(_value(report, s, k)) for s, k, *_ in shown))
     return result

@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._data._pku import PKU_BENCHMARK
+from .._data._kinds import benchmark_kind, kind_of_cases
 from .._data._schema import Case
 from .._errors import ConfigError
 from .._metrics import (
@@ -198,13 +198,11 @@ def build_summary(
         _variant(label, files, cases, results, report)
         for label, (_, files, results, report) in zip(labels, loaded, strict=True)
     ]
-    # Gated on the cases, not the flag: PKU metrics need PKU's gold labels (safe, severity).
-    pku = bool(cases) and all(case.benchmark == PKU_BENCHMARK for case in cases)
-    if pku:
-        from ._pku import pku_variant_report
-
+    # The cases' kind, not the flag: PKU metrics need PKU's gold labels (safe, severity).
+    kind = kind_of_cases(cases)
+    if kind is not None:
         for entry, (_, _, results, _) in zip(built, loaded, strict=True):
-            entry.pku = pku_variant_report(cases, results, cap_aware=cap_aware)
+            entry.pku = kind.variant_report(cases, results, cap_aware=cap_aware)
     chosen = default_baseline(built) if baseline is None else baseline
     if chosen not in labels:
         raise ConfigError(f"--baseline: no variant labelled {chosen!r} (labels: {', '.join(labels)})")
@@ -238,12 +236,8 @@ def build_summary(
         cap_aware=cap_aware,
         variants=built,
         diffs=diffs,
-        notes=honesty_notes(built, n_boot=n_boot, benchmark=benchmark, content_hash=content_hash),
-        pku_published=_pku_published() if pku else None,
+        notes=honesty_notes(
+            built, n_boot=n_boot, full_note=benchmark_kind(benchmark).full_note, content_hash=content_hash
+        ),
+        pku_published=None if kind is None else kind.published(),
     )
-
-
-def _pku_published() -> dict[str, Any]:
-    from ._pku import published
-
-    return published()

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._compile._budget import BudgetCaps
+from .._data._kinds import BenchmarkName
 from .._data._scan import decode_utf8
 from .._errors import ConfigError, DataError
 
@@ -27,7 +28,7 @@ class DataSelection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dataset: str | None = None
-    benchmark: Literal["safepyramid", "pku-saferlhf"] = "safepyramid"
+    benchmark: BenchmarkName = "safepyramid"
     level: str | None = None
     domain: str | None = None
     split: str | None = None

@@ -82,7 +82,7 @@ def ablate_command(
     ] = None,
     dataset: opt.Dataset = None,
     benchmark: Annotated[
-        str | None, typer.Option("--benchmark", help="safepyramid (default) or pku-saferlhf.")
+        str | None, typer.Option("--benchmark", help="safepyramid (default), pku-saferlhf or custom.")
     ] = None,
     level: opt.Level = None,
     domain: opt.Domain = None,

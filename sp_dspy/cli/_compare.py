@@ -70,6 +70,11 @@ class Comparison(BaseModel):
     cells: dict[str, CellComparison]
     bootstrap: dict[str, Any]
     cap_aware: bool = False
+    benchmark: str = Field(default="safepyramid", description="The benchmark kind the cases belong to.")
+    extra: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports).",
+    )
     notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_MCNEMAR])
 
 
@@ -134,6 +139,14 @@ def compare_results(
             mcnemar=McNemarResult(n_pairs=len(keep), a_only=a_only, b_only=b_only, **test),
         )
     in_a, in_b = {c.id for c in cases if c.id in records_a}, {c.id for c in cases if c.id in records_b}
+    from .._data._kinds import DEFAULT_BENCHMARK, kind_of_cases
+
+    kind = kind_of_cases(compared)
+    extra = {}
+    if kind is not None:
+        sides = {"A": kind.variant_report(compared, results_a, cap_aware=cap_aware)}
+        sides["B"] = kind.variant_report(compared, results_b, cap_aware=cap_aware)
+        extra = {side: report for side, report in sides.items() if report is not None}
     return Comparison(
         dataset=dataset,
         files_a=list(results_a.files),
@@ -145,6 +158,8 @@ def compare_results(
         cells=cells,
         bootstrap={"n_boot": n_boot, "seed": seed, "level": 0.95},
         cap_aware=cap_aware,
+        benchmark=DEFAULT_BENCHMARK if kind is None else kind.name,
+        extra=extra,
     )
 
 
@@ -155,8 +170,8 @@ def register(app: typer.Typer) -> None:
 def compare_command(
     results_a: Annotated[str, typer.Argument(help="Results of A: JSONL file(s), comma-separated.")],
     results_b: Annotated[str, typer.Argument(help="Results of B: JSONL file(s), comma-separated.")],
-    dataset: opt.Dataset = None,
-    benchmark: opt.Benchmark = "safepyramid",
+    dataset: opt.RecordedDataset = None,
+    benchmark: opt.RecordedBenchmark = None,
     level: opt.Level = None,
     domain: opt.Domain = None,
     cap_aware: opt.CapAware = False,
@@ -172,17 +187,23 @@ def compare_command(
     ] = 1000,
 ) -> None:
     """Compare two result sets on the same cases: paired differences with CIs and McNemar's test."""
-    from .._data import filter_cases, load_benchmark
+    from .._data import filter_cases
     from .._metrics import read_result_files
+    from ._dataset import load_for_results
 
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
-    loaded = load_benchmark(dataset, with_evidence=with_evidence, lenient=lenient, benchmark=benchmark)
+    paths = [_paths(raw, side) for raw, side in ((results_a, "RESULTS_A"), (results_b, "RESULTS_B"))]
+    sides = [read_result_files(side, skip_bad_lines=skip_bad_lines) for side in paths]
+    loaded = load_for_results(
+        [*paths[0], *paths[1]],
+        sides,
+        dataset=dataset,
+        benchmark=benchmark,
+        with_evidence=with_evidence,
+        lenient=lenient,
+    )
     cases = filter_cases(loaded.cases, level=level, domain=domain)
-    sides = [
-        read_result_files(_paths(raw, side), skip_bad_lines=skip_bad_lines)
-        for raw, side in ((results_a, "RESULTS_A"), (results_b, "RESULTS_B"))
-    ]
     comparison = compare_results(
         cases, *sides, dataset=loaded.source, cap_aware=cap_aware, n_boot=n_boot, seed=seed
     )
@@ -284,6 +305,12 @@ def _print(comparison: Comparison) -> None:
     )
     console.print(metrics_table(comparison))
     console.print(mcnemar_table(comparison))
+    if comparison.extra:
+        from .._data import benchmark_kind
+
+        table = benchmark_kind(comparison.benchmark).report_terminal(list(comparison.extra.items()))
+        if table is not None:
+            console.print(table)
 
 
 def _warn(message: str) -> None:

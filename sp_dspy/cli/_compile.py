@@ -135,7 +135,7 @@ def compile_command(
     from optimizers import parse_overrides
 
     from .._compile import CompileConfig, compile_guard
-    from .._data import parse_ratios
+    from .._data import benchmark_kind, parse_ratios
     from .._errors import ConfigError
     from .._lm import configure_cache
 
@@ -143,8 +143,7 @@ def compile_command(
         raise ConfigError(f"--program {program!r}: expected {' or '.join(COMPILABLE)}")
     if protocol not in ("per-policy", "per-rule"):
         raise ConfigError(f"--protocol {protocol!r}: expected per-policy or per-rule")
-    if benchmark not in ("safepyramid", "pku-saferlhf"):
-        raise ConfigError(f"--benchmark {benchmark!r}: expected safepyramid or pku-saferlhf")
+    benchmark_kind(benchmark)  # an unknown name fails here, naming --benchmark and the choices
     if lm is None:
         raise ConfigError("--lm is required: a model string, a configured name, fake[/behaviour] or local")
     cache = False if no_cache else None

@@ -241,8 +241,6 @@ def _show_requests(settings: Any, configs: list[Any]) -> None:
 
 
 def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> None:
-    from .._metrics import render_score_table
-
     if outcome.skipped_on_resume:
         errors = (
             f" ({outcome.skipped_errors} of them ended in error; --retry-errors re-sends them)"
@@ -278,9 +276,7 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
                 f"{record.get('id') or record.get('cid')} {record.get('rule', '')} {record.get('parse_status')}"
             )
     console.print(f"\n[bold]{model}[/bold]: {len(outcome.cases)} case(s)")
-    for table in render_score_table(outcome.report):
-        console.print(table)
-    _print_pku(outcome)
+    _print_tables(outcome)
     console.print(f"results: {outcome.results_file}\nmanifest: {outcome.paths.manifest}")
     if outcome.totals.cache_hits:
         err_console.print(
@@ -296,14 +292,14 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")
 
 
-def _print_pku(outcome: Any) -> None:
-    """On PKU-SafeRLHF cases, the category/binary/severity report beside the paper's figures."""
-    from .._data import PKU_BENCHMARK
-
-    if not outcome.cases or any(case.benchmark != PKU_BENCHMARK for case in outcome.cases):
-        return
+def _print_tables(outcome: Any) -> None:
+    """The score tables of the cases' benchmark kind (PKU-SafeRLHF's beside the paper's figures)."""
+    from .._data._kinds import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
     from .._metrics import read_result_files
-    from .._metrics_pku import render_pku_report, score_pku_results
 
-    results = read_result_files([outcome.results_file])
-    console.print(render_pku_report(score_pku_results(outcome.cases, results)))
+    kind = kind_of_cases(outcome.cases) or benchmark_kind(DEFAULT_BENCHMARK)
+    extra = (
+        kind.extra_scores(outcome.cases, read_result_files([outcome.results_file])) if outcome.cases else {}
+    )
+    for table in kind.score_tables(outcome.report, extra):
+        console.print(table)

@@ -16,7 +16,26 @@ Dataset = Annotated[
 ]
 Benchmark = Annotated[
     str,
-    typer.Option("--benchmark", help="Which benchmark the dataset is: safepyramid or pku-saferlhf."),
+    typer.Option(
+        "--benchmark",
+        help="Which benchmark the dataset is: safepyramid, pku-saferlhf or custom (your policy).",
+    ),
+]
+RecordedBenchmark = Annotated[
+    str | None,
+    typer.Option(
+        "--benchmark",
+        help="safepyramid, pku-saferlhf or custom.",
+        show_default="the run's manifest, else safepyramid",
+    ),
+]
+RecordedDataset = Annotated[
+    str | None,
+    typer.Option(
+        "--dataset",
+        help="Local JSON/JSONL file or Hub dataset id (e.g. ByteDance/SafePyramid).",
+        show_default="the run's manifest, else the bundled sample",
+    ),
 ]
 Level = Annotated[
     str | None, typer.Option("--level", help="Only these levels, e.g. L0 or L1,L2.", show_default="all")

@@ -67,8 +67,8 @@ def report_command(
             show_default=False,
         ),
     ],
-    dataset: opt.Dataset = None,
-    benchmark: opt.Benchmark = "safepyramid",
+    dataset: opt.RecordedDataset = None,
+    benchmark: opt.RecordedBenchmark = None,
     label: Annotated[
         list[str] | None,
         typer.Option(
@@ -95,16 +95,24 @@ def report_command(
     ] = 1000,
 ) -> None:
     """Score every variant on the same cases, print a table and write the HTML report."""
-    from .._data import load_benchmark
-    from .._report import build_summary, pku_terminal_table, render_terminal, write_html
+    from .._data import benchmark_kind
+    from .._metrics import read_result_files
+    from .._report import build_summary, render_terminal, write_html
+    from ._dataset import load_for_results
 
     variants = parse_results(results, label or [])
-    loaded = load_benchmark(dataset, lenient=lenient, benchmark=benchmark)
+    files = [Path(path) for _, paths in variants for path in paths]
+    first = (
+        read_result_files(list(variants[0][1]), skip_bad_lines=True) if variants and variants[0][1] else None
+    )
+    loaded = load_for_results(
+        files, [] if first is None else [first], dataset=dataset, benchmark=benchmark, lenient=lenient
+    )
     summary = build_summary(
         loaded.cases,
         variants,
         baseline,
-        benchmark=benchmark,
+        benchmark=loaded.benchmark,
         dataset=loaded.source,
         content_hash=loaded.content_hash,
         cap_aware=cap_aware,
@@ -114,9 +122,12 @@ def report_command(
         all_ids=[case.id for case in loaded.cases],
     )
     console.print(render_terminal(summary))
-    pku_table = pku_terminal_table(summary)
-    if pku_table is not None:
-        console.print(pku_table)
+    if summary.pku_published is not None:
+        kind_table = benchmark_kind(summary.benchmark).report_terminal(
+            [(entry.label, entry.pku) for entry in summary.variants]
+        )
+        if kind_table is not None:
+            console.print(kind_table)
     notes = list(summary.notes)
     if loaded.skipped:
         notes.append(f"{loaded.skipped} malformed dataset case(s) skipped (--lenient)")

@@ -1,8 +1,9 @@
 """``sp-dspy score``: recompute the official metrics from result files.
 
-With ``--benchmark pku-saferlhf`` it also prints (and ``--json`` also holds, under
-``pku``) the PKU-SafeRLHF report: harm categories, safe/unsafe and severity, beside
-the paper's published figures.
+The benchmark kind (``--benchmark``) chooses the tables and adds its own JSON
+sections: PKU-SafeRLHF prints (and ``--json`` holds, under ``pku``) harm categories,
+safe/unsafe and severity beside the paper's figures; ``custom`` prints RMR/RDR over
+all cases and per tag (``tags``).
 
 Imports of the scorer happen inside the command so ``sp-dspy --help`` stays fast;
 nothing here touches dspy or litellm. Bad input raises ``SpDspyError`` subclasses,
@@ -34,8 +35,8 @@ def score_command(
         list[Path],
         typer.Argument(help="Result JSONL files; a later file wins on the same case id.", show_default=False),
     ],
-    dataset: opt.Dataset = None,
-    benchmark: opt.Benchmark = "safepyramid",
+    dataset: opt.RecordedDataset = None,
+    benchmark: opt.RecordedBenchmark = None,
     level: opt.Level = None,
     domain: opt.Domain = None,
     per_rule: Annotated[
@@ -56,11 +57,15 @@ def score_command(
     """Score result files against the dataset and print (or write) the report."""
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
-    from .._data import filter_cases, load_benchmark
-    from .._metrics import read_result_files, render_score_table, score
+    from .._data import benchmark_kind, filter_cases
+    from .._metrics import read_result_files, score
+    from ._dataset import load_for_results
 
-    loaded = load_benchmark(dataset, with_evidence=with_evidence, lenient=lenient, benchmark=benchmark)
     results = read_result_files(files, skip_bad_lines=skip_bad_lines, allow_empty=False)
+    loaded = load_for_results(
+        files, [results], dataset=dataset, benchmark=benchmark, with_evidence=with_evidence, lenient=lenient
+    )
+    kind = benchmark_kind(loaded.benchmark)
     cases = filter_cases(loaded.cases, level=level, domain=domain)
     report = score(
         cases,
@@ -74,12 +79,8 @@ def score_command(
     )
 
     data = report.to_json_dict()
-    pku = None
-    if benchmark == "pku-saferlhf":
-        from .._metrics_pku import score_pku_results
-
-        pku = score_pku_results(cases, results, cap_aware=cap_aware, per_rule=per_rule)
-        data["pku"] = pku.to_json_dict()
+    extra = kind.extra_scores(cases, results, cap_aware=cap_aware, per_rule=per_rule)
+    data.update(extra)
     document = json.dumps(data, indent=2, ensure_ascii=False)
     # The report file first: a terminal or pipe closed early (``| head``) must not lose it.
     target = None if json_out in (None, "-") else Path(json_out)
@@ -96,12 +97,8 @@ def score_command(
             markup=False,
             highlight=False,
         )
-        for table in render_score_table(report):
+        for table in kind.score_tables(report, extra):
             console.print(table)
-        if pku is not None:
-            from .._metrics_pku import render_pku_report
-
-            console.print(render_pku_report(pku))
     if loaded.skipped:
         _warn(f"{loaded.skipped} malformed dataset case(s) skipped (--lenient)")
     if results.bad_lines:

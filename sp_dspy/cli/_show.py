@@ -13,7 +13,6 @@ column or paragraph, nothing is cut to an ellipsis.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -22,7 +21,7 @@ import typer
 
 from .._errors import DataError
 from . import _options as opt
-from ._console import console, err_console
+from ._console import console
 
 if TYPE_CHECKING:
     from .._data import Case
@@ -48,32 +47,17 @@ def show_command(
         bool, typer.Option("--failed", help="Only cases that are not an exact match (excluded ones too).")
     ] = False,
     dataset: opt.Dataset = None,
-    benchmark: Annotated[
-        str | None,
-        typer.Option(
-            "--benchmark", help="safepyramid or pku-saferlhf (default: the run's manifest, else safepyramid)."
-        ),
-    ] = None,
+    benchmark: opt.RecordedBenchmark = None,
     lenient: opt.Lenient = False,
 ) -> None:
     """Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer."""
-    from .._data import load_benchmark
     from .._metrics import read_result_files
+    from ._dataset import load_for_results
 
     results = read_result_files(files)
-    source, manifest_benchmark, manifest = (
-        _dataset_from_manifest(files[0], results) if dataset is None else (None, None, None)
+    loaded = load_for_results(
+        files, [results], dataset=dataset, benchmark=benchmark, lenient=lenient, check=False
     )
-    try:
-        loaded = load_benchmark(
-            dataset or source, benchmark=benchmark or manifest_benchmark or "safepyramid", lenient=lenient
-        )
-    except DataError as exc:
-        if manifest is None:
-            raise
-        raise DataError(f"{manifest}: the run's dataset does not load ({exc}); pass --dataset") from None
-    if manifest is not None:
-        err_console.print(f"[dim]dataset from {manifest}: {loaded.source}[/dim]", highlight=False)
     by_id = {case.id: case for case in loaded.cases}
     present = [cid for cid in _result_order(results) if cid in by_id]
     unknown = sorted(results.result_ids() - set(by_id))
@@ -109,27 +93,6 @@ def _result_order(results: ResultSet) -> list[str]:
     for judgment in results.judgments:
         order.setdefault(judgment.cid)
     return list(order)
-
-
-def _dataset_from_manifest(
-    results_file: Path, results: ResultSet
-) -> tuple[str | None, str | None, Path | None]:
-    """(dataset source, benchmark, manifest path) recorded by the run that wrote ``results_file``."""
-    run_ids = {
-        (record.model_extra or {}).get("run_id")
-        for record in [*results.records.values(), *results.judgments[:1]]
-    } - {None}
-    for run_id in sorted(str(r) for r in run_ids):
-        path = results_file.parent / f"manifest_{run_id}.json"
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            continue
-        recorded = document.get("dataset") if isinstance(document, dict) else None
-        if isinstance(recorded, dict) and isinstance(recorded.get("source"), str):
-            benchmark = recorded.get("benchmark")
-            return recorded["source"], benchmark if isinstance(benchmark, str) else None, path
-    return None, None, None
 
 
 class _View:
@@ -175,6 +138,7 @@ def _status(view: _View) -> str:
 
 
 def _verdict(view: _View) -> str:
+    from .._data import benchmark_kind
     from .._metrics import classify_failure
 
     outcome = view.outcome
@@ -182,7 +146,9 @@ def _verdict(view: _View) -> str:
         return "[red]excluded[/red]"
     if outcome.exact:
         return "[green]exact match[/green]"
-    modes = " ".join(classify_failure(view.case, outcome))
+    # Failure modes are SafePyramid's (exceptions, conditionals, distractors); other kinds have none.
+    has_modes = benchmark_kind(view.case.benchmark).has_leaderboard
+    modes = " ".join(classify_failure(view.case, outcome)) if has_modes else ""
     return f"[yellow]FP {outcome.fp}, FN {outcome.fn}[/yellow]" + (f" ({modes})" if modes else "")
 
 

@@ -1,0 +1,259 @@
+"""The three registered benchmark kinds: SafePyramid, PKU-SafeRLHF and a user's own policy.
+
+Each satisfies :class:`sp_dspy._data._kinds.BenchmarkKind` structurally; ``_kinds``
+registers them. Metrics and tables are imported inside the methods that use them, so
+loading data never pays for the scorer or rich.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .._errors import DataError
+from ._schema import Case
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from .._metrics import ResultSet, ScoreReport
+    from .._report._model import ComparisonSummary
+    from ._loader import Benchmark
+
+
+class SafePyramidKind:
+    """The SafePyramid benchmark: a JSON file, a Hub id, or the bundled sample."""
+
+    name: ClassVar[str] = "safepyramid"
+    task: ClassVar[str] = (
+        "name every rule of an application's policy (with exceptions, conditionals and regulatory "
+        "frameworks) that a multi-turn conversation violates"
+    )
+    full_note: ClassVar[str] = "the full SafePyramid benchmark has 3,000"
+    has_leaderboard: ClassVar[bool] = True
+    extra_metrics: ClassVar[bool] = False
+
+    def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
+        from ._loader import load_file
+        from ._source import resolve_dataset
+
+        return load_file(resolve_dataset(dataset, with_evidence=with_evidence), lenient=lenient)
+
+    def recognises(self, path: Path) -> bool:
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(1 << 16)
+        except OSError:
+            return False
+        return head.lstrip()[:1] in (b"[", b"{") and b'"ground_truth_violations"' in head
+
+    def extra_scores(
+        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False, per_rule: bool = False
+    ) -> dict[str, Any]:
+        return {}
+
+    def score_tables(self, report: ScoreReport, extra: dict[str, Any]) -> list[RenderableType]:
+        from .._metrics import render_score_table
+
+        return list(render_score_table(report))
+
+    def variant_report(
+        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False
+    ) -> dict[str, Any] | None:
+        return None
+
+    def published(self) -> dict[str, Any] | None:
+        return None  # the leaderboard is rendered by the report itself (has_leaderboard)
+
+    def report_terminal(self, variants: Sequence[tuple[str, dict[str, Any] | None]]) -> RenderableType | None:
+        return None
+
+    def report_html(self, summary: ComparisonSummary) -> str:
+        return ""
+
+
+class PkuSafeRlhfKind:
+    """PKU-SafeRLHF responses judged against a fixed 19-rule harm policy (``_pku``)."""
+
+    name: ClassVar[str] = "pku-saferlhf"
+    task: ClassVar[str] = (
+        "name the harm categories (rules of a fixed 19-rule policy) that a chatbot's response violates"
+    )
+    full_note: ClassVar[str] = ""
+    has_leaderboard: ClassVar[bool] = False
+    extra_metrics: ClassVar[bool] = True
+
+    def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
+        from ._loader import Benchmark
+        from ._pku import load_pku
+
+        pku = load_pku(dataset, lenient=lenient)
+        return Benchmark(
+            cases=pku.cases,
+            source=pku.source,
+            content_hash=pku.content_hash,
+            skipped=pku.skipped,
+            skipped_reasons=pku.problems,
+            benchmark=self.name,
+        )
+
+    def recognises(self, path: Path) -> bool:
+        from ._custom import _first_line
+
+        first = _first_line(path)
+        return isinstance(first, dict) and {"prompt", "response_0", "is_response_0_safe"} <= set(first)
+
+    def extra_scores(
+        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False, per_rule: bool = False
+    ) -> dict[str, Any]:
+        from .._metrics_pku import score_pku_results
+
+        return {
+            "pku": score_pku_results(cases, results, cap_aware=cap_aware, per_rule=per_rule).to_json_dict()
+        }
+
+    def score_tables(self, report: ScoreReport, extra: dict[str, Any]) -> list[RenderableType]:
+        """The RMR/RDR cells (harm categories are the policy's rules), then PKU's own tables.
+
+        SafePyramid's failure modes and errors by rule type do not exist here: every
+        PKU rule is a plain decisive rule.
+        """
+        from .._metrics._render import headline_table, per_rule_table, tau_table
+        from .._metrics_pku import PkuReport, render_pku_report
+
+        tables: list[RenderableType] = [headline_table(report), tau_table(report)]
+        if report.per_rule is not None:
+            tables.append(per_rule_table(report))
+        if "pku" in extra:
+            tables.append(render_pku_report(PkuReport.model_validate(extra["pku"])))
+        return tables
+
+    def variant_report(
+        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False
+    ) -> dict[str, Any] | None:
+        from .._report._pku import pku_variant_report
+
+        return pku_variant_report(cases, results, cap_aware=cap_aware)
+
+    def published(self) -> dict[str, Any] | None:
+        from .._report._pku import published
+
+        return published()
+
+    def report_terminal(self, variants: Sequence[tuple[str, dict[str, Any] | None]]) -> RenderableType | None:
+        from .._report._pku import pku_variants_table
+
+        return pku_variants_table(variants)
+
+    def report_html(self, summary: ComparisonSummary) -> str:
+        from .._report._pku import pku_html_section
+
+        return pku_html_section(summary)
+
+
+class CustomKind:
+    """A user's own policy cases as JSONL (``_custom``): RMR/RDR over all cases and per tag."""
+
+    name: ClassVar[str] = "custom"
+    task: ClassVar[str] = "name every rule of your application's policy that a conversation violates"
+    full_note: ClassVar[str] = ""
+    has_leaderboard: ClassVar[bool] = False
+    extra_metrics: ClassVar[bool] = True
+
+    def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
+        from ._custom import example_path, load_custom
+        from ._loader import Benchmark
+
+        if with_evidence:
+            raise DataError(
+                "--with-evidence: only SafePyramid has an evidence file; drop it for --benchmark custom"
+            )
+        path = example_path() if dataset in (None, "sample") else Path(str(dataset)).expanduser()
+        if not path.is_file():
+            raise DataError(f"{path}: no such file (give --dataset your cases as JSONL, one case per line)")
+        cases, reasons, digest = load_custom(path, lenient=lenient)
+        return Benchmark(
+            cases=cases,
+            source=str(path),
+            content_hash=digest,
+            skipped=len(reasons),
+            skipped_reasons=reasons,
+            benchmark=self.name,
+        )
+
+    def recognises(self, path: Path) -> bool:
+        from ._custom import looks_custom
+
+        return looks_custom(path)
+
+    def extra_scores(
+        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False, per_rule: bool = False
+    ) -> dict[str, Any]:
+        """``{"tags": {tag: cell}}``: the official cell over the cases carrying each tag."""
+        from .._metrics import case_outcomes, compute_cell, resolve_records
+
+        outcomes = case_outcomes(
+            cases, resolve_records(cases, results, per_rule=per_rule), cap_aware=cap_aware
+        )
+        by_tag: dict[str, list[Any]] = {}
+        for case, outcome in zip(cases, outcomes, strict=True):
+            for tag in case.tags:
+                by_tag.setdefault(tag, []).append(outcome)
+        return {"tags": {tag: compute_cell(by_tag[tag]) for tag in sorted(by_tag)}}
+
+    def score_tables(self, report: ScoreReport, extra: dict[str, Any]) -> list[RenderableType]:
+        """One table: all cases, then each tag; then RMR@tau and (per-rule runs) the judgment stats."""
+        from .._metrics._render import per_rule_table
+        from .._table import FitTable
+
+        title = "Per-rule case-level metrics" if report.mode == "per_rule" else "Per-policy metrics"
+        table = FitTable(
+            title=f"{title}: your policy" + (" (cap-aware)" if report.cap_aware else ""),
+            caption="RMR = mean RMR@{1.0,.9,.8,.7}; RDR lower is better; Strict = RMR with excluded cases as misses",
+        )
+        for column in ("Cases", "N", "Scored", "RMR", "95% CI", "RMR@1.0", "RDR", "Excl.%", "Strict"):
+            table.add_column(column, justify="left" if column == "Cases" else "right")
+        ci = report.ci.get("ALL")
+        rows = [
+            ("all", report.cells["ALL"], ci),
+            *((f"tag {t}", c, None) for t, c in extra.get("tags", {}).items()),
+        ]
+        for label, cell, interval in rows:
+            table.add_row(
+                label,
+                _num(cell["total"]),
+                _num(cell["n_eval"]),
+                _num(cell["rmr_avg"]),
+                "-"
+                if not interval or not interval.get("rmr_avg")
+                else "{:.2f}–{:.2f}".format(*interval["rmr_avg"]),
+                _num(cell["rmr_exact"]),
+                _num(cell["rdr"]),
+                _num(cell["refusal"]),
+                _num(cell["rmr_avg_strict"]),
+            )
+        tables: list[RenderableType] = [table]
+        if report.per_rule is not None:
+            tables.append(per_rule_table(report))
+        return tables
+
+    def variant_report(
+        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False
+    ) -> dict[str, Any] | None:
+        return None
+
+    def published(self) -> dict[str, Any] | None:
+        return None
+
+    def report_terminal(self, variants: Sequence[tuple[str, dict[str, Any] | None]]) -> RenderableType | None:
+        return None
+
+    def report_html(self, summary: ComparisonSummary) -> str:
+        return ""
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)

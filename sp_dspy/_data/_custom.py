@@ -1,0 +1,165 @@
+"""Load a user's own policy cases (``--benchmark custom``) from JSONL.
+
+One case per line, a JSON object with:
+
+* ``id`` (string, unique): the case id results are keyed by.
+* ``policy`` (string): the application's numbered rules (``1. ...``), the form
+  ``Guard.check`` reads.
+* ``messages`` (a list of ``{"role", "content"}`` chat messages) **or**
+  ``conversation`` (the ``Turn N - User/Chatbot:`` text); messages are turned into
+  that text exactly as ``Guard.check`` does.
+* ``violated_rules`` (list of rule numbers of ``policy``): the gold answer.
+* ``group`` (optional string): the split unit, for cases that must land on one side
+  of a train/dev/test split (variants of one conversation); default: the id.
+* ``tags`` (optional list of strings): labels the metrics are broken down by.
+
+No levels, rubric or failure-mode metadata: each case becomes what ``Guard`` builds
+from a policy and a conversation (every rule ``decisive``, level ``L0``) plus its
+gold answer, so every program (per-policy and per-rule), optimizer and artifact runs
+on it unchanged. Every bad line gets one error naming ``FILE:LINE``, the case id and
+the field; ``lenient=True`` skips and counts bad lines instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Final
+
+from .._errors import DataError
+from .._guard._case import guard_case
+from .._guard._source import Source
+from ._loader import check_unicode
+from ._scan import decode_utf8
+from ._schema import Case, Rubric
+
+CUSTOM_BENCHMARK: Final = "custom"
+CUSTOM_DOMAIN: Final = "custom"
+EXAMPLE_NAME: Final = "custom_example.jsonl"
+_FIELDS: Final = frozenset({"id", "policy", "messages", "conversation", "violated_rules", "group", "tags"})
+
+
+def example_path() -> Path:
+    """The bundled example of the format: a fictional app's policy, written for this project."""
+    from importlib import resources
+
+    return Path(str(resources.files("sp_dspy._data").joinpath("sample", EXAMPLE_NAME)))
+
+
+def load_custom(path: Path, *, lenient: bool = False) -> tuple[list[Case], list[str], str]:
+    """(cases, reasons for skipped lines, sha256 of the file) of one custom JSONL file."""
+    try:
+        blob = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+    text = decode_utf8(blob, path)
+    cases: list[Case] = []
+    reasons: list[str] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            case = custom_case(_object(line, f"{path}:{number}"), where=f"{path}:{number}")
+            if case.id in seen:
+                raise DataError(
+                    f"{path}:{number}: case {case.id}: id: duplicate (first on line {seen[case.id]})"
+                )
+        except DataError as error:
+            if not lenient:
+                raise
+            reasons.append(str(error))
+            continue
+        seen[case.id] = number
+        cases.append(case)
+    if not cases and not reasons:
+        raise DataError(f"{path}: no cases (expected one JSON object per line)")
+    return cases, reasons, hashlib.sha256(blob).hexdigest()
+
+
+def _object(line: str, where: str) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise DataError(f"{where}: expected a JSON object per line, got {type(value).__name__}")
+    return value
+
+
+def custom_case(row: dict[str, Any], *, where: str) -> Case:
+    """The ``Case`` of one line; ``DataError`` ``WHERE: case ID: field: why`` when it is malformed."""
+    case_id = row.get("id")
+    if not isinstance(case_id, str) or not case_id.strip():
+        raise DataError(f"{where}: id: expected a non-empty string, got {case_id!r:.40}")
+    at = f"{where}: case {case_id}"
+    unknown = sorted(set(row) - _FIELDS)
+    if unknown:
+        raise DataError(
+            f"{at}: unknown field(s) {', '.join(unknown)} (expected {', '.join(sorted(_FIELDS))})"
+        )
+    if ("messages" in row) == ("conversation" in row):
+        raise DataError(f"{at}: give exactly one of messages (chat messages) or conversation (Turn N text)")
+    field = "messages" if "messages" in row else "conversation"
+    if field == "messages" and not isinstance(row[field], list):
+        raise DataError(f"{at}: messages: expected a list of chat messages, got {type(row[field]).__name__}")
+    base = guard_case(
+        row.get("policy"),
+        row[field],
+        policy_source=Source(f"{at}: policy"),
+        conversation_source=Source(f"{at}: {field}"),
+    )
+    entries = base.rubric.non_violations
+    violated = _rule_list(row.get("violated_rules"), {entry.rule for entry in entries}, at)
+    group = row.get("group")
+    if group is not None and (not isinstance(group, str) or not group.strip()):
+        raise DataError(f"{at}: group: expected a non-empty string, got {group!r:.40}")
+    tags = row.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(tag, str) and tag.strip() for tag in tags):
+        raise DataError(f"{at}: tags: expected a list of non-empty strings, got {tags!r:.60}")
+    case = base.model_copy(
+        update={
+            "id": case_id,
+            "domain": CUSTOM_DOMAIN,
+            "ground_truth_violations": violated,
+            "rubric": Rubric(
+                violations=[e for e in entries if e.rule in violated],
+                non_violations=[e for e in entries if e.rule not in violated],
+            ),
+            "benchmark": CUSTOM_BENCHMARK,
+            "group": group,
+            "tags": list(dict.fromkeys(tag.strip() for tag in tags)),
+        }
+    )
+    try:
+        check_unicode(case)
+    except DataError as exc:
+        raise DataError(f"{at}: {exc}") from None
+    return case
+
+
+def _rule_list(value: object, rules: set[int], at: str) -> list[int]:
+    if value is None:
+        raise DataError(f"{at}: violated_rules: missing (use [] when no rule is violated)")
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise DataError(f"{at}: violated_rules: expected a list of rule numbers, got {value!r:.60}")
+    unknown = sorted(set(value) - rules)
+    if unknown:
+        raise DataError(f"{at}: violated_rules: rule(s) {unknown} are not numbered in the policy")
+    return sorted(set(value))
+
+
+def looks_custom(path: Path) -> bool:
+    """Whether the first line of ``path`` is a JSON object with this format's key fields."""
+    first = _first_line(path)
+    return isinstance(first, dict) and {"policy", "violated_rules"} <= set(first)
+
+
+def _first_line(path: Path) -> object:
+    try:
+        with path.open("rb") as handle:
+            line = handle.readline(1 << 20)
+        return json.loads(line)
+    except (OSError, ValueError):
+        return None

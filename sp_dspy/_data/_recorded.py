@@ -1,0 +1,63 @@
+"""What data a run was scored on, read back from its manifest.
+
+``sp-dspy eval`` writes ``manifest_<RUN_ID>.json`` beside its results, recording the
+dataset's source and benchmark kind, and every result record carries its ``run_id``.
+``score``, ``compare``, ``report`` and ``show`` use that to find the dataset when the
+user names none, so ``sp-dspy score runs/results_x.jsonl`` scores a PKU-SafeRLHF or
+custom run on its own data instead of on the bundled SafePyramid sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from .._errors import DataError
+from ._scan import read_json_file
+
+
+class RecordedData(BaseModel):
+    """The dataset a run recorded: where it was loaded from and which benchmark kind it is."""
+
+    source: str
+    benchmark: str | None = None
+    manifest: Path
+
+
+def recorded_data(results_files: Sequence[Path], run_ids: Iterable[str]) -> RecordedData | None:
+    """The first readable ``manifest_<RUN_ID>.json`` beside ``results_files`` naming a dataset, or None."""
+    ids = sorted({str(run_id) for run_id in run_ids})
+    for results_file in results_files:
+        for run_id in ids:
+            path = Path(results_file).parent / f"manifest_{run_id}.json"
+            if not path.exists():
+                continue
+            try:
+                document = read_json_file(path, "run manifest")
+            except DataError:
+                continue  # an unreadable manifest: as if there were none
+            recorded = document.get("dataset") if isinstance(document, dict) else None
+            if isinstance(recorded, dict) and isinstance(recorded.get("source"), str):
+                benchmark = recorded.get("benchmark")
+                return RecordedData(
+                    source=recorded["source"],
+                    benchmark=benchmark if isinstance(benchmark, str) else None,
+                    manifest=path,
+                )
+    return None
+
+
+def check_results_belong(result_ids: set[str], dataset_ids: set[str], *, where: str, source: str) -> None:
+    """Refuse results none of whose ids is a case of the dataset (they would score as 100% excluded).
+
+    A partial overlap is left to the caller's warning: a run on a subset, or a few
+    stray ids, is still worth scoring.
+    """
+    if result_ids and not result_ids & dataset_ids:
+        examples = ", ".join(sorted(result_ids)[:3])
+        raise DataError(
+            f"{where}: none of its {len(result_ids)} case id(s) is in the dataset {source} (e.g. {examples}); "
+            "pass the run's --dataset and --benchmark"
+        )
