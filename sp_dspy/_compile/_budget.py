@@ -46,7 +46,6 @@ model it does not know is reported unpriced.
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -69,9 +68,6 @@ PROMPT_SAMPLE = 200
 # Failures that belong to one input (too long, rejected by a content filter, unreadable),
 # not to the LM: they leave that example unanswered and do not count towards stopping.
 PER_EXAMPLE_ERRORS = frozenset({"context_length", "bad_request", "parse"})
-_CAPTURED: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
-    "sp_dspy_budget_capture", default=None
-)
 
 
 class BudgetExceeded(Exception):
@@ -329,28 +325,61 @@ def _outputs_text(entry: Mapping[str, Any]) -> str:
 
 @functools.cache
 def budgeted_class() -> type[Any]:
-    """``BudgetedLM``: ``dspy.LM`` whose calls are reserved against a :class:`Budget` first."""
+    """``BudgetedLM``: a ``dspy.BaseLM`` that wraps an LM and reserves each call against a :class:`Budget`."""
     from sp_dspy._lm import import_dspy
 
     dspy = import_dspy()
 
-    class BudgetedLM(dspy.LM):  # type: ignore[name-defined]
-        _sp_budget: Budget
-        _sp_role: str
-        _sp_pricing: Pricing
-        _sp_stops_optimizer: bool
+    class BudgetedLM(dspy.BaseLM):  # type: ignore[name-defined]
+        """Wraps ``inner`` (any ``dspy.LM``): reserve, call it, settle what the call used.
 
-        def _sp_reserve(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Ticket:
+        Each call runs on a fresh ``inner.copy()`` (shared engine and cache, its own
+        history), so the history entry of *this* call is known even when threads share
+        the wrapper; the entry is added to the wrapper's history too. Adapters read the
+        wrapper's ``model``, ``kwargs`` and capabilities, which are the inner LM's.
+        """
+
+        def __init__(
+            self, inner: Any, budget: Budget, role: str, pricing: Pricing, *, stops_optimizer: bool
+        ) -> None:
+            super().__init__(
+                model=inner.model, model_type=inner.model_type, cache=inner.cache, **dict(inner.kwargs)
+            )
+            self.kwargs = dict(inner.kwargs)  # exactly the inner LM's request settings
+            self.num_retries = getattr(inner, "num_retries", 0)
+            self.inner = inner
+            self.budget = budget
+            self.role = role
+            self.pricing = pricing
+            self.stops_optimizer = stops_optimizer
+
+        @property
+        def supports_function_calling(self) -> bool:
+            return bool(self.inner.supports_function_calling)
+
+        @property
+        def supports_reasoning(self) -> bool:
+            return bool(self.inner.supports_reasoning)
+
+        @property
+        def supports_response_schema(self) -> bool:
+            return bool(self.inner.supports_response_schema)
+
+        @property
+        def supported_params(self) -> set[str]:
+            return set(self.inner.supported_params)
+
+        def _reserve(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Ticket:
             n = kwargs.get("n") or self.kwargs.get("n") or 1
             prompt_tokens = estimate_tokens(_message_text(prompt, messages))
-            guess = self._sp_pricing.completion_guess
+            guess = self.pricing.completion_guess
             tokens = n * (prompt_tokens + guess)
-            usd = n * self._sp_pricing.usd(prompt_tokens, guess)
-            return self._sp_budget.reserve(
-                self._sp_role, int(n), prompt_tokens * n, tokens, usd, optimizer=self._sp_stops_optimizer
+            usd = n * self.pricing.usd(prompt_tokens, guess)
+            return self.budget.reserve(
+                self.role, int(n), prompt_tokens * n, tokens, usd, optimizer=self.stops_optimizer
             )
 
-        def _sp_settle(self, ticket: Ticket, entries: list[dict[str, Any]] | None) -> None:
+        def _settle(self, ticket: Ticket, entries: list[dict[str, Any]]) -> None:
             from sp_dspy._lm import TokenUsage, history_usage
 
             entry = entries[-1] if entries else {}
@@ -362,8 +391,7 @@ def budgeted_class() -> type[Any]:
             if completion is None:
                 completion = estimate_tokens(_outputs_text(entry))
             cost = entry.get("cost")
-            pricing = self._sp_pricing
-            usd = float(cost) if cost is not None else pricing.usd(prompt, completion)
+            usd = float(cost) if cost is not None else self.pricing.usd(prompt, completion)
             spent = Tally(
                 calls=ticket.calls,
                 cache_hits=ticket.calls if cache_hit else 0,
@@ -371,47 +399,38 @@ def budgeted_class() -> type[Any]:
                 completion_tokens=completion,
                 usd=usd,
                 usd_paid=0.0 if cache_hit else usd,
-                priced=cost is not None or pricing.known,
+                priced=cost is not None or self.pricing.known,
             )
-            self._sp_budget.settle(ticket, spent)
+            self.budget.settle(ticket, spent)
+            self.history.extend(entries)
 
-        def _sp_failed(self, exc: Exception) -> None:
+        def _failed(self, exc: Exception) -> None:
             from sp_dspy._lm import classify_error
 
             if classify_error(exc) not in PER_EXAMPLE_ERRORS:
-                self._sp_budget.record_error(self._sp_role, _one_line(exc))
+                self.budget.record_error(self.role, _one_line(exc))
 
         def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-            ticket = self._sp_reserve(prompt, messages, kwargs)
-            captured: list[dict[str, Any]] = []
-            token = _CAPTURED.set(captured)
+            ticket = self._reserve(prompt, messages, kwargs)
+            call = self.inner.copy()
             try:
-                return super().__call__(prompt, messages=messages, **kwargs)
+                return call(prompt, messages=messages, **kwargs)
             except Exception as exc:
-                self._sp_failed(exc)
+                self._failed(exc)
                 raise
             finally:
-                _CAPTURED.reset(token)
-                self._sp_settle(ticket, captured)
+                self._settle(ticket, call.history)
 
         async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-            ticket = self._sp_reserve(prompt, messages, kwargs)
-            captured: list[dict[str, Any]] = []
-            token = _CAPTURED.set(captured)
+            ticket = self._reserve(prompt, messages, kwargs)
+            call = self.inner.copy()
             try:
-                return await super().acall(prompt, messages=messages, **kwargs)
+                return await call.acall(prompt, messages=messages, **kwargs)
             except Exception as exc:
-                self._sp_failed(exc)
+                self._failed(exc)
                 raise
             finally:
-                _CAPTURED.reset(token)
-                self._sp_settle(ticket, captured)
-
-        def update_history(self, entry: dict[str, Any]) -> None:
-            captured = _CAPTURED.get()
-            if captured is not None:
-                captured.append(entry)
-            super().update_history(entry)
+                self._settle(ticket, call.history)
 
     return BudgetedLM
 
@@ -419,24 +438,14 @@ def budgeted_class() -> type[Any]:
 def budgeted(
     lm: Any, budget: Budget, role: str, pricing: Pricing | None = None, *, stops_optimizer: bool = False
 ) -> Any:
-    """A copy of ``lm`` whose calls are charged to ``budget`` under ``role``.
+    """``lm`` wrapped so that its calls are charged to ``budget`` under ``role``.
 
     With ``stops_optimizer`` (the LMs handed to an optimizer) a refused call raises
     :class:`OptimizerStopped`, which ends the optimizer run, and so does every later
     call once ``budget.optimizer_stopped`` is set; otherwise it raises
-    :class:`BudgetExceeded`.
-
-    The copy is ``lm``'s own class swapped for the ``BudgetedLM`` subclass: building
-    a fresh ``dspy.LM`` would repeat everything ``make_lm`` decided (engine, keys,
-    provider routing). A failed call (an error after it was sent) still counts.
+    :class:`BudgetExceeded`. A failed call (an error after it was sent) still counts.
     """
-    copied = lm.copy()
-    copied.__class__ = budgeted_class()
-    copied._sp_budget = budget
-    copied._sp_role = role
-    copied._sp_pricing = pricing or Pricing()
-    copied._sp_stops_optimizer = stops_optimizer
-    return copied
+    return budgeted_class()(lm, budget, role, pricing or Pricing(), stops_optimizer=stops_optimizer)
 
 
 class RoleEstimate(BaseModel):
