@@ -30,7 +30,7 @@ from sp_dspy._runner import JsonlStore, iter_records
 from sp_dspy._runner._engine import UnitEngine
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._records import policy_record
-from sp_dspy._runner._store import encode_line
+from sp_dspy._runner._store import StoreWriteError, encode_line
 from sp_dspy.cli import app
 from tests._factories import raw_case, write_dataset
 
@@ -123,15 +123,16 @@ def test_strict_records_keep_numbers_the_reference_scores_as_false_positives() -
 
 
 class _FailingStore:
-    """A store whose first append fails (a full disk), as a record that cannot be written."""
+    """A store whose first append fails with ``error``; it takes later records."""
 
-    def __init__(self) -> None:
+    def __init__(self, error: Exception) -> None:
         self.records: list[dict[str, Any]] = []
+        self.error = error
 
     def append(self, record: dict[str, Any]) -> None:
         if not self.records and record["id"] == 0:
             self.records.append({"failed": True})
-            raise OSError(28, "No space left on device")
+            raise self.error
         self.records.append(record)
 
 
@@ -143,18 +144,39 @@ def test_a_unit_that_cannot_be_stored_lets_the_units_in_flight_finish() -> None:
         await asyncio.sleep(0 if unit == 0 else 0.05)
         return {"id": unit}
 
-    store = _FailingStore()
+    store = _FailingStore(OSError(22, "Invalid argument"))
     engine: UnitEngine[int] = UnitEngine(
         work=work,
         on_error=lambda u, e: {"id": u},
-        store=store,
-        concurrency=4,  # type: ignore[arg-type]
+        store=store,  # type: ignore[arg-type]
+        concurrency=4,
     )
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(OSError, match="Invalid argument"):
         asyncio.run(engine.run(list(range(20))))
     # Units 1-3 were in flight: they finished and were stored; nothing new started.
     assert sorted(r["id"] for r in store.records[1:]) == [1, 2, 3]
     assert sorted(started) == [0, 1, 2, 3]
+
+
+def test_a_results_file_that_cannot_be_written_stops_the_run_at_once() -> None:
+    """A full disk: the store refuses every later line, so the units in flight are cancelled, not awaited."""
+    finished: list[int] = []
+
+    async def work(unit: int) -> dict[str, Any]:
+        await asyncio.sleep(0 if unit == 0 else 30)
+        finished.append(unit)
+        return {"id": unit}
+
+    store = _FailingStore(StoreWriteError("cannot write results.jsonl: No space left on device"))
+    engine: UnitEngine[int] = UnitEngine(
+        work=work,
+        on_error=lambda u, e: {"id": u},
+        store=store,  # type: ignore[arg-type]
+        concurrency=4,
+    )
+    with pytest.raises(StoreWriteError, match="No space"):
+        asyncio.run(engine.run(list(range(20))))
+    assert finished == [0]  # units 1-3 were cancelled in flight, not awaited
 
 
 # --- whole runs over HTTP ----------------------------------------------------------------

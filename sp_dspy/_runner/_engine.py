@@ -5,10 +5,13 @@ A fixed pool of worker coroutines pulls units from a queue, so at most
 without losing anything already written: every finished unit was appended and
 fsynced by ``JsonlStore`` before the next one started.
 
-A unit whose record cannot be stored (a full disk) stops the run, but only after
-the other workers have finished and stored the units they hold: their calls share
-one connection pool, which closes when the run ends, so ending at once would turn
-every call still in flight into a false ``connection`` error. When ``stop_when``
+A results file that can no longer be written (``StoreWriteError``: a full disk; the
+store refuses every later line) stops the run at once: the units in flight are
+cancelled, since their records could not be kept, and ``--resume`` sends them again.
+Any other failure to store a record stops the run only after the other workers have
+finished and stored the units they hold: their calls share one connection pool,
+which closes when the run ends, so ending at once would turn every call still in
+flight into a false ``connection`` error. When ``stop_when``
 says a finished record shows the rest would fail too (a bad key, an unknown model),
 workers take no further units in the same way; the units in flight finish and are written.
 """
@@ -20,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ._store import JsonlStore
+from ._store import JsonlStore, StoreWriteError
 
 Unit = TypeVar("Unit")
 Record = dict[str, Any]
@@ -56,6 +59,7 @@ class UnitEngine(Generic[Unit]):
     #: it, so ``--resume`` sends it later, and no worker takes a further unit.
     stop_on: tuple[type[Exception], ...] = ()
     _stopping: bool = field(default=False, init=False, repr=False)
+    _workers: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
 
     async def run(self, units: Sequence[Unit]) -> EngineStats:
         """Run every unit; re-raises the first failure to store a record, after the others finish."""
@@ -63,7 +67,7 @@ class UnitEngine(Generic[Unit]):
         for unit in units:
             queue.put_nowait(unit)
         self._stopping = False
-        workers = [
+        workers = self._workers = [
             asyncio.create_task(self._worker(queue)) for _ in range(max(1, min(self.concurrency, len(units))))
         ]
         try:
@@ -74,7 +78,14 @@ class UnitEngine(Generic[Unit]):
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
-        failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        failure = next(
+            (
+                o
+                for o in outcomes
+                if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError)
+            ),
+            None,
+        )
         if failure is not None:
             raise failure
         return self.stats
@@ -92,6 +103,12 @@ class UnitEngine(Generic[Unit]):
             except self.stop_on:
                 self.stats.stopped = self._stopping = True
                 return
+            except StoreWriteError:  # nothing more can be written: the units in flight are dropped now
+                self._stopping = True
+                for other in self._workers:
+                    if other is not asyncio.current_task():
+                        other.cancel()
+                raise
             except BaseException:
                 self._stopping = True  # no new units; the others finish the ones they hold
                 raise
