@@ -5,25 +5,31 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ._errors import ConfigError
+from ._errors import ConfigError, DataError
 
 
-def read_yaml_file(path: Path, what: str) -> tuple[Any, dict[str, int]]:
-    """The YAML document in ``path`` (``None`` when empty) and the line of each top-level key.
+def read_yaml_text(path: Path, what: str) -> tuple[Any, str]:
+    """The YAML document in ``path`` (``None`` when empty) and its text: every settings file's one reader.
 
-    ``what`` names the file's role in errors. An unreadable file, bytes that are not
-    UTF-8 or invalid YAML is one ``ConfigError`` line naming the file (and the line
-    of the bad bytes, or where the parser stopped); the caller checks the document's shape.
+    ``what`` names the file's role in errors. A missing or unreadable file, bytes that
+    are not UTF-8 (line and column named) or invalid YAML (the line where the parser
+    stopped) is one ``ConfigError`` line naming the file; the caller checks the
+    document's shape.
     """
     import yaml
 
+    from ._data._scan import decode_utf8
+
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        line = exc.object[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"{path}:{line}: cannot read {what}: the text is not UTF-8") from None
+    try:
+        text = decode_utf8(raw, path)
+    except DataError as exc:  # a settings file, not data: the same line, as a ConfigError
+        raise ConfigError(str(exc)) from None
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -32,6 +38,15 @@ def read_yaml_file(path: Path, what: str) -> tuple[Any, dict[str, int]]:
         raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
     except RecursionError:
         raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    return document, text
+
+
+def read_yaml_file(path: Path, what: str) -> tuple[Any, dict[str, int]]:
+    """The YAML document in ``path`` (``None`` when empty) and the line of each top-level key.
+
+    Errors as :func:`read_yaml_text`'s.
+    """
+    document, text = read_yaml_text(path, what)
     return document, key_lines(text)
 
 

@@ -105,7 +105,7 @@ def test_settings_that_are_not_utf8_are_one_line(tmp_path: Path) -> None:
     path = tmp_path / "opt.yaml"
     path.write_bytes(b"copro:\n  breadth: \xff\n")
     with pytest.raises(
-        ConfigError, match=r"opt\.yaml:2: cannot read optimizer settings: the text is not UTF-8$"
+        ConfigError, match=r"opt\.yaml:2:12: not UTF-8 \(byte 0xff\); save the file as UTF-8$"
     ):
         load_settings("copro", CoproSettings, path=path)
 

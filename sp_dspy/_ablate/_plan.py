@@ -19,6 +19,7 @@ from .._errors import ConfigError
 from .._lm import LMConfig
 from .._runner import DataSelection
 from .._user_dirs import ensure_writable_dir
+from .._yaml_lines import read_yaml_text
 from ._variants import DEFAULT_VARIANTS
 
 PLAN_FILE = "plan.json"
@@ -78,18 +79,7 @@ class AblationPlan(BaseModel):
 
 def read_plan_file(path: Path) -> dict[str, Any]:
     """The mapping in a YAML (or JSON) plan file; errors name the file and line."""
-    import yaml
-
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"--plan {path}: no such file") from None
-    except OSError as exc:
-        raise ConfigError(f"--plan {path}: cannot read ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    loaded, _ = read_yaml_text(path, "ablation plan")
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):

@@ -161,5 +161,5 @@ def _first_line(path: Path) -> object:
         with path.open("rb") as handle:
             line = handle.readline(1 << 20)
         return json.loads(line)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deeply: not this format
         return None

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from .._errors import ConfigError
 from .._redact import redact
 from .._user_dirs import default_config_dir
-from .._yaml_lines import key_lines, repeated_key
+from .._yaml_lines import key_lines, read_yaml_text, repeated_key
 
 Transport = Literal["auto", "dspy", "direct"]
 TRANSPORTS: tuple[Transport, ...] = ("auto", "dspy", "direct")
@@ -208,20 +208,8 @@ def load_model_configs(path: str | Path) -> dict[str, LMConfig]:
     Raises:
         ConfigError: one line naming the file, line, model and field that is wrong.
     """
-    import yaml
-
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read model configs ({exc.strerror or exc})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    data, text = read_yaml_text(path, "model configs")
     models = data.get("models") if isinstance(data, dict) else None
     if not isinstance(models, dict):
         raise ConfigError(f"{path}: expected a mapping 'models: {{name: {{model: ...}}}}' at the top level")

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._compile._budget import BudgetCaps
 from .._data._kinds import BenchmarkName
-from .._data._scan import decode_utf8
-from .._errors import ConfigError, DataError
+from .._errors import ConfigError
+from .._yaml_lines import read_yaml_text
 
 Protocol = Literal["per-policy", "per-rule"]
 Parser = Literal["strict", "robust"]
@@ -107,26 +107,9 @@ def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> 
 
 def _read_run_config(path: Path) -> dict[str, Any]:
     """The settings mapping of a YAML run config; anything else is one ``ConfigError`` line."""
-    import yaml
-
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such run config file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read run config ({exc.strerror or exc})") from None
-    try:
-        text = decode_utf8(raw, path)
-    except DataError as exc:  # the file is a setting, not data: same line, ConfigError
-        raise ConfigError(str(exc)) from None
-    try:
-        loaded = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{line}: invalid YAML") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    loaded, _ = read_yaml_text(path, "run config")
+    if loaded is None:
+        return {}
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of eval settings")
     return loaded
