@@ -8,10 +8,12 @@ runner, the cache of results and the scorer should not care: they all read a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from sp_dspy.metrics import Usage
 
 Status = Literal["clean", "recovered", "failed", "refused", "error"]
 """How an answer was obtained.
@@ -25,64 +27,6 @@ itself failed (network, server, context window).
 Protocol = Literal["per-policy", "per-rule"]
 Layout = Literal["official", "prefix"]
 TargetType = Literal["decisive", "distractor", "exception"]
-
-# Usage keys that are token counts; anything else a provider reports is dropped.
-_TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
-
-
-class Usage(BaseModel):
-    """Token counts of one or more LM calls (``reasoning_tokens`` when reported)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    reasoning_tokens: int | None = None
-
-    @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | None) -> Usage:
-        """Read a provider/litellm usage dict, tolerating missing and odd values."""
-        if not raw:
-            return cls()
-        counts = {key: _as_int(raw.get(key)) for key in _TOKEN_KEYS}
-        if not counts["total_tokens"]:
-            counts["total_tokens"] = counts["prompt_tokens"] + counts["completion_tokens"]
-        details = raw.get("completion_tokens_details")
-        reasoning = raw.get("reasoning_tokens")
-        if reasoning is None and isinstance(details, Mapping):
-            reasoning = details.get("reasoning_tokens")
-        return cls(**counts, reasoning_tokens=None if reasoning is None else _as_int(reasoning))
-
-    def __add__(self, other: Usage) -> Usage:
-        reasoning = (
-            None
-            if self.reasoning_tokens is None and other.reasoning_tokens is None
-            else (self.reasoning_tokens or 0) + (other.reasoning_tokens or 0)
-        )
-        return Usage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            total_tokens=self.total_tokens + other.total_tokens,
-            reasoning_tokens=reasoning,
-        )
-
-    @classmethod
-    def total(cls, parts: Iterable[Usage]) -> Usage:
-        result = cls()
-        for part in parts:
-            result = result + part
-        return result
-
-
-def _as_int(value: object) -> int:
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value)
-    return 0
 
 
 def add_costs(costs: Iterable[float | None]) -> float | None:

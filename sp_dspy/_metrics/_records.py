@@ -15,8 +15,8 @@ merged; de-duplicating here is what makes a re-run of failed judgments safe.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -34,7 +34,11 @@ POLICY_KINDS = (None, "policy", "record", "case")
 
 
 class Usage(BaseModel):
-    """Token counts of one LM call (or the sum over a case's calls)."""
+    """Token counts of one LM call or the sum over several: the one usage of programs' outputs and records.
+
+    Extra keys a results file carries (another harness's ``cost``) are kept; ``null``
+    counts read as 0.
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -47,6 +51,53 @@ class Usage(BaseModel):
     @classmethod
     def _null_is_zero(cls, value: object) -> object:
         return 0 if value is None else value
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> Usage:
+        """A provider's or LiteLLM's usage dict, the token counts only, tolerating missing and odd values."""
+        if not raw:
+            return cls()
+        counts = {
+            key: _as_int(raw.get(key)) for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+        }
+        if not counts["total_tokens"]:
+            counts["total_tokens"] = counts["prompt_tokens"] + counts["completion_tokens"]
+        details = raw.get("completion_tokens_details")
+        reasoning = raw.get("reasoning_tokens")
+        if reasoning is None and isinstance(details, Mapping):
+            reasoning = details.get("reasoning_tokens")
+        return cls(**counts, reasoning_tokens=None if reasoning is None else _as_int(reasoning))
+
+    def __add__(self, other: Usage) -> Usage:
+        reasoning = (
+            None
+            if self.reasoning_tokens is None and other.reasoning_tokens is None
+            else (self.reasoning_tokens or 0) + (other.reasoning_tokens or 0)
+        )
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            reasoning_tokens=reasoning,
+        )
+
+    @classmethod
+    def total(cls, parts: Iterable[Usage]) -> Usage:
+        result = cls()
+        for part in parts:
+            result = result + part
+        return result
+
+
+def _as_int(value: object) -> int:
+    """A reported token count as an int (0 for anything that is not a number)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    return 0
 
 
 def _flag(value: object) -> object:
@@ -144,24 +195,6 @@ class JudgmentRecord(BaseModel):
 
 
 def sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
-    """The sum of the given usages (None when there is none).
-
-    A missing count is 0; ``reasoning_tokens`` stays None unless some usage gives it.
-    """
-    prompt = completion = total = 0
-    reasoning: int | None = None
-    present = False
-    for usage in usages:
-        if usage is None:
-            continue
-        present = True
-        prompt += usage.prompt_tokens or 0
-        completion += usage.completion_tokens or 0
-        total += usage.total_tokens or 0
-        if (count := usage.reasoning_tokens) is not None:
-            reasoning = (reasoning or 0) + count
-    if not present:
-        return None
-    return Usage(
-        prompt_tokens=prompt, completion_tokens=completion, total_tokens=total, reasoning_tokens=reasoning
-    )
+    """The sum of the given usages (None when there is none)."""
+    present = [usage for usage in usages if usage is not None]
+    return Usage.total(present) if present else None
