@@ -41,6 +41,16 @@ def read_yaml_text(path: Path, what: str) -> tuple[Any, str]:
     return document, text
 
 
+def read_yaml_mapping(path: Path, what: str, expected: str) -> dict[str, Any]:
+    """The mapping a settings file holds (``{}`` when empty); anything else is ``{path}: expected {expected}``."""
+    document, _ = read_yaml_text(path, what)
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ConfigError(f"{path}: expected {expected}")
+    return document
+
+
 def read_yaml_file(path: Path, what: str) -> tuple[Any, dict[str, int]]:
     """The YAML document in ``path`` (``None`` when empty) and the line of each top-level key.
 

@@ -19,7 +19,7 @@ from .._errors import ConfigError
 from .._lm import LMConfig
 from .._runner import DataSelection
 from .._user_dirs import ensure_writable_dir
-from .._yaml_lines import read_yaml_text
+from .._yaml_lines import read_yaml_mapping
 from ._variants import DEFAULT_VARIANTS
 
 PLAN_FILE = "plan.json"
@@ -79,12 +79,9 @@ class AblationPlan(BaseModel):
 
 def read_plan_file(path: Path) -> dict[str, Any]:
     """The mapping in a YAML (or JSON) plan file; errors name the file and line."""
-    loaded, _ = read_yaml_text(path, "ablation plan")
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: expected a mapping of ablation settings (lm, variants, data, ...)")
-    return loaded
+    return read_yaml_mapping(
+        path, "ablation plan", "a mapping of ablation settings (lm, variants, data, ...)"
+    )
 
 
 def build_plan(settings: dict[str, Any], where: str = "flags") -> AblationPlan:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .._compile._budget import BudgetCaps
 from .._data._kinds import BenchmarkName
 from .._errors import ConfigError
-from .._yaml_lines import read_yaml_text
+from .._yaml_lines import read_yaml_mapping
 
 Protocol = Literal["per-policy", "per-rule"]
 Parser = Literal["strict", "robust"]
@@ -107,12 +107,7 @@ def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> 
 
 def _read_run_config(path: Path) -> dict[str, Any]:
     """The settings mapping of a YAML run config; anything else is one ``ConfigError`` line."""
-    loaded, _ = read_yaml_text(path, "run config")
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: expected a mapping of eval settings")
-    return loaded
+    return read_yaml_mapping(path, "run config", "a mapping of eval settings")
 
 
 def _merge(base: dict[str, Any], flags: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
