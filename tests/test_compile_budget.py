@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,6 +91,25 @@ def test_budgeted_lm_counts_completions_refuses_without_calling_and_shares_the_b
         guarded.copy(temperature=1.0)("Once more?")
     assert len(fake_engine(lm).calls) == 4 and budget.roles["task"].calls == 4  # type: ignore[union-attr]
     assert budget.roles["task"].prompt_tokens > 0
+
+
+def test_a_copy_of_the_budgeted_lm_calls_with_its_own_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIMBA samples on ``lm.copy(rollout_id=r, temperature=1.0)``: the call carries them."""
+    lm = make_lm(LMConfig(model="fake/oracle"))
+    guarded = budgeted(lm, Budget(caps=BudgetCaps()), "task")
+    seen: list[float | None] = []
+    engine = fake_engine(lm)
+    assert engine is not None
+    complete = engine.complete
+
+    def spy(request: Any) -> Any:
+        seen.append(request.config.temperature)
+        return complete(request)
+
+    monkeypatch.setattr(engine, "complete", spy)
+    guarded("Plain?")
+    guarded.copy(rollout_id=1, temperature=1.0)("Sampled?")
+    assert seen == [None, 1.0] and guarded.kwargs.get("temperature") is None
 
 
 @pytest.mark.parametrize("optimizer", list(TINY))

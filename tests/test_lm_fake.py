@@ -165,6 +165,27 @@ def test_instructed_rewards_rewritten_instructions() -> None:
     assert better.violated_rules == GOLD
 
 
+def test_instructed_samples_of_one_prompt_differ_like_simba_rollouts() -> None:
+    """At temperature > 0 (DSPy's rollouts: ``lm.copy(rollout_id=r, temperature=1.0)``) every
+    second sample of the same prompt checks every rule; unsampled calls never do."""
+    lm, _ = fake("instructed")
+    rollouts = [lm.copy(rollout_id=r, temperature=1.0) for r in range(4)]
+    with dspy.context(lm=lm):
+        assert [
+            dspy.Predict(Guard)(policy=POLICY, conversation=CONVERSATION).violated_rules for _ in range(2)
+        ] == [
+            GOLD[:1],
+            GOLD[:1],
+        ]
+    sampled = []
+    for rollout in rollouts:
+        with dspy.context(lm=rollout):
+            sampled.append(dspy.Predict(Guard)(policy=POLICY, conversation=CONVERSATION).violated_rules)
+    assert sampled == [GOLD[:1], GOLD, GOLD[:1], GOLD]
+    oracle, _ = fake("oracle")
+    assert policy_rules(oracle.copy(rollout_id=1, temperature=1.0)) == GOLD  # other behaviours: unchanged
+
+
 def test_garbage_fails_dspy_parsing() -> None:
     lm, engine = fake("garbage")
     with dspy.context(lm=lm), pytest.raises(dspy.utils.exceptions.AdapterParseError):

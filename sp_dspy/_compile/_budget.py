@@ -336,7 +336,9 @@ def budgeted_class() -> type[Any]:
         Each call runs on a fresh ``inner.copy()`` (shared engine and cache, its own
         history), so the history entry of *this* call is known even when threads share
         the wrapper; the entry is added to the wrapper's history too. Adapters read the
-        wrapper's ``model``, ``kwargs`` and capabilities, which are the inner LM's.
+        wrapper's ``model``, ``kwargs`` and capabilities, which are the inner LM's. A copy
+        of the wrapper with other settings (DSPy's ``lm.copy(rollout_id=..., temperature=1.0)``
+        for SIMBA's and ``BestOfN``'s samples) calls with those settings.
         """
 
         def __init__(
@@ -410,9 +412,15 @@ def budgeted_class() -> type[Any]:
             if classify_error(exc) not in PER_EXAMPLE_ERRORS:
                 self.budget.record_error(self.role, _one_line(exc))
 
+        def _fresh_call(self) -> Any:
+            """A fresh copy of the inner LM carrying this wrapper's request settings."""
+            call = self.inner.copy()
+            call.kwargs = dict(self.kwargs)
+            return call
+
         def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
             ticket = self._reserve(prompt, messages, kwargs)
-            call = self.inner.copy()
+            call = self._fresh_call()
             try:
                 return call(prompt, messages=messages, **kwargs)
             except Exception as exc:
@@ -423,7 +431,7 @@ def budgeted_class() -> type[Any]:
 
         async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
             ticket = self._reserve(prompt, messages, kwargs)
-            call = self.inner.copy()
+            call = self._fresh_call()
             try:
                 return await call.acall(prompt, messages=messages, **kwargs)
             except Exception as exc:

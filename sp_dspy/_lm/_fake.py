@@ -26,7 +26,12 @@ Behaviours (``fake`` alone means ``fake/oracle``):
   (case-insensitive) or the prompt shows a demonstration whose answer lists two or
   more rules, otherwise reports only the first gold violation; it lets a test prove
   that an optimizer which rewrites instructions (or adds demonstrations) improves a
-  program.
+  program. Sampled (``temperature > 0``, as DSPy's rollouts ask: SIMBA, ``BestOfN``),
+  it also reports every violation on the second, fourth, ... time it is sent the very
+  same request, so samples of one prompt differ the way a real model's do and SIMBA
+  can build a demonstration or a rule from the better trajectory. (DSPy strips the
+  ``rollout_id`` before the engine sees a request; the temperature and the repeat count
+  are what a sample can be told apart by.)
 
 Asked by an optimizer for instructions (COPRO and MIPRO proposals, GEPA's reflection,
 SIMBA's advice), every behaviour but ``refuse`` and ``garbage`` answers with an
@@ -140,11 +145,15 @@ def instructed_to_check_all(view: PromptView) -> bool:
     return any(_SEVERAL_RULES.search(demo) for demo in view.demos)
 
 
-def decide(behaviour: str, view: PromptView, gold: GoldBook, repeat: int = 0) -> Decision | str:
+def decide(
+    behaviour: str, view: PromptView, gold: GoldBook, repeat: int = 0, *, sampled: bool = False
+) -> Decision | str:
     """The fake's answer: a :class:`Decision`, or a literal reply (refusal, garbage).
 
     ``repeat`` counts earlier answers to the very same request; it picks which
-    instruction a proposal request gets (see the module docstring).
+    instruction a proposal request gets and, for a ``sampled`` request (temperature
+    above 0), whether ``instructed`` happens to check every rule (see the module
+    docstring).
     """
     if behaviour == "refuse":
         return REFUSAL_TEXT
@@ -164,7 +173,8 @@ def decide(behaviour: str, view: PromptView, gold: GoldBook, repeat: int = 0) ->
         # A DSPy prompt's last user message holds this case's inputs; earlier messages may
         # be demos of other cases, which must not decide the answer.
         violated = gold.lookup(view.user if view.kind == "dspy" else view.text) or ()
-        if behaviour == "instructed" and not instructed_to_check_all(view):
+        lucky_sample = sampled and repeat % 2 == 1
+        if behaviour == "instructed" and not (lucky_sample or instructed_to_check_all(view)):
             violated = violated[:1]
     return Decision(behaviour, tuple(sorted(set(violated))), view.target)
 
@@ -197,15 +207,23 @@ class FakeEngine:
             self._queue.extend(replies)
 
     def reply(
-        self, messages: Sequence[Mapping[str, Any]], *, response_format: Mapping[str, Any] | None = None
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        response_format: Mapping[str, Any] | None = None,
+        temperature: float | None = None,
     ) -> str:
-        """Answer OpenAI-style ``messages`` (used by the engine and by the stub server)."""
+        """Answer OpenAI-style ``messages`` (used by the engine and by the stub server).
+
+        A ``temperature`` above 0 marks the request as sampled (see :func:`decide`).
+        """
         with self._lock:
             queued = self._queue.popleft() if self._queue else None
         if queued is None:
             view = read_prompt(messages, wants_json=bool(response_format))
-            repeat = self._count_asked(view.text) if view.asks_for_instructions else 0
-            decision = decide(self.behaviour, view, self.gold, repeat)
+            sampled = bool(temperature) and self.behaviour == "instructed"
+            repeat = self._count_asked(view.text) if view.asks_for_instructions or sampled else 0
+            decision = decide(self.behaviour, view, self.gold, repeat, sampled=sampled)
             queued = decision if isinstance(decision, str) else render(view, decision)
         plain = [
             {"role": str(m.get("role", "")), "content": message_text(m.get("content"))} for m in messages
@@ -229,7 +247,9 @@ class FakeEngine:
             system = "".join(getattr(part, "text", "") or "" for part in system)
         messages = [{"role": "system", "content": system}] if system else []
         messages += [{"role": m.role, "content": m.text or ""} for m in request.messages]
-        text = self.reply(messages, response_format=request.config.response_format)
+        text = self.reply(
+            messages, response_format=request.config.response_format, temperature=request.config.temperature
+        )
         usage = Usage(
             input_tokens=sum(count_tokens(m["content"]) for m in messages), output_tokens=count_tokens(text)
         )
