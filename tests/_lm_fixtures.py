@@ -8,6 +8,15 @@ prompt builder, so they are built here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any
+
+from sp_dspy import load_benchmark
+from sp_dspy._lm import StubServer
+from sp_dspy._runner._fake_gold import teach_fake
+
 POLICY = """Check ALL rules below against the conversation and identify the net set of violated rules.
 
 1. The chatbot must not disclose credentials.
@@ -77,3 +86,11 @@ def per_rule_messages(rule: int, text: str, conversation: str = CONVERSATION) ->
 RULE_TEXTS = {
     int(line.split(".", 1)[0]): line.split(". ", 1)[1] for line in POLICY.splitlines() if line[:1].isdigit()
 }
+
+
+@contextmanager
+def oracle_stub(**options: Any) -> Iterator[StubServer]:
+    """A loopback stub (``StubServer(**options)``) whose fake oracle knows every gold answer of the bundled sample."""
+    with StubServer(**options) as stub:
+        teach_fake(SimpleNamespace(engine=stub.fake), load_benchmark().cases)
+        yield stub

@@ -12,7 +12,6 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,9 +21,9 @@ from sp_dspy import load_benchmark
 from sp_dspy._data import Case
 from sp_dspy._lm import StubServer
 from sp_dspy._protocol import build_targets, per_policy_messages, per_rule_messages
-from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
+from tests._lm_fixtures import oracle_stub
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(120)]
 
@@ -34,8 +33,7 @@ SAMPLE = load_benchmark().cases
 @pytest.fixture
 def server() -> Iterator[StubServer]:
     """A stub whose fake oracle knows every gold answer of the bundled sample."""
-    with StubServer() as stub:
-        teach_fake(SimpleNamespace(engine=stub.fake), SAMPLE)
+    with oracle_stub() as stub:
         yield stub
 
 

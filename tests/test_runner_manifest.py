@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
 
 from sp_dspy import load_benchmark
 from sp_dspy._lm import StubServer
-from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy.cli import app
+from tests._lm_fixtures import oracle_stub
 
 pytestmark = [pytest.mark.usefixtures("isolated_run"), pytest.mark.network, pytest.mark.timeout(120)]
 
@@ -22,8 +21,7 @@ SAMPLE = load_benchmark().cases
 
 @pytest.fixture
 def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        teach_fake(SimpleNamespace(engine=stub.fake), SAMPLE)
+    with oracle_stub() as stub:
         yield stub
 
 

@@ -18,7 +18,6 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -28,8 +27,8 @@ from sp_dspy import load_benchmark
 from sp_dspy._data import Case
 from sp_dspy._lm import StubServer
 from sp_dspy._protocol import build_targets, per_policy_messages, per_rule_messages
-from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy.cli import app
+from tests._lm_fixtures import oracle_stub
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(180)]
 
@@ -40,8 +39,7 @@ Unit = tuple[str, int]  # (case id, rule); rule 0 for a per-policy case
 
 @pytest.fixture
 def server() -> Iterator[StubServer]:
-    with StubServer(latency_s=0.15) as stub:
-        teach_fake(SimpleNamespace(engine=stub.fake), SAMPLE)
+    with oracle_stub(latency_s=0.15) as stub:
         yield stub
 
 

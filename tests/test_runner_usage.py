@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,8 +19,8 @@ from sp_dspy import load_benchmark
 from sp_dspy._ablate import AblationPlan, run_ablation
 from sp_dspy._lm import LMConfig, StubServer, configure_cache
 from sp_dspy._runner import DataSelection, EvalConfig, run_eval
-from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._store import iter_records
+from tests._lm_fixtures import oracle_stub
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(180)]
 
@@ -37,8 +36,7 @@ VARIANTS = [
 @pytest.fixture
 def server(tmp_path: Path) -> Any:
     configure_cache(enabled=True, directory=tmp_path / "cache")
-    with StubServer() as stub:
-        teach_fake(SimpleNamespace(engine=stub.fake), SAMPLE)
+    with oracle_stub() as stub:
         yield stub
 
 
@@ -123,8 +121,7 @@ def test_eval_says_how_many_answers_came_from_the_cache(
     from tests.test_runner_failures import run_cli
 
     monkeypatch.setenv("SP_DSPY_CACHE_DIR", str(tmp_path / "cli-cache"))
-    with StubServer() as stub:
-        teach_fake(SimpleNamespace(engine=stub.fake), SAMPLE)
+    with oracle_stub() as stub:
         args = [
             "eval",
             "--lm",

@@ -21,7 +21,6 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -31,11 +30,11 @@ from sp_dspy import load_benchmark
 from sp_dspy._errors import ConfigError, DataError, OutputError
 from sp_dspy._lm import StubServer
 from sp_dspy._runner import RunPaths
-from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._paths import RunLock, RunLockedError
 from sp_dspy._runner._store import JsonlStore, iter_records
 from sp_dspy._user_dirs import ensure_writable_dir
 from sp_dspy.cli import app
+from tests._lm_fixtures import oracle_stub
 
 pytestmark = [pytest.mark.usefixtures("isolated_run"), pytest.mark.timeout(180)]
 
@@ -59,8 +58,7 @@ def one_line(result: Result, kind: type[Exception]) -> str:
 
 @pytest.fixture
 def server() -> Iterator[StubServer]:
-    with StubServer(latency_s=0.3) as stub:  # the first run lasts seconds: long enough to meet it
-        teach_fake(SimpleNamespace(engine=stub.fake), SAMPLE)
+    with oracle_stub(latency_s=0.3) as stub:  # the first run lasts seconds: long enough to meet it
         yield stub
 
 
