@@ -214,6 +214,7 @@ def print_paired(series: Sequence[Series]) -> None:
     by_name = {s.name: s for s in series}
     pairs = [
         ("sp-dspy score (CIs)", "reference score"),
+        ("sp-dspy score --n-boot 0 (no CIs)", "reference score"),
         ("sp-dspy score --per-rule (CIs)", "reference score --per-rule"),
         ("sp-dspy score (CIs)", "baseline score (CIs)"),
         ("sp-dspy score --per-rule (CIs)", "baseline score --per-rule (CIs)"),

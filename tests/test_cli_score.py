@@ -186,3 +186,19 @@ def test_the_json_report_is_written_even_if_stdout_closes_early(tmp_path: Path, 
     proc.stdout.close()  # nobody reads the tables
     proc.wait(timeout=60)
     assert json.loads(out.read_text(encoding="utf-8"))["ALL"]["total"] == 4
+
+
+@pytest.mark.parametrize(("n_boot", "numpy_loaded"), [("0", False), ("20", True)])
+def test_numpy_is_imported_only_for_intervals(
+    tmp_path: Path, dataset: Path, n_boot: str, numpy_loaded: bool
+) -> None:
+    results = write_results(tmp_path / "r.jsonl", [{"id": "demo-001-l0", "violated_rules": [1]}])
+    code = (
+        "import sys\n"
+        "from sp_dspy.cli import app\n"
+        f"app(['score', {str(results)!r}, '--dataset', {str(dataset)!r}, '--n-boot', {n_boot!r}],"
+        " standalone_mode=False)\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == str(numpy_loaded)

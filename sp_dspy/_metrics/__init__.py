@@ -5,16 +5,15 @@
 scorer digit for digit, plus per-domain cells, failure modes, error attribution,
 bootstrap intervals and per-rule diagnostics. ``paired_bootstrap_diff`` and
 ``mcnemar`` compare two result sets on the same cases.
+
+The bootstrap names load on first use: they need numpy, which a score without
+intervals (``--n-boot 0``), a report or a run never imports.
 """
 
-from ._bootstrap import (
-    McNemarResult,
-    PairedDiff,
-    bootstrap_cell,
-    mcnemar,
-    mcnemar_test,
-    paired_bootstrap_diff,
-)
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_getattr
+
 from ._diagnostics import (
     FAILURE_MODE_LABELS,
     attribute_errors,
@@ -46,6 +45,25 @@ from ._records import (
 from ._render import render_score_table
 from ._result_set import ResultSet
 from ._score import ScoreReport, UnknownIds, resolve_records, score
+
+if TYPE_CHECKING:
+    from ._bootstrap import (
+        McNemarResult,
+        PairedDiff,
+        bootstrap_cell,
+        mcnemar,
+        mcnemar_test,
+        paired_bootstrap_diff,
+    )
+
+__getattr__ = lazy_getattr(
+    __name__,
+    dict.fromkeys(
+        ["McNemarResult", "PairedDiff", "bootstrap_cell", "mcnemar", "mcnemar_test", "paired_bootstrap_diff"],
+        "._bootstrap",
+    ),
+    globals(),
+)
 
 __all__ = [
     "CAP_THRESHOLD",

@@ -11,7 +11,6 @@ from pydantic import BaseModel
 from .._data._gc import gc_paused
 from .._data._schema import Case
 from .._errors import DataError
-from ._bootstrap import start_intervals
 from ._diagnostics import error_attribution, failure_modes
 from ._judgments import Key, judgment_pass
 from ._official import CELLS, case_outcomes, domain_cells, level_cells
@@ -114,15 +113,18 @@ def score(
 ) -> ScoreReport:
     """Score result records (or per-rule judgments) against ``cases``.
 
-    ``all_ids`` are
-    ids that are known but filtered out of ``cases`` (e.g. other levels under
+    ``all_ids`` are ids that are known but filtered out of ``cases`` (e.g. other levels under
     ``--level``); results for them are not reported as unknown.
     """
     with gc_paused():
         records, counts = _resolve(cases, results, per_rule=per_rule)
         outcomes = case_outcomes(cases, records, cap_aware=cap_aware)
         # The bootstrap runs on worker threads (numpy releases the GIL) meanwhile.
-        intervals = start_intervals(outcomes, n_boot=n_boot, seed=seed) if ci else None
+        intervals = None
+        if ci:
+            from ._bootstrap import start_intervals  # numpy: imported only when intervals are asked for
+
+            intervals = start_intervals(outcomes, n_boot=n_boot, seed=seed)
         cells = level_cells(outcomes)
         per_rule_report = None if counts is None else diagnostics(counts)
         if per_rule_report is not None:
