@@ -1,15 +1,9 @@
 """Load and validate a SafePyramid benchmark file into ``Case`` objects.
 
 Every bad input gets one line naming the file, the case id and the field; with
-``lenient=True`` bad cases are skipped and counted instead, so one broken case in a
-3,000-case file does not stop an evaluation.
-
-Speed (3,000 cases, ~78k rubric entries, 75 MB; ``benchmarks/bench_core.py``): a file
-in the current schema is validated straight from its bytes by pydantic's JSON parser,
-which costs about what a bare ``json.loads`` does; anything else (legacy spellings,
-errors, ``--lenient`` skips) goes through the careful path, which normalises each case
-and names what is wrong. Both run with the cyclic garbage collector paused (see
-``gc_paused``).
+``lenient=True`` bad cases are skipped and counted instead. A file in the current
+schema is validated straight from its bytes; anything else (legacy spellings, errors,
+skips) goes through the careful path, which normalises each case and words the error.
 """
 
 from __future__ import annotations
@@ -44,12 +38,9 @@ _CASE_LIST: TypeAdapter[list[Case]] = TypeAdapter(list[Case])
 class Benchmark(BaseModel):
     """Validated cases plus where they came from (for manifests and split files).
 
-    ``content_hash`` (sha256 of the file's bytes) is computed on first access: only
-    commands that record it (eval manifests, split files, compile, reports) pay for
-    hashing 75 MB, ``score`` and ``compare`` do not. Keeping the bytes until then
-    would hold 75 MB for the whole run, so the file is read again instead; its size
-    and modification time must still be those of the loaded copy, otherwise the hash
-    would not describe the cases and a ``DataError`` says so.
+    ``content_hash`` (sha256 of the file) is computed on first access, by reading the
+    file again: only commands that record it pay for it. A file changed since loading
+    is a ``DataError``, since its hash would not describe the cases.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -127,11 +118,9 @@ def load_file(path: Path, *, lenient: bool = False) -> Benchmark:
 def _fast_cases(raw_bytes: bytes) -> list[Case] | None:
     """Cases validated straight from JSON, or None when the careful path must decide.
 
-    Returns cases only when the careful path would return the very same ones without
-    skipping any: no case needs legacy normalisation, ids are present and unique, and
-    every consistency check passes. Any doubt (invalid JSON, a schema error, a legacy
-    spelling) returns None, so error messages and ``--lenient`` skips stay the careful
-    path's.
+    Cases come back only when the careful path would return the same ones: no legacy
+    spelling, unique ids, every consistency check passing. Any doubt returns None, so
+    error messages and ``--lenient`` skips stay the careful path's.
     """
     head = json_head(raw_bytes)
     try:
@@ -223,9 +212,8 @@ def _validate_one(item: Any, position: int, path: Path, text: str, seen: set[str
 def check_unicode(case: Case) -> None:
     """Refuse a text holding a lone surrogate (an unpaired ``\\ud800`` escape in the JSON).
 
-    Python's JSON parser lets one through; it is no character, so nothing can write
-    it back out as UTF-8 (a result record, a request to the LM would fail or change
-    it later). Only a non-ASCII string can hold one, and ``isascii`` costs nothing.
+    Python's JSON parser lets one through, and nothing could write it back out as UTF-8
+    (a result record, a request to the LM).
     """
     texts = [(name, getattr(case, name)) for name in _TEXT_FIELDS]
     for part in ("violations", "non_violations"):

@@ -13,7 +13,6 @@ intervals (``--n-boot 0``), a report or a run never imports.
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_getattr
-
 from ._diagnostics import (
     FAILURE_MODE_LABELS,
     attribute_errors,

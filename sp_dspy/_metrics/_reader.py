@@ -4,10 +4,8 @@ Merging follows retry semantics (see ``_records``): a later file or line replace
 earlier record with the same id, and a judgment replaces an earlier one for the same
 (case, rule). A malformed line is ``FILE:LINE: why``, or is counted and skipped.
 
-Every line goes from JSON text straight to its pydantic model (pydantic's own parser,
-no intermediate ``json.loads`` dict), with the cyclic garbage collector paused while
-the records pile up. A line that fails there is re-read by ``_parse_line``, which
-decides the same way and words the error.
+Every line goes from JSON text straight to its pydantic model; a line that fails
+there is re-read by ``_parse_line``, which decides the same way and words the error.
 """
 
 from __future__ import annotations
@@ -133,10 +131,9 @@ def _line_kind(value: Any) -> str:
 def _any_line() -> TypeAdapter[JudgmentRecord | PolicyRecord | _Skipped]:
     """One line straight from JSON text to its model, dispatched on ``kind``.
 
-    About twice as fast as ``json.loads`` + ``model_validate``. Any failure (a
-    non-object line, a bad field, JSON that pydantic's parser refuses) is re-read by
-    ``_parse_line``, which accepts exactly what it always did and words the error.
-    Built on first use: most files never need it (see ``_fast_line``).
+    Any failure (a non-object line, a bad field, JSON pydantic's parser refuses) is
+    re-read by ``_parse_line``, which words the error. Built on first use: most files
+    never need it (see ``_fast_line``).
     """
     return TypeAdapter(
         Annotated[
@@ -154,15 +151,10 @@ _validate_record = PolicyRecord.__pydantic_validator__.validate_json
 def _fast_line(line: str, *, judgment_like: bool) -> PolicyRecord | JudgmentRecord | None:
     """``_any_line()``, with a shortcut for each kind of line a result file is made of.
 
-    Dispatching through the discriminator makes pydantic build a Python dict of the
-    whole line first, a cost that shows on per-policy records (whose lines carry the
-    model's long analysis) as much as on 68k-line judgment files. So a line is
-    first validated as the model its text suggests, and the result is kept only when
-    it is what the discriminator would pick: a judgment that states ``kind`` (which
-    the ``Literal`` pins to ``"judgment"``), or a record whose ``kind`` (an extra
-    field) is absent or a policy kind. Anything else goes through ``_any_line()``.
-    ``judgment_like`` says whether the line contains ``"judgment"`` (the caller has
-    looked already; a record line is long enough for a second look to show).
+    The discriminator makes pydantic build a Python dict of the whole line first. So a
+    line is first validated as the model its text suggests (``judgment_like``: it
+    contains ``"judgment"``), and kept only when the discriminator would pick the same:
+    a judgment stating ``kind``, or a record whose ``kind`` is absent or a policy kind.
     """
     try:
         if judgment_like:

@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from .._data._rule_number import RuleNumber
-
-if TYPE_CHECKING:
-    pass
 
 #: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).
 CAP_THRESHOLD = 65_000
