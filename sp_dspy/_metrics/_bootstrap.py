@@ -15,12 +15,11 @@ chunk by chunk, so the intervals do not depend on the chunk size.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
-import threading
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -104,90 +103,40 @@ def bootstrap_cell(
     return bootstrap_matrix(outcome_matrix(outcomes), name=name, n_boot=n_boot, seed=seed)
 
 
-def confidence_intervals(
-    outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int, workers: int | None = None
-) -> dict[str, Any]:
-    """Intervals for the cells ``L0``..``ALL`` and, under ``domains``, every domain's cells."""
-    return start_intervals(outcomes, n_boot=n_boot, seed=seed, workers=workers).result()
-
-
 def start_intervals(
-    outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int, workers: int | None = None
-) -> PendingIntervals:
-    """``confidence_intervals`` computed in the background; ``.result()`` waits for them.
+    outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int
+) -> Callable[[], dict[str, Any]]:
+    """Intervals for the cells ``L0``..``ALL`` and, under ``domains``, every domain's cells.
 
+    They are computed in the background; calling the returned function waits for them.
     Each cell is a row mask of one outcome matrix and has its own random stream, so
-    cells run on up to ``workers`` threads (default: usable CPUs, at most 4; numpy
-    releases the GIL) while the caller builds the rest of the report, with the same
-    result as without threads.
+    cells run on worker threads (numpy releases the GIL) while the caller builds the
+    rest of the report, with the same result as without threads.
     """
     scored = [o for o in outcomes if not o.excluded]
     matrix = outcome_matrix(scored)
     levels = np.array([o.level for o in scored], dtype=object)
     domains = np.array([o.domain for o in scored], dtype=object)
     everything = np.ones(len(scored), dtype=bool)
-    places: list[tuple[str | None, str]] = []
-    jobs: list[Callable[[], dict[str, list[float]] | None]] = []
+    pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
+    pending: dict[tuple[str | None, str], Future[dict[str, list[float]] | None]] = {}
     for domain in [None, *sorted({o.domain for o in outcomes})]:
         base = everything if domain is None else domains == domain
         for name in CELLS:
             rows = matrix[base & (everything if name == "ALL" else levels == name)]
             label = name if domain is None else f"{domain}/{name}"
-            places.append((domain, name))
-            jobs.append(functools.partial(bootstrap_matrix, rows, name=label, n_boot=n_boot, seed=seed))
-    return PendingIntervals(places, jobs, _default_workers() if workers is None else workers)
+            pending[domain, name] = pool.submit(bootstrap_matrix, rows, name=label, n_boot=n_boot, seed=seed)
+    pool.shutdown(wait=False)
 
+    def result() -> dict[str, Any]:
+        intervals: dict[str, Any] = {name: pending[None, name].result() for name in CELLS}
+        intervals["domains"] = {}
+        for (domain, name), future in pending.items():
+            if domain is not None:
+                intervals["domains"].setdefault(domain, {})[name] = future.result()
+        return intervals
 
-def _default_workers() -> int:
-    available = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
-    return max(1, min(4, len(available)))
-
-
-class PendingIntervals:
-    """Interval jobs running on worker threads; ``result()`` joins them and assembles the dict."""
-
-    def __init__(
-        self,
-        places: list[tuple[str | None, str]],
-        jobs: list[Callable[[], dict[str, list[float]] | None]],
-        workers: int,
-    ) -> None:
-        self._places = places
-        self._jobs = jobs
-        self._results: list[dict[str, list[float]] | None] = [None] * len(jobs)
-        self._errors: list[BaseException] = []
-        self._lock = threading.Lock()
-        self._next = 0
-        count = min(workers, len(jobs)) if workers > 1 else 0
-        self._threads = [threading.Thread(target=self._work, daemon=True) for _ in range(count)]
-        for thread in self._threads:
-            thread.start()
-
-    def _take(self) -> int:
-        with self._lock:
-            index, self._next = self._next, self._next + 1
-            return index
-
-    def _work(self) -> None:
-        while (index := self._take()) < len(self._jobs):
-            try:
-                self._results[index] = self._jobs[index]()
-            except BaseException as exc:  # re-raised in the caller's thread by result()
-                self._errors.append(exc)
-                return
-
-    def result(self) -> dict[str, Any]:
-        """The intervals, as ``confidence_intervals`` returns them."""
-        self._work()  # without threads all jobs run here; with them this thread helps
-        for thread in self._threads:
-            thread.join()
-        if self._errors:
-            raise self._errors[0]
-        intervals: dict[str, Any] = {"domains": {}}
-        for (domain, name), value in zip(self._places, self._results, strict=True):
-            target = intervals if domain is None else intervals["domains"].setdefault(domain, {})
-            target[name] = value
-        return {**{name: intervals[name] for name in CELLS}, "domains": intervals["domains"]}
+    return result
 
 
 class PairedDiff(BaseModel):

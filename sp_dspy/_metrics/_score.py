@@ -140,7 +140,7 @@ def score(
             domains=domain_cells(outcomes),
             failure_modes=failure_modes(cases, outcomes),
             error_attribution=error_attribution(cases, outcomes),
-            ci={} if intervals is None else intervals.result(),
+            ci={} if intervals is None else intervals(),
             per_rule=per_rule_report,
             unknown_ids=UnknownIds(count=len(unknown), examples=unknown[:5]),
             bad_lines=results.bad_lines if isinstance(results, ResultSet) else 0,
