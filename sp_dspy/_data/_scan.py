@@ -19,12 +19,9 @@ from typing import Any
 from .._errors import DataError
 
 _LEADING_SPACE = re.compile(rb"\s*")
-# A rule line ``N. text`` (leading whitespace allowed). The search is anchored on a
-# literal "\n", which lets the regex engine skip to line starts: 3x faster than the
-# equivalent ``^\s*(\d+)\.\s`` with MULTILINE. Rather than copying every policy to
-# prepend a newline, the first line gets its own anchored match: a line match either
-# starts at a newline of the policy or covers its leading whitespace, which
-# ``_FIRST_RULE`` does (same set of numbers: ``test_rule_numbers_match_the_loader``).
+# A rule line ``N. text`` (leading whitespace allowed), anchored on a literal "\n" so
+# the regex engine can skip to line starts; the first line gets its own anchored match
+# instead of copying every policy to prepend a newline.
 _RULE_LINE = re.compile(r"\n\s*(\d+)\.(?=\s)")
 _FIRST_RULE = re.compile(r"\s*(\d+)\.(?=\s)")
 
