@@ -72,6 +72,7 @@ def resolve_lm(spec: object, config_file: Path | None, where: str, **overrides: 
         raise ConfigError(f"{where}: field lm.{field}: {first['msg']}") from None
 
 
+@lmo.with_lm_flags
 def ablate_command(
     out: Annotated[Path, typer.Option("--out", help="Output directory (plan, results, summary, report).")],
     lm: lmo.Lm = None,
@@ -125,16 +126,7 @@ def ablate_command(
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Bootstrap seed (default 0).")] = None,
     config: lmo.ModelsConfig = None,
-    api_base: lmo.ApiBase = None,
-    api_key_env: lmo.ApiKeyEnv = None,
-    temperature: lmo.Temperature = None,
-    max_tokens: lmo.MaxTokens = None,
-    reasoning_effort: lmo.ReasoningEffort = None,
-    timeout: lmo.Timeout = None,
-    num_retries: lmo.NumRetries = None,
-    no_cache: lmo.NoCache = False,
-    json_schema: lmo.JsonSchema = False,
-    transport: lmo.Transport = None,
+    lm_flags: lmo.LmFlags = lmo.LmFlags(),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Compare per-rule and per-policy composition (and compiled programs) on one LM.
@@ -152,13 +144,7 @@ def ablate_command(
     elif resume and (out / PLAN_FILE).exists():
         where = str(out / PLAN_FILE)
         base = read_plan_file(out / PLAN_FILE)
-    lm_config = resolve_lm(
-        lm or base.get("lm"), config, where,
-        api_base=api_base, api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort, timeout=timeout, num_retries=num_retries,
-        cache=False if no_cache else None, json_schema=True if json_schema else None,
-        transport=transport,
-    )  # fmt: skip
+    lm_config = resolve_lm(lm or base.get("lm"), config, where, **lm_flags.overrides())
     flags: dict[str, Any] = {
         "variants": variants, "parser": parser, "allow_overlap": allow_overlap or None,
         "concurrency": concurrency,

@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
     app.command("check")(check_command)
 
 
+@lmo.with_lm_flags
 def check_command(
     policy: Annotated[
         Path, typer.Option("--policy", help="Policy text file: numbered rules, one per line ('1. ...').")
@@ -58,16 +59,7 @@ def check_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
     lm: lmo.Lm = None,
     config: lmo.ModelsConfig = None,
-    api_base: lmo.ApiBase = None,
-    api_key_env: lmo.ApiKeyEnv = None,
-    temperature: lmo.Temperature = None,
-    max_tokens: lmo.MaxTokens = None,
-    reasoning_effort: lmo.ReasoningEffort = None,
-    timeout: lmo.Timeout = None,
-    num_retries: lmo.NumRetries = None,
-    no_cache: lmo.NoCache = False,
-    json_schema: lmo.JsonSchema = False,
-    transport: lmo.Transport = None,
+    lm_flags: lmo.LmFlags = lmo.LmFlags(),
 ) -> None:
     """Check one conversation against a policy with a guard and print the violated rules.
 
@@ -87,14 +79,8 @@ def check_command(
         policy_source=Source("policy", str(policy)),
         conversation_source=Source("conversation", str(conversation)),
     )
-    (lm_config,) = lmo.lm_configs(
-        lm, None, config, default=lmo.LOCAL,
-        api_base=api_base, api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort, timeout=timeout, num_retries=num_retries,
-        cache=False if no_cache else None, json_schema=True if json_schema else None,
-        transport=transport,
-    )  # fmt: skip
-    configure_cache(enabled=not no_cache)
+    (lm_config,) = lmo.lm_configs(lm, None, config, default=lmo.LOCAL, **lm_flags.overrides())
+    configure_cache(enabled=not lm_flags.no_cache)
     with lmo.lm_session(lm_config) as live:
         guard = Guard.load(program, lm=live, protocol=protocol, parser=parser)
         verdict = guard.check(policy_text, raw_conversation, framework=framework_text)

@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
     app.command("eval")(eval_command)
 
 
+@lmo.with_lm_flags
 def eval_command(
     dataset: opt.Dataset = None,
     benchmark: opt.Benchmark = "safepyramid",
@@ -85,16 +86,7 @@ def eval_command(
     lm: lmo.Lm = None,
     models: lmo.Models = None,
     config: lmo.ModelsConfig = None,
-    api_base: lmo.ApiBase = None,
-    api_key_env: lmo.ApiKeyEnv = None,
-    temperature: lmo.Temperature = None,
-    max_tokens: lmo.MaxTokens = None,
-    reasoning_effort: lmo.ReasoningEffort = None,
-    timeout: lmo.Timeout = None,
-    num_retries: lmo.NumRetries = None,
-    no_cache: lmo.NoCache = False,
-    json_schema: lmo.JsonSchema = False,
-    transport: lmo.Transport = None,
+    lm_flags: lmo.LmFlags = lmo.LmFlags(),
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print projected calls, tokens and dollars; send nothing.")
     ] = False,
@@ -128,13 +120,7 @@ def eval_command(
     from .._lm import configure_cache
     from .._runner import build_eval_config, new_run_id, run_eval
 
-    configs = lmo.lm_configs(
-        lm, models, config, default=lmo.LOCAL,
-        api_base=api_base, api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort, timeout=timeout, num_retries=num_retries,
-        cache=False if no_cache else None, json_schema=True if json_schema else None,
-        transport=transport,
-    )  # fmt: skip
+    configs = lmo.lm_configs(lm, models, config, default=lmo.LOCAL, **lm_flags.overrides())
     local_default = (
         limit is None and any(lmo.is_local(c) for c in configs) and dataset is None and split is None
     )
@@ -162,7 +148,7 @@ def eval_command(
     if any(lmo.is_local(c) for c in configs) and settings.concurrency > lmo.LOCAL_CONCURRENCY:
         # One llama.cpp slot: more requests in flight only wait in its queue (and time out).
         settings = settings.model_copy(update={"concurrency": lmo.LOCAL_CONCURRENCY})
-    configure_cache(enabled=not no_cache)
+    configure_cache(enabled=not lm_flags.no_cache)
     if local_default:
         err_console.print(
             f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample "
