@@ -112,11 +112,11 @@ def compare_results(
 
     records_a = resolve_records(cases, results_a)
     records_b = resolve_records(cases, results_b)
-    compared = [case for case in cases if case.id in records_a and case.id in records_b]
+    in_a, in_b = {c.id for c in cases if c.id in records_a}, {c.id for c in cases if c.id in records_b}
+    compared = [case for case in cases if case.id in in_a and case.id in in_b]
     if not compared:
         raise DataError(
-            f"{dataset or 'the dataset'}: no case has results on both sides "
-            f"(A: {sum(c.id in records_a for c in cases)}, B: {sum(c.id in records_b for c in cases)}); "
+            f"{dataset or 'the dataset'}: no case has results on both sides (A: {len(in_a)}, B: {len(in_b)}); "
             "wrong --dataset or result files?"
         )
     outcomes_a = case_outcomes(compared, records_a, cap_aware=cap_aware)
@@ -138,15 +138,16 @@ def compare_results(
             paired=paired_bootstrap_diff([compared[i] for i in keep], records_a, records_b, **options),
             mcnemar=McNemarResult(n_pairs=len(keep), a_only=a_only, b_only=b_only, **test),
         )
-    in_a, in_b = {c.id for c in cases if c.id in records_a}, {c.id for c in cases if c.id in records_b}
     from .._data._kinds import DEFAULT_BENCHMARK, kind_of_cases
 
     kind = kind_of_cases(compared)
     extra = {}
     if kind is not None:
-        sides = {"A": kind.variant_report(compared, results_a, cap_aware=cap_aware)}
-        sides["B"] = kind.variant_report(compared, results_b, cap_aware=cap_aware)
-        extra = {side: report for side, report in sides.items() if report is not None}
+        sides = {"A": results_a, "B": results_b}.items()
+        reports = {
+            side: kind.variant_report(compared, results, cap_aware=cap_aware) for side, results in sides
+        }
+        extra = {side: report for side, report in reports.items() if report is not None}
     return Comparison(
         dataset=dataset,
         files_a=list(results_a.files),
@@ -182,9 +183,7 @@ def compare_command(
     lenient: opt.Lenient = False,
     with_evidence: opt.WithEvidence = False,
     seed: opt.Seed = 0,
-    n_boot: Annotated[
-        int, typer.Option("--n-boot", help="Paired bootstrap resamples for the 95% CIs (0 = none).")
-    ] = 1000,
+    n_boot: opt.NBoot = 1000,
 ) -> None:
     """Compare two result sets on the same cases: paired differences with CIs and McNemar's test."""
     from .._data import filter_cases

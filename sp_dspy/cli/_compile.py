@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 #: The DSPy programs a compile can start from (``--program``); ``eval --program`` runs them too.
 COMPILABLE = ("dspy", "dspy-cot")
-#: Budget caps (``CompileConfig.caps`` fields) and the flags that set them.
-CAP_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
 
 
 def register(app: typer.Typer) -> None:
@@ -99,19 +97,10 @@ def compile_command(
     ] = "0.1,0.1,0.8",
     lenient: opt.Lenient = False,
     seed: opt.Seed = 0,
-    max_calls: Annotated[int | None, typer.Option("--max-calls", min=1, help="Cap on LM calls.")] = None,
-    max_total_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--max-total-tokens", min=1, help="Cap on prompt + completion tokens of the whole compile."
-        ),
-    ] = None,
-    max_usd: Annotated[
-        float | None, typer.Option("--max-usd", help="Cap on dollars (priced models).")
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print projected calls, tokens and dollars; call nothing.")
-    ] = False,
+    max_calls: opt.MaxCalls = None,
+    max_total_tokens: opt.MaxTotalTokens = None,
+    max_usd: opt.MaxUsd = None,
+    dry_run: opt.DryRun = False,
     no_cache: lmo.NoCache = False,
     optimizer_config: Annotated[
         Path | None,
@@ -147,19 +136,15 @@ def compile_command(
     if lm is None:
         raise ConfigError("--lm is required: a model string, a configured name, fake[/behaviour] or local")
     cache = False if no_cache else None
-    shared = {"api_base": api_base, "api_key_env": api_key_env, "cache": cache}
-    task = _one(lm, config, {**shared, "temperature": temperature, "max_tokens": max_tokens,
-                             "reasoning_effort": reasoning_effort, "timeout": timeout, "num_retries": num_retries,
-                             "json_schema": True if json_schema else None})  # fmt: skip
-    helper = {"cache": cache}
-    prompt = None if prompt_lm is None else _one(
-        prompt_lm, config, {**helper, "api_base": prompt_api_base or api_base,
-                            "api_key_env": prompt_api_key_env or api_key_env}, "--prompt-lm"
-    )  # fmt: skip
-    reflection = None if reflection_lm is None else _one(
-        reflection_lm, config, {**helper, "api_base": reflection_api_base or api_base,
-                                "api_key_env": reflection_api_key_env or api_key_env}, "--reflection-lm"
-    )  # fmt: skip
+    task = lmo.lm_configs(
+        lm, None, config, default=lm, api_base=api_base, api_key_env=api_key_env, cache=cache,
+        temperature=temperature, max_tokens=max_tokens, reasoning_effort=reasoning_effort, timeout=timeout,
+        num_retries=num_retries, json_schema=json_schema or None,
+    )[0]  # fmt: skip
+    prompt = _helper_lm(prompt_lm, "--prompt-lm", config, prompt_api_base or api_base,
+                        prompt_api_key_env or api_key_env, cache)  # fmt: skip
+    reflection = _helper_lm(reflection_lm, "--reflection-lm", config, reflection_api_base or api_base,
+                            reflection_api_key_env or api_key_env, cache)  # fmt: skip
     fields = {
         "protocol": protocol, "cot": program == "dspy-cot", "optimizer": optimizer,
         "optimizer_config": optimizer_config,
@@ -204,12 +189,23 @@ def compile_command(
 def _flag(loc: tuple[int | str, ...]) -> str:
     """The flag the user typed for a ``CompileConfig`` field (``caps.max_tokens`` is ``--max-total-tokens``)."""
     field = str(loc[-1])
-    if loc[:1] == ("caps",) and field in CAP_FLAGS:
-        return CAP_FLAGS[field]
+    if loc[:1] == ("caps",) and field in opt.CAP_FLAGS:
+        return opt.CAP_FLAGS[field]
     return "--" + field.replace("_", "-")
 
 
-def _one(spec: str, config_file: Path | None, overrides: dict[str, Any], flag: str = "--lm") -> LMConfig:
+def _helper_lm(
+    spec: str | None,
+    flag: str,
+    config_file: Path | None,
+    api_base: str | None,
+    api_key_env: str | None,
+    cache: bool | None,
+) -> LMConfig | None:
+    """The prompt or reflection LM: its own endpoint and key flags, else the task LM's."""
+    if spec is None:
+        return None
+    overrides = {"api_base": api_base, "api_key_env": api_key_env, "cache": cache}
     return lmo.lm_configs(spec, None, config_file, default=spec, flag=flag, **overrides)[0]
 
 
@@ -281,10 +277,6 @@ def _print_interrupted(status: CompileStatus, out: Path, *, had_artifact: bool, 
                       highlight=False, soft_wrap=True)  # fmt: skip
 
 
-def _money(value: float | None) -> str:
-    return "unpriced" if value is None else f"${value:,.4f}"
-
-
 def _print_plan(plan: CompilePlan, caps: Any) -> None:
     from .._table import FitTable
 
@@ -294,17 +286,14 @@ def _print_plan(plan: CompilePlan, caps: Any) -> None:
     for phase, roles in plan.phases.items():
         for role, est in roles.items():
             table.add_row(phase, role, f"{est.calls:,}", f"{est.prompt_tokens:,}",
-                          f"{est.completion_tokens:,}", _money(est.usd))  # fmt: skip
+                          f"{est.completion_tokens:,}", opt.money(est.usd))  # fmt: skip
     total = plan.total
     table.add_row("total", "", f"{total.calls:,}", f"{total.prompt_tokens:,}",
-                  f"{total.completion_tokens:,}", _money(total.usd), style="bold")  # fmt: skip
+                  f"{total.completion_tokens:,}", opt.money(total.usd), style="bold")  # fmt: skip
     console.print(table)
-    checks = [("max_calls", caps.max_calls, total.calls),
-              ("max_tokens", caps.max_tokens, total.tokens), ("max_usd", caps.max_usd, total.usd)]  # fmt: skip
-    for name, cap, projected in checks:
-        if cap is not None and projected is not None and projected > cap:
-            console.print(f"[yellow]{CAP_FLAGS[name]} {cap:g} is below the estimate: the compile "
-                          "would stop there and save the best program found (budget-limited)[/yellow]")  # fmt: skip
+    for flag, cap in opt.caps_below(caps, total):
+        console.print(f"[yellow]{flag} {cap:g} is below the estimate: the compile "
+                      "would stop there and save the best program found (budget-limited)[/yellow]")  # fmt: skip
     console.print("[dim]These are estimates, not limits; only --max-calls, --max-total-tokens and --max-usd "
                   "bound what a compile spends.[/dim]")  # fmt: skip
     for line in plan.assumptions:
@@ -323,10 +312,10 @@ def _print_outcome(outcome: CompileOutcome) -> None:
     console.print(f"dev score (strict RMR): {before.describe()} -> {after.describe()}")
     console.print(f"{manifest.dev.reason[0].upper()}{manifest.dev.reason[1:]}.")
     console.print(f"calls {usage['calls']:,} ({usage['cache_hits']:,} from cache), "
-                  f"tokens {usage['total_tokens']:,}, USD {_money(usage['usd_paid'])}, {manifest.wall_s:.1f}s")  # fmt: skip
+                  f"tokens {usage['total_tokens']:,}, USD {opt.money(usage['usd_paid'])}, {manifest.wall_s:.1f}s")  # fmt: skip
     if manifest.budget_limited:
         refused_by = manifest.budget.refused_by
-        console.print(f"[yellow]budget-limited ({CAP_FLAGS.get(refused_by or '', refused_by)}): saved the best "
+        console.print(f"[yellow]budget-limited ({opt.CAP_FLAGS.get(refused_by or '', refused_by)}): saved the best "
                       "program found before the cap[/yellow]")  # fmt: skip
     for warning in outcome.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {warning}")

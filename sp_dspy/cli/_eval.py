@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 # A run that ended with units not done: some in error, or a budget cap stopped it (agreed code 3).
 EXIT_UNFINISHED = 3
-CAP_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
 # Enough of the sample to show every level within a few minutes on a 2-core CPU.
 LOCAL_DEFAULT_LIMIT = 3
 SMALL_MODEL_NOTE = (
@@ -40,7 +39,7 @@ def eval_command(
     benchmark: opt.Benchmark = "safepyramid",
     level: opt.Level = None,
     domain: opt.Domain = None,
-    split: Annotated[str | None, typer.Option("--split", help="FILE:PART, e.g. splits.json:test.")] = None,
+    split: opt.Split = None,
     limit: opt.Limit = None,
     start_idx: opt.StartIdx = 0,
     shard: Annotated[str | None, typer.Option("--shard", help="I/N: run every N-th case from I.")] = None,
@@ -87,19 +86,10 @@ def eval_command(
     models: lmo.Models = None,
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print projected calls, tokens and dollars; send nothing.")
-    ] = False,
-    max_calls: Annotated[
-        int | None, typer.Option("--max-calls", min=1, help="Cap on LM calls of the run.")
-    ] = None,
-    max_total_tokens: Annotated[
-        int | None,
-        typer.Option("--max-total-tokens", min=1, help="Cap on prompt + completion tokens of the run."),
-    ] = None,
-    max_usd: Annotated[
-        float | None, typer.Option("--max-usd", help="Cap on dollars of the run (priced models).")
-    ] = None,
+    dry_run: opt.DryRun = False,
+    max_calls: opt.MaxCalls = None,
+    max_total_tokens: opt.MaxTotalTokens = None,
+    max_usd: opt.MaxUsd = None,
     show_request: Annotated[
         bool,
         typer.Option(
@@ -178,10 +168,6 @@ def eval_command(
         raise SystemExit(EXIT_UNFINISHED)
 
 
-def _money(value: float | None) -> str:
-    return "unpriced" if value is None else f"${value:,.4f}"
-
-
 def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
     """The projection of one model's run, and which cap would stop it."""
     from .._table import FitTable
@@ -192,19 +178,14 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
         table.add_column(column, justify="left" if column == "program" else "right")
     table.add_row(
         f"{plan.program} {plan.protocol}", f"{plan.cases:,}", f"{est.calls:,}", f"{est.prompt_tokens:,}",
-        f"{est.completion_tokens:,}", _money(est.usd),
+        f"{est.completion_tokens:,}", opt.money(est.usd),
     )  # fmt: skip
     console.print(table)
-    for flag, cap, projected in (
-        ("--max-calls", caps.max_calls, est.calls),
-        ("--max-total-tokens", caps.max_tokens, est.tokens),
-        ("--max-usd", caps.max_usd, est.usd),
-    ):
-        if cap is not None and projected is not None and projected > cap:
-            console.print(
-                f"[yellow]{flag} {cap:g} is below the projection: the run would stop there, keep its "
-                "records and say how to continue[/yellow]"
-            )
+    for flag, cap in opt.caps_below(caps, est):
+        console.print(
+            f"[yellow]{flag} {cap:g} is below the projection: the run would stop there, keep its "
+            "records and say how to continue[/yellow]"
+        )
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
 
@@ -245,7 +226,7 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
         return
     if outcome.capped_by:
         spent = outcome.spent
-        flag = CAP_FLAGS[outcome.capped_by]
+        flag = opt.CAP_FLAGS[outcome.capped_by]
         err_console.print(
             f"[yellow]stopped at {flag}[/yellow]: spent {spent.calls:,} call(s), {spent.tokens:,} tokens"
             f"{f', ${spent.usd:,.4f}' if spent.priced else ''}; {outcome.units_run} unit(s) written to "
