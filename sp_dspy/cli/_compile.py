@@ -1,12 +1,9 @@
 """``sp-dspy compile``: compile a guard program with a DSPy optimizer into an artifact directory.
 
-Trains on the train split, selects on dev, never reads test; writes ``program.json``,
-``manifest.json``, ``prompt.md``, ``splits.json`` and ``compile.log`` to ``--out``.
-``--dry-run`` prints the estimated calls, tokens and dollars and sends nothing.
-While it runs, one progress display on stderr (a live panel on a terminal, a line
-per phase otherwise; nothing with ``--quiet``) shows the phase, the spend against
-the caps and the best dev score so far; the optimizers' own logs and progress bars
-go to ``compile.log``. stdout carries the final summary only.
+Trains on train, selects on dev, never reads test. While it runs, stderr shows the
+phase, the spend against the caps and the best dev score (a live panel on a terminal,
+a line per phase otherwise); the optimizers' own logs go to ``compile.log``, and stdout
+carries the final summary only.
 """
 
 from __future__ import annotations
@@ -141,10 +138,16 @@ def compile_command(
         temperature=temperature, max_tokens=max_tokens, reasoning_effort=reasoning_effort, timeout=timeout,
         num_retries=num_retries, json_schema=json_schema or None,
     )[0]  # fmt: skip
-    prompt = _helper_lm(prompt_lm, "--prompt-lm", config, prompt_api_base or api_base,
-                        prompt_api_key_env or api_key_env, cache)  # fmt: skip
-    reflection = _helper_lm(reflection_lm, "--reflection-lm", config, reflection_api_base or api_base,
-                            reflection_api_key_env or api_key_env, cache)  # fmt: skip
+
+    def helper_lm(spec: str | None, flag: str, base: str | None, key_env: str | None) -> LMConfig | None:
+        """The prompt or reflection LM: its own endpoint and key flags, else the task LM's."""
+        if spec is None:
+            return None
+        overrides = {"api_base": base or api_base, "api_key_env": key_env or api_key_env, "cache": cache}
+        return lmo.lm_configs(spec, None, config, default=spec, flag=flag, **overrides)[0]
+
+    prompt = helper_lm(prompt_lm, "--prompt-lm", prompt_api_base, prompt_api_key_env)
+    reflection = helper_lm(reflection_lm, "--reflection-lm", reflection_api_base, reflection_api_key_env)
     fields = {
         "protocol": protocol, "cot": program == "dspy-cot", "optimizer": optimizer,
         "optimizer_config": optimizer_config,
@@ -192,21 +195,6 @@ def _flag(loc: tuple[int | str, ...]) -> str:
     if loc[:1] == ("caps",) and field in opt.CAP_FLAGS:
         return opt.CAP_FLAGS[field]
     return "--" + field.replace("_", "-")
-
-
-def _helper_lm(
-    spec: str | None,
-    flag: str,
-    config_file: Path | None,
-    api_base: str | None,
-    api_key_env: str | None,
-    cache: bool | None,
-) -> LMConfig | None:
-    """The prompt or reflection LM: its own endpoint and key flags, else the task LM's."""
-    if spec is None:
-        return None
-    overrides = {"api_base": api_base, "api_key_env": api_key_env, "cache": cache}
-    return lmo.lm_configs(spec, None, config_file, default=spec, flag=flag, **overrides)[0]
 
 
 def _spend(status: CompileStatus) -> str:
@@ -285,11 +273,9 @@ def _print_plan(plan: CompilePlan, caps: Any) -> None:
         table.add_column(column, justify="left" if column in ("phase", "LM") else "right")
     for phase, roles in plan.phases.items():
         for role, est in roles.items():
-            table.add_row(phase, role, f"{est.calls:,}", f"{est.prompt_tokens:,}",
-                          f"{est.completion_tokens:,}", opt.money(est.usd))  # fmt: skip
+            table.add_row(phase, role, *opt.estimate_cells(est))
     total = plan.total
-    table.add_row("total", "", f"{total.calls:,}", f"{total.prompt_tokens:,}",
-                  f"{total.completion_tokens:,}", opt.money(total.usd), style="bold")  # fmt: skip
+    table.add_row("total", "", *opt.estimate_cells(total), style="bold")
     console.print(table)
     for flag, cap in opt.caps_below(caps, total):
         console.print(f"[yellow]{flag} {cap:g} is below the estimate: the compile "

@@ -176,10 +176,7 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
     table = FitTable(title=f"Projected eval of {plan.model} (dry run: nothing was sent)")
     for column in ("program", "cases", "calls", "prompt tokens", "completion tokens", "USD"):
         table.add_column(column, justify="left" if column == "program" else "right")
-    table.add_row(
-        f"{plan.program} {plan.protocol}", f"{plan.cases:,}", f"{est.calls:,}", f"{est.prompt_tokens:,}",
-        f"{est.completion_tokens:,}", opt.money(est.usd),
-    )  # fmt: skip
+    table.add_row(f"{plan.program} {plan.protocol}", f"{plan.cases:,}", *opt.estimate_cells(est))
     console.print(table)
     for flag, cap in opt.caps_below(caps, est):
         console.print(

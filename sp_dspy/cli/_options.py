@@ -78,6 +78,14 @@ def money(value: float | None) -> str:
     return "unpriced" if value is None else f"${value:,.4f}"
 
 
+def estimate_cells(estimate: Any) -> tuple[str, ...]:
+    """An estimate's table cells: calls, prompt tokens, completion tokens, USD."""
+    return (
+        f"{estimate.calls:,}", f"{estimate.prompt_tokens:,}", f"{estimate.completion_tokens:,}",
+        money(estimate.usd),
+    )  # fmt: skip
+
+
 def caps_below(caps: Any, projected: Any) -> list[tuple[str, float]]:
     """``(flag, cap)`` of every budget cap below the ``projected`` calls, tokens or dollars."""
     amounts = {"max_calls": projected.calls, "max_tokens": projected.tokens, "max_usd": projected.usd}
