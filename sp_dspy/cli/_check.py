@@ -1,10 +1,7 @@
 """``sp-dspy check``: one policy, one conversation, one verdict, from the shell.
 
-The same ``Guard`` an application uses (``sp_dspy.Guard``), so a compiled artifact
-can be tried on a conversation before it is deployed. Input errors name the file
-and the line (text) or message index (JSON). The exit status gates a script like
-``grep``'s: 0 when no rule is violated, 1 when some rule is violated, 2 when there is
-no verdict (bad input, or the guard gave no usable answer: failed, refused, error).
+The same ``sp_dspy.Guard`` an application uses, so an artifact can be tried before it is
+deployed. The exit status gates a script like ``grep``'s (see the command's help).
 """
 
 from __future__ import annotations
@@ -71,7 +68,7 @@ def check_command(
     policy_text = _read_text(policy, "--policy")
     raw_conversation = read_conversation(conversation)
     framework_text = _read_text(framework, "--framework") if framework is not None else ""
-    # Checked before anything starts (a local server, an LM): bad input costs nothing.
+    # Checked before a local server or an LM starts: bad input costs nothing.
     case = guard_case(
         policy_text,
         raw_conversation,

@@ -1,19 +1,12 @@
 """``sp-dspy compare``: is B better than A on the same cases, beyond noise?
 
-Two result sets of one dataset (e.g. the official baseline and a compiled program,
-same LM, test split) are compared per level and pooled (``ALL``):
+Per level and pooled (``ALL``), over the cases *both* sides have results for (cases only
+one side ran are counted, not compared):
 
-- Which cases: those of the dataset that *both* sides have results for, so a run
-  on a subset compares with a full run on that subset. Cases only one side ran are
-  counted, not compared.
-- Differences ``B - A`` of RMR, RMR@1.0 and RDR with a 95% paired bootstrap
-  interval (``paired_bootstrap_diff``): over the cases both sides *scored*, both
-  resampled with the same draws, so an exclusion on one side cannot pose as accuracy.
-- McNemar's test on exact match over *all* compared cases, where a case a side
-  excluded (refused, unparseable, errored) counts as wrong for that side: a guard
-  must not win the test by declining the hard cases.
-
-Per-rule judgment files are folded into per-case sets first, as ``score`` does.
+- ``B - A`` of RMR, RMR@1.0 and RDR with a 95% paired bootstrap interval over the cases
+  both sides *scored*, resampled with the same draws;
+- McNemar's test on exact match over *all* compared cases, a case a side excluded
+  counting as wrong for it: a guard must not win by declining the hard cases.
 """
 
 from __future__ import annotations
@@ -79,7 +72,7 @@ class Comparison(BaseModel):
 
 
 def _define_models() -> None:
-    """Resolve the metric types of the models: the metrics (numpy) load only when a comparison runs."""
+    """Resolve the models' metric types; the metrics (numpy) load only when a comparison runs."""
     from .._metrics import McNemarResult, PairedDiff
 
     if not Comparison.__pydantic_complete__:
@@ -142,12 +135,10 @@ def compare_results(
 
     kind = kind_of_cases(compared)
     extra = {}
-    if kind is not None:
-        sides = {"A": results_a, "B": results_b}.items()
-        reports = {
-            side: kind.variant_report(compared, results, cap_aware=cap_aware) for side, results in sides
-        }
-        extra = {side: report for side, report in reports.items() if report is not None}
+    for side, results in (("A", results_a), ("B", results_b)):
+        report = None if kind is None else kind.variant_report(compared, results, cap_aware=cap_aware)
+        if report is not None:
+            extra[side] = report
     return Comparison(
         dataset=dataset,
         files_a=list(results_a.files),

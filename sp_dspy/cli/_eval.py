@@ -1,7 +1,7 @@
 """``sp-dspy eval``: run a guard program on an LM over benchmark cases, then score.
 
-With no arguments it is the README's main job: the official per-policy baseline on
-the bundled sample with the embedded SmolLM2-135M model served by llama.cpp.
+With no arguments: the official per-policy baseline on the bundled sample with the
+embedded SmolLM2-135M model served by llama.cpp.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .._compile import BudgetCaps
     from .._runner import EvalPlan
 
-# A run that ended with units not done: some in error, or a budget cap stopped it (agreed code 3).
+# Some units ended in error, or a budget cap stopped the run.
 EXIT_UNFINISHED = 3
 # Enough of the sample to show every level within a few minutes on a 2-core CPU.
 LOCAL_DEFAULT_LIMIT = 3
@@ -158,8 +158,7 @@ def eval_command(
             )
         _print_outcome(outcome, live.display_name(), small=lmo.is_local(lm_config), verbose=verbose)
         if outcome.interrupted:
-            # SystemExit, not typer.Exit: ``main`` runs the app with standalone_mode=False,
-            # where click returns typer.Exit's code instead of exiting with it.
+            # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.
             raise SystemExit(130)
         if outcome.capped_by:
             raise SystemExit(EXIT_UNFINISHED)
@@ -188,7 +187,7 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
 
 
 def _show_requests(settings: Any, configs: list[Any]) -> None:
-    """``--show-request``: each model's first request as JSON on stdout; nothing is sent."""
+    """``--show-request``: each model's first request as JSON on stdout, unwrapped for jq."""
     import json
 
     from .._lm import configure_cache
@@ -200,7 +199,6 @@ def _show_requests(settings: Any, configs: list[Any]) -> None:
             request = first_request(settings, live)
         if len(configs) > 1:
             typer.echo(f"# {live.display_name()}")
-        # Plain echo, not rich: the JSON must come out unwrapped, ready for jq.
         typer.echo(json.dumps(request.shown(), indent=2, ensure_ascii=False))
 
 
@@ -232,15 +230,23 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
             soft_wrap=True,
         )
         return
-    if verbose:
-        from .._runner import iter_records
+    from .._data._kinds import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
+    from .._metrics import read_result_files
+    from .._runner import iter_records
 
+    if verbose:
         for record in iter_records(outcome.results_file):
             console.print(
                 f"{record.get('id') or record.get('cid')} {record.get('rule', '')} {record.get('parse_status')}"
             )
     console.print(f"\n[bold]{model}[/bold]: {len(outcome.cases)} case(s)")
-    _print_tables(outcome)
+    # The score tables of the cases' benchmark kind (PKU-SafeRLHF's beside the paper's figures).
+    kind = kind_of_cases(outcome.cases) or benchmark_kind(DEFAULT_BENCHMARK)
+    extra = (
+        kind.extra_scores(outcome.cases, read_result_files([outcome.results_file])) if outcome.cases else {}
+    )
+    for table in kind.score_tables(outcome.report, extra):
+        console.print(table)
     console.print(f"results: {outcome.results_file}\nmanifest: {outcome.paths.manifest}")
     if outcome.totals.cache_hits:
         err_console.print(
@@ -254,16 +260,3 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
         err_console.print(line, markup=False, highlight=False, soft_wrap=True)
     if small:
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")
-
-
-def _print_tables(outcome: Any) -> None:
-    """The score tables of the cases' benchmark kind (PKU-SafeRLHF's beside the paper's figures)."""
-    from .._data._kinds import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
-    from .._metrics import read_result_files
-
-    kind = kind_of_cases(outcome.cases) or benchmark_kind(DEFAULT_BENCHMARK)
-    extra = (
-        kind.extra_scores(outcome.cases, read_result_files([outcome.results_file])) if outcome.cases else {}
-    )
-    for table in kind.score_tables(outcome.report, extra):
-        console.print(table)
