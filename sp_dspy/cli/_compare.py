@@ -228,10 +228,8 @@ def _paths(raw: str, side: str) -> list[Path]:
     return paths
 
 
-def _num(value: Any, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.2f}" if signed else f"{value:.2f}"
+def _num(value: Any, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
 
 
 def _present(comparison: Comparison) -> list[str]:
@@ -249,15 +247,8 @@ def metrics_table(comparison: Comparison) -> Table:
         for metric, label in METRIC_LABELS.items():
             ci = paired.ci.get(metric)
             interval = "-" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
-            table.add_row(
-                name if metric == "rmr_avg" else "",
-                label,
-                str(paired.n_pairs),
-                _num(paired.a[metric]),
-                _num(paired.b[metric]),
-                _num(paired.diff[metric], signed=True),
-                interval,
-            )
+            values = (_num(paired.a[metric]), _num(paired.b[metric]), _num(paired.diff[metric], "+.2f"))
+            table.add_row(name if metric == "rmr_avg" else "", label, str(paired.n_pairs), *values, interval)
     return table
 
 
@@ -271,16 +262,8 @@ def mcnemar_table(comparison: Comparison) -> Table:
     for name in _present(comparison):
         cell = comparison.cells[name]
         result = cell.mcnemar
-        table.add_row(
-            name,
-            str(cell.n),
-            str(cell.a["excluded"]),
-            str(cell.b["excluded"]),
-            str(result.a_only),
-            str(result.b_only),
-            f"{result.p_value:.4g}",
-            result.method,
-        )
+        counts = (cell.n, cell.a["excluded"], cell.b["excluded"], result.a_only, result.b_only)
+        table.add_row(name, *map(str, counts), f"{result.p_value:.4g}", result.method)
     return table
 
 

@@ -95,12 +95,10 @@ def report_command(
 
     variants = parse_results(results, label or [])
     files = [Path(path) for _, paths in variants for path in paths]
-    first = (
-        read_result_files(list(variants[0][1]), skip_bad_lines=True) if variants and variants[0][1] else None
-    )
-    loaded = load_for_results(
-        files, [] if first is None else [first], dataset=dataset, benchmark=benchmark, lenient=lenient
-    )
+    first = read_result_files(
+        variants[0][1], skip_bad_lines=True
+    )  # RESULTS is required, and no variant is empty
+    loaded = load_for_results(files, [first], dataset=dataset, benchmark=benchmark, lenient=lenient)
     summary = build_summary(
         loaded.cases,
         variants,

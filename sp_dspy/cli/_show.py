@@ -54,7 +54,9 @@ def show_command(
         files, [results], dataset=dataset, benchmark=benchmark, lenient=lenient, check=False
     )
     by_id = {case.id: case for case in loaded.cases}
-    present = [cid for cid in _result_order(results) if cid in by_id]
+    # Case ids in the order the results file first mentions them.
+    in_order = dict.fromkeys([*results.records, *(judgment.cid for judgment in results.judgments)])
+    present = [cid for cid in in_order if cid in by_id]
     unknown = sorted(results.result_ids() - set(by_id))
     if unknown:
         raise DataError(
@@ -67,22 +69,17 @@ def show_command(
         if missing:
             raise DataError(f"--id {missing[0]}: no result for this case in {', '.join(map(str, files))}")
         present = [cid for cid in present if cid in wanted]
-    shown = 0
-    for view in _views([by_id[cid] for cid in present], results):
-        if failed and view.outcome.exact:
-            continue
+    views = [
+        view
+        for view in _views([by_id[cid] for cid in present], results)
+        if not (failed and view.outcome.exact)
+    ]
+    for view in views:
         _print_case(view)
-        shown += 1
     which = "failed " if failed else ""
-    console.print(f"[dim]{shown} {which}case(s) shown of {len(present)} with results[/dim]", highlight=False)
-
-
-def _result_order(results: ResultSet) -> list[str]:
-    """Case ids in the order the results file first mentions them."""
-    order = dict.fromkeys(results.records)
-    for judgment in results.judgments:
-        order.setdefault(judgment.cid)
-    return list(order)
+    console.print(
+        f"[dim]{len(views)} {which}case(s) shown of {len(present)} with results[/dim]", highlight=False
+    )
 
 
 @dataclass
