@@ -211,21 +211,17 @@ def _spend(status: CompileStatus) -> str:
     return ", ".join(parts)
 
 
-def _scores(status: CompileStatus) -> str:
-    def fmt(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f}"
-
-    line = f"dev score: start {fmt(status.start_score)}, best so far {fmt(status.best_score)}"
-    tried, best = status.tried()
-    if tried:
-        line += f"; {tried} candidate(s) tried, best on the optimizer's metric {fmt(best)}"
-    return line
-
-
 def _panel(status: CompileStatus) -> RenderableType:
     from rich.text import Text
 
-    return Text.assemble(("compile: ", "bold"), status.phase, "\n", _spend(status), "\n", _scores(status))
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    scores = f"dev score: start {fmt(status.start_score)}, best so far {fmt(status.best_score)}"
+    tried, best = status.tried()
+    if tried:
+        scores += f"; {tried} candidate(s) tried, best on the optimizer's metric {fmt(best)}"
+    return Text.assemble(("compile: ", "bold"), status.phase, "\n", _spend(status), "\n", scores)
 
 
 @contextlib.contextmanager
