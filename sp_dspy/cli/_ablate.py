@@ -195,10 +195,8 @@ def _print_outcome(outcome: AblationOutcome, *, small: bool) -> None:
     assert summary is not None  # set unless interrupted
     console.print(render_terminal(summary))
     runs = FitTable(title="Runs", title_justify="left", box=box.SIMPLE_HEAD)
-    runs.add_column("Variant")
-    runs.add_column("This time")
-    for header in ("Wall time", "LM calls / case", "Tokens / case"):
-        runs.add_column(header, justify="right")
+    for header in ("Variant", "This time", "Wall time", "LM calls / case", "Tokens / case"):
+        runs.add_column(header, justify="left" if header in ("Variant", "This time") else "right")
     for run in outcome.runs:
         entry = summary.variant(run.variant.label)
         cell = entry.cells["ALL"]
