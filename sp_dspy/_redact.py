@@ -1,18 +1,10 @@
 """Keep API keys out of everything sp-dspy writes: result files, settings, logs, errors.
 
-Keys only ever come from the environment (see ``LMConfig.api_key_env``), but they can
-still leak through the back door: a provider error that echoes the ``Authorization``
-header, a repr of a client object, a settings dump. Rather than trusting every code
-path, anything that writes text passes it through :func:`redact`, which replaces every
-secret value known to the process with ``***``.
-
-A value is secret when it is registered with :func:`register_secret` (``make_lm`` does
-this for the key it reads) or when it is the value of an environment variable whose
-name ends with ``_KEY``, ``_TOKEN`` or ``_SECRET`` (read at call time, so keys exported
-after import are covered too).
-
-Log lines are covered by :func:`install_log_redaction`: a ``logging.Filter`` on every
-handler, so no library's log output (DSPy's, LiteLLM's) can print a key either.
+Anything that writes text passes it through :func:`redact`, which masks every known
+secret: values registered with :func:`register_secret` (``make_lm`` registers the key
+it reads) and values of environment variables named ``*_KEY``, ``*_TOKEN`` or
+``*_SECRET`` (read at call time, so keys exported after import count too).
+:func:`install_log_redaction` does the same for every log line.
 """
 
 from __future__ import annotations
@@ -23,8 +15,7 @@ import threading
 
 MASK = "***"
 SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET")
-# Shorter values are not masked: replacing "1" or "on" everywhere would mangle output
-# and such values cannot be real credentials anyway.
+# Shorter values cannot be real credentials, and masking "1" or "on" everywhere would mangle output.
 MIN_SECRET_LENGTH = 6
 
 _lock = threading.Lock()
@@ -38,14 +29,9 @@ def register_secret(value: str | None) -> None:
             _registered.add(value)
 
 
-def is_secret_env_name(name: str) -> bool:
-    """Whether an environment variable's *name* marks its value as a secret."""
-    return name.upper().endswith(SECRET_SUFFIXES)
-
-
 def secret_values() -> list[str]:
     """Every known secret, longest first (so a key containing another is masked whole)."""
-    found = {value for name, value in os.environ.items() if is_secret_env_name(name) and value}
+    found = {value for name, value in os.environ.items() if name.upper().endswith(SECRET_SUFFIXES)}
     with _lock:
         found |= _registered
     return sorted((v for v in found if len(v) >= MIN_SECRET_LENGTH), key=len, reverse=True)
@@ -54,20 +40,17 @@ def secret_values() -> list[str]:
 def redact(text: str) -> str:
     """``text`` with every known secret value replaced by ``***``."""
     for secret in secret_values():
-        if secret in text:
-            text = text.replace(secret, MASK)
+        text = text.replace(secret, MASK)
     return text
 
 
 class RedactingFilter(logging.Filter):
-    """A logging filter that masks every known secret in a record before any handler writes it.
+    """Masks every known secret in a log record before any handler writes it; never drops one.
 
-    Libraries log what they are given: DSPy's parallelizer logs each failed example's
-    exception text, and a server that echoes the request (``Authorization`` header
-    included) puts the key in it. The filter renders the record's message with its
-    arguments, its exception traceback and its stack once, redacts them, and leaves
-    the record carrying only the redacted text, so any formatter and any handler
-    (terminal or file) write the same masked line. It never drops a record.
+    Libraries log what they are given (DSPy logs each failed example's exception, which
+    may echo an ``Authorization`` header). The record's message with its arguments, its
+    traceback and its stack are rendered once and redacted, so every formatter and
+    handler writes the same masked line.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -96,14 +79,11 @@ _installed = False
 
 
 def install_log_redaction() -> None:
-    """Make every log line this process writes go through :class:`RedactingFilter`.
+    """Make every log line this process writes go through :class:`RedactingFilter`; idempotent.
 
-    The filter is added to every handler that exists now (the root logger's, the
-    ones DSPy and LiteLLM attach to their own non-propagating loggers, and
-    ``logging.lastResort``), and the log-record factory is wrapped so that records
-    created later (by loggers or handlers set up after this call, e.g. LiteLLM's on
-    its first import) are redacted as they are made. Idempotent; the CLI calls it
-    at start-up.
+    The filter goes on every handler that exists now (also the ones DSPy and LiteLLM put
+    on their non-propagating loggers, and ``logging.lastResort``), and the record factory
+    is wrapped so records of loggers and handlers set up later are redacted as they are made.
     """
     global _installed
     loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]

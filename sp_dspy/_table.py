@@ -1,11 +1,9 @@
 """A rich table that never loses a value on a narrow console: it stacks its rows instead.
 
-Rich fits a too-wide table by shrinking its widest columns, which cuts long words
-(``academic_integ…``) and splits numbers across lines. :class:`FitTable` is drawn
-as an ordinary table whenever its natural width fits the console; otherwise each row
-becomes a block: the row's first cell as a heading, then every other cell as a
-``header value`` item, laid out in as many columns as fit. Log files and CI (where
-rich assumes 80 columns) get the same values a wide terminal shows.
+Rich fits a too-wide table by shrinking columns, which cuts long words (``academic_integ…``).
+:class:`FitTable` draws an ordinary table when its natural width fits; otherwise each row
+becomes a block: its first cell as a heading, then ``header value`` items in as many
+columns as fit, so logs and CI (80 columns) get every value a wide terminal shows.
 """
 
 from __future__ import annotations
@@ -40,15 +38,12 @@ def _text(console: Console, value: RenderableType | None, style: str = "") -> Te
 class FitTable(Table):
     """A :class:`rich.table.Table` drawn as a table when it fits, else as stacked rows."""
 
-    def natural_width(self, console: Console, options: ConsoleOptions) -> int:
-        """The width of the table with no cell wrapped or cut."""
-        return self.__rich_measure__(console, options.update_width(_UNBOUNDED)).maximum
-
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        unbounded = options.update_width(_UNBOUNDED)
         if (
             not self.columns
             or self.width is not None
-            or self.natural_width(console, options) <= options.max_width
+            or self.__rich_measure__(console, unbounded).maximum <= options.max_width
         ):
             yield from super().__rich_console__(console, options)
             return

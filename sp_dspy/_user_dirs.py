@@ -1,9 +1,7 @@
-"""Where sp-dspy keeps per-user files, decided in one place.
+"""Where sp-dspy keeps per-user files, and the one check that an output directory is writable.
 
 Its own module, importing nothing heavy, so the LM layer (response cache) and the
 local server state can use it without importing each other's packages.
-:func:`ensure_writable_dir` is the one check that an output location (results,
-cache, artifact) can be written, for every command to call early.
 """
 
 from __future__ import annotations
@@ -13,36 +11,28 @@ import tempfile
 from pathlib import Path
 
 
+def _xdg(variable: str, fallback: str) -> Path:
+    return Path(os.path.expanduser(os.environ.get(variable) or fallback)) / "sp-dspy"
+
+
 def default_cache_dir() -> Path:
     """``$SP_DSPY_CACHE_DIR``, else ``$XDG_CACHE_HOME/sp-dspy``, else ``~/.cache/sp-dspy``."""
     explicit = os.environ.get("SP_DSPY_CACHE_DIR")
-    if explicit:
-        return Path(os.path.expanduser(explicit))
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(os.path.expanduser(xdg)) if xdg else Path(os.path.expanduser("~/.cache"))
-    return base / "sp-dspy"
+    return Path(os.path.expanduser(explicit)) if explicit else _xdg("XDG_CACHE_HOME", "~/.cache")
 
 
 def default_config_dir() -> Path:
     """``$XDG_CONFIG_HOME/sp-dspy``, else ``~/.config/sp-dspy``: the user's own settings files."""
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    base = Path(os.path.expanduser(xdg)) if xdg else Path(os.path.expanduser("~/.config"))
-    return base / "sp-dspy"
+    return _xdg("XDG_CONFIG_HOME", "~/.config")
 
 
 def ensure_writable_dir(directory: Path, *, what: str) -> Path:
     """Create ``directory`` if needed and prove that a file can be written in it.
 
-    Run before a command spends anything (an LM call, a model load), so a read-only
-    directory, a path that is a file or a full disk is one line naming ``what``
-    (``--output-dir``, ``--out``, ``SP_DSPY_CACHE_DIR``) instead of a traceback later.
-    The probe writes one byte to a temporary file and removes it: root passes
-    permission bits, and a full disk often still creates empty files, so only a
-    write settles both.
-
-    Raises:
-        OutputError: the path or one of its parents is a file, or the directory
-            cannot be created or written.
+    Commands call it before spending anything, so a read-only directory, a path that is
+    a file or a full disk is one ``OutputError`` line naming ``what`` (``--output-dir``,
+    ``SP_DSPY_CACHE_DIR``). Only a real write settles it: root passes permission bits,
+    and a full disk often still creates empty files.
     """
     from ._errors import OutputError
 

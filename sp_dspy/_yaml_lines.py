@@ -11,10 +11,8 @@ from ._errors import ConfigError, DataError
 def read_yaml_text(path: Path, what: str) -> tuple[Any, str]:
     """The YAML document in ``path`` (``None`` when empty) and its text: every settings file's one reader.
 
-    ``what`` names the file's role in errors. A missing or unreadable file, bytes that
-    are not UTF-8 (line and column named) or invalid YAML (the line where the parser
-    stopped) is one ``ConfigError`` line naming the file; the caller checks the
-    document's shape.
+    A missing or unreadable file (``what`` names its role), bytes that are not UTF-8 or
+    invalid YAML is one ``ConfigError`` line naming the file (and line); callers check the shape.
     """
     import yaml
 
@@ -52,10 +50,7 @@ def read_yaml_mapping(path: Path, what: str, expected: str) -> dict[str, Any]:
 
 
 def read_yaml_file(path: Path, what: str) -> tuple[Any, dict[str, int]]:
-    """The YAML document in ``path`` (``None`` when empty) and the line of each top-level key.
-
-    Errors as :func:`read_yaml_text`'s.
-    """
+    """The YAML document in ``path`` (``None`` when empty) and the line of each top-level key."""
     document, text = read_yaml_text(path, what)
     return document, key_lines(text)
 
@@ -63,8 +58,7 @@ def read_yaml_file(path: Path, what: str) -> tuple[Any, dict[str, int]]:
 def key_lines(text: str, *, under: str | None = None) -> dict[str, int]:
     """Line (1-based) of each top-level key, or of each key in the mapping at ``under``.
 
-    Empty when the text is not YAML or not shaped that way: line numbers only decorate
-    an error message, and the loader words the real problem itself.
+    Empty when the text is not shaped that way: line numbers only decorate an error message.
     """
     return {key: lines[0] for key, lines in all_key_lines(text, under=under).items()}
 
@@ -72,8 +66,7 @@ def key_lines(text: str, *, under: str | None = None) -> dict[str, int]:
 def repeated_key(text: str, *, under: str | None = None) -> tuple[str, int, int] | None:
     """The first key given twice (in the mapping at ``under``), with its first two lines; else None.
 
-    A YAML loader keeps the last value of a repeated key without a word, so a second
-    entry meant as another model would silently replace the first.
+    A YAML loader silently keeps the last value of a repeated key.
     """
     for key, lines in all_key_lines(text, under=under).items():
         if len(lines) > 1:
@@ -91,13 +84,12 @@ def all_key_lines(text: str, *, under: str | None = None) -> dict[str, list[int]
         return {}
     if not isinstance(root, yaml.MappingNode):
         return {}
-    node: yaml.Node = root
+    node = root
     if under is not None:
         found = [value for key, value in root.value if key.value == under]
         if not found or not isinstance(found[0], yaml.MappingNode):
             return {}
         node = found[0]
-    assert isinstance(node, yaml.MappingNode)
     lines: dict[str, list[int]] = {}
     for key, _ in node.value:
         lines.setdefault(str(key.value), []).append(key.start_mark.line + 1)

@@ -2,8 +2,7 @@
 
 Settings come from flags over an optional YAML ``--plan`` file; on ``--resume`` the
 plan saved in OUTDIR is the base, so ``sp-dspy ablate --out OUTDIR --resume`` alone
-continues an interrupted ablation. The ablation package (and with it DSPy) is
-imported inside the command so ``sp-dspy --help`` stays fast.
+continues an interrupted ablation.
 """
 
 from __future__ import annotations
@@ -17,9 +16,7 @@ from .._errors import ConfigError
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console
-from ._eval import EXIT_UNFINISHED, LOCAL_DEFAULT_LIMIT
-
-DASH = "–"
+from ._eval import EXIT_UNFINISHED, LOCAL_DEFAULT_LIMIT, SMALL_MODEL_NOTE
 
 if TYPE_CHECKING:
     from .._ablate import AblationOutcome
@@ -30,14 +27,11 @@ VARIANTS_HELP = (
     "official-per-rule,dspy-per-policy,dspy-per-rule. Also: official-per-rule-prefix (cache-friendly, "
     "not official), dspy-cot-per-policy, dspy-cot-per-rule."
 )
+DASH = "–"
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``ablate`` command to ``app``."""
-    app.command(
-        "ablate",
-        help="Run several guard variants on one LM and the same cases; write summary.json and report.html.",
-    )(ablate_command)
+    app.command("ablate")(ablate_command)
 
 
 def _overlay(base: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
@@ -72,6 +66,7 @@ def resolve_lm(spec: object, config_file: Path | None, where: str, **overrides: 
         raise ConfigError(f"{where}: field lm.{field}: {first['msg']}") from None
 
 
+@lmo.with_lm_flags
 def ablate_command(
     out: Annotated[Path, typer.Option("--out", help="Output directory (plan, results, summary, report).")],
     lm: lmo.Lm = None,
@@ -86,7 +81,7 @@ def ablate_command(
     ] = None,
     level: opt.Level = None,
     domain: opt.Domain = None,
-    split: Annotated[str | None, typer.Option("--split", help="FILE:PART, e.g. splits.json:test.")] = None,
+    split: opt.Split = None,
     limit: opt.Limit = None,
     start_idx: Annotated[int | None, typer.Option("--start-idx", min=0, help="Skip this many cases.")] = None,
     lenient: opt.Lenient = False,
@@ -125,19 +120,10 @@ def ablate_command(
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Bootstrap seed (default 0).")] = None,
     config: lmo.ModelsConfig = None,
-    api_base: lmo.ApiBase = None,
-    api_key_env: lmo.ApiKeyEnv = None,
-    temperature: lmo.Temperature = None,
-    max_tokens: lmo.MaxTokens = None,
-    reasoning_effort: lmo.ReasoningEffort = None,
-    timeout: lmo.Timeout = None,
-    num_retries: lmo.NumRetries = None,
-    no_cache: lmo.NoCache = False,
-    json_schema: lmo.JsonSchema = False,
-    transport: lmo.Transport = None,
+    lm_flags: lmo.LmFlags = lmo.LmFlags(),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
-    """Compare per-rule and per-policy composition (and compiled programs) on one LM.
+    """Run several guard variants on one LM and the same cases; write summary.json and report.html.
 
     Exit status: 0 every unit answered; 2 bad input, an error, or a variant stopped early
     on a failure retrying cannot fix; 3 some units ended in error.
@@ -152,13 +138,7 @@ def ablate_command(
     elif resume and (out / PLAN_FILE).exists():
         where = str(out / PLAN_FILE)
         base = read_plan_file(out / PLAN_FILE)
-    lm_config = resolve_lm(
-        lm or base.get("lm"), config, where,
-        api_base=api_base, api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort, timeout=timeout, num_retries=num_retries,
-        cache=False if no_cache else None, json_schema=True if json_schema else None,
-        transport=transport,
-    )  # fmt: skip
+    lm_config = resolve_lm(lm or base.get("lm"), config, where, **lm_flags.overrides())
     flags: dict[str, Any] = {
         "variants": variants, "parser": parser, "allow_overlap": allow_overlap or None,
         "concurrency": concurrency,
@@ -171,15 +151,15 @@ def ablate_command(
     }  # fmt: skip
     settings = {**_overlay(base, flags), "lm": lm_config.model_dump()}
     data = settings.get("data") or {}
-    if lmo.is_local(lm_config) and not any(data.get(k) is not None for k in ("dataset", "split", "limit")):
-        settings["data"] = {**data, "limit": LOCAL_DEFAULT_LIMIT}
-        err_console.print(
-            f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample. "
-            "Pass --limit 24 for the whole sample.[/dim]"
-        )
-    if lmo.is_local(lm_config) and (settings.get("concurrency") or 16) > lmo.LOCAL_CONCURRENCY:
+    if lmo.is_local(lm_config):
+        if not any(data.get(key) is not None for key in ("dataset", "split", "limit")):
+            settings["data"] = {**data, "limit": LOCAL_DEFAULT_LIMIT}
+            err_console.print(
+                f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample. "
+                "Pass --limit 24 for the whole sample.[/dim]"
+            )
         # One llama.cpp slot: more requests in flight only wait in its queue (and time out).
-        settings["concurrency"] = lmo.LOCAL_CONCURRENCY
+        settings["concurrency"] = min(settings.get("concurrency") or 16, lmo.LOCAL_CONCURRENCY)
     plan = build_plan(settings, where)
     configure_cache(enabled=plan.lm.cache)
     outcome = run_ablation(
@@ -210,16 +190,13 @@ def _print_outcome(outcome: AblationOutcome, *, small: bool) -> None:
     from .._ablate import RESULTS_DIR
     from .._report import render_terminal
     from .._table import FitTable
-    from ._eval import SMALL_MODEL_NOTE
 
     summary = outcome.summary
-    assert summary is not None  # set whenever the ablation was not interrupted
+    assert summary is not None  # set unless interrupted
     console.print(render_terminal(summary))
     runs = FitTable(title="Runs", title_justify="left", box=box.SIMPLE_HEAD)
-    runs.add_column("Variant")
-    runs.add_column("This time")
-    for header in ("Wall time", "LM calls / case", "Tokens / case"):
-        runs.add_column(header, justify="right")
+    for header in ("Variant", "This time", "Wall time", "LM calls / case", "Tokens / case"):
+        runs.add_column(header, justify="left" if header in ("Variant", "This time") else "right")
     for run in outcome.runs:
         entry = summary.variant(run.variant.label)
         cell = entry.cells["ALL"]

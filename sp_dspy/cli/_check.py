@@ -1,10 +1,7 @@
 """``sp-dspy check``: one policy, one conversation, one verdict, from the shell.
 
-The same ``Guard`` an application uses (``sp_dspy.Guard``), so a compiled artifact
-can be tried on a conversation before it is deployed. Input errors name the file
-and the line (text) or message index (JSON). The exit status gates a script like
-``grep``'s: 0 when no rule is violated, 1 when some rule is violated, 2 when there is
-no verdict (bad input, or the guard gave no usable answer: failed, refused, error).
+The same ``sp_dspy.Guard`` an application uses, so an artifact can be tried before it is
+deployed. The exit status gates a script like ``grep``'s (see the command's help).
 """
 
 from __future__ import annotations
@@ -31,6 +28,7 @@ def register(app: typer.Typer) -> None:
     app.command("check")(check_command)
 
 
+@lmo.with_lm_flags
 def check_command(
     policy: Annotated[
         Path, typer.Option("--policy", help="Policy text file: numbered rules, one per line ('1. ...').")
@@ -58,16 +56,7 @@ def check_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
     lm: lmo.Lm = None,
     config: lmo.ModelsConfig = None,
-    api_base: lmo.ApiBase = None,
-    api_key_env: lmo.ApiKeyEnv = None,
-    temperature: lmo.Temperature = None,
-    max_tokens: lmo.MaxTokens = None,
-    reasoning_effort: lmo.ReasoningEffort = None,
-    timeout: lmo.Timeout = None,
-    num_retries: lmo.NumRetries = None,
-    no_cache: lmo.NoCache = False,
-    json_schema: lmo.JsonSchema = False,
-    transport: lmo.Transport = None,
+    lm_flags: lmo.LmFlags = lmo.LmFlags(),
 ) -> None:
     """Check one conversation against a policy with a guard and print the violated rules.
 
@@ -79,7 +68,7 @@ def check_command(
     policy_text = _read_text(policy, "--policy")
     raw_conversation = read_conversation(conversation)
     framework_text = _read_text(framework, "--framework") if framework is not None else ""
-    # Checked before anything starts (a local server, an LM): bad input costs nothing.
+    # Checked before a local server or an LM starts: bad input costs nothing.
     case = guard_case(
         policy_text,
         raw_conversation,
@@ -87,14 +76,8 @@ def check_command(
         policy_source=Source("policy", str(policy)),
         conversation_source=Source("conversation", str(conversation)),
     )
-    (lm_config,) = lmo.lm_configs(
-        lm, None, config, default=lmo.LOCAL,
-        api_base=api_base, api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort, timeout=timeout, num_retries=num_retries,
-        cache=False if no_cache else None, json_schema=True if json_schema else None,
-        transport=transport,
-    )  # fmt: skip
-    configure_cache(enabled=not no_cache)
+    (lm_config,) = lmo.lm_configs(lm, None, config, default=lmo.LOCAL, **lm_flags.overrides())
+    configure_cache(enabled=not lm_flags.no_cache)
     with lmo.lm_session(lm_config) as live:
         guard = Guard.load(program, lm=live, protocol=protocol, parser=parser)
         verdict = guard.check(policy_text, raw_conversation, framework=framework_text)

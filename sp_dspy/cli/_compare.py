@@ -1,19 +1,12 @@
 """``sp-dspy compare``: is B better than A on the same cases, beyond noise?
 
-Two result sets of one dataset (e.g. the official baseline and a compiled program,
-same LM, test split) are compared per level and pooled (``ALL``):
+Per level and pooled (``ALL``), over the cases *both* sides have results for (cases only
+one side ran are counted, not compared):
 
-- Which cases: those of the dataset that *both* sides have results for, so a run
-  on a subset compares with a full run on that subset. Cases only one side ran are
-  counted, not compared.
-- Differences ``B - A`` of RMR, RMR@1.0 and RDR with a 95% paired bootstrap
-  interval (``paired_bootstrap_diff``): over the cases both sides *scored*, both
-  resampled with the same draws, so an exclusion on one side cannot pose as accuracy.
-- McNemar's test on exact match over *all* compared cases, where a case a side
-  excluded (refused, unparseable, errored) counts as wrong for that side: a guard
-  must not win the test by declining the hard cases.
-
-Per-rule judgment files are folded into per-case sets first, as ``score`` does.
+- ``B - A`` of RMR, RMR@1.0 and RDR with a 95% paired bootstrap interval over the cases
+  both sides *scored*, resampled with the same draws;
+- McNemar's test on exact match over *all* compared cases, a case a side excluded
+  counting as wrong for it: a guard must not win by declining the hard cases.
 """
 
 from __future__ import annotations
@@ -79,7 +72,7 @@ class Comparison(BaseModel):
 
 
 def _define_models() -> None:
-    """Resolve the metric types of the models: the metrics (numpy) load only when a comparison runs."""
+    """Resolve the models' metric types; the metrics (numpy) load only when a comparison runs."""
     from .._metrics import McNemarResult, PairedDiff
 
     if not Comparison.__pydantic_complete__:
@@ -112,11 +105,11 @@ def compare_results(
 
     records_a = resolve_records(cases, results_a)
     records_b = resolve_records(cases, results_b)
-    compared = [case for case in cases if case.id in records_a and case.id in records_b]
+    in_a, in_b = {c.id for c in cases if c.id in records_a}, {c.id for c in cases if c.id in records_b}
+    compared = [case for case in cases if case.id in in_a and case.id in in_b]
     if not compared:
         raise DataError(
-            f"{dataset or 'the dataset'}: no case has results on both sides "
-            f"(A: {sum(c.id in records_a for c in cases)}, B: {sum(c.id in records_b for c in cases)}); "
+            f"{dataset or 'the dataset'}: no case has results on both sides (A: {len(in_a)}, B: {len(in_b)}); "
             "wrong --dataset or result files?"
         )
     outcomes_a = case_outcomes(compared, records_a, cap_aware=cap_aware)
@@ -138,15 +131,14 @@ def compare_results(
             paired=paired_bootstrap_diff([compared[i] for i in keep], records_a, records_b, **options),
             mcnemar=McNemarResult(n_pairs=len(keep), a_only=a_only, b_only=b_only, **test),
         )
-    in_a, in_b = {c.id for c in cases if c.id in records_a}, {c.id for c in cases if c.id in records_b}
     from .._data._kinds import DEFAULT_BENCHMARK, kind_of_cases
 
     kind = kind_of_cases(compared)
     extra = {}
-    if kind is not None:
-        sides = {"A": kind.variant_report(compared, results_a, cap_aware=cap_aware)}
-        sides["B"] = kind.variant_report(compared, results_b, cap_aware=cap_aware)
-        extra = {side: report for side, report in sides.items() if report is not None}
+    for side, results in (("A", results_a), ("B", results_b)):
+        report = None if kind is None else kind.variant_report(compared, results, cap_aware=cap_aware)
+        if report is not None:
+            extra[side] = report
     return Comparison(
         dataset=dataset,
         files_a=list(results_a.files),
@@ -182,9 +174,7 @@ def compare_command(
     lenient: opt.Lenient = False,
     with_evidence: opt.WithEvidence = False,
     seed: opt.Seed = 0,
-    n_boot: Annotated[
-        int, typer.Option("--n-boot", help="Paired bootstrap resamples for the 95% CIs (0 = none).")
-    ] = 1000,
+    n_boot: opt.NBoot = 1000,
 ) -> None:
     """Compare two result sets on the same cases: paired differences with CIs and McNemar's test."""
     from .._data import filter_cases
@@ -238,10 +228,8 @@ def _paths(raw: str, side: str) -> list[Path]:
     return paths
 
 
-def _num(value: Any, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.2f}" if signed else f"{value:.2f}"
+def _num(value: Any, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
 
 
 def _present(comparison: Comparison) -> list[str]:
@@ -259,15 +247,8 @@ def metrics_table(comparison: Comparison) -> Table:
         for metric, label in METRIC_LABELS.items():
             ci = paired.ci.get(metric)
             interval = "-" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
-            table.add_row(
-                name if metric == "rmr_avg" else "",
-                label,
-                str(paired.n_pairs),
-                _num(paired.a[metric]),
-                _num(paired.b[metric]),
-                _num(paired.diff[metric], signed=True),
-                interval,
-            )
+            values = (_num(paired.a[metric]), _num(paired.b[metric]), _num(paired.diff[metric], "+.2f"))
+            table.add_row(name if metric == "rmr_avg" else "", label, str(paired.n_pairs), *values, interval)
     return table
 
 
@@ -281,16 +262,8 @@ def mcnemar_table(comparison: Comparison) -> Table:
     for name in _present(comparison):
         cell = comparison.cells[name]
         result = cell.mcnemar
-        table.add_row(
-            name,
-            str(cell.n),
-            str(cell.a["excluded"]),
-            str(cell.b["excluded"]),
-            str(result.a_only),
-            str(result.b_only),
-            f"{result.p_value:.4g}",
-            result.method,
-        )
+        counts = (cell.n, cell.a["excluded"], cell.b["excluded"], result.a_only, result.b_only)
+        table.add_row(name, *map(str, counts), f"{result.p_value:.4g}", result.method)
     return table
 
 

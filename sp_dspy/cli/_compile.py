@@ -1,12 +1,9 @@
 """``sp-dspy compile``: compile a guard program with a DSPy optimizer into an artifact directory.
 
-Trains on the train split, selects on dev, never reads test; writes ``program.json``,
-``manifest.json``, ``prompt.md``, ``splits.json`` and ``compile.log`` to ``--out``.
-``--dry-run`` prints the estimated calls, tokens and dollars and sends nothing.
-While it runs, one progress display on stderr (a live panel on a terminal, a line
-per phase otherwise; nothing with ``--quiet``) shows the phase, the spend against
-the caps and the best dev score so far; the optimizers' own logs and progress bars
-go to ``compile.log``. stdout carries the final summary only.
+Trains on train, selects on dev, never reads test. While it runs, stderr shows the
+phase, the spend against the caps and the best dev score (a live panel on a terminal,
+a line per phase otherwise); the optimizers' own logs go to ``compile.log``, and stdout
+carries the final summary only.
 """
 
 from __future__ import annotations
@@ -31,8 +28,6 @@ if TYPE_CHECKING:
 
 #: The DSPy programs a compile can start from (``--program``); ``eval --program`` runs them too.
 COMPILABLE = ("dspy", "dspy-cot")
-#: Budget caps (``CompileConfig.caps`` fields) and the flags that set them.
-CAP_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
 
 
 def register(app: typer.Typer) -> None:
@@ -99,19 +94,10 @@ def compile_command(
     ] = "0.1,0.1,0.8",
     lenient: opt.Lenient = False,
     seed: opt.Seed = 0,
-    max_calls: Annotated[int | None, typer.Option("--max-calls", min=1, help="Cap on LM calls.")] = None,
-    max_total_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--max-total-tokens", min=1, help="Cap on prompt + completion tokens of the whole compile."
-        ),
-    ] = None,
-    max_usd: Annotated[
-        float | None, typer.Option("--max-usd", help="Cap on dollars (priced models).")
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print projected calls, tokens and dollars; call nothing.")
-    ] = False,
+    max_calls: opt.MaxCalls = None,
+    max_total_tokens: opt.MaxTotalTokens = None,
+    max_usd: opt.MaxUsd = None,
+    dry_run: opt.DryRun = False,
     no_cache: lmo.NoCache = False,
     optimizer_config: Annotated[
         Path | None,
@@ -147,19 +133,21 @@ def compile_command(
     if lm is None:
         raise ConfigError("--lm is required: a model string, a configured name, fake[/behaviour] or local")
     cache = False if no_cache else None
-    shared = {"api_base": api_base, "api_key_env": api_key_env, "cache": cache}
-    task = _one(lm, config, {**shared, "temperature": temperature, "max_tokens": max_tokens,
-                             "reasoning_effort": reasoning_effort, "timeout": timeout, "num_retries": num_retries,
-                             "json_schema": True if json_schema else None})  # fmt: skip
-    helper = {"cache": cache}
-    prompt = None if prompt_lm is None else _one(
-        prompt_lm, config, {**helper, "api_base": prompt_api_base or api_base,
-                            "api_key_env": prompt_api_key_env or api_key_env}, "--prompt-lm"
-    )  # fmt: skip
-    reflection = None if reflection_lm is None else _one(
-        reflection_lm, config, {**helper, "api_base": reflection_api_base or api_base,
-                                "api_key_env": reflection_api_key_env or api_key_env}, "--reflection-lm"
-    )  # fmt: skip
+    task = lmo.lm_configs(
+        lm, None, config, default=lm, api_base=api_base, api_key_env=api_key_env, cache=cache,
+        temperature=temperature, max_tokens=max_tokens, reasoning_effort=reasoning_effort, timeout=timeout,
+        num_retries=num_retries, json_schema=json_schema or None,
+    )[0]  # fmt: skip
+
+    def helper_lm(spec: str | None, flag: str, base: str | None, key_env: str | None) -> LMConfig | None:
+        """The prompt or reflection LM: its own endpoint and key flags, else the task LM's."""
+        if spec is None:
+            return None
+        overrides = {"api_base": base or api_base, "api_key_env": key_env or api_key_env, "cache": cache}
+        return lmo.lm_configs(spec, None, config, default=spec, flag=flag, **overrides)[0]
+
+    prompt = helper_lm(prompt_lm, "--prompt-lm", prompt_api_base, prompt_api_key_env)
+    reflection = helper_lm(reflection_lm, "--reflection-lm", reflection_api_base, reflection_api_key_env)
     fields = {
         "protocol": protocol, "cot": program == "dspy-cot", "optimizer": optimizer,
         "optimizer_config": optimizer_config,
@@ -204,13 +192,9 @@ def compile_command(
 def _flag(loc: tuple[int | str, ...]) -> str:
     """The flag the user typed for a ``CompileConfig`` field (``caps.max_tokens`` is ``--max-total-tokens``)."""
     field = str(loc[-1])
-    if loc[:1] == ("caps",) and field in CAP_FLAGS:
-        return CAP_FLAGS[field]
+    if loc[:1] == ("caps",) and field in opt.CAP_FLAGS:
+        return opt.CAP_FLAGS[field]
     return "--" + field.replace("_", "-")
-
-
-def _one(spec: str, config_file: Path | None, overrides: dict[str, Any], flag: str = "--lm") -> LMConfig:
-    return lmo.lm_configs(spec, None, config_file, default=spec, flag=flag, **overrides)[0]
 
 
 def _spend(status: CompileStatus) -> str:
@@ -227,21 +211,17 @@ def _spend(status: CompileStatus) -> str:
     return ", ".join(parts)
 
 
-def _scores(status: CompileStatus) -> str:
-    def fmt(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f}"
-
-    line = f"dev score: start {fmt(status.start_score)}, best so far {fmt(status.best_score)}"
-    tried, best = status.tried()
-    if tried:
-        line += f"; {tried} candidate(s) tried, best on the optimizer's metric {fmt(best)}"
-    return line
-
-
 def _panel(status: CompileStatus) -> RenderableType:
     from rich.text import Text
 
-    return Text.assemble(("compile: ", "bold"), status.phase, "\n", _spend(status), "\n", _scores(status))
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    scores = f"dev score: start {fmt(status.start_score)}, best so far {fmt(status.best_score)}"
+    tried, best = status.tried()
+    if tried:
+        scores += f"; {tried} candidate(s) tried, best on the optimizer's metric {fmt(best)}"
+    return Text.assemble(("compile: ", "bold"), status.phase, "\n", _spend(status), "\n", scores)
 
 
 @contextlib.contextmanager
@@ -281,10 +261,6 @@ def _print_interrupted(status: CompileStatus, out: Path, *, had_artifact: bool, 
                       highlight=False, soft_wrap=True)  # fmt: skip
 
 
-def _money(value: float | None) -> str:
-    return "unpriced" if value is None else f"${value:,.4f}"
-
-
 def _print_plan(plan: CompilePlan, caps: Any) -> None:
     from .._table import FitTable
 
@@ -293,18 +269,13 @@ def _print_plan(plan: CompilePlan, caps: Any) -> None:
         table.add_column(column, justify="left" if column in ("phase", "LM") else "right")
     for phase, roles in plan.phases.items():
         for role, est in roles.items():
-            table.add_row(phase, role, f"{est.calls:,}", f"{est.prompt_tokens:,}",
-                          f"{est.completion_tokens:,}", _money(est.usd))  # fmt: skip
+            table.add_row(phase, role, *opt.estimate_cells(est))
     total = plan.total
-    table.add_row("total", "", f"{total.calls:,}", f"{total.prompt_tokens:,}",
-                  f"{total.completion_tokens:,}", _money(total.usd), style="bold")  # fmt: skip
+    table.add_row("total", "", *opt.estimate_cells(total), style="bold")
     console.print(table)
-    checks = [("max_calls", caps.max_calls, total.calls),
-              ("max_tokens", caps.max_tokens, total.tokens), ("max_usd", caps.max_usd, total.usd)]  # fmt: skip
-    for name, cap, projected in checks:
-        if cap is not None and projected is not None and projected > cap:
-            console.print(f"[yellow]{CAP_FLAGS[name]} {cap:g} is below the estimate: the compile "
-                          "would stop there and save the best program found (budget-limited)[/yellow]")  # fmt: skip
+    for flag, cap in opt.caps_below(caps, total):
+        console.print(f"[yellow]{flag} {cap:g} is below the estimate: the compile "
+                      "would stop there and save the best program found (budget-limited)[/yellow]")  # fmt: skip
     console.print("[dim]These are estimates, not limits; only --max-calls, --max-total-tokens and --max-usd "
                   "bound what a compile spends.[/dim]")  # fmt: skip
     for line in plan.assumptions:
@@ -323,10 +294,10 @@ def _print_outcome(outcome: CompileOutcome) -> None:
     console.print(f"dev score (strict RMR): {before.describe()} -> {after.describe()}")
     console.print(f"{manifest.dev.reason[0].upper()}{manifest.dev.reason[1:]}.")
     console.print(f"calls {usage['calls']:,} ({usage['cache_hits']:,} from cache), "
-                  f"tokens {usage['total_tokens']:,}, USD {_money(usage['usd_paid'])}, {manifest.wall_s:.1f}s")  # fmt: skip
+                  f"tokens {usage['total_tokens']:,}, USD {opt.money(usage['usd_paid'])}, {manifest.wall_s:.1f}s")  # fmt: skip
     if manifest.budget_limited:
         refused_by = manifest.budget.refused_by
-        console.print(f"[yellow]budget-limited ({CAP_FLAGS.get(refused_by or '', refused_by)}): saved the best "
+        console.print(f"[yellow]budget-limited ({opt.CAP_FLAGS.get(refused_by or '', refused_by)}): saved the best "
                       "program found before the cap[/yellow]")  # fmt: skip
     for warning in outcome.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {warning}")

@@ -1,8 +1,4 @@
-"""The dataset that result files are scored on: the flags, else the run's manifest.
-
-Shared by ``score``, ``compare``, ``report`` and ``show``, so each finds a run's
-benchmark and dataset the same way and refuses results of another dataset the same way.
-"""
+"""The dataset that result files are scored on: the flags, else the run's manifest."""
 
 from __future__ import annotations
 
@@ -37,11 +33,9 @@ def load_for_results(
 ) -> Benchmark:
     """Load the dataset ``results`` are scored on.
 
-    Without ``--dataset``, the manifest of the run that wrote ``files`` names the
-    dataset and its benchmark kind (one dim line on stderr says so); ``--benchmark``
-    still wins when given and differs from the recorded one. With ``check``, results
-    none of whose ids is a case of the dataset are refused (one line) rather than
-    scored as 100% excluded.
+    Without ``--dataset``, the manifest of the run that wrote ``files`` names the dataset
+    and its benchmark (a dim line on stderr says so), unless ``--benchmark`` names another.
+    With ``check``, results none of whose ids is a case are refused, not scored as 100% excluded.
     """
     from .._data import load_benchmark
     from .._data._kinds import DEFAULT_BENCHMARK

@@ -1,7 +1,7 @@
 """``sp-dspy eval``: run a guard program on an LM over benchmark cases, then score.
 
-With no arguments it is the README's main job: the official per-policy baseline on
-the bundled sample with the embedded SmolLM2-135M model served by llama.cpp.
+With no arguments: the official per-policy baseline on the bundled sample with the
+embedded SmolLM2-135M model served by llama.cpp.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ if TYPE_CHECKING:
     from .._compile import BudgetCaps
     from .._runner import EvalPlan
 
-# A run that ended with units not done: some in error, or a budget cap stopped it (agreed code 3).
+# Some units ended in error, or a budget cap stopped the run.
 EXIT_UNFINISHED = 3
-CAP_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
 # Enough of the sample to show every level within a few minutes on a 2-core CPU.
 LOCAL_DEFAULT_LIMIT = 3
 SMALL_MODEL_NOTE = (
@@ -34,12 +33,13 @@ def register(app: typer.Typer) -> None:
     app.command("eval")(eval_command)
 
 
+@lmo.with_lm_flags
 def eval_command(
     dataset: opt.Dataset = None,
     benchmark: opt.Benchmark = "safepyramid",
     level: opt.Level = None,
     domain: opt.Domain = None,
-    split: Annotated[str | None, typer.Option("--split", help="FILE:PART, e.g. splits.json:test.")] = None,
+    split: opt.Split = None,
     limit: opt.Limit = None,
     start_idx: opt.StartIdx = 0,
     shard: Annotated[str | None, typer.Option("--shard", help="I/N: run every N-th case from I.")] = None,
@@ -85,29 +85,11 @@ def eval_command(
     lm: lmo.Lm = None,
     models: lmo.Models = None,
     config: lmo.ModelsConfig = None,
-    api_base: lmo.ApiBase = None,
-    api_key_env: lmo.ApiKeyEnv = None,
-    temperature: lmo.Temperature = None,
-    max_tokens: lmo.MaxTokens = None,
-    reasoning_effort: lmo.ReasoningEffort = None,
-    timeout: lmo.Timeout = None,
-    num_retries: lmo.NumRetries = None,
-    no_cache: lmo.NoCache = False,
-    json_schema: lmo.JsonSchema = False,
-    transport: lmo.Transport = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print projected calls, tokens and dollars; send nothing.")
-    ] = False,
-    max_calls: Annotated[
-        int | None, typer.Option("--max-calls", min=1, help="Cap on LM calls of the run.")
-    ] = None,
-    max_total_tokens: Annotated[
-        int | None,
-        typer.Option("--max-total-tokens", min=1, help="Cap on prompt + completion tokens of the run."),
-    ] = None,
-    max_usd: Annotated[
-        float | None, typer.Option("--max-usd", help="Cap on dollars of the run (priced models).")
-    ] = None,
+    lm_flags: lmo.LmFlags = lmo.LmFlags(),
+    dry_run: opt.DryRun = False,
+    max_calls: opt.MaxCalls = None,
+    max_total_tokens: opt.MaxTotalTokens = None,
+    max_usd: opt.MaxUsd = None,
     show_request: Annotated[
         bool,
         typer.Option(
@@ -128,13 +110,7 @@ def eval_command(
     from .._lm import configure_cache
     from .._runner import build_eval_config, new_run_id, run_eval
 
-    configs = lmo.lm_configs(
-        lm, models, config, default=lmo.LOCAL,
-        api_base=api_base, api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort, timeout=timeout, num_retries=num_retries,
-        cache=False if no_cache else None, json_schema=True if json_schema else None,
-        transport=transport,
-    )  # fmt: skip
+    configs = lmo.lm_configs(lm, models, config, default=lmo.LOCAL, **lm_flags.overrides())
     local_default = (
         limit is None and any(lmo.is_local(c) for c in configs) and dataset is None and split is None
     )
@@ -162,7 +138,7 @@ def eval_command(
     if any(lmo.is_local(c) for c in configs) and settings.concurrency > lmo.LOCAL_CONCURRENCY:
         # One llama.cpp slot: more requests in flight only wait in its queue (and time out).
         settings = settings.model_copy(update={"concurrency": lmo.LOCAL_CONCURRENCY})
-    configure_cache(enabled=not no_cache)
+    configure_cache(enabled=not lm_flags.no_cache)
     if local_default:
         err_console.print(
             f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample "
@@ -182,18 +158,13 @@ def eval_command(
             )
         _print_outcome(outcome, live.display_name(), small=lmo.is_local(lm_config), verbose=verbose)
         if outcome.interrupted:
-            # SystemExit, not typer.Exit: ``main`` runs the app with standalone_mode=False,
-            # where click returns typer.Exit's code instead of exiting with it.
+            # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.
             raise SystemExit(130)
         if outcome.capped_by:
             raise SystemExit(EXIT_UNFINISHED)
         units_failed = units_failed or outcome.errors.errors > 0
     if units_failed:
         raise SystemExit(EXIT_UNFINISHED)
-
-
-def _money(value: float | None) -> str:
-    return "unpriced" if value is None else f"${value:,.4f}"
 
 
 def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
@@ -204,27 +175,19 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
     table = FitTable(title=f"Projected eval of {plan.model} (dry run: nothing was sent)")
     for column in ("program", "cases", "calls", "prompt tokens", "completion tokens", "USD"):
         table.add_column(column, justify="left" if column == "program" else "right")
-    table.add_row(
-        f"{plan.program} {plan.protocol}", f"{plan.cases:,}", f"{est.calls:,}", f"{est.prompt_tokens:,}",
-        f"{est.completion_tokens:,}", _money(est.usd),
-    )  # fmt: skip
+    table.add_row(f"{plan.program} {plan.protocol}", f"{plan.cases:,}", *opt.estimate_cells(est))
     console.print(table)
-    for flag, cap, projected in (
-        ("--max-calls", caps.max_calls, est.calls),
-        ("--max-total-tokens", caps.max_tokens, est.tokens),
-        ("--max-usd", caps.max_usd, est.usd),
-    ):
-        if cap is not None and projected is not None and projected > cap:
-            console.print(
-                f"[yellow]{flag} {cap:g} is below the projection: the run would stop there, keep its "
-                "records and say how to continue[/yellow]"
-            )
+    for flag, cap in opt.caps_below(caps, est):
+        console.print(
+            f"[yellow]{flag} {cap:g} is below the projection: the run would stop there, keep its "
+            "records and say how to continue[/yellow]"
+        )
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
 
 
 def _show_requests(settings: Any, configs: list[Any]) -> None:
-    """``--show-request``: each model's first request as JSON on stdout; nothing is sent."""
+    """``--show-request``: each model's first request as JSON on stdout, unwrapped for jq."""
     import json
 
     from .._lm import configure_cache
@@ -236,7 +199,6 @@ def _show_requests(settings: Any, configs: list[Any]) -> None:
             request = first_request(settings, live)
         if len(configs) > 1:
             typer.echo(f"# {live.display_name()}")
-        # Plain echo, not rich: the JSON must come out unwrapped, ready for jq.
         typer.echo(json.dumps(request.shown(), indent=2, ensure_ascii=False))
 
 
@@ -259,7 +221,7 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
         return
     if outcome.capped_by:
         spent = outcome.spent
-        flag = CAP_FLAGS[outcome.capped_by]
+        flag = opt.CAP_FLAGS[outcome.capped_by]
         err_console.print(
             f"[yellow]stopped at {flag}[/yellow]: spent {spent.calls:,} call(s), {spent.tokens:,} tokens"
             f"{f', ${spent.usd:,.4f}' if spent.priced else ''}; {outcome.units_run} unit(s) written to "
@@ -268,15 +230,23 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
             soft_wrap=True,
         )
         return
-    if verbose:
-        from .._runner import iter_records
+    from .._data._kinds import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
+    from .._metrics import read_result_files
+    from .._runner import iter_records
 
+    if verbose:
         for record in iter_records(outcome.results_file):
             console.print(
                 f"{record.get('id') or record.get('cid')} {record.get('rule', '')} {record.get('parse_status')}"
             )
     console.print(f"\n[bold]{model}[/bold]: {len(outcome.cases)} case(s)")
-    _print_tables(outcome)
+    # The score tables of the cases' benchmark kind (PKU-SafeRLHF's beside the paper's figures).
+    kind = kind_of_cases(outcome.cases) or benchmark_kind(DEFAULT_BENCHMARK)
+    extra = (
+        kind.extra_scores(outcome.cases, read_result_files([outcome.results_file])) if outcome.cases else {}
+    )
+    for table in kind.score_tables(outcome.report, extra):
+        console.print(table)
     console.print(f"results: {outcome.results_file}\nmanifest: {outcome.paths.manifest}")
     if outcome.totals.cache_hits:
         err_console.print(
@@ -290,16 +260,3 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
         err_console.print(line, markup=False, highlight=False, soft_wrap=True)
     if small:
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")
-
-
-def _print_tables(outcome: Any) -> None:
-    """The score tables of the cases' benchmark kind (PKU-SafeRLHF's beside the paper's figures)."""
-    from .._data._kinds import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
-    from .._metrics import read_result_files
-
-    kind = kind_of_cases(outcome.cases) or benchmark_kind(DEFAULT_BENCHMARK)
-    extra = (
-        kind.extra_scores(outcome.cases, read_result_files([outcome.results_file])) if outcome.cases else {}
-    )
-    for table in kind.score_tables(outcome.report, extra):
-        console.print(table)

@@ -8,8 +8,12 @@ given on the command line override the configured settings.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -29,6 +33,13 @@ LOCAL_SETTINGS: dict[str, Any] = {
     "timeout": 600,
     "num_retries": 1,
 }
+_THE_MODELS = "the model's, else the provider's"
+
+
+def _setting(flag: str, help: str, shown: str = _THE_MODELS) -> Any:
+    """An LM flag whose absence keeps the configured model's setting (the default says so)."""
+    return typer.Option(flag, help=help, show_default=shown)
+
 
 Lm = Annotated[
     str | None,
@@ -44,65 +55,91 @@ ModelsConfig = Annotated[
         help="Models YAML added on top of the package's configs/models.yaml and ~/.config/sp-dspy/models.yaml.",
     ),
 ]
-# An LM flag left out keeps the configured model's setting; the defaults below say so.
 ApiBase = Annotated[
-    str | None,
-    typer.Option(
-        "--api-base",
-        help="OpenAI-compatible endpoint(s); comma-separate replicas of one model.",
-        show_default="the model's, else the provider's",
-    ),
+    str | None, _setting("--api-base", "OpenAI-compatible endpoint(s); comma-separate replicas of one model.")
 ]
 ApiKeyEnv = Annotated[
     str | None,
-    typer.Option(
+    _setting(
         "--api-key-env",
-        help="Environment variable holding the API key.",
-        show_default="the model's, else the provider's usual one",
+        "Environment variable holding the API key.",
+        "the model's, else the provider's usual one",
     ),
 ]
-Temperature = Annotated[
-    float | None,
-    typer.Option(
-        "--temperature", help="Sampling temperature.", show_default="the model's, else the provider's"
-    ),
-]
-MaxTokens = Annotated[
-    int | None,
-    typer.Option(
-        "--max-tokens",
-        help="Completion token limit per call.",
-        show_default="the model's, else the provider's",
-    ),
-]
+Temperature = Annotated[float | None, _setting("--temperature", "Sampling temperature.")]
+MaxTokens = Annotated[int | None, _setting("--max-tokens", "Completion token limit per call.")]
 ReasoningEffort = Annotated[
-    str | None,
-    typer.Option(
-        "--reasoning-effort", help="Reasoning effort for reasoning models.", show_default="the model's"
-    ),
+    str | None, _setting("--reasoning-effort", "Reasoning effort for reasoning models.", "the model's")
 ]
-Timeout = Annotated[
-    float | None,
-    typer.Option("--timeout", help="Seconds per request.", show_default="the model's, else 120"),
-]
+Timeout = Annotated[float | None, _setting("--timeout", "Seconds per request.", "the model's, else 120")]
 NumRetries = Annotated[
-    int | None,
-    typer.Option("--num-retries", help="Retries of transient errors.", show_default="the model's, else 3"),
+    int | None, _setting("--num-retries", "Retries of transient errors.", "the model's, else 3")
 ]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the response cache.")]
 JsonSchema = Annotated[
-    bool,
-    typer.Option("--json-schema", help="Send a JSON-schema response_format (self-hosted servers)."),
+    bool, typer.Option("--json-schema", help="Send a JSON-schema response_format (self-hosted servers).")
 ]
 Transport = Annotated[
     str | None,
-    typer.Option(
+    _setting(
         "--transport",
-        help="The LM's engine: auto (sp-dspy's HTTP engine where the provider has a profile), "
+        "The LM's engine: auto (sp-dspy's HTTP engine where the provider has a profile), "
         "direct (that engine, or an error) or dspy (DSPy's own engine: LiteLLM or its native clients).",
-        show_default="the model's, else auto",
+        "the model's, else auto",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class LmFlags:
+    """The per-call LM flags of eval, ablate and check; a command takes them with :func:`with_lm_flags`."""
+
+    api_base: ApiBase = None
+    api_key_env: ApiKeyEnv = None
+    temperature: Temperature = None
+    max_tokens: MaxTokens = None
+    reasoning_effort: ReasoningEffort = None
+    timeout: Timeout = None
+    num_retries: NumRetries = None
+    no_cache: NoCache = False
+    json_schema: JsonSchema = False
+    transport: Transport = None
+
+    def overrides(self) -> dict[str, Any]:
+        """The ``LMConfig`` fields these flags set (``None``: keep the model's)."""
+        changes = {
+            field.name: getattr(self, field.name) for field in fields(self) if field.name != "no_cache"
+        }
+        return {**changes, "cache": False if self.no_cache else None, "json_schema": self.json_schema or None}
+
+
+def with_lm_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """Expand the ``lm_flags: LmFlags`` parameter of ``command`` into one option per field.
+
+    Typer has no option groups: the wrapper's signature lists every flag in that place,
+    and the command receives them collected.
+    """
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    hints = typing.get_type_hints(command, include_extras=True)
+    hints |= typing.get_type_hints(LmFlags, include_extras=True)
+    params = []
+    for param in inspect.signature(command).parameters.values():
+        if param.name == "lm_flags":
+            params += [
+                inspect.Parameter(field.name, keyword, annotation=hints[field.name], default=field.default)
+                for field in fields(LmFlags)
+            ]
+        else:
+            params.append(param.replace(kind=keyword, annotation=hints[param.name]))
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> None:
+        lm_flags = LmFlags(**{field.name: kwargs.pop(field.name) for field in fields(LmFlags)})
+        command(**kwargs, lm_flags=lm_flags)
+
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {param.name: param.annotation for param in params}
+    return wrapper
 
 
 def lm_configs(
@@ -116,12 +153,8 @@ def lm_configs(
 ) -> list[LMConfig]:
     """The model configs a command runs, in order, with CLI overrides applied.
 
-    Every model is resolved and validated before any runs (``--models a,b`` does not
-    stop at ``b`` after ``a``'s run; see also :func:`check_keys`). ``flag`` is the flag
-    that named ``lm`` (``--lm``, ``--prompt-lm``), for error messages.
-
-    Raises:
-        ConfigError: one line naming the flag (or the model) and what is wrong.
+    Every model is resolved and validated before any runs, so ``--models a,b`` fails on
+    ``b`` before ``a`` runs. ``flag`` named ``lm`` (``--lm``, ``--prompt-lm``): errors name it.
     """
     from .._errors import ConfigError
     from .._lm import load_configured_models, resolve_model_config
@@ -143,12 +176,7 @@ def lm_configs(
 
 
 def check_keys(configs: list[LMConfig]) -> None:
-    """Fail now if a model's key is missing (its ``api_key_env``, or its provider's usual
-    variable), not after the models before it ran.
-
-    Raises:
-        ConfigError: naming the model and the variable.
-    """
+    """Fail now, not after the models before it ran, if a model's key is missing (``ConfigError``)."""
     from .._lm import key_for
 
     for config in configs:

@@ -1,8 +1,8 @@
-"""Typer option types shared by every command, so flags read the same everywhere."""
+"""Typer option types shared by the commands, so flags read the same everywhere, and the budget flags' helpers."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -58,3 +58,39 @@ CapAware = Annotated[
 SkipBadLines = Annotated[
     bool, typer.Option("--skip-bad-lines", help="Count malformed result lines instead of failing.")
 ]
+Split = Annotated[str | None, typer.Option("--split", help="FILE:PART, e.g. splits.json:test.")]
+NBoot = Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the 95% CIs (0 = none).")]
+MaxCalls = Annotated[int | None, typer.Option("--max-calls", min=1, help="Cap on LM calls.")]
+MaxTotalTokens = Annotated[
+    int | None,
+    typer.Option("--max-total-tokens", min=1, help="Cap on prompt + completion tokens, all calls together."),
+]
+MaxUsd = Annotated[float | None, typer.Option("--max-usd", help="Cap on dollars (priced models).")]
+DryRun = Annotated[
+    bool, typer.Option("--dry-run", help="Print projected calls, tokens and dollars; send nothing.")
+]
+
+#: Budget caps (the ``caps`` fields of eval and compile settings) and the flags that set them.
+CAP_FLAGS = {"max_calls": "--max-calls", "max_tokens": "--max-total-tokens", "max_usd": "--max-usd"}
+
+
+def money(value: float | None) -> str:
+    return "unpriced" if value is None else f"${value:,.4f}"
+
+
+def estimate_cells(estimate: Any) -> tuple[str, ...]:
+    """An estimate's table cells: calls, prompt tokens, completion tokens, USD."""
+    return (
+        f"{estimate.calls:,}", f"{estimate.prompt_tokens:,}", f"{estimate.completion_tokens:,}",
+        money(estimate.usd),
+    )  # fmt: skip
+
+
+def caps_below(caps: Any, projected: Any) -> list[tuple[str, float]]:
+    """``(flag, cap)`` of every budget cap below the ``projected`` calls, tokens or dollars."""
+    amounts = {"max_calls": projected.calls, "max_tokens": projected.tokens, "max_usd": projected.usd}
+    return [
+        (flag, cap)
+        for name, flag in CAP_FLAGS.items()
+        if (cap := getattr(caps, name)) is not None and amounts[name] is not None and amounts[name] > cap
+    ]

@@ -1,10 +1,7 @@
 """The ``--help`` panels: one table says which panel each flag belongs to, for every command.
 
-A flag means the same on every command (``--lm``, ``--dataset``, ``--max-tokens``), so
-it sits in the same panel everywhere. Commands declare their options without panels;
-:func:`assign_panels` sorts a built command's options into typer's ``rich_help_panel``
-groups, in the order of :data:`PANEL_ORDER`. An option that declares its own panel
-keeps it.
+A flag means the same on every command, so it sits in the same panel everywhere; commands
+declare options without panels and :func:`assign_panels` sorts them in.
 """
 
 from __future__ import annotations
@@ -54,25 +51,18 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     ),
 }  # fmt: skip
 
-#: Flag -> panel, for every command.
 PANELS: dict[str, str] = {flag: panel for panel, flags in _FLAGS.items() for flag in flags}
-
 #: Where a flag's panel depends on the command: ``compile --seed`` seeds the split and the optimizer.
 COMMAND_PANELS: dict[tuple[str, str], str] = {("compile", "--seed"): OPTIMIZER}
 
 
-def panel_of(command: str, flag: str) -> str | None:
-    """The panel of ``flag`` on ``command``, or ``None`` for typer's default "Options" panel."""
-    return COMMAND_PANELS.get((command, flag)) or PANELS.get(flag)
-
-
 def assign_panels(command_name: str, command: Any) -> None:
-    """Put each option of a built click ``command`` in its panel and order them panel by panel."""
+    """Put each option of a built click ``command`` in its panel (one it declares wins), panel by panel."""
     for param in command.params:
         long_flags = [opt for opt in getattr(param, "opts", ()) if opt.startswith("--")]
-        if not long_flags or getattr(param, "rich_help_panel", None):
-            continue
-        param.rich_help_panel = panel_of(command_name, long_flags[0])
+        if long_flags and not getattr(param, "rich_help_panel", None):
+            flag = long_flags[0]
+            param.rich_help_panel = COMMAND_PANELS.get((command_name, flag)) or PANELS.get(flag)
 
     def rank(param: Any) -> int:
         panel = getattr(param, "rich_help_panel", None)

@@ -1,8 +1,7 @@
 """``sp-dspy report``: compare result sets on the same cases in one HTML page.
 
 Each RESULTS argument is one variant: a result file, or ``LABEL=file1,file2`` to
-score several files (e.g. a run and its retry) as one. The report package (and with
-it matplotlib) is imported inside the command so ``sp-dspy --help`` stays fast.
+score several files (e.g. a run and its retry) as one.
 """
 
 from __future__ import annotations
@@ -18,11 +17,7 @@ from ._console import console, err_console
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``report`` command to ``app``."""
-    app.command(
-        "report",
-        help="Compare result sets (protocols, programs, models) in one self-contained HTML report.",
-    )(report_command)
+    app.command("report")(report_command)
 
 
 def parse_results(arguments: list[str], labels: list[str]) -> list[tuple[str | None, list[Path]]]:
@@ -90,11 +85,9 @@ def report_command(
     skip_bad_lines: opt.SkipBadLines = False,
     lenient: opt.Lenient = False,
     seed: opt.Seed = 0,
-    n_boot: Annotated[
-        int, typer.Option("--n-boot", help="Bootstrap resamples for the 95% CIs (0 = none).")
-    ] = 1000,
+    n_boot: opt.NBoot = 1000,
 ) -> None:
-    """Score every variant on the same cases, print a table and write the HTML report."""
+    """Compare result sets (protocols, programs, models) in one self-contained HTML report."""
     from .._data import benchmark_kind
     from .._metrics import read_result_files
     from .._report import build_summary, render_terminal, write_html
@@ -102,12 +95,10 @@ def report_command(
 
     variants = parse_results(results, label or [])
     files = [Path(path) for _, paths in variants for path in paths]
-    first = (
-        read_result_files(list(variants[0][1]), skip_bad_lines=True) if variants and variants[0][1] else None
-    )
-    loaded = load_for_results(
-        files, [] if first is None else [first], dataset=dataset, benchmark=benchmark, lenient=lenient
-    )
+    first = read_result_files(
+        variants[0][1], skip_bad_lines=True
+    )  # RESULTS is required, and no variant is empty
+    loaded = load_for_results(files, [first], dataset=dataset, benchmark=benchmark, lenient=lenient)
     summary = build_summary(
         loaded.cases,
         variants,

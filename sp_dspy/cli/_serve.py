@@ -18,7 +18,7 @@ from .._errors import ConfigError, SpDspyError
 from ._console import console, err_console
 
 if TYPE_CHECKING:
-    from .._serve import LlamaCppServer, ServeState, VLLMServer
+    from .._serve import LlamaCppServer, VLLMServer
 
 DEFAULT_N_CTX = 8192
 
@@ -138,7 +138,14 @@ def _run_foreground(
                 )
             write_state(state)
             try:
-                _announce(state)
+                console.print(
+                    f"serving [bold]{state.model_name}[/bold] ({state.backend}) at {state.api_base}\n"
+                    "use it from other commands with:\n"
+                    + ("  --lm local\n" if backend is Backend.llama_cpp else "")
+                    + f"  --lm openai/{state.model_name} --api-base {state.api_base}\npress Ctrl-C to stop",
+                    highlight=False,
+                    soft_wrap=True,
+                )
                 while (status := server.poll()) is None:
                     time.sleep(0.5)
                 raise SpDspyError(f"the {backend.value} server exited on its own with status {status}")
@@ -146,14 +153,3 @@ def _run_foreground(
                 clear_state(owner_pid=owner)
     except KeyboardInterrupt:
         err_console.print(f"stopped; removed {state_path()}", highlight=False)
-
-
-def _announce(state: ServeState) -> None:
-    lines = [f"serving [bold]{state.model_name}[/bold] ({state.backend}) at {state.api_base}"]
-    lines.append("use it from other commands with:")
-    if state.backend == Backend.llama_cpp.value:
-        lines.append("  --lm local")
-    lines.append(f"  --lm openai/{state.model_name} --api-base {state.api_base}")
-    lines.append("press Ctrl-C to stop")
-    for line in lines:
-        console.print(line, highlight=False, soft_wrap=True)

@@ -1,19 +1,14 @@
 """``sp-dspy show``: one result file case by case, next to the dataset's rules.
 
-For each case: its gold and predicted rules with their texts and rubric types, which
-are true positives, false positives (FP) and false negatives (FN), the failure modes,
-the answer's status, and what the model said (analysis, reasoning, the raw answer
-when it was not read cleanly, error, rule numbers dropped for not being rules of the
-policy; per-rule: the reason, raw answer or error of every judgment shown). The dataset comes from ``--dataset``, else from the run's manifest
-next to the results file (``manifest_<RUN_ID>.json``), else the bundled sample.
-
-Every value survives a narrow console: rule texts and answers wrap inside their
-column or paragraph, nothing is cut to an ellipsis.
+For each case: gold and predicted rules with their texts and types, TP/FP/FN, failure
+modes, the answer's status and what the model said. Rule texts and answers wrap on a
+narrow console; nothing is cut to an ellipsis.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -59,53 +54,42 @@ def show_command(
         files, [results], dataset=dataset, benchmark=benchmark, lenient=lenient, check=False
     )
     by_id = {case.id: case for case in loaded.cases}
-    present = [cid for cid in _result_order(results) if cid in by_id]
+    # Case ids in the order the results file first mentions them.
+    in_order = dict.fromkeys([*results.records, *(judgment.cid for judgment in results.judgments)])
+    present = [cid for cid in in_order if cid in by_id]
     unknown = sorted(results.result_ids() - set(by_id))
     if unknown:
         raise DataError(
             f"{files[0]}: {len(unknown)} case id(s) not in the dataset {loaded.source} ({', '.join(unknown[:3])}); "
             "pass the run's --dataset"
         )
-    wanted = _wanted_ids(case_ids)
+    wanted = [part.strip() for value in case_ids or [] for part in value.split(",") if part.strip()]
     if wanted:
         missing = [cid for cid in wanted if cid not in present]
         if missing:
             raise DataError(f"--id {missing[0]}: no result for this case in {', '.join(map(str, files))}")
         present = [cid for cid in present if cid in wanted]
-    shown = 0
-    for view in _views([by_id[cid] for cid in present], results):
-        if failed and view.outcome.exact:
-            continue
+    views = [
+        view
+        for view in _views([by_id[cid] for cid in present], results)
+        if not (failed and view.outcome.exact)
+    ]
+    for view in views:
         _print_case(view)
-        shown += 1
-    total = len(present)
     which = "failed " if failed else ""
-    console.print(f"[dim]{shown} {which}case(s) shown of {total} with results[/dim]", highlight=False)
+    console.print(
+        f"[dim]{len(views)} {which}case(s) shown of {len(present)} with results[/dim]", highlight=False
+    )
 
 
-def _wanted_ids(case_ids: list[str] | None) -> list[str]:
-    return [part.strip() for value in case_ids or [] for part in value.split(",") if part.strip()]
-
-
-def _result_order(results: ResultSet) -> list[str]:
-    """Case ids in the order the results file first mentions them."""
-    order = dict.fromkeys(results.records)
-    for judgment in results.judgments:
-        order.setdefault(judgment.cid)
-    return list(order)
-
-
+@dataclass
 class _View:
     """One case with what the results say about it."""
 
-    def __init__(
-        self,
-        case: Case,
-        outcome: CaseOutcome,
-        record: PolicyRecord | None,
-        judgments: list[JudgmentRecord],
-    ) -> None:
-        self.case, self.outcome, self.record, self.judgments = case, outcome, record, judgments
+    case: Case
+    outcome: CaseOutcome
+    record: PolicyRecord | None
+    judgments: list[JudgmentRecord]
 
 
 def _views(cases: list[Case], results: ResultSet) -> list[_View]:
@@ -173,10 +157,8 @@ def _print_case(view: _View) -> None:
     rules = sorted(outcome.gt | outcome.pred | undecided)
     if rules:
         table = Table(show_edge=False, pad_edge=False, expand=False)
-        table.add_column("rule", justify="right", no_wrap=True)
-        table.add_column("gold", no_wrap=True)
-        table.add_column("pred", no_wrap=True)
-        table.add_column("", no_wrap=True)
+        for header in ("rule", "gold", "pred", ""):
+            table.add_column(header, justify="right" if header == "rule" else "left", no_wrap=True)
         table.add_column("type", overflow="fold")
         table.add_column("text", overflow="fold", ratio=1)
         for rule in rules:
