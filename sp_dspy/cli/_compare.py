@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from .._errors import ConfigError, DataError
 from . import _options as opt
-from ._console import console, err_console
+from ._console import console, warn, write_json_report
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -206,15 +206,11 @@ def compare_command(
     for label, results in zip("AB", sides, strict=True):
         unknown = sorted(results.result_ids() - known)
         if unknown:
-            _warn(f"{label}: {len(unknown)} result id(s) not in the dataset (e.g. {', '.join(unknown[:3])})")
+            warn(f"{label}: {len(unknown)} result id(s) not in the dataset (e.g. {', '.join(unknown[:3])})")
         if results.bad_lines:
-            _warn(f"{label}: {results.bad_lines} malformed result line(s) skipped")
+            warn(f"{label}: {results.bad_lines} malformed result line(s) skipped")
     if json_out not in (None, "-"):
-        target = Path(json_out)
-        try:
-            target.write_text(document + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--json {target}: cannot write: {exc.strerror or exc}") from None
+        target = write_json_report(json_out, document)
         console.print(f"Comparison written to {target}", markup=False, highlight=False)
 
 
@@ -284,7 +280,3 @@ def _print(comparison: Comparison) -> None:
         table = benchmark_kind(comparison.benchmark).report_terminal(list(comparison.extra.items()))
         if table is not None:
             console.print(table)
-
-
-def _warn(message: str) -> None:
-    err_console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)

@@ -20,7 +20,7 @@ import typer
 
 from .._errors import ConfigError
 from . import _options as opt
-from ._console import console, err_console
+from ._console import console, warn, write_json_report
 
 
 def register(app: typer.Typer) -> None:
@@ -50,9 +50,7 @@ def score_command(
     lenient: opt.Lenient = False,
     with_evidence: opt.WithEvidence = False,
     seed: opt.Seed = 0,
-    n_boot: Annotated[
-        int, typer.Option("--n-boot", help="Bootstrap resamples for the 95% CIs (0 = none).")
-    ] = 1000,
+    n_boot: opt.NBoot = 1000,
 ) -> None:
     """Score result files against the dataset and print (or write) the report."""
     if n_boot < 0:
@@ -83,12 +81,7 @@ def score_command(
     data.update(extra)
     document = json.dumps(data, indent=2, ensure_ascii=False)
     # The report file first: a terminal or pipe closed early (``| head``) must not lose it.
-    target = None if json_out in (None, "-") else Path(json_out)
-    if target is not None:
-        try:
-            target.write_text(document + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--json {target}: cannot write: {exc.strerror or exc}") from None
+    target = None if json_out in (None, "-") else write_json_report(json_out, document)
     if json_out == "-":
         typer.echo(document)
     else:
@@ -100,17 +93,12 @@ def score_command(
         for table in kind.score_tables(report, extra):
             console.print(table)
     if loaded.skipped:
-        _warn(f"{loaded.skipped} malformed dataset case(s) skipped (--lenient)")
+        warn(f"{loaded.skipped} malformed dataset case(s) skipped (--lenient)")
     if results.bad_lines:
         first = results.bad_line_messages[0] if results.bad_line_messages else ""
-        _warn(f"{results.bad_lines} malformed result line(s) skipped; first: {first}")
+        warn(f"{results.bad_lines} malformed result line(s) skipped; first: {first}")
     if report.unknown_ids.count:
         examples = ", ".join(report.unknown_ids.examples)
-        _warn(f"{report.unknown_ids.count} result id(s) not in the dataset (e.g. {examples})")
+        warn(f"{report.unknown_ids.count} result id(s) not in the dataset (e.g. {examples})")
     if target is not None:
         console.print(f"Report written to {target}", markup=False, highlight=False)
-
-
-def _warn(message: str) -> None:
-    """One plain line on stderr (no rich markup: paths and ids may contain brackets)."""
-    err_console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
