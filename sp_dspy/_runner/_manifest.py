@@ -8,6 +8,7 @@ covers every invocation that contributed to it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -29,11 +30,7 @@ PACKAGES = ("sp-dspy", "dspy", "litellm", "pydantic", "optuna", "gepa", "xllamac
 
 
 class RunTotals(BaseModel):
-    """Totals over every record of a result file.
-
-    Tokens and dollars are those of the answers, also of answers replayed from the
-    response cache (``cache_hits`` of the calls; they cost nothing this time).
-    """
+    """Totals over every record of a result file; answers replayed from the cache count too."""
 
     records: int = 0
     errors: int = 0
@@ -89,17 +86,10 @@ def package_versions() -> dict[str, str | None]:
 
 def git_commit(cwd: Path | None = None) -> str | None:
     """The checkout's commit (dirty marker included), or None outside a git checkout."""
+    git = functools.partial(subprocess.run, cwd=cwd, capture_output=True, text=True, timeout=5)
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
+        head = git(["git", "rev-parse", "HEAD"], check=True).stdout.strip()
+        dirty = git(["git", "status", "--porcelain", "--untracked-files=no"]).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{head}{'-dirty' if dirty else ''}" if head else None
@@ -147,10 +137,7 @@ def write_manifest(path: Path, manifest: RunManifest) -> None:
     """Merge this invocation's entries into the manifest file (other models are kept).
 
     Written to a temporary file and renamed, so a failed write (a full disk) leaves the
-    previous manifest whole.
-
-    Raises:
-        OutputError: the manifest could not be written.
+    previous manifest whole; raises ``OutputError`` then.
     """
     if path.exists():
         try:

@@ -1,9 +1,8 @@
 """Result file names, run ids and the lock that gives a run one writer.
 
-``results_<RUN_ID>_<model>.jsonl`` for per-policy records, ``per_rule_<RUN_ID>_<model>.jsonl``
-for per-rule judgments, ``manifest_<RUN_ID>.json`` for what produced them (one entry per model),
-all compatible with the reference harness's layout. ``run_<RUN_ID>.lock`` exists while
-a process writes the run (see :class:`RunLock`).
+``results_<RUN_ID>_<model>.jsonl`` (per-policy), ``per_rule_<RUN_ID>_<model>.jsonl``
+(per-rule) and ``manifest_<RUN_ID>.json`` (one entry per model), as the reference
+harness lays them out; ``run_<RUN_ID>.lock`` exists while a process writes the run.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from .._errors import ConfigError, OutputError
@@ -50,6 +48,9 @@ class RunPaths:
     def per_rule(self) -> Path:
         return self.output_dir / f"per_rule_{self.run_id}_{safe_name(self.model)}.jsonl"
 
+    def results_for(self, protocol: str) -> Path:
+        return self.per_rule if protocol == "per-rule" else self.results
+
     @property
     def manifest(self) -> Path:
         """One manifest per run id; several models of one run are entries in it."""
@@ -57,7 +58,6 @@ class RunPaths:
 
     @property
     def lock(self) -> Path:
-        """Held (``flock``) by the one process writing this run; see :class:`RunLock`."""
         return self.output_dir / f"run_{self.run_id}.lock"
 
 
@@ -68,16 +68,13 @@ class RunLockedError(ConfigError):
 class RunLock:
     """One run, one writer: an exclusive ``flock`` on ``run_<RUN_ID>.lock`` while a process writes it.
 
-    Two processes appending to one results file would each send the units the other
-    is sending and record them twice (``--resume`` reads what is done only at start),
-    and both would rewrite the manifest. The second writer therefore refuses at once,
-    naming the process that holds the run. The kernel drops a ``flock`` when its
-    process ends, however it ends (SIGKILL included), so a lock file left by a dead
-    process is simply taken over; the pid, host and command written into the file name
-    the holder (and, on a file system without ``flock``, decide: a live pid on this
-    host holds the run, anything else is stale). Releasing removes the file; a process
-    that opened the file just before it was removed sees the inode changed and opens
-    it anew.
+    Two writers would each send (and record) the units the other sends, since
+    ``--resume`` reads what is done only at start; the second one refuses at once.
+    The kernel drops a ``flock`` however its process ends (SIGKILL included), so a
+    dead process's lock file is taken over. The pid, host and command in the file name
+    the holder (and decide on a file system without ``flock``: a live pid on this host
+    holds the run). Releasing removes the file; a process that opened it just before
+    sees the inode changed and opens it anew.
     """
 
     def __init__(self, paths: RunPaths) -> None:
@@ -150,9 +147,7 @@ class RunLock:
     def __enter__(self) -> Self:
         return self.acquire()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.release()
 
 
@@ -215,8 +210,6 @@ def _run_id_of(path: Path, prefix: str, model: str) -> str | None:
     The glob ``results_*_<model>.jsonl`` also matches another model whose short name
     ends in ``_<model>``; the run id recorded in the file's first record settles it.
     """
-    import json
-
     stem = path.name[len(prefix) + 1 : -len(f"_{safe_name(model)}.jsonl")]
     try:
         with path.open(encoding="utf-8") as handle:
