@@ -132,15 +132,15 @@ def run_ablation(
 ) -> AblationOutcome:
     """Run the plan's variants one after another in ``out`` (skipping finished ones), then write the report.
 
-    ``session`` turns ``plan.lm`` (what ``plan.json`` records) into the config to call
-    with, for the whole ablation: the CLI's ``lm_session`` starts the embedded
-    llama.cpp server once, after every check has passed. ``lm`` is one ``dspy.LM``
-    shared by every variant (tests pass the fake); by default each variant builds its
-    own, so per-endpoint request counts stay per variant. ``retry_errors`` (with
-    ``resume``) re-sends errored units, also of variants that finished.
-    Raises ``RunStopped`` naming ``ablate --resume --retry-errors`` when a variant
-    stopped early.
+    ``session`` turns ``plan.lm`` into the config to call with, for the whole ablation
+    (the CLI's ``lm_session`` starts the embedded llama.cpp server once, after every
+    check). ``lm`` is one ``dspy.LM`` for every variant (tests pass the fake); by default
+    each variant builds its own, so request counts stay per variant. ``retry_errors``
+    (with ``resume``) re-sends errored units, also of finished variants. A variant that
+    stops early raises ``RunStopped`` naming ``ablate --resume --retry-errors``.
     """
+    from .._report import write_html
+
     console = console or Console(stderr=True)
     variants, loaded, cases = _prepare(plan)
     plan = reconcile(plan, out, resume=resume, new_run_id=new_run_id())
@@ -195,17 +195,17 @@ def run_ablation(
             raise stopped.continued_by(f"sp-dspy ablate --out {out} --resume --retry-errors") from None
     outcome.summary = summarise(plan, outcome.runs, loaded, cases)
     outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
-    outcome.report_file = _write_report(outcome.summary, out / REPORT_FILE, plan)
+    title = f"sp-dspy ablation: {plan.lm.display_name()} on {outcome.summary.n_cases} cases"
+    outcome.report_file = write_html(outcome.summary, out / REPORT_FILE, title=title)
     return outcome
 
 
 def summarise(
     plan: AblationPlan, runs: list[VariantRun], loaded: Benchmark, cases: list[Case]
 ) -> ComparisonSummary:
-    """The report's summary: each variant's results file scored on the ablation's cases.
+    """Each variant's results file scored on the ablation's cases.
 
-    The baseline is the plan's, else ``official-per-policy`` when it ran, else the
-    report's default. Wall times come from the runs' manifests.
+    The baseline is the plan's, else ``official-per-policy`` when it ran, else the report's default.
     """
     from .._report import OFFICIAL_PER_POLICY, build_summary
 
@@ -222,10 +222,3 @@ def summarise(
         seed=plan.seed,
         all_ids=[case.id for case in cases],
     )
-
-
-def _write_report(summary: ComparisonSummary, path: Path, plan: AblationPlan) -> Path:
-    from .._report import write_html
-
-    title = f"sp-dspy ablation: {plan.lm.display_name()} on {summary.n_cases} cases"
-    return write_html(summary, path, title=title)

@@ -34,6 +34,7 @@ from .._compile._budget import (
 from .._data import Case
 from .._errors import ConfigError
 from .._lm import LMConfig
+from ._units import units_of
 
 ROLE = "task"
 NO_ERROR_LIMIT = 1_000_000_000  # failing LMs are the runner's error handling, not a cap
@@ -62,15 +63,6 @@ def _is_cot(program: Any) -> bool:
     from programs import program_spec
 
     return not _is_official(program) and program_spec(program)["program"].endswith("-cot")
-
-
-def units_of(cases: Sequence[Case], protocol: str) -> list[Any]:
-    """The units a run of ``cases`` sends: cases, or (case, target) judgments per-rule."""
-    if protocol != "per-rule":
-        return list(cases)
-    from .._protocol import build_targets
-
-    return [(case, target) for case in cases for target in build_targets(case)]
 
 
 def official_prompt_tokens(program: Any, unit: Any) -> int:

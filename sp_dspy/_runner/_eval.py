@@ -81,14 +81,8 @@ class EvalOutcome:
 def select_cases(config: EvalConfig) -> tuple[Benchmark, list[Case]]:
     """The cases of a run: dataset, filters, ``--split FILE:PART``, then ``--shard I/N``."""
     data = config.data
-    loaded = load_benchmark(
-        data.dataset,
-        level=data.level,
-        domain=data.domain,
-        with_evidence=data.with_evidence,
-        lenient=data.lenient,
-        benchmark=data.benchmark,
-    )
+    filters = data.model_dump(include={"level", "domain", "with_evidence", "lenient", "benchmark"})
+    loaded = load_benchmark(data.dataset, **filters)
     cases = loaded.cases
     if data.split:
         cases = select_split(cases, data.split, dataset_hash=loaded.content_hash)
@@ -139,11 +133,7 @@ def _checked_program(config: EvalConfig, cases: list[Case], lm_config: LMConfig)
 
 
 def plan_run(config: EvalConfig, lm_config: LMConfig) -> EvalPlan:
-    """What ``run_eval`` would send (``eval --dry-run``): projected calls, tokens, dollars.
-
-    Checks what the run would check before its first call (cases, program, overlap,
-    a price for ``--max-usd``); builds no LM and sends nothing.
-    """
+    """What ``run_eval`` would send (``eval --dry-run``), after the checks a run makes before its first call."""
     _, cases = select_cases(config)
     program, protocol, label = _checked_program(config, cases, lm_config)
     plan = plan_eval(program, protocol, label, cases, lm_config)
@@ -267,14 +257,10 @@ def run_eval(
 def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
     """The first request ``run_eval`` would send for ``config`` on ``lm_config``; nothing is sent.
 
-    The first selected case (per-rule: its first judgment) goes through the same
-    program, adapter and LM engine as in a run, with the cache off (a cached answer
-    would send nothing), until sp-dspy's HTTP engine has built the request; it is
-    captured there instead of posted.
-
-    Raises:
-        ConfigError: no case selected, or an LM whose engine sp-dspy does not build
-            requests for (the fake, replicas, DSPy's own engine).
+    The first case (per-rule: its first judgment) goes through the run's program, adapter
+    and LM engine with the cache off, and sp-dspy's HTTP engine captures the request it
+    builds instead of posting it. ``ConfigError`` when no case is selected, or the LM's
+    engine is not sp-dspy's (the fake, replicas, DSPy's own engine).
     """
     from programs import judge_target, run_case
 

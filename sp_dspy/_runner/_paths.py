@@ -27,6 +27,10 @@ def safe_name(text: str) -> str:
     return _SAFE.sub("-", text).strip("-") or "model"
 
 
+def _prefix(protocol: str) -> str:
+    return "per_rule" if protocol == "per-rule" else "results"
+
+
 def new_run_id() -> str:
     """``RUN_ID`` from the environment, else a UTC timestamp."""
     return os.environ.get("RUN_ID") or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -40,16 +44,8 @@ class RunPaths:
     run_id: str
     model: str
 
-    @property
-    def results(self) -> Path:
-        return self.output_dir / f"results_{self.run_id}_{safe_name(self.model)}.jsonl"
-
-    @property
-    def per_rule(self) -> Path:
-        return self.output_dir / f"per_rule_{self.run_id}_{safe_name(self.model)}.jsonl"
-
     def results_for(self, protocol: str) -> Path:
-        return self.per_rule if protocol == "per-rule" else self.results
+        return self.output_dir / f"{_prefix(protocol)}_{self.run_id}_{safe_name(self.model)}.jsonl"
 
     @property
     def manifest(self) -> Path:
@@ -93,24 +89,19 @@ class RunLock:
                 raise OutputError(f"cannot create the run lock {self.path}: {exc.strerror or exc}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            except OSError as exc:  # held, or no flock on this file system (the holder's note decides)
                 holder = _read_holder(fd)
-                os.close(fd)
-                raise RunLockedError(self._refusal(holder)) from None
-            except OSError:  # no flock on this file system: the holder's note decides
-                holder = _read_holder(fd)
-                if _running_here(holder):
+                if isinstance(exc, BlockingIOError) or _running_here(holder):
                     os.close(fd)
                     raise RunLockedError(self._refusal(holder)) from None
-                self._fd = fd
-                break
-            try:
-                current = os.stat(self.path).st_ino
-            except FileNotFoundError:
-                current = None
-            if current != os.fstat(fd).st_ino:  # its holder removed it between our open and flock
-                os.close(fd)
-                continue
+            else:
+                try:
+                    current = os.stat(self.path).st_ino
+                except FileNotFoundError:
+                    current = None
+                if current != os.fstat(fd).st_ino:  # its holder removed it between our open and flock
+                    os.close(fd)
+                    continue
             self._fd = fd
             break
         holder = {
@@ -193,7 +184,7 @@ def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: boo
             )
         return RunPaths(output_dir, run_id, model)
     if resume:
-        prefix = "per_rule" if protocol == "per-rule" else "results"
+        prefix = _prefix(protocol)
         pattern = f"{prefix}_*_{safe_name(model)}.jsonl"
         found = sorted(output_dir.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True)
         for path in found:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import mmap
 import os
 import threading
 from collections.abc import Iterator
@@ -25,7 +26,6 @@ import orjson
 from .._errors import OutputError
 from .._protocol._text import replace_surrogates
 
-_CHUNK = 1 << 16
 # Compact UTF-8 JSON as ``json.dumps(ensure_ascii=False, separators=(",", ":"))`` writes it.
 _LINE_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
 #: How often the background thread looks for unsynced lines (the group-commit window).
@@ -33,10 +33,7 @@ SYNC_INTERVAL_S = 0.02
 
 
 class StoreWriteError(OutputError):
-    """A results file could not be written (disk full, I/O error): the run must stop.
-
-    Every line appended before is intact, so ``--resume`` continues once the cause is fixed.
-    """
+    """A results file could not be written (disk full, I/O error); the lines before it are intact."""
 
 
 class JsonlStore:
@@ -68,11 +65,7 @@ class JsonlStore:
         self._syncer.start()
 
     def append(self, record: dict[str, Any]) -> None:
-        """Write ``record`` as one line; it survives the process once this returns.
-
-        Raises:
-            StoreWriteError: this write failed (the file keeps its complete lines), or an earlier fsync did.
-        """
+        """Write ``record`` as one line; it survives the process once this returns (``StoreWriteError`` if not)."""
         line = encode_line(record).encode("utf-8")
         with self._lock:
             if self._failure is not None:
@@ -171,24 +164,14 @@ def _storable(value: Any) -> Any:
 
 def repair_torn_tail(path: Path) -> int:
     """Truncate an unterminated last line; returns how many bytes were cut."""
-    if not path.exists():
-        return 0
-    size = path.stat().st_size
-    if size == 0:
+    if not path.exists() or path.stat().st_size == 0:
         return 0
     with path.open("rb+") as handle:
-        handle.seek(-1, os.SEEK_END)
-        if handle.read(1) == b"\n":
-            return 0
-        keep, end = 0, size
-        while end > 0:  # the torn line may be longer than one chunk
-            start = max(0, end - _CHUNK)
-            handle.seek(start)
-            cut_at = handle.read(end - start).rfind(b"\n")
-            if cut_at >= 0:
-                keep = start + cut_at + 1
-                break
-            end = start
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as content:  # the line may be long
+            size = len(content)
+            if content[-1:] == b"\n":
+                return 0
+            keep = content.rfind(b"\n") + 1
         handle.truncate(keep)
         handle.flush()
         os.fsync(handle.fileno())

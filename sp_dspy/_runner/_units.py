@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +22,19 @@ if TYPE_CHECKING:
     from .._protocol import RuleTarget
 
 
+def units_of(cases: Sequence[Case], protocol: str) -> list[Any]:
+    """The units a run of ``cases`` sends: cases, or (case, target) judgments per-rule."""
+    if protocol != "per-rule":
+        return list(cases)
+    from .._protocol import build_targets
+
+    return [(case, target) for case in cases for target in build_targets(case)]
+
+
 class _Job:
     """What both kinds of job share: the units, program, LM and record provenance."""
+
+    protocol: str
 
     def __init__(
         self,
@@ -37,13 +48,11 @@ class _Job:
     ) -> None:
         self.cases, self.program, self.lm, self.model, self.run = cases, program, lm, model, run_fields
         self.retry_errors = retry_errors
-        self.units: list[Any] = self._units()
+        self.index = {case.id: i for i, case in enumerate(cases, 1)}
+        self.units = units_of(cases, self.protocol)
         self.keys = {self.key(unit) for unit in self.units}
         self.skipped = 0  # units already in the results file (set by ``pending``)
         self.skipped_errors = 0  # of those, units whose latest record is an error
-
-    def _units(self) -> list[Any]:
-        raise NotImplementedError
 
     def key(self, unit: Any) -> Hashable:
         """The key of a unit, as :meth:`unit_key` reads it back from its record."""
@@ -76,9 +85,7 @@ class _Job:
 class PerPolicyJob(_Job):
     """Units are cases; a case recorded in the results file is done."""
 
-    def _units(self) -> list[Any]:
-        self.index = {case.id: i for i, case in enumerate(self.cases, 1)}
-        return list(self.cases)
+    protocol = "per-policy"
 
     def key(self, unit: Case) -> Hashable:
         return unit.id
@@ -107,10 +114,7 @@ class PerPolicyJob(_Job):
 class PerRuleJob(_Job):
     """Units are (case, target) judgments; a case finishes with its last judgment."""
 
-    def _units(self) -> list[Any]:
-        from .._protocol import build_targets
-
-        return [(case, target) for case in self.cases for target in build_targets(case)]
+    protocol = "per-rule"
 
     def key(self, unit: tuple[Case, RuleTarget]) -> Hashable:
         return (unit[0].id, unit[1].rule)
