@@ -1,12 +1,8 @@
 """What an eval run will cost before any call (``--dry-run``), and its caps while it runs.
 
-The same mechanism as ``compile``'s: prices from ``_compile._budget.pricing_for``, prompt
-tokens as characters / 4 of the real prompts (a compiled program's demos counted as
-extra prompts), a completion as the protocol's typical length capped by ``--max-tokens``,
-and the caps a compile :class:`Budget`. Each unit (one planned LM call) reserves its
-estimate before it starts; a unit that would cross a cap is not started and the run
-takes no more (:class:`BudgetExceeded`), while the units in flight finish. A finished
-unit settles with what its record reports; an answer replayed from the cache pays nothing.
+Compile's mechanism (``_compile._budget``): its prices, prompt tokens as characters / 4 of
+the real prompts, and a :class:`Budget`. Each unit reserves its estimate before it starts
+(one that would cross a cap is not started: :class:`BudgetExceeded`) and settles from its record.
 """
 
 from __future__ import annotations

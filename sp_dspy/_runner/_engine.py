@@ -1,12 +1,8 @@
-"""Run independent units of work concurrently and persist each result as it lands.
+"""Run independent units concurrently (at most ``concurrency`` in flight), storing each record as it lands.
 
-A fixed pool of workers pulls units from a queue, so at most ``concurrency`` LM calls
-are in flight, and Ctrl-C (cancellation) loses nothing already written. A results file
-that can no longer be written (``StoreWriteError``) stops the run at once, cancelling
-the units in flight (``--resume`` sends them again). Any other failure to store, a
-budget refusal (``stop_on``) or ``stop_when`` stops workers taking units, but the units
-in flight finish and are written: they share one connection pool, which closes when the
-run ends, so ending at once would turn each into a false ``connection`` error.
+A results file that can no longer be written (``StoreWriteError``) stops the run at once.
+Any other stop lets the units in flight finish and be written: they share one connection
+pool that closes when the run ends, so ending at once would make each a false ``connection`` error.
 """
 
 from __future__ import annotations

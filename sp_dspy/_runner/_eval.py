@@ -200,8 +200,8 @@ def run_eval(
                             wall_s=time.perf_counter() - clock, units_total=len(job.units))  # fmt: skip
 
         # A single endpoint behind DSPy's engine: count its requests from DSPy's usage records.
-        tracked = _own_counts(lm) is None and len(lm_config.api_bases) == 1
-        work = _tracking(job.work, outcome) if tracked else job.work
+        own_counts = client_of(lm) is not None or getattr(lm, "endpoint_requests", None) is not None
+        work = job.work if own_counts or len(lm_config.api_bases) != 1 else _tracking(job.work, outcome)
         early = EarlyStop()
         try:
             with (
@@ -346,24 +346,18 @@ def _tracking(
     return tracked
 
 
-def _own_counts(lm: Any) -> Mapping[str, int] | None:
-    """The requests per endpoint the LM's engine counts itself: a replica pool, or sp-dspy's client."""
-    counts: Mapping[str, int] | None = getattr(lm, "endpoint_requests", None)
-    client = client_of(lm)
-    if counts is None and client is not None:
-        return {display_endpoint(client.api_base): client.answered}
-    return counts
-
-
 def _endpoint_requests(lm: Any, lm_config: LMConfig, outcome: EvalOutcome) -> dict[str, int]:
     """Requests each endpoint answered in this invocation (cache replays are not requests).
 
-    A single ``--api-base`` reached through DSPy's engine counts the calls DSPy tracked;
-    an API reached through DSPy's engine without one names no endpoint.
+    A replica pool and sp-dspy's HTTP engine count their own; a single ``--api-base``
+    reached through DSPy's engine counts the calls DSPy tracked (see :func:`_tracking`).
     """
-    counts = _own_counts(lm)
+    counts: Mapping[str, int] | None = getattr(lm, "endpoint_requests", None)
+    client = client_of(lm)
     if counts is not None:
         return dict(counts)
+    if client is not None:
+        return {display_endpoint(client.api_base): client.answered}
     if len(lm_config.api_bases) == 1:
         return {display_endpoint(lm_config.api_bases[0]): outcome.tracked_calls}
     return {}

@@ -1,11 +1,8 @@
 """Failed units of a run: when they stop it early, and how a run reports them.
 
-A unit whose calls failed after every retry becomes an error record and the run goes
-on. But a wrong key, an unknown model, an address where nothing listens or a setting the
-server rejects would fail every later call too: :class:`EarlyStop` ends the run after the
-first of them (a bad request, which can be one case's fault, after a few in a row), and
-:class:`RunStopped` says what failed, what to fix and how to continue. A run that
-finishes with failed units reports an :class:`ErrorSummary` (the CLI exits with 3).
+A unit failing after every retry becomes an error record and the run goes on, but a
+wrong key, unknown model or dead address would fail every later call: :class:`EarlyStop`
+ends the run and :class:`RunStopped` says what to fix. Otherwise an :class:`ErrorSummary` (exit 3).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""Turn program outputs into result records (a superset of the reference harness's).
+"""Turn program outputs into result records (a superset of the reference harness's, which reads them).
 
-Per-policy records carry the reference fields (``id``, ``index``, ``violated_rules``,
-``refused``, ``parse_failed``, ``analysis``, ``predicted_label``, ``model_name``,
-``timestamp``, ``usage``) plus provenance, so the reference scorer and ``sp-dspy score``
-both read them; judgment records follow the reference's ``"kind": "judgment"`` lines.
-``predicted_label`` is the program's explicit safe flag when it stated one, else derived
-from the rule set (empty = safe). Rule numbers outside the case's policy are dropped
-(``dropped_rules``), except under the strict official parser, which must score as the
-reference does: there they stay in ``violated_rules`` and are listed in ``out_of_policy_rules``.
+Rule numbers outside the case's policy are dropped (``dropped_rules``), except under the
+strict official parser, which must score as the reference does: there they stay in
+``violated_rules`` and are listed in ``out_of_policy_rules``.
 """
 
 from __future__ import annotations

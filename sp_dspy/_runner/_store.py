@@ -1,12 +1,8 @@
 """Append-only JSONL result files that survive SIGKILL.
 
-Each record is one line, written to the operating system before ``append`` returns, so
-a killed process loses at most the unit in flight. A background thread fsyncs every
-``SYNC_INTERVAL_S`` whatever was written meanwhile (group commit: one fsync per burst,
-and the event loop never waits on the disk; waking it per record cost throughput).
-On resume a torn last line is cut off first. A failed write (a full disk) leaves the
-file at its last complete line and raises ``StoreWriteError``. A model's text never
-makes a record unwritable: lone UTF-16 surrogates become U+FFFD, big integers stay exact.
+Each record is one line written before ``append`` returns; a background thread fsyncs
+every ``SYNC_INTERVAL_S`` what was written meanwhile (group commit: the event loop never
+waits on the disk). A torn last line is cut off on resume; a failed write raises ``StoreWriteError``.
 """
 
 from __future__ import annotations
