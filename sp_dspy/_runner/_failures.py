@@ -53,28 +53,13 @@ def fix_for(kind: str, lm: LMConfig) -> str:
 class RunStopped(SpDspyError):
     """A run ended early because its calls failed for a reason retrying cannot fix."""
 
-    def __init__(
-        self,
-        *,
-        kind: str,
-        failed: int,
-        first_error: str,
-        fix: str,
-        results_file: Path,
-        kept: int,
-        resume: str,
-    ) -> None:
-        self.kind, self.failed, self.first_error, self.fix = kind, failed, first_error, fix
-        self.results_file, self.kept, self.resume = results_file, kept, resume
-        super().__init__(
-            f"run stopped early: {failed} unit(s) failed with {kind} ({first_error}); {fix}. "
-            f"{kept} record(s) kept in {results_file}; after the fix, continue with {resume}"
-        )
+    def __init__(self, kind: str, reason: str, resume: str) -> None:
+        self.kind, self.reason = kind, reason
+        super().__init__(f"{reason}; after the fix, continue with {resume}")
 
     def continued_by(self, resume: str) -> RunStopped:
         """The same stop, naming another command to continue (``ablate`` has its own)."""
-        kept = ("kind", "failed", "first_error", "fix", "results_file", "kept")
-        return RunStopped(**{name: getattr(self, name) for name in kept}, resume=resume)
+        return RunStopped(self.kind, self.reason, resume)
 
 
 @dataclass
@@ -107,15 +92,11 @@ class EarlyStop:
     def error(self, lm: LMConfig, *, results_file: Path, kept: int, resume: str) -> RunStopped:
         """The one-line error that ends a stopped run."""
         kind = self.kind or "bad_request"
-        return RunStopped(
-            kind=kind,
-            failed=self.failed.get(kind, 0),
-            first_error=self.first_error,
-            fix=fix_for(kind, lm),
-            results_file=results_file,
-            kept=kept,
-            resume=resume,
+        reason = (
+            f"run stopped early: {self.failed.get(kind, 0)} unit(s) failed with {kind} ({self.first_error}); "
+            f"{fix_for(kind, lm)}. {kept} record(s) kept in {results_file}"
         )
+        return RunStopped(kind, reason, resume)
 
 
 class ErrorClassCount(BaseModel):

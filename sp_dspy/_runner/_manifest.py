@@ -123,14 +123,20 @@ def redacted_argv() -> list[str]:
     return [redact(_URL_USERINFO.sub("***@", arg)) for arg in sys.argv]
 
 
-def previous_run(path: Path, model: str) -> ModelRun | None:
-    """This model's entry in an existing manifest (a resumed run adds to it)."""
+def _read_manifest(path: Path) -> RunManifest | None:
+    """The manifest file, or None when there is none or it is unreadable (then it is replaced)."""
     if not path.exists():
         return None
     try:
-        return RunManifest.model_validate_json(path.read_text(encoding="utf-8")).runs.get(model)
+        return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
     except ValueError:
         return None
+
+
+def previous_run(path: Path, model: str) -> ModelRun | None:
+    """This model's entry in an existing manifest (a resumed run adds to it)."""
+    previous = _read_manifest(path)
+    return previous.runs.get(model) if previous is not None else None
 
 
 def write_manifest(path: Path, manifest: RunManifest) -> None:
@@ -139,12 +145,9 @@ def write_manifest(path: Path, manifest: RunManifest) -> None:
     Written to a temporary file and renamed, so a failed write (a full disk) leaves the
     previous manifest whole; raises ``OutputError`` then.
     """
-    if path.exists():
-        try:
-            previous = RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
-            manifest.runs = {**previous.runs, **manifest.runs}
-        except ValueError:
-            pass  # an unreadable manifest is replaced rather than blocking the run
+    previous = _read_manifest(path)
+    if previous is not None:
+        manifest.runs = {**previous.runs, **manifest.runs}
     tmp = path.with_suffix(".json.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
