@@ -1,10 +1,8 @@
 """The ablation plan: one LM, one case selection, several variants, as data.
 
-An ablation can run for hours and be resumed days later, so what it runs is saved
-as ``OUTDIR/plan.json`` (secrets masked) and checked on every later invocation: a
-resumed ablation must ask the same model the same cases with the same sampling, or
-its rows would silently compare two different setups. ``plan.json`` is itself a
-valid ``--plan`` file, so an ablation can be replayed elsewhere.
+Saved as ``OUTDIR/plan.json`` (secrets masked; itself a valid ``--plan`` file) and checked
+on every later invocation: a resumed ablation must ask the same model the same cases
+with the same sampling, or its rows would silently compare two different setups.
 """
 
 from __future__ import annotations
@@ -159,21 +157,19 @@ def reconcile(plan: AblationPlan, out: Path, *, resume: bool, new_run_id: str) -
             " pass --resume to continue it, or choose another --out"
         )
     plan = plan.model_copy(update={"run_id": plan.run_id or saved.run_id})
-    if resume:
-        found = first_difference(saved.identity(), plan.identity())
-        if found is not None:
-            field, old, new = found
-            raise ConfigError(
-                f"--resume: {where} ran with {field}={old!r}, this run asks for {new!r};"
-                " resuming would mix two setups in one report (use another --out)"
-            )
+    old, new = saved.identity(), plan.identity()
+    if not resume:  # the very same ablation, variants included
+        old, new = {**old, "variants": saved.variants}, {**new, "variants": plan.variants}
+    found = first_difference(old, new)
+    if found is None:
         return plan
-    old_doc = {**saved.identity(), "variants": saved.variants}
-    found = first_difference(old_doc, {**plan.identity(), "variants": plan.variants})
-    if found is not None:
-        field, old, new = found
+    field, was, now = found
+    if resume:
         raise ConfigError(
-            f"{out} holds a different ablation ({where}: {field}={old!r}, now {new!r});"
-            " pass --resume to continue it, or choose another --out"
+            f"--resume: {where} ran with {field}={was!r}, this run asks for {now!r};"
+            " resuming would mix two setups in one report (use another --out)"
         )
-    return plan
+    raise ConfigError(
+        f"{out} holds a different ablation ({where}: {field}={was!r}, now {now!r});"
+        " pass --resume to continue it, or choose another --out"
+    )

@@ -1,17 +1,13 @@
 """``run_ablation``: every variant on the same cases through ``run_eval``, then one report.
 
 Each variant is an ordinary eval run with its own run id (``<run-id>-<variant>``) in
-``OUTDIR/results``, so it inherits the runner's guarantees: durable per-unit
-results, resume without resending a finished unit, a manifest with wall time and
-token totals. An ablation resumed after an interruption skips the variants that
-finished and continues the one that did not; with ``retry_errors`` it also re-sends the
-errored units of finished variants. A variant whose calls fail for a lasting reason
-(key, model, address) stops the whole ablation: the next variants would fail alike.
+``OUTDIR/results``, so it inherits the runner's durability, resume and manifests. A
+resumed ablation skips the variants that finished (with ``retry_errors`` it re-sends
+their errored units); a variant that stops on a lasting failure stops the whole ablation.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -23,6 +19,7 @@ from rich.console import Console
 from .._errors import ConfigError
 from .._runner import EvalConfig, RunPaths, iter_records, new_run_id, resolve_run, run_eval, select_cases
 from .._runner._failures import ErrorSummary, RunStopped
+from .._runner._manifest import previous_run
 from .._runner._units import unit_errors
 from ._plan import AblationPlan, reconcile, save_plan
 from ._variants import PlannedVariant, check_artifacts, resolve_variants
@@ -93,17 +90,10 @@ def variant_config(plan: AblationPlan, variant: PlannedVariant, out: Path, *, re
 
 def _finished(paths: RunPaths, results_file: Path, model: str) -> bool:
     """The manifest says this model's run completed, and the results file is as it left it."""
-    try:
-        document = json.loads(paths.manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    run = previous_run(paths.manifest, model)
+    if run is None or run.status != "complete" or not results_file.exists():
         return False
-    runs = document.get("runs") if isinstance(document, dict) else None
-    run = runs.get(model) if isinstance(runs, dict) else None
-    if not isinstance(run, dict) or run.get("status") != "complete" or not results_file.exists():
-        return False
-    totals = run.get("totals")
-    recorded = totals.get("records") if isinstance(totals, dict) else None
-    return recorded == sum(1 for _ in iter_records(results_file))
+    return run.totals.records == sum(1 for _ in iter_records(results_file))
 
 
 def _describe(variant: PlannedVariant) -> str:
@@ -140,17 +130,17 @@ def run_ablation(
     console: Console | None = None,
     show_progress: bool = True,
 ) -> AblationOutcome:
-    """Run the plan's variants one after another in ``out``, then write the report.
+    """Run the plan's variants one after another in ``out`` (skipping finished ones), then write the report.
 
-    ``session`` turns ``plan.lm`` (what ``plan.json`` records) into the config to call
-    with, for the whole ablation: the CLI's ``lm_session`` starts the embedded
-    llama.cpp server once, after every check has passed. ``lm`` is one ``dspy.LM``
-    shared by every variant (tests pass the fake); by default each variant builds its
-    own, so per-endpoint request counts stay per variant. ``retry_errors`` (with
-    ``resume``) re-sends errored units, also of variants that finished.
-    Raises ``RunStopped`` naming ``ablate --resume --retry-errors`` when a variant
-    stopped early.
+    ``session`` turns ``plan.lm`` into the config to call with, for the whole ablation
+    (the CLI's ``lm_session`` starts the embedded llama.cpp server once, after every
+    check). ``lm`` is one ``dspy.LM`` for every variant (tests pass the fake); by default
+    each variant builds its own, so request counts stay per variant. ``retry_errors``
+    (with ``resume``) re-sends errored units, also of finished variants. A variant that
+    stops early raises ``RunStopped`` naming ``ablate --resume --retry-errors``.
     """
+    from .._report import write_html
+
     console = console or Console(stderr=True)
     variants, loaded, cases = _prepare(plan)
     plan = reconcile(plan, out, resume=resume, new_run_id=new_run_id())
@@ -158,81 +148,64 @@ def run_ablation(
     outcome = AblationOutcome(plan=plan, out=out, cases=cases)
     with (session or nullcontext)(plan.lm) as live:
         try:
-            _run_variants(
-                outcome,
-                variants,
-                live,
-                resume=resume,
-                retry_errors=retry_errors,
-                lm=lm,
-                console=console,
-                progress=show_progress,
-            )
+            for number, variant in enumerate(variants, 1):
+                config = variant_config(plan, variant, out, resume=resume)
+                paths = resolve_run(
+                    config.output_dir,
+                    live.short_name(),
+                    config.run_id,
+                    resume=True,
+                    protocol=variant.protocol,
+                )
+                results_file = paths.results_for(variant.protocol)
+                head = f"[{number}/{len(variants)}] {variant.label}: {_describe(variant)}"
+                if resume and _finished(paths, results_file, live.display_name()):
+                    errors = unit_errors(results_file, cases, variant.protocol)
+                    if not (retry_errors and errors.errors):
+                        console.print(f"{head}: finished earlier, not run again", highlight=False)
+                        run = VariantRun(
+                            variant, paths.run_id, results_file, paths.manifest, "skipped", errors=errors
+                        )
+                        outcome.runs.append(run)
+                        continue
+                console.print(head, highlight=False)
+                result = run_eval(
+                    config,
+                    live,
+                    console=console,
+                    lm=lm,
+                    show_progress=show_progress,
+                    retry_errors=retry_errors,
+                )
+                outcome.runs.append(
+                    VariantRun(
+                        variant,
+                        result.paths.run_id,
+                        result.results_file,
+                        result.paths.manifest,
+                        "interrupted" if result.interrupted else "complete",
+                        units_run=result.units_run,
+                        units_skipped_on_resume=result.skipped_on_resume,
+                        errors=result.errors,
+                    )
+                )
+                if result.interrupted:
+                    return outcome
         except RunStopped as stopped:
             raise stopped.continued_by(f"sp-dspy ablate --out {out} --resume --retry-errors") from None
-    if outcome.interrupted:
-        return outcome
     outcome.summary = summarise(plan, outcome.runs, loaded, cases)
     outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
-    outcome.report_file = write_report(outcome.summary, out / REPORT_FILE, plan)
+    title = f"sp-dspy ablation: {plan.lm.display_name()} on {outcome.summary.n_cases} cases"
+    outcome.report_file = write_html(outcome.summary, out / REPORT_FILE, title=title)
     return outcome
-
-
-def _run_variants(
-    outcome: AblationOutcome,
-    variants: list[PlannedVariant],
-    live: LMConfig,
-    *,
-    resume: bool,
-    retry_errors: bool,
-    lm: Any,
-    console: Console,
-    progress: bool,
-) -> None:
-    """Run (or skip, when finished earlier) each variant; stop at an interruption."""
-    plan, out = outcome.plan, outcome.out
-    for number, variant in enumerate(variants, 1):
-        config = variant_config(plan, variant, out, resume=resume)
-        paths = resolve_run(
-            config.output_dir, live.short_name(), config.run_id, resume=True, protocol=variant.protocol
-        )
-        results_file = paths.per_rule if variant.protocol == "per-rule" else paths.results
-        head = f"[{number}/{len(variants)}] {variant.label}: {_describe(variant)}"
-        if resume and _finished(paths, results_file, live.display_name()):
-            errors = unit_errors(results_file, outcome.cases, variant.protocol)
-            if not (retry_errors and errors.errors):
-                console.print(f"{head}: finished earlier, not run again", highlight=False)
-                outcome.runs.append(
-                    VariantRun(variant, paths.run_id, results_file, paths.manifest, "skipped", errors=errors)
-                )
-                continue
-        console.print(head, highlight=False)
-        result = run_eval(
-            config, live, console=console, lm=lm, show_progress=progress, retry_errors=retry_errors
-        )
-        outcome.runs.append(
-            VariantRun(
-                variant,
-                result.paths.run_id,
-                result.results_file,
-                result.paths.manifest,
-                "interrupted" if result.interrupted else "complete",
-                units_run=result.units_run,
-                units_skipped_on_resume=result.skipped_on_resume,
-                errors=result.errors,
-            )
-        )
-        if result.interrupted:
-            return
 
 
 def summarise(
     plan: AblationPlan, runs: list[VariantRun], loaded: Benchmark, cases: list[Case]
 ) -> ComparisonSummary:
-    """The report's summary: each variant's results file scored on the ablation's cases.
+    """Each variant's results file scored on the ablation's cases.
 
-    The baseline is the plan's, else ``official-per-policy`` when it ran, else the
-    report's default. Wall times come from the runs' manifests.
+    The baseline is the plan's, else ``official-per-policy`` when it ran, else the report's default.
     """
     from .._report import OFFICIAL_PER_POLICY, build_summary
 
@@ -249,10 +222,3 @@ def summarise(
         seed=plan.seed,
         all_ids=[case.id for case in cases],
     )
-
-
-def write_report(summary: ComparisonSummary, path: Path, plan: AblationPlan) -> Path:
-    from .._report import write_html
-
-    title = f"sp-dspy ablation: {plan.lm.display_name()} on {summary.n_cases} cases"
-    return write_html(summary, path, title=title)

@@ -1,9 +1,7 @@
 """What an ablation compares: named program x protocol variants and compiled artifacts.
 
-A variant name fixes everything that differs between the rows of an ablation (the
-program, the protocol, the per-rule message layout), so two ablations listing the
-same names run the same things. A compiled artifact directory is a variant too: its
-``manifest.json`` says which program and protocol it is.
+A variant name fixes program, protocol and per-rule layout, so two ablations listing the
+same names run the same things; an artifact directory's ``manifest.json`` says its own.
 """
 
 from __future__ import annotations
@@ -47,8 +45,6 @@ class PlannedVariant:
     """One row of the ablation: what ``run_eval`` runs and the label the report shows.
 
     ``program`` is a program name, or the absolute path of an artifact directory.
-    ``official`` says whether the row is the benchmark's official protocol (the fixed
-    prompts with the official layout); only those rows compare to published numbers.
     """
 
     label: str
@@ -59,6 +55,7 @@ class PlannedVariant:
 
     @property
     def official(self) -> bool:
+        """The benchmark's official protocol (fixed prompts, official layout): comparable to published numbers."""
         return self.program == "official" and self.layout == "official"
 
     @property
@@ -100,9 +97,8 @@ def _unique(label: str, taken: set[str]) -> str:
 def resolve_variants(specs: Sequence[str]) -> list[PlannedVariant]:
     """Variant names and artifact directories -> planned variants, in the given order.
 
-    Checks everything a long ablation would otherwise trip over hours in: unknown
-    names, directories that are not artifacts, a variant listed twice. An artifact
-    row is labelled with its directory name (made unique against the other rows).
+    Fails now on what a long ablation would trip over hours in (unknown names, non-artifact
+    directories, a variant listed twice). An artifact row is labelled with its (unique) directory name.
     """
     seen: set[str] = set()
     taken = {spec for spec in specs if spec in NAMED_VARIANTS}

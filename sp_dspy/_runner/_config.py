@@ -1,8 +1,7 @@
 """The one configuration object of an evaluation run, built from CLI flags or YAML.
 
-lm-evaluation-harness style: a run is described by data, not by a pile of keyword
-arguments, so it can be saved in the manifest and replayed. Secrets never enter it:
-the LM part holds the *name* of the key variable only.
+A run is described by data, so it can be saved in the manifest and replayed; secrets
+never enter it (the LM part holds the *name* of the key variable only).
 """
 
 from __future__ import annotations
@@ -88,7 +87,7 @@ def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> 
     where = "flags"
     if run_config is not None:
         where = str(run_config)
-        base = _read_run_config(run_config)
+        base = read_yaml_mapping(run_config, "run config", "a mapping of eval settings")
     defaults = EvalConfig().model_dump()
     for key, value in flags.items():  # a section the flags fill in must be a mapping in the file
         if isinstance(value, dict) and not isinstance(base.get(key), dict | None):
@@ -103,11 +102,6 @@ def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> 
             flag = "--" + str(first["loc"][-1]).replace("_", "-")
             raise ConfigError(f"{flag}: {first['msg']}") from None
         raise ConfigError(f"{where}: field {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
-
-
-def _read_run_config(path: Path) -> dict[str, Any]:
-    """The settings mapping of a YAML run config; anything else is one ``ConfigError`` line."""
-    return read_yaml_mapping(path, "run config", "a mapping of eval settings")
 
 
 def _merge(base: dict[str, Any], flags: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:

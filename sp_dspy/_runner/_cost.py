@@ -1,22 +1,8 @@
 """What an eval run will cost before any call (``--dry-run``), and its caps while it runs.
 
-The same mechanism as ``compile``'s, not a second one: prices come from
-``_compile._budget.pricing_for`` (the price map DSPy prices calls with), tokens are
-characters / 4 of the real prompts (``estimate_tokens``; DSPy programs through
-``mean_prompt_tokens``, their adapter's formatting, a compiled program's demos
-counted as extra prompts like the compile's projection counts demo slots), a
-completion is the protocol's typical length capped by ``--max-tokens``, and the caps
-are a compile :class:`Budget`.
-
-A unit of an eval (a case per-policy, a judgment per-rule) is one planned LM call.
-Before a unit starts, its estimated share is reserved; when the reservation would
-cross ``--max-calls``, ``--max-total-tokens`` or ``--max-usd``, the unit is not
-started and the run stops taking units (:class:`BudgetExceeded`); the units in flight
-finish and are written, and ``--resume`` sends the rest. A finished unit is settled
-with the tokens and dollars its record reports, so a run overruns a token or dollar
-cap by no more than its last units' answers exceeding their estimates. An answer
-replayed from the response cache pays no dollars (its record counts it in ``cache_hits``), and a DSPy
-adapter's retry of an unparseable answer is part of its unit's call.
+Compile's mechanism (``_compile._budget``): its prices, prompt tokens as characters / 4 of
+the real prompts, and a :class:`Budget`. Each unit reserves its estimate before it starts
+(one that would cross a cap is not started: :class:`BudgetExceeded`) and settles from its record.
 """
 
 from __future__ import annotations
@@ -44,6 +30,7 @@ from .._compile._budget import (
 from .._data import Case
 from .._errors import ConfigError
 from .._lm import LMConfig
+from ._units import units_of
 
 ROLE = "task"
 NO_ERROR_LIMIT = 1_000_000_000  # failing LMs are the runner's error handling, not a cap
@@ -74,27 +61,16 @@ def _is_cot(program: Any) -> bool:
     return not _is_official(program) and program_spec(program)["program"].endswith("-cot")
 
 
-def units_of(cases: Sequence[Case], protocol: str) -> list[Any]:
-    """The units a run of ``cases`` sends: cases, or (case, target) judgments per-rule."""
-    if protocol != "per-rule":
-        return list(cases)
-    from .._protocol import build_targets
-
-    return [(case, target) for case in cases for target in build_targets(case)]
-
-
-def _messages_text(messages: list[dict[str, str]]) -> str:
-    return "\n".join(message["content"] for message in messages)
-
-
 def official_prompt_tokens(program: Any, unit: Any) -> int:
     """Estimated prompt tokens of one official-baseline unit: its exact messages / 4."""
     from .._protocol import per_policy_messages, per_rule_messages
 
     if isinstance(unit, tuple):
         case, target = unit
-        return estimate_tokens(_messages_text(per_rule_messages(case, target, layout=program.layout)))
-    return estimate_tokens(_messages_text(per_policy_messages(unit)))
+        messages = per_rule_messages(case, target, layout=program.layout)
+    else:
+        messages = per_policy_messages(unit)
+    return estimate_tokens("\n".join(message["content"] for message in messages))
 
 
 def dspy_prompt_tokens(program: Any, cases: Sequence[Case], protocol: str) -> float:
@@ -173,14 +149,6 @@ class EvalBudget:
         self.pricing = pricing
         self.prompt_tokens = prompt_tokens
 
-    @property
-    def refused_by(self) -> str | None:
-        """The cap that stopped the run (``max_calls``, ``max_tokens``, ``max_usd``), if one did."""
-        return self.budget.refused_by
-
-    def spent(self) -> Tally:
-        return self.budget.total()
-
     def reserve(self, unit: Any) -> Ticket:
         """Reserve a unit's estimated call, or raise ``BudgetExceeded`` (then for every later unit too)."""
         if self.budget.exhausted:  # once a cap is met the run takes no further unit, small or not
@@ -191,13 +159,14 @@ class EvalBudget:
 
     def settle(self, ticket: Ticket, record: Record | None) -> None:
         """Replace the reservation with what the unit's record reports it used."""
-        usage = (record or {}).get("usage") or {}
+        record = record or {}
+        usage = record.get("usage") or {}
         prompt = int(usage.get("prompt_tokens") or 0)
         completion = int(usage.get("completion_tokens") or 0)
-        cost = (record or {}).get("cost")
-        # A record's cost is its answers' price, also when they were replayed from the cache;
-        # a replayed answer paid nothing now, and the caps count what a run pays.
-        cached = bool((record or {}).get("cache_hits"))
+        cost = record.get("cost")
+        # A record's cost is its answers' price, also when replayed from the cache; the caps
+        # count what a run pays, and a replayed answer paid nothing now.
+        cached = bool(record.get("cache_hits"))
         usd = 0.0 if cached else float(cost) if cost is not None else self.pricing.usd(prompt, completion)
         self.budget.settle(
             ticket,

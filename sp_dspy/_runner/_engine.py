@@ -1,19 +1,8 @@
-"""Run independent units of work concurrently and persist each result as it lands.
+"""Run independent units concurrently (at most ``concurrency`` in flight), storing each record as it lands.
 
-A fixed pool of worker coroutines pulls units from a queue, so at most
-``concurrency`` LM calls are in flight and Ctrl-C (task cancellation) stops the pool
-without losing anything already written: every finished unit was appended and
-fsynced by ``JsonlStore`` before the next one started.
-
-A results file that can no longer be written (``StoreWriteError``: a full disk; the
-store refuses every later line) stops the run at once: the units in flight are
-cancelled, since their records could not be kept, and ``--resume`` sends them again.
-Any other failure to store a record stops the run only after the other workers have
-finished and stored the units they hold: their calls share one connection pool,
-which closes when the run ends, so ending at once would turn every call still in
-flight into a false ``connection`` error. When ``stop_when``
-says a finished record shows the rest would fail too (a bad key, an unknown model),
-workers take no further units in the same way; the units in flight finish and are written.
+A results file that can no longer be written (``StoreWriteError``) stops the run at once.
+Any other stop lets the units in flight finish and be written: they share one connection
+pool that closes when the run ends, so ending at once would make each a false ``connection`` error.
 """
 
 from __future__ import annotations
@@ -46,6 +35,8 @@ class UnitEngine(Generic[Unit]):
     """Runs ``work`` on every unit; ``on_error`` turns an exception into a record.
 
     ``stop_when(record)`` True (after the record is written) ends the run early.
+    ``stop_on``: what ``work`` raises to refuse a unit (a budget cap); no record is
+    written for it, so ``--resume`` sends it later, and no worker takes a further unit.
     """
 
     work: Callable[[Unit], Awaitable[Record]]
@@ -55,8 +46,6 @@ class UnitEngine(Generic[Unit]):
     on_record: Callable[[Record], None] | None = None
     stop_when: Callable[[Record], bool] | None = None
     stats: EngineStats = field(default_factory=EngineStats)
-    #: What ``work`` raises to refuse a unit (a budget cap): no record is written for
-    #: it, so ``--resume`` sends it later, and no worker takes a further unit.
     stop_on: tuple[type[Exception], ...] = ()
     _stopping: bool = field(default=False, init=False, repr=False)
     _workers: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
@@ -78,16 +67,9 @@ class UnitEngine(Generic[Unit]):
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
-        failure = next(
-            (
-                o
-                for o in outcomes
-                if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError)
-            ),
-            None,
-        )
-        if failure is not None:
-            raise failure
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+                raise outcome
         return self.stats
 
     async def _worker(self, queue: asyncio.Queue[Unit]) -> None:
@@ -116,8 +98,6 @@ class UnitEngine(Generic[Unit]):
     async def _record(self, unit: Unit) -> Record:
         try:
             return await self.work(unit)
-        except asyncio.CancelledError:
-            raise
         except self.stop_on:
             raise
         except Exception as exc:  # one failed unit must never stop the run

@@ -1,17 +1,16 @@
 """``sp-dspy eval`` as a library call: select cases, run a program on an LM, score.
 
-Per-policy runs work case by case; per-rule runs work judgment by judgment, so a run
-killed at any moment resumes without sending a finished case or judgment again. A run
-whose calls fail for a lasting reason (key, model, address) stops early with
-:class:`RunStopped`; one that finishes says which units ended in error (``errors``).
+Per-policy runs work case by case, per-rule runs judgment by judgment, so a run killed
+at any moment resumes without sending a finished unit again. Calls that fail for a
+lasting reason (key, model, address) stop the run early with :class:`RunStopped`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,7 +46,6 @@ from ._manifest import (
 from ._overlap import check_no_overlap
 from ._paths import RunLock, RunPaths, resolve_run
 from ._progress import ProgressView
-from ._records import Stopwatch
 from ._store import JsonlStore, StoreWriteError
 from ._units import PerPolicyJob, PerRuleJob
 
@@ -73,27 +71,18 @@ class EvalOutcome:
     tracked_calls: int = 0  # calls DSPy's usage tracker saw (cache replays are not calls)
     stopped: bool = False  # a lasting failure ended the run early (run_eval raised RunStopped)
     skipped_on_resume: int = 0
-    #: Of the units skipped on resume, those whose record is an error (``--retry-errors`` re-sends them).
-    skipped_errors: int = 0
+    skipped_errors: int = 0  # of those skipped, units whose record is an error
     units_run: int = 0
-    #: Units whose latest record is an error, as the results file stands after the run.
-    errors: ErrorSummary = field(default_factory=ErrorSummary)
-    #: Tokens, dollars and cache hits over the whole results file (as the manifest records them).
-    totals: RunTotals = field(default_factory=RunTotals)
+    errors: ErrorSummary = field(default_factory=ErrorSummary)  # units whose latest record is an error
+    totals: RunTotals = field(default_factory=RunTotals)  # over the whole results file
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def select_cases(config: EvalConfig) -> tuple[Benchmark, list[Case]]:
     """The cases of a run: dataset, filters, ``--split FILE:PART``, then ``--shard I/N``."""
     data = config.data
-    loaded = load_benchmark(
-        data.dataset,
-        level=data.level,
-        domain=data.domain,
-        with_evidence=data.with_evidence,
-        lenient=data.lenient,
-        benchmark=data.benchmark,
-    )
+    filters = data.model_dump(include={"level", "domain", "with_evidence", "lenient", "benchmark"})
+    loaded = load_benchmark(data.dataset, **filters)
     cases = loaded.cases
     if data.split:
         cases = select_split(cases, data.split, dataset_hash=loaded.content_hash)
@@ -144,11 +133,7 @@ def _checked_program(config: EvalConfig, cases: list[Case], lm_config: LMConfig)
 
 
 def plan_run(config: EvalConfig, lm_config: LMConfig) -> EvalPlan:
-    """What ``run_eval`` would send (``eval --dry-run``): projected calls, tokens, dollars.
-
-    Checks what the run would check before its first call (cases, program, overlap,
-    a price for ``--max-usd``); builds no LM and sends nothing.
-    """
+    """What ``run_eval`` would send (``eval --dry-run``), after the checks a run makes before its first call."""
     _, cases = select_cases(config)
     program, protocol, label = _checked_program(config, cases, lm_config)
     plan = plan_eval(program, protocol, label, cases, lm_config)
@@ -174,6 +159,8 @@ def run_eval(
         OutputError: the output directory cannot be written, or a write failed
             mid-run (the run stops at once; ``--resume`` continues it).
     """
+    from .._lm import make_lm
+
     console = console or Console(stderr=True)
     loaded, cases = select_cases(config)
     program, protocol, label = _checked_program(config, cases, lm_config)
@@ -183,134 +170,97 @@ def run_eval(
     )
     ensure_writable_dir(config.output_dir, what="--output-dir")  # before any model is called
     with RunLock(paths):  # one writer per run: a second --resume would send and record units twice
-        return _run_locked(config, lm_config, paths, loaded, cases, program, protocol, label, console=console,
-                           lm=lm, show_progress=show_progress, retry_errors=retry_errors)  # fmt: skip
-
-
-def _run_locked(
-    config: EvalConfig,
-    lm_config: LMConfig,
-    paths: RunPaths,
-    loaded: Benchmark,
-    cases: list[Case],
-    program: Any,
-    protocol: str,
-    label: str,
-    *,
-    console: Console,
-    lm: dspy.LM | None,
-    show_progress: bool,
-    retry_errors: bool,
-) -> EvalOutcome:
-    """:func:`run_eval` once this process holds the run: send what is pending, record, score."""
-    from .._lm import make_lm
-
-    model = lm_config.display_name()
-    results_file = paths.per_rule if protocol == "per-rule" else paths.results
-    if results_file.exists() and not config.resume:
-        raise ConfigError(
-            f"{results_file} exists: pass --resume to continue that run, or choose another --run-id"
-        )
-    lm = lm if lm is not None else make_lm(lm_config)
-    teach_fake(lm, cases)
-    layout = config.per_rule_layout if protocol == "per-rule" and config.program == "official" else None
-    run_fields: dict[str, Any] = {
-        "run_id": paths.run_id,
-        "program": label,
-        "protocol": protocol,
-        "parser": config.parser if config.program == "official" else "dspy-adapter",
-    }
-    if layout is not None:
-        run_fields["layout"] = layout
-        run_fields["official_protocol"] = layout == "official"
-    started = datetime.now(UTC)
-    watch = Stopwatch()
-    outcome = EvalOutcome(paths=paths, results_file=results_file, cases=cases)
-    runner = PerRuleJob if protocol == "per-rule" else PerPolicyJob
-    job = runner(cases, program, lm, model=model, run_fields=run_fields, retry_errors=retry_errors)
-    units: list[Any] = job.pending(results_file)
-    caps = capped_budget(config.caps, program, protocol, cases, lm_config)
-    outcome.skipped_on_resume, outcome.skipped_errors = job.skipped, job.skipped_errors
-    # A single endpoint behind DSPy's engine: count its requests from DSPy's usage records.
-    tracked = _own_counts(lm) is None and len(lm_config.api_bases) == 1
-    work = _tracking(job.work, outcome) if tracked else job.work
-    early = EarlyStop()
-    failure: StoreWriteError | None = None
-    try:
-        with (
-            JsonlStore(results_file) as store,
-            ProgressView(
-                len(units), label=f"{model} {protocol}", console=console, enabled=show_progress
-            ) as view,
-        ):
-            engine: UnitEngine[Any] = UnitEngine(
-                work=work if caps is None else caps.wrap(work),
-                stop_on=(BudgetExceeded,),
-                on_error=job.on_error,
-                store=store,
-                concurrency=config.concurrency,
-                on_record=lambda record: view.record(record, case_finished=job.case_finished(record)),
-                stop_when=early.observe,
+        model = lm_config.display_name()
+        results_file = paths.results_for(protocol)
+        if results_file.exists() and not config.resume:
+            raise ConfigError(
+                f"{results_file} exists: pass --resume to continue that run, or choose another --run-id"
             )
-            try:
-                with _adapter_context(lm_config.json_schema and config.program != "official"):
-                    asyncio.run(closing_transports(engine.run(units)))
-            except KeyboardInterrupt:
-                outcome.interrupted = True
-            finally:
-                outcome.units_run = engine.stats.done
-            outcome.stopped = engine.stats.stopped_early and not outcome.interrupted
-    except StoreWriteError as exc:  # a full disk: stop, keep what is written, say how to go on
-        failure = exc
-    if failure is not None:
-        outcome.failed = True
+        lm = lm if lm is not None else make_lm(lm_config)
+        teach_fake(lm, cases)
+        run_fields: dict[str, Any] = {
+            "run_id": paths.run_id,
+            "program": label,
+            "protocol": protocol,
+            "parser": config.parser if config.program == "official" else "dspy-adapter",
+        }
+        if protocol == "per-rule" and config.program == "official":
+            run_fields["layout"] = config.per_rule_layout
+            run_fields["official_protocol"] = config.per_rule_layout == "official"
+        started, clock = datetime.now(UTC), time.perf_counter()
+        outcome = EvalOutcome(paths=paths, results_file=results_file, cases=cases)
+        runner = PerRuleJob if protocol == "per-rule" else PerPolicyJob
+        job = runner(cases, program, lm, model=model, run_fields=run_fields, retry_errors=retry_errors)
+        units = job.pending(results_file)
+        caps = capped_budget(config.caps, program, protocol, cases, lm_config)
+        outcome.skipped_on_resume, outcome.skipped_errors = job.skipped, job.skipped_errors
+
+        def manifest() -> None:
+            _write_manifest(config, lm_config, loaded, outcome, lm, started=started,
+                            wall_s=time.perf_counter() - clock, units_total=len(job.units))  # fmt: skip
+
+        # A single endpoint behind DSPy's engine: count its requests from DSPy's usage records.
+        own_counts = client_of(lm) is not None or getattr(lm, "endpoint_requests", None) is not None
+        work = job.work if own_counts or len(lm_config.api_bases) != 1 else _tracking(job.work, outcome)
+        early = EarlyStop()
+        try:
+            with (
+                JsonlStore(results_file) as store,
+                ProgressView(
+                    len(units), label=f"{model} {protocol}", console=console, enabled=show_progress
+                ) as view,
+            ):
+                engine: UnitEngine[Any] = UnitEngine(
+                    work=work if caps is None else caps.wrap(work),
+                    stop_on=(BudgetExceeded,),
+                    on_error=job.on_error,
+                    store=store,
+                    concurrency=config.concurrency,
+                    on_record=lambda record: view.record(record, case_finished=job.case_finished(record)),
+                    stop_when=early.observe,
+                )
+                try:
+                    with _adapter_context(lm_config.json_schema and config.program != "official"):
+                        asyncio.run(closing_transports(engine.run(units)))
+                except KeyboardInterrupt:
+                    outcome.interrupted = True
+                finally:
+                    outcome.units_run = engine.stats.done
+                outcome.stopped = engine.stats.stopped_early and not outcome.interrupted
+        except StoreWriteError as failure:  # a full disk: stop, keep what is written, say how to go on
+            outcome.failed = True
+            outcome.totals = totals_of(results_file)
+            with contextlib.suppress(OutputError):  # the disk may be too full for the manifest as well
+                manifest()
+            raise OutputError(
+                f"{failure}: the run stopped after {outcome.units_run} new unit(s); everything written is kept: "
+                f"free space (or fix the cause), then continue with --resume --run-id {paths.run_id}"
+            ) from None
+        if caps is not None:
+            outcome.spent = caps.budget.total()
+            outcome.capped_by = caps.budget.refused_by if engine.stats.stopped else None
+        if not (outcome.interrupted or outcome.stopped) and outcome.capped_by is None:
+            outcome.report = _score(cases, results_file, protocol)
+        outcome.errors = job.error_summary(results_file)
         outcome.totals = totals_of(results_file)
-        with contextlib.suppress(OutputError):  # the disk may be too full for the manifest as well
-            _write_manifest(config, lm_config, loaded, outcome, started=started, wall_s=watch.elapsed,
-                            units_total=len(units) + job.skipped, model=model, lm=lm)  # fmt: skip
-        raise OutputError(
-            f"{failure}: the run stopped after {outcome.units_run} new unit(s); everything written is kept: "
-            f"free space (or fix the cause), then continue with --resume --run-id {paths.run_id}"
-        ) from None
-    if caps is not None:
-        outcome.spent = caps.spent()
-        outcome.capped_by = caps.refused_by if engine.stats.stopped else None
-    if not (outcome.interrupted or outcome.stopped) and outcome.capped_by is None:
-        outcome.report = _score(cases, results_file, protocol)
-    outcome.errors = job.error_summary(results_file)
-    outcome.totals = totals_of(results_file)
-    _write_manifest(
-        config,
-        lm_config,
-        loaded,
-        outcome,
-        started=started,
-        wall_s=watch.elapsed,
-        units_total=len(units) + job.skipped,
-        model=model,
-        lm=lm,
-    )
-    if outcome.stopped:
-        raise early.error(
-            lm_config,
-            results_file=results_file,
-            kept=job.skipped + engine.stats.done,
-            resume=f"--resume --retry-errors --run-id {paths.run_id}",
-        )
-    return outcome
+        manifest()
+        if outcome.stopped:
+            raise early.error(
+                lm_config,
+                results_file=results_file,
+                kept=job.skipped + engine.stats.done,
+                resume=f"--resume --retry-errors --run-id {paths.run_id}",
+            )
+        return outcome
 
 
 def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
     """The first request ``run_eval`` would send for ``config`` on ``lm_config``; nothing is sent.
 
-    The first selected case (per-rule: its first judgment) goes through the same
-    program, adapter and LM engine as in a run, with the cache off (a cached answer
-    would send nothing), until sp-dspy's HTTP engine has built the request; it is
-    captured there instead of posted.
-
-    Raises:
-        ConfigError: no case selected, or an LM whose engine sp-dspy does not build
-            requests for (the fake, replicas, DSPy's own engine).
+    The first case (per-rule: its first judgment) goes through the run's program, adapter
+    and LM engine with the cache off, and sp-dspy's HTTP engine captures the request it
+    builds instead of posting it. ``ConfigError`` when no case is selected, or the LM's
+    engine is not sp-dspy's (the fake, replicas, DSPy's own engine).
     """
     from programs import judge_target, run_case
 
@@ -348,16 +298,13 @@ def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
     raise ConfigError(f"--show-request: case {case.id} sent no request")  # a program that never calls its LM
 
 
-@contextmanager
-def _adapter_context(json_adapter: bool) -> Iterator[None]:
+def _adapter_context(json_adapter: bool) -> contextlib.AbstractContextManager[Any]:
     """DSPy programs on a schema-constrained server use the JSON adapter (it sends the schema)."""
     if not json_adapter:
-        yield
-        return
+        return contextlib.nullcontext()
     import dspy
 
-    with dspy.context(adapter=dspy.JSONAdapter()):
-        yield
+    return dspy.context(adapter=dspy.JSONAdapter())
 
 
 def _score(cases: list[Case], results_file: Path, protocol: str) -> ScoreReport:
@@ -383,9 +330,8 @@ def _tracking(
 ) -> Callable[[Unit], Awaitable[Record]]:
     """``work`` that adds the LM calls of each unit to ``outcome.tracked_calls``.
 
-    DSPy records the usage of every call that reached a model (a cache replay is not
-    recorded) in the ``dspy.track_usage()`` block around it; nested blocks (programs
-    keep one per case) hand theirs up. One block per unit keeps nothing past it.
+    DSPy records the usage of every call that reached a model (not cache replays) in the
+    ``dspy.track_usage()`` block around it; nested blocks hand theirs up.
     """
 
     async def tracked(unit: Unit) -> Record:
@@ -400,25 +346,18 @@ def _tracking(
     return tracked
 
 
-def _own_counts(lm: Any) -> Mapping[str, int] | None:
-    """The requests per endpoint the LM's engine counts itself: a replica pool, or sp-dspy's client."""
-    counts: Mapping[str, int] | None = getattr(lm, "endpoint_requests", None)
-    client = client_of(lm)
-    if counts is None and client is not None:
-        return {display_endpoint(client.api_base): client.answered}
-    return counts
-
-
 def _endpoint_requests(lm: Any, lm_config: LMConfig, outcome: EvalOutcome) -> dict[str, int]:
     """Requests each endpoint answered in this invocation (cache replays are not requests).
 
     A replica pool and sp-dspy's HTTP engine count their own; a single ``--api-base``
-    reached through DSPy's engine (``--transport dspy``) counts the calls DSPy
-    tracked; an API reached through DSPy's engine without one names no endpoint.
+    reached through DSPy's engine counts the calls DSPy tracked (see :func:`_tracking`).
     """
-    counts = _own_counts(lm)
+    counts: Mapping[str, int] | None = getattr(lm, "endpoint_requests", None)
+    client = client_of(lm)
     if counts is not None:
         return dict(counts)
+    if client is not None:
+        return {display_endpoint(client.api_base): client.answered}
     if len(lm_config.api_bases) == 1:
         return {display_endpoint(lm_config.api_bases[0]): outcome.tracked_calls}
     return {}
@@ -429,13 +368,13 @@ def _write_manifest(
     lm_config: LMConfig,
     loaded: Benchmark,
     outcome: EvalOutcome,
+    lm: Any,
     *,
     started: datetime,
     wall_s: float,
     units_total: int,
-    model: str,
-    lm: Any,
 ) -> None:
+    model = lm_config.display_name()
     split_info = None
     if config.data.split:
         split_path = Path(config.data.split.rpartition(":")[0])

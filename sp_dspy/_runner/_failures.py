@@ -1,13 +1,8 @@
 """Failed units of a run: when they stop it early, and how a run reports them.
 
-A unit whose calls failed after every retry becomes an error record and the run goes
-on: one bad case must not cost the others. But some failures are not about the case:
-a wrong key, an unknown model, an address where nothing listens, a setting the server
-rejects. Every later call would fail the same way, so :class:`EarlyStop` ends the run
-after the first of them (a bad request, which can also be one case's fault, after a
-few in a row with no success between), and :class:`RunStopped` says in one line what
-failed, what to fix and how to continue. A run that finishes with failed units ends
-with an :class:`ErrorSummary` instead (and the CLI with exit status 3).
+A unit failing after every retry becomes an error record and the run goes on, but a
+wrong key, unknown model or dead address would fail every later call: :class:`EarlyStop`
+ends the run and :class:`RunStopped` says what to fix. Otherwise an :class:`ErrorSummary` (exit 3).
 """
 
 from __future__ import annotations
@@ -58,51 +53,26 @@ def fix_for(kind: str, lm: LMConfig) -> str:
 class RunStopped(SpDspyError):
     """A run ended early because its calls failed for a reason retrying cannot fix."""
 
-    def __init__(
-        self,
-        *,
-        kind: str,
-        failed: int,
-        first_error: str,
-        fix: str,
-        results_file: Path,
-        kept: int,
-        resume: str,
-    ) -> None:
-        self.kind, self.failed, self.first_error, self.fix = kind, failed, first_error, fix
-        self.results_file, self.kept, self.resume = results_file, kept, resume
-        super().__init__(
-            f"run stopped early: {failed} unit(s) failed with {kind} ({first_error}); {fix}. "
-            f"{kept} record(s) kept in {results_file}; after the fix, continue with {resume}"
-        )
+    def __init__(self, kind: str, reason: str, resume: str) -> None:
+        self.kind, self.reason = kind, reason
+        super().__init__(f"{reason}; after the fix, continue with {resume}")
 
     def continued_by(self, resume: str) -> RunStopped:
         """The same stop, naming another command to continue (``ablate`` has its own)."""
-        return RunStopped(
-            kind=self.kind,
-            failed=self.failed,
-            first_error=self.first_error,
-            fix=self.fix,
-            results_file=self.results_file,
-            kept=self.kept,
-            resume=resume,
-        )
+        return RunStopped(self.kind, self.reason, resume)
 
 
 @dataclass
 class EarlyStop:
     """Watches finished records; says when the run's failures show the rest would fail too.
 
-    A run-wide failure (auth, billing, not_found, unreachable, config) stops at once;
-    ``bad_request`` after :data:`BAD_REQUEST_STREAK` lasting failures in a row. Any
-    unit that does not end in a lasting failure resets the streak. Transient failures
-    (rate limits, 5xx, timeouts, dropped connections) never stop a run: the transport
-    has retried them already, and the next unit may well get through.
+    A run-wide failure stops at once, ``bad_request`` after :data:`BAD_REQUEST_STREAK`
+    lasting failures in a row. Transient failures (rate limits, 5xx, timeouts) never stop
+    a run: the transport has retried them already, and the next unit may get through.
     """
 
     streak: int = 0
-    #: Lasting failures so far, by class.
-    failed: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, int] = field(default_factory=dict)  # lasting failures so far, by class
     #: The class the stop is reported under (run-wide ones take precedence) and its first message.
     kind: str | None = None
     first_error: str = ""
@@ -122,15 +92,11 @@ class EarlyStop:
     def error(self, lm: LMConfig, *, results_file: Path, kept: int, resume: str) -> RunStopped:
         """The one-line error that ends a stopped run."""
         kind = self.kind or "bad_request"
-        return RunStopped(
-            kind=kind,
-            failed=self.failed.get(kind, 0),
-            first_error=self.first_error,
-            fix=fix_for(kind, lm),
-            results_file=results_file,
-            kept=kept,
-            resume=resume,
+        reason = (
+            f"run stopped early: {self.failed.get(kind, 0)} unit(s) failed with {kind} ({self.first_error}); "
+            f"{fix_for(kind, lm)}. {kept} record(s) kept in {results_file}"
         )
+        return RunStopped(kind, reason, resume)
 
 
 class ErrorClassCount(BaseModel):
@@ -153,15 +119,11 @@ class ErrorSummary(BaseModel):
         """Summarise the latest record of each unit (``units``: how many the run has)."""
         counts: dict[str, ErrorClassCount] = {}
         for record in latest.values():
-            kind = record.get("error_class")
-            if not kind:
-                continue
-            entry = counts.get(str(kind))
-            if entry is None:
-                counts[str(kind)] = ErrorClassCount(
-                    error_class=str(kind), count=1, first_error=str(record.get("error") or kind)
+            if kind := record.get("error_class"):
+                first = str(record.get("error") or kind)
+                entry = counts.setdefault(
+                    str(kind), ErrorClassCount(error_class=str(kind), count=0, first_error=first)
                 )
-            else:
                 entry.count += 1
         classes = sorted(counts.values(), key=lambda c: (-c.count, c.error_class))
         return cls(units=units, errors=sum(c.count for c in classes), classes=classes)
@@ -177,9 +139,4 @@ class ErrorSummary(BaseModel):
 
 def latest_by_unit(records: Iterable[Mapping[str, Any]], key: Any) -> dict[Hashable, Mapping[str, Any]]:
     """The last record of each unit (``key(record)`` names it; None skips the record)."""
-    latest: dict[Hashable, Mapping[str, Any]] = {}
-    for record in records:
-        unit = key(record)
-        if unit is not None:
-            latest[unit] = record
-    return latest
+    return {unit: record for record in records if (unit := key(record)) is not None}

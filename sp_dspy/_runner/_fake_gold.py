@@ -1,9 +1,7 @@
-"""Teach the fake LM the gold answers of the cases a run will send it.
+"""Teach ``--lm fake`` the gold answers of the cases a run will send it, so it is an oracle.
 
-``--lm fake`` is an oracle only if it knows the answers; the runner registers each
-case's ground truth under text that appears in every prompt of that case (per-policy:
-policy + conversation; per-rule: conversation + target rule + its bundle), for every
-program and both protocols.
+Each case's ground truth is registered under text found in every prompt of that case
+(per-policy: policy + conversation; per-rule: conversation + target rule + its bundle).
 """
 
 from __future__ import annotations

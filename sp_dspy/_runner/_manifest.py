@@ -8,6 +8,7 @@ covers every invocation that contributed to it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -29,11 +30,7 @@ PACKAGES = ("sp-dspy", "dspy", "litellm", "pydantic", "optuna", "gepa", "xllamac
 
 
 class RunTotals(BaseModel):
-    """Totals over every record of a result file.
-
-    Tokens and dollars are those of the answers, also of answers replayed from the
-    response cache (``cache_hits`` of the calls; they cost nothing this time).
-    """
+    """Totals over every record of a result file; answers replayed from the cache count too."""
 
     records: int = 0
     errors: int = 0
@@ -89,17 +86,10 @@ def package_versions() -> dict[str, str | None]:
 
 def git_commit(cwd: Path | None = None) -> str | None:
     """The checkout's commit (dirty marker included), or None outside a git checkout."""
+    git = functools.partial(subprocess.run, cwd=cwd, capture_output=True, text=True, timeout=5)
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
+        head = git(["git", "rev-parse", "HEAD"], check=True).stdout.strip()
+        dirty = git(["git", "status", "--porcelain", "--untracked-files=no"]).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{head}{'-dirty' if dirty else ''}" if head else None
@@ -133,31 +123,31 @@ def redacted_argv() -> list[str]:
     return [redact(_URL_USERINFO.sub("***@", arg)) for arg in sys.argv]
 
 
-def previous_run(path: Path, model: str) -> ModelRun | None:
-    """This model's entry in an existing manifest (a resumed run adds to it)."""
+def _read_manifest(path: Path) -> RunManifest | None:
+    """The manifest file, or None when there is none or it is unreadable (then it is replaced)."""
     if not path.exists():
         return None
     try:
-        return RunManifest.model_validate_json(path.read_text(encoding="utf-8")).runs.get(model)
+        return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
     except ValueError:
         return None
+
+
+def previous_run(path: Path, model: str) -> ModelRun | None:
+    """This model's entry in an existing manifest (a resumed run adds to it)."""
+    previous = _read_manifest(path)
+    return previous.runs.get(model) if previous is not None else None
 
 
 def write_manifest(path: Path, manifest: RunManifest) -> None:
     """Merge this invocation's entries into the manifest file (other models are kept).
 
     Written to a temporary file and renamed, so a failed write (a full disk) leaves the
-    previous manifest whole.
-
-    Raises:
-        OutputError: the manifest could not be written.
+    previous manifest whole; raises ``OutputError`` then.
     """
-    if path.exists():
-        try:
-            previous = RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
-            manifest.runs = {**previous.runs, **manifest.runs}
-        except ValueError:
-            pass  # an unreadable manifest is replaced rather than blocking the run
+    previous = _read_manifest(path)
+    if previous is not None:
+        manifest.runs = {**previous.runs, **manifest.runs}
     tmp = path.with_suffix(".json.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,8 @@
 """Refuse to score a compiled artifact on the cases it was compiled on.
 
-A compiled program saw its train cases (demos, instruction proposals) and was
-selected on its dev cases, so a score on either says nothing about held-out
-performance. The artifact's ``manifest.json`` records both id lists; a case to be
-evaluated that is one of them, or shares a conversation with one of them (the L0/L1/L2
-versions of one conversation), is an overlap. ``--allow-overlap`` accepts it knowingly.
+An artifact saw its train cases and was selected on its dev cases (both listed in its
+``manifest.json``); an evaluated case among them, or sharing their conversation (the
+L0/L1/L2 versions), overlaps. ``--allow-overlap`` accepts it knowingly.
 """
 
 from __future__ import annotations

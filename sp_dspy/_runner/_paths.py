@@ -1,9 +1,8 @@
 """Result file names, run ids and the lock that gives a run one writer.
 
-``results_<RUN_ID>_<model>.jsonl`` for per-policy records, ``per_rule_<RUN_ID>_<model>.jsonl``
-for per-rule judgments, ``manifest_<RUN_ID>.json`` for what produced them (one entry per model),
-all compatible with the reference harness's layout. ``run_<RUN_ID>.lock`` exists while
-a process writes the run (see :class:`RunLock`).
+``results_<RUN_ID>_<model>.jsonl`` (per-policy), ``per_rule_<RUN_ID>_<model>.jsonl``
+(per-rule) and ``manifest_<RUN_ID>.json`` (one entry per model), as the reference
+harness lays them out; ``run_<RUN_ID>.lock`` exists while a process writes the run.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from .._errors import ConfigError, OutputError
@@ -27,6 +25,10 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 def safe_name(text: str) -> str:
     """File-name-safe form of a model's short name."""
     return _SAFE.sub("-", text).strip("-") or "model"
+
+
+def _prefix(protocol: str) -> str:
+    return "per_rule" if protocol == "per-rule" else "results"
 
 
 def new_run_id() -> str:
@@ -42,13 +44,8 @@ class RunPaths:
     run_id: str
     model: str
 
-    @property
-    def results(self) -> Path:
-        return self.output_dir / f"results_{self.run_id}_{safe_name(self.model)}.jsonl"
-
-    @property
-    def per_rule(self) -> Path:
-        return self.output_dir / f"per_rule_{self.run_id}_{safe_name(self.model)}.jsonl"
+    def results_for(self, protocol: str) -> Path:
+        return self.output_dir / f"{_prefix(protocol)}_{self.run_id}_{safe_name(self.model)}.jsonl"
 
     @property
     def manifest(self) -> Path:
@@ -57,7 +54,6 @@ class RunPaths:
 
     @property
     def lock(self) -> Path:
-        """Held (``flock``) by the one process writing this run; see :class:`RunLock`."""
         return self.output_dir / f"run_{self.run_id}.lock"
 
 
@@ -68,16 +64,13 @@ class RunLockedError(ConfigError):
 class RunLock:
     """One run, one writer: an exclusive ``flock`` on ``run_<RUN_ID>.lock`` while a process writes it.
 
-    Two processes appending to one results file would each send the units the other
-    is sending and record them twice (``--resume`` reads what is done only at start),
-    and both would rewrite the manifest. The second writer therefore refuses at once,
-    naming the process that holds the run. The kernel drops a ``flock`` when its
-    process ends, however it ends (SIGKILL included), so a lock file left by a dead
-    process is simply taken over; the pid, host and command written into the file name
-    the holder (and, on a file system without ``flock``, decide: a live pid on this
-    host holds the run, anything else is stale). Releasing removes the file; a process
-    that opened the file just before it was removed sees the inode changed and opens
-    it anew.
+    Two writers would each send (and record) the units the other sends, since
+    ``--resume`` reads what is done only at start; the second one refuses at once.
+    The kernel drops a ``flock`` however its process ends (SIGKILL included), so a
+    dead process's lock file is taken over. The pid, host and command in the file name
+    the holder (and decide on a file system without ``flock``: a live pid on this host
+    holds the run). Releasing removes the file; a process that opened it just before
+    sees the inode changed and opens it anew.
     """
 
     def __init__(self, paths: RunPaths) -> None:
@@ -96,24 +89,19 @@ class RunLock:
                 raise OutputError(f"cannot create the run lock {self.path}: {exc.strerror or exc}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            except OSError as exc:  # held, or no flock on this file system (the holder's note decides)
                 holder = _read_holder(fd)
-                os.close(fd)
-                raise RunLockedError(self._refusal(holder)) from None
-            except OSError:  # no flock on this file system: the holder's note decides
-                holder = _read_holder(fd)
-                if _running_here(holder):
+                if isinstance(exc, BlockingIOError) or _running_here(holder):
                     os.close(fd)
                     raise RunLockedError(self._refusal(holder)) from None
-                self._fd = fd
-                break
-            try:
-                current = os.stat(self.path).st_ino
-            except FileNotFoundError:
-                current = None
-            if current != os.fstat(fd).st_ino:  # its holder removed it between our open and flock
-                os.close(fd)
-                continue
+            else:
+                try:
+                    current = os.stat(self.path).st_ino
+                except FileNotFoundError:
+                    current = None
+                if current != os.fstat(fd).st_ino:  # its holder removed it between our open and flock
+                    os.close(fd)
+                    continue
             self._fd = fd
             break
         holder = {
@@ -150,9 +138,7 @@ class RunLock:
     def __enter__(self) -> Self:
         return self.acquire()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.release()
 
 
@@ -198,7 +184,7 @@ def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: boo
             )
         return RunPaths(output_dir, run_id, model)
     if resume:
-        prefix = "per_rule" if protocol == "per-rule" else "results"
+        prefix = _prefix(protocol)
         pattern = f"{prefix}_*_{safe_name(model)}.jsonl"
         found = sorted(output_dir.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True)
         for path in found:
@@ -215,8 +201,6 @@ def _run_id_of(path: Path, prefix: str, model: str) -> str | None:
     The glob ``results_*_<model>.jsonl`` also matches another model whose short name
     ends in ``_<model>``; the run id recorded in the file's first record settles it.
     """
-    import json
-
     stem = path.name[len(prefix) + 1 : -len(f"_{safe_name(model)}.jsonl")]
     try:
         with path.open(encoding="utf-8") as handle:

@@ -1,26 +1,12 @@
-"""Turn program outputs into result records (a superset of the reference harness's).
+"""Turn program outputs into result records (a superset of the reference harness's, which reads them).
 
-Per-policy records carry the reference fields (``id``, ``index``, ``violated_rules``,
-``refused``, ``parse_failed``, ``analysis``, ``predicted_label``, ``model_name``,
-``timestamp``, ``usage``) plus how the answer was obtained, so the reference scorer
-and ``sp-dspy score`` both read them. ``predicted_label`` is the program's explicit
-safe flag when it stated one (then also written as ``predicted_safe``), else derived
-from the rule set (empty = safe); ``predicted_severity`` appears only when predicted. Judgment records follow the reference's
-``"kind": "judgment"`` lines; ``refused`` there also covers unparseable verdicts,
-exactly as the reference counts them.
-
-Every answer becomes a record. Rule numbers the case's policy does not have (``99``,
-``-1``, ``1e38``) are dropped and listed in ``dropped_rules``; the record is then
-``recovered``, or ``failed`` (``parse_failed``, no prediction) when no rule of the
-policy is left. The one exception is the official parser in strict mode, whose
-records must score as the reference harness scores the same answer: there such
-numbers stay in ``violated_rules`` (false positives, as the reference counts them)
-and are listed in ``out_of_policy_rules``.
+Rule numbers outside the case's policy are dropped (``dropped_rules``), except under the
+strict official parser, which must score as the reference does: there they stay in
+``violated_rules`` and are listed in ``out_of_policy_rules``.
 """
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +37,28 @@ def case_scores(case: Case, violated: list[int] | None) -> dict[str, Any] | None
     }
 
 
+def _answered(output: CaseOutput | JudgmentOutput, model: str, latency_s: float) -> dict[str, Any]:
+    """The provenance fields of a record with an answer."""
+    return {
+        "model_name": model,
+        "timestamp": _now(),
+        "usage": output.usage.model_dump(exclude_none=True),
+        "cost": output.cost,
+        "cache_hits": output.cache_hits,
+        "latency_s": round(latency_s, 3),
+    }
+
+
+def _add_answer(record: dict[str, Any], output: CaseOutput | JudgmentOutput) -> dict[str, Any]:
+    """The raw answer and the error (redacted) of an output, when it has them."""
+    if output.answer is not None:
+        record["answer"] = output.answer
+    if output.error:
+        record["error"] = redact(output.error)
+        record["error_class"] = output.error_class or "other"
+    return record
+
+
 def policy_record(
     case: Case, index: int, output: CaseOutput, *, model: str, run: dict[str, Any], latency_s: float
 ) -> dict[str, Any]:
@@ -74,12 +82,7 @@ def policy_record(
         "analysis": output.analysis,
         "reasoning": output.reasoning,
         "predicted_label": label,
-        "model_name": model,
-        "timestamp": _now(),
-        "usage": output.usage.model_dump(exclude_none=True),
-        "cost": output.cost,
-        "cache_hits": output.cache_hits,
-        "latency_s": round(latency_s, 3),
+        **_answered(output, model, latency_s),
         "scores": case_scores(case, violated),
         **run,
     }
@@ -89,18 +92,13 @@ def policy_record(
         record["predicted_safe"] = output.predicted_safe
     if output.predicted_severity is not None:
         record["predicted_severity"] = output.predicted_severity
-    if output.answer is not None:
-        record["answer"] = output.answer
-    if output.error:
-        record["error"] = redact(output.error)
-        record["error_class"] = output.error_class or "other"
-    return record
+    return _add_answer(record, output)
 
 
 def judgment_record(
     case: Case, judgment: JudgmentOutput, *, model: str, run: dict[str, Any], latency_s: float
 ) -> dict[str, Any]:
-    """One per-rule judgment line (the reference's judgment fields plus provenance)."""
+    """One per-rule judgment line; ``refused`` also covers unparseable verdicts, as the reference counts them."""
     record: dict[str, Any] = {
         "kind": "judgment",
         "cid": case.id,
@@ -114,20 +112,10 @@ def judgment_record(
         "parse_failed": judgment.parse_failed,
         "parse_status": judgment.status,
         "reason": judgment.reason,
-        "model_name": model,
-        "timestamp": _now(),
-        "usage": judgment.usage.model_dump(exclude_none=True),
-        "cost": judgment.cost,
-        "cache_hits": judgment.cache_hits,
-        "latency_s": round(latency_s, 3),
+        **_answered(judgment, model, latency_s),
         **run,
     }
-    if judgment.answer is not None:
-        record["answer"] = judgment.answer
-    if judgment.error:
-        record["error"] = redact(judgment.error)
-        record["error_class"] = judgment.error_class or "other"
-    return record
+    return _add_answer(record, judgment)
 
 
 def error_policy_record(
@@ -163,17 +151,6 @@ def error_judgment_record(
         "parse_failed": False,
         **_failure(exc, model=model, run=run),
     }
-
-
-class Stopwatch:
-    """Wall time of one unit, for the ``latency_s`` field."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-
-    @property
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
 
 
 def _failure(exc: BaseException, *, model: str, run: dict[str, Any]) -> dict[str, Any]:

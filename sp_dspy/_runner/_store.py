@@ -1,25 +1,8 @@
 """Append-only JSONL result files that survive SIGKILL.
 
-Each record is written as one line and flushed to the operating system before
-``append`` returns, so killing the process at any moment (SIGKILL included) loses
-at most the unit in flight: the kernel holds every line already appended. Lines
-reach the disk itself (``fsync``, which also survives a power cut or an OS crash)
-through a background thread that syncs everything written so far in one call
-(group commit): a burst of records costs one fsync instead of one each, and the
-event loop never waits on the disk (a synchronous fsync per record, ~2 ms on a
-common SSD, capped a run at a few hundred records per second). The thread is
-not woken per record: it looks every ``SYNC_INTERVAL_S`` (and syncs back to back
-while records keep coming), so a line reaches the disk at most about 20 ms plus one
-fsync after it was written. Waking it on every append cost a thread switch and two
-GIL hand-offs per record, which at a thousand records a second stalled the event
-loop enough to cost 3-5% of throughput (``benchmarks/bench_runner.py``). ``close``
-syncs what is left. On resume a torn last line (the process died mid-write) is cut off
-before appending, so the file stays valid JSONL. A write that fails (a full disk)
-leaves the file at its last complete line and stops the store (``StoreWriteError``).
-
-A record is never refused for what a model wrote: text holding a lone UTF-16
-surrogate (a JSON ``"\\ud800"`` escape in an answer) is stored with U+FFFD in its
-place, and an integer beyond 64 bits is written exactly (``encode_line``).
+Each record is one line written before ``append`` returns; a background thread fsyncs
+every ``SYNC_INTERVAL_S`` what was written meanwhile (group commit: the event loop never
+waits on the disk). A torn last line is cut off on resume; a failed write raises ``StoreWriteError``.
 """
 
 from __future__ import annotations
@@ -27,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import mmap
 import os
 import threading
 from collections.abc import Iterator
@@ -38,33 +22,24 @@ import orjson
 from .._errors import OutputError
 from .._protocol._text import replace_surrogates
 
-_CHUNK = 1 << 16
-# Compact UTF-8 JSON, as ``json.dumps(ensure_ascii=False, separators=(",", ":"))`` writes
-# it at a tenth of the CPU; int keys become strings as with ``json``; one line each.
+# Compact UTF-8 JSON as ``json.dumps(ensure_ascii=False, separators=(",", ":"))`` writes it.
 _LINE_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
 #: How often the background thread looks for unsynced lines (the group-commit window).
 SYNC_INTERVAL_S = 0.02
 
 
 class StoreWriteError(OutputError):
-    """A results file could not be written (disk full, I/O error): the run must stop.
-
-    Every line appended before the failure is intact (a half-written one is cut
-    off), so ``--resume`` continues once the cause is fixed.
-    """
+    """A results file could not be written (disk full, I/O error); the lines before it are intact."""
 
 
 class JsonlStore:
     """One results file opened for appending; thread-safe, durable writes.
 
-    The file is written through its descriptor (one ``write`` per record, no
-    userspace buffer), so when a write fails (``ENOSPC``: the disk is full) no part
-    of the record can be left behind to reach the file later: the store cuts the
-    file back to its last complete line and raises :class:`StoreWriteError`. The
-    file is valid after that, so a later append may still succeed (the units
-    already in flight when a disk fills are stored if space comes back). A failed
-    ``fsync`` (the kernel may have dropped written pages) is final: the next append,
-    or ``close``, raises it and nothing more is written.
+    Written through its descriptor (no userspace buffer), so a failed write leaves no
+    part of the record to reach the file later: the file is cut back to its last
+    complete line, and a later append may still succeed once space comes back. A failed
+    ``fsync`` (the kernel may have dropped written pages) is final: the next append, or
+    ``close``, raises it.
     """
 
     def __init__(self, path: Path) -> None:
@@ -86,12 +61,7 @@ class JsonlStore:
         self._syncer.start()
 
     def append(self, record: dict[str, Any]) -> None:
-        """Write ``record`` as one line; it survives the process once this returns.
-
-        Raises:
-            StoreWriteError: this write failed (the file keeps its complete lines), or an
-                earlier fsync did.
-        """
+        """Write ``record`` as one line; it survives the process once this returns (``StoreWriteError`` if not)."""
         line = encode_line(record).encode("utf-8")
         with self._lock:
             if self._failure is not None:
@@ -133,11 +103,7 @@ class JsonlStore:
                 return
 
     def close(self) -> None:
-        """Sync every appended line to disk and close the file.
-
-        Raises:
-            StoreWriteError: the final fsync failed (unless an append already raised it).
-        """
+        """Sync every appended line to disk and close the file; raises a failed fsync not raised yet."""
         with self._lock:
             if self._closed:
                 return
@@ -167,11 +133,9 @@ class JsonlStore:
 def encode_line(record: dict[str, Any]) -> str:
     """``record`` as one compact UTF-8 JSON line, whatever text or numbers it holds.
 
-    orjson writes almost every record; it refuses strings with lone surrogates and
-    integers beyond 64 bits, which a model's answer can carry. Such a record is
-    written by the standard library instead, with the surrogates replaced (U+FFFD)
-    and big integers exact. A value that is not JSON data at all (a set, an object)
-    is a bug in the caller and still raises ``TypeError``.
+    orjson refuses lone surrogates and integers beyond 64 bits, which a model's answer
+    can carry; such a record goes through the standard library instead. A value that is
+    not JSON data (a set, an object) still raises ``TypeError``.
     """
     try:
         return orjson.dumps(record, option=_LINE_OPTIONS).decode("utf-8")
@@ -196,24 +160,14 @@ def _storable(value: Any) -> Any:
 
 def repair_torn_tail(path: Path) -> int:
     """Truncate an unterminated last line; returns how many bytes were cut."""
-    if not path.exists():
-        return 0
-    size = path.stat().st_size
-    if size == 0:
+    if not path.exists() or path.stat().st_size == 0:
         return 0
     with path.open("rb+") as handle:
-        handle.seek(-1, os.SEEK_END)
-        if handle.read(1) == b"\n":
-            return 0
-        keep, end = 0, size
-        while end > 0:  # the torn line may be longer than one chunk
-            start = max(0, end - _CHUNK)
-            handle.seek(start)
-            cut_at = handle.read(end - start).rfind(b"\n")
-            if cut_at >= 0:
-                keep = start + cut_at + 1
-                break
-            end = start
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as content:  # the line may be long
+            size = len(content)
+            if content[-1:] == b"\n":
+                return 0
+            keep = content.rfind(b"\n") + 1
         handle.truncate(keep)
         handle.flush()
         os.fsync(handle.fileno())

@@ -1,33 +1,40 @@
-"""Units of work of a run: cases (per-policy) or judgments (per-rule).
+"""Units of work of a run: cases (per-policy) or (case, target) judgments (per-rule).
 
-Each job knows which of its units a results file already holds (so ``--resume``
-sends nothing twice), how to run one unit, how to record a failure, when a case is
-finished (for the progress display) and which of its units ended in error.
+A job knows which of its units a results file already holds (so ``--resume`` sends
+nothing twice), how to run and record one unit, when a case is finished (for the
+progress display) and which of its units ended in error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+import time
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._data import Case
 from ._failures import ErrorSummary, latest_by_unit
-from ._records import (
-    Stopwatch,
-    error_judgment_record,
-    error_policy_record,
-    judgment_record,
-    policy_record,
-)
+from ._records import error_judgment_record, error_policy_record, judgment_record, policy_record
 from ._store import iter_records
 
 if TYPE_CHECKING:
     from .._protocol import RuleTarget
 
 
+def units_of(cases: Sequence[Case], protocol: str) -> list[Any]:
+    """The units a run of ``cases`` sends: cases, or (case, target) judgments per-rule."""
+    if protocol != "per-rule":
+        return list(cases)
+    from .._protocol import build_targets
+
+    return [(case, target) for case in cases for target in build_targets(case)]
+
+
 class _Job:
-    """What both kinds of job share: the cases, program, LM and record provenance."""
+    """What both kinds of job share: the units, program, LM and record provenance."""
+
+    protocol: str
 
     def __init__(
         self,
@@ -41,63 +48,60 @@ class _Job:
     ) -> None:
         self.cases, self.program, self.lm, self.model, self.run = cases, program, lm, model, run_fields
         self.retry_errors = retry_errors
+        self.index = {case.id: i for i, case in enumerate(cases, 1)}
+        self.units = units_of(cases, self.protocol)
+        self.keys = {self.key(unit) for unit in self.units}
         self.skipped = 0  # units already in the results file (set by ``pending``)
         self.skipped_errors = 0  # of those, units whose latest record is an error
 
-    def done_record(self, record: Mapping[str, Any]) -> bool:
-        """Whether a stored record finishes its unit (errored ones are retried on request)."""
-        return not (self.retry_errors and record.get("error_class"))
-
-    def unit_key(self, record: Mapping[str, Any]) -> Hashable | None:
-        """The unit a record belongs to (None: not one of this job's kind)."""
+    def key(self, unit: Any) -> Hashable:
+        """The key of a unit, as :meth:`unit_key` reads it back from its record."""
         raise NotImplementedError
 
-    def unit_count(self) -> int:
+    def unit_key(self, record: Mapping[str, Any]) -> Hashable | None:
+        """The unit a record belongs to (None: not one of this job's units)."""
         raise NotImplementedError
 
     def latest(self, path: Path) -> dict[Hashable, Mapping[str, Any]]:
         """The latest record of each unit in the results file (what the scorer reads too)."""
         return latest_by_unit(iter_records(path), self.unit_key)
 
-    def _done(self, path: Path) -> set[Hashable]:
-        """Units that need no call; counts them and the errored ones among them."""
+    def pending(self, path: Path) -> list[Any]:
+        """The units still to send; a unit's stored record finishes it, an error one only without ``retry_errors``."""
         latest = self.latest(path)
-        done = {unit for unit, record in latest.items() if self.done_record(record)}
+        done = {
+            unit for unit, record in latest.items() if not (self.retry_errors and record.get("error_class"))
+        }
         self.skipped_errors = sum(1 for unit in done if latest[unit].get("error_class"))
-        return done
+        todo = [unit for unit in self.units if self.key(unit) not in done]
+        self.skipped = len(self.units) - len(todo)
+        return todo
 
     def error_summary(self, path: Path) -> ErrorSummary:
         """Which of this job's units ended in error, by class, as the results file stands."""
-        return ErrorSummary.of(self.latest(path), self.unit_count())
+        return ErrorSummary.of(self.latest(path), len(self.keys))
 
 
 class PerPolicyJob(_Job):
     """Units are cases; a case recorded in the results file is done."""
 
-    def __init__(self, cases: list[Case], program: Any, lm: Any, **settings: Any) -> None:
-        super().__init__(cases, program, lm, **settings)
-        self.index = {case.id: i for i, case in enumerate(cases, 1)}
+    protocol = "per-policy"
+
+    def key(self, unit: Case) -> Hashable:
+        return unit.id
 
     def unit_key(self, record: Mapping[str, Any]) -> Hashable | None:
         unit = record.get("id")
         return unit if isinstance(unit, str) and unit in self.index else None
 
-    def unit_count(self) -> int:
-        return len(self.cases)
-
-    def pending(self, path: Path) -> list[Case]:
-        done = self._done(path)
-        todo = [case for case in self.cases if case.id not in done]
-        self.skipped = len(self.cases) - len(todo)
-        return todo
-
     async def work(self, case: Case) -> dict[str, Any]:
         from programs import run_case
 
-        watch = Stopwatch()
+        started = time.perf_counter()
         output = await run_case(self.program, case, self.lm)
+        latency = time.perf_counter() - started
         return policy_record(
-            case, self.index[case.id], output, model=self.model, run=self.run, latency_s=watch.elapsed
+            case, self.index[case.id], output, model=self.model, run=self.run, latency_s=latency
         )
 
     def on_error(self, case: Case, exc: BaseException) -> dict[str, Any]:
@@ -110,40 +114,30 @@ class PerPolicyJob(_Job):
 class PerRuleJob(_Job):
     """Units are (case, target) judgments; a case finishes with its last judgment."""
 
-    def __init__(self, cases: list[Case], program: Any, lm: Any, **settings: Any) -> None:
-        from .._protocol import build_targets
+    protocol = "per-rule"
 
-        super().__init__(cases, program, lm, **settings)
-        self.remaining: dict[str, int] = {}
-        self.targets = [(case, target) for case in cases for target in build_targets(case)]
-        self.units = {(case.id, target.rule) for case, target in self.targets}
+    def key(self, unit: tuple[Case, RuleTarget]) -> Hashable:
+        return (unit[0].id, unit[1].rule)
 
     def unit_key(self, record: Mapping[str, Any]) -> Hashable | None:
         if record.get("kind") != "judgment":
             return None
         unit = (record.get("cid"), record.get("rule"))
-        return unit if unit in self.units else None
+        return unit if unit in self.keys else None
 
-    def unit_count(self) -> int:
-        return len(self.units)
-
-    def pending(self, path: Path) -> list[tuple[Case, RuleTarget]]:
-        done = self._done(path)
-        units: list[tuple[Case, RuleTarget]] = []
-        for case, target in self.targets:
-            if (case.id, target.rule) not in done:
-                units.append((case, target))
-                self.remaining[case.id] = self.remaining.get(case.id, 0) + 1
-        self.skipped = len(self.targets) - len(units)
-        return units
+    def pending(self, path: Path) -> list[Any]:
+        todo = super().pending(path)
+        self.remaining = Counter(case.id for case, _ in todo)
+        return todo
 
     async def work(self, unit: tuple[Case, RuleTarget]) -> dict[str, Any]:
         from programs import judge_target
 
         case, target = unit
-        watch = Stopwatch()
+        started = time.perf_counter()
         judgment = await judge_target(self.program, case, target, self.lm)
-        return judgment_record(case, judgment, model=self.model, run=self.run, latency_s=watch.elapsed)
+        latency = time.perf_counter() - started
+        return judgment_record(case, judgment, model=self.model, run=self.run, latency_s=latency)
 
     def on_error(self, unit: tuple[Case, RuleTarget], exc: BaseException) -> dict[str, Any]:
         case, target = unit
