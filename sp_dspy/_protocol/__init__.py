@@ -6,7 +6,6 @@ per-rule layout and the ``"robust"`` parsing mode are this package's additions a
 are not part of the official protocol.
 """
 
-from sp_dspy._protocol._parse import parse_policy_output, parse_verdict_output
 from sp_dspy._protocol._parse_models import (
     PARSE_MODES,
     ParseMode,
@@ -15,7 +14,13 @@ from sp_dspy._protocol._parse_models import (
     Verdict,
     VerdictParse,
 )
-from sp_dspy._protocol._parse_policy import PolicyRules, case_rule_numbers, keep_policy_rules
+from sp_dspy._protocol._parse_policy import (
+    PolicyRules,
+    case_rule_numbers,
+    keep_policy_rules,
+    parse_policy_output,
+)
+from sp_dspy._protocol._parse_verdict import parse_verdict_output
 from sp_dspy._protocol._prefix import (
     PREFIX_PRIORITY,
     PREFIX_SYSTEM,
