@@ -204,8 +204,8 @@ class CustomKind(_PlainKind):
         return {"tags": {tag: compute_cell(by_tag[tag]) for tag in sorted(by_tag)}}
 
     def score_tables(self, report: ScoreReport, extra: dict[str, Any]) -> list[RenderableType]:
-        """One table: all cases, then each tag; then RMR@tau and (per-rule runs) the judgment stats."""
-        from .._metrics._render import per_rule_table
+        """One table: all cases, then each tag; then (per-rule runs) the judgment stats."""
+        from .._metrics._render import _interval, _num, per_rule_table
         from .._table import FitTable
 
         title = "Per-rule case-level metrics" if report.mode == "per_rule" else "Per-policy metrics"
@@ -215,9 +215,8 @@ class CustomKind(_PlainKind):
         )
         for column in ("Cases", "N", "Scored", "RMR", "95% CI", "RMR@1.0", "RDR", "Excl.%", "Strict"):
             table.add_column(column, justify="left" if column == "Cases" else "right")
-        ci = report.ci.get("ALL")
         rows = [
-            ("all", report.cells["ALL"], ci),
+            ("all", report.cells["ALL"], report.ci.get("ALL")),
             *((f"tag {t}", c, None) for t, c in extra.get("tags", {}).items()),
         ]
         for label, cell, interval in rows:
@@ -226,9 +225,7 @@ class CustomKind(_PlainKind):
                 _num(cell["total"]),
                 _num(cell["n_eval"]),
                 _num(cell["rmr_avg"]),
-                "-"
-                if not interval or not interval.get("rmr_avg")
-                else "{:.2f}–{:.2f}".format(*interval["rmr_avg"]),
+                _interval(interval, "rmr_avg"),
                 _num(cell["rmr_exact"]),
                 _num(cell["rdr"]),
                 _num(cell["refusal"]),
@@ -238,9 +235,3 @@ class CustomKind(_PlainKind):
         if report.per_rule is not None:
             tables.append(per_rule_table(report))
         return tables
-
-
-def _num(value: Any) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.2f}" if isinstance(value, float) else str(value)
