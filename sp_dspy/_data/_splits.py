@@ -1,8 +1,7 @@
 """Deterministic train/dev/test splits grouped by conversation, stratified by domain.
 
-Grouping matters: ``priv-866-l0``, ``-l1`` and ``-l2`` share one conversation, so a
-case-level split would leak the test conversations into training. Stratification
-interleaves domains so that every part sees the domain mix of the whole.
+``priv-866-l0``, ``-l1`` and ``-l2`` share one conversation, so a case-level split would
+leak test conversations into training; interleaving domains gives each part the mix.
 """
 
 from __future__ import annotations

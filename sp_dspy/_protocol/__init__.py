@@ -1,9 +1,7 @@
 """The official SafePyramid protocol: prompts, per-rule targets and output parsers.
 
-The prompt constants are protocol text of the SafePyramid evaluation harness,
-Apache-2.0, reproduced byte for byte (contract sections 3 and 5). The ``"prefix"``
-per-rule layout and the ``"robust"`` parsing mode are this package's additions and
-are not part of the official protocol.
+The prompts are protocol text of the SafePyramid evaluation harness, Apache-2.0, byte for
+byte; the ``"prefix"`` layout and ``"robust"`` parsing are this package's additions.
 """
 
 from sp_dspy._protocol._parse_models import PARSE_MODES, ParseMode, ParseStatus, PolicyParse, VerdictParse
