@@ -68,25 +68,6 @@ def pku_hub_files(config: str = "default", split: str = "test") -> list[str]:
     return [f"data/{folder}/{split}.jsonl" for folder in PKU_CONFIGS[config]]
 
 
-def download_pku(repo_id: str = PKU_HUB_ID, *, config: str = "default", split: str = "test") -> list[Path]:
-    """Fetch the files of ``config``/``split`` through the Hugging Face cache; any failure is one line."""
-    filenames = pku_hub_files(config, split)
-    from sp_dspy._data._source import fetch_hub_file
-
-    paths: list[Path] = []
-    for filename in filenames:
-        try:
-            local = fetch_hub_file(repo_id, filename)
-        except Exception as exc:  # any hub/network failure is reported the same way
-            why = " ".join(str(exc).split())[:200]
-            raise DataError(
-                f"{repo_id}/{filename}: cannot download from the Hugging Face Hub "
-                f"({type(exc).__name__}: {why}); download the file elsewhere and pass --dataset PATH"
-            ) from exc
-        paths.append(Path(local))
-    return paths
-
-
 def load_pku(
     source: str | Path | None = None,
     *,
@@ -151,7 +132,19 @@ def _resolve(source: str | Path | None, config: str, split: str) -> tuple[str, l
             raise DataError(f"{missing[0]}: no such file (expected a snapshot of {PKU_HUB_ID})")
         return str(path), files
     if isinstance(source, str) and _HUB_ID_RE.fullmatch(source) and not source.endswith((".json", ".jsonl")):
-        return f"{source}:{config}:{split}", download_pku(source, config=config, split=split)
+        from sp_dspy._data._source import fetch_hub_file
+
+        files = []
+        for filename in pku_hub_files(config, split):
+            try:
+                files.append(fetch_hub_file(source, filename))
+            except Exception as exc:  # any hub/network failure is one line: fetch it elsewhere
+                why = " ".join(str(exc).split())[:200]
+                raise DataError(
+                    f"{source}/{filename}: cannot download from the Hugging Face Hub "
+                    f"({type(exc).__name__}: {why}); download the file elsewhere and pass --dataset PATH"
+                ) from exc
+        return f"{source}:{config}:{split}", files
     raise DataError(f"{source}: no such file or directory (nor a Hub dataset id like {PKU_HUB_ID})")
 
 
