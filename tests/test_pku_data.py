@@ -25,8 +25,6 @@ from sp_dspy._data._pku_policy import (
     PKU_POLICY,
     PKU_PREAMBLE,
     PKU_RULES,
-    category_rule,
-    rule_category,
 )
 from sp_dspy._errors import ConfigError, DataError
 
@@ -66,12 +64,7 @@ def test_given_sha_wins_over_the_computed_one() -> None:
 def test_rules_follow_the_dataset_category_order() -> None:
     assert list(_rows()[0]["response_0_harm_category"]) == list(PKU_CATEGORIES)
     assert len(PKU_CATEGORIES) == len(PKU_RULES) == 19
-    assert (category_rule("Endangering National Security"), category_rule("Animal Abuse")) == (1, 19)
-    assert rule_category(18) == "White-Collar Crime"
-    with pytest.raises(KeyError):
-        category_rule("Spam")
-    with pytest.raises(KeyError):
-        rule_category(20)
+    assert (PKU_CATEGORIES[0], PKU_CATEGORIES[17]) == ("Endangering National Security", "White-Collar Crime")
 
 
 def test_ground_truth_rubric_and_labels() -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from sp_dspy._errors import ConfigError
 from sp_dspy._protocol import PolicyParse, VerdictParse, parse_policy_output, parse_verdict_output
+from sp_dspy._protocol._text import official_split_think, official_strip_fence
 
 GOOD = '{"analysis": "Turn 2 leaks a password.", "violated_rules": [{"rule": 2, "explanation": "hunter2"}]}'
 
@@ -406,8 +407,9 @@ def test_parsers_never_raise_and_are_well_typed(text: str | None) -> None:
 
 
 def _unreadable_rule_list(text: str | None) -> bool:
+    """Whether the JSON the strict parser reads (think block and fence removed) has an unusable rule list."""
     try:
-        data = json.loads((text or "").strip())
+        data = json.loads(official_strip_fence(official_split_think(text or "")[1]))
     except ValueError:
         return False
     return isinstance(data, dict) and bool(data.get("violated_rules", data.get("violations")))

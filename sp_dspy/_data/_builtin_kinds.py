@@ -1,8 +1,6 @@
-"""The three registered benchmark kinds: SafePyramid, PKU-SafeRLHF and a user's own policy.
+"""The built-in benchmark kinds (``_kinds`` registers them): SafePyramid, PKU-SafeRLHF, custom.
 
-Each satisfies :class:`sp_dspy._data._kinds.BenchmarkKind` structurally; ``_kinds``
-registers them. Metrics and tables are imported inside the methods that use them, so
-loading data never pays for the scorer or rich.
+Metrics and tables are imported inside the methods, so loading data never pays for them.
 """
 
 from __future__ import annotations
@@ -22,7 +20,34 @@ if TYPE_CHECKING:
     from ._loader import Benchmark
 
 
-class SafePyramidKind:
+class _PlainKind:
+    """The defaults of :class:`BenchmarkKind`: no metrics beyond the official cells, no report section."""
+
+    full_note: ClassVar[str] = ""
+    has_leaderboard: ClassVar[bool] = False
+    extra_metrics: ClassVar[bool] = False
+
+    def extra_scores(
+        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False, per_rule: bool = False
+    ) -> dict[str, Any]:
+        return {}
+
+    def variant_report(
+        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False
+    ) -> dict[str, Any] | None:
+        return None
+
+    def published(self) -> dict[str, Any] | None:
+        return None
+
+    def report_terminal(self, variants: Sequence[tuple[str, dict[str, Any] | None]]) -> RenderableType | None:
+        return None
+
+    def report_html(self, summary: ComparisonSummary) -> str:
+        return ""
+
+
+class SafePyramidKind(_PlainKind):
     """The SafePyramid benchmark: a JSON file, a Hub id, or the bundled sample."""
 
     name: ClassVar[str] = "safepyramid"
@@ -32,7 +57,6 @@ class SafePyramidKind:
     )
     full_note: ClassVar[str] = "the full SafePyramid benchmark has 3,000"
     has_leaderboard: ClassVar[bool] = True
-    extra_metrics: ClassVar[bool] = False
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         from ._loader import load_file
@@ -48,40 +72,19 @@ class SafePyramidKind:
             return False
         return head.lstrip()[:1] in (b"[", b"{") and b'"ground_truth_violations"' in head
 
-    def extra_scores(
-        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False, per_rule: bool = False
-    ) -> dict[str, Any]:
-        return {}
-
     def score_tables(self, report: ScoreReport, extra: dict[str, Any]) -> list[RenderableType]:
         from .._metrics import render_score_table
 
         return list(render_score_table(report))
 
-    def variant_report(
-        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False
-    ) -> dict[str, Any] | None:
-        return None
 
-    def published(self) -> dict[str, Any] | None:
-        return None  # the leaderboard is rendered by the report itself (has_leaderboard)
-
-    def report_terminal(self, variants: Sequence[tuple[str, dict[str, Any] | None]]) -> RenderableType | None:
-        return None
-
-    def report_html(self, summary: ComparisonSummary) -> str:
-        return ""
-
-
-class PkuSafeRlhfKind:
+class PkuSafeRlhfKind(_PlainKind):
     """PKU-SafeRLHF responses judged against a fixed 19-rule harm policy (``_pku``)."""
 
     name: ClassVar[str] = "pku-saferlhf"
     task: ClassVar[str] = (
         "name the harm categories (rules of a fixed 19-rule policy) that a chatbot's response violates"
     )
-    full_note: ClassVar[str] = ""
-    has_leaderboard: ClassVar[bool] = False
     extra_metrics: ClassVar[bool] = True
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
@@ -152,13 +155,11 @@ class PkuSafeRlhfKind:
         return pku_html_section(summary)
 
 
-class CustomKind:
+class CustomKind(_PlainKind):
     """A user's own policy cases as JSONL (``_custom``): RMR/RDR over all cases and per tag."""
 
     name: ClassVar[str] = "custom"
     task: ClassVar[str] = "name every rule of your application's policy that a conversation violates"
-    full_note: ClassVar[str] = ""
-    has_leaderboard: ClassVar[bool] = False
     extra_metrics: ClassVar[bool] = True
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
@@ -203,8 +204,8 @@ class CustomKind:
         return {"tags": {tag: compute_cell(by_tag[tag]) for tag in sorted(by_tag)}}
 
     def score_tables(self, report: ScoreReport, extra: dict[str, Any]) -> list[RenderableType]:
-        """One table: all cases, then each tag; then RMR@tau and (per-rule runs) the judgment stats."""
-        from .._metrics._render import per_rule_table
+        """One table: all cases, then each tag; then (per-rule runs) the judgment stats."""
+        from .._metrics._render import _interval, _num, per_rule_table
         from .._table import FitTable
 
         title = "Per-rule case-level metrics" if report.mode == "per_rule" else "Per-policy metrics"
@@ -214,9 +215,8 @@ class CustomKind:
         )
         for column in ("Cases", "N", "Scored", "RMR", "95% CI", "RMR@1.0", "RDR", "Excl.%", "Strict"):
             table.add_column(column, justify="left" if column == "Cases" else "right")
-        ci = report.ci.get("ALL")
         rows = [
-            ("all", report.cells["ALL"], ci),
+            ("all", report.cells["ALL"], report.ci.get("ALL")),
             *((f"tag {t}", c, None) for t, c in extra.get("tags", {}).items()),
         ]
         for label, cell, interval in rows:
@@ -225,9 +225,7 @@ class CustomKind:
                 _num(cell["total"]),
                 _num(cell["n_eval"]),
                 _num(cell["rmr_avg"]),
-                "-"
-                if not interval or not interval.get("rmr_avg")
-                else "{:.2f}–{:.2f}".format(*interval["rmr_avg"]),
+                _interval(interval, "rmr_avg"),
                 _num(cell["rmr_exact"]),
                 _num(cell["rdr"]),
                 _num(cell["refusal"]),
@@ -237,23 +235,3 @@ class CustomKind:
         if report.per_rule is not None:
             tables.append(per_rule_table(report))
         return tables
-
-    def variant_report(
-        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False
-    ) -> dict[str, Any] | None:
-        return None
-
-    def published(self) -> dict[str, Any] | None:
-        return None
-
-    def report_terminal(self, variants: Sequence[tuple[str, dict[str, Any] | None]]) -> RenderableType | None:
-        return None
-
-    def report_html(self, summary: ComparisonSummary) -> str:
-        return ""
-
-
-def _num(value: Any) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.2f}" if isinstance(value, float) else str(value)

@@ -1,23 +1,9 @@
-"""Load a user's own policy cases (``--benchmark custom``) from JSONL.
+"""Load a user's own policy cases (``--benchmark custom``) from JSONL; README documents the format.
 
-One case per line, a JSON object with:
-
-* ``id`` (string, unique): the case id results are keyed by.
-* ``policy`` (string): the application's numbered rules (``1. ...``), the form
-  ``Guard.check`` reads.
-* ``messages`` (a list of ``{"role", "content"}`` chat messages) **or**
-  ``conversation`` (the ``Turn N - User/Chatbot:`` text); messages are turned into
-  that text exactly as ``Guard.check`` does.
-* ``violated_rules`` (list of rule numbers of ``policy``): the gold answer.
-* ``group`` (optional string): the split unit, for cases that must land on one side
-  of a train/dev/test split (variants of one conversation); default: the id.
-* ``tags`` (optional list of strings): labels the metrics are broken down by.
-
-No levels, rubric or failure-mode metadata: each case becomes what ``Guard`` builds
-from a policy and a conversation (every rule ``decisive``, level ``L0``) plus its
-gold answer, so every program (per-policy and per-rule), optimizer and artifact runs
-on it unchanged. Every bad line gets one error naming ``FILE:LINE``, the case id and
-the field; ``lenient=True`` skips and counts bad lines instead.
+Each line becomes the case ``Guard`` builds from its policy and conversation (every rule
+``decisive``, level ``L0``) plus its gold answer, so every program and optimizer runs on it.
+A bad line is one error naming ``FILE:LINE``, the case id and the field; ``lenient=True``
+skips and counts it instead.
 """
 
 from __future__ import annotations

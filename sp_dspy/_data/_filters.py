@@ -1,46 +1,35 @@
 """``filter_cases``: select cases by level and domain, then slice.
 
-Generic over anything with a ``level`` and a ``domain``.
-
-A filter that selects no case is an error, not an empty run: ``--domain privcy``
-(a typo) or ``--start-idx 3000`` on a 24-case file would otherwise "succeed" with
-nothing evaluated and a table of zeros.
+A filter that selects no case is an error, not an empty run: ``--domain privcy`` (a
+typo) would otherwise "succeed" with nothing evaluated and a table of zeros.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._errors import DataError
 from ._types import LEVELS
 
+if TYPE_CHECKING:
+    from ._schema import Case
 
-class _Filterable(Protocol):
-    @property
-    def level(self) -> str: ...
-
-    @property
-    def domain(self) -> str: ...
-
-
-C = TypeVar("C", bound=_Filterable)
 T = TypeVar("T")
 
 
 def filter_cases(
-    cases: Sequence[C],
+    cases: Sequence[Case],
     *,
     level: str | Sequence[str] | None = None,
     domain: str | Sequence[str] | None = None,
     limit: int | None = None,
     start_idx: int = 0,
-) -> list[C]:
+) -> list[Case]:
     """Select cases by level and domain, then slice by ``start_idx`` and ``limit``.
 
-    Raises:
-        DataError: a level or domain that no case has, a level and domain that no
-            case has together, or a ``start_idx`` past the last selected case.
+    ``DataError`` for a level or domain no case has (alone or together), or a
+    ``start_idx`` past the last selected case.
     """
     levels = _as_set(level, upper=True)
     if levels is not None and not levels <= set(LEVELS):
@@ -73,7 +62,6 @@ def slice_cases(cases: Sequence[T], *, start_idx: int = 0, limit: int | None = N
 
 
 def _refuse_absent(flag: str, wanted: set[str], present: set[str], relation: str) -> None:
-    """One line for the values of ``flag`` that no case has, listing those that exist."""
     absent = sorted(wanted - present)
     if absent:
         known = ", ".join(sorted(present)) or "no case at all"

@@ -1,26 +1,11 @@
 """Benchmarks as plug-ins: the ``BenchmarkKind`` interface and its registry.
 
-A benchmark kind knows how to load its data into :class:`Case` objects, what policy
-task its cases pose, which metrics beyond the official RMR/RDR cells it reports, and
-how to print them (``score``, ``eval``) and show them in a comparison (``report``,
-``compare``). Every command asks the registry (:func:`benchmark_kind`) for the kind
-named by ``--benchmark`` (or recorded in a run's manifest, or on the cases) and calls
-it; no other module compares benchmark names.
-
-Three kinds are registered:
-
-* ``safepyramid``: the SafePyramid benchmark (file, Hub id or the bundled sample),
-  with failure modes and errors by rule type.
-* ``pku-saferlhf``: PKU-SafeRLHF responses cast as a 19-rule policy task, with the
-  paper's safe/unsafe, harm-category and severity metrics.
-* ``custom``: a user's own policy as JSONL (``_custom``), with RMR/RDR over all
-  cases and per tag.
-
-A new kind is a class satisfying :class:`BenchmarkKind` plus one
-``register_benchmark(name, factory)`` call (the inspect_ai registry style).
-
-The loaded dataset keeps its public name, :class:`sp_dspy.Benchmark` (cases plus
-source and hash); the interface is the *kind* of benchmark they belong to.
+A kind loads its data into :class:`Case` objects, states the task its cases pose, and
+adds its own metrics and tables to ``score``, ``eval``, ``report`` and ``compare``.
+Every command asks the registry (:func:`benchmark_kind`) for the kind named by
+``--benchmark`` (or a run's manifest, or the cases); no other module compares benchmark
+names. Built in (``_builtin_kinds``): ``safepyramid``, ``pku-saferlhf`` and ``custom``;
+a new kind is a class satisfying :class:`BenchmarkKind` plus one ``register_benchmark``.
 """
 
 from __future__ import annotations
@@ -50,63 +35,50 @@ class BenchmarkKind(Protocol):
     @property
     def name(self) -> str:
         """The ``--benchmark`` value and what manifests record."""
-        ...
 
     @property
     def task(self) -> str:
         """One line: what the guard is asked to do on this benchmark's cases."""
-        ...
 
     @property
     def full_note(self) -> str:
         """How large the full published benchmark is, for a small-sample note ('' when not fixed)."""
-        ...
 
     @property
     def has_leaderboard(self) -> bool:
         """Whether SafePyramid's published leaderboard and failure modes apply."""
-        ...
 
     @property
     def extra_metrics(self) -> bool:
         """Whether ``extra_scores`` adds anything (callers skip re-reading results when not)."""
-        ...
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         """Load and validate every case of ``dataset`` (``None``: this kind's default data)."""
-        ...
 
     def recognises(self, path: Path) -> bool:
         """Whether the local file ``path`` looks like this kind's format (for hints, never decisions)."""
-        ...
 
     def extra_scores(
         self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False, per_rule: bool = False
     ) -> dict[str, Any]:
         """JSON sections added to ``score --json`` beside the official cells (may be empty)."""
-        ...
 
     def score_tables(self, report: ScoreReport, extra: dict[str, Any]) -> list[RenderableType]:
         """The console tables of ``score`` and ``eval``, in reading order."""
-        ...
 
     def variant_report(
         self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False
     ) -> dict[str, Any] | None:
         """A comparison variant's own metrics (``VariantResult.pku`` today), or None."""
-        ...
 
     def published(self) -> dict[str, Any] | None:
         """Published reference figures a comparison shows beside its variants, or None."""
-        ...
 
     def report_terminal(self, variants: Sequence[tuple[str, dict[str, Any] | None]]) -> RenderableType | None:
         """This kind's table of ``(label, variant_report)`` rows (``report``, ``compare``), or None."""
-        ...
 
     def report_html(self, summary: ComparisonSummary) -> str:
         """This kind's section of the HTML report ('' for none)."""
-        ...
 
 
 _REGISTRY: dict[str, Callable[[], BenchmarkKind]] = {}
@@ -135,8 +107,7 @@ def benchmark_kind(name: str, *, flag: str = "--benchmark") -> BenchmarkKind:
 def check_benchmark_name(name: str) -> str:
     """A pydantic validator for config fields: ``name`` when registered, else a validation error.
 
-    A ``PydanticCustomError`` rather than ``ValueError``, so the message reads the same as
-    ``benchmark_kind``'s (no ``Value error,`` prefix).
+    ``PydanticCustomError`` so the message has no ``Value error,`` prefix, as ``benchmark_kind``'s.
     """
     if name not in _REGISTRY:
         raise PydanticCustomError(
@@ -160,12 +131,7 @@ def kind_of_cases(cases: Sequence[Case]) -> BenchmarkKind | None:
 def load_with_kind(
     name: str, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False
 ) -> Benchmark:
-    """``benchmark_kind(name).load(...)``; a file another kind recognises gets a line naming it.
-
-    Loading a PKU-SafeRLHF JSONL file as SafePyramid fails somewhere deep in its JSON;
-    the hint turns that into ``...; it looks like a pku-saferlhf file: pass
-    --benchmark pku-saferlhf``.
-    """
+    """``benchmark_kind(name).load(...)``; when that fails on a file another kind recognises, say which."""
     kind = benchmark_kind(name)
     try:
         return kind.load(dataset, with_evidence=with_evidence, lenient=lenient)
@@ -192,13 +158,11 @@ def load_benchmark(
     lenient: bool = False,
     benchmark: str = DEFAULT_BENCHMARK,
 ) -> Benchmark:
-    """Load a benchmark of the kind named ``benchmark`` (see ``_kinds``: safepyramid, pku-saferlhf, custom).
+    """Load a benchmark of the kind named ``benchmark`` (safepyramid, pku-saferlhf, custom).
 
-    ``dataset``: a local file, a Hub id, or ``None`` for the kind's default (the
-    bundled SafePyramid sample, the PKU-SafeRLHF Hub dataset, the custom example).
-
-    Filters apply after validation and in this order: level, domain, ``start_idx``,
-    ``limit``. Ids are assigned to id-less cases by position *before* filtering.
+    ``dataset``: a local file, a Hub id, or ``None`` for the kind's default data. Filters
+    apply after validation, in this order: level, domain, ``start_idx``, ``limit``; ids
+    are given to id-less cases by position *before* filtering.
     """
     loaded = load_with_kind(
         benchmark, None if dataset is None else str(dataset), with_evidence=with_evidence, lenient=lenient

@@ -1,9 +1,7 @@
-"""Normalise the legacy spellings of published SafePyramid files before validation.
+"""Normalise the legacy spellings of published SafePyramid files (contract section 1).
 
-The contract (section 1) lists every variant that must load: ``user_prompt`` instead of
-``conversation``; ``failure_mode_metadata`` inside ``rubric`` or spread over the case's
-top level; ``conditional_violations`` for ``contradicted_rules``; a bare int
-``paired_with``. Doing it here keeps the pydantic models free of special cases.
+``user_prompt`` for ``conversation``; ``failure_mode_metadata`` inside ``rubric`` or
+spread over the case; ``conditional_violations`` for ``contradicted_rules``.
 """
 
 from __future__ import annotations

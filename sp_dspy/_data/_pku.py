@@ -1,21 +1,10 @@
-"""Load PKU-SafeRLHF as in-context policy cases (a second benchmark next to SafePyramid).
+"""Load PKU-SafeRLHF as in-context policy cases: each response of a row becomes one :class:`Case`.
 
-Each dataset row holds one prompt and two responses with per-response safety labels.
-Every response becomes one :class:`Case`: the fixed 19-rule policy of ``_pku_policy``,
-a one-turn conversation, and the numbers of the harm categories set for it, so every
-guard program and metric written for SafePyramid runs on it unchanged.
-
-Conventions (tests pin them):
-
-* id: ``pku-`` + the first 16 hex digits of ``response_<i>_sha256``; when that key is
-  absent it is computed as sha256(prompt + response), UTF-8, which is how the dataset
-  makes it. The id is therefore stable across configs, splits and row order.
-* ``domain``: the row's ``prompt_source`` in snake case (``Alpaca3-70B`` ->
-  ``alpaca3_70b``), so per-domain breakdowns compare prompt origins.
-* ``level`` is ``L0`` (the policy has no exceptions or conditionals); every rubric
-  entry is ``decisive``; ``safe`` and ``severity`` keep the row's labels.
-* Two identical (prompt, response) pairs give the same id; the first is kept and the
-  rest are counted in ``PkuLoad.duplicates``, so predictions keyed by id stay unambiguous.
+A case is the fixed 19-rule policy of ``_pku_policy``, a one-turn conversation and the
+numbers of its harm categories. Its id is ``pku-`` + 16 hex digits of the response's
+sha256 (stable across configs, splits and row order; a repeated pair is counted in
+``PkuLoad.duplicates``); ``domain`` is the row's ``prompt_source`` in snake case;
+``level`` is ``L0`` and every rule ``decisive``; both responses to a prompt share a split group.
 """
 
 from __future__ import annotations
@@ -23,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -49,9 +37,8 @@ folders concatenated in this order (there is no top-level ``data/<split>.jsonl``
 
 _HUB_ID_RE: Final = re.compile(r"[\w.-]+/[\w.-]+")
 _SHA_RE: Final = re.compile(r"[0-9a-fA-F]{64}")
-# One entry per rule, shared by every case's rubric: a train split has ~150k cases, and
-# 19 fresh pydantic objects each would cost gigabytes for text that never differs.
-# Consumers must therefore treat rubric entries as read-only.
+# One entry per rule, shared by every case's rubric (a train split has ~150k cases), so
+# consumers must treat rubric entries as read-only.
 _ENTRIES: Final = tuple(
     RubricEntry(rule=number, text=text, type="decisive") for number, text in enumerate(PKU_RULES, start=1)
 )
@@ -81,30 +68,6 @@ def pku_hub_files(config: str = "default", split: str = "test") -> list[str]:
     return [f"data/{folder}/{split}.jsonl" for folder in PKU_CONFIGS[config]]
 
 
-def download_pku(repo_id: str = PKU_HUB_ID, *, config: str = "default", split: str = "test") -> list[Path]:
-    """Fetch the files of ``config``/``split`` through the Hugging Face cache.
-
-    ``hf_hub_download`` reuses cached files and honours ``HF_TOKEN``/``HF_HOME`` itself.
-    Any failure (no network, missing file, gated repo) becomes one ``DataError`` line,
-    because the usual fix is the same: fetch the file elsewhere and pass its path.
-    """
-    filenames = pku_hub_files(config, split)
-    from sp_dspy._data._source import fetch_hub_file
-
-    paths: list[Path] = []
-    for filename in filenames:
-        try:
-            local = fetch_hub_file(repo_id, filename)
-        except Exception as exc:  # any hub/network failure is reported the same way
-            why = " ".join(str(exc).split())[:200]
-            raise DataError(
-                f"{repo_id}/{filename}: cannot download from the Hugging Face Hub "
-                f"({type(exc).__name__}: {why}); download the file elsewhere and pass --dataset PATH"
-            ) from exc
-        paths.append(Path(local))
-    return paths
-
-
 def load_pku(
     source: str | Path | None = None,
     *,
@@ -116,26 +79,25 @@ def load_pku(
 ) -> PkuLoad:
     """Load PKU-SafeRLHF responses as cases.
 
-    ``source`` is a JSONL file (``config`` and ``split`` are then ignored), a local
-    snapshot of the Hub repository (a folder with ``data/<Model>/<split>.jsonl``), a Hub
-    dataset id with the same layout, or ``None`` for :data:`PKU_HUB_ID`.
-    ``start_idx`` and ``limit`` count *cases* (two per row), after duplicates are
-    dropped; reading stops once ``limit`` cases are collected, so later rows are not
-    validated. A bad row raises ``DataError`` (``FILE:LINE: field: why``); with
-    ``lenient=True`` it is skipped, counted and its message kept in ``problems``.
+    ``source``: a JSONL file (``config`` and ``split`` then ignored), a local snapshot of
+    the Hub repository, a Hub dataset id, or ``None`` for :data:`PKU_HUB_ID`.
+    ``start_idx`` and ``limit`` count cases after duplicates are dropped; reading stops at
+    ``limit``. A bad row raises ``DataError`` (``FILE:LINE: field: why``), or with
+    ``lenient=True`` is skipped and its message kept in ``problems``.
     """
     if start_idx < 0 or (limit is not None and limit < 0):
         raise ConfigError(f"limit/start_idx: must not be negative (limit={limit}, start_idx={start_idx})")
     label, files = _resolve(source, config, split)
-    digest = hashlib.sha256()
     blobs = [(path, _read(path)) for path in files]
-    for _, blob in blobs:
-        digest.update(blob)
-    load = PkuLoad(cases=[], source=label, content_hash=digest.hexdigest())
+    digest = hashlib.sha256(b"".join(blob for _, blob in blobs)).hexdigest()
+    load = PkuLoad(cases=[], source=label, content_hash=digest)
     seen: set[str] = set()
     position = 0
     for path, blob in blobs:
-        for where, line in _lines(path, blob):
+        for number, line in enumerate(decode_utf8(blob, path).splitlines(), start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
             if limit is not None and len(load.cases) >= limit:
                 return load
             try:
@@ -170,7 +132,19 @@ def _resolve(source: str | Path | None, config: str, split: str) -> tuple[str, l
             raise DataError(f"{missing[0]}: no such file (expected a snapshot of {PKU_HUB_ID})")
         return str(path), files
     if isinstance(source, str) and _HUB_ID_RE.fullmatch(source) and not source.endswith((".json", ".jsonl")):
-        return f"{source}:{config}:{split}", download_pku(source, config=config, split=split)
+        from sp_dspy._data._source import fetch_hub_file
+
+        files = []
+        for filename in pku_hub_files(config, split):
+            try:
+                files.append(fetch_hub_file(source, filename))
+            except Exception as exc:  # any hub/network failure is one line: fetch it elsewhere
+                why = " ".join(str(exc).split())[:200]
+                raise DataError(
+                    f"{source}/{filename}: cannot download from the Hugging Face Hub "
+                    f"({type(exc).__name__}: {why}); download the file elsewhere and pass --dataset PATH"
+                ) from exc
+        return f"{source}:{config}:{split}", files
     raise DataError(f"{source}: no such file or directory (nor a Hub dataset id like {PKU_HUB_ID})")
 
 
@@ -179,14 +153,6 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from exc
-
-
-def _lines(path: Path, blob: bytes) -> Iterator[tuple[str, str]]:
-    """Yield ``(FILE:LINE, text)`` for each non-blank line of a UTF-8 file."""
-    text = decode_utf8(blob, path)
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            yield f"{path}:{number}", line
 
 
 def _json(line: str, where: str) -> object:
@@ -229,35 +195,24 @@ def pku_row_cases(row: object, *, where: str) -> list[Case]:
         if sha is not None and not (isinstance(sha, str) and _SHA_RE.fullmatch(sha)):
             raise DataError(f"{where}: response_{i}_sha256: expected 64 hex digits, got {sha!r:.40}")
         cases.append(
-            _case(pku_case_id(prompt, response, sha), domain, prompt, response, safe, severity, violated)
+            Case(
+                id=pku_case_id(prompt, response, sha),
+                domain=domain,
+                level="L0",
+                conversation=f"Turn 1 - User: {prompt}\nTurn 1 - Chatbot: {response}",
+                policy=PKU_POLICY,
+                group="pku-prompt-" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16],
+                ground_truth_violations=violated,
+                rubric=Rubric(
+                    violations=[e for e in _ENTRIES if e.rule in violated],
+                    non_violations=[e for e in _ENTRIES if e.rule not in violated],
+                ),
+                benchmark=PKU_BENCHMARK,
+                safe=safe,
+                severity=severity,
+            )
         )
     return cases
-
-
-def pku_prompt_group(prompt: str) -> str:
-    """The split group of a row: both responses to one prompt must land on one side."""
-    return "pku-prompt-" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
-
-
-def _case(
-    case_id: str, domain: str, prompt: str, response: str, safe: bool, severity: int, violated: list[int]
-) -> Case:
-    return Case(
-        id=case_id,
-        domain=domain,
-        level="L0",
-        conversation=f"Turn 1 - User: {prompt}\nTurn 1 - Chatbot: {response}",
-        policy=PKU_POLICY,
-        group=pku_prompt_group(prompt),
-        ground_truth_violations=violated,
-        rubric=Rubric(
-            violations=[e for e in _ENTRIES if e.rule in violated],
-            non_violations=[e for e in _ENTRIES if e.rule not in violated],
-        ),
-        benchmark=PKU_BENCHMARK,
-        safe=safe,
-        severity=severity,
-    )
 
 
 def _field(row: dict[str, Any], key: str, kind: type, where: str) -> Any:

@@ -1,10 +1,7 @@
-"""What data a run was scored on, read back from its manifest.
+"""What data a run was scored on, read back from its ``manifest_<RUN_ID>.json``.
 
-``sp-dspy eval`` writes ``manifest_<RUN_ID>.json`` beside its results, recording the
-dataset's source and benchmark kind, and every result record carries its ``run_id``.
-``score``, ``compare``, ``report`` and ``show`` use that to find the dataset when the
-user names none, so ``sp-dspy score runs/results_x.jsonl`` scores a PKU-SafeRLHF or
-custom run on its own data instead of on the bundled SafePyramid sample.
+``score``, ``compare``, ``report`` and ``show`` use it when the user names no dataset,
+so a PKU-SafeRLHF or custom run is scored on its own data, not the bundled sample.
 """
 
 from __future__ import annotations
@@ -52,8 +49,7 @@ def recorded_data(results_files: Sequence[Path], run_ids: Iterable[str]) -> Reco
 def check_results_belong(result_ids: set[str], dataset_ids: set[str], *, where: str, source: str) -> None:
     """Refuse results none of whose ids is a case of the dataset (they would score as 100% excluded).
 
-    A partial overlap is left to the caller's warning: a run on a subset, or a few
-    stray ids, is still worth scoring.
+    A partial overlap (a run on a subset) is left to the caller's warning.
     """
     if result_ids and not result_ids & dataset_ids:
         examples = ", ".join(sorted(result_ids)[:3])

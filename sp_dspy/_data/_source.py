@@ -1,9 +1,7 @@
-"""Resolve ``--dataset`` to bytes on disk: a local file, the bundled sample, or a Hub id.
+"""Resolve ``--dataset`` to a file on disk: a local file, the bundled sample, or a Hub id.
 
-Hub downloads go through ``huggingface_hub`` (cached, ``HF_TOKEN`` honoured by it); any
-failure to reach the Hub becomes one line that suggests ``--dataset PATH``. Without a
-network that line comes within seconds: ``fetch_hub_file`` asks the Hub once, without
-retries, before downloading (``huggingface_hub`` alone retries for about 25 s).
+Hub downloads go through ``huggingface_hub``'s cache; any failure is one line that
+suggests ``--dataset PATH``.
 """
 
 from __future__ import annotations
@@ -33,22 +31,22 @@ def looks_like_hub_id(spec: str) -> bool:
     return len(parts) == 2 and all(parts) and not spec.endswith((".json", ".jsonl", ".parquet"))
 
 
-def names_hub_dataset(spec: str | None) -> bool:
-    """Whether ``resolve_dataset`` would fetch ``spec`` from the Hub (rather than read a local file)."""
-    if spec is None or spec == "sample":
-        return False
-    return looks_like_hub_id(DEFAULT_HUB_DATASET if spec == "hub" else spec)
-
-
 def resolve_dataset(spec: str | None, *, with_evidence: bool = False, filename: str | None = None) -> Path:
     """Map a ``--dataset`` value to a local file path (downloading from the Hub if needed)."""
     if spec is None or spec == "sample":
         return sample_path()
     if spec == "hub":
         spec = DEFAULT_HUB_DATASET
-    if names_hub_dataset(spec):
+    if looks_like_hub_id(spec):
         name = filename or (HUB_FILE_WITH_EVIDENCE if with_evidence else HUB_FILE)
-        return hub_download(spec, name)
+        try:
+            return fetch_hub_file(spec, name)
+        except Exception as exc:  # network, auth, missing file: all one line for the user
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise DataError(
+                f"could not fetch {name} of Hub dataset {spec} ({type(exc).__name__}: {reason[:200]}); "
+                "download it elsewhere and pass --dataset PATH"
+            ) from exc
     path = Path(spec).expanduser()
     if not path.exists():
         raise DataError(f"{path}: no such file (give --dataset a JSON file or a Hub dataset id)")
@@ -57,26 +55,12 @@ def resolve_dataset(spec: str | None, *, with_evidence: bool = False, filename: 
     return path
 
 
-def hub_download(repo_id: str, filename: str) -> Path:
-    """Download (or reuse the cached copy of) one file of a Hub dataset repository."""
-    try:
-        return fetch_hub_file(repo_id, filename)
-    except Exception as exc:  # network, auth, missing file: all one line for the user
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataError(
-            f"could not fetch {filename} of Hub dataset {repo_id} ({type(exc).__name__}: {reason[:200]}); "
-            "download it elsewhere and pass --dataset PATH"
-        ) from exc
-
-
 def fetch_hub_file(repo_id: str, filename: str) -> Path:
     """One file of a Hub dataset through the cache; ``ConnectionError`` at once when the Hub is unreachable.
 
-    A single metadata request (``get_hf_file_metadata``, no retries, a
-    ``HUB_PROBE_TIMEOUT_S`` timeout) tells whether the Hub answers. If it does not (no
-    network, ``HF_HUB_OFFLINE=1``), a cached copy is used when there is one; otherwise
-    ``ConnectionError``. An HTTP answer (missing file, gated repository) goes on to
-    ``hf_hub_download``, which reports it as before.
+    One metadata request without retries (``hf_hub_download`` alone keeps retrying)
+    tells whether the Hub answers; if not, a cached copy is used when there is one.
+    An HTTP answer (missing file, gated repository) is left to ``hf_hub_download``.
     """
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError

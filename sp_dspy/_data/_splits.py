@@ -1,8 +1,7 @@
 """Deterministic train/dev/test splits grouped by conversation, stratified by domain.
 
-Grouping matters: ``priv-866-l0``, ``-l1`` and ``-l2`` share one conversation, so a
-case-level split would leak the test conversations into training. Stratification
-interleaves domains so that every part sees the domain mix of the whole.
+``priv-866-l0``, ``-l1`` and ``-l2`` share one conversation, so a case-level split would
+leak test conversations into training; interleaving domains gives each part the mix.
 """
 
 from __future__ import annotations
@@ -55,11 +54,7 @@ class Split(BaseModel):
                     )
 
     def check_dataset(self, dataset_hash: str, where: str = "split") -> None:
-        """Refuse a split made for other data: its ``dataset_hash`` must be the dataset's.
-
-        The same ids in an edited or different file would still select cases, but
-        not the ones the split was made (and its test part kept unseen) for.
-        """
+        """Refuse a split made for other data (an edited file's ids would still select cases)."""
         if self.dataset_hash != dataset_hash:
             raise DataError(
                 f"{where}: field dataset_hash: {self.dataset_hash[:12]} is not the hash of the dataset "
@@ -144,10 +139,7 @@ def load_split(path: Path) -> Split:
 
 
 def select_split(cases: list[Case], spec: str, *, dataset_hash: str) -> list[Case]:
-    """Apply ``--split FILE:PART`` to loaded cases of the dataset whose hash is ``dataset_hash``.
-
-    A split made for another file (``dataset_hash``) and ids not in ``cases`` are errors.
-    """
+    """Apply ``--split FILE:PART`` to ``cases``; a split of another dataset or unknown ids are errors."""
     file_part, _, part = spec.rpartition(":")
     if not file_part or part not in PARTS:
         raise DataError(f"--split: expected FILE:PART with PART train, dev or test, got {spec!r}")

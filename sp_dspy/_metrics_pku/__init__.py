@@ -7,29 +7,7 @@ categories, a safe flag and a severity, so it gets the metrics its paper reports
 
 from sp_dspy._metrics_pku._records import score_pku_results
 from sp_dspy._metrics_pku._render import render_pku_report
-from sp_dspy._metrics_pku._report import (
-    PKU_PUBLISHED,
-    BinaryMetrics,
-    CategoryMetrics,
-    CategoryScore,
-    PkuPublished,
-    PkuReport,
-    SeverityMetrics,
-)
-from sp_dspy._metrics_pku._score import binary_metrics, category_metrics, score_pku, severity_metrics
+from sp_dspy._metrics_pku._report import PKU_PUBLISHED, PkuReport
+from sp_dspy._metrics_pku._score import score_pku
 
-__all__ = [
-    "PKU_PUBLISHED",
-    "BinaryMetrics",
-    "CategoryMetrics",
-    "CategoryScore",
-    "PkuPublished",
-    "PkuReport",
-    "SeverityMetrics",
-    "binary_metrics",
-    "category_metrics",
-    "render_pku_report",
-    "score_pku",
-    "score_pku_results",
-    "severity_metrics",
-]
+__all__ = ["PKU_PUBLISHED", "PkuReport", "render_pku_report", "score_pku", "score_pku_results"]

@@ -1,14 +1,8 @@
-"""Score result files (``sp-dspy eval`` output, the harness's, or bring-your-own) on PKU-SafeRLHF.
+"""Score result files on PKU-SafeRLHF, with the records resolved as ``sp-dspy score`` does.
 
-Result records carry the rule set in ``violated_rules`` as on SafePyramid, and may
-carry two PKU labels: an explicit safe flag (``predicted_safe``, else a
-``predicted_label`` of ``"safe"``/``"unsafe"``) and ``predicted_severity`` (0-3).
-Per-rule judgment files are folded into per-case records first, exactly as
-``sp-dspy score`` does, so both protocols are scored by the same rules.
-
-Which cases count follows ``score``: an excluded record (refused, unparseable,
-errored, or over the output cap in cap-aware mode) predicts nothing, not even a flag
-or a severity, so no section can score an answer the set metrics threw away.
+Besides ``violated_rules`` a record may carry a safe flag (``predicted_safe``, else a
+``predicted_label`` of ``"safe"``/``"unsafe"``) and ``predicted_severity`` (0-3). An
+excluded record predicts nothing, not even a flag or a severity.
 """
 
 from __future__ import annotations
@@ -44,11 +38,7 @@ def _severity(record: PolicyRecord) -> int | None:
 
 
 def score_pku_results(
-    cases: Sequence[Case],
-    results: ResultSet,
-    *,
-    cap_aware: bool = False,
-    per_rule: bool = False,
+    cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False, per_rule: bool = False
 ) -> PkuReport:
     """The PKU report of ``results`` on ``cases``; the severity section only when some record predicts one."""
     records = resolve_records(cases, results, per_rule=per_rule)
@@ -64,8 +54,5 @@ def score_pku_results(
         severities[case.id] = _severity(record)
     predicts_severity = any(level is not None for level in severities.values())
     return score_pku(
-        cases,
-        sets,
-        predicted_safe=flags,
-        predicted_severity=severities if predicts_severity else None,
+        cases, sets, predicted_safe=flags, predicted_severity=severities if predicts_severity else None
     )

@@ -1,8 +1,6 @@
-"""Serialisable result models of the PKU-SafeRLHF metrics, and the paper's reference figures.
+"""Result models of the PKU-SafeRLHF metrics, and the paper's reference figures.
 
-Every rate is a percentage rounded to 2 decimals with Python's ``round`` (the SafePyramid
-convention, so the two benchmarks' reports read alike), or ``None`` when its
-denominator is zero: an undefined rate is not the same as a rate of 0.
+Rates are percentages rounded to 2 decimals (as on SafePyramid), ``None`` when undefined.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Typed results of the output parsers; they are serialised into result records.
+"""Typed results of the output parsers, which never raise on model text.
 
-``status`` is the one field to branch on; ``refused`` and ``parse_failed`` are kept as
-explicit flags because the result-record format (contract section 4) carries them, and
-a validator keeps the three consistent so no record can claim two outcomes.
+``strict`` is the official parser; ``robust`` also recovers answers it loses and marks
+them ``recovered``. ``status`` is the field to branch on; ``refused`` and ``parse_failed``
+are the result-record format's flags (contract section 4), kept consistent with it.
 """
 
 from __future__ import annotations
@@ -11,10 +11,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from sp_dspy._errors import ConfigError
+
 ParseMode = Literal["strict", "robust"]
 ParseStatus = Literal["clean", "recovered", "failed", "refused"]
 Verdict = Literal["violated", "not_violated"]
 PARSE_MODES: tuple[ParseMode, ...] = ("strict", "robust")
+
+
+def check_parse_mode(mode: str) -> None:
+    if mode not in PARSE_MODES:
+        raise ConfigError(f"parse mode must be one of {', '.join(PARSE_MODES)}, got {mode!r}")
 
 
 def _check_status(status: ParseStatus, refused: bool, parse_failed: bool, has_value: bool) -> None:
@@ -25,12 +32,7 @@ def _check_status(status: ParseStatus, refused: bool, parse_failed: bool, has_va
 
 
 class PolicyParse(BaseModel):
-    """A parsed per-policy answer.
-
-    ``clean``: the official parser read it. ``recovered``: only the robust parser
-    could (the strict mode would have excluded this case). ``failed``/``refused``:
-    no prediction, so the case is excluded from every metric.
-    """
+    """A parsed per-policy answer; ``failed``/``refused`` carry no prediction (the case is excluded)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -1,16 +1,11 @@
 """Parsing per-policy answers: the official parser and a robust one on top of it.
 
-Strict mode follows contract section 3 step by step, including the reference
-harness's incidental checks (a ``confidence`` that ``float()`` rejects, or an
-``applicable_exceptions`` list that cannot be read, fails the parse there too), so
-its exclusions match the leaderboard's. Where the reference crashes instead (a
-top-level list, ``Infinity`` as a rule number) strict mode reports ``failed``.
-Rule numbers are de-duplicated keeping first-seen order; scoring uses sets anyway.
-
-Robust mode returns the strict result when that is clean and loses nothing, and
-otherwise recovers the answer (status ``recovered``): JSON inside prose or in any
-fenced block, a top-level list, ``"Rule 3"``/``"R3"``/``"3"`` strings (which strict
-mode silently drops), a ``violations`` key, and truncated output.
+Strict mode follows contract section 3 step by step, including the reference's
+incidental checks (a ``confidence`` that ``float()`` rejects, an unreadable
+``applicable_exceptions``, fail there too), so its exclusions match the leaderboard's;
+where the reference crashes (a top-level list, ``Infinity``) it reports ``failed``.
+Robust mode also recovers JSON in prose or fences, a top-level list, ``"Rule 3"`` strings
+(which strict mode drops), a ``violations`` key and truncated output.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from sp_dspy._protocol._parse_models import PolicyParse
+from sp_dspy._protocol._parse_models import ParseMode, PolicyParse, check_parse_mode
 from sp_dspy._protocol._text import (
     balanced_segment,
     has_policy_marker,
@@ -43,8 +38,7 @@ _ITEM_KEYS = ("rule", "rule_number", "rule_id", "number")
 _RULE_STRING = re.compile(r"\s*(?:rule|r)?\s*#?\s*(\d{1,9})(?!\d)", re.IGNORECASE)
 _ANY_NUMBER = re.compile(r"(?<!\d)\d{1,9}(?!\d)")
 _LIST_OPENING = re.compile(r'"(?:violated_rules|violations)"\s*:\s*\[')
-# A number counts only when a delimiter follows it: a number cut off by truncation
-# ("[3, 1" of "[3, 12]") is dropped.
+# A number counts only when a delimiter follows it ("[3, 1" cut off from "[3, 12]" drops the 1).
 _RULE_KEY_NUMBER = re.compile(r'"rule"\s*:\s*"?\s*(?:rule\s*#?\s*|r)?(\d{1,9})(?=["\s]*[,}\]])', re.I)
 _BARE_ITEM = re.compile(r'(?:^\[|,)\s*"?\s*(?:rule\s*#?\s*|r)?(\d{1,9})\s*"?(?=\s*[,\]])', re.I)
 
@@ -132,8 +126,8 @@ def lenient_rule(item: Any) -> int | None:
 def lenient_rules(value: Any, *, all_or_nothing: bool = False) -> list[int] | None:
     """A rule list from a list, a ``"3, 5"`` string, a number or ``null`` (none).
 
-    Unreadable list items are dropped, as the official parser drops bare strings; a
-    non-empty list with no readable item is no answer at all (``None``), never "none".
+    Unreadable items are dropped (as the official parser drops bare strings); a non-empty
+    list with no readable item is no answer (``None``), never "none".
     """
     if value is None:
         return []
@@ -152,8 +146,7 @@ def lenient_rules(value: Any, *, all_or_nothing: bool = False) -> list[int] | No
 def _interpret(data: Any) -> PolicyParse | None:
     """A recovered answer from a decoded JSON value, or ``None`` if it is not one."""
     if isinstance(data, list):
-        # A bare list is taken only when every item reads as a rule number, so a list
-        # of prose findings is never mistaken for "no violations".
+        # Only when every item reads as a rule number: a list of prose findings is not "none".
         rules = lenient_rules(data, all_or_nothing=True)
         return None if rules is None else PolicyParse(violated_rules=rules, status="recovered")
     if not isinstance(data, dict):
@@ -173,8 +166,7 @@ def _interpret(data: Any) -> PolicyParse | None:
 def _regex_fallback(answer: str) -> PolicyParse | None:
     """Rule numbers after the last ``"violated_rules": [`` of a cut-off or broken answer.
 
-    An empty result counts only for a closed, blank ``[]``: a list cut off before its
-    first item, or one holding nothing readable, says nothing about the rules.
+    An empty result counts only for a closed, blank ``[]``.
     """
     openings = list(_LIST_OPENING.finditer(answer))
     if not openings:
@@ -205,17 +197,14 @@ def parse_policy_robust(text: str | None) -> PolicyParse:
     """Strict first; recover the answer when the official parser fails or loses rules.
 
     A clean strict parse is kept unless the lenient reading of the same JSON differs
-    (``"Rule 3"`` strings, a ``"3, 5"`` string, booleans read as rule 1): then the
-    lenient rules win and the status says ``recovered``. A rule list the lenient
-    reading cannot use at all (only nested lists, objects without a rule number, a
-    mapping) makes the answer ``failed`` where strict mode reads it as "none".
+    (``"Rule 3"`` strings, booleans read as rule 1): then the lenient rules win,
+    ``recovered``. A rule list the lenient reading cannot use at all makes it ``failed``.
     """
     strict, data = _strict(text)
     if strict.status == "clean":
         lenient = _interpret(data)
         if lenient is None and not strict.violated_rules and _has_rules_value(data):
-            # A rule list is there but nothing in it reads as a rule number
-            # (``[[1, 2], [3]]``, ``{"1": ...}``): that is no answer, never "none violated".
+            # A rule list with nothing readable (``[[1, 2]]``, ``{"1": ...}``) is no answer, not "none".
             return PolicyParse.failure(strict.reasoning)
         if lenient is None or lenient.violated_rules == strict.violated_rules:
             return strict
@@ -232,6 +221,12 @@ def parse_policy_robust(text: str | None) -> PolicyParse:
     return PolicyParse.failure(reasoning)
 
 
+def parse_policy_output(text: str | None, mode: ParseMode) -> PolicyParse:
+    """Parse a per-policy answer (the violated rules) from raw model text."""
+    check_parse_mode(mode)
+    return parse_policy_strict(text) if mode == "strict" else parse_policy_robust(text)
+
+
 # --- rules of the policy --------------------------------------------------------------
 
 
@@ -246,9 +241,8 @@ def case_rule_numbers(case: Case) -> set[int]:
 class PolicyRules:
     """An answer's rule numbers split into the policy's (``rules``) and the rest (``dropped``).
 
-    ``rules`` is ``None`` when the answer had none (refused, failed) or named only
-    numbers the policy lacks: nothing usable is left, which is no answer rather than
-    "no rule violated".
+    ``rules`` is ``None`` when the answer had none or named only numbers the policy
+    lacks: no answer rather than "no rule violated".
     """
 
     rules: list[int] | None
@@ -263,11 +257,7 @@ class PolicyRules:
 
 
 def keep_policy_rules(rules: Sequence[int] | None, policy_rules: Collection[int]) -> PolicyRules:
-    """Drop the rule numbers that are not in ``policy_rules``, keeping order.
-
-    An empty ``policy_rules`` means the policy's rules are unknown (a policy text
-    without numbered rule lines and no rubric): nothing is dropped then.
-    """
+    """Drop the rule numbers not in ``policy_rules``, keeping order (none when it is empty: unknown)."""
     if rules is None or not policy_rules:
         return PolicyRules(None if rules is None else list(rules), [])
     kept = [rule for rule in rules if rule in policy_rules]

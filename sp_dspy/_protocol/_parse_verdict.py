@@ -1,14 +1,9 @@
 """Parsing per-rule verdicts: the official parser and a robust one on top of it.
 
-Strict mode follows contract section 5: the ``<think>`` and refusal handling of the
-per-policy parser with ``"verdict"`` as the structured marker, then JSON, then the
-pattern ``"verdict"\\s*:\\s*"(violated|not_violated)"``. As in the reference, the
-pattern is tried only when the text is not a JSON object; an object whose verdict is
-neither value fails.
-
-Robust mode returns the strict result when that is clean and otherwise recovers a
-verdict from JSON in prose or fences, loosely spelled values (``"Not Violated"``),
-and prose such as ``Verdict: violated`` or ``**not violated**``.
+Strict mode follows contract section 5: think/refusal handling with ``"verdict"`` as the
+marker, then JSON, then (only when the text is not a JSON object) the official pattern.
+Robust mode recovers JSON in prose or fences, loose spellings (``"Not Violated"``) and
+prose such as ``Verdict: violated`` or ``**not violated**``.
 """
 
 from __future__ import annotations
@@ -16,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sp_dspy._protocol._parse_models import Verdict, VerdictParse
+from sp_dspy._protocol._parse_models import ParseMode, Verdict, VerdictParse, check_parse_mode
 from sp_dspy._protocol._text import (
     has_refusal_phrase,
     has_verdict_marker,
@@ -124,3 +119,9 @@ def parse_verdict_robust(text: str | None) -> VerdictParse:
     if has_refusal_phrase(checked) and not has_verdict_marker(checked):
         return VerdictParse.refusal(reasoning)
     return VerdictParse.failure(reasoning)
+
+
+def parse_verdict_output(text: str | None, mode: ParseMode) -> VerdictParse:
+    """Parse a per-rule verdict (violated / not_violated) from raw model text."""
+    check_parse_mode(mode)
+    return parse_verdict_strict(text) if mode == "strict" else parse_verdict_robust(text)

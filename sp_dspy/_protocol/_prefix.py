@@ -1,16 +1,11 @@
 """A cache-friendly per-rule layout. NOT the official SafePyramid protocol.
 
-The official per-rule user message puts the target before the conversation, so the
-16-33 calls of one case share almost no prompt prefix and a server re-reads the whole
-conversation every time. This layout sends the same information in a different order:
-one system message for every target (and every case), then the framework and the
-conversation, then the instructions for the target's type, the target and its context. Servers
-with prefix caching (vLLM, llama.cpp, most hosted APIs) then reuse the conversation's
-KV cache across a case's calls. Results produced with it must be labelled as such.
-
-The wording is adapted from the protocol text of the SafePyramid evaluation harness,
-Apache-2.0; sentences are kept verbatim where the reordering allows, including the
-literally doubled braces of the output line, so that layout is the only difference.
+The official user message puts the target before the conversation, so a case's calls
+share almost no prompt prefix. This layout sends one system message for every call,
+then framework, conversation, the instructions for the target's type, the target and
+its context, so a prefix cache reuses the conversation. Results must be labelled as such.
+Wording adapted from the SafePyramid evaluation harness (Apache-2.0), verbatim where the
+reordering allows (doubled braces included), so that layout is the only difference.
 """
 
 from __future__ import annotations
@@ -61,18 +56,11 @@ PREFIX_VERDICT_LOGIC: Final = (
 )
 
 
-def prefix_system() -> str:
-    """The one system message of the prefix layout (identical for every call)."""
-    return PREFIX_SYSTEM
-
-
 def prefix_user(*, framework: str, conversation: str, target: str, context: str, is_exception: bool) -> str:
-    """Framework and conversation first, then the instructions for the target's type,
-    then the target and its context.
+    """Framework, conversation, the instructions for the target's type, then target and context.
 
-    The instructions come before the target so that calls of the same type share them
-    as well. ``target`` and ``context`` are the rendered official sections, so both
-    layouts show the model the same target text.
+    ``target`` and ``context`` are the rendered official sections, so both layouts show
+    the model the same target text.
     """
     parts: list[str] = []
     if framework:
@@ -103,10 +91,8 @@ def common_prefix_length(a: str, b: str) -> int:
 def shared_prefix_ratio(messages_list: Sequence[Sequence[Mapping[str, str]]]) -> float:
     """Share of prompt characters a prefix cache could serve across one case's calls.
 
-    The calls are taken in order; each call after the first can reuse the longest
-    prefix it shares with any earlier call. The ratio is those reused characters over
-    all characters of the calls after the first (0.0 for fewer than two calls). It
-    measures characters, not tokens, which is close enough to compare two layouts.
+    Each call after the first reuses the longest prefix it shares with an earlier one;
+    the ratio is reused over all characters of those calls (0.0 for fewer than two).
     """
     prompts = [render_prompt(messages) for messages in messages_list]
     if len(prompts) < 2:

@@ -1,12 +1,9 @@
 """The official SafePyramid prompt texts (contract sections 3 and 5), byte for byte.
 
-Protocol text of the SafePyramid evaluation harness, Apache-2.0.
-
-Every constant below is part of the benchmark's prompt contract: changing a single
-byte (an em dash, an arrow, a blank line, the literally doubled braces of the per-rule
-system messages) makes results incomparable with the published leaderboard. The
-placeholder ``{policy}`` is filled with ``str.replace``, never ``str.format``, so
-braces inside the template and inside policies reach the model untouched.
+Protocol text of the SafePyramid evaluation harness, Apache-2.0. A single changed byte
+(an em dash, a blank line, the doubled braces) makes results incomparable with the
+leaderboard. ``{policy}`` is filled with ``str.replace``, never ``str.format``, so braces
+in the template and in policies reach the model untouched.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""JSON schemas of the official answers, for servers that constrain decoding.
+"""JSON schemas of the official answers, sent only when a model config sets ``json_schema``.
 
-Only sent when a model config sets ``json_schema`` (self-hosted servers such as the
-embedded llama.cpp model): the messages stay the contract's bytes, and the answer is
-still parsed by the official parser. The rule list comes first and every free-text
-field is bounded, because a small model otherwise spends its whole token budget on
-the analysis and the JSON is cut (measured here with SmolLM2-135M). The per-rule
-``explanation`` is left out: the official parser reads only ``rule``, and llama.cpp's
-JSON grammar lets the model pretty-print every item, which multiplies its cost.
+The messages stay the contract's bytes. The rule list comes first and free text is
+bounded, or a small model spends its token budget on the analysis and the JSON is cut;
+the per-rule ``explanation`` is left out (the official parser reads only ``rule``).
 """
 
 from __future__ import annotations
@@ -49,6 +45,7 @@ def response_format(schema: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def policy_response_format() -> dict[str, Any]:
+    """The ``response_format`` of a per-policy answer."""
     return response_format(POLICY_ANSWER_SCHEMA, "policy_audit")
 
 

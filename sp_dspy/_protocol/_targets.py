@@ -1,13 +1,9 @@
 """Per-rule targets and their chat messages (contract section 5).
 
-Each rubric rule except ``conditional`` ones becomes one binary judgment. Its bundle
-(the ``[Context]`` section) depends on the target type: a decisive or distractor rule
-is shown with every exception/conditional whose ``paired_with`` names it, an exception
-with the base rules it names. Conditionals are never judged on their own: their effect
-already shows up as their base rule flipping into the ground truth.
-
-Two layouts render a target: ``"official"`` sends the contract's bytes; ``"prefix"``
-(see ``_prefix``) is a cache-friendly reordering that is *not* the official protocol.
+Each rubric rule except ``conditional`` ones (their effect shows as their base rule's
+gold label) is one binary judgment. Its ``[Context]`` bundle: for a decisive or
+distractor rule, the exceptions/conditionals paired with it; for an exception, its base
+rules. Layouts: ``"official"`` (the contract's bytes) and ``"prefix"`` (``_prefix``).
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, cast
 
 from sp_dspy._errors import ConfigError
-from sp_dspy._protocol._prefix import prefix_system, prefix_user
+from sp_dspy._protocol._prefix import PREFIX_SYSTEM, prefix_user
 from sp_dspy._protocol._prompts import (
     CONTEXT_HEADER_BASE,
     CONTEXT_HEADER_EXCEPTION,
@@ -50,11 +46,9 @@ class RuleTarget:
 def build_targets(case: Case) -> list[RuleTarget]:
     """Every rubric rule except conditionals, with its bundle, in the reference's order.
 
-    The reference harness walks the rubric in file order (violations, then
-    non-violations) and so do we: targets and bundles follow that order, and a rule
-    named twice in a ``paired_with`` list appears twice, because the official bytes
-    must match what the reference sends. Base rules missing from the rubric are
-    skipped (there is no text to show for them).
+    Rubric order (violations, then non-violations), as the reference harness sends it:
+    a rule named twice in ``paired_with`` appears twice; base rules missing from the
+    rubric are skipped (no text to show).
     """
     entries = [*case.rubric.violations, *case.rubric.non_violations]
     by_rule = {entry.rule: entry for entry in entries}
@@ -118,19 +112,13 @@ def official_system(target: RuleTarget) -> str:
 
 
 def per_rule_messages(case: Case, target: RuleTarget, layout: Layout = "official") -> list[dict[str, str]]:
-    """The two chat messages of one per-rule judgment.
-
-    ``"official"`` reproduces the contract byte for byte. ``"prefix"`` carries the
-    same information with the framework and conversation first and the target last,
-    so the calls of one case share a long prompt prefix; it is not the official
-    protocol and results produced with it must be labelled as such.
-    """
+    """The two chat messages of one per-rule judgment in ``layout`` (``"prefix"`` is not official)."""
     if layout not in LAYOUTS:
         raise ConfigError(f"per-rule layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     if layout == "official":
         system, user = official_system(target), official_user(case, target)
     else:
-        system = prefix_system()
+        system = PREFIX_SYSTEM
         user = prefix_user(
             framework=framework_for(case),
             conversation=case.conversation,

@@ -1,8 +1,7 @@
-"""Text helpers shared by the output parsers: think blocks, refusals, fences, JSON.
+"""Text helpers of the output parsers: think blocks, refusals, fences, JSON; none raises.
 
-The ``official_*`` helpers reproduce the reference harness step by step (contract
-section 3), so the strict parsers stay leaderboard-comparable. The other helpers are
-the recovery tools of the robust parsers. None of them raises on any string.
+The ``official_*`` helpers reproduce the reference harness (contract section 3); the
+others are the robust parsers' recovery tools.
 """
 
 from __future__ import annotations
@@ -47,11 +46,7 @@ _MAX_STARTS_PER_HIT: Final = 16
 
 
 def official_split_think(text: str) -> tuple[str | None, str]:
-    """Remove the first ``<think>...</think>`` block: ``(reasoning, rest)``.
-
-    As in the reference, text before the block is dropped with it and the rest is
-    stripped; without a block the text is returned unchanged.
-    """
+    """``(reasoning, rest)``: as the reference, drop the first ``<think>`` block and what precedes it."""
     match = _OFFICIAL_THINK.search(text)
     if match is None:
         return None, text
@@ -59,9 +54,8 @@ def official_split_think(text: str) -> tuple[str | None, str]:
 
 
 def robust_split_think(text: str) -> tuple[str | None, str]:
-    """Like the official split, but also for ``<thinking>``, several blocks, a closing
-    tag without an opening one (chat templates that open the block themselves) and an
-    unclosed block (output truncated while reasoning: the answer is what came before).
+    """Like the official split, also for ``<thinking>``, several blocks, a closing tag alone
+    (templates that open the block themselves) and an unclosed block (truncated reasoning).
     """
     closes = list(_THINK_CLOSE.finditer(text))
     if closes:
@@ -94,7 +88,7 @@ def has_verdict_marker(text: str) -> bool:
 
 
 def official_strip_fence(text: str) -> str:
-    """Strip one leading ```` ```json ````/```` ``` ```` fence and one trailing fence."""
+    """Strip one leading ```` ```json ```` or ```` ``` ```` fence and one trailing fence."""
     return _FENCE_CLOSE.sub("", _FENCE_OPEN.sub("", text.strip()))
 
 
@@ -106,17 +100,11 @@ def loads(text: str) -> tuple[bool, Any]:
         return False, None
 
 
-def fenced_blocks(text: str) -> list[str]:
-    """Contents of every fenced code block anywhere in the text, in order."""
-    return [match.group(1).strip() for match in _FENCED_BLOCK.finditer(text)]
-
-
 def objects_with_key(text: str, key: str) -> list[dict[str, Any]]:
     """JSON objects embedded in prose that contain ``"key"``, in text order.
 
-    Anchored on the key: for each occurrence, decode from the nearest ``{`` before it
-    outwards until an object spans the occurrence. Bounded, so prose full of braces
-    cannot make the scan quadratic.
+    For each occurrence of the key (a bounded number), decode from the nearest ``{``
+    before it outwards until an object spans it.
     """
     needle = f'"{key}"'
     hits = [m.start() for m in re.finditer(re.escape(needle), text)][-_MAX_KEY_HITS:]
@@ -135,17 +123,15 @@ def objects_with_key(text: str, key: str) -> list[dict[str, Any]]:
 
 
 def json_candidates(text: str, keys: tuple[str, ...]) -> list[Any]:
-    """JSON values a lenient parser should try, most likely first.
-
-    The whole answer (one fence stripped), then fenced blocks from the last one
-    back, then objects anywhere in the prose that carry one of ``keys``.
+    """JSON values to try, most likely first: the whole answer (one fence stripped),
+    fenced blocks from the last back, then objects in the prose carrying one of ``keys``.
     """
     candidates: list[Any] = []
     ok, whole = loads(official_strip_fence(text))
     if ok:
         candidates.append(whole)
-    for block in reversed(fenced_blocks(text)):
-        ok, data = loads(block)
+    for block in reversed(_FENCED_BLOCK.findall(text)):
+        ok, data = loads(block.strip())
         if ok:
             candidates.append(data)
     for key in keys:
@@ -161,10 +147,8 @@ def _decode_at(text: str, start: int) -> tuple[Any, int]:
 
 
 def balanced_segment(text: str, start: int) -> tuple[str, bool]:
-    """The bracketed value opening at ``text[start]`` (``[`` or ``{``), string-aware.
-
-    Returns ``(segment, closed)``; an unclosed value (truncated output) runs to the
-    end of the text.
+    """``(segment, closed)``: the bracketed value opening at ``text[start]``, string-aware
+    (an unclosed one runs to the end of the text).
     """
     depth = 0
     in_string = False
