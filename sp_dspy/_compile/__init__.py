@@ -1,20 +1,7 @@
 """Compiling guard programs with DSPy optimizers: the library behind ``sp-dspy compile``.
 
-- :func:`compile_guard`: load data and split, plan, run an optimizer recipe under
-  budget caps, select on dev, write the artifact (``program.json``,
-  ``manifest.json``, ``prompt.md``, ``splits.json``).
-- :class:`CompileConfig`, :class:`BudgetCaps`: what to compile and the caps.
-- :class:`Budget`, :func:`budgeted`, :class:`BudgetExceeded`: per-call cap enforcement
-  on any ``dspy.LM``.
-- :class:`CompilePlan`: the estimated calls, tokens and dollars (``--dry-run``).
-- :class:`CompileStatus`: a running compile's phase, spend and best scores (progress).
-- :func:`evaluate_on_dev`, :class:`DevScore`: dev scoring with excluded cases as wrong.
-
-Modules, by concept: ``_types`` (every data type of a compile), ``_budget`` (caps,
-budget, budgeted LM, plan), ``_data`` (train/dev cases and the student),
-``_evaluate`` (dev scoring and the candidate recorder), ``_artifact`` (the artifact
-directory), ``_run`` (the orchestration and the library log).
-
+:func:`compile_guard` loads data, plans, runs an optimizer recipe under :class:`BudgetCaps`
+(enforced per LM call by :func:`budgeted`), selects on dev and writes the artifact.
 Importing this package does not import DSPy; the functions that need it do.
 """
 

@@ -1,27 +1,13 @@
 """What a compile learns from: the train and dev cases (never test) and the student program.
 
-The cases a compile may see are train and dev of a conversation-grouped split. The
-dataset file is loaded whole (there is no other way to read it), but from then on
-only train and dev cases exist for the compile: the test cases are dropped right
-here, no program, LM or fake gold book ever receives them, and what is recorded of
-them is their count and a hash of their sorted ids (enough to check later that an
-evaluation used the same test split, nothing that could leak it).
+Test cases are dropped right after loading: no program, LM or fake gold book sees
+them; only their count and a hash of their sorted ids are recorded.
 
-The student (:func:`build_student`) is what the optimizer compiles for each
-protocol, and :meth:`Student.guard` turns a compiled state into a guard again.
-
-Per-policy: the guard itself (one predictor, one call per case), on case examples
-with the case score.
-
-Per-rule: only the judge. Target building and aggregation are fixed by the
-protocol, so optimizing the whole ``PerRuleGuard`` on case examples would spend
-15-20 judge calls per example to learn about one predictor, and bootstrapped demos
-would mix judgments of different rules. Instead the judge is wrapped in a
-one-predictor ``JudgeProgram`` whose attribute is also called ``judge``: its state
-keys (``judge``, or ``judge.predict`` with chain of thought) are exactly those of
-``PerRuleGuard``, so a compiled judge's state loads into a fresh guard as it is.
-It trains on single judgments (``target_examples`` plus interaction labels) with the
-judgment score; the compile still scores and selects whole guards on dev cases.
+The per-policy student is the guard itself. The per-rule student is only the judge
+(target building and aggregation are fixed by the protocol), wrapped in a
+``JudgeProgram`` whose attribute is also ``judge`` so its state keys are exactly
+``PerRuleGuard``'s; it trains on single judgments, while the compile still selects
+whole guards on dev cases.
 """
 
 from __future__ import annotations
@@ -104,14 +90,9 @@ def load_compile_data(
             )
         parts[name] = [by_id[case_id] for case_id in ids]
     return CompileData(
-        train=parts["train"],
-        dev=parts["dev"],
-        split=split,
-        split_source=source,
-        dataset_source=loaded.source,
-        dataset_hash=loaded.content_hash,
-        benchmark=loaded.benchmark,
-    )
+        **parts, split=split, split_source=source, dataset_source=loaded.source,
+        dataset_hash=loaded.content_hash, benchmark=loaded.benchmark,
+    )  # fmt: skip
 
 
 @functools.cache
@@ -175,12 +156,5 @@ def build_student(protocol: str, cot: bool, train: Sequence[Case], dev: Sequence
             name, protocol, guard, policy_examples(train), policy_examples(dev), case_metric, policy_feedback
         )
     module = judge_program_class()(guard.judge)
-    return Student(
-        name,
-        protocol,
-        module,
-        judgment_examples(train),
-        judgment_examples(dev),
-        judgment_metric,
-        judgment_feedback,
-    )
+    train_examples, dev_examples = judgment_examples(train), judgment_examples(dev)
+    return Student(name, protocol, module, train_examples, dev_examples, judgment_metric, judgment_feedback)
