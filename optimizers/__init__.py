@@ -1,15 +1,8 @@
 """Optimizer recipes, metrics and feedback for compiling sp-dspy guard programs.
 
-- ``RECIPES`` / :func:`get_recipe`: the five optimizers (``mipro``, ``gepa``,
-  ``bootstrap``, ``simba``, ``copro``), each a :class:`Recipe` with a pydantic
-  settings model, a run function and a cost projection.
-- :func:`load_settings`: an optimizer's settings from the package's ``configs/optimizers.yaml`` and
-  ``--set`` overrides.
-- :func:`case_metric` / :func:`judgment_metric`: the scores optimizers maximise;
-  :func:`policy_feedback` / :func:`judgment_feedback`: the same with GEPA feedback.
-- :func:`policy_examples` / :func:`judgment_examples`: benchmark cases as training data.
-
-Importing this package does not import DSPy; recipes import it when they run.
+``RECIPES`` holds the five optimizers (``mipro``, ``gepa``, ``bootstrap``, ``simba``,
+``copro``); :func:`load_settings` reads their settings. Importing this package does not
+import DSPy; recipes import it when they run.
 """
 
 from optimizers._bootstrap import BOOTSTRAP_RECIPE, BootstrapSettings

@@ -1,14 +1,9 @@
 """BootstrapFewShotWithRandomSearch: demonstrations bootstrapped from the program's own answers.
 
-Candidate programs: zero-shot, labelled demos only, unshuffled bootstrap, then
-``num_candidate_programs`` bootstraps of shuffled training data with 1 to
-``max_bootstrapped_demos`` demos; each is scored on the dev split and the best kept.
-
-Seed: DSPy's class takes no seed; candidate ``i`` shuffles with ``random.Random(i)``
-(read in ``dspy/teleprompt/random_search.py``), so every run with the same data
-would draw the same candidates. The recipe applies the compile's seed by shuffling
-the training examples with ``random.Random(seed)`` first, which changes every
-candidate's demo pool and the unshuffled bootstrap's order.
+Candidates (zero-shot, labelled demos, unshuffled and ``num_candidate_programs`` shuffled
+bootstraps) are scored on dev and the best kept. DSPy seeds candidate ``i`` with
+``random.Random(i)`` and takes no seed, so the recipe applies the compile's seed by
+shuffling the training examples first.
 """
 
 from __future__ import annotations
@@ -36,14 +31,7 @@ def _run(job: CompileJob, settings: BootstrapSettings) -> Any:
 
     trainset = list(job.trainset)
     random.Random(job.seed).shuffle(trainset)
-    optimizer = BootstrapFewShotWithRandomSearch(
-        metric=job.metric,
-        max_bootstrapped_demos=settings.max_bootstrapped_demos,
-        max_labeled_demos=settings.max_labeled_demos,
-        max_rounds=settings.max_rounds,
-        num_candidate_programs=settings.num_candidate_programs,
-        num_threads=settings.num_threads,
-    )
+    optimizer = BootstrapFewShotWithRandomSearch(metric=job.metric, **settings.model_dump())
     return optimizer.compile(job.student, trainset=trainset, valset=job.valset)
 
 
@@ -51,10 +39,6 @@ def _project(settings: BootstrapSettings, n_train: int, n_val: int) -> Projectio
     candidates = settings.num_candidate_programs + 3
     bootstraps = (settings.num_candidate_programs + 1) * n_train * settings.max_rounds
     return Projection(program_calls=candidates * n_val + bootstraps, helper_calls=0)
-
-
-def _fit(settings: BootstrapSettings, n_train: int, n_val: int) -> BootstrapSettings:
-    return settings
 
 
 BOOTSTRAP_RECIPE = Recipe(
@@ -66,5 +50,4 @@ BOOTSTRAP_RECIPE = Recipe(
     sampling_note="bootstrap rounds after the first (max_rounds > 1) re-sample the task LM at temperature 1.0",
     run=_run,
     project=_project,
-    fit=_fit,
 )

@@ -1,12 +1,8 @@
 """COPRO: coordinate ascent over instructions proposed by a prompt LM.
 
-COPRO asks the prompt LM for ``breadth`` instructions (and output prefixes), scores
-each on the training examples, then asks again ``depth - 1`` times showing the best
-attempts so far. It evaluates on the train split only; the compile selects on dev.
-
-Seed: COPRO has no random choice of its own (read in ``dspy/teleprompt/
-copro_optimizer.py``: no ``random`` use); its variety comes from sampling the prompt
-LM at ``init_temperature``. With the response cache a rerun gets the same proposals.
+``breadth`` proposals per round for ``depth`` rounds, scored on train only (the compile
+selects on dev). COPRO makes no random choice; its variety comes from sampling the
+prompt LM at ``init_temperature``, so with the response cache a rerun repeats itself.
 """
 
 from __future__ import annotations
@@ -35,11 +31,7 @@ def _run(job: CompileJob, settings: CoproSettings) -> Any:
     from dspy.teleprompt import COPRO
 
     optimizer = COPRO(
-        prompt_model=job.prompt_lm,
-        metric=job.metric,
-        breadth=settings.breadth,
-        depth=settings.depth,
-        init_temperature=settings.init_temperature,
+        prompt_model=job.prompt_lm, metric=job.metric, **settings.model_dump(exclude={"num_threads"})
     )
     eval_kwargs = {"num_threads": settings.num_threads, "display_progress": False}
     return optimizer.compile(job.student, trainset=job.trainset, eval_kwargs=eval_kwargs)
@@ -51,10 +43,6 @@ def _project(settings: CoproSettings, n_train: int, n_val: int) -> Projection:
     return Projection(program_calls=settings.depth * settings.breadth * n_train, helper_calls=helper)
 
 
-def _fit(settings: CoproSettings, n_train: int, n_val: int) -> CoproSettings:
-    return settings
-
-
 COPRO_RECIPE = Recipe(
     name="copro",
     dspy_class="dspy.teleprompt.COPRO",
@@ -64,5 +52,4 @@ COPRO_RECIPE = Recipe(
     sampling_note="proposals sampled from the prompt LM at init_temperature, breadth at a time",
     run=_run,
     project=_project,
-    fit=_fit,
 )

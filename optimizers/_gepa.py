@@ -1,14 +1,9 @@
 """GEPA: reflective instruction evolution with a Pareto frontier over dev examples.
 
-GEPA runs the program on small train minibatches, shows a reflection LM the
-answers together with the feedback metric's diagnosis (missed and wrongly flagged
-rules, their types and failure modes) and keeps the proposed instructions that
-improve; the frontier is tracked on the dev split. The budget is counted in metric
-calls (program runs); the light default is a fixed number of them.
-
-Seed: ``GEPA(seed=)`` seeds the adapter's ``random.Random`` and is passed to
-``gepa.optimize(seed=)`` (``dspy/teleprompt/gepa/gepa.py``); the recipe passes the
-compile's seed. The compile's budget stops GEPA at its first refused call.
+A reflection LM reads the program's answers on train minibatches with the feedback
+metric's diagnosis and proposes instructions; the frontier is tracked on dev. Its budget
+is counted in metric calls (program runs). ``GEPA(seed=)`` seeds its adapter and
+``gepa.optimize``; the recipe passes the compile's seed.
 """
 
 from __future__ import annotations
@@ -52,19 +47,7 @@ def _run(job: CompileJob, settings: GepaSettings) -> Any:
     from dspy.teleprompt import GEPA
 
     optimizer = GEPA(
-        metric=job.feedback,
-        auto=settings.auto,
-        max_metric_calls=settings.max_metric_calls,
-        max_full_evals=settings.max_full_evals,
-        reflection_minibatch_size=settings.reflection_minibatch_size,
-        candidate_selection_strategy=settings.candidate_selection_strategy,
-        reflection_lm=job.reflection_lm,
-        skip_perfect_score=settings.skip_perfect_score,
-        add_format_failure_as_feedback=settings.add_format_failure_as_feedback,
-        use_merge=settings.use_merge,
-        max_merge_invocations=settings.max_merge_invocations,
-        num_threads=settings.num_threads,
-        seed=job.seed,
+        metric=job.feedback, reflection_lm=job.reflection_lm, seed=job.seed, **settings.model_dump()
     )
     return optimizer.compile(job.student, trainset=job.trainset, valset=job.valset)
 
@@ -89,10 +72,6 @@ def _project(settings: GepaSettings, n_train: int, n_val: int) -> Projection:
     return Projection(program_calls=budget + 2 * batch + n_val, helper_calls=reflections)
 
 
-def _fit(settings: GepaSettings, n_train: int, n_val: int) -> GepaSettings:
-    return settings
-
-
 GEPA_RECIPE = Recipe(
     name="gepa",
     dspy_class="dspy.teleprompt.GEPA",
@@ -102,5 +81,4 @@ GEPA_RECIPE = Recipe(
     sampling_note="no temperature of its own: task and reflection LMs sample at their configured temperatures",
     run=_run,
     project=_project,
-    fit=_fit,
 )

@@ -1,26 +1,15 @@
 """The score every optimizer maximises: the benchmark's own case-level number.
 
-A case's score is the fraction of the four main tolerances (tau = 1.0, 0.9, 0.8,
-0.7) at which it matches under RMR@tau (contract section 2). Averaged over cases it
-*is* the benchmark's RMR, computed the way ``rmr_avg_strict`` computes it: an
-excluded case (refused, unparseable, errored, no prediction) scores 0 instead of
-leaving the denominator. Two reasons for this choice over alternatives:
+A case scores the fraction of the four main tolerances (tau = 1.0, 0.9, 0.8, 0.7) at
+which it matches under RMR@tau (contract section 2); averaged over cases it *is*
+``rmr_avg_strict``, with excluded cases at 0 so that an instruction breaking the output
+format can never win by leaving the denominator. It is the headline metric, unlike
+1 - Jaccard (rewards partial overlap RMR does not) or exact match (too sparse on a small
+train split). Per-rule judgments score 1/0 (unreadable is wrong); the compile still
+selects on dev with the case score.
 
-- It is the headline metric itself, so what an optimizer climbs is what the
-  leaderboard reports; 1 - Jaccard distance (the RDR view) rewards partial overlap
-  that RMR does not, and exact match alone is too sparse to guide search on a small
-  train split.
-- Scoring exclusions as 0 means a candidate instruction that breaks the output
-  format can never win by being excluded from the denominator, which the official
-  (refusal-aware) RMR would allow.
-
-Per-rule judgments have a binary score (the verdict is right or not; an unreadable
-verdict is wrong), so compiling the judge on ``target_examples`` climbs judgment
-accuracy; the compile then selects on dev with the case score above.
-
-DSPy's bootstrapping optimizers call a metric with a ``trace`` and treat the result
-as "keep this demonstration": with a trace these metrics return ``True`` only for a
-perfect answer, so demos never teach a partly wrong answer.
+With a ``trace`` (DSPy bootstrapping: "keep this demo?") the metrics return ``True``
+only for a perfect answer, so demos never teach a partly wrong answer.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """MIPROv2: instructions and demonstration sets searched jointly with Optuna's TPE sampler.
 
-MIPRO bootstraps candidate demo sets on the train split, has the prompt LM propose
-instructions grounded in a data summary, the program's code and the demos, then
-runs Bayesian optimisation over (instruction, demo set) pairs scored on the dev
-split. The light default sets ``num_candidates``/``num_trials`` explicitly instead of
-``auto`` so a compile on a small split stays small; ``auto: light`` is available.
-
-Seed: ``MIPROv2(seed=)`` seeds its ``random.Random`` (demo shuffles, minibatches,
-proposal tips and rollout ids) and ``compile(seed=)`` seeds Optuna's TPE sampler.
-DSPy reads ``seed = seed or self.seed`` in ``compile`` (``dspy/teleprompt/
-mipro_optimizer_v2.py``), so a compile seed of 0 silently falls back to the
-constructor's default 9; the recipe passes the same seed to both, which makes 0 work.
+The light default sets ``num_candidates``/``num_trials`` instead of ``auto`` so a compile
+on a small split stays small. DSPy's ``compile`` reads ``seed = seed or self.seed``, so a
+compile seed of 0 would fall back to the constructor's 9; the recipe passes the seed to
+both ``MIPROv2(seed=)`` and ``compile(seed=)``, which makes 0 work.
 """
 
 from __future__ import annotations
@@ -52,18 +45,16 @@ class MiproSettings(OptimizerSettings):
 def _run(job: CompileJob, settings: MiproSettings) -> Any:
     from dspy.teleprompt import MIPROv2
 
+    # Settings split between the constructor and ``compile``, as DSPy takes them.
+    init = {"auto", "max_bootstrapped_demos", "max_labeled_demos", "num_threads", "init_temperature"}
     optimizer = MIPROv2(
         metric=job.metric,
         prompt_model=job.prompt_lm,
         task_model=job.task_lm,
-        max_bootstrapped_demos=settings.max_bootstrapped_demos,
-        max_labeled_demos=settings.max_labeled_demos,
-        auto=settings.auto,
         num_candidates=None if settings.auto else settings.num_candidates,
-        num_threads=settings.num_threads,
         seed=job.seed,
-        init_temperature=settings.init_temperature,
         track_stats=False,
+        **settings.model_dump(include=init),
     )
     return optimizer.compile(
         job.student,
@@ -71,14 +62,7 @@ def _run(job: CompileJob, settings: MiproSettings) -> Any:
         valset=job.valset,
         num_trials=None if settings.auto else settings.num_trials,
         seed=job.seed,
-        minibatch=settings.minibatch,
-        minibatch_size=settings.minibatch_size,
-        minibatch_full_eval_steps=settings.minibatch_full_eval_steps,
-        program_aware_proposer=settings.program_aware_proposer,
-        data_aware_proposer=settings.data_aware_proposer,
-        view_data_batch_size=settings.view_data_batch_size,
-        tip_aware_proposer=settings.tip_aware_proposer,
-        fewshot_aware_proposer=settings.fewshot_aware_proposer,
+        **settings.model_dump(exclude={*init, "num_candidates", "num_trials"}),
     )
 
 

@@ -1,12 +1,8 @@
 """SIMBA: stochastic mini-batch ascent with self-reflective rules and demos.
 
-Each step samples a minibatch, runs several program variants on it, and for the
-examples whose scores vary most either appends a successful trajectory as a demo
-or asks the prompt LM for a rule (added to the instructions). It evaluates on the
-train split only; the compile selects on dev.
-
-Seed: ``SIMBA.compile(seed=)`` seeds both its ``random.Random`` and its NumPy
-generator (``dspy/teleprompt/simba.py``); the recipe passes the compile's seed.
+Each step runs program variants on a minibatch and, for its most variable examples,
+adds a successful trajectory as a demo or a prompt-LM rule to the instructions; scored
+on train only. ``SIMBA.compile(seed=)`` seeds its generators; the recipe passes the seed.
 """
 
 from __future__ import annotations
@@ -33,17 +29,7 @@ class SimbaSettings(OptimizerSettings):
 def _run(job: CompileJob, settings: SimbaSettings) -> Any:
     from dspy.teleprompt import SIMBA
 
-    optimizer = SIMBA(
-        metric=job.metric,
-        bsize=settings.bsize,
-        num_candidates=settings.num_candidates,
-        max_steps=settings.max_steps,
-        max_demos=settings.max_demos,
-        prompt_model=job.prompt_lm,
-        num_threads=settings.num_threads,
-        temperature_for_sampling=settings.temperature_for_sampling,
-        temperature_for_candidates=settings.temperature_for_candidates,
-    )
+    optimizer = SIMBA(metric=job.metric, prompt_model=job.prompt_lm, **settings.model_dump())
     return optimizer.compile(job.student, trainset=job.trainset, seed=job.seed)
 
 
