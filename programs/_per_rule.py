@@ -1,13 +1,10 @@
 """The per-rule guard as a DSPy program: one binary judgment per target rule.
 
 ``PerRuleGuard`` rebuilds the contract's targets (section 5) from a gold-free rubric,
-asks its ``JudgeRule`` predictor about each target concurrently, and folds the
-verdicts back into a violated set. Only the judge is optimizable; target building
-and aggregation are the protocol's and stay fixed.
-
-The judge's input fields put ``framework`` and ``conversation`` first: the adapter
-renders fields in signature order, so every judgment of a case shares its long
-prompt prefix and servers with prefix caching reuse it.
+judges them concurrently with its one optimizable ``JudgeRule`` predictor, and folds
+the verdicts into a violated set. The judge's inputs put ``framework`` and
+``conversation`` first, so every judgment of a case shares its long prompt prefix
+(servers with prefix caching reuse it).
 """
 
 from __future__ import annotations
@@ -68,11 +65,10 @@ def judge_inputs(target: RuleTarget, *, framework: str, conversation: str) -> di
 
 
 def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
-    """The contract's targets from a rubric given as data (gold labels all ``False``).
+    """The contract's targets (gold labels all ``False``) from a rubric given as data.
 
-    Accepts what ``case_to_example`` produces (a JSON list of rules), the list itself,
-    or a rubric mapping with ``violations``/``non_violations``; the split carries no
-    meaning here because targets depend only on rule types and pairings.
+    Accepts a JSON list of rules (``case_to_example``'s), the list itself, or a mapping
+    with ``violations``/``non_violations``.
     """
     from sp_dspy import Case
     from sp_dspy.protocol import build_targets
@@ -106,11 +102,7 @@ def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
 
 
 def target_examples(case: Case) -> list[dspy.Example]:
-    """One ``dspy.Example`` per target of ``case``, to compile the judge on its own.
-
-    Inputs are the ``JudgeRule`` fields; labels are ``verdict`` (gold), ``id``,
-    ``level`` and ``target_rule``.
-    """
+    """One ``dspy.Example`` per target of ``case``, labelled with ``verdict``, to compile the judge alone."""
     from programs._examples import case_to_example
     from sp_dspy.protocol import build_targets
 
@@ -130,10 +122,7 @@ def target_examples(case: Case) -> list[dspy.Example]:
 class PerRuleGuard(dspy.Module):
     """Judge every target rule of a case and return the violated set.
 
-    Call it with ``conversation=``, ``framework=`` and ``rubric=`` (the inputs of
-    ``case_to_example(case, "per-rule")``). It returns a ``dspy.Prediction`` with
-    ``violated_rules`` (``None`` when no judgment produced a verdict), ``status``
-    and ``judgments`` (one ``JudgmentOutput`` per target, ``gt`` left unset).
+    The prediction has ``violated_rules``, ``status`` and ``judgments`` (``gt`` unset).
     """
 
     protocol: ClassVar[Protocol] = "per-rule"
