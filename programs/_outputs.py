@@ -7,24 +7,12 @@ Field names follow the reference harness's result records (contract section 4), 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sp_dspy.metrics import Usage
-
-Status = Literal["clean", "recovered", "failed", "refused", "error"]
-"""How an answer was obtained.
-
-``clean``: parsed as the protocol asks; ``recovered``: usable only after a lenient
-repair (robust parsing, or a per-rule case with some failed judgments); ``failed``:
-no usable answer could be parsed; ``refused``: the model declined; ``error``: the call
-itself failed (network, server, context window).
-"""
-
-Protocol = Literal["per-policy", "per-rule"]
-Layout = Literal["official", "prefix"]
-TargetType = Literal["decisive", "distractor", "exception"]
+from sp_dspy.protocol import Layout, Protocol, Status, TargetType
 
 
 def add_costs(costs: Iterable[float | None]) -> float | None:

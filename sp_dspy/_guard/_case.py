@@ -1,21 +1,10 @@
 """A benchmark ``Case`` built from what an application has: a policy and a conversation.
 
-Every guard program takes a ``Case``, so a deployed guard builds one. Two things a
-benchmark case has are unknown to an application:
-
-- The gold answer: ``ground_truth_violations`` is empty. Nothing reads it to
-  answer; it only labels results for scoring.
-- The rubric (each rule's type and which rules modify which). Per-rule programs
-  need one to build their targets, so every parsed rule becomes a ``decisive`` rule
-  with no pairings. Consequences: every rule is judged on its own (conditionals
-  too, which the benchmark never judges alone), and no judge sees the exceptions or
-  conditionals that modify its rule. Rule interactions are therefore visible only
-  to per-policy programs, which read the whole policy text; that is why per-policy
-  is the natural form to deploy and the default.
-
-``framework`` (optional) is the regulatory framework text: a per-rule judge is
-shown it as at L2; per-policy programs see it only if the policy text contains it,
-as benchmark policies do.
+An application has no gold answer (``ground_truth_violations`` is empty; only scoring
+reads it) and no rubric: every rule becomes a ``decisive`` rule without pairings, so a
+per-rule judge never sees the exceptions or conditionals that modify its rule. Rule
+interactions reach only per-policy programs, which read the whole policy; hence
+per-policy is the default to deploy. ``framework`` is shown to per-rule judges as at L2.
 """
 
 from __future__ import annotations
@@ -40,11 +29,7 @@ def guard_case(
     policy_source: Source | None = None,
     conversation_source: Source | None = None,
 ) -> Case:
-    """The ``Case`` a guard checks (see the module docstring for what it lacks).
-
-    Raises:
-        DataError: a bad policy, conversation or framework (one line naming where).
-    """
+    """The ``Case`` a guard checks; a bad input is a one-line ``DataError`` naming where."""
     rules = policy_rules(policy, source=policy_source)
     text = conversation_text(conversation, source=conversation_source)
     if not isinstance(framework, str):

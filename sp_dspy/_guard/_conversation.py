@@ -1,22 +1,10 @@
-"""Conversations in the benchmark's text form, from that text or from chat messages.
+"""Conversations in the benchmark's ``Turn N - User/Chatbot: ...`` text form, what guards were measured on.
 
-Guard programs were evaluated and compiled on ``Turn N - User: ...`` /
-``Turn N - Chatbot: ...`` lines, so that is what they are sent. Two inputs are
-accepted:
-
-- The text form itself. It is checked (it starts with a user turn, speakers
-  alternate, turn numbers count up from 1) and sent unchanged apart from surrounding
-  whitespace. A line that does not start a turn continues the previous message.
-- A list of chat messages ``{"role": "user" | "assistant", "content": str}``, the
-  shape every chat API and most applications keep their history in. It is converted
-  to the text form: each user message opens turn N, the assistant's reply shares N.
-  Message content is kept as written (also when it spans several lines).
-
-System messages: leading ``system`` messages are *dropped*. The benchmark's
-conversations have no system turn, so a guard has never been measured on one, and an
-application's own system prompt is not evidence of what its chatbot said. A system
-message after the dialogue has begun is rejected instead: it is no longer clear
-that dropping it loses nothing.
+Accepted: that text (checked: a user turn first, speakers alternating, turns counting
+up from 1; other lines continue the previous message), or chat messages
+``{"role": "user" | "assistant", "content": str}`` (each user message opens turn N, the
+reply shares N). Leading ``system`` messages are dropped (benchmark conversations have
+none, and a system prompt is not what the chatbot said); a later one is rejected.
 """
 
 from __future__ import annotations
@@ -33,11 +21,7 @@ _TURN = re.compile(r"^\s*Turn\s+(\d{1,9})\s*-\s*(User|Chatbot)\s*:", re.IGNORECA
 
 
 def conversation_text(conversation: object, *, source: Source | None = None) -> str:
-    """The benchmark's text form of ``conversation`` (text, or a list of chat messages).
-
-    Raises:
-        DataError: one line naming the message index or text line that is wrong.
-    """
+    """The benchmark's text form of ``conversation``; a ``DataError`` names the wrong message or line."""
     source = source or Source("conversation")
     if isinstance(conversation, str):
         return check_turn_text(conversation, source=source)

@@ -1,17 +1,8 @@
-"""The numbered rules of a policy text, read the way the benchmark writes them.
+"""The numbered rules of a policy text, read the way the benchmark writes them (``N. text`` lines).
 
-A SafePyramid policy is a preamble, at L2 a framework section, then one rule per
-line as ``N. text``. An application's policy is expected in the same shape: the
-guard programs were evaluated (and compiled) on it, and the rule numbers they
-answer with are these numbers.
-
-Reading rules:
-
-- When a ``Rules:`` header line is present, only lines after it are read, so a
-  numbered list in a preamble or framework is not mistaken for rules.
-- A rule is a line ``N. text``. Indented lines right after it continue its text
-  (a wrapped rule); a blank or unindented line ends it.
-- A rule number used twice is an error: the verdict could not say which one it means.
+After a ``Rules:`` header line if there is one (so a numbered preamble is not mistaken
+for rules); indented lines continue a rule; a number used twice is an error, since a
+verdict could not say which rule it means.
 """
 
 from __future__ import annotations
@@ -26,12 +17,7 @@ _RULES_HEADER = re.compile(r"^\s*(?:#+\s*)?rules\s*:?\s*$", re.IGNORECASE)
 
 
 def policy_rules(policy: object, *, source: Source | None = None) -> dict[int, str]:
-    """``{rule number: rule text}`` in the order the policy lists them.
-
-    Raises:
-        DataError: the policy is not a string, is empty, has no ``N. text`` line, or
-            numbers a rule twice (one line naming where).
-    """
+    """``{rule number: rule text}`` in the policy's order; a ``DataError`` names a bad line."""
     source = source or Source("policy")
     if not isinstance(policy, str):
         raise DataError(f"{source.whole()}: expected the policy as a string, got {type(policy).__name__}")

@@ -1,9 +1,4 @@
-"""Where an input came from, so every error message can point at it.
-
-The same checks run on a string passed to ``Guard.check`` and on a file read by
-``sp-dspy check``; only the prefix of the message differs (``conversation line 3``
-for an argument, ``chat.txt:3`` for a file), so the checks take a ``Source``.
-"""
+"""Where an input came from (an argument or a file), so every error message can point at it."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from programs._outputs import Protocol, Status, Usage
-
+from .._metrics import Usage
+from .._protocol import Protocol, Status
 from .._protocol._text import replace_surrogates
 
 

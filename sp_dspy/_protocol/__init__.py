@@ -12,6 +12,7 @@ from sp_dspy._protocol._parse_models import (
     ParseMode,
     ParseStatus,
     PolicyParse,
+    Status,
     Verdict,
     VerdictParse,
 )
@@ -43,6 +44,7 @@ from sp_dspy._protocol._prompts import (
 from sp_dspy._protocol._targets import (
     LAYOUTS,
     Layout,
+    Protocol,
     RuleTarget,
     TargetType,
     build_targets,
@@ -72,7 +74,9 @@ __all__ = [
     "ParseStatus",
     "PolicyParse",
     "PolicyRules",
+    "Protocol",
     "RuleTarget",
+    "Status",
     "TargetType",
     "Verdict",
     "VerdictParse",
