@@ -21,12 +21,7 @@ from sp_dspy.metrics import TAUS, rmr_match
 
 
 def predicted_rules(prediction: Any) -> list[int] | None:
-    """The rule numbers a prediction names, or ``None`` when there is no usable answer.
-
-    ``None`` covers a missing prediction (the program raised), a prediction without
-    ``violated_rules``, a per-rule prediction whose judgments were all refused (its
-    ``violated_rules`` is ``None``) and values that are not rule numbers.
-    """
+    """The rule numbers a prediction names, or ``None`` when there is no usable answer."""
     if prediction is None:
         return None
     try:
@@ -42,10 +37,7 @@ def predicted_rules(prediction: Any) -> list[int] | None:
 
 
 def case_score(gold: Iterable[int], predicted: Iterable[int] | None) -> float:
-    """Fraction of the four main RMR@tau tolerances at which ``predicted`` matches ``gold``.
-
-    ``predicted=None`` (an excluded case) scores 0.
-    """
+    """Fraction of the four main RMR@tau tolerances at which ``predicted`` matches ``gold`` (``None``: 0)."""
     if predicted is None:
         return 0.0
     gold_set, pred_set = set(gold), set(predicted)
@@ -54,11 +46,7 @@ def case_score(gold: Iterable[int], predicted: Iterable[int] | None) -> float:
 
 
 def case_metric(example: Any, prediction: Any, trace: Any = None) -> float | bool:
-    """DSPy metric for case examples (per-policy, or whole per-rule programs).
-
-    Returns the case score; with a ``trace`` (bootstrapping) ``True`` only for a
-    perfect answer.
-    """
+    """DSPy metric for case examples: the case score; with a ``trace``, whether it is perfect."""
     score = case_score(example.ground_truth_violations, predicted_rules(prediction))
     return score >= 1.0 if trace is not None else score
 

@@ -70,9 +70,7 @@ def load_settings(
 ) -> S:
     """``model`` filled from ``path``'s ``name`` section (default: the package's file), then ``overrides``.
 
-    Raises:
-        ConfigError: unreadable file, unknown key, or a value out of range; the
-            message names the file and line, or the ``--set`` key.
+    A bad file, key or value is a ``ConfigError`` naming the file and line, or ``--set``.
     """
     path = path or DEFAULT_OPTIMIZERS_FILE
     data, lines = read_settings_file(path)

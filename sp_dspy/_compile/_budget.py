@@ -25,6 +25,7 @@ from the price map DSPy prices calls with (LiteLLM's); unknown models are unpric
 from __future__ import annotations
 
 import functools
+import operator
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -303,22 +304,6 @@ def budgeted_class() -> type[Any]:
             self.pricing = pricing
             self.stops_optimizer = stops_optimizer
 
-        @property
-        def supports_function_calling(self) -> bool:
-            return bool(self.inner.supports_function_calling)
-
-        @property
-        def supports_reasoning(self) -> bool:
-            return bool(self.inner.supports_reasoning)
-
-        @property
-        def supports_response_schema(self) -> bool:
-            return bool(self.inner.supports_response_schema)
-
-        @property
-        def supported_params(self) -> set[str]:
-            return set(self.inner.supported_params)
-
         def _reserve(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Ticket:
             n = kwargs.get("n") or self.kwargs.get("n") or 1
             prompt_tokens = estimate_tokens(_message_text(prompt, messages))
@@ -379,6 +364,10 @@ def budgeted_class() -> type[Any]:
             with self._charged(prompt, messages, kwargs) as call:
                 return await call.acall(prompt, messages=messages, **kwargs)
 
+    # Adapters read the LM's capabilities: the inner LM's (``BaseLM`` properties, so set here).
+    for name in ("function_calling", "reasoning", "response_schema"):
+        setattr(BudgetedLM, f"supports_{name}", property(operator.attrgetter(f"inner.supports_{name}")))
+    BudgetedLM.supported_params = property(operator.attrgetter("inner.supported_params"))
     return BudgetedLM
 
 

@@ -60,11 +60,9 @@ def load_compile_data(
     ratios: tuple[float, float, float] = DEFAULT_RATIOS,
     lenient: bool = False,
 ) -> CompileData:
-    """Load the dataset and the split (``splits`` file, else the default split made with ``seed``).
+    """Load the dataset and the split (``splits`` file, else one made with ``seed``).
 
-    Raises:
-        DataError: overlapping parts (by case or by conversation), split ids missing
-            from the dataset, or an empty train or dev part.
+    Raises ``DataError`` for overlapping parts, split ids not in the dataset, or an empty part.
     """
     loaded: Benchmark = load_benchmark(dataset, lenient=lenient, benchmark=benchmark)
     if splits is not None:

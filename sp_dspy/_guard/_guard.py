@@ -140,13 +140,11 @@ class Guard:
     async def _verdict(self, case: Case, lm: Any) -> Verdict:
         from programs import run_case
 
-        if self._json_adapter:
-            from .._lm import import_dspy
+        from .._lm import import_dspy
 
-            dspy = import_dspy()
-            with dspy.context(adapter=dspy.JSONAdapter()):
-                output = await run_case(self.program, case, lm)
-        else:
+        dspy = import_dspy()
+        adapter = dspy.JSONAdapter() if self._json_adapter else dspy.settings.adapter
+        with dspy.context(adapter=adapter):
             output = await run_case(self.program, case, lm)
         return self._to_verdict(output, case, lm)
 
