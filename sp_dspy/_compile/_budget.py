@@ -480,7 +480,7 @@ def build_plan(
     train_examples: Sequence[Any],
     dev_examples: Sequence[Any],
     task: Pricing,
-    helper: tuple[str, LMConfig, Pricing] | None,
+    helper: tuple[str, Pricing] | None,
     top_k: int,
 ) -> CompilePlan:
     """The projected calls, tokens and dollars of every phase of one compile."""
@@ -496,7 +496,7 @@ def build_plan(
     }
     priced = {"task": task.known}
     if helper is not None and projection.helper_calls:
-        role, _, helper_pricing = helper
+        role, helper_pricing = helper
         helper_prompt = HELPER_CONTEXT_PROMPTS * train_prompt + HELPER_PREAMBLE
         phases["optimize"][role] = estimate(
             projection.helper_calls, helper_prompt, HELPER_COMPLETION, helper_pricing

@@ -80,13 +80,8 @@ def prepare(
         configs["prompt"] = prompt or task
     elif recipe.helper == "reflection":
         configs["reflection"] = reflection or prompt or task
-    pricing = {
-        role: pricing_for(
-            cfg,
-            completion_guess(config.protocol, config.cot, cfg) if role == "task" else HELPER_COMPLETION,
-        )
-        for role, cfg in configs.items()
-    }
+    guesses = {"task": completion_guess(config.protocol, config.cot, task)}
+    pricing = {role: pricing_for(cfg, guesses.get(role, HELPER_COMPLETION)) for role, cfg in configs.items()}
     if config.caps.max_usd is not None:
         unpriced = [f"the {role} LM {cfg.model}" for role, cfg in configs.items() if not pricing[role].known]
         if unpriced:
@@ -94,9 +89,7 @@ def prepare(
                 f"--max-usd: no price for {' or '.join(unpriced)} in the price map DSPy uses; "
                 "cap --max-calls or --max-total-tokens instead"
             )
-    helper = next(
-        ((role, configs[role], pricing[role]) for role in ("prompt", "reflection") if role in configs), None
-    )
+    helper = (recipe.helper, pricing[recipe.helper]) if recipe.helper else None
     plan = build_plan(
         recipe=recipe, settings=settings, student=student.module, train_examples=student.train,
         dev_examples=student.dev, task=pricing["task"], helper=helper, top_k=config.top_k,

@@ -3,11 +3,8 @@
 Importing this package does not import DSPy or LiteLLM; loading a guard does.
 """
 
-from ._case import guard_case
-from ._conversation import conversation_text
 from ._guard import Guard
-from ._policy import policy_rules
-from ._source import Source
+from ._inputs import Source, conversation_text, guard_case, policy_rules
 from ._verdict import Verdict
 
 __all__ = ["Guard", "Source", "Verdict", "conversation_text", "guard_case", "policy_rules"]

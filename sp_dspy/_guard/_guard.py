@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from .._errors import ConfigError
 from .._lm import LMConfig, closing_transports
 from .._protocol import PARSE_MODES, case_rule_numbers, keep_policy_rules
-from ._case import guard_case
+from ._inputs import guard_case
 from ._verdict import Verdict
 
 if TYPE_CHECKING:
