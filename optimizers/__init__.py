@@ -5,8 +5,6 @@
 import DSPy; recipes import it when they run.
 """
 
-from optimizers._bootstrap import BOOTSTRAP_RECIPE, BootstrapSettings
-from optimizers._copro import COPRO_RECIPE, CoproSettings
 from optimizers._examples import judgment_examples, policy_examples
 from optimizers._feedback import (
     judgment_feedback,
@@ -14,7 +12,6 @@ from optimizers._feedback import (
     policy_feedback,
     policy_feedback_text,
 )
-from optimizers._gepa import GEPA_RECIPE, GepaSettings
 from optimizers._metric import (
     case_metric,
     case_score,
@@ -22,8 +19,19 @@ from optimizers._metric import (
     predicted_rules,
     predicted_verdict,
 )
-from optimizers._mipro import MIPRO_RECIPE, MiproSettings
 from optimizers._recipe import CompileJob, HelperLM, Projection, Recipe
+from optimizers._recipes import (
+    BOOTSTRAP_RECIPE,
+    COPRO_RECIPE,
+    GEPA_RECIPE,
+    MIPRO_RECIPE,
+    SIMBA_RECIPE,
+    BootstrapSettings,
+    CoproSettings,
+    GepaSettings,
+    MiproSettings,
+    SimbaSettings,
+)
 from optimizers._settings import (
     DEFAULT_OPTIMIZERS_FILE,
     OptimizerSettings,
@@ -31,7 +39,6 @@ from optimizers._settings import (
     parse_overrides,
     read_settings_file,
 )
-from optimizers._simba import SIMBA_RECIPE, SimbaSettings
 from sp_dspy import ConfigError
 
 RECIPES: dict[str, Recipe] = {
