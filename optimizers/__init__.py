@@ -1,8 +1,6 @@
 """Optimizer recipes, metrics and feedback for compiling sp-dspy guard programs.
 
-``RECIPES`` holds the five optimizers (``mipro``, ``gepa``, ``bootstrap``, ``simba``,
-``copro``); :func:`load_settings` reads their settings. Importing this package does not
-import DSPy; recipes import it when they run.
+``RECIPES`` holds the five optimizers; importing this package does not import DSPy.
 """
 
 from optimizers._examples import judgment_examples, policy_examples

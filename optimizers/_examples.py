@@ -1,10 +1,7 @@
 """Training examples for the optimizers: cases, and single judgments for the per-rule judge.
 
-On top of ``programs.case_to_example`` / ``programs.target_examples``: the gold answer
-under the program's output field (so labelled demos are complete), a ``uid`` per
-example (``case`` or ``case#rule``) to credit scores to candidates, and for judgments
-the interaction labels the feedback explains. Labels never reach a saved artifact:
-demos are cut to the signature's fields.
+Labels add the gold answer under the output field (so labelled demos are complete), a ``uid``
+to credit scores to candidates, and the interaction labels the feedback explains.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """GEPA feedback metrics: the case score plus a written diagnosis a reflection LM can act on.
 
-The feedback names each missed and wrongly flagged rule with its rubric type, the rule
-interaction behind the error (which exception waived it, which conditional tightened
-it) and the benchmark's failure mode (FM-V1, FM-D1, FM-C1, FM-C3), so the reflection
-writes instructions about rule interactions rather than one case's rule numbers. Both
-metrics take GEPA's five arguments and return ``dspy.Prediction(score=, feedback=)``
-with the score of ``case_metric`` / ``judgment_metric``.
+The diagnosis names each wrong rule, its rubric type, the interaction behind the error and
+the failure mode, so reflection writes instructions about rule interactions, not rule numbers.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The score every optimizer maximises: the benchmark's own case-level number.
 
-A case scores the fraction of the four main tolerances (tau = 1.0, 0.9, 0.8, 0.7) at
-which it matches under RMR@tau (contract section 2); averaged over cases it *is*
-``rmr_avg_strict``, with excluded cases at 0 so that an instruction breaking the output
-format can never win by leaving the denominator. It is the headline metric, unlike
-1 - Jaccard (rewards partial overlap RMR does not) or exact match (too sparse on a small
-train split). Per-rule judgments score 1/0 (unreadable is wrong); the compile still
-selects on dev with the case score.
-
-With a ``trace`` (DSPy bootstrapping: "keep this demo?") the metrics return ``True``
-only for a perfect answer, so demos never teach a partly wrong answer.
+A case scores the fraction of the four main RMR@tau tolerances it matches; averaged, that is
+``rmr_avg_strict``, excluded cases at 0 so a format-breaking instruction cannot win by leaving
+the denominator. Judgments score 1/0. With a ``trace`` (DSPy asking "keep this demo?") the
+metrics say yes only for a perfect answer.
 """
 
 from __future__ import annotations

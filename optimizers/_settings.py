@@ -1,8 +1,6 @@
-"""Optimizer settings: one pydantic model per optimizer, read from YAML, overridden by the CLI.
+"""Optimizer settings: one pydantic model per optimizer, read from YAML, overridden by ``--set``.
 
-The package's ``configs/optimizers.yaml`` (or ``--optimizer-config FILE``) holds one
-mapping per optimizer; ``--set KEY=VALUE`` overrides single keys. Models forbid extra
-keys, so a typo is an error naming the file and line, not an ignored setting.
+Models forbid extra keys, so a typo is an error naming the file and line, not an ignored setting.
 """
 
 from __future__ import annotations

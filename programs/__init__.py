@@ -1,8 +1,7 @@
 """Guard programs: the official fixed-prompt baselines and typed DSPy programs.
 
-Every program answers one case with a ``CaseOutput``; ``make_program`` builds one by
-name, ``load_program`` restores a compiled one, ``run_case`` runs any of them. Only the
-result types are imported eagerly, so ``import programs`` does not pull in DSPy.
+``make_program`` builds one by name, ``load_program`` restores a compiled one, ``run_case``
+runs any of them; ``import programs`` loads only the result types, not DSPy.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Benchmark cases as ``dspy.Example`` objects, the unit DSPy optimizers work on.
 
-Inputs are the program's; labels are what metrics and feedback need (the gold set, the
-failure modes' rule groups). The per-rule program gets the rubric as an input, stripped
-of every gold flag, so no program can read the answer from its input.
+The per-rule program gets the rubric as an input, stripped of every gold flag.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The official fixed-prompt baselines: the contract's messages, byte for byte.
 
-These are not DSPy programs on purpose. A DSPy adapter would wrap the policy in its
-own field markers and output format, and the published leaderboard was produced
-without one; so the baselines send ``per_policy_messages`` / ``per_rule_messages``
-as they are through the raw chat helpers and parse the answer with the protocol's
-parsers. ``mode="strict"`` reproduces the reference parser (leaderboard-comparable),
-``"robust"`` also recovers answers it loses. Per-rule ``layout="prefix"`` is the
-cache-friendly variant and is recorded as such on every output.
+Not DSPy programs on purpose: an adapter would wrap the policy in its own format, and the
+leaderboard was produced without one. ``mode="strict"`` is the reference parser.
 """
 
 from __future__ import annotations

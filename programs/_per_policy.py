@@ -1,8 +1,7 @@
 """The per-policy guard as a DSPy program: one call names every violated rule.
 
-The signature's docstring is the instruction every optimizer starts from. It says what
-"violated" means, as the benchmark's evaluation note does, and nothing about rule
-interactions: those are for an optimizer to learn, not a stronger hand-written baseline.
+The signature's docstring is the optimizers' starting instruction: it says what "violated"
+means and nothing about rule interactions, which are for an optimizer to learn.
 """
 
 from __future__ import annotations

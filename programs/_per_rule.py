@@ -1,10 +1,7 @@
 """The per-rule guard as a DSPy program: one binary judgment per target rule.
 
-``PerRuleGuard`` rebuilds the contract's targets (section 5) from a gold-free rubric,
-judges them concurrently with its one optimizable ``JudgeRule`` predictor, and folds
-the verdicts into a violated set. The judge's inputs put ``framework`` and
-``conversation`` first, so every judgment of a case shares its long prompt prefix
-(servers with prefix caching reuse it).
+Only the ``JudgeRule`` predictor is optimizable. Its inputs put ``framework`` and
+``conversation`` first, so a case's judgments share their long prompt prefix (prefix caching).
 """
 
 from __future__ import annotations

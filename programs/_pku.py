@@ -1,11 +1,7 @@
 """The PKU-SafeRLHF guard: name the violated harm categories, flag the response, grade its severity.
 
-PKU-SafeRLHF labels each response with a harm-category set (``load_pku`` casts the 19
-categories as rules of one policy), a safe flag and a severity 0-3; this per-policy
-program predicts all three in one call. ``unsafe`` is its own output (a guard may call a
-response unsafe without naming a category) and is the binary metric's positive class.
-Severity is an ``int``, not a ``Literal``: an off-scale level then loses only the
-severity, not the categories to a parse failure.
+``unsafe`` is an output of its own (a response may be unsafe without a named category). Severity
+is an ``int``, not a ``Literal``, so an off-scale level loses only the severity, not the answer.
 """
 
 from __future__ import annotations

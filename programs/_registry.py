@@ -1,12 +1,7 @@
 """Programs by name, compiled programs from disk, and one way to run any of them on a case.
 
-Names: ``official`` (the fixed-prompt baseline), ``dspy``, ``dspy-cot``, and the
-per-policy-only ``dspy-severity(-cot)`` (PKU-SafeRLHF's safe flag and severity too).
-
-Loading an artifact never runs code from it: ``program.json`` is read as bounded JSON,
-checked against the keys a predictor's state may have and applied with ``load_state``.
-Saved LM settings are dropped, so a downloaded artifact cannot redirect requests (and
-keys) elsewhere.
+Loading an artifact never runs code from it: bounded JSON, checked keys, ``load_state``; saved
+LM settings are dropped so a downloaded artifact cannot redirect requests (and keys) elsewhere.
 """
 
 from __future__ import annotations

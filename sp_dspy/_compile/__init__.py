@@ -1,7 +1,5 @@
 """Compiling guard programs with DSPy optimizers: the library behind ``sp-dspy compile``.
 
-:func:`compile_guard` loads data, plans, runs an optimizer recipe under :class:`BudgetCaps`
-(enforced per LM call by :func:`budgeted`), selects on dev and writes the artifact.
 Importing this package does not import DSPy; the functions that need it do.
 """
 

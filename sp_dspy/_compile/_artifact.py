@@ -1,10 +1,7 @@
 """The compiled artifact: ``program.json``, ``manifest.json``, ``prompt.md``, ``splits.json``.
 
-``program.json`` is DSPy's JSON state (loadable by ``program.load`` too), never a pickle,
-without LM settings (a shared artifact must not point a user's keys elsewhere) and with
-demos cut to the signature's fields (training labels stay out). ``prompt.md`` shows the
-same for a person. Files are written atomically, manifest last: a directory with a
-``manifest.json`` is a complete artifact.
+``program.json`` is DSPy's JSON state without LM settings and with demos cut to the signature's
+fields. Files are written atomically, manifest last: with a manifest, an artifact is complete.
 """
 
 from __future__ import annotations

@@ -1,25 +1,8 @@
 """What a compile may spend and what it will spend: caps, budget, budgeted LM, plan.
 
-**Caps.** Optimizers call their LMs deep inside DSPy (threads, adapters, parse
-retries), so caps are enforced in the LM: :func:`budgeted` wraps a ``dspy.LM`` so each
-call first reserves its estimated share of the :class:`Budget` under a lock and raises
-:class:`BudgetExceeded` instead of calling when that would cross a cap. Copies of the
-LM share the one budget. Every call counts, cached or not, so a capped compile is
-deterministic and its rerun a pure cache replay; ``n`` completions count as ``n`` calls.
-Tokens and dollars are reserved from an estimate (prompt characters / 4 plus a typical
-completion) and settled with the reported usage, so the last call can overrun a token
-or dollar cap only by its completion exceeding the estimate. LM failures (not the
-input's fault) are counted too; after ``Budget.max_lm_errors`` of them every call is
-refused, so a dead endpoint stops a compile in seconds. Usage is read from the history
-entry of the call itself (a fresh LM copy per call), so concurrent calls never settle
-each other's numbers. ``hold_back`` keeps part of the caps for the dev evaluation that
-follows the optimizer.
-
-**Plan.** The projected cost of a compile (``--dry-run``, the dev reserve): the
-recipe's projected calls plus the dev evaluations, tokens from the student adapter's
-real prompts (demos count as extra examples), completions a typical length per program
-kind capped by ``max_tokens``, helper calls three task prompts plus a preamble, dollars
-from the price map DSPy prices calls with (LiteLLM's); unknown models are unpriced.
+Optimizers call LMs deep inside DSPy, so caps are enforced in the LM (:func:`budgeted`): each
+call reserves its estimated share under a lock, is refused past a cap, and settles what it used.
+Every call counts, cached or not, so a capped compile is deterministic and its rerun a replay.
 """
 
 from __future__ import annotations

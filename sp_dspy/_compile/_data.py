@@ -1,13 +1,7 @@
 """What a compile learns from: the train and dev cases (never test) and the student program.
 
-Test cases are dropped right after loading: no program, LM or fake gold book sees
-them; only their count and a hash of their sorted ids are recorded.
-
-The per-policy student is the guard itself. The per-rule student is only the judge
-(target building and aggregation are fixed by the protocol), wrapped in a
-``JudgeProgram`` whose attribute is also ``judge`` so its state keys are exactly
-``PerRuleGuard``'s; it trains on single judgments, while the compile still selects
-whole guards on dev cases.
+Test cases are dropped on loading; only their count and an id hash are recorded. The per-rule
+student is the judge alone, wrapped so its state keys are exactly ``PerRuleGuard``'s.
 """
 
 from __future__ import annotations
@@ -136,7 +130,10 @@ class Student:
 
 
 def build_student(protocol: str, cot: bool, train: Sequence[Case], dev: Sequence[Case]) -> Student:
-    """The student of ``protocol`` (``dspy-cot`` programs when ``cot``) with its examples."""
+    """The student of ``protocol`` (``dspy-cot`` programs when ``cot``) with its examples.
+
+    Per-rule, only the judge trains, on single judgments; the compile still selects whole guards.
+    """
     from optimizers import (
         case_metric,
         judgment_examples,

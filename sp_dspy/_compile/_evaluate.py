@@ -1,14 +1,7 @@
 """Scoring candidates: on dev as ``sp-dspy eval`` would, and as the optimizer tries them.
 
-Dev cases run through ``programs.run_case`` (the runner's path) and are scored with the
-official case outcome; the selection score is the mean ``optimizers.case_score`` over
-*all* dev cases with excluded ones (and budget-refused ones, which mark the evaluation
-incomplete) at 0, i.e. the unrounded ``rmr_avg_strict``, with a bootstrap 95% interval.
-
-The recorder keeps the candidates an optimizer tried, since DSPy optimizers keep them in
-locals that a budget stop loses. As a DSPy callback it snapshots every student-type
-module call's state; wrapped around the metric it credits each score to the candidate
-whose ``Prediction`` (matched by identity, as DSPy passes it on) is being scored.
+The dev score is the unrounded ``rmr_avg_strict`` (excluded and budget-refused cases at 0). The
+recorder keeps the candidates an optimizer tried, which DSPy keeps in locals a budget stop loses.
 """
 
 from __future__ import annotations
@@ -136,7 +129,10 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
                     self._predictions[id(outputs)] = (outputs, key)
 
         def metric(self, metric: Callable[..., Any]) -> Callable[..., Any]:
-            """``metric`` that also records its score against the scored prediction's candidate."""
+            """``metric`` that also records its score against the scored prediction's candidate.
+
+            DSPy hands the metric the very ``Prediction`` the module returned, so identity matches them.
+            """
 
             @functools.wraps(metric)
             def recorded(example: Any, prediction: Any, *args: Any, **kwargs: Any) -> Any:

@@ -1,11 +1,7 @@
 """``compile_guard``: data, plan, the optimizer under caps, selection on dev, the artifact.
 
-Phases, all charged to one :class:`Budget`: score the starting program on dev; run the
-optimizer on train with a :class:`CandidateRecorder` watching its candidates; score the
-final candidates on dev and keep the best only if it beats the starting program. The
-first two run with the cost of the last held back, so a compile stopped by a cap still
-selects and saves (``budget_limited``). An LM that keeps failing stops the compile with
-a one-line error; rerunning replays finished calls from the response cache.
+The starting program and the optimizer run with the final dev scoring held back, so a compile
+stopped by a cap still selects and saves; a failing LM stops it, and a rerun replays the cache.
 """
 
 from __future__ import annotations

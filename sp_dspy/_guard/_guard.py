@@ -1,9 +1,7 @@
 """``Guard``: a guard program and an LM behind one call an application can make.
 
-``Guard.load`` takes a compiled artifact or a program name; checks run through
-``programs.run_case``, the evaluation's path, so a deployed guard parses and fails the
-way its scores assume. Bad inputs are a one-line ``DataError`` before any LM call; what
-the model does (refusal, unparseable answer, failed call) is a ``Verdict`` status.
+Checks run through ``programs.run_case``, the evaluation's path. Bad inputs are a one-line
+``DataError`` before any LM call; what the model does is a ``Verdict`` status, never raised.
 """
 
 from __future__ import annotations

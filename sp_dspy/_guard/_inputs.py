@@ -1,21 +1,7 @@
-"""What an application passes to a guard, checked and built into a benchmark ``Case``.
+"""What an application passes to a guard (policy, conversation), checked and built into a ``Case``.
 
-Policies: ``N. text`` rule lines, after a ``Rules:`` header if there is one (so a
-numbered preamble is not mistaken for rules); indented lines continue a rule; a number
-used twice is an error, since a verdict could not say which rule it means.
-
-Conversations: the benchmark's ``Turn N - User/Chatbot: ...`` text, what guards were
-measured on (checked: a user turn first, speakers alternating, turns counting up from 1;
-other lines continue the previous message), or chat messages ``{"role", "content"}``
-(each user message opens turn N, the reply shares N). Leading ``system`` messages are
-dropped (benchmark conversations have none, and a system prompt is not what the chatbot
-said); a later one is rejected.
-
-The ``Case`` has no gold answer and no rubric: every rule becomes a ``decisive`` rule
-without pairings, so a per-rule judge never sees the exceptions or conditionals that
-modify its rule. Rule interactions reach only per-policy programs, which read the whole
-policy; hence per-policy is the default to deploy. ``framework`` is shown to per-rule
-judges as at L2.
+Inputs take the benchmark's shapes, what guards were measured on; errors name where (``Source``).
+The case has no gold and no rubric, so rule interactions reach only per-policy programs.
 """
 
 from __future__ import annotations
@@ -58,7 +44,11 @@ class Source:
 
 
 def policy_rules(policy: object, *, source: Source | None = None) -> dict[int, str]:
-    """``{rule number: rule text}`` in the policy's order; a ``DataError`` names a bad line."""
+    """``{rule number: rule text}`` of the ``N. text`` lines, in the policy's order.
+
+    Only lines after a ``Rules:`` header count when there is one (a numbered preamble is not
+    rules); indented lines continue a rule; a number used twice is a ``DataError``.
+    """
     source = source or Source("policy")
     if not isinstance(policy, str):
         raise DataError(f"{source.whole()}: expected the policy as a string, got {type(policy).__name__}")
@@ -136,7 +126,11 @@ def check_turn_text(text: str, *, source: Source | None = None) -> str:
 
 
 def messages_to_text(messages: Sequence[Any], *, source: Source | None = None) -> str:
-    """Chat messages as ``Turn N - User/Chatbot: content`` lines (see the module docstring)."""
+    """Chat messages as ``Turn N - User/Chatbot: content`` lines (a reply shares its user turn's N).
+
+    Leading ``system`` messages are dropped (benchmark conversations have none, and a system
+    prompt is not what the chatbot said); a later one is rejected.
+    """
     source = source or Source("conversation")
     lines: list[str] = []
     turn, previous = 0, None
@@ -195,7 +189,11 @@ def guard_case(
     policy_source: Source | None = None,
     conversation_source: Source | None = None,
 ) -> Case:
-    """The ``Case`` a guard checks; a bad input is a one-line ``DataError`` naming where."""
+    """The ``Case`` a guard checks; a bad input is a one-line ``DataError`` naming where.
+
+    Every rule becomes ``decisive`` with no pairings, so no per-rule judge sees the rules that
+    modify its own: per-policy is the natural form to deploy.
+    """
     rules = policy_rules(policy, source=policy_source)
     text = conversation_text(conversation, source=conversation_source)
     if not isinstance(framework, str):
