@@ -58,14 +58,7 @@ def _check_mode(mode: str) -> ParseMode:
 
 
 def _usage(result: ChatResult) -> Usage:
-    tokens = result.usage
-    prompt, completion = tokens.prompt_tokens or 0, tokens.completion_tokens or 0
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=tokens.total_tokens or prompt + completion,
-        reasoning_tokens=tokens.reasoning_tokens,
-    )
+    return Usage.from_mapping(result.usage.model_dump())
 
 
 class OfficialPerPolicy:

@@ -45,12 +45,9 @@ class JudgmentOutput(BaseModel):
 class CaseOutput(BaseModel):
     """What a guard program answered for one case, ready to score and to store.
 
-    ``violated_rules`` is ``None`` when the case is excluded from scoring. ``usage`` and
-    ``cost`` (USD, ``None`` when unpriced) describe the answers as produced, also when
-    replayed from the response cache, so runs compare like with like; ``cache_hits``
-    counts the replayed calls. ``predicted_safe`` / ``predicted_severity`` are set only
-    by programs that state them (the severity program, an official answer with a
-    ``label``); otherwise the verdict is read from ``violated_rules``.
+    ``violated_rules`` is ``None`` when the case is excluded. ``usage``/``cost`` describe the
+    answers as produced, also when replayed from the cache (counted in ``cache_hits``), so runs
+    compare like with like. ``predicted_safe``/``predicted_severity``: only when stated.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -76,24 +76,17 @@ def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
             entries = [*data.get("violations", []), *data.get("non_violations", [])]
         else:
             entries = list(data)
-        stand_in = Case.model_validate(
-            {
-                "id": "rubric",
-                "domain": "",
-                "level": "L0",
-                "conversation": "",
-                "policy": "",
-                "ground_truth_violations": [],
-                "rubric": {"non_violations": entries},
-            }
-        )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"][2:])  # past ("rubric", "non_violations")
-        reason = f"{where}: {first['msg']}" if where else str(first["msg"])
-        raise DataError(f"per-rule program input 'rubric': not a list of rules ({reason})") from None
-    except (ValueError, TypeError) as exc:
-        reason = str(exc).splitlines()[0]
+        stand_in = Case.model_validate({
+            "id": "rubric", "domain": "", "level": "L0", "conversation": "", "policy": "",
+            "ground_truth_violations": [], "rubric": {"non_violations": entries},
+        })  # fmt: skip
+    except (ValueError, TypeError) as exc:  # a ValidationError is a ValueError
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"][2:])  # past ("rubric", "non_violations")
+            reason = f"{where}: {first['msg']}" if where else str(first["msg"])
+        else:
+            reason = str(exc).splitlines()[0]
         raise DataError(f"per-rule program input 'rubric': not a list of rules ({reason})") from None
     return build_targets(stand_in)
 

@@ -193,9 +193,8 @@ def _contenders(setup: CompileSetup, program: Any | None, recorder: Any, start_k
 def library_log(path: Path) -> Iterator[None]:
     """Route the libraries' logs, stdout/stderr and a stopping traceback to ``path`` (overwritten).
 
-    Optimizers log every refused call with its example, print progress bars and
-    tracebacks; none of it belongs on the user's terminal. Opening the file also
-    checks, before the first LM call, that the artifact directory is writable.
+    None of the optimizers' progress bars and logged refusals belong on the user's terminal.
+    Opening the file also checks, before the first LM call, that the directory is writable.
     """
     try:
         handler = logging.FileHandler(path, mode="w", encoding="utf-8")
