@@ -287,16 +287,6 @@ def budgeted_class() -> type[Any]:
             self.pricing = pricing
             self.stops_optimizer = stops_optimizer
 
-        def _reserve(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Ticket:
-            n = kwargs.get("n") or self.kwargs.get("n") or 1
-            prompt_tokens = estimate_tokens(_message_text(prompt, messages))
-            guess = self.pricing.completion_guess
-            tokens = n * (prompt_tokens + guess)
-            usd = n * self.pricing.usd(prompt_tokens, guess)
-            return self.budget.reserve(
-                self.role, int(n), prompt_tokens * n, tokens, usd, optimizer=self.stops_optimizer
-            )
-
         def _settle(self, ticket: Ticket, entries: list[dict[str, Any]]) -> None:
             from sp_dspy._lm import TokenUsage, history_usage
 
@@ -325,7 +315,20 @@ def budgeted_class() -> type[Any]:
         @contextmanager
         def _charged(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Iterator[Any]:
             """A fresh copy of the inner LM to call, its call reserved before and settled after."""
-            ticket = self._reserve(prompt, messages, kwargs)
+            n = int(kwargs.get("n") or self.kwargs.get("n") or 1)
+            prompt_tokens, guess = (
+                estimate_tokens(_message_text(prompt, messages)),
+                self.pricing.completion_guess,
+            )
+            usd = n * self.pricing.usd(prompt_tokens, guess)
+            ticket = self.budget.reserve(
+                self.role,
+                n,
+                prompt_tokens * n,
+                n * (prompt_tokens + guess),
+                usd,
+                optimizer=self.stops_optimizer,
+            )
             call = self.inner.copy()
             call.kwargs = dict(self.kwargs)
             try:

@@ -173,10 +173,7 @@ class DevRecord(BaseModel):
     recorded_candidates: int = 0
 
 
-class BudgetRecord(BaseModel):
-    max_calls: int | None
-    max_tokens: int | None
-    max_usd: float | None
+class BudgetRecord(BudgetCaps):
     refusals: int
     refused_by: str | None
 
