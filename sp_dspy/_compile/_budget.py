@@ -316,18 +316,11 @@ def budgeted_class() -> type[Any]:
         def _charged(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Iterator[Any]:
             """A fresh copy of the inner LM to call, its call reserved before and settled after."""
             n = int(kwargs.get("n") or self.kwargs.get("n") or 1)
-            prompt_tokens, guess = (
-                estimate_tokens(_message_text(prompt, messages)),
-                self.pricing.completion_guess,
-            )
-            usd = n * self.pricing.usd(prompt_tokens, guess)
+            prompt_tokens = estimate_tokens(_message_text(prompt, messages))
+            guess = self.pricing.completion_guess
+            tokens, usd = n * (prompt_tokens + guess), n * self.pricing.usd(prompt_tokens, guess)
             ticket = self.budget.reserve(
-                self.role,
-                n,
-                prompt_tokens * n,
-                n * (prompt_tokens + guess),
-                usd,
-                optimizer=self.stops_optimizer,
+                self.role, n, prompt_tokens * n, tokens, usd, optimizer=self.stops_optimizer
             )
             call = self.inner.copy()
             call.kwargs = dict(self.kwargs)
