@@ -119,10 +119,10 @@ MIPRO_RECIPE = Recipe(
 class GepaSettings(OptimizerSettings):
     """GEPA: reflective instruction evolution with a Pareto frontier over dev examples.
 
-    Set exactly one of ``auto``, ``max_metric_calls``, ``max_full_evals``. A reflection LM reads the program's answers on train minibatches with the feedback
-    metric's diagnosis and proposes instructions; the frontier is tracked on dev. Its budget
-    is counted in metric calls (program runs). ``GEPA(seed=)`` seeds its adapter and
-    ``gepa.optimize``; the recipe passes the compile's seed.
+    Set exactly one of ``auto``, ``max_metric_calls``, ``max_full_evals`` (a number of program
+    runs). A reflection LM reads answers on train minibatches with the feedback metric's
+    diagnosis and proposes instructions; the frontier is tracked on dev. ``GEPA(seed=)``
+    seeds its adapter and ``gepa.optimize``; the recipe passes the compile's seed.
     """
 
     auto: Literal["light", "medium", "heavy"] | None = None

@@ -32,7 +32,7 @@ def rubric_json(case: Case) -> str:
 
 
 def case_to_example(case: Case, protocol: Protocol = "per-policy") -> dspy.Example:
-    """One case as a ``dspy.Example`` whose inputs fit ``protocol``'s DSPy program; every other field is a label."""
+    """One case as a ``dspy.Example`` with ``protocol``'s program inputs; the other fields are labels."""
     import dspy
 
     from sp_dspy.protocol import framework_for

@@ -89,7 +89,7 @@ def aggregate_judgments(judgments: list[JudgmentOutput]) -> tuple[list[int] | No
 
 
 def error_fields(exc: BaseException) -> dict[str, Any]:
-    """``error`` (``Type: first message line``, redacted) and ``error_class`` (rate_limit, ...) of a failure."""
+    """``error`` (``Type: first message line``, redacted) and ``error_class`` of a failure."""
     from sp_dspy.lm import classify_error, redact
 
     lines = str(exc).strip().splitlines()

@@ -39,7 +39,7 @@ class AssessResponse(dspy.Signature):
 
 
 class PkuSeverityGuard(PerPolicyGuard):
-    """A per-policy guard whose prediction also has ``unsafe`` and ``severity`` (see :func:`severity_fields`)."""
+    """A per-policy guard whose prediction also has ``unsafe`` and ``severity``."""
 
     signature_class: ClassVar[type[dspy.Signature]] = AssessResponse
 

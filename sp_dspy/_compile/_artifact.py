@@ -126,7 +126,7 @@ def prompt_markdown(program: Any, start: dict[str, Any], final: dict[str, Any], 
 
 
 def claim_out(out: Path, *, force: bool) -> None:
-    """Make ``out`` a writable directory for a new artifact (``ConfigError`` if it holds one, unless ``force``)."""
+    """Make ``out`` a writable directory for a new artifact; one already there needs ``force``."""
     if (out / MANIFEST_FILE).exists() and not force:
         raise ConfigError(
             f"--out {out}: already holds a compiled artifact ({MANIFEST_FILE}); "

@@ -93,7 +93,7 @@ def state_key(state: dict[str, Any]) -> str:
 
 
 def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, Any]]) -> Any:
-    """A ``CandidateRecorder`` for modules of exactly ``student_type``; ``snapshot(module)`` is the state kept."""
+    """A ``CandidateRecorder`` for modules of exactly ``student_type``, keeping ``snapshot(module)``."""
     from dspy.utils.callback import BaseCallback
 
     class CandidateRecorder(BaseCallback):

@@ -30,7 +30,7 @@ _T = TypeVar("_T")
 
 
 class Guard:
-    """A guard program bound to an LM: ``check(policy, conversation) -> Verdict``; build one with :meth:`load`."""
+    """A guard program bound to an LM: ``check(policy, conversation) -> Verdict``; see :meth:`load`."""
 
     def __init__(
         self,
