@@ -10,13 +10,7 @@ from optimizers._feedback import (
     policy_feedback,
     policy_feedback_text,
 )
-from optimizers._metric import (
-    case_metric,
-    case_score,
-    judgment_metric,
-    predicted_rules,
-    predicted_verdict,
-)
+from optimizers._metric import case_metric, case_score, judgment_metric, predicted_rules, predicted_verdict
 from optimizers._recipe import CompileJob, HelperLM, Projection, Recipe
 from optimizers._recipes import (
     BOOTSTRAP_RECIPE,

@@ -60,11 +60,7 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def load_settings(
-    name: str,
-    model: type[S],
-    *,
-    path: Path | None = None,
-    overrides: Mapping[str, Any] | None = None,
+    name: str, model: type[S], *, path: Path | None = None, overrides: Mapping[str, Any] | None = None
 ) -> S:
     """``model`` filled from ``path``'s ``name`` section (default: the package's file), then ``overrides``.
 
