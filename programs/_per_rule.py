@@ -194,11 +194,17 @@ def _judgment(target: RuleTarget, outcome: Any, usage_data: Mapping[str, list[An
     return JudgmentOutput(**common, pred=outcome.verdict == "violated", status="clean", reason=reason)
 
 
+def hand_up_usage(parent: Any, usage_data: list[Mapping[str, list[Any]]]) -> None:
+    """Add judgments' tracked LM usage to the enclosing usage tracker, if there is one."""
+    if parent is None:
+        return
+    for data in usage_data:
+        for lm_name, entries in data.items():
+            parent.usage_data[lm_name].extend(entries)
+
+
 def _prediction(results: list[_Result], parent: Any) -> dspy.Prediction:
-    if parent is not None:
-        for _, usage_data in results:
-            for lm_name, entries in usage_data.items():
-                parent.usage_data[lm_name].extend(entries)
+    hand_up_usage(parent, [usage_data for _, usage_data in results])
     judgments = [judgment for judgment, _ in results]
     violated, status = aggregate_judgments(judgments)
     return dspy.Prediction(violated_rules=violated, status=status, judgments=judgments)

@@ -194,18 +194,12 @@ async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
     with dspy.context(lm=case_lm):
         try:
             prediction = await program.acall(**inputs)
-        except dspy.AdapterParseError as exc:
-            prediction = exc
-        except lm_errors() as exc:
+        except (dspy.AdapterParseError, *lm_errors()) as exc:
             prediction = exc
     usage, cost, cache_hits = history_accounting(case_lm)
-    common: dict[str, Any] = {
-        "id": case.id,
-        "protocol": protocol,
-        "usage": usage,
-        "cost": cost,
-        "cache_hits": cache_hits,
-    }
+    common: dict[str, Any] = dict(
+        id=case.id, protocol=protocol, usage=usage, cost=cost, cache_hits=cache_hits
+    )
     if isinstance(prediction, dspy.AdapterParseError):
         refused = parse_policy_output(str(prediction.lm_response or ""), mode="robust").refused
         status: Status = "refused" if refused else "failed"
@@ -236,7 +230,7 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
     """One per-rule judgment of ``case`` by a per-rule program (the runner resumes per judgment)."""
     import dspy
 
-    from programs._per_rule import PerRuleGuard
+    from programs._per_rule import PerRuleGuard, hand_up_usage
     from sp_dspy.protocol import framework_for
 
     if isinstance(program, OfficialPerRule):
@@ -246,10 +240,7 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
     target_lm = lm.copy()  # its own history: the cost of this judgment only
     with dspy.context(lm=target_lm):
         judgment, usage_data = await program._ajudge(target, framework_for(case), case.conversation)
-    parent = dspy.settings.usage_tracker
-    if parent is not None:  # hand the judgment's calls up, as a whole case's forward() does
-        for lm_name, entries in usage_data.items():
-            parent.usage_data[lm_name].extend(entries)
+    hand_up_usage(dspy.settings.usage_tracker, [usage_data])  # as a whole case's forward() does
     usage, cost, cache_hits = history_accounting(target_lm)
     return judgment.model_copy(
         update={"gt": target.gold, "usage": usage, "cost": cost, "cache_hits": cache_hits}
