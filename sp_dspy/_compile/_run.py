@@ -308,8 +308,7 @@ def compile_guard(
         with budget.hold_back(reserve.calls, reserve.tokens, reserve.usd or 0.0):
             status.enter("scoring the starting program on dev")
             start.dev = score(start.state)
-            if start.dev.complete:
-                status.scored(start.dev.score, start=True)
+            status.scored(start.dev, start=True)
             status.recorder = recorder
             status.enter(f"optimizing with {setup.recipe.name} on train")
             program = _optimize(setup, optimizer_lms, budget, recorder)
@@ -317,8 +316,7 @@ def compile_guard(
         status.enter(f"scoring {len(contenders)} candidate(s) on dev")
         for contender in contenders:
             contender.dev = score(contender.state)
-            if contender.dev.complete:
-                status.scored(contender.dev.score)
+            status.scored(contender.dev)
         _raise_failure(budget, config.out)
         selection = _select(contenders, start)
         status.enter("saving the artifact")

@@ -68,12 +68,14 @@ class CompileStatus:
         if self.on_phase is not None:
             self.on_phase(self)
 
-    def scored(self, score: float, *, start: bool = False) -> None:
-        """Record a complete dev score (the starting program's when ``start``)."""
+    def scored(self, dev: DevScore, *, start: bool = False) -> None:
+        """Record a dev score (the starting program's when ``start``) if its evaluation completed."""
+        if not dev.complete:
+            return
         if start:
-            self.start_score = score
-        if self.best_score is None or score > self.best_score:
-            self.best_score = score
+            self.start_score = dev.score
+        if self.best_score is None or dev.score > self.best_score:
+            self.best_score = dev.score
 
     def tried(self) -> tuple[int, float | None]:
         """Candidates the optimizer has tried so far, and the best one's mean metric (x 100)."""
