@@ -57,10 +57,6 @@ def _check_mode(mode: str) -> ParseMode:
     return mode
 
 
-def _usage(result: ChatResult) -> Usage:
-    return Usage.from_mapping(result.usage.model_dump())
-
-
 class OfficialPerPolicy:
     """The per-policy baseline: two fixed messages, one call, the official parser."""
 
@@ -95,7 +91,7 @@ class OfficialPerPolicy:
             parse_failed=parsed.parse_failed,
             analysis=parsed.analysis or "",
             reasoning=result.reasoning or parsed.reasoning or "",
-            usage=_usage(result),
+            usage=Usage.from_mapping(result.usage.model_dump()),
             cost=result.cost,
             cache_hits=int(result.cached),
             protocol=self.protocol,
@@ -166,7 +162,7 @@ class OfficialPerRule:
             parse_failed=parsed.parse_failed,
             status=parsed.status,
             reason=parsed.reason or "",
-            usage=_usage(result),
+            usage=Usage.from_mapping(result.usage.model_dump()),
             cost=result.cost,
             cache_hits=int(result.cached),
             answer=None if parsed.status == "clean" else result.text,
