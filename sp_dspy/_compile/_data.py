@@ -134,22 +134,15 @@ def build_student(protocol: str, cot: bool, train: Sequence[Case], dev: Sequence
 
     Per-rule, only the judge trains, on single judgments; the compile still selects whole guards.
     """
-    from optimizers import (
-        case_metric,
-        judgment_examples,
-        judgment_feedback,
-        judgment_metric,
-        policy_examples,
-        policy_feedback,
-    )
+    import optimizers
     from programs import make_program
 
     name = "dspy-cot" if cot else "dspy"
     guard: Any = make_program(name, protocol)
     if protocol == "per-policy":
-        return Student(
-            name, protocol, guard, policy_examples(train), policy_examples(dev), case_metric, policy_feedback
-        )
-    module = judge_program_class()(guard.judge)
-    train_examples, dev_examples = judgment_examples(train), judgment_examples(dev)
-    return Student(name, protocol, module, train_examples, dev_examples, judgment_metric, judgment_feedback)
+        module, examples = guard, optimizers.policy_examples
+        metric, feedback = optimizers.case_metric, optimizers.policy_feedback
+    else:
+        module, examples = judge_program_class()(guard.judge), optimizers.judgment_examples
+        metric, feedback = optimizers.judgment_metric, optimizers.judgment_feedback
+    return Student(name, protocol, module, examples(train), examples(dev), metric, feedback)
