@@ -87,18 +87,17 @@ def conversation_text(conversation: object, *, source: Source | None = None) -> 
     """The benchmark's text form of ``conversation``; a ``DataError`` names the wrong message or line."""
     source = source or Source("conversation")
     if isinstance(conversation, str):
-        return check_turn_text(conversation, source=source)
+        return _check_turn_text(conversation, source)
     if isinstance(conversation, Sequence) and not isinstance(conversation, bytes | bytearray):
-        return messages_to_text(conversation, source=source)
+        return _messages_to_text(conversation, source)
     raise DataError(
         f"{source.whole()}: expected 'Turn N - User: ...' text or a list of chat messages, "
         f"got {type(conversation).__name__}"
     )
 
 
-def check_turn_text(text: str, *, source: Source | None = None) -> str:
+def _check_turn_text(text: str, source: Source) -> str:
     """``text`` with surrounding whitespace removed, once its turns are checked."""
-    source = source or Source("conversation")
     if not text.strip():
         raise DataError(f"{source.whole()}: the conversation is empty")
     expected_speaker, turn = "User", 0
@@ -125,13 +124,12 @@ def check_turn_text(text: str, *, source: Source | None = None) -> str:
     return text.strip()
 
 
-def messages_to_text(messages: Sequence[Any], *, source: Source | None = None) -> str:
+def _messages_to_text(messages: Sequence[Any], source: Source) -> str:
     """Chat messages as ``Turn N - User/Chatbot: content`` lines (a reply shares its user turn's N).
 
     Leading ``system`` messages are dropped (benchmark conversations have none, and a system
     prompt is not what the chatbot said); a later one is rejected.
     """
-    source = source or Source("conversation")
     lines: list[str] = []
     turn, previous = 0, None
     for index, message in enumerate(messages):
