@@ -59,14 +59,9 @@ def evaluate_on_dev(
     from sp_dspy._metrics import PolicyRecord, case_outcomes, compute_cell
 
     outputs = asyncio.run(_outputs(program, cases, lm, concurrency))
+    fields = {"id", "violated_rules", "refused", "parse_failed", "error"}
     records = {
-        case.id: PolicyRecord(
-            id=case.id,
-            violated_rules=output.violated_rules,
-            refused=output.refused,
-            parse_failed=output.parse_failed,
-            error=output.error,
-        )
+        case.id: PolicyRecord(**output.model_dump(include=fields))
         for case, output in zip(cases, outputs, strict=True)
         if output is not None
     }
@@ -79,10 +74,7 @@ def evaluate_on_dev(
         n=len(cases),
         excluded=sum(outcome.excluded for outcome in outcomes),
         complete=all(output is not None for output in outputs),
-        rmr_avg_strict=cell["rmr_avg_strict"],
-        rmr_avg=cell["rmr_avg"],
-        rmr_exact=cell["rmr_exact"],
-        rdr=cell["rdr"],
+        **{metric: cell[metric] for metric in ("rmr_avg_strict", "rmr_avg", "rmr_exact", "rdr")},
     )
 
 
