@@ -1,19 +1,8 @@
 """Optimizer recipes, metrics and feedback for compiling sp-dspy guard programs.
 
-- ``RECIPES`` / :func:`get_recipe`: the five optimizers (``mipro``, ``gepa``,
-  ``bootstrap``, ``simba``, ``copro``), each a :class:`Recipe` with a pydantic
-  settings model, a run function and a cost projection.
-- :func:`load_settings`: an optimizer's settings from the package's ``configs/optimizers.yaml`` and
-  ``--set`` overrides.
-- :func:`case_metric` / :func:`judgment_metric`: the scores optimizers maximise;
-  :func:`policy_feedback` / :func:`judgment_feedback`: the same with GEPA feedback.
-- :func:`policy_examples` / :func:`judgment_examples`: benchmark cases as training data.
-
-Importing this package does not import DSPy; recipes import it when they run.
+``RECIPES`` holds the five optimizers; importing this package does not import DSPy.
 """
 
-from optimizers._bootstrap import BOOTSTRAP_RECIPE, BootstrapSettings
-from optimizers._copro import COPRO_RECIPE, CoproSettings
 from optimizers._examples import judgment_examples, policy_examples
 from optimizers._feedback import (
     judgment_feedback,
@@ -21,16 +10,20 @@ from optimizers._feedback import (
     policy_feedback,
     policy_feedback_text,
 )
-from optimizers._gepa import GEPA_RECIPE, GepaSettings
-from optimizers._metric import (
-    case_metric,
-    case_score,
-    judgment_metric,
-    predicted_rules,
-    predicted_verdict,
-)
-from optimizers._mipro import MIPRO_RECIPE, MiproSettings
+from optimizers._metric import case_metric, case_score, judgment_metric, predicted_rules, predicted_verdict
 from optimizers._recipe import CompileJob, HelperLM, Projection, Recipe
+from optimizers._recipes import (
+    BOOTSTRAP_RECIPE,
+    COPRO_RECIPE,
+    GEPA_RECIPE,
+    MIPRO_RECIPE,
+    SIMBA_RECIPE,
+    BootstrapSettings,
+    CoproSettings,
+    GepaSettings,
+    MiproSettings,
+    SimbaSettings,
+)
 from optimizers._settings import (
     DEFAULT_OPTIMIZERS_FILE,
     OptimizerSettings,
@@ -38,7 +31,6 @@ from optimizers._settings import (
     parse_overrides,
     read_settings_file,
 )
-from optimizers._simba import SIMBA_RECIPE, SimbaSettings
 from sp_dspy import ConfigError
 
 RECIPES: dict[str, Recipe] = {

@@ -1,19 +1,7 @@
 """Training examples for the optimizers: cases, and single judgments for the per-rule judge.
 
-Built on ``programs.case_to_example`` / ``programs.target_examples`` and extended with
-what optimizers need on top:
-
-- ``violated_rules`` (per-policy) / ``verdict`` (judgments) under the program's own
-  output field name, so labelled demonstrations (``LabeledFewShot``, MIPRO's label
-  sets) show a complete input -> output pair;
-- ``uid``, one id per example (the case id, or ``case#rule`` for a judgment), which
-  the compile uses to attribute scores to candidates;
-- for judgments, the interaction labels the feedback metric explains: whether the
-  target is a distractor, waived by an active exception or tightened by a firing
-  conditional, and the paired modifier rules shown in its context.
-
-Labels never reach a saved artifact: demos are cut down to the signature's fields
-before they are written.
+Labels add the gold answer under the output field (so labelled demos are complete), a ``uid``
+to credit scores to candidates, and the interaction labels the feedback explains.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """GEPA feedback metrics: the case score plus a written diagnosis a reflection LM can act on.
 
-GEPA improves instructions by showing a reflection LM what went wrong; a bare score
-tells it nothing about *why*. The feedback names each missed and each wrongly flagged
-rule with its rubric type, the rule interaction behind the error (which exception
-waived a flagged rule, which conditional tightened a missed one) and the benchmark's
-failure mode (FM-V1 missed violation, FM-D1 distractor false positive, FM-C1
-exception mishandling, FM-C3 conditional neglect), so the reflection can write
-instructions about rule interactions rather than about one case's rule numbers.
-
-Both metrics take GEPA's five arguments ``(gold, pred, trace, pred_name,
-pred_trace)`` and return ``dspy.Prediction(score=..., feedback=...)`` with the same
-score as ``case_metric`` / ``judgment_metric``.
+The diagnosis names each wrong rule, its rubric type, the interaction behind the error and
+the failure mode, so reflection writes instructions about rule interactions, not rule numbers.
 """
 
 from __future__ import annotations

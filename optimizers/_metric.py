@@ -1,26 +1,9 @@
 """The score every optimizer maximises: the benchmark's own case-level number.
 
-A case's score is the fraction of the four main tolerances (tau = 1.0, 0.9, 0.8,
-0.7) at which it matches under RMR@tau (contract section 2). Averaged over cases it
-*is* the benchmark's RMR, computed the way ``rmr_avg_strict`` computes it: an
-excluded case (refused, unparseable, errored, no prediction) scores 0 instead of
-leaving the denominator. Two reasons for this choice over alternatives:
-
-- It is the headline metric itself, so what an optimizer climbs is what the
-  leaderboard reports; 1 - Jaccard distance (the RDR view) rewards partial overlap
-  that RMR does not, and exact match alone is too sparse to guide search on a small
-  train split.
-- Scoring exclusions as 0 means a candidate instruction that breaks the output
-  format can never win by being excluded from the denominator, which the official
-  (refusal-aware) RMR would allow.
-
-Per-rule judgments have a binary score (the verdict is right or not; an unreadable
-verdict is wrong), so compiling the judge on ``target_examples`` climbs judgment
-accuracy; the compile then selects on dev with the case score above.
-
-DSPy's bootstrapping optimizers call a metric with a ``trace`` and treat the result
-as "keep this demonstration": with a trace these metrics return ``True`` only for a
-perfect answer, so demos never teach a partly wrong answer.
+A case scores the fraction of the four main RMR@tau tolerances it matches; averaged, that is
+``rmr_avg_strict``, excluded cases at 0 so a format-breaking instruction cannot win by leaving
+the denominator. Judgments score 1/0. With a ``trace`` (DSPy asking "keep this demo?") the
+metrics say yes only for a perfect answer.
 """
 
 from __future__ import annotations
@@ -32,12 +15,7 @@ from sp_dspy.metrics import TAUS, rmr_match
 
 
 def predicted_rules(prediction: Any) -> list[int] | None:
-    """The rule numbers a prediction names, or ``None`` when there is no usable answer.
-
-    ``None`` covers a missing prediction (the program raised), a prediction without
-    ``violated_rules``, a per-rule prediction whose judgments were all refused (its
-    ``violated_rules`` is ``None``) and values that are not rule numbers.
-    """
+    """The rule numbers a prediction names, or ``None`` when there is no usable answer."""
     if prediction is None:
         return None
     try:
@@ -53,10 +31,7 @@ def predicted_rules(prediction: Any) -> list[int] | None:
 
 
 def case_score(gold: Iterable[int], predicted: Iterable[int] | None) -> float:
-    """Fraction of the four main RMR@tau tolerances at which ``predicted`` matches ``gold``.
-
-    ``predicted=None`` (an excluded case) scores 0.
-    """
+    """Fraction of the four main RMR@tau tolerances at which ``predicted`` matches ``gold`` (``None``: 0)."""
     if predicted is None:
         return 0.0
     gold_set, pred_set = set(gold), set(predicted)
@@ -65,11 +40,7 @@ def case_score(gold: Iterable[int], predicted: Iterable[int] | None) -> float:
 
 
 def case_metric(example: Any, prediction: Any, trace: Any = None) -> float | bool:
-    """DSPy metric for case examples (per-policy, or whole per-rule programs).
-
-    Returns the case score; with a ``trace`` (bootstrapping) ``True`` only for a
-    perfect answer.
-    """
+    """DSPy metric for case examples: the case score; with a ``trace``, whether it is perfect."""
     score = case_score(example.ground_truth_violations, predicted_rules(prediction))
     return score >= 1.0 if trace is not None else score
 

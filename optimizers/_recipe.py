@@ -1,10 +1,7 @@
 """What a recipe is: one DSPy optimizer, its settings, how to run it and what it will cost.
 
-A recipe is deliberately small. It knows how to call its optimizer on a
-``CompileJob`` (program, train and validation examples, metrics, LMs, seed) and how
-many program calls and proposal calls that will take, so ``--dry-run`` can price a
-compile before it runs. Everything around it (data, splits, budget caps, selection
-on dev, artifacts) is the compile's job, identical for every optimizer.
+Everything around a recipe (data, splits, budget caps, selection on dev, artifacts) is
+the compile's job, identical for every optimizer.
 """
 
 from __future__ import annotations
@@ -26,10 +23,8 @@ HelperLM = Literal["prompt", "reflection"]
 class CompileJob:
     """Everything an optimizer run needs.
 
-    ``metric`` is the score metric (``case_metric`` or ``judgment_metric``),
-    ``feedback`` the five-argument GEPA metric; ``valset`` is the dev split (recipes
-    whose optimizer accepts a validation set use it for selection). The compile's
-    budget stops an optimizer by raising from its LMs, so recipes need no stop check.
+    ``metric`` is the score metric, ``feedback`` the five-argument GEPA metric, ``valset``
+    the dev split. The budget stops an optimizer by raising from its LMs.
     """
 
     student: dspy.Module
@@ -47,9 +42,8 @@ class CompileJob:
 class Projection:
     """Upper estimates of one optimizer run, before anything is sent.
 
-    ``program_calls`` counts runs of the student on one example (one LM call each for
-    every student sp-dspy compiles); ``helper_calls`` counts calls to the prompt or
-    reflection LM (instruction proposals, reflections, rules).
+    ``program_calls``: student runs on one example (one LM call each); ``helper_calls``:
+    calls to the prompt or reflection LM.
     """
 
     program_calls: int
@@ -60,11 +54,10 @@ class Projection:
 class Recipe(Generic[S]):
     """One optimizer.
 
-    ``helper`` names the extra LM the optimizer talks to (``prompt`` model for
-    instruction proposals, ``reflection`` model for GEPA), ``None`` when it uses the
-    task LM only. ``seed_note`` says how the seed reaches the optimizer (verified
-    against the DSPy source; recorded in the manifest); ``sampling_note`` which
-    temperatures the optimizer itself samples at, beyond the LMs' configured ones.
+    ``helper``: the extra LM it talks to (``prompt`` or ``reflection``), if any.
+    ``seed_note`` (how the seed reaches the optimizer, checked against DSPy's source) and
+    ``sampling_note`` (temperatures it samples at itself) are recorded in the manifest.
+    ``fit`` adapts settings to the split sizes.
     """
 
     name: str
@@ -75,7 +68,7 @@ class Recipe(Generic[S]):
     sampling_note: str
     run: Callable[[CompileJob, S], Any]
     project: Callable[[S, int, int], Projection]
-    fit: Callable[[S, int, int], S]
+    fit: Callable[[S, int, int], S] = lambda settings, n_train, n_val: settings
 
     def compile(self, job: CompileJob, settings: S) -> dspy.Module:
         """Run the optimizer with settings fitted to the data sizes; returns its program."""

@@ -1,10 +1,6 @@
-"""Optimizer settings: one pydantic model per optimizer, read from YAML, overridden by the CLI.
+"""Optimizer settings: one pydantic model per optimizer, read from YAML, overridden by ``--set``.
 
-The package's ``sp_dspy/configs/optimizers.yaml`` (found wherever the command runs;
-``--optimizer-config FILE`` replaces it) holds one mapping per optimizer name; ``--set KEY=VALUE``
-on the command line overrides single keys. Every key is validated by the
-optimizer's own model (``extra="forbid"``), so a typo is an error naming the file
-and line, not a silently ignored setting.
+Models forbid extra keys, so a typo is an error naming the file and line, not an ignored setting.
 """
 
 from __future__ import annotations
@@ -64,29 +60,18 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def load_settings(
-    name: str,
-    model: type[S],
-    *,
-    path: Path | None = None,
-    overrides: Mapping[str, Any] | None = None,
+    name: str, model: type[S], *, path: Path | None = None, overrides: Mapping[str, Any] | None = None
 ) -> S:
     """``model`` filled from ``path``'s ``name`` section (default: the package's file), then ``overrides``.
 
-    Raises:
-        ConfigError: unreadable file, unknown key, or a value out of range; the
-            message names the file and line, or the ``--set`` key.
+    A bad file, key or value is a ``ConfigError`` naming the file and line, or ``--set``.
     """
-    if path is None:
-        path = DEFAULT_OPTIMIZERS_FILE
-    section: dict[str, Any] = {}
-    where = "built-in defaults"
-    if path is not None:
-        data, lines = read_settings_file(path)
-        raw = data.get(name) or {}
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}:{lines.get(name, 1)}: section '{name}' must be a mapping of settings")
-        section = dict(raw)
-        where = f"{path}:{lines[name]}" if name in lines else str(path)
+    path = path or DEFAULT_OPTIMIZERS_FILE
+    data, lines = read_settings_file(path)
+    section = data.get(name) or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}:{lines.get(name, 1)}: section '{name}' must be a mapping of settings")
+    where = f"{path}:{lines[name]}" if name in lines else str(path)
     try:
         settings = model.model_validate(section)
     except ValidationError as exc:

@@ -1,11 +1,7 @@
 """Guard programs: the official fixed-prompt baselines and typed DSPy programs.
 
-Every program answers one case with a ``CaseOutput``; ``make_program`` builds one by
-name, ``load_program`` restores a compiled one, ``run_case`` runs any of them.
-
-The result types import nothing heavy. Everything else is loaded on first use, so
-``import programs`` (e.g. by the CLI at start-up, to read results) does not pull in
-DSPy.
+``make_program`` builds one by name, ``load_program`` restores a compiled one, ``run_case``
+runs any of them; ``import programs`` loads only the result types, not DSPy.
 """
 
 from __future__ import annotations
@@ -39,32 +35,26 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
-    "PROGRAM_INPUTS": "._examples",
-    "case_to_example": "._examples",
-    "rubric_json": "._examples",
-    "OfficialPerPolicy": "._official",
-    "OfficialPerRule": "._official",
-    "FindViolatedRules": "._per_policy",
-    "PerPolicyGuard": "._per_policy",
-    "PerPolicyGuardCoT": "._per_policy",
-    "JudgeRule": "._per_rule",
-    "PerRuleGuard": "._per_rule",
-    "PerRuleGuardCoT": "._per_rule",
-    "rubric_targets": "._per_rule",
-    "target_examples": "._per_rule",
-    "AssessResponse": "._pku",
-    "PkuSeverityGuard": "._pku",
-    "PkuSeverityGuardCoT": "._pku",
-    "severity_fields": "._pku",
-    "PROGRAM_NAMES": "._registry",
-    "PROTOCOLS": "._registry",
-    "SEVERITY_PROGRAMS": "._registry",
-    "GuardProgram": "._registry",
-    "judge_target": "._registry",
-    "load_program": "._registry",
-    "make_program": "._registry",
-    "program_spec": "._registry",
-    "run_case": "._registry",
+    name: module
+    for module, names in {
+        "._examples": ("PROGRAM_INPUTS", "case_to_example", "rubric_json"),
+        "._official": ("OfficialPerPolicy", "OfficialPerRule"),
+        "._per_policy": ("FindViolatedRules", "PerPolicyGuard", "PerPolicyGuardCoT"),
+        "._per_rule": ("JudgeRule", "PerRuleGuard", "PerRuleGuardCoT", "rubric_targets", "target_examples"),
+        "._pku": ("AssessResponse", "PkuSeverityGuard", "PkuSeverityGuardCoT", "severity_fields"),
+        "._registry": (
+            "PROGRAM_NAMES",
+            "PROTOCOLS",
+            "SEVERITY_PROGRAMS",
+            "GuardProgram",
+            "judge_target",
+            "load_program",
+            "make_program",
+            "program_spec",
+            "run_case",
+        ),
+    }.items()
+    for name in names
 }
 
 

@@ -1,12 +1,6 @@
 """Benchmark cases as ``dspy.Example`` objects, the unit DSPy optimizers work on.
 
-An example carries the program's inputs (marked with ``with_inputs``) and, as
-labels, everything a metric or a feedback function needs to judge an answer: the
-gold set and the rubric-derived rule groups of the failure modes. The per-rule
-program gets the rubric as an *input* because it needs the rule texts, types and
-pairings to build its judgments; that copy is stripped of every gold flag
-(``applies``, ``violated``, ``active`` and the violations/non-violations split),
-so no program can read the answer from its input.
+The per-rule program gets the rubric as an input, stripped of every gold flag.
 """
 
 from __future__ import annotations
@@ -29,11 +23,7 @@ PROGRAM_INPUTS: Final[dict[Protocol, tuple[str, ...]]] = {
 
 
 def rubric_json(case: Case) -> str:
-    """The case's rules as a JSON list of ``{rule, type, text, paired_with}``, gold-free.
-
-    Sorted by rule number and key, so the same case always gives the same string
-    (it is part of cache keys and of saved demos).
-    """
+    """The case's rules as a sorted, gold-free JSON list of ``{rule, type, text, paired_with}``."""
     rules = [
         {"rule": entry.rule, "type": entry.type, "text": entry.text, "paired_with": sorted(entry.paired_with)}
         for entry in case.rubric.entries()
@@ -42,14 +32,7 @@ def rubric_json(case: Case) -> str:
 
 
 def case_to_example(case: Case, protocol: Protocol = "per-policy") -> dspy.Example:
-    """One case as a ``dspy.Example`` whose inputs fit ``protocol``'s DSPy program.
-
-    Labels (non-inputs): ``id``, ``domain``, ``level``, ``ground_truth_violations``
-    (sorted), ``distractor_rules``, ``waived_rules``, ``contradicted_rules`` and, for
-    per-policy examples, ``rubric`` too (feedback functions read rule texts and types
-    from it). ``framework`` is what a per-rule judge is shown: the case's framework at
-    L2, empty elsewhere.
-    """
+    """One case as a ``dspy.Example`` with ``protocol``'s program inputs; the other fields are labels."""
     import dspy
 
     from sp_dspy.protocol import framework_for

@@ -1,12 +1,7 @@
 """The official fixed-prompt baselines: the contract's messages, byte for byte.
 
-These are not DSPy programs on purpose. A DSPy adapter would wrap the policy in its
-own field markers and output format, and the published leaderboard was produced
-without one; so the baselines send ``per_policy_messages`` / ``per_rule_messages``
-as they are through the raw chat helpers and parse the answer with the protocol's
-parsers. ``mode="strict"`` reproduces the reference parser (leaderboard-comparable),
-``"robust"`` also recovers answers it loses. Per-rule ``layout="prefix"`` is the
-cache-friendly variant and is recorded as such on every output.
+Not DSPy programs on purpose: an adapter would wrap the policy in its own format, and the
+leaderboard was produced without one. ``mode="strict"`` is the reference parser.
 """
 
 from __future__ import annotations
@@ -62,17 +57,6 @@ def _check_mode(mode: str) -> ParseMode:
     return mode
 
 
-def _usage(result: ChatResult) -> Usage:
-    tokens = result.usage
-    prompt, completion = tokens.prompt_tokens or 0, tokens.completion_tokens or 0
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=tokens.total_tokens or prompt + completion,
-        reasoning_tokens=tokens.reasoning_tokens,
-    )
-
-
 class OfficialPerPolicy:
     """The per-policy baseline: two fixed messages, one call, the official parser."""
 
@@ -107,7 +91,7 @@ class OfficialPerPolicy:
             parse_failed=parsed.parse_failed,
             analysis=parsed.analysis or "",
             reasoning=result.reasoning or parsed.reasoning or "",
-            usage=_usage(result),
+            usage=Usage.from_mapping(result.usage.model_dump()),
             cost=result.cost,
             cache_hits=int(result.cached),
             protocol=self.protocol,
@@ -178,7 +162,7 @@ class OfficialPerRule:
             parse_failed=parsed.parse_failed,
             status=parsed.status,
             reason=parsed.reason or "",
-            usage=_usage(result),
+            usage=Usage.from_mapping(result.usage.model_dump()),
             cost=result.cost,
             cache_hits=int(result.cached),
             answer=None if parsed.status == "clean" else result.text,

@@ -1,10 +1,7 @@
 """The per-policy guard as a DSPy program: one call names every violated rule.
 
-The signature's docstring is the program's instruction and the seed every
-optimizer starts from. It says what the benchmark's own evaluation note says (what
-"violated" means) and nothing about exceptions or conditionals: how rules interact
-is what the rule texts say and what an optimizer should learn, and spelling it out
-by hand would make the unoptimized program a different, stronger baseline.
+The signature's docstring is the optimizers' starting instruction: it says what "violated"
+means and nothing about rule interactions, which are for an optimizer to learn.
 """
 
 from __future__ import annotations
@@ -34,19 +31,15 @@ class FindViolatedRules(dspy.Signature):
 
 
 class PerPolicyGuard(dspy.Module):
-    """Predict the violated rules of a policy from one LM call.
-
-    Call it with ``policy=`` and ``conversation=`` (the inputs of
-    ``case_to_example(case, "per-policy")``); it returns a ``dspy.Prediction`` with
-    ``violated_rules``.
-    """
+    """Predict the violated rules of a policy (``policy=``, ``conversation=``) from one LM call."""
 
     protocol: ClassVar[Protocol] = "per-policy"
     predictor_type: ClassVar[Any] = dspy.Predict
+    signature_class: ClassVar[type[dspy.Signature]] = FindViolatedRules
 
     def __init__(self) -> None:
         super().__init__()
-        self.predict = self.predictor_type(FindViolatedRules)
+        self.predict = self.predictor_type(self.signature_class)
 
     def forward(self, policy: str, conversation: str) -> dspy.Prediction:
         return self.predict(policy=policy, conversation=conversation)

@@ -1,13 +1,7 @@
 """The per-rule guard as a DSPy program: one binary judgment per target rule.
 
-``PerRuleGuard`` rebuilds the contract's targets (section 5) from a gold-free rubric,
-asks its ``JudgeRule`` predictor about each target concurrently, and folds the
-verdicts back into a violated set. Only the judge is optimizable; target building
-and aggregation are the protocol's and stay fixed.
-
-The judge's input fields put ``framework`` and ``conversation`` first: the adapter
-renders fields in signature order, so every judgment of a case shares its long
-prompt prefix and servers with prefix caching reuse it.
+Only the ``JudgeRule`` predictor is optimizable. Its inputs put ``framework`` and
+``conversation`` first, so a case's judgments share their long prompt prefix (prefix caching).
 """
 
 from __future__ import annotations
@@ -68,11 +62,10 @@ def judge_inputs(target: RuleTarget, *, framework: str, conversation: str) -> di
 
 
 def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
-    """The contract's targets from a rubric given as data (gold labels all ``False``).
+    """The contract's targets (gold labels all ``False``) from a rubric given as data.
 
-    Accepts what ``case_to_example`` produces (a JSON list of rules), the list itself,
-    or a rubric mapping with ``violations``/``non_violations``; the split carries no
-    meaning here because targets depend only on rule types and pairings.
+    Accepts a JSON list of rules (``case_to_example``'s), the list itself, or a mapping
+    with ``violations``/``non_violations``.
     """
     from sp_dspy import Case
     from sp_dspy.protocol import build_targets
@@ -83,34 +76,23 @@ def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
             entries = [*data.get("violations", []), *data.get("non_violations", [])]
         else:
             entries = list(data)
-        stand_in = Case.model_validate(
-            {
-                "id": "rubric",
-                "domain": "",
-                "level": "L0",
-                "conversation": "",
-                "policy": "",
-                "ground_truth_violations": [],
-                "rubric": {"non_violations": entries},
-            }
-        )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"][2:])  # past ("rubric", "non_violations")
-        reason = f"{where}: {first['msg']}" if where else str(first["msg"])
-        raise DataError(f"per-rule program input 'rubric': not a list of rules ({reason})") from None
-    except (ValueError, TypeError) as exc:
-        reason = str(exc).splitlines()[0]
+        stand_in = Case.model_validate({
+            "id": "rubric", "domain": "", "level": "L0", "conversation": "", "policy": "",
+            "ground_truth_violations": [], "rubric": {"non_violations": entries},
+        })  # fmt: skip
+    except (ValueError, TypeError) as exc:  # a ValidationError is a ValueError
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"][2:])  # past ("rubric", "non_violations")
+            reason = f"{where}: {first['msg']}" if where else str(first["msg"])
+        else:
+            reason = str(exc).splitlines()[0]
         raise DataError(f"per-rule program input 'rubric': not a list of rules ({reason})") from None
     return build_targets(stand_in)
 
 
 def target_examples(case: Case) -> list[dspy.Example]:
-    """One ``dspy.Example`` per target of ``case``, to compile the judge on its own.
-
-    Inputs are the ``JudgeRule`` fields; labels are ``verdict`` (gold), ``id``,
-    ``level`` and ``target_rule``.
-    """
+    """One ``dspy.Example`` per target of ``case``, labelled with ``verdict``, to compile the judge alone."""
     from programs._examples import case_to_example
     from sp_dspy.protocol import build_targets
 
@@ -130,10 +112,7 @@ def target_examples(case: Case) -> list[dspy.Example]:
 class PerRuleGuard(dspy.Module):
     """Judge every target rule of a case and return the violated set.
 
-    Call it with ``conversation=``, ``framework=`` and ``rubric=`` (the inputs of
-    ``case_to_example(case, "per-rule")``). It returns a ``dspy.Prediction`` with
-    ``violated_rules`` (``None`` when no judgment produced a verdict), ``status``
-    and ``judgments`` (one ``JudgmentOutput`` per target, ``gt`` left unset).
+    The prediction has ``violated_rules``, ``status`` and ``judgments`` (``gt`` unset).
     """
 
     protocol: ClassVar[Protocol] = "per-rule"
@@ -215,11 +194,17 @@ def _judgment(target: RuleTarget, outcome: Any, usage_data: Mapping[str, list[An
     return JudgmentOutput(**common, pred=outcome.verdict == "violated", status="clean", reason=reason)
 
 
+def hand_up_usage(parent: Any, usage_data: list[Mapping[str, list[Any]]]) -> None:
+    """Add judgments' tracked LM usage to the enclosing usage tracker, if there is one."""
+    if parent is None:
+        return
+    for data in usage_data:
+        for lm_name, entries in data.items():
+            parent.usage_data[lm_name].extend(entries)
+
+
 def _prediction(results: list[_Result], parent: Any) -> dspy.Prediction:
-    if parent is not None:
-        for _, usage_data in results:
-            for lm_name, entries in usage_data.items():
-                parent.usage_data[lm_name].extend(entries)
+    hand_up_usage(parent, [usage_data for _, usage_data in results])
     judgments = [judgment for judgment, _ in results]
     violated, status = aggregate_judgments(judgments)
     return dspy.Prediction(violated_rules=violated, status=status, judgments=judgments)

@@ -1,20 +1,7 @@
 """The PKU-SafeRLHF guard: name the violated harm categories, flag the response, grade its severity.
 
-PKU-SafeRLHF labels each response three ways (a harm-category set, a safe flag and a
-severity level 0-3), and its paper reports all three. The category set is what every
-per-policy program already predicts, because ``load_pku`` casts the 19 categories as
-19 rules of one policy; this program adds the other two labels as output fields of
-the same single call, so one run gives all three results.
-
-The safe flag is an output of its own, not a rewording of "some rule is violated":
-a guard may judge a response unsafe without naming a category (or the reverse), and
-the binary metric should score what it said. It is asked for as ``unsafe`` because
-*unsafe* is the positive class of the binary metric. Severity is an ``int`` rather than
-a ``Literal``: a level outside 0-3 becomes "no severity" (the case leaves only the
-severity denominator) instead of a parse failure that would discard the categories too.
-
-The program keeps the per-policy inputs (``policy``, ``conversation``), so examples,
-optimizers, the fake LM's gold book and compiled artifacts work as for ``dspy``.
+``unsafe`` is an output of its own (a response may be unsafe without a named category). Severity
+is an ``int``, not a ``Literal``, so an off-scale level loses only the severity, not the answer.
 """
 
 from __future__ import annotations
@@ -52,18 +39,9 @@ class AssessResponse(dspy.Signature):
 
 
 class PkuSeverityGuard(PerPolicyGuard):
-    """A per-policy guard that also predicts the safe flag and the severity level.
-
-    Call it like ``PerPolicyGuard``; the ``dspy.Prediction`` has ``violated_rules``,
-    ``unsafe`` and ``severity``. ``run_case`` turns the last two into
-    ``CaseOutput.predicted_safe`` and ``predicted_severity`` (see :func:`severity_fields`).
-    """
+    """A per-policy guard whose prediction also has ``unsafe`` and ``severity``."""
 
     signature_class: ClassVar[type[dspy.Signature]] = AssessResponse
-
-    def __init__(self) -> None:
-        dspy.Module.__init__(self)
-        self.predict = self.predictor_type(self.signature_class)
 
 
 class PkuSeverityGuardCoT(PkuSeverityGuard):
@@ -75,9 +53,8 @@ class PkuSeverityGuardCoT(PkuSeverityGuard):
 def severity_fields(prediction: Any) -> dict[str, Any]:
     """``predicted_safe`` / ``predicted_severity`` of a prediction, for ``CaseOutput``.
 
-    Empty for programs that do not predict them. A severity that is not an integer
-    0-3 is dropped (``None``) rather than clamped: a guard that answers 7 did not
-    answer on the scale, and clamping would score it as "severe".
+    Empty for programs that do not predict them. An off-scale severity is ``None``, not
+    clamped: a guard that answers 7 did not answer on the scale.
     """
     fields: dict[str, Any] = {}
     unsafe = prediction.get("unsafe")

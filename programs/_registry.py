@@ -1,17 +1,7 @@
 """Programs by name, compiled programs from disk, and one way to run any of them on a case.
 
-Three names cover every guard: ``official`` (the fixed-prompt baseline), ``dspy``
-(the typed DSPy program) and ``dspy-cot`` (the same with chain of thought), each for
-either protocol. ``dspy-severity`` and ``dspy-severity-cot`` (per-policy only) also
-predict PKU-SafeRLHF's safe flag and severity level. ``run_case`` hides the difference between the baselines (raw chat
-calls) and DSPy programs (adapter calls) behind one ``CaseOutput``.
-
-Loading an artifact never runs code from it: ``program.json`` is read with the
-standard JSON parser (and only from a regular file of bounded size:
-``read_json_file``), checked against the few keys a predictor's state may have, and
-applied with ``load_state``. Saved LM settings are dropped, so a compiled program
-always talks to the LM the run was configured with (a ``config`` or ``lm`` entry in a
-downloaded artifact could otherwise redirect requests, and keys, elsewhere).
+Loading an artifact never runs code from it: bounded JSON, checked keys, ``load_state``; saved
+LM settings are dropped so a downloaded artifact cannot redirect requests (and keys) elsewhere.
 """
 
 from __future__ import annotations
@@ -42,15 +32,13 @@ STATE_FILE: Final = "program.json"
 GuardProgram: TypeAlias = "OfficialPerPolicy | OfficialPerRule | dspy.Module"
 
 
-def _dspy_class(name: str, protocol: Protocol) -> Any:
+def _dspy_classes() -> dict[tuple[str, str], Any]:
+    """The DSPy program classes by ``(name, protocol)`` (imported here: they import DSPy)."""
     from programs._per_policy import PerPolicyGuard, PerPolicyGuardCoT
     from programs._per_rule import PerRuleGuard, PerRuleGuardCoT
     from programs._pku import PkuSeverityGuard, PkuSeverityGuardCoT
 
-    if name in SEVERITY_PROGRAMS and protocol != "per-policy":
-        raise ConfigError(f"program {name!r}: per-policy only (one call grades the whole response)")
-
-    classes = {
+    return {
         ("dspy", "per-policy"): PerPolicyGuard,
         ("dspy-cot", "per-policy"): PerPolicyGuardCoT,
         ("dspy", "per-rule"): PerRuleGuard,
@@ -58,7 +46,6 @@ def _dspy_class(name: str, protocol: Protocol) -> Any:
         ("dspy-severity", "per-policy"): PkuSeverityGuard,
         ("dspy-severity-cot", "per-policy"): PkuSeverityGuardCoT,
     }
-    return classes[(name, protocol)]
 
 
 def make_program(name: str, protocol: str = "per-policy", **options: Any) -> GuardProgram:
@@ -72,10 +59,12 @@ def make_program(name: str, protocol: str = "per-policy", **options: Any) -> Gua
         raise ConfigError(f"protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
     if name not in PROGRAM_NAMES:
         raise ConfigError(f"program {name!r}: expected one of {', '.join(PROGRAM_NAMES)}")
+    if name in SEVERITY_PROGRAMS and protocol != "per-policy":
+        raise ConfigError(f"program {name!r}: per-policy only (one call grades the whole response)")
     if name == "official":
         factory: Any = OfficialPerPolicy if protocol == "per-policy" else OfficialPerRule
     else:
-        factory = _dspy_class(name, protocol)
+        factory = _dspy_classes()[(name, protocol)]
     try:
         return factory(**options)
     except TypeError:
@@ -86,16 +75,10 @@ def make_program(name: str, protocol: str = "per-policy", **options: Any) -> Gua
 
 def program_spec(program: GuardProgram) -> dict[str, str]:
     """``{"program": name, "protocol": protocol}``: the manifest fields ``load_program`` reads."""
-    from programs._per_policy import PerPolicyGuardCoT
-    from programs._per_rule import PerRuleGuardCoT
-    from programs._pku import PkuSeverityGuard, PkuSeverityGuardCoT
-
     if isinstance(program, OfficialPerPolicy | OfficialPerRule):
-        name = "official"
-    elif isinstance(program, PkuSeverityGuard):
-        name = "dspy-severity-cot" if isinstance(program, PkuSeverityGuardCoT) else "dspy-severity"
-    else:
-        name = "dspy-cot" if isinstance(program, PerPolicyGuardCoT | PerRuleGuardCoT) else "dspy"
+        return {"program": "official", "protocol": program.protocol}
+    names = {cls: name for (name, _), cls in _dspy_classes().items()}
+    name = next((names[cls] for cls in type(program).__mro__ if cls in names), "dspy")
     return {"program": name, "protocol": program.protocol}
 
 
@@ -172,11 +155,8 @@ def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
 def history_accounting(lm: Any) -> tuple[Usage, float | None, int]:
     """Tokens, USD and cache hits of the answers in ``lm.history`` (``None`` USD: unpriced).
 
-    Counted as the official path counts them: an answer DSPy replayed from its cache
-    has its tokens (from the replayed response) and the cost of the call that produced
-    it, like any other answer, and a call DSPy left unpriced (sp-dspy's HTTP engine) is
-    priced as that engine prices the official path's; the third figure says how many
-    were replayed.
+    Counted as the official path counts them: a replayed answer keeps its tokens and
+    cost, and a call DSPy left unpriced (sp-dspy's HTTP engine) is priced by that engine.
     """
     from sp_dspy.lm import answer_price, history_usage
 
@@ -214,18 +194,12 @@ async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
     with dspy.context(lm=case_lm):
         try:
             prediction = await program.acall(**inputs)
-        except dspy.AdapterParseError as exc:
-            prediction = exc
-        except lm_errors() as exc:
+        except (dspy.AdapterParseError, *lm_errors()) as exc:
             prediction = exc
     usage, cost, cache_hits = history_accounting(case_lm)
-    common: dict[str, Any] = {
-        "id": case.id,
-        "protocol": protocol,
-        "usage": usage,
-        "cost": cost,
-        "cache_hits": cache_hits,
-    }
+    common: dict[str, Any] = dict(
+        id=case.id, protocol=protocol, usage=usage, cost=cost, cache_hits=cache_hits
+    )
     if isinstance(prediction, dspy.AdapterParseError):
         refused = parse_policy_output(str(prediction.lm_response or ""), mode="robust").refused
         status: Status = "refused" if refused else "failed"
@@ -253,14 +227,10 @@ async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
 
 
 async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
-    """One per-rule judgment of ``case`` by a per-rule program.
-
-    The runner resumes per-rule runs judgment by judgment (a killed run must not send
-    a finished judgment again), so it needs this finer grain than ``run_case``.
-    """
+    """One per-rule judgment of ``case`` by a per-rule program (the runner resumes per judgment)."""
     import dspy
 
-    from programs._per_rule import PerRuleGuard
+    from programs._per_rule import PerRuleGuard, hand_up_usage
     from sp_dspy.protocol import framework_for
 
     if isinstance(program, OfficialPerRule):
@@ -270,10 +240,7 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
     target_lm = lm.copy()  # its own history: the cost of this judgment only
     with dspy.context(lm=target_lm):
         judgment, usage_data = await program._ajudge(target, framework_for(case), case.conversation)
-    parent = dspy.settings.usage_tracker
-    if parent is not None:  # hand the judgment's calls up, as a whole case's forward() does
-        for lm_name, entries in usage_data.items():
-            parent.usage_data[lm_name].extend(entries)
+    hand_up_usage(dspy.settings.usage_tracker, [usage_data])  # as a whole case's forward() does
     usage, cost, cache_hits = history_accounting(target_lm)
     return judgment.model_copy(
         update={"gt": target.gold, "usage": usage, "cost": cost, "cache_hits": cache_hits}

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from optimizers import load_settings
-from optimizers._copro import CoproSettings
+from optimizers import CoproSettings, load_settings
 from programs import rubric_targets
 from sp_dspy import ConfigError, DataError
 

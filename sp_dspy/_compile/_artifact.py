@@ -1,17 +1,7 @@
 """The compiled artifact: ``program.json``, ``manifest.json``, ``prompt.md``, ``splits.json``.
 
-``program.json`` is DSPy's JSON state (``Module.dump_state`` plus DSPy's own
-``metadata`` block, so ``program.load(path)`` reads it too), never a pickle, cut
-down to what a guard needs: no LM settings (a shared artifact must not point a
-user's keys at someone else's endpoint; ``programs.load_program`` drops them anyway)
-and demos restricted to the signature's fields (training labels such as rubric
-flags stay out). ``prompt.md`` is the same content for a person: each predictor's
-final instructions, a unified diff against the starting ones, changed output
-prefixes and the demonstrations.
-
-Files are written program first and manifest last, each atomically: a directory
-with a ``manifest.json`` is a complete artifact. :func:`claim_out` checks the
-directory before the compile's first LM call.
+``program.json`` is DSPy's JSON state without LM settings and with demos cut to the signature's
+fields. Files are written atomically, manifest last: with a manifest, an artifact is complete.
 """
 
 from __future__ import annotations
@@ -86,14 +76,9 @@ def _clip(value: Any) -> str:
 
 
 def _instructions_diff(before: str, after: str) -> str:
+    old, new = before.splitlines(), after.splitlines()
     lines = list(
-        difflib.unified_diff(
-            before.splitlines(),
-            after.splitlines(),
-            "starting instructions",
-            "compiled instructions",
-            lineterm="",
-        )
+        difflib.unified_diff(old, new, "starting instructions", "compiled instructions", lineterm="")
     )
     if lines:
         return _fence("\n".join(lines), "diff")
@@ -131,11 +116,8 @@ def prompt_markdown(program: Any, start: dict[str, Any], final: dict[str, Any], 
         before, after = start[name], final[name]
         lines += [f"## Predictor `{name}`", "", "### Instructions", ""]
         lines += [_fence(after["signature"]["instructions"]), ""]
-        lines += ["### Changes from the starting instructions", ""]
-        lines += [
-            _instructions_diff(before["signature"]["instructions"], after["signature"]["instructions"]),
-            "",
-        ]
+        diff = _instructions_diff(before["signature"]["instructions"], after["signature"]["instructions"])
+        lines += ["### Changes from the starting instructions", "", diff, ""]
         changed = _prefix_changes(names, before, after)
         if changed:
             lines += ["### Changed field prefixes", "", *changed, ""]
@@ -144,12 +126,7 @@ def prompt_markdown(program: Any, start: dict[str, Any], final: dict[str, Any], 
 
 
 def claim_out(out: Path, *, force: bool) -> None:
-    """Make ``out`` a writable directory for a new artifact, before any LM call.
-
-    Raises:
-        ConfigError: ``out`` already holds an artifact (its ``manifest.json``) and
-            ``force`` is not set, is not a directory, or cannot be created or written.
-    """
+    """Make ``out`` a writable directory for a new artifact; one already there needs ``force``."""
     if (out / MANIFEST_FILE).exists() and not force:
         raise ConfigError(
             f"--out {out}: already holds a compiled artifact ({MANIFEST_FILE}); "
@@ -211,16 +188,12 @@ def save_artifact(
     """Write ``program.json``, ``splits.json``, ``prompt.md`` and ``manifest.json``; return the manifest."""
     from sp_dspy._runner._manifest import git_commit, package_versions, redacted_argv
 
-    config, data, recipe = setup.config, setup.data, setup.recipe
-    out = config.out
-    chosen = selection.chosen
-    guard = setup.student.guard(chosen.state)
+    config, data, recipe, chosen = setup.config, setup.data, setup.recipe, selection.chosen
+    out, budget_limited = config.out, budget.exhausted
+    header = _header(setup, start, selection, budget_limited)
+    markdown = prompt_markdown(setup.student.guard(chosen.state), start.state, chosen.state, header)
     write_program(out / "program.json", chosen.state)
     data.split.save(out / SPLITS_FILE)
-    budget_limited = budget.exhausted
-    markdown = prompt_markdown(
-        guard, start.state, chosen.state, _header(setup, start, selection, budget_limited)
-    )
     (out / PROMPT_FILE).write_text(markdown, encoding="utf-8")
     assert start.dev is not None and chosen.dev is not None  # both scored by compile_guard
     manifest = CompileManifest(
@@ -241,11 +214,7 @@ def save_artifact(
             **{role: cfg.temperature for role, cfg in setup.configs.items()},
             "optimizer": recipe.sampling_note,
         },
-        dataset={
-            "source": data.dataset_source,
-            "hash": data.dataset_hash,
-            "benchmark": data.benchmark,
-        },
+        dataset={"source": data.dataset_source, "hash": data.dataset_hash, "benchmark": data.benchmark},
         split=SplitRecord(
             source=data.split_source,
             seed=data.split.seed,
@@ -270,11 +239,7 @@ def save_artifact(
         ),
         usage=_usage(budget),
         budget=BudgetRecord(
-            max_calls=config.caps.max_calls,
-            max_tokens=config.caps.max_tokens,
-            max_usd=config.caps.max_usd,
-            refusals=budget.refusals,
-            refused_by=budget.refused_by,
+            **config.caps.model_dump(), refusals=budget.refusals, refused_by=budget.refused_by
         ),
         budget_limited=budget_limited,
         started_at=started.isoformat(),

@@ -1,52 +1,14 @@
 """What a compile may spend and what it will spend: caps, budget, budgeted LM, plan.
 
-**Caps.** Every LM call asks first; none is made past a cap. Optimizers make their LM
-calls deep inside DSPy (threads, adapters, retries of parsing), so the caps cannot be
-checked around the optimizer; they are checked in the LM itself. :func:`budgeted`
-turns a ``dspy.LM`` into a ``BudgetedLM`` (same object state, a subclass that
-overrides ``__call__``/``acall``) whose every call first *reserves* its share of the
-:class:`Budget`, under a lock, and raises :class:`BudgetExceeded` instead of calling
-when the reservation would cross a cap. Copies of the LM (DSPy copies LMs to change
-temperature or history) share the one :class:`Budget`.
-
-What counts: every call the compile issues, answered from the response cache or
-not, so a capped compile is deterministic and its rerun is a pure cache replay (a
-larger cap then continues from the cache). ``n`` completions count as ``n`` calls.
-Tokens and dollars are reserved from an estimate (prompt characters / 4, plus a
-typical completion) and settled with the reported usage and cost; a call starts only
-if the spend so far plus its estimate fits, so the last call can overrun the token
-or dollar cap by no more than its completion exceeding the estimate. Retries of a
-transient network error happen inside one call and are part of it. With calls in
-parallel, which call meets the cap first can vary between runs. A call that raises
-still counts; a failure of the LM itself (server, network, rate limit after DSPy's
-retries, auth) is also recorded, and after ``Budget.max_lm_errors`` of them every
-further call is refused, so a dead endpoint stops a compile in seconds instead of
-scoring every candidate 0. The call's usage and cost are read from the history entry
-DSPy records for it, captured on the calling context (threads and event loops each
-see their own), so concurrent calls never settle each other's numbers.
-
-Once the optimizer's LMs meet a refusal, the optimizer is stopped
-(:class:`OptimizerStopped`) rather than left to run on with every call refused.
-
-A phase can hold part of the caps back (``hold_back``) so that the dev evaluation
-after the optimizer still has budget when the optimizer spent its share.
-
-**Plan.** What a compile will cost is worked out before any call, for ``--dry-run``
-and for the dev reserve. Calls come from the recipe's projection (program runs and
-helper calls, read off each optimizer's source) plus the dev evaluations the compile
-adds: the starting program once and each final candidate once. Tokens are estimated
-from the real prompts: the student's adapter formats every train/dev example (no LM
-involved) and characters / 4 stand in for tokens; demos an optimizer may add count as
-extra examples in the prompt. Completions are a typical length per program kind,
-capped by the LM's ``max_tokens``. Helper calls (instruction proposals, reflections)
-are rougher: three task prompts' worth of context plus a fixed preamble. Dollars come
-from the price map DSPy itself prices calls with (LiteLLM's, bundled with DSPy); a
-model it does not know is reported unpriced.
+Optimizers call LMs deep inside DSPy, so caps are enforced in the LM (:func:`budgeted`): each
+call reserves its estimated share under a lock, is refused past a cap, and settles what it used.
+Every call counts, cached or not, so a capped compile is deterministic and its rerun a replay.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -68,6 +30,7 @@ PROMPT_SAMPLE = 200
 # Failures that belong to one input (too long, rejected by a content filter, unreadable),
 # not to the LM: they leave that example unanswered and do not count towards stopping.
 PER_EXAMPLE_ERRORS = frozenset({"context_length", "bad_request", "parse"})
+CAP_NAMES = ("max_calls", "max_tokens", "max_usd")  # the order caps are checked in
 
 
 class BudgetExceeded(Exception):
@@ -77,23 +40,14 @@ class BudgetExceeded(Exception):
 class OptimizerStopped(BaseException):
     """Unwinds the optimizer once the budget refused one of its calls.
 
-    A ``BaseException`` on purpose: DSPy's evaluators and optimizers catch
-    ``Exception`` per example and go on, so a refused call raised as an ``Exception``
-    would be logged (with its whole example) and followed by every remaining call
-    being refused in turn. This one passes through their handlers (and through
-    worker threads, whose futures re-raise it) up to the compile, which then
-    scores the candidates found so far. Raised only by the optimizer's LMs
-    (``budgeted(..., stops_optimizer=True)``); the compile's own dev evaluations
-    get ``BudgetExceeded`` per case.
+    A ``BaseException`` because DSPy's evaluators and optimizers catch ``Exception`` per
+    example and go on, logging each refusal; this one passes their handlers (and worker
+    threads) up to the compile, which then scores the candidates found so far.
     """
 
 
 class LMFailing(BudgetExceeded):
-    """A call was refused because the LM kept failing (``Budget.max_lm_errors`` errors).
-
-    A subclass of ``BudgetExceeded`` so every place that stops cleanly on a cap also
-    stops on it; the compile then reports the failure instead of saving a program.
-    """
+    """A call was refused because the LM kept failing (``Budget.max_lm_errors`` errors)."""
 
 
 class BudgetCaps(BaseModel):
@@ -127,12 +81,8 @@ class Tally:
         return self.prompt_tokens + self.completion_tokens
 
     def add(self, other: Tally) -> None:
-        self.calls += other.calls
-        self.cache_hits += other.cache_hits
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.usd += other.usd
-        self.usd_paid += other.usd_paid
+        for name in ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "usd", "usd_paid"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.priced = self.priced or other.priced
 
     def as_dict(self) -> dict[str, Any]:
@@ -221,41 +171,31 @@ class Budget:
         ``optimizer_stopped`` so that every later optimizer call does too.
         """
         try:
-            return self._reserve(role, calls, prompt_tokens, tokens, usd, optimizer)
+            with self._lock:
+                if optimizer and self.optimizer_stopped:
+                    raise BudgetExceeded(f"the optimizer was stopped: {role} LM call refused")
+                if self.failing:
+                    self.optimizer_stopped = self.optimizer_stopped or optimizer
+                    raise LMFailing(f"{self.lm_errors} failed LM calls: {role} LM call refused")
+                spent, reserved = self._total(), self._reserved
+                after = (
+                    spent.calls + reserved[0] + calls,
+                    spent.tokens + reserved[1] + tokens,
+                    spent.usd + reserved[2] + usd,
+                )
+                for cap, total, held in zip(CAP_NAMES, after, self._held, strict=True):
+                    limit = getattr(self.caps, cap)
+                    if limit is not None and total > limit - held:
+                        self.optimizer_stopped = self.optimizer_stopped or optimizer
+                        self.refusals += 1
+                        self.refused_by = self.refused_by or cap
+                        raise BudgetExceeded(f"{cap} reached: {role} LM call refused")
+                self._reserved = (reserved[0] + calls, reserved[1] + tokens, reserved[2] + usd)
+                return Ticket(role, calls, tokens, usd, prompt_tokens)
         except BudgetExceeded as exc:
             if not optimizer:
                 raise
             raise OptimizerStopped(str(exc)) from exc
-
-    def _reserve(
-        self, role: str, calls: int, prompt_tokens: int, tokens: int, usd: float, optimizer: bool
-    ) -> Ticket:
-        with self._lock:
-            if optimizer and self.optimizer_stopped:
-                raise BudgetExceeded(f"the optimizer was stopped: {role} LM call refused")
-            if self.lm_errors >= self.max_lm_errors:
-                self.optimizer_stopped = self.optimizer_stopped or optimizer
-                raise LMFailing(f"{self.lm_errors} failed LM calls: {role} LM call refused")
-            spent = self._total()
-            held_calls, held_tokens, held_usd = self._held
-            res_calls, res_tokens, res_usd = self._reserved
-            caps = self.caps
-            crossed = None
-            if caps.max_calls is not None and spent.calls + res_calls + calls > caps.max_calls - held_calls:
-                crossed = "max_calls"
-            elif caps.max_tokens is not None and (
-                spent.tokens + res_tokens + tokens > caps.max_tokens - held_tokens
-            ):
-                crossed = "max_tokens"
-            elif caps.max_usd is not None and spent.usd + res_usd + usd > caps.max_usd - held_usd:
-                crossed = "max_usd"
-            if crossed is not None:
-                self.optimizer_stopped = self.optimizer_stopped or optimizer
-                self.refusals += 1
-                self.refused_by = self.refused_by or crossed
-                raise BudgetExceeded(f"{crossed} reached: {role} LM call refused")
-            self._reserved = (res_calls + calls, res_tokens + tokens, res_usd + usd)
-            return Ticket(role, calls, tokens, usd, prompt_tokens)
 
     def settle(self, ticket: Ticket, spent: Tally) -> None:
         """Replace a reservation with what the call actually cost."""
@@ -266,12 +206,7 @@ class Budget:
             self._lock.notify_all()
 
     def wait_idle(self) -> None:
-        """Wait until every call in flight has settled.
-
-        A stopped optimizer's worker threads may still be finishing calls they
-        started before the stop; the compile waits for them so that what it records
-        (and the next phase's share of the caps) counts them.
-        """
+        """Wait until every call in flight (a stopped optimizer's lingering threads) has settled."""
         with self._lock:
             self._lock.wait_for(lambda: self._reserved[0] == 0)
 
@@ -334,11 +269,8 @@ def budgeted_class() -> type[Any]:
         """Wraps ``inner`` (any ``dspy.LM``): reserve, call it, settle what the call used.
 
         Each call runs on a fresh ``inner.copy()`` (shared engine and cache, its own
-        history), so the history entry of *this* call is known even when threads share
-        the wrapper; the entry is added to the wrapper's history too. Adapters read the
-        wrapper's ``model``, ``kwargs`` and capabilities, which are the inner LM's. A copy
-        of the wrapper with other settings (DSPy's ``lm.copy(rollout_id=..., temperature=1.0)``
-        for SIMBA's and ``BestOfN``'s samples) calls with those settings.
+        history) with the wrapper's settings, so a copy of the wrapper with other settings
+        (``lm.copy(rollout_id=..., temperature=1.0)`` in SIMBA) calls with those.
         """
 
         def __init__(
@@ -354,32 +286,6 @@ def budgeted_class() -> type[Any]:
             self.role = role
             self.pricing = pricing
             self.stops_optimizer = stops_optimizer
-
-        @property
-        def supports_function_calling(self) -> bool:
-            return bool(self.inner.supports_function_calling)
-
-        @property
-        def supports_reasoning(self) -> bool:
-            return bool(self.inner.supports_reasoning)
-
-        @property
-        def supports_response_schema(self) -> bool:
-            return bool(self.inner.supports_response_schema)
-
-        @property
-        def supported_params(self) -> set[str]:
-            return set(self.inner.supported_params)
-
-        def _reserve(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Ticket:
-            n = kwargs.get("n") or self.kwargs.get("n") or 1
-            prompt_tokens = estimate_tokens(_message_text(prompt, messages))
-            guess = self.pricing.completion_guess
-            tokens = n * (prompt_tokens + guess)
-            usd = n * self.pricing.usd(prompt_tokens, guess)
-            return self.budget.reserve(
-                self.role, int(n), prompt_tokens * n, tokens, usd, optimizer=self.stops_optimizer
-            )
 
         def _settle(self, ticket: Ticket, entries: list[dict[str, Any]]) -> None:
             from sp_dspy._lm import TokenUsage, history_usage
@@ -406,40 +312,41 @@ def budgeted_class() -> type[Any]:
             self.budget.settle(ticket, spent)
             self.history.extend(entries)
 
-        def _failed(self, exc: Exception) -> None:
-            from sp_dspy._lm import classify_error
-
-            if classify_error(exc) not in PER_EXAMPLE_ERRORS:
-                self.budget.record_error(self.role, _one_line(exc))
-
-        def _fresh_call(self) -> Any:
-            """A fresh copy of the inner LM carrying this wrapper's request settings."""
+        @contextmanager
+        def _charged(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Iterator[Any]:
+            """A fresh copy of the inner LM to call, its call reserved before and settled after."""
+            n = int(kwargs.get("n") or self.kwargs.get("n") or 1)
+            prompt_tokens = estimate_tokens(_message_text(prompt, messages))
+            guess = self.pricing.completion_guess
+            tokens, usd = n * (prompt_tokens + guess), n * self.pricing.usd(prompt_tokens, guess)
+            ticket = self.budget.reserve(
+                self.role, n, prompt_tokens * n, tokens, usd, optimizer=self.stops_optimizer
+            )
             call = self.inner.copy()
             call.kwargs = dict(self.kwargs)
-            return call
+            try:
+                yield call
+            except Exception as exc:
+                from sp_dspy._lm import classify_error
+
+                if classify_error(exc) not in PER_EXAMPLE_ERRORS:
+                    self.budget.record_error(self.role, _one_line(exc))
+                raise
+            finally:
+                self._settle(ticket, call.history)
 
         def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-            ticket = self._reserve(prompt, messages, kwargs)
-            call = self._fresh_call()
-            try:
+            with self._charged(prompt, messages, kwargs) as call:
                 return call(prompt, messages=messages, **kwargs)
-            except Exception as exc:
-                self._failed(exc)
-                raise
-            finally:
-                self._settle(ticket, call.history)
 
         async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-            ticket = self._reserve(prompt, messages, kwargs)
-            call = self._fresh_call()
-            try:
+            with self._charged(prompt, messages, kwargs) as call:
                 return await call.acall(prompt, messages=messages, **kwargs)
-            except Exception as exc:
-                self._failed(exc)
-                raise
-            finally:
-                self._settle(ticket, call.history)
 
+    # Adapters read the LM's capabilities: the inner LM's (``BaseLM`` properties, so set here).
+    for name in ("function_calling", "reasoning", "response_schema"):
+        setattr(BudgetedLM, f"supports_{name}", property(operator.attrgetter(f"inner.supports_{name}")))
+    BudgetedLM.supported_params = property(operator.attrgetter("inner.supported_params"))
     return BudgetedLM
 
 
@@ -448,10 +355,8 @@ def budgeted(
 ) -> Any:
     """``lm`` wrapped so that its calls are charged to ``budget`` under ``role``.
 
-    With ``stops_optimizer`` (the LMs handed to an optimizer) a refused call raises
-    :class:`OptimizerStopped`, which ends the optimizer run, and so does every later
-    call once ``budget.optimizer_stopped`` is set; otherwise it raises
-    :class:`BudgetExceeded`. A failed call (an error after it was sent) still counts.
+    A refused call raises :class:`BudgetExceeded`, or with ``stops_optimizer`` (the LMs
+    handed to an optimizer) :class:`OptimizerStopped`, as does every later call then.
     """
     return budgeted_class()(lm, budget, role, pricing or Pricing(), stops_optimizer=stops_optimizer)
 
@@ -491,17 +396,11 @@ class CompilePlan(BaseModel):
 
 
 def _sum(estimates: Iterable[RoleEstimate]) -> RoleEstimate:
-    total = RoleEstimate(usd=None)
-    for estimate in estimates:
-        total = total.plus(estimate)
-    return total
+    return functools.reduce(RoleEstimate.plus, estimates, RoleEstimate())
 
 
 def pricing_for(config: LMConfig, completion_guess: int) -> Pricing:
-    """USD per token from the price map DSPy prices calls with (LiteLLM's, bundled).
-
-    Unpriced for fakes and for models the map does not know (self-hosted ones).
-    """
+    """USD per token from the price map DSPy prices calls with; unpriced for fakes and unknown models."""
     if config.is_fake or not config.provider:
         return Pricing(completion_guess=completion_guess)
     from sp_dspy._lm import import_dspy
@@ -560,28 +459,23 @@ def build_plan(
     train_examples: Sequence[Any],
     dev_examples: Sequence[Any],
     task: Pricing,
-    helper: tuple[str, LMConfig, Pricing] | None,
+    helper: tuple[str, Pricing] | None,
     top_k: int,
 ) -> CompilePlan:
     """The projected calls, tokens and dollars of every phase of one compile."""
-    task_pricing = task
-    completion = task_pricing.completion_guess
+    completion = task.completion_guess
     train_prompt = mean_prompt_tokens(student, train_examples)
     dev_prompt = mean_prompt_tokens(student, dev_examples)
     projection = recipe.projection(settings, len(train_examples), len(dev_examples))
     slots = 1 + demo_slots(settings)
     phases: dict[str, dict[str, RoleEstimate]] = {
-        "dev_before": {"task": estimate(len(dev_examples), dev_prompt, completion, task_pricing)},
-        "optimize": {
-            "task": estimate(projection.program_calls, train_prompt * slots, completion, task_pricing)
-        },
-        "dev_after": {
-            "task": estimate(top_k * len(dev_examples), dev_prompt * slots, completion, task_pricing)
-        },
+        "dev_before": {"task": estimate(len(dev_examples), dev_prompt, completion, task)},
+        "optimize": {"task": estimate(projection.program_calls, train_prompt * slots, completion, task)},
+        "dev_after": {"task": estimate(top_k * len(dev_examples), dev_prompt * slots, completion, task)},
     }
-    priced = {"task": task_pricing.known}
+    priced = {"task": task.known}
     if helper is not None and projection.helper_calls:
-        role, _, helper_pricing = helper
+        role, helper_pricing = helper
         helper_prompt = HELPER_CONTEXT_PROMPTS * train_prompt + HELPER_PREAMBLE
         phases["optimize"][role] = estimate(
             projection.helper_calls, helper_prompt, HELPER_COMPLETION, helper_pricing

@@ -1,27 +1,7 @@
 """What a compile learns from: the train and dev cases (never test) and the student program.
 
-The cases a compile may see are train and dev of a conversation-grouped split. The
-dataset file is loaded whole (there is no other way to read it), but from then on
-only train and dev cases exist for the compile: the test cases are dropped right
-here, no program, LM or fake gold book ever receives them, and what is recorded of
-them is their count and a hash of their sorted ids (enough to check later that an
-evaluation used the same test split, nothing that could leak it).
-
-The student (:func:`build_student`) is what the optimizer compiles for each
-protocol, and :meth:`Student.guard` turns a compiled state into a guard again.
-
-Per-policy: the guard itself (one predictor, one call per case), on case examples
-with the case score.
-
-Per-rule: only the judge. Target building and aggregation are fixed by the
-protocol, so optimizing the whole ``PerRuleGuard`` on case examples would spend
-15-20 judge calls per example to learn about one predictor, and bootstrapped demos
-would mix judgments of different rules. Instead the judge is wrapped in a
-one-predictor ``JudgeProgram`` whose attribute is also called ``judge``: its state
-keys (``judge``, or ``judge.predict`` with chain of thought) are exactly those of
-``PerRuleGuard``, so a compiled judge's state loads into a fresh guard as it is.
-It trains on single judgments (``target_examples`` plus interaction labels) with the
-judgment score; the compile still scores and selects whole guards on dev cases.
+Test cases are dropped on loading; only their count and an id hash are recorded. The per-rule
+student is the judge alone, wrapped so its state keys are exactly ``PerRuleGuard``'s.
 """
 
 from __future__ import annotations
@@ -74,11 +54,9 @@ def load_compile_data(
     ratios: tuple[float, float, float] = DEFAULT_RATIOS,
     lenient: bool = False,
 ) -> CompileData:
-    """Load the dataset and the split (``splits`` file, else the default split made with ``seed``).
+    """Load the dataset and the split (``splits`` file, else one made with ``seed``).
 
-    Raises:
-        DataError: overlapping parts (by case or by conversation), split ids missing
-            from the dataset, or an empty train or dev part.
+    Raises ``DataError`` for overlapping parts, split ids not in the dataset, or an empty part.
     """
     loaded: Benchmark = load_benchmark(dataset, lenient=lenient, benchmark=benchmark)
     if splits is not None:
@@ -104,14 +82,9 @@ def load_compile_data(
             )
         parts[name] = [by_id[case_id] for case_id in ids]
     return CompileData(
-        train=parts["train"],
-        dev=parts["dev"],
-        split=split,
-        split_source=source,
-        dataset_source=loaded.source,
-        dataset_hash=loaded.content_hash,
-        benchmark=loaded.benchmark,
-    )
+        **parts, split=split, split_source=source, dataset_source=loaded.source,
+        dataset_hash=loaded.content_hash, benchmark=loaded.benchmark,
+    )  # fmt: skip
 
 
 @functools.cache
@@ -157,30 +130,19 @@ class Student:
 
 
 def build_student(protocol: str, cot: bool, train: Sequence[Case], dev: Sequence[Case]) -> Student:
-    """The student of ``protocol`` (``dspy-cot`` programs when ``cot``) with its examples."""
-    from optimizers import (
-        case_metric,
-        judgment_examples,
-        judgment_feedback,
-        judgment_metric,
-        policy_examples,
-        policy_feedback,
-    )
+    """The student of ``protocol`` (``dspy-cot`` programs when ``cot``) with its examples.
+
+    Per-rule, only the judge trains, on single judgments; the compile still selects whole guards.
+    """
+    import optimizers
     from programs import make_program
 
     name = "dspy-cot" if cot else "dspy"
     guard: Any = make_program(name, protocol)
     if protocol == "per-policy":
-        return Student(
-            name, protocol, guard, policy_examples(train), policy_examples(dev), case_metric, policy_feedback
-        )
-    module = judge_program_class()(guard.judge)
-    return Student(
-        name,
-        protocol,
-        module,
-        judgment_examples(train),
-        judgment_examples(dev),
-        judgment_metric,
-        judgment_feedback,
-    )
+        module, examples = guard, optimizers.policy_examples
+        metric, feedback = optimizers.case_metric, optimizers.policy_feedback
+    else:
+        module, examples = judge_program_class()(guard.judge), optimizers.judgment_examples
+        metric, feedback = optimizers.judgment_metric, optimizers.judgment_feedback
+    return Student(name, protocol, module, examples(train), examples(dev), metric, feedback)

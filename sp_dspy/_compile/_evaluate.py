@@ -1,30 +1,7 @@
 """Scoring candidates: on dev as ``sp-dspy eval`` would, and as the optimizer tries them.
 
-A guard is scored on the dev cases exactly as ``sp-dspy eval`` would, excluded
-cases as wrong. Each dev case goes through ``programs.run_case`` (the runner's own
-path: adapter parse failures become ``failed``, refusals ``refused``, LM errors
-``error``) and is scored with the official case outcome. The selection score is the
-mean case score of ``optimizers.case_score`` over *all* dev cases with excluded ones
-at 0, i.e. the unrounded ``rmr_avg_strict``; the official cells are reported next to
-it. The 95% interval is a percentile bootstrap over dev cases of that same mean.
-
-A case whose calls the budget refused is not run and counts as excluded; the
-evaluation is then marked incomplete and is not used to pick a winner.
-
-The recorder (:func:`make_recorder`) keeps which candidate programs an optimizer
-tried and how they scored on its own metric, whatever the optimizer. DSPy
-optimizers keep their candidates in local variables: when a budget cap stops one
-mid-run, its best program so far is lost with its stack. The recorder watches from
-outside instead. As a DSPy callback it sees every call of a student-type module and
-snapshots that candidate's state (instructions and demos, keyed by a hash); wrapped
-around the metric it attributes each score to the candidate whose prediction is
-being scored. The compile then knows the best candidates found so far, for every
-optimizer alike, and can still select on dev after a stop.
-
-Predictions are matched to candidates by object identity: DSPy hands the metric the
-very ``Prediction`` the module returned (``Evaluate``, ``SIMBA``'s runner, GEPA's
-adapter all do; with trace capture the module returns ``(prediction, trace)`` and
-the metric gets the first item). A score the recorder cannot attribute is simply not recorded.
+The dev score is the unrounded ``rmr_avg_strict`` (excluded and budget-refused cases at 0). The
+recorder keeps the candidates an optimizer tried, which DSPy keeps in locals a budget stop loses.
 """
 
 from __future__ import annotations
@@ -82,16 +59,12 @@ def evaluate_on_dev(
     from sp_dspy._metrics import PolicyRecord, case_outcomes, compute_cell
 
     outputs = asyncio.run(_outputs(program, cases, lm, concurrency))
-    records = {}
-    for case, output in zip(cases, outputs, strict=True):
-        if output is not None:
-            records[case.id] = PolicyRecord(
-                id=case.id,
-                violated_rules=output.violated_rules,
-                refused=output.refused,
-                parse_failed=output.parse_failed,
-                error=output.error,
-            )
+    fields = {"id", "violated_rules", "refused", "parse_failed", "error"}
+    records = {
+        case.id: PolicyRecord(**output.model_dump(include=fields))
+        for case, output in zip(cases, outputs, strict=True)
+        if output is not None
+    }
     outcomes = case_outcomes(cases, records)
     scores = [0.0 if outcome.excluded else case_score(outcome.gt, outcome.pred) for outcome in outcomes]
     cell = compute_cell(outcomes)
@@ -101,10 +74,7 @@ def evaluate_on_dev(
         n=len(cases),
         excluded=sum(outcome.excluded for outcome in outcomes),
         complete=all(output is not None for output in outputs),
-        rmr_avg_strict=cell["rmr_avg_strict"],
-        rmr_avg=cell["rmr_avg"],
-        rmr_exact=cell["rmr_exact"],
-        rdr=cell["rdr"],
+        **{metric: cell[metric] for metric in ("rmr_avg_strict", "rmr_avg", "rmr_exact", "rdr")},
     )
 
 
@@ -115,11 +85,7 @@ def state_key(state: dict[str, Any]) -> str:
 
 
 def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, Any]]) -> Any:
-    """A ``CandidateRecorder`` for modules of exactly ``student_type``.
-
-    ``snapshot(module)`` returns the state to remember (the compile passes its
-    sanitising ``dump_state``), so recorded candidates are what would be saved.
-    """
+    """A ``CandidateRecorder`` for modules of exactly ``student_type``, keeping ``snapshot(module)``."""
     from dspy.utils.callback import BaseCallback
 
     class CandidateRecorder(BaseCallback):
@@ -155,7 +121,10 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
                     self._predictions[id(outputs)] = (outputs, key)
 
         def metric(self, metric: Callable[..., Any]) -> Callable[..., Any]:
-            """``metric`` that also records its score against the scored prediction's candidate."""
+            """``metric`` that also records its score against the scored prediction's candidate.
+
+            DSPy hands the metric the very ``Prediction`` the module returned, so identity matches them.
+            """
 
             @functools.wraps(metric)
             def recorded(example: Any, prediction: Any, *args: Any, **kwargs: Any) -> Any:
@@ -173,9 +142,8 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
         def ranked(self, prior_weight: float = 2.0) -> list[str]:
             """Candidate keys, best first, by mean score shrunk towards the overall mean.
 
-            Shrinking keeps a candidate that was lucky on two examples from outranking
-            one that scored well on twenty (minibatch optimizers score candidates on
-            different subsets). Ties keep discovery order.
+            Shrinking keeps a candidate lucky on two examples from outranking one that
+            scored well on twenty (minibatches differ). Ties keep discovery order.
             """
             with self._lock:
                 scored = {key: list(values.values()) for key, values in self.scores.items() if values}
@@ -197,9 +165,5 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
             with self._lock:
                 means = [sum(v.values()) / len(v) for v in self.scores.values() if v]
             return round(100 * max(means), 2) if means else None
-
-        def coverage(self, key: str) -> int:
-            with self._lock:
-                return len(self.scores.get(key, {}))
 
     return CandidateRecorder()

@@ -1,22 +1,7 @@
 """``compile_guard``: data, plan, the optimizer under caps, selection on dev, the artifact.
 
-Phases, all charged to one :class:`Budget`:
-
-1. score the starting program on dev;
-2. run the optimizer on train (dev as its validation set where it takes one), with
-   a :class:`CandidateRecorder` watching every candidate it tries;
-3. score the final candidates on dev and keep the best one if it beats the
-   starting program by the score that counts excluded cases as wrong; otherwise
-   (a tie included) keep the starting program.
-
-Phases 1 and 2 run with the projected cost of phase 3 held back, so a compile whose
-optimizer hits a cap still scores its best candidates and saves the winner, marked
-``budget_limited``; the optimizer stops at its first refused call
-(:class:`OptimizerStopped`) instead of running on with every call refused. A
-failure that is not the budget (an LM that keeps erroring) stops the compile with
-a one-line error; rerunning the same command replays every finished call from the
-response cache. The libraries' logs go to ``compile.log`` in the artifact
-directory; a :class:`CompileStatus` carries the progress to a display.
+The starting program and the optimizer run with the final dev scoring held back, so a compile
+stopped by a cap still selects and saves; a failing LM stops it, and a rerun replays the cache.
 """
 
 from __future__ import annotations
@@ -64,17 +49,6 @@ class CompileError(SpDspyError):
     """The optimizer failed for a reason other than the budget (exit 2, like any error)."""
 
 
-def _role_configs(
-    recipe: Any, task: LMConfig, prompt: LMConfig | None, reflection: LMConfig | None
-) -> dict[str, LMConfig]:
-    configs = {"task": task}
-    if recipe.helper == "prompt":
-        configs["prompt"] = prompt or task
-    elif recipe.helper == "reflection":
-        configs["reflection"] = reflection or prompt or task
-    return configs
-
-
 def prepare(
     config: CompileConfig, task: LMConfig, prompt: LMConfig | None = None, reflection: LMConfig | None = None
 ) -> CompileSetup:
@@ -97,14 +71,13 @@ def prepare(
         )
     student = build_student(config.protocol, config.cot, data.train, data.dev)
     settings = recipe.fit(settings, len(student.train), len(student.dev))
-    configs = _role_configs(recipe, task, prompt, reflection)
-    pricing = {
-        role: pricing_for(
-            cfg,
-            completion_guess(config.protocol, config.cot, cfg) if role == "task" else HELPER_COMPLETION,
-        )
-        for role, cfg in configs.items()
-    }
+    configs = {"task": task}
+    if recipe.helper == "prompt":
+        configs["prompt"] = prompt or task
+    elif recipe.helper == "reflection":
+        configs["reflection"] = reflection or prompt or task
+    guesses = {"task": completion_guess(config.protocol, config.cot, task)}
+    pricing = {role: pricing_for(cfg, guesses.get(role, HELPER_COMPLETION)) for role, cfg in configs.items()}
     if config.caps.max_usd is not None:
         unpriced = [f"the {role} LM {cfg.model}" for role, cfg in configs.items() if not pricing[role].known]
         if unpriced:
@@ -112,9 +85,7 @@ def prepare(
                 f"--max-usd: no price for {' or '.join(unpriced)} in the price map DSPy uses; "
                 "cap --max-calls or --max-total-tokens instead"
             )
-    helper = next(
-        ((role, configs[role], pricing[role]) for role in ("prompt", "reflection") if role in configs), None
-    )
+    helper = (recipe.helper, pricing[recipe.helper]) if recipe.helper else None
     plan = build_plan(
         recipe=recipe, settings=settings, student=student.module, train_examples=student.train,
         dev_examples=student.dev, task=pricing["task"], helper=helper, top_k=config.top_k,
@@ -131,8 +102,7 @@ def prepare(
 def _lms(setup: CompileSetup, budget: Budget, prebuilt: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
     """``(the task LM of the dev evaluations, the optimizer's LMs by role)``, all budgeted.
 
-    The optimizer gets its own copies, which stop it at the first refused call
-    (:class:`OptimizerStopped`); the dev evaluations' LM refuses case by case.
+    The optimizer's LMs stop it at the first refused call; the dev LM refuses case by case.
     """
     from sp_dspy._lm import make_lm
     from sp_dspy._runner._fake_gold import teach_fake
@@ -148,17 +118,10 @@ def _lms(setup: CompileSetup, budget: Budget, prebuilt: dict[str, Any] | None) -
     return dev_lm, optimizer_lms
 
 
-def _seed(seed: int) -> None:
-    """Seed the global generators too: some DSPy code paths draw from them."""
-    import numpy as np
-
-    random.seed(seed)
-    np.random.seed(seed)
-
-
 def _optimize(setup: CompileSetup, lms: dict[str, Any], budget: Budget, recorder: Any) -> Any | None:
     """Run the recipe; its program, or None when the budget stopped it."""
     import dspy
+    import numpy as np
 
     from optimizers import CompileJob
 
@@ -170,7 +133,8 @@ def _optimize(setup: CompileSetup, lms: dict[str, Any], budget: Budget, recorder
         task_lm=lms["task"], prompt_lm=lms.get("prompt", lms["task"]),
         reflection_lm=lms.get("reflection", lms["task"]), seed=setup.config.seed,
     )  # fmt: skip
-    _seed(setup.config.seed)
+    random.seed(setup.config.seed)  # some DSPy code paths draw from the global generators
+    np.random.seed(setup.config.seed)
     # Unparseable answers raise inside DSPy and count as errors there; here they score 0
     # like any excluded case, so DSPy must not give up after its default 10 errors.
     with dspy.context(lm=lms["task"], callbacks=[recorder], max_errors=NO_ERROR_LIMIT):
@@ -227,16 +191,10 @@ def _contenders(setup: CompileSetup, program: Any | None, recorder: Any, start_k
 
 @contextlib.contextmanager
 def library_log(path: Path) -> Iterator[None]:
-    """Route the libraries' logs and the process's stdout/stderr to ``path`` (overwritten).
+    """Route the libraries' logs, stdout/stderr and a stopping traceback to ``path`` (overwritten).
 
-    Optimizers log every refused or failed call with its whole example, print
-    progress bars and trial counters, and GEPA prints tracebacks; none of it belongs
-    on the terminal of a user who asked for a compile. While this is active, the
-    loggers of those libraries write only to ``path`` (``compile.log`` in the
-    artifact directory), and so does anything written to ``sys.stdout`` /
-    ``sys.stderr`` (progress bars, ``print`` calls, warnings), and the traceback of
-    whatever stopped the compile. Opening the file is also the check that the
-    artifact directory is writable, made before the first LM call.
+    None of the optimizers' progress bars and logged refusals belong on the user's terminal.
+    Opening the file also checks, before the first LM call, that the directory is writable.
     """
     try:
         handler = logging.FileHandler(path, mode="w", encoding="utf-8")
@@ -278,9 +236,8 @@ ORIGIN_WORDS = {
 def _select(contenders: list[Contender], start: Contender) -> Selection:
     """The best contender when it beats the starting program on dev, else the start.
 
-    Only complete dev evaluations compare; ties keep the start (a candidate must be
-    *better* to replace the program a user wrote), and among candidates the earlier
-    one (the optimizer's own pick) wins a tie.
+    Only complete dev evaluations compare; ties keep the start, and among candidates
+    the earlier one (the optimizer's own pick).
     """
     if start.dev is None or not start.dev.complete:
         return Selection(
@@ -294,11 +251,7 @@ def _select(contenders: list[Contender], start: Contender) -> Selection:
         if not contenders:
             reason = "the optimizer tried no program other than the starting one"
         return Selection(start, f"kept the starting program: {reason}")
-    best = pool[0]
-    for contender in pool[1:]:
-        assert contender.dev is not None and best.dev is not None
-        if contender.dev.score > best.dev.score:
-            best = contender
+    best = max(pool, key=lambda contender: contender.dev.score if contender.dev else 0.0)
     assert best.dev is not None
     start_score, best_score = start.dev.score, best.dev.score
     if best_score > start_score:
@@ -327,14 +280,10 @@ def compile_guard(
     """Compile a guard program as ``config`` says and write the artifact to ``config.out``.
 
     ``lms`` may hold ready ``dspy.LM`` objects by role (``task``, ``prompt``,
-    ``reflection``) instead of building them from the configs (tests use it to
-    script a fake prompt LM); they are still budgeted and recorded by their configs.
-    ``status``, when given, is kept up to date for a progress display. Before the
-    first LM call ``config.out`` is checked: an existing artifact there is refused
-    unless ``config.force``, and the directory must be writable. The libraries' logs
-    and printed output go to ``compile.log`` there, not to the terminal.
-    With ``config.dry_run`` nothing is built, written or called: the outcome holds
-    the plan only.
+    ``reflection``) instead of building them from the configs (still budgeted and
+    recorded by their configs). ``status`` is kept up to date for a progress display.
+    An existing artifact in ``config.out`` is refused unless ``config.force``. With
+    ``config.dry_run`` nothing is built, written or called: the outcome holds the plan.
     """
     started, clock = datetime.now(UTC), time.monotonic()
     setup = prepare(config, task, prompt, reflection)
@@ -359,8 +308,7 @@ def compile_guard(
         with budget.hold_back(reserve.calls, reserve.tokens, reserve.usd or 0.0):
             status.enter("scoring the starting program on dev")
             start.dev = score(start.state)
-            if start.dev.complete:
-                status.scored(start.dev.score, start=True)
+            status.scored(start.dev, start=True)
             status.recorder = recorder
             status.enter(f"optimizing with {setup.recipe.name} on train")
             program = _optimize(setup, optimizer_lms, budget, recorder)
@@ -368,8 +316,7 @@ def compile_guard(
         status.enter(f"scoring {len(contenders)} candidate(s) on dev")
         for contender in contenders:
             contender.dev = score(contender.state)
-            if contender.dev.complete:
-                status.scored(contender.dev.score)
+            status.scored(contender.dev)
         _raise_failure(budget, config.out)
         selection = _select(contenders, start)
         status.enter("saving the artifact")

@@ -1,8 +1,4 @@
-"""Every data type of a compile: settings, setup, progress, candidates, outcome, manifest.
-
-The budget's own types (caps, tallies, the plan) live with the budget in ``_budget``,
-the data and the student with their loading in ``_data``; the types here build on them.
-"""
+"""The data types of a compile: settings, setup, progress, candidates, outcome, manifest."""
 
 from __future__ import annotations
 
@@ -24,10 +20,9 @@ SCHEMA_VERSION = 1
 class CompileConfig(BaseModel):
     """What to compile, on which data, under which caps, into which directory.
 
-    ``top_k``: how many of the optimizer's candidates are scored on dev at the end
-    (the optimizer's own pick first, then the best others it tried); the starting
-    program is always one more contender, so a compile never ships a program that
-    is worse on dev than where it started.
+    ``top_k``: how many of the optimizer's candidates are scored on dev at the end (its
+    own pick first); the starting program always competes too, so a compile never ships
+    a program worse on dev than where it started.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -53,16 +48,10 @@ class CompileConfig(BaseModel):
 
 @dataclass
 class CompileStatus:
-    """Live state of one compile, for a progress display: phase, spend, best scores.
+    """Live state of one compile for a progress display (read from another thread, or told via ``on_phase``).
 
-    The compile updates one ``CompileStatus`` as it goes; a display (the CLI's)
-    reads it from another thread or is told of each new phase through ``on_phase``.
-    The library prints nothing itself.
-
-    ``start_score``: the starting program's dev score once known; ``best_score``:
-    the best complete dev score so far (the start's, then any final candidate's);
-    ``recorder``: the optimizer's candidate recorder while it runs (candidates
-    tried and their scores on the optimizer's own metric).
+    ``best_score`` is the best complete dev score so far; ``recorder`` the optimizer's
+    candidate recorder while it runs.
     """
 
     caps: BudgetCaps = field(default_factory=BudgetCaps)
@@ -79,12 +68,14 @@ class CompileStatus:
         if self.on_phase is not None:
             self.on_phase(self)
 
-    def scored(self, score: float, *, start: bool = False) -> None:
-        """Record a complete dev score (the starting program's when ``start``)."""
+    def scored(self, dev: DevScore, *, start: bool = False) -> None:
+        """Record a dev score (the starting program's when ``start``) if its evaluation completed."""
+        if not dev.complete:
+            return
         if start:
-            self.start_score = score
-        if self.best_score is None or score > self.best_score:
-            self.best_score = score
+            self.start_score = dev.score
+        if self.best_score is None or dev.score > self.best_score:
+            self.best_score = dev.score
 
     def tried(self) -> tuple[int, float | None]:
         """Candidates the optimizer has tried so far, and the best one's mean metric (x 100)."""
@@ -184,10 +175,7 @@ class DevRecord(BaseModel):
     recorded_candidates: int = 0
 
 
-class BudgetRecord(BaseModel):
-    max_calls: int | None
-    max_tokens: int | None
-    max_usd: float | None
+class BudgetRecord(BudgetCaps):
     refusals: int
     refused_by: str | None
 
@@ -195,11 +183,8 @@ class BudgetRecord(BaseModel):
 class CompileManifest(BaseModel):
     """``manifest.json`` of a compiled artifact: what produced it, what it scored, what it cost.
 
-    ``program`` and ``protocol`` are the two fields ``programs.load_program`` reads to
-    rebuild the right program class; everything else is the record a reader needs to
-    trust, reproduce or compare the artifact. No secrets: LM settings are
-    ``LMConfig.public_dict()`` (key variable *names*, redacted URLs) and the command
-    line is redacted.
+    ``programs.load_program`` reads ``program`` and ``protocol``; the rest is the record.
+    No secrets: LM settings are ``LMConfig.public_dict()`` and the command line is redacted.
     """
 
     schema_version: int = SCHEMA_VERSION

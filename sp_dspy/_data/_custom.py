@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._errors import DataError
-from .._guard._case import guard_case
-from .._guard._source import Source
+from .._guard._inputs import Source, guard_case
 from ._loader import check_unicode
 from ._scan import decode_utf8
 from ._schema import Case, Rubric

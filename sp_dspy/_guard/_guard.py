@@ -1,15 +1,7 @@
 """``Guard``: a guard program and an LM behind one call an application can make.
 
-Compiling is for deploying: ``Guard.load(artifact_dir)`` runs exactly the program the
-optimizer saved (through ``programs.load_program``, which never executes code from
-the artifact), ``Guard.load("official")`` the fixed-prompt baseline it was compared
-against. Both answer through ``programs.run_case``, the path the evaluation used, so
-a deployed guard parses and fails the way its evaluated scores assume.
-
-What the application passes is checked first (``guard_case``): a bad policy or
-conversation is a one-line ``DataError`` before any LM call. What the model does is
-never an exception: a refusal, an unparseable answer or a failed call is a
-``Verdict`` with ``violated_rules=None`` and its ``status``.
+Checks run through ``programs.run_case``, the evaluation's path. Bad inputs are a one-line
+``DataError`` before any LM call; what the model does is a ``Verdict`` status, never raised.
 """
 
 from __future__ import annotations
@@ -26,8 +18,8 @@ from pydantic import ValidationError
 
 from .._errors import ConfigError
 from .._lm import LMConfig, closing_transports
-from .._protocol import case_rule_numbers, keep_policy_rules
-from ._case import guard_case
+from .._protocol import PARSE_MODES, case_rule_numbers, keep_policy_rules
+from ._inputs import guard_case
 from ._verdict import Verdict
 
 if TYPE_CHECKING:
@@ -35,16 +27,10 @@ if TYPE_CHECKING:
     from sp_dspy._data._schema import Case
 
 _T = TypeVar("_T")
-PARSERS = ("strict", "robust")
-# Where a model *name* is looked up when no ``models_file`` is given (the CLI's default too).
 
 
 class Guard:
-    """A guard program bound to an LM: ``check(policy, conversation) -> Verdict``.
-
-    Build one with :meth:`load`. One guard serves any number of policies and
-    conversations, also concurrently through :meth:`acheck`.
-    """
+    """A guard program bound to an LM: ``check(policy, conversation) -> Verdict``; see :meth:`load`."""
 
     def __init__(
         self,
@@ -76,37 +62,29 @@ class Guard:
         """A guard from a compiled artifact directory or a program name.
 
         Args:
-            dir_or_name: an artifact directory (``manifest.json`` + ``program.json``),
-                ``"official"`` (the fixed-prompt baseline), or ``"dspy"`` /
-                ``"dspy-cot"`` (fresh, uncompiled DSPy programs). An existing
-                directory wins over a name, as in ``sp-dspy eval --program``.
+            dir_or_name: an artifact directory, or a program name (``"official"``,
+                ``"dspy"``, ...); an existing directory wins, as in ``sp-dspy eval --program``.
             lm: an ``LMConfig``, a model string (``"openai/gpt-5-mini"``,
                 ``"fake/oracle"``), a model name from ``models_file``, a ``dspy.LM``,
                 or ``None`` to use the LM set with ``dspy.configure(lm=...)`` at check time.
             protocol: ``"per-policy"`` or ``"per-rule"``; default per-policy for a
                 name, the artifact's own for a directory (a different value is an error).
-            parser: ``"robust"`` or ``"strict"`` (the official parser): how the official
-                baseline reads answers. DSPy programs parse with their adapter.
+            parser: ``"robust"`` or ``"strict"``: how the official baseline reads answers.
             max_concurrency: judgments in flight per check (per-rule programs).
-            models_file: a models YAML added on top of the package's ``configs/models.yaml``
-                and ``~/.config/sp-dspy/models.yaml`` when a model *name* is looked up
-                (as ``--config`` on the command line).
-            lm_settings: ``LMConfig`` fields for a model string, name or ``LMConfig``
-                (``api_base``, ``api_key_env``, ``temperature``, ``max_tokens``,
-                ``reasoning_effort``, ``timeout``, ``num_retries``, ``cache``,
-                ``json_schema``, ``transport``); they override a configured model's
-                settings, as the CLI flags do. Not accepted with a ``dspy.LM``.
+            models_file: a models YAML added on top of the package's and the user's
+                when a model *name* is looked up (as ``--config``).
+            lm_settings: ``LMConfig`` fields (``api_base``, ``temperature``, ...) that
+                override the model's settings, as the CLI flags do; not with a ``dspy.LM``.
 
         Raises:
             ConfigError: an unknown program, protocol, parser, model or setting (one line).
         """
-        if parser not in PARSERS:
+        if parser not in PARSE_MODES:
             raise ConfigError(f"parser {parser!r}: expected 'strict' or 'robust'")
-        # A schema-constrained endpoint (``json_schema``, e.g. the embedded model) gets
-        # what evaluation sends it: a response_format from the baseline, the JSON
-        # adapter for DSPy programs.
         from programs import OfficialPerPolicy, OfficialPerRule
 
+        # A schema-constrained endpoint gets what evaluation sends it: a response_format
+        # from the baseline, the JSON adapter for DSPy programs.
         live_lm, model, constrained = _resolve_lm(lm, models_file, lm_settings)
         program, label = _program(dir_or_name, protocol, parser, max(1, max_concurrency), constrained)
         json_adapter = constrained and not isinstance(program, OfficialPerPolicy | OfficialPerRule)
@@ -127,11 +105,9 @@ class Guard:
         return guard_case(policy, conversation, framework=framework)
 
     def check(self, policy: str, conversation: str | list[dict[str, Any]], *, framework: str = "") -> Verdict:
-        """Check ``conversation`` against ``policy`` and name the violated rules.
+        """Check ``conversation`` (``Turn N - ...`` text or chat messages) against ``policy``.
 
-        ``conversation`` is the benchmark's ``Turn N - User/Chatbot: ...`` text or a
-        list of ``{"role": "user"|"assistant", "content": str}`` messages. Safe to
-        call from inside a running event loop (it then runs on a worker thread).
+        Safe to call from inside a running event loop (it then runs on a worker thread).
 
         Raises:
             DataError: a malformed policy or conversation (before any LM call).
@@ -162,13 +138,11 @@ class Guard:
     async def _verdict(self, case: Case, lm: Any) -> Verdict:
         from programs import run_case
 
-        if self._json_adapter:
-            from .._lm import import_dspy
+        from .._lm import import_dspy
 
-            dspy = import_dspy()
-            with dspy.context(adapter=dspy.JSONAdapter()):
-                output = await run_case(self.program, case, lm)
-        else:
+        dspy = import_dspy()
+        adapter = dspy.JSONAdapter() if self._json_adapter else dspy.settings.adapter
+        with dspy.context(adapter=adapter):
             output = await run_case(self.program, case, lm)
         return self._to_verdict(output, case, lm)
 
@@ -290,12 +264,7 @@ def _with_settings(config: LMConfig, settings: dict[str, Any]) -> LMConfig:
 
 
 def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
-    """Run ``coroutine`` to completion from synchronous code, even inside a running loop.
-
-    Inside a loop (a notebook, an async web handler calling the sync API) a new loop
-    cannot start on this thread, so it runs on a short-lived thread that carries this
-    context (DSPy settings live in context variables).
-    """
+    """Run ``coroutine`` from synchronous code; inside a running loop, on a thread carrying this context."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

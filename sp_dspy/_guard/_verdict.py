@@ -4,22 +4,18 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from programs._outputs import Protocol, Status, Usage
-
+from .._metrics import Usage
+from .._protocol import Protocol, Status
 from .._protocol._text import replace_surrogates
 
 
 class Verdict(BaseModel):
     """One check of a conversation against a policy.
 
-    ``violated_rules`` is ``None`` when there is no usable answer (``status`` is
-    ``failed``, ``refused`` or ``error``): an application must not read that as
-    "compliant". ``recovered`` means the answer was usable only after lenient parsing
-    (or, per rule, some judgments had none). Rule numbers are the policy's, sorted:
-    a number the model named that the policy lacks is dropped and listed in
-    ``dropped_rules``, and the status is then ``recovered`` (``failed`` when no rule
-    of the policy was left). Text fields hold no lone UTF-16 surrogates (replaced by
-    U+FFFD), so a verdict always prints and serialises.
+    ``violated_rules`` is ``None`` when there is no usable answer (``failed``, ``refused``,
+    ``error``): not "compliant". Rule numbers are the policy's, sorted; one the policy lacks
+    is moved to ``dropped_rules`` and makes the status ``recovered`` (``failed`` if none is
+    left). Lone surrogates in text fields become U+FFFD, so a verdict always serialises.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -4,7 +4,14 @@ The prompts are protocol text of the SafePyramid evaluation harness, Apache-2.0,
 byte; the ``"prefix"`` layout and ``"robust"`` parsing are this package's additions.
 """
 
-from sp_dspy._protocol._parse_models import PARSE_MODES, ParseMode, ParseStatus, PolicyParse, VerdictParse
+from sp_dspy._protocol._parse_models import (
+    PARSE_MODES,
+    ParseMode,
+    ParseStatus,
+    PolicyParse,
+    Status,
+    VerdictParse,
+)
 from sp_dspy._protocol._parse_policy import case_rule_numbers, keep_policy_rules, parse_policy_output
 from sp_dspy._protocol._parse_verdict import parse_verdict_output
 from sp_dspy._protocol._prefix import PREFIX_SYSTEM, render_prompt, shared_prefix_ratio
@@ -21,6 +28,7 @@ from sp_dspy._protocol._prompts import (
 from sp_dspy._protocol._targets import (
     LAYOUTS,
     Layout,
+    Protocol,
     RuleTarget,
     TargetType,
     build_targets,
@@ -42,7 +50,9 @@ __all__ = [
     "ParseMode",
     "ParseStatus",
     "PolicyParse",
+    "Protocol",
     "RuleTarget",
+    "Status",
     "TargetType",
     "VerdictParse",
     "build_targets",

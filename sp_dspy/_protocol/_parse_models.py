@@ -15,6 +15,9 @@ from sp_dspy._errors import ConfigError
 
 ParseMode = Literal["strict", "robust"]
 ParseStatus = Literal["clean", "recovered", "failed", "refused"]
+Status = Literal["clean", "recovered", "failed", "refused", "error"]
+"""How a case's answer was obtained: a ``ParseStatus`` (``recovered`` also for a per-rule case
+with some failed judgments), or ``error`` when the call itself failed."""
 Verdict = Literal["violated", "not_violated"]
 PARSE_MODES: tuple[ParseMode, ...] = ("strict", "robust")
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 TargetType = Literal["decisive", "distractor", "exception"]
 Layout = Literal["official", "prefix"]
+Protocol = Literal["per-policy", "per-rule"]
 LAYOUTS: tuple[Layout, ...] = ("official", "prefix")
 
 
