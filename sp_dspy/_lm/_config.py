@@ -10,11 +10,12 @@ at call time, so a config file can be committed and result files can record sett
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from .._errors import ConfigError
 from .._redact import redact
@@ -30,6 +31,14 @@ _KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-k
 _RESERVED_BODY_FIELDS = frozenset({"model", "messages", "system", "stream"})
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 MODELS_FILE_NAME = "models.yaml"
+#: Settings with a range: ``field -> (allowed(value), message when not)``.
+_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "temperature": (lambda v: 0 <= v <= 2, "must be between 0 and 2"),
+    "max_tokens": (lambda v: v >= 1, "must be a positive number of tokens"),
+    "reasoning_effort": (lambda v: v in REASONING_EFFORTS, f"must be one of {', '.join(REASONING_EFFORTS)}"),
+    "timeout": (lambda v: v > 0, "must be a positive number of seconds"),
+    "num_retries": (lambda v: v >= 0, "must be 0 or more"),
+}
 
 
 class LMConfig(BaseModel):
@@ -113,39 +122,12 @@ class LMConfig(BaseModel):
             raise ValueError(f"{', '.join(reserved)} cannot be set here (sp-dspy sends them)")
         return value
 
-    @field_validator("temperature")
+    @field_validator("temperature", "max_tokens", "reasoning_effort", "timeout", "num_retries")
     @classmethod
-    def _temperature(cls, value: float | None) -> float | None:
-        if value is not None and not 0 <= value <= 2:
-            raise ValueError("must be between 0 and 2")
-        return value
-
-    @field_validator("max_tokens")
-    @classmethod
-    def _max_tokens(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError("must be a positive number of tokens")
-        return value
-
-    @field_validator("reasoning_effort")
-    @classmethod
-    def _reasoning_effort(cls, value: str | None) -> str | None:
-        if value is not None and value not in REASONING_EFFORTS:
-            raise ValueError(f"must be one of {', '.join(REASONING_EFFORTS)}")
-        return value
-
-    @field_validator("timeout")
-    @classmethod
-    def _timeout(cls, value: float | None) -> float | None:
-        if value is not None and value <= 0:
-            raise ValueError("must be a positive number of seconds")
-        return value
-
-    @field_validator("num_retries")
-    @classmethod
-    def _num_retries(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError("must be 0 or more")
+    def _in_range(cls, value: Any, info: ValidationInfo) -> Any:
+        allowed, message = _RANGES[info.field_name or ""]
+        if value is not None and not allowed(value):
+            raise ValueError(message)
         return value
 
     @property

@@ -1,13 +1,13 @@
 """Name the kind of an LM failure, for excluded records and retry decisions.
 
-Errors reach sp-dspy from several layers: DSPy's public ``LM*Error`` classes, lm15's
-canonical errors, LiteLLM/OpenAI SDK exceptions and plain Python ``OSError``s. They
-are recognised by class name along the MRO (no import of any of those libraries, so
-this stays cheap and survives their refactors) or by HTTP status, walking the
-exception's cause chain.
+Errors come from DSPy's ``LM*Error`` classes, lm15, LiteLLM/OpenAI SDKs and plain
+``OSError``s; they are recognised by class name along the MRO (no import of those
+libraries, so this survives their refactors) or by HTTP status, along the cause chain.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from .._redact import redact
 
@@ -27,9 +27,8 @@ ERROR_KINDS = (
     "other",
 )
 TRANSIENT_KINDS = frozenset({"rate_limit", "server_error", "timeout", "connection"})
-#: Failures that every later call of the run would meet as well: the key, the account, the
-#: model name or the address is wrong, or the server rejects the request's form or settings.
-#: Retrying does not help; the runner stops early on them (``_runner._failures``).
+#: Failures every later call of the run would meet too (wrong key, account, model, address,
+#: or a request form the server rejects); the runner stops early on them (``_runner._failures``).
 LASTING_KINDS = frozenset({"auth", "billing", "not_found", "unreachable", "bad_request", "config"})
 #: What providers say when a request overflows the context window (OpenAI, vLLM, Anthropic...).
 CONTEXT_HINTS = (
@@ -40,117 +39,62 @@ CONTEXT_HINTS = (
     "too many tokens",
     "prompt is too long",
 )
+#: Kinds of HTTP statuses with a meaning of their own (other 4xx: bad_request, 5xx: server_error).
+STATUS_KINDS = {429: "rate_limit", 401: "auth", 403: "auth", 402: "billing", 408: "timeout", 404: "not_found"}
 
-# Checked in order: the more specific meaning first (a context-window error is also a
-# bad request; a timeout is also an OSError like a connection error; a refused
-# connection is a connection error that no retry will get through).
-_BY_CLASS_NAME: tuple[tuple[str, frozenset[str]], ...] = (
-    ("context_length", frozenset({"ContextWindowExceededError", "ContextLengthError"})),
-    ("rate_limit", frozenset({"LMRateLimitError", "RateLimitError"})),
-    # No key at all (DSPy's "not configured") is an auth failure too: the fix is the same.
-    (
-        "auth",
-        frozenset(
-            {
-                "LMAuthError",
-                "AuthError",
-                "AuthenticationError",
-                "PermissionDeniedError",
-                "LMNotConfiguredError",
-                "NotConfiguredError",
-            }
+# Checked in order, the more specific meaning first: a context-window error is also a bad
+# request, a timeout is also an OSError, a refused connection is a connection error no
+# retry gets through. No key at all (DSPy's "not configured") is an auth failure: same fix.
+_BY_CLASS_NAME: tuple[tuple[str, frozenset[str]], ...] = tuple(
+    (kind, frozenset(names.split()))
+    for kind, names in (
+        ("context_length", "ContextWindowExceededError ContextLengthError"),
+        ("rate_limit", "LMRateLimitError RateLimitError"),
+        (
+            "auth",
+            "LMAuthError AuthError AuthenticationError PermissionDeniedError LMNotConfiguredError "
+            "NotConfiguredError",
         ),
-    ),
-    ("billing", frozenset({"LMBillingError", "BillingError"})),
-    ("not_found", frozenset({"LMUnsupportedModelError", "UnsupportedModelError", "NotFoundError"})),
-    (
-        "timeout",
-        frozenset(
-            {
-                "LMTimeoutError",
-                "Timeout",
-                "TimeoutError",
-                "APITimeoutError",
-                "TimeoutException",
-                "ReadTimeout",
-            }
+        ("billing", "LMBillingError BillingError"),
+        ("not_found", "LMUnsupportedModelError UnsupportedModelError NotFoundError"),
+        ("timeout", "LMTimeoutError Timeout TimeoutError APITimeoutError TimeoutException ReadTimeout"),
+        ("server_error", "LMServerError ServerError InternalServerError ServiceUnavailableError"),
+        # Nothing accepted the connection: refused, unknown host, no route (aiohttp, httpx, socket).
+        (
+            "unreachable",
+            "ConnectionRefusedError ClientConnectorError ConnectError gaierror ClientConnectorDNSError",
         ),
-    ),
-    (
-        "server_error",
-        frozenset({"LMServerError", "ServerError", "InternalServerError", "ServiceUnavailableError"}),
-    ),
-    # Nothing accepted the connection: refused, unknown host, no route (aiohttp, httpx, socket).
-    (
-        "unreachable",
-        frozenset(
-            {
-                "ConnectionRefusedError",
-                "ClientConnectorError",
-                "ConnectError",
-                "gaierror",
-                "ClientConnectorDNSError",
-            }
+        (
+            "connection",
+            "LMTransportError TransportError APIConnectionError ConnectionError RemoteProtocolError",
         ),
-    ),
-    (
-        "connection",
-        frozenset(
-            {
-                "LMTransportError",
-                "TransportError",
-                "APIConnectionError",
-                "ConnectionError",
-                "RemoteProtocolError",
-            }
-        ),
-    ),
-    (
-        "bad_request",
-        frozenset(
-            {
-                "LMInvalidRequestError",
-                "InvalidRequestError",
-                "BadRequestError",
-                "UnprocessableEntityError",
-            }
-        ),
-    ),
-    ("parse", frozenset({"AdapterParseError", "JSONDecodeError"})),
-    (
-        "config",
-        frozenset({"LMConfigurationError", "ConfigurationError", "ConfigError", "LMUnsupportedFeatureError"}),
-    ),
+        ("bad_request", "LMInvalidRequestError InvalidRequestError BadRequestError UnprocessableEntityError"),
+        ("parse", "AdapterParseError JSONDecodeError"),
+        ("config", "LMConfigurationError ConfigurationError ConfigError LMUnsupportedFeatureError"),
+    )
 )
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and its causes (``__cause__``, else ``__context__``), each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 def _by_class(exc: BaseException) -> str | None:
     names = {cls.__name__ for cls in type(exc).__mro__}
-    for kind, known in _BY_CLASS_NAME:
-        if names & known:
-            return kind
-    return None
+    return next((kind for kind, known in _BY_CLASS_NAME if names & known), None)
 
 
 def _by_status(exc: BaseException) -> str | None:
     status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
-    if not isinstance(status, int) or isinstance(status, bool):
+    if not isinstance(status, int) or isinstance(status, bool) or status < 400:
         return None
-    if status == 429:
-        return "rate_limit"
-    if status in (401, 403):
-        return "auth"
-    if status == 402:
-        return "billing"
-    if status == 408:
-        return "timeout"
-    if status == 404:
-        return "not_found"
-    if status >= 500:
-        return "server_error"
-    if 400 <= status < 500:
-        return "bad_request"
-    return None
+    return STATUS_KINDS.get(status, "server_error" if status >= 500 else "bad_request")
 
 
 def classify_error(exc: BaseException) -> str:
@@ -163,16 +107,12 @@ def classify_error(exc: BaseException) -> str:
     (clients raise one class for every 4xx) is ``"not_found"`` (unknown model or route).
     """
     kinds: list[str] = []
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _chain(exc):
         kind = _by_class(current) or _by_status(current)
         if kind == "bad_request" and _by_status(current) == "not_found":
             kind = "not_found"
         if kind is not None:
             kinds.append(kind)
-        current = current.__cause__ or current.__context__
     if not kinds:
         return "other"
     if kinds[0] == "connection":
@@ -187,15 +127,7 @@ def classify_error(exc: BaseException) -> str:
 
 def is_context_overflow(exc: BaseException) -> bool:
     """Whether ``exc`` (or its cause) says the request overflowed the model's context window."""
-    current: BaseException | None = exc
-    seen: set[int] = set()
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        text = str(current).lower()
-        if any(hint in text for hint in CONTEXT_HINTS):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return any(hint in str(current).lower() for current in _chain(exc) for hint in CONTEXT_HINTS)
 
 
 def is_transient(kind: str) -> bool:

@@ -1,11 +1,8 @@
-"""Turn HTTP failures of an OpenAI-compatible server into DSPy's ``LM*Error`` classes.
+"""HTTP failures of sp-dspy's HTTP engine as DSPy's ``LM*Error`` classes, and the retry timing.
 
-The direct transport (``_direct``) talks to servers without DSPy's engine, but its
-failures must look exactly like the engine's: the runner's ``lm_errors()`` catches
-``dspy.LMError``, ``classify_error`` names the kind, and retry decisions use
-``is_transient``. This module holds that mapping and the retry timing, which is what
-DSPy's engine and the OpenAI SDK do too: exponential backoff with jitter unless the
-server says how long to wait (``Retry-After``, seconds or an HTTP date).
+Its failures must look exactly like DSPy's engine's (the runner catches ``dspy.LMError``,
+``classify_error`` names the kind). Retries wait as DSPy's engine and the OpenAI SDK do:
+exponential backoff with jitter unless the server says how long (``Retry-After``).
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ._errors import CONTEXT_HINTS
+from ._errors import CONTEXT_HINTS, STATUS_KINDS
 
 #: Statuses worth another attempt: rate limits, timeouts, server-side failures.
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -66,9 +63,7 @@ def error_message(body: bytes) -> str:
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict):
         return str(error.get("message") or error)[:300]
-    if isinstance(error, str):
-        return error[:300]
-    return str(data)[:300]
+    return str(error if isinstance(error, str) else data)[:300]
 
 
 def status_error(status: int, message: str, *, model: str, retry_after: float | None) -> Exception:
@@ -76,11 +71,8 @@ def status_error(status: int, message: str, *, model: str, retry_after: float | 
     text = f"HTTP {status}: {message}" if message else f"HTTP {status}"
     if status == 400 and any(hint in message.lower() for hint in CONTEXT_HINTS):
         return lm_error("context_length", text, model=model, status=status)
-    return lm_error(_KIND_OF_STATUS.get(status, "server_error" if status >= 500 else "bad_request"), text,
-                    model=model, status=status, retry_after=retry_after)  # fmt: skip
-
-
-_KIND_OF_STATUS = {429: "rate_limit", 401: "auth", 403: "auth", 402: "billing", 408: "timeout"}
+    kind = STATUS_KINDS.get(status, "server_error" if status >= 500 else "bad_request")
+    return lm_error(kind, text, model=model, status=status, retry_after=retry_after)
 
 
 def lm_error(
@@ -92,21 +84,15 @@ def lm_error(
     fields: dict[str, Any] = {"model": model, "provider": "openai-compatible"}
     if status is not None:
         fields["status"] = status
-    if kind == "rate_limit":
-        return dspy.LMRateLimitError(text, retry_after=retry_after, **fields)
-    if kind == "auth":
-        return dspy.LMAuthError(text, **fields)
-    if kind == "billing":
-        return dspy.LMBillingError(text, **fields)
-    if kind == "timeout":
-        return dspy.LMTimeoutError(text, **fields)
-    if kind == "server_error":
-        return dspy.LMServerError(text, retry_after=retry_after, **fields)
+    if kind in ("rate_limit", "server_error"):
+        error_class = dspy.LMRateLimitError if kind == "rate_limit" else dspy.LMServerError
+        return error_class(text, retry_after=retry_after, **fields)
     if kind == "connection":
         return dspy.LMTransportError(text, model=model)
     if kind == "context_length":
         return dspy.ContextWindowExceededError(message=text, **fields)
-    return dspy.LMInvalidRequestError(text, **fields)
+    simple = {"auth": dspy.LMAuthError, "billing": dspy.LMBillingError, "timeout": dspy.LMTimeoutError}
+    return simple.get(kind, dspy.LMInvalidRequestError)(text, **fields)
 
 
 def transport_error(exc: BaseException, *, model: str, timeout: bool) -> Exception:
