@@ -1,14 +1,11 @@
-"""Send raw chat messages through a ``dspy.LM``: the official baseline's path to a model.
+"""Raw chat messages through a ``dspy.LM``: the official baseline's path to a model.
 
-The baseline must send the benchmark's exact bytes (no DSPy adapter), yet it should
-share everything else with DSPy programs: the same engine, retries, response cache
-(keyed by endpoint), history and usage tracking. :func:`chat` therefore runs DSPy's
-own execution steps on the messages (``_compat.call``), which is what
-``lm(messages=...)`` does, but keeps the ``CallResult`` that ``lm(...)`` throws away:
-it alone says whether the answer came from the cache and what it cost. (Going
-through ``lm(messages=...)`` would also print DSPy 3.4's deprecation warning for
-message dictionaries on every case; DSPy callbacks are not invoked on this path.)
-An LM on sp-dspy's HTTP engine is asked through that engine's client instead.
+The baseline sends the benchmark's exact bytes (no adapter) yet shares DSPy's engine,
+retries, response cache, history and usage with DSPy programs: :func:`chat` runs DSPy's
+own execution steps (``_compat.call``), as ``lm(messages=...)`` does, but keeps the
+``CallResult`` that says whether the answer came from the cache and what it cost (and
+skips DSPy 3.4's per-call deprecation warning for message dicts). An LM on sp-dspy's
+HTTP engine is asked through that engine's client instead.
 """
 
 from __future__ import annotations
@@ -22,26 +19,10 @@ if TYPE_CHECKING:
     import dspy
 
 Messages = Sequence[Mapping[str, Any]]
-__all__ = [
-    "ChatResult",
-    "Messages",
-    "TokenUsage",
-    "achat",
-    "answer_price",
-    "chat",
-    "history_usage",
-    "token_usage",
-]
 
 
-def _response_usage(response: Any) -> Mapping[str, Any] | None:
-    """The usage one response object reports: DSPy's native ``Response`` or a LiteLLM/OpenAI one."""
-    from dspy.lm15 import Response
-
-    from ._compat import response_usage
-
-    if isinstance(response, Response):
-        return response_usage(response)
+def _raw_usage(response: Any) -> dict[str, Any] | None:
+    """The ``usage`` of a LiteLLM/OpenAI response object or dict."""
     raw = getattr(response, "usage", None) or (
         response.get("usage") if isinstance(response, Mapping) else None
     )
@@ -59,12 +40,17 @@ def history_usage(entry: Mapping[str, Any]) -> tuple[TokenUsage, bool]:
     usage = entry.get("usage")
     if usage:
         return token_usage(usage), False
+    from dspy.lm15 import Response
+
+    from ._compat import response_usage
+
     response = entry.get("response")
     responses = response if isinstance(response, list | tuple) else [response]
     total = TokenUsage()
     for each in responses:
         if each is not None:
-            total = total + token_usage(_response_usage(each))
+            raw = response_usage(each) if isinstance(each, Response) else _raw_usage(each)
+            total = total + token_usage(raw)
     return total, True
 
 
@@ -91,10 +77,7 @@ def _to_result(result: Any) -> ChatResult:
     response = result.responses[0] if result.responses else None
     usage = result.usage or (response_usage(response) if response is not None else None)
     if not usage and result.raw is not None and not result.responses:
-        raw_usage = getattr(result.raw, "usage", None) or (
-            result.raw.get("usage") if isinstance(result.raw, Mapping) else None
-        )
-        usage = dict(raw_usage) if raw_usage else None
+        usage = _raw_usage(result.raw)
     return ChatResult(
         text=text or "",
         reasoning=reasoning or None,
@@ -104,10 +87,6 @@ def _to_result(result: Any) -> ChatResult:
         model=result.response_model,
         finish_reason=getattr(response, "finish_reason", None),
     )
-
-
-def _plain(messages: Messages) -> list[dict[str, Any]]:
-    return [dict(m) for m in messages]
 
 
 def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
@@ -124,7 +103,7 @@ def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
     client = client_of(lm)
     if client is not None:
         return client.chat(messages, **kwargs)
-    return _to_result(call(lm, _plain(messages), kwargs))
+    return _to_result(call(lm, [dict(m) for m in messages], kwargs))
 
 
 async def achat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
@@ -140,4 +119,4 @@ async def achat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
     client = client_of(lm)
     if client is not None:
         return await client.achat(messages, **kwargs)
-    return _to_result(await acall(lm, _plain(messages), kwargs))
+    return _to_result(await acall(lm, [dict(m) for m in messages], kwargs))

@@ -1,25 +1,9 @@
 """The one factory of LMs: every way sp-dspy reaches a model is a ``dspy.LM`` engine chosen here.
 
-- ``fake/...``: :class:`~sp_dspy._lm._fake.FakeEngine`, in process;
-- several ``api_bases`` (replicas of one model): the LiteLLM router engine (``_replicas``);
-- a provider with a profile (``_profiles``: OpenAI, Anthropic, Gemini, xAI, OpenRouter,
-  vLLM/llama.cpp servers), ``transport`` ``auto`` or ``direct``: sp-dspy's HTTP engine
-  (``_direct``), which sends exactly the request a config describes;
-- anything else, or ``transport: dspy``: DSPy's own engine (its native clients or LiteLLM).
-
-Keys, endpoints, retries, timeouts and caching are decided here once. Keys: the
-variable named by ``api_key_env``, else the provider's usual variable
-(``ANTHROPIC_API_KEY`` ...). A self-hosted server (``hosted_vllm/``, or ``openai/`` at
-a loopback or private-network address) without one gets the placeholder ``EMPTY``
-that vLLM and llama.cpp accept, never a provider's ambient key; a hosted provider
-never gets the placeholder: with no key set, building the LM fails with one line
-naming the variable, before any call.
-
-Structured output on self-hosted servers through DSPy's own engine (``transport:
-dspy``): DSPy only sends ``response_format`` to a model it knows supports JSON
-schemas, so a config with ``json_schema: true`` and an ``api_base`` is routed through a
-provider registered with ``dspy.lm15.register_provider`` that states schema support
-(``sp-openai-compatible``). sp-dspy's HTTP engine states that support itself.
+``fake/...``: the in-process :class:`~sp_dspy._lm._fake.FakeEngine`; several ``api_bases``:
+the LiteLLM router (``_replicas``); a provider with a profile (``_profiles``) and transport
+``auto``/``direct``: sp-dspy's HTTP engine (``_direct``); anything else, or ``transport: dspy``:
+DSPy's own engine. Keys (``_keys``), endpoints, retries, timeouts and caching are decided here.
 """
 
 from __future__ import annotations
@@ -32,23 +16,25 @@ from .._errors import ConfigError
 from .._redact import redact
 from ._config import LMConfig
 from ._dspy import import_dspy
-from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, api_key_for, key_for
+from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, key_for
 from ._profiles import PROFILES, model_id, profile_for
 
 if TYPE_CHECKING:
     import dspy
 
-    from ._direct import DirectChat
     from ._fake import FakeEngine
-
-__all__ = ["SELF_HOSTED_PLACEHOLDER_KEY", "api_key_for", "import_dspy", "key_for"]
 
 SCHEMA_PROVIDER = "sp-openai-compatible"
 
 
 @functools.cache
 def register_schema_provider() -> str:
-    """Declare :data:`SCHEMA_PROVIDER` to DSPy (once per process) and return its id."""
+    """Declare :data:`SCHEMA_PROVIDER` to DSPy (once per process) and return its id.
+
+    DSPy's own engine sends ``response_format`` only to a model it knows supports JSON
+    schemas, so a ``json_schema: true`` config with an ``api_base`` on ``transport: dspy``
+    goes through this provider, which states that support.
+    """
     dspy = import_dspy()
     lm15 = dspy.lm15
     access = lm15.AccessPolicy(
@@ -137,13 +123,12 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
     ensure_cache_configured()
     profile = profile_for(config.provider)
     if direct_eligible(config, one_of_replicas=len(bases) > 1) and profile is not None:
-        api_base = bases[endpoint] if bases else str(profile.base_url)
-        if profile.base_url is None and not bases:
-            raise ConfigError(f"model '{name}': a self-hosted model needs --api-base (its server's URL)")
-        from ._direct import DirectChat
+        api_base = bases[endpoint] if bases else str(profile.base_url)  # eligible: one of them is set
+        from ._direct import AsyncDirectEngine, DirectChat, DirectEngine
 
         client = DirectChat.for_config(config, api_base)
-        return _lm(config, config.model, metadata=endpoint_metadata([api_base]), **_engines(client))
+        engines = {"engine": DirectEngine(client), "async_engine": AsyncDirectEngine(client)}
+        return _lm(config, config.model, metadata=endpoint_metadata([api_base]), **engines)
     if config.transport == "direct":
         known = ", ".join(sorted(PROFILES))
         raise ConfigError(
@@ -151,12 +136,6 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
             f"use 'auto' or 'dspy' for {config.provider or config.model}"
         )
     return _dspy_engine_lm(config, bases[endpoint] if bases else None)
-
-
-def _engines(client: DirectChat) -> dict[str, object]:
-    from ._direct import AsyncDirectEngine, DirectEngine
-
-    return {"engine": DirectEngine(client), "async_engine": AsyncDirectEngine(client)}
 
 
 def _dspy_engine_lm(config: LMConfig, api_base: str | None) -> dspy.LM:
@@ -170,16 +149,14 @@ def _dspy_engine_lm(config: LMConfig, api_base: str | None) -> dspy.LM:
             model = f"{register_schema_provider()}/{model_id(config.model)}"
     if key is not None:
         kwargs["api_key"] = key
-    if config.timeout is not None:
-        kwargs["timeout"] = config.timeout
-    if config.reasoning_effort is not None:
-        kwargs["reasoning_effort"] = config.reasoning_effort
-    if config.extra_headers:
-        kwargs["extra_headers"] = dict(config.extra_headers)
-    if config.extra_body:
-        kwargs["extra_body"] = dict(config.extra_body)
-    if config.thinking is not None:
-        kwargs["thinking"] = dict(config.thinking)
+    optional = {
+        "timeout": config.timeout,
+        "reasoning_effort": config.reasoning_effort,
+        "thinking": dict(config.thinking) if config.thinking is not None else None,
+        "extra_headers": dict(config.extra_headers) if config.extra_headers else None,
+        "extra_body": dict(config.extra_body) if config.extra_body else None,
+    }
+    kwargs.update({name: value for name, value in optional.items() if value is not None})
     return _lm(config, model, **kwargs)
 
 
