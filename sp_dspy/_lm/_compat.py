@@ -1,28 +1,17 @@
 """Every place sp-dspy still touches DSPy internals, each named with why (the only such module).
 
-sp-dspy reaches DSPy through its public API (``dspy.LM`` with custom engines,
-``dspy.lm15`` types, ``dspy.LMError`` classes, ``dspy.context``, optimizers'
-constructors). Five needs have no public API in DSPy 3.4; they live here so a DSPy
-upgrade is checked in one place, and ``tests/test_lm_presets.py`` fails naming the use
-when an installed DSPy no longer has what it needs (:data:`USES`):
+Five needs have no public API in DSPy 3.4; ``tests/test_lm_presets.py`` fails naming the
+use (:data:`USES`) when an installed DSPy lacks what it needs:
 
-1. ``call_path``: raw chat messages through a DSPy-owned engine (LiteLLM, DSPy's
-   native clients, the replica router) with DSPy's cache and retries, keeping DSPy's
-   ``CallResult``: only it says whether the answer came from the cache (``lm(...)``
-   drops that, and ``lm(Request)`` does not report it).
-2. ``price_table``: the LiteLLM price snapshot bundled with DSPy
-   (``dspy.clients.model_metadata``), so sp-dspy's HTTP engine prices its answers with
-   the same rates DSPy uses.
-3. ``response_cache``: DSPy's response cache keyed by endpoint as well as request
-   (DSPy drops ``api_base`` from keys, so two servers serving different weights under
-   one model name would share answers): a subclass of ``dspy.clients.cache.Cache``
-   overriding ``cache_key``, DSPy's request identifiers for its sync and async
-   calls (so both share entries), and installing it as ``dspy.cache`` under DSPy's lock.
-4. ``gepa_budget``: GEPA's ``auto`` presets (``AUTO_RUN_SETTINGS``), so ``compile
-   --dry-run`` projects the metric calls GEPA's own ``auto_budget`` will allow.
-5. ``mipro_budget``: MIPROv2's ``auto`` presets (``AUTO_RUN_SETTINGS``,
-   ``MIN_MINIBATCH_SIZE``) and its trial count (``_set_num_trials_from_num_candidates``),
-   so the projection uses DSPy's formula instead of a copy.
+1. ``call_path``: raw messages through a DSPy-owned engine with DSPy's cache and retries,
+   keeping the ``CallResult``: only it says whether the answer came from the cache.
+2. ``price_table``: DSPy's bundled LiteLLM price snapshot, so sp-dspy's HTTP engine prices
+   answers at DSPy's rates.
+3. ``response_cache``: DSPy's cache keyed by endpoint too (DSPy drops ``api_base``, so two
+   servers with different weights under one model name would share answers): a ``Cache``
+   subclass overriding ``cache_key``, sync and async calls sharing entries.
+4. ``gepa_budget``: GEPA's ``auto`` presets, so ``compile --dry-run`` projects its metric calls.
+5. ``mipro_budget``: MIPROv2's ``auto`` presets and trial count, by DSPy's own formula.
 """
 
 from __future__ import annotations

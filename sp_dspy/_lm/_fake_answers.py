@@ -1,10 +1,7 @@
-"""Render the fake model's decision in the format each kind of prompt expects.
+"""Render the fake model's decision (violated rules; for a per-rule prompt, the verdict) as each prompt expects.
 
-The decision is always the same small thing, a set of violated rule numbers (and, for
-a per-rule prompt, whether the target is in it); only its wording changes. DSPy output
-fields are filled from their JSON schema when the adapter printed one, else from the
-type DSPy printed (``list[int]``, ``bool``, ``Literal[...]``...), guided by the field
-name (``reasoning`` gets prose, ``violated_rules`` gets the set).
+DSPy output fields are filled from their JSON schema when the adapter printed one, else
+from the printed type (``list[int]``, ``bool``, ``Literal[...]``...), guided by the field name.
 """
 
 from __future__ import annotations
@@ -34,6 +31,10 @@ class Decision:
         """Per-rule verdict: the target is violated (or, with no target, anything is)."""
         return self.target in self.violated if self.target is not None else bool(self.violated)
 
+    @property
+    def verdict_word(self) -> str:
+        return "violated" if self.verdict else "not_violated"
+
     def analysis(self) -> str:
         listed = ", ".join(map(str, self.violated)) or "none"
         return f"Fake {self.behaviour} model: checked the rules; violated: {listed}."
@@ -47,7 +48,7 @@ def render(view: PromptView, decision: Decision) -> str:
     if view.kind == "dspy":
         return _render_fields(view, decision)
     if view.kind == "per_rule":
-        verdict = "violated" if decision.verdict else "not_violated"
+        verdict = decision.verdict_word
         return json.dumps({"verdict": verdict, "reason": f"Rule {decision.target} is {verdict}."})
     return json.dumps(
         {
@@ -67,7 +68,7 @@ def _text_for(name: str, decision: Decision) -> str:
             return decision.instruction
         return "The answers miss violations of rules other than the first one found."
     if "verdict" in name:
-        return "violated" if decision.verdict else "not_violated"
+        return decision.verdict_word
     return decision.analysis()
 
 
@@ -94,8 +95,7 @@ def _from_schema(
     schema = _resolve(schema, root)
     if "enum" in schema:
         options = [str(o) for o in schema["enum"]]
-        wanted = "violated" if decision.verdict else "not_violated"
-        return wanted if wanted in options else schema["enum"][0]
+        return decision.verdict_word if decision.verdict_word in options else schema["enum"][0]
     kind = schema.get("type")
     if kind == "array":
         items = _resolve(schema.get("items", {}), root)
@@ -126,8 +126,7 @@ def _from_type(field: OutputField, decision: Decision) -> Any:
     type_ = field.type.replace(" ", "")
     if type_.startswith("Literal["):
         options = [a or b for a, b in _LITERAL_OPTION.findall(field.type)]
-        wanted = "violated" if decision.verdict else "not_violated"
-        return wanted if wanted in options else (options[0] if options else "")
+        return decision.verdict_word if decision.verdict_word in options else (options[0] if options else "")
     if type_ == "bool":
         return decision.verdict
     if type_.startswith("dict[") and decision.instruction is not None:
@@ -149,22 +148,17 @@ def _from_type(field: OutputField, decision: Decision) -> Any:
     return _text_for(field.name, decision)
 
 
-def field_values(view: PromptView, decision: Decision) -> dict[str, Any]:
-    """A value for every output field of the DSPy signature in ``view``."""
-    return {
-        f.name: _from_schema(f.schema, f.schema, f.name, decision, None)
-        if f.schema
-        else _from_type(f, decision)
-        for f in view.fields
-    }
-
-
 def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
 def _render_fields(view: PromptView, decision: Decision) -> str:
-    values = field_values(view, decision)
+    values = {
+        f.name: _from_schema(f.schema, f.schema, f.name, decision, None)
+        if f.schema
+        else _from_type(f, decision)
+        for f in view.fields
+    }
     if view.adapter == "json":
         return json.dumps(values)
     if view.adapter == "xml":

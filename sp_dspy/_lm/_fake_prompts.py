@@ -1,25 +1,13 @@
-"""Read a chat request the way the fake model needs to: what format is expected, which
-rules exist, which rule is being judged.
+"""Read a chat request as the fake model must: which format its caller parses, which rules exist,
+which rule is judged.
 
-Four kinds of prompt reach a guard model in sp-dspy, and the fake must answer each in
-the format its caller parses:
-
-- ``dspy``: a DSPy adapter prompt (system message lists ``Your output fields are:``);
-  answered with the signature's output fields in the adapter's format (ChatAdapter
-  ``[[ ## field ## ]]`` blocks, JSONAdapter object, XMLAdapter tags).
-- ``per_policy``: the official SafePyramid per-policy prompt (system message contains
-  ``"violated_rules": [``).
-- ``per_rule``: the official per-rule prompt, recognised by the ``[Target — Rule N``
-  header of its user message (its system message asks for ``"verdict"``).
-- ``plain``: anything else; answered like ``per_policy``.
-
-A DSPy prompt may also come from an optimizer asking for instructions (COPRO and
-MIPRO's ``proposed_instruction``, GEPA's ``new_instruction``, SIMBA's
-``module_advice``); :attr:`PromptView.asks_for_instructions` tells them apart.
-Assistant turns before the last user message are the prompt's demonstrations.
-
-DSPy prompts are recognised first because an optimised program may quote the official
-template inside its own instructions.
+Kinds: ``dspy`` (a DSPy adapter prompt: ``Your output fields are:``; answered in the
+adapter's format: ChatAdapter blocks, JSON, XML tags), ``per_policy`` (the official
+per-policy prompt), ``per_rule`` (the official per-rule prompt, ``[Target — Rule N``),
+``plain`` (anything else, answered like ``per_policy``). DSPy prompts are recognised
+first: an optimised program may quote the official template. A DSPy prompt may be an
+optimizer asking for instructions (:attr:`PromptView.asks_for_instructions`); assistant
+turns before the last user message are demonstrations.
 """
 
 from __future__ import annotations

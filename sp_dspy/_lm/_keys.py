@@ -1,8 +1,7 @@
 """Which key an LM sends: the named variable, the provider's usual one, or a placeholder.
 
-Keys come from the environment only, are registered for redaction as soon as they
-are read, and are resolved when an LM is built, so a missing key stops a run before
-its first call with one line naming the variable.
+Keys come from the environment only, are registered for redaction when read, and are
+resolved when an LM is built, so a missing key stops a run before its first call.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import os
 from .._errors import ConfigError
 from .._redact import register_secret
 from ._config import LMConfig
-from ._profiles import ProviderProfile, is_private_endpoint, profile_for
+from ._profiles import is_private_endpoint, profile_for
 
 #: What self-hosted servers (vLLM, llama.cpp) accept when they check no key.
 SELF_HOSTED_PLACEHOLDER_KEY = "EMPTY"
@@ -45,9 +44,11 @@ def key_for(config: LMConfig, api_base: str | None) -> str | None:
     profile = profile_for(config.provider)
     if profile is None:  # a provider without a profile: LiteLLM reads its own variable, never a placeholder
         return None
-    if _self_hosted(profile, api_base):
+    # A server of the user's own (a self-hosted kind, or ``openai/`` at a private address).
+    own_server = profile.compatible_servers and api_base is not None and is_private_endpoint(api_base)
+    if profile.self_hosted or own_server:
         return SELF_HOSTED_PLACEHOLDER_KEY
-    value = os.environ.get(profile.key_env or "", "").strip() if profile.key_env else ""
+    value = os.environ.get(profile.key_env, "").strip() if profile.key_env else ""
     if not value:
         raise ConfigError(
             f"model '{config.display_name()}': no API key: set {profile.key_env} "
@@ -55,10 +56,3 @@ def key_for(config: LMConfig, api_base: str | None) -> str | None:
         )
     register_secret(value)
     return value
-
-
-def _self_hosted(profile: ProviderProfile, api_base: str | None) -> bool:
-    """Whether the endpoint is a server of the user's own, which may get the placeholder key."""
-    if profile.self_hosted:
-        return True
-    return profile.compatible_servers and api_base is not None and is_private_endpoint(api_base)

@@ -1,19 +1,10 @@
 """Provider profiles: how each model-string provider is reached on the wire (data, not code).
 
-A profile says which wire a provider speaks (the OpenAI chat-completions body or
-Anthropic's messages body), its public endpoint, its usual key variable, and how the
-generic settings of an :class:`~sp_dspy._lm._config.LMConfig` are spelled in its
-body: the output cap (``max_tokens``, or ``max_completion_tokens`` for OpenAI's
-reasoning models, which reject ``max_tokens``) and the reasoning effort
-(``reasoning_effort``, or OpenRouter's ``reasoning: {effort: ...}``). sp-dspy's HTTP
-engine (``_direct``) builds every request from a config and its profile, so a preset
-in ``configs/models.yaml`` sends exactly what the SafePyramid reference harness sends
-for that model, and ``sp-dspy eval --show-request`` can print it.
-
-Self-hosted servers (vLLM, llama.cpp) have no public endpoint and no key of their
-own: their profiles need an ``api_base`` and accept the placeholder key ``EMPTY``.
-``openai/`` names both OpenAI and any OpenAI-compatible server; it accepts the
-placeholder only at a loopback or private-network address (your own server).
+A profile gives the wire (OpenAI chat completions or Anthropic messages), the public
+endpoint, the usual key variable and how the body spells the output cap and reasoning
+effort, so sp-dspy's HTTP engine (``_direct``) sends what the reference harness sends.
+Self-hosted servers (vLLM, llama.cpp) need an ``api_base`` and accept the placeholder key;
+``openai/`` accepts it only at a loopback or private-network address.
 """
 
 from __future__ import annotations

@@ -20,9 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
-from .._redact import redact
 from ._cache import ENDPOINT_GROUP_KEY
-from ._config import _URL_USERINFO, LMConfig
+from ._config import LMConfig, display_endpoint
 from ._engine import AsyncEngine, Shared, SyncEngine
 
 if TYPE_CHECKING:
@@ -50,11 +49,6 @@ def _quiet_cancelled_release(record: logging.LogRecord) -> bool:
     use; ``asyncio.run`` ending right after the last call cancels it. Nothing is lost.
     """
     return record.getMessage() != _CANCELLED_RELEASE
-
-
-def display_endpoint(url: str) -> str:
-    """An endpoint as results may show it: no ``user:password@``, no known secret."""
-    return redact(_URL_USERINFO.sub("***@", url.strip().rstrip("/")))
 
 
 class EndpointCounter(Shared, Mapping[str, int]):

@@ -1,13 +1,9 @@
 """A loopback model server for tests and benchmarks: real HTTP, no model.
 
-``StubServer`` serves ``GET /v1/models``, ``POST /v1/chat/completions`` (OpenAI's wire)
-and ``POST /v1/messages`` (Anthropic's wire) on 127.0.0.1, so DSPy's own HTTP engine, retries, timeouts and cache run exactly as they
-would against vLLM or llama.cpp. It records every request body, can add latency, and
-can fail the first requests on purpose (``fail_plan``) to exercise retry handling.
-
-By default the answers come from a :class:`~sp_dspy._lm._fake.FakeEngine` (``.fake``)
-so they are meaningful: register gold cases on ``server.fake`` exactly as for the
-in-process fake model.
+:class:`StubServer` serves ``GET /v1/models``, ``POST /v1/chat/completions`` (OpenAI's wire)
+and ``POST /v1/messages`` (Anthropic's) on 127.0.0.1, records every request, can add
+latency and fail the first requests on purpose (``fail_plan``). By default its answers
+come from a :class:`~sp_dspy._lm._fake.FakeEngine` (``server.fake``: register gold cases there).
 """
 
 from __future__ import annotations
@@ -96,24 +92,25 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         stub = self.server.stub
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
         try:
-            body = json.loads(raw or b"{}")
+            body = json.loads(self.rfile.read(length) if length else b"{}")
         except ValueError:
             body = None
         path = self.path.rstrip("/")
         anthropic = path.endswith("/v1/messages")
-        failure = stub._next_failure() if path.endswith("/chat/completions") or anthropic else None
+        chat = anthropic or path.endswith("/chat/completions")
+        failure = stub._next_failure() if chat else None
         stub._record(StubRequest("POST", self.path, dict(self.headers), body, failure))
         if stub.latency_s:
             time.sleep(stub.latency_s)
         if failure is not None and self._fail(failure):
             return
-        if anthropic and isinstance(body, dict) and isinstance(body.get("messages"), list):
+        has_messages = isinstance(body, dict) and isinstance(body.get("messages"), list)
+        if anthropic and has_messages:
             self._send_json(200, stub._message(body))
         elif not path.endswith("/chat/completions"):
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
-        elif not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        elif not has_messages:
             self._send_json(
                 400, {"error": {"message": "body must be a JSON object with messages", "type": "bad"}}
             )
@@ -146,14 +143,13 @@ class StubServer:
     Args:
         port: TCP port on 127.0.0.1; 0 lets the OS pick a free one (see :attr:`port`).
         latency_s: seconds each request waits before answering.
-        responder: ``body -> reply``; a ``str`` is the assistant text, a ``dict`` the
-            whole ``chat.completion`` object. Default: ``self.fake.reply`` on the messages.
-        fail_plan: failures for the first requests to ``/chat/completions``, in order:
-            ``"429"`` / ``"429:SECONDS"`` (with ``Retry-After``), ``"500"``, ``"502"``,
-            ``"503"`` (``":SECONDS"`` adds ``Retry-After`` too), ``"400"`` (context length
-            exceeded), ``"400-invalid"`` (any other bad request), ``"401"`` (bad key),
-            ``"404"`` (unknown model), ``"drop"`` (connection closed without a
-            response), ``"hang:SECONDS"`` (answers late, for timeouts).
+        responder: ``body -> reply``; a ``str`` is the assistant text, a ``dict`` the whole
+            ``chat.completion``. Default: ``self.fake.reply`` on the messages.
+        fail_plan: failures of the first chat requests, in order: ``"429"``, ``"500"``,
+            ``"502"``, ``"503"`` (``":SECONDS"`` adds ``Retry-After``), ``"400"`` (context
+            length exceeded), ``"400-invalid"`` (another bad request), ``"401"`` (bad key),
+            ``"404"`` (unknown model), ``"drop"`` (connection closed without a response),
+            ``"hang:SECONDS"`` (answers late, for timeouts).
         behaviour: behaviour of the default responder's fake engine.
         model_ids: ids listed by ``/v1/models``.
     """
@@ -182,7 +178,6 @@ class StubServer:
         self._server: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    # ----- lifecycle -------------------------------------------------------------------
     def start(self) -> Self:
         server = _HTTPServer(("127.0.0.1", self.requested_port), _Handler)
         server.stub = self
@@ -221,7 +216,6 @@ class StubServer:
         """The OpenAI-compatible base URL, ``http://127.0.0.1:PORT/v1``."""
         return f"http://127.0.0.1:{self.port}/v1"
 
-    # ----- request bookkeeping ---------------------------------------------------------
     @property
     def chat_requests(self) -> list[StubRequest]:
         """Requests to ``/chat/completions`` or ``/v1/messages``, failed ones included."""
@@ -249,16 +243,16 @@ class StubServer:
         reply = self.responder(body)
         if isinstance(reply, dict):
             return reply
-        prompt = sum(count_tokens(message_text(m.get("content"))) for m in body.get("messages") or [])
-        completion = count_tokens(reply)
         with self._lock:
             number = len(self.requests)
         return chat_completion(
             reply,
             completion_id=f"stub-{number}",
             model=body.get("model", "stub"),
-            prompt_tokens=prompt,
-            completion_tokens=completion,
+            prompt_tokens=sum(
+                count_tokens(message_text(m.get("content"))) for m in body.get("messages") or []
+            ),
+            completion_tokens=count_tokens(reply),
             created=int(time.time()),
         )
 
