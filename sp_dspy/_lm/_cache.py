@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import OutputError
@@ -23,15 +22,7 @@ DISK_SIZE_LIMIT_BYTES = 30 * 1024**3
 ENDPOINT_GROUP_KEY = "sp_endpoint_group"
 _lock = threading.Lock()
 _endpoint_groups: dict[str, str] = {}
-_configured: CacheSettings | None = None
-
-
-@dataclass(frozen=True)
-class CacheSettings:
-    """What :func:`configure_cache` installed."""
-
-    enabled: bool
-    directory: Path | None
+_configured = False  # whether configure_cache was called
 
 
 def default_response_cache_dir() -> Path:
@@ -66,7 +57,7 @@ def endpoint_metadata(endpoints: list[str]) -> dict[str, str]:
     return {ENDPOINT_GROUP_KEY: ",".join(display_endpoint(endpoint_key(e)) for e in endpoints)}
 
 
-def configure_cache(enabled: bool = True, directory: Path | str | None = None) -> CacheSettings:
+def configure_cache(enabled: bool = True, directory: Path | str | None = None) -> None:
     """Install the response cache for this process in ``directory`` (default:
     :func:`default_response_cache_dir`); disabled (``--no-cache``), every call reaches the model.
 
@@ -96,15 +87,7 @@ def configure_cache(enabled: bool = True, directory: Path | str | None = None) -
     else:
         cache = cls(enable_disk_cache=False, enable_memory_cache=False, disk_cache_dir=None)
     install_cache(cache)
-    settings = CacheSettings(enabled, path if enabled else None)
-    with _lock:
-        _configured = settings
-    return settings
-
-
-def cache_settings() -> CacheSettings | None:
-    """What :func:`configure_cache` last installed (None: never called)."""
-    return _configured
+    _configured = True
 
 
 def ensure_cache_configured() -> None:
@@ -112,5 +95,5 @@ def ensure_cache_configured() -> None:
     are keyed in scripts too); one installed through ``dspy.configure_cache`` is left alone."""
     from ._compat import installed_cache
 
-    if cache_settings() is None and installed_cache() is None:
+    if not _configured and installed_cache() is None:
         configure_cache()

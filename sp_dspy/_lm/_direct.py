@@ -16,6 +16,7 @@ A connection pool belongs to one event loop: wrap a loop's top-level coroutine i
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import weakref
 from collections.abc import Awaitable, Mapping, Sequence
@@ -36,7 +37,7 @@ from ._http_errors import (
     status_error,
     transport_error,
 )
-from ._profiles import ProviderProfile, messages_url
+from ._profiles import messages_url
 from ._result import ChatResult, TokenUsage, token_usage
 
 if TYPE_CHECKING:
@@ -97,9 +98,13 @@ def _set_path(body: dict[str, Any], dotted: str, value: Any) -> None:
 class DirectChat:
     """Requests to one endpoint on its provider's wire: body, cache, retries, usage, cost."""
 
-    def __init__(
-        self, config: LMConfig, *, profile: ProviderProfile, api_base: str, api_key: str, model_id: str
-    ) -> None:
+    def __init__(self, config: LMConfig, api_base: str) -> None:
+        """The client of ``config`` at ``api_base``, its key resolved now (``_keys``)."""
+        from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, key_for
+        from ._profiles import PROFILES, model_id
+
+        profile = PROFILES[config.provider]
+        api_key = key_for(config, api_base) or SELF_HOSTED_PLACEHOLDER_KEY
         self.anthropic = profile.wire == "anthropic-messages"
         if config.thinking is not None and not self.anthropic:
             raise ConfigError(
@@ -109,11 +114,11 @@ class DirectChat:
         self.config = config
         self.api_base = api_base
         self.url = messages_url(profile, api_base)
-        self.model_id = model_id
+        self.model_id = model_id(config.model)
         auth = {"x-api-key": api_key} if self.anthropic else {"Authorization": f"Bearer {api_key}"}
         self.headers = {"Content-Type": "application/json", **auth, **dict(profile.headers)}
         self.headers.update(config.extra_headers or {})
-        self.limit_field = profile.limit_field_of(model_id)
+        self.limit_field = profile.limit_field_of(self.model_id)
         limit = config.max_tokens if config.max_tokens is not None else profile.default_limit
         self.params: dict[str, Any] = {}
         if config.temperature is not None:
@@ -129,24 +134,13 @@ class DirectChat:
         self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
             weakref.WeakKeyDictionary()
         )
-        self._rates: tuple[float | None, float | None, float | None] | None = None
         #: Answers the endpoint sent, whoever asked (not cache replays): the manifest's ``endpoint_requests``.
         self.answered = 0
         _clients.add(self)
 
-    @classmethod
-    def for_config(cls, config: LMConfig, api_base: str) -> DirectChat:
-        """The client of ``config`` at ``api_base``, its key resolved now (``_keys``)."""
-        from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, key_for
-        from ._profiles import PROFILES, model_id
-
-        return cls(
-            config,
-            profile=PROFILES[config.provider],
-            api_base=api_base,
-            api_key=key_for(config, api_base) or SELF_HOSTED_PLACEHOLDER_KEY,
-            model_id=model_id(config.model),
-        )
+    @functools.cached_property
+    def _rates(self) -> tuple[float | None, float | None, float | None]:
+        return price_rates(self.config.provider, self.model_id)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> DirectChat:
         return self  # holds connection pools, not state: copies of an LM share it
@@ -326,8 +320,6 @@ class DirectChat:
     def price(self, usage: TokenUsage, cached: int = 0) -> float | None:
         """USD of an answer that took ``usage`` tokens here (``cached`` of them read from the
         provider's prompt cache) at the snapshot's prices; None if unpriced or unreported."""
-        if self._rates is None:
-            self._rates = price_rates(self.config.provider, self.model_id)
         input_rate, output_rate, cached_rate = self._rates
         prompt, completion = usage.prompt_tokens, usage.completion_tokens
         if input_rate is None or output_rate is None or prompt is None or completion is None:
@@ -437,7 +429,7 @@ class DirectEngine(SyncEngine):
         from ._config import LMConfig
 
         config = LMConfig.model_validate(state["config"])
-        return cls(DirectChat.for_config(config, str(state["api_base"])))
+        return cls(DirectChat(config, str(state["api_base"])))
 
 
 class AsyncDirectEngine(AsyncEngine, DirectEngine):  # type: ignore[misc]

@@ -126,7 +126,7 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
         api_base = bases[endpoint] if bases else str(profile.base_url)  # eligible: one of them is set
         from ._direct import AsyncDirectEngine, DirectChat, DirectEngine
 
-        client = DirectChat.for_config(config, api_base)
+        client = DirectChat(config, api_base)
         engines = {"engine": DirectEngine(client), "async_engine": AsyncDirectEngine(client)}
         return _lm(config, config.model, metadata=endpoint_metadata([api_base]), **engines)
     if config.transport == "direct":

@@ -86,15 +86,13 @@ class GoldBook:
     def lookup(self, text: str) -> tuple[int, ...] | None:
         """Gold of the case whose keys all occur in ``text``: the longest total key length wins,
         then the latest registered."""
-        best: tuple[int, ...] | None = None
-        best_size = -1
         with self._lock:
-            entries = list(self._entries)
-        for keys, violated in entries:
-            size = sum(len(k) for k in keys)
-            if size >= best_size and all(k in text for k in keys):
-                best, best_size = violated, size
-        return best
+            matches = [
+                (sum(len(k) for k in keys), index, violated)
+                for index, (keys, violated) in enumerate(self._entries)
+                if all(k in text for k in keys)
+            ]
+        return max(matches)[2] if matches else None
 
 
 @dataclass(frozen=True)

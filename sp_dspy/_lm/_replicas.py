@@ -14,6 +14,7 @@ rides in the LM's ``metadata`` (:data:`ENDPOINT_GROUP_KEY`), removed before send
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -220,31 +221,26 @@ class AsyncReplicaEngine(_ReplicaEngine, AsyncEngine):
         return self.pool.response(raw, request)
 
 
-_loaded_pools: dict[tuple[Any, ...], ReplicaPool] = {}
-_loaded_lock = threading.Lock()
-
-
 def _pool_from_state(state: Mapping[str, Any]) -> ReplicaPool:
     """The pool a saved engine describes; both engines of a loaded LM get the same one.
 
     The state holds no key, so a loaded pool sends the self-hosted placeholder; for
     servers that check keys, build the LM again with ``make_lm``.
     """
-    from ._keys import SELF_HOSTED_PLACEHOLDER_KEY
-
     endpoints = tuple(str(e) for e in state["endpoints"])
     strategy = str(state.get("routing_strategy", ROUTING_STRATEGY))
-    key = (endpoints, str(state["model_id"]), state.get("timeout"), strategy)
-    with _loaded_lock:
-        if key not in _loaded_pools:
-            _loaded_pools[key] = ReplicaPool(
-                endpoints,
-                key[1],
-                api_key=SELF_HOSTED_PLACEHOLDER_KEY,
-                timeout=key[2],
-                routing_strategy=strategy,
-            )
-        return _loaded_pools[key]
+    return _loaded_pool(endpoints, str(state["model_id"]), state.get("timeout"), strategy)
+
+
+@functools.cache
+def _loaded_pool(
+    endpoints: tuple[str, ...], model_id: str, timeout: float | None, strategy: str
+) -> ReplicaPool:
+    from ._keys import SELF_HOSTED_PLACEHOLDER_KEY
+
+    return ReplicaPool(
+        endpoints, model_id, api_key=SELF_HOSTED_PLACEHOLDER_KEY, timeout=timeout, routing_strategy=strategy
+    )
 
 
 def make_replica_lm(config: LMConfig, *, model_id: str, api_key: str) -> dspy.LM:
