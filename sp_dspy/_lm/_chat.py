@@ -32,10 +32,8 @@ def _raw_usage(response: Any) -> dict[str, Any] | None:
 def history_usage(entry: Mapping[str, Any]) -> tuple[TokenUsage, bool]:
     """Tokens of the answer an ``lm.history`` entry records, and whether it came from the cache.
 
-    DSPy records an answer replayed from its response cache with empty ``usage`` (the
-    call paid nothing) but keeps the replayed response, which still says what the
-    answer took. Reading it counts a cached answer's tokens as the official path's
-    :class:`ChatResult` does, so both paths report the same figures.
+    DSPy records a cache replay with empty ``usage`` but keeps the replayed response; its
+    tokens are counted from there, as the official path's :class:`ChatResult` counts them.
     """
     usage = entry.get("usage")
     if usage:
@@ -55,12 +53,8 @@ def history_usage(entry: Mapping[str, Any]) -> tuple[TokenUsage, bool]:
 
 
 def answer_price(lm: Any, usage: TokenUsage) -> float | None:
-    """USD of an answer of ``usage`` tokens from ``lm``, for a call DSPy recorded unpriced.
-
-    DSPy prices the calls of its own engines; it leaves those of a custom engine (sp-dspy's
-    HTTP engine) unpriced, which that engine prices for the official path from the same
-    price snapshot. None for a model the snapshot does not price, or another engine.
-    """
+    """USD of an answer of ``usage`` tokens from ``lm``, for a call DSPy recorded unpriced (it
+    leaves sp-dspy's HTTP engine's calls unpriced); None if unpriced or another engine."""
     from ._direct import client_of
 
     client = client_of(lm)
@@ -92,10 +86,9 @@ def _to_result(result: Any) -> ChatResult:
 def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
     """Send ``messages`` (``role``/``content`` dicts) through ``lm`` without an adapter.
 
-    ``kwargs`` override the LM's settings for this call (``temperature``,
-    ``max_tokens``, ``response_format``, ``cache=False``, ``rollout_id``...).
-    Errors are DSPy's ``LM*Error`` classes after DSPy's own retries; classify them
-    with ``classify_error``.
+    ``kwargs`` override the LM's settings for this call (``temperature``, ``max_tokens``,
+    ``response_format``, ``cache=False``, ``rollout_id``...). Errors are DSPy's ``LM*Error``
+    classes after DSPy's own retries (see ``classify_error``).
     """
     from ._compat import call
     from ._direct import client_of
@@ -107,12 +100,7 @@ def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
 
 
 async def achat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
-    """Async :func:`chat`.
-
-    An LM whose engine is sp-dspy's HTTP engine (``_direct``) is asked through that
-    engine's client, which answers the same way as DSPy's call path around it (cache,
-    retries, errors, usage) at a fraction of the CPU; any other engine through DSPy.
-    """
+    """Async :func:`chat`."""
     from ._compat import acall
     from ._direct import client_of
 

@@ -21,7 +21,6 @@ from .._user_dirs import default_config_dir
 from .._yaml_lines import key_lines, read_yaml_text, repeated_key
 
 Transport = Literal["auto", "dspy", "direct"]
-TRANSPORTS: tuple[Transport, ...] = ("auto", "dspy", "direct")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")

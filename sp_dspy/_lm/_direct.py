@@ -129,7 +129,6 @@ class DirectChat:
             _set_path(self.params, profile.effort_field, config.reasoning_effort)
         if config.thinking is not None:
             self.params["thinking"] = dict(config.thinking)
-        #: While a list, requests are appended here and :class:`RequestCaptured` raised instead of sending.
         self.capture: list[HttpRequest] | None = None
         self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
             weakref.WeakKeyDictionary()
@@ -146,11 +145,9 @@ class DirectChat:
         return self  # holds connection pools, not state: copies of an LM share it
 
     def request(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> HttpRequest:
-        """The request for ``messages``; ``overrides`` (``max_tokens``, ``temperature``, ...) win.
-
-        ``max_tokens`` is sent under the profile's field (``max_completion_tokens`` for
-        OpenAI's reasoning models); ``extra_body`` is merged last.
-        """
+        """The request for ``messages``; ``overrides`` (``max_tokens``, ``temperature``, ...) win,
+        ``extra_body`` is merged last. While :attr:`capture` is a list it gets the request and
+        :class:`RequestCaptured` is raised instead of sending."""
         body: dict[str, Any] = {"model": self.model_id}
         plain = [dict(m) for m in messages]
         if self.anthropic:
@@ -171,14 +168,17 @@ class DirectChat:
             )
         body.update({k: v for k, v in overrides.items() if v is not None})
         body.update(self.config.extra_body or {})
-        return HttpRequest(self.url, self.headers, body)
+        request = HttpRequest(self.url, self.headers, body)
+        if self.capture is not None:
+            self.capture.append(request)
+            raise RequestCaptured(request)
+        return request
 
     async def achat(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> ChatResult:
         """One completion for ``messages`` (cached, retried); ``cache=False`` skips the cache."""
         use_cache = bool(overrides.pop("cache", self.config.cache))
         rollout = overrides.pop("rollout_id", None)
         request = self.request(messages, **overrides)
-        self._check_capture(request)
         import dspy
 
         cache = getattr(dspy, "cache", None) if use_cache else None
@@ -221,17 +221,11 @@ class DirectChat:
         with ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(asyncio.run, once()).result()
 
-    def _check_capture(self, request: HttpRequest) -> None:
-        if self.capture is not None:
-            self.capture.append(request)
-            raise RequestCaptured(request)
-
     async def acomplete(self, request: Request) -> Response:
         """One attempt for a DSPy request (DSPy owns the cache and the retries)."""
         from dspy.lm15 import Message, Response, TextPart, Usage
 
         http = self.request(request_messages(request), **request_overrides(request))
-        self._check_capture(http)
         result = self._result(await self._post(http, retries=0))
         finish = _FINISH.get(result.finish_reason or "", result.finish_reason)
         return Response(

@@ -88,16 +88,12 @@ def direct_eligible(config: LMConfig, *, one_of_replicas: bool = False) -> bool:
 
 
 def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
-    """A ``dspy.LM`` for ``config``; ``endpoint`` picks one of several ``api_bases``.
-
-    With several ``api_bases`` and no ``endpoint``, the LM spreads its requests over
-    all of them through LiteLLM's router (see ``_replicas``); ``lm.endpoint_requests``
-    then counts what each endpoint served.
+    """A ``dspy.LM`` for ``config``; ``endpoint`` picks one of several ``api_bases``, and with
+    none the LM spreads its requests over all of them (``_replicas``).
 
     Raises:
-        ConfigError: a missing key, an endpoint index out of range, a transport that
-            cannot serve the config, or a setting DSPy refuses (e.g. temperature 0
-            on an OpenAI reasoning model).
+        ConfigError: a missing key, an endpoint out of range, a transport that cannot serve
+            the config, or a setting DSPy refuses (e.g. temperature 0 on an OpenAI reasoning model).
     """
     if config.is_fake:
         return _make_fake(config)

@@ -24,21 +24,14 @@ BASE_BACKOFF_S = 0.5
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """``Retry-After`` (or ``retry-after-ms``) as seconds, None when absent or unreadable."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
+    for raw, scale in ((headers.get("retry-after-ms"), 1000), (headers.get("retry-after"), 1)):
+        if raw is not None:
+            try:
+                return max(0.0, float(raw) / scale)
+            except ValueError:
+                pass
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        parsed = email.utils.parsedate_to_datetime(value)
+        parsed = email.utils.parsedate_to_datetime(headers.get("retry-after") or "")
     except (TypeError, ValueError):
         return None
     return max(0.0, parsed.timestamp() - time.time())

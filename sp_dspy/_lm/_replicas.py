@@ -160,9 +160,8 @@ class ReplicaPool:
 def _routed_errors(model: str) -> Iterator[None]:
     """LiteLLM's errors as DSPy's ``LM*Error`` classes (the kind ``classify_error`` names), so DSPy retries them.
 
-    When every replica is cooling down the router refuses at once with "no deployments
-    available"; DSPy's default backoff (1, 2, 4 s) would spend all retries inside the
-    cooldown, so the error carries the cooldown as ``retry_after``, which DSPy waits.
+    "No deployments available" (every replica cooling down) carries the cooldown as
+    ``retry_after``: DSPy's default backoff would spend all retries inside it.
     """
     from litellm.types.router import RouterRateLimitError
 
@@ -244,10 +243,8 @@ def _loaded_pool(
 
 
 def make_replica_lm(config: LMConfig, *, model_id: str, api_key: str) -> dspy.LM:
-    """A ``dspy.LM`` that spreads ``config``'s requests over all of its ``api_bases``.
-
-    ``lm.endpoint_requests`` counts the requests each endpoint served.
-    """
+    """A ``dspy.LM`` that spreads ``config``'s requests over all of its ``api_bases``
+    (``lm.endpoint_requests`` counts what each served)."""
     from ._cache import ensure_cache_configured, register_endpoint_group
     from ._dspy import import_dspy
 

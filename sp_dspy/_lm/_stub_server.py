@@ -80,6 +80,9 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up first (e.g. its timeout)
 
+    def _send_error(self, status: int, message: str, kind: str, headers: Mapping[str, str] = {}) -> None:
+        self._send_json(status, {"error": {"message": message, "type": kind}}, headers)
+
     def do_GET(self) -> None:
         stub = self.server.stub
         stub._record(StubRequest("GET", self.path, dict(self.headers), None))
@@ -87,7 +90,7 @@ class _Handler(BaseHTTPRequestHandler):
             data = [{"id": m, "object": "model", "owned_by": "sp-dspy-stub"} for m in stub.model_ids]
             self._send_json(200, {"object": "list", "data": data})
         else:
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            self._send_error(404, f"no route {self.path}", "not_found")
 
     def do_POST(self) -> None:
         stub = self.server.stub
@@ -109,15 +112,11 @@ class _Handler(BaseHTTPRequestHandler):
         if anthropic and has_messages:
             self._send_json(200, stub._message(body))
         elif not path.endswith("/chat/completions"):
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            self._send_error(404, f"no route {self.path}", "not_found")
         elif not has_messages:
-            self._send_json(
-                400, {"error": {"message": "body must be a JSON object with messages", "type": "bad"}}
-            )
+            self._send_error(400, "body must be a JSON object with messages", "bad")
         elif body.get("stream"):
-            self._send_json(
-                400, {"error": {"message": "the stub does not stream", "type": "invalid_request"}}
-            )
+            self._send_error(400, "the stub does not stream", "invalid_request")
         else:
             self._send_json(200, stub._completion(body))
 
@@ -133,7 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"Retry-After": f"{arg:g}"} if arg is not None else {}
         kind_name, message = _FAILURE_TEXT.get(kind, ("server_error", f"stub planned {kind}"))
         status = int(kind.partition("-")[0])
-        self._send_json(status, {"error": {"message": message, "type": kind_name}}, headers)
+        self._send_error(status, message, kind_name, headers)
         return True
 
 
