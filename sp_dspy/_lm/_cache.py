@@ -70,7 +70,7 @@ def configure_cache(enabled: bool = True, directory: Path | str | None = None) -
 
     ensure_offline_env()
     path = Path(os.path.expanduser(str(directory))) if directory is not None else default_response_cache_dir()
-    cls = endpoint_cache_class(endpoint_key)
+    disk: dict[str, object] = {"disk_cache_dir": None}
     if enabled:
         try:
             ensure_writable_dir(path, what="response cache")  # before any call, not in DSPy's first write
@@ -78,15 +78,9 @@ def configure_cache(enabled: bool = True, directory: Path | str | None = None) -
             raise OutputError(
                 f"{exc}; set SP_DSPY_CACHE_DIR to a writable directory or pass --no-cache"
             ) from None
-        cache = cls(
-            enable_disk_cache=True,
-            enable_memory_cache=True,
-            disk_cache_dir=str(path),
-            disk_size_limit_bytes=DISK_SIZE_LIMIT_BYTES,
-        )
-    else:
-        cache = cls(enable_disk_cache=False, enable_memory_cache=False, disk_cache_dir=None)
-    install_cache(cache)
+        disk = {"disk_cache_dir": str(path), "disk_size_limit_bytes": DISK_SIZE_LIMIT_BYTES}
+    cache_class = endpoint_cache_class(endpoint_key)
+    install_cache(cache_class(enable_disk_cache=enabled, enable_memory_cache=enabled, **disk))
     _configured = True
 
 

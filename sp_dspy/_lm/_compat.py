@@ -20,17 +20,26 @@ import functools
 from contextlib import nullcontext
 from typing import Any
 
-#: ``use name -> ((module, attribute names), ...)`` that must exist in the installed DSPy.
+#: ``use name -> ((module, attribute names), ...)`` that must exist in the installed DSPy
+#: (``Class.method``: a method of a class there).
 USES: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "call_path": (
         ("dspy.clients.execution", ("prepare", "execute", "aexecute", "finalize")),
         ("dspy.clients.call_result", ("usage_dict",)),
     ),
     "price_table": (("dspy.clients.model_metadata", ("model_info", "rate")),),
-    "response_cache": (("dspy.clients.cache", ("Cache",)),),
-    "gepa_budget": (("dspy.teleprompt.gepa.gepa", ("AUTO_RUN_SETTINGS", "GEPA")),),
+    "response_cache": (("dspy.clients.cache", ("Cache", "Cache.cache_key")),),
+    "gepa_budget": (("dspy.teleprompt.gepa.gepa", ("AUTO_RUN_SETTINGS", "GEPA", "GEPA.auto_budget")),),
     "mipro_budget": (
-        ("dspy.teleprompt.mipro_optimizer_v2", ("AUTO_RUN_SETTINGS", "MIN_MINIBATCH_SIZE", "MIPROv2")),
+        (
+            "dspy.teleprompt.mipro_optimizer_v2",
+            (
+                "AUTO_RUN_SETTINGS",
+                "MIN_MINIBATCH_SIZE",
+                "MIPROv2",
+                "MIPROv2._set_num_trials_from_num_candidates",
+            ),
+        ),
     ),
 }
 #: DSPy's request identifiers of async calls and their sync twins (``response_cache``).
@@ -56,18 +65,11 @@ def missing_uses() -> list[str]:
             except ImportError:
                 missing.append(f"{use}: {module_name}")
                 continue
-            missing += [f"{use}: {module_name}.{name}" for name in names if not hasattr(module, name)]
-    if missing:
-        return missing
-    from dspy.teleprompt import GEPA, MIPROv2
-
-    for use, owner, method in (
-        ("response_cache", _dspy_cache_base(), "cache_key"),
-        ("gepa_budget", GEPA, "auto_budget"),
-        ("mipro_budget", MIPROv2, "_set_num_trials_from_num_candidates"),
-    ):
-        if not callable(getattr(owner, method, None)):
-            missing.append(f"{use}: {owner.__module__}.{owner.__name__}.{method}")
+            for name in names:
+                owner, _, method = name.partition(".")
+                found = getattr(module, owner, None)
+                if found is None or (method and not callable(getattr(found, method, None))):
+                    missing.append(f"{use}: {module_name}.{name}")
     return missing
 
 

@@ -111,8 +111,7 @@ def _output_fields(system: str) -> tuple[OutputField, ...]:
 
 
 def _input_blocks(user: str, adapter: AdapterStyle) -> dict[str, str]:
-    pattern = _XML_BLOCK if adapter == "xml" else _CHAT_BLOCK
-    return {name: value for name, value in pattern.findall(user)}
+    return dict((_XML_BLOCK if adapter == "xml" else _CHAT_BLOCK).findall(user))
 
 
 def _dspy_target(user: str, adapter: AdapterStyle) -> int | None:
@@ -148,19 +147,16 @@ def message_text(content: Any) -> str:
 
 def read_prompt(messages: Sequence[Mapping[str, Any]], *, wants_json: bool = False) -> PromptView:
     """Classify ``messages`` (OpenAI-style ``role``/``content`` dicts)."""
-    system = "\n".join(
-        message_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")
-    )
-    users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
-    user = users[-1] if users else ""
+    texts = [message_text(m.get("content")) for m in messages]
+    roles = [m.get("role") for m in messages]
+    system = "\n".join(t for t, role in zip(texts, roles, strict=True) if role in ("system", "developer"))
+    last_user = max((i for i, role in enumerate(roles) if role == "user"), default=-1)
+    user = texts[last_user] if last_user >= 0 else ""
     # Assistant turns before the last user message are demonstrations (DSPy puts demos there).
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     demos = tuple(
-        message_text(m.get("content")) for m in messages[:last_user] if m.get("role") == "assistant"
+        t for t, role in zip(texts[:last_user], roles[:last_user], strict=True) if role == "assistant"
     )
-    text = "\n".join(message_text(m.get("content")) for m in messages)
-    target_match = _TARGET.search(user)
-    target = int(target_match.group(1)) if target_match else None
+    text = "\n".join(texts)
     if DSPY_MARKER in system:
         fields = _output_fields(system)
         adapter = _adapter_style(system, user, wants_json, fields)
@@ -168,8 +164,8 @@ def read_prompt(messages: Sequence[Mapping[str, Any]], *, wants_json: bool = Fal
         return PromptView("dspy", system, user, text, user, target, fields, adapter, demos)
     if POLICY_MARKER in system:
         return PromptView("per_policy", system, user, text, system)
-    if target is not None:
-        return PromptView("per_rule", system, user, text, user, target)
+    if target_match := _TARGET.search(user):
+        return PromptView("per_rule", system, user, text, user, int(target_match.group(1)))
     return PromptView("plain", system, user, text, text)
 
 
