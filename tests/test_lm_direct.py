@@ -28,8 +28,8 @@ from sp_dspy._lm import (
     make_lms,
 )
 from sp_dspy._lm._direct import client_of, env_proxy
+from sp_dspy._lm._errors import MAX_RETRY_WAIT_S, backoff_seconds, retry_after_seconds
 from sp_dspy._lm._factory import direct_eligible
-from sp_dspy._lm._http_errors import MAX_RETRY_WAIT_S, backoff_seconds, retry_after_seconds
 from tests._lm_fixtures import per_policy_messages
 
 T = TypeVar("T")

@@ -28,8 +28,8 @@ from .._errors import ConfigError
 from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
 from ._config import _KEY_HEADERS
-from ._engine import AsyncEngine, SyncEngine, request_system
-from ._http_errors import (
+from ._dspy import AsyncEngine, SyncEngine, request_system
+from ._errors import (
     RETRY_STATUSES,
     backoff_seconds,
     error_message,

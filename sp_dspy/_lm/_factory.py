@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .._errors import ConfigError
 from .._redact import redact
+from ._cache import ENDPOINT_GROUP_KEY, endpoint_metadata, ensure_cache_configured, register_endpoint_group
 from ._config import LMConfig
 from ._dspy import import_dspy
 from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, key_for
@@ -97,20 +98,15 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
     """
     if config.is_fake:
         return _make_fake(config)
-    from ._cache import endpoint_metadata, ensure_cache_configured, register_endpoint_group
-
     bases = config.api_bases
     name = config.display_name()
     if endpoint is None and len(bases) > 1:
-        from ._replicas import make_replica_lm
-
         if config.transport == "direct":
             raise ConfigError(
                 f"model '{name}': transport 'direct' serves one endpoint; "
                 "replicas (a comma-separated --api-base) go through LiteLLM's router: use 'auto' or 'dspy'"
             )
-        shared_key = key_for(config, bases[0]) or SELF_HOSTED_PLACEHOLDER_KEY
-        return make_replica_lm(config, model_id=model_id(config.model), api_key=shared_key)
+        return _replica_lm(config, key_for(config, bases[0]) or SELF_HOSTED_PLACEHOLDER_KEY)
     endpoint = endpoint or 0
     if bases and not 0 <= endpoint < len(bases):
         raise ConfigError(f"model '{name}': endpoint {endpoint} of {len(bases)} does not exist")
@@ -132,6 +128,23 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
             f"use 'auto' or 'dspy' for {config.provider or config.model}"
         )
     return _dspy_engine_lm(config, bases[endpoint] if bases else None)
+
+
+def _replica_lm(config: LMConfig, api_key: str) -> dspy.LM:
+    """An LM spreading its requests over all ``api_bases`` (``lm.endpoint_requests`` counts what each served)."""
+    from ._replicas import AsyncReplicaEngine, ReplicaEngine, ReplicaPool
+
+    register_endpoint_group(config.api_bases)
+    pool = ReplicaPool(config.api_bases, model_id(config.model), api_key=api_key, timeout=config.timeout)
+    ensure_cache_configured()
+    engine = ReplicaEngine(pool, json_schema=config.json_schema)
+    async_engine = AsyncReplicaEngine(pool, json_schema=config.json_schema)
+    effort = {} if config.reasoning_effort is None else {"reasoning_effort": config.reasoning_effort}
+    # Saved with programs and shown in history: the group as the manifest writes endpoints.
+    metadata = {ENDPOINT_GROUP_KEY: ",".join(pool.counter)}
+    lm = _lm(config, config.model, engine=engine, async_engine=async_engine, metadata=metadata, **effort)
+    lm.endpoint_requests = pool.counter
+    return lm
 
 
 def _dspy_engine_lm(config: LMConfig, api_base: str | None) -> dspy.LM:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
-from ._engine import AsyncEngine, SyncEngine, request_system
+from ._dspy import AsyncEngine, SyncEngine, request_system
 from ._fake_answers import Decision, render
 from ._fake_prompts import PromptView, contains_phrase, message_text, read_prompt
 

@@ -21,12 +21,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
-from ._cache import ENDPOINT_GROUP_KEY
-from ._config import LMConfig, display_endpoint
-from ._engine import AsyncEngine, Shared, SyncEngine
+from ._config import display_endpoint
+from ._dspy import AsyncEngine, Shared, SyncEngine
 
 if TYPE_CHECKING:
-    import dspy
     from dspy.lm15 import Request, Response
 
 ROUTING_STRATEGY = "least-busy"
@@ -165,8 +163,7 @@ def _routed_errors(model: str) -> Iterator[None]:
     """
     from litellm.types.router import RouterRateLimitError
 
-    from ._errors import classify_error
-    from ._http_errors import lm_error
+    from ._errors import classify_error, lm_error
 
     try:
         yield
@@ -240,34 +237,3 @@ def _loaded_pool(
     return ReplicaPool(
         endpoints, model_id, api_key=SELF_HOSTED_PLACEHOLDER_KEY, timeout=timeout, routing_strategy=strategy
     )
-
-
-def make_replica_lm(config: LMConfig, *, model_id: str, api_key: str) -> dspy.LM:
-    """A ``dspy.LM`` that spreads ``config``'s requests over all of its ``api_bases``
-    (``lm.endpoint_requests`` counts what each served)."""
-    from ._cache import ensure_cache_configured, register_endpoint_group
-    from ._dspy import import_dspy
-
-    dspy = import_dspy()
-    endpoints = config.api_bases
-    register_endpoint_group(endpoints)
-    pool = ReplicaPool(endpoints, model_id, api_key=api_key, timeout=config.timeout)
-    ensure_cache_configured()
-    # The LM's settings are saved with programs and shown in its history: the group is
-    # written as the manifest writes endpoints, without URL credentials.
-    group = ",".join(pool.counter)
-    kwargs: dict[str, Any] = {"metadata": {ENDPOINT_GROUP_KEY: group}}
-    if config.reasoning_effort is not None:
-        kwargs["reasoning_effort"] = config.reasoning_effort
-    lm = dspy.LM(
-        config.model,
-        engine=ReplicaEngine(pool, json_schema=config.json_schema),
-        async_engine=AsyncReplicaEngine(pool, json_schema=config.json_schema),
-        temperature=config.temperature,
-        max_tokens=config.max_tokens,
-        cache=config.cache,
-        num_retries=config.num_retries,
-        **kwargs,
-    )
-    lm.endpoint_requests = pool.counter
-    return lm
