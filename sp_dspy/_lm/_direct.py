@@ -1,16 +1,12 @@
 """sp-dspy's HTTP engine: requests built from a config and its provider profile, posted as built.
 
-A hosted preset must send what the SafePyramid reference harness sends (path, headers,
-body), and a user must see it before paying (``eval --show-request``); generic clients
-translate settings their own way, so :meth:`DirectChat.request` builds the one
-:class:`HttpRequest` that is sent, cached and shown. DSPy programs reach the client as
-a ``dspy.LM`` engine (:class:`DirectEngine`: one attempt, DSPy owns cache and retries).
-The official baselines' ``achat`` calls :meth:`DirectChat.achat` directly, skipping
-DSPy's generic call path (CPU-bound at high concurrency) while doing what it does:
-DSPy's response cache, retries with ``Retry-After``, DSPy's error classes, usage and cost.
-
-A connection pool belongs to one event loop: wrap a loop's top-level coroutine in
-:func:`closing_transports` (the runner and ``Guard`` do).
+A preset must send what the reference harness sends, and a user must see it before paying
+(``eval --show-request``), so :meth:`DirectChat.request` builds the one :class:`HttpRequest`
+that is sent, cached and shown. DSPy programs use it as a ``dspy.LM`` engine (one attempt;
+DSPy owns cache and retries); the baselines' ``achat`` calls :meth:`DirectChat.achat`,
+skipping DSPy's CPU-heavy generic path while doing what it does (DSPy's response cache,
+retries, DSPy's error classes, usage, cost). A connection pool belongs to one event loop:
+wrap a loop's top-level coroutine in :func:`closing_transports`.
 """
 
 from __future__ import annotations

@@ -59,19 +59,10 @@ def register_schema_provider() -> str:
 def _make_fake(config: LMConfig) -> dspy.LM:
     from ._fake import AsyncFakeEngine, FakeEngine, behaviour_of
 
-    dspy = import_dspy()
     engine = FakeEngine(behaviour_of(config.model))
-    # Never cached: the fake's answers depend on registered gold cases and queued
-    # replies, which a cache keyed on the prompt cannot see.
-    return dspy.LM(
-        config.model,
-        engine=engine,
-        async_engine=AsyncFakeEngine(engine),
-        cache=False,
-        temperature=config.temperature,
-        max_tokens=config.max_tokens,
-        num_retries=config.num_retries,
-    )
+    # Never cached: the answers depend on registered gold cases and queued replies.
+    uncached = config.model_copy(update={"cache": False})
+    return _lm(uncached, config.model, engine=engine, async_engine=AsyncFakeEngine(engine))
 
 
 def direct_eligible(config: LMConfig, *, one_of_replicas: bool = False) -> bool:

@@ -1,24 +1,16 @@
 """A deterministic, offline guard model (``fake/<behaviour>``) for tests, smoke runs and optimizer checks.
 
-Its engine answers through DSPy's real call path (adapters, history, usage) with no
-network, in the format its caller parses (``_fake_prompts``, ``_fake_answers``); usage
-counts are whitespace tokens. Behaviours (``fake`` alone is ``fake/oracle``):
-
-- ``oracle``: the gold violations of the case it recognises (:meth:`FakeEngine.register_case`;
-  an unrecognised case has none); ``empty``: nothing; ``all``: every rule number in the
-  policy text (``N.`` line starts, ``Rule N`` mentions); ``random``: each of those with
-  probability 1/2, seeded by the request; ``refuse``: :data:`REFUSAL_TEXT`; ``garbage``:
-  prose no parser reads.
-- ``instructed``: like ``oracle`` when told to "check every rule" (case-insensitive) or
-  shown a demonstration listing two or more rules, else only the first gold violation,
-  so a test can prove an optimizer improves a program. Sampled (``temperature > 0``:
-  SIMBA, ``BestOfN``), the 2nd, 4th... copy of one request also gets every violation, so
-  samples differ as a real model's do (DSPy strips ``rollout_id`` before the engine).
-
-Asked for instructions by an optimizer (COPRO, MIPRO, GEPA's reflection, SIMBA's advice),
-all but ``refuse``/``garbage`` answer :data:`PROPOSED_INSTRUCTION` on the 1st, 3rd...
-copy of one request and :data:`PLAIN_INSTRUCTION` otherwise, so a compile with
-``fake/instructed`` alone visibly improves.
+It answers through DSPy's real call path with no network, in the format its caller parses;
+usage counts are whitespace tokens. Behaviours (``fake`` is ``fake/oracle``): ``oracle``: the
+gold violations of a registered case (:meth:`FakeEngine.register_case`), else none; ``empty``:
+none; ``all``: every rule number in the policy text; ``random``: each with probability 1/2,
+seeded by the request; ``refuse``, ``garbage``: unparseable replies; ``instructed``: like
+``oracle`` when told to "check every rule" or shown a demo listing two or more rules, else
+the first gold violation only, so a test can prove an optimizer helps. A sampled request
+(``temperature > 0``: SIMBA, ``BestOfN``) sent the 2nd, 4th... time gets every violation, as a
+real model's samples differ. Asked for instructions by an optimizer, all but ``refuse`` and
+``garbage`` propose :data:`PROPOSED_INSTRUCTION` on the 1st, 3rd... ask, else
+:data:`PLAIN_INSTRUCTION`, so a compile with ``fake/instructed`` alone visibly improves.
 """
 
 from __future__ import annotations
