@@ -276,20 +276,14 @@ class DirectChat:
                 if last:
                     timeout = isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError)
                     raise transport_error(exc, model=model, timeout=timeout) from exc
-                await asyncio.sleep(backoff_seconds(attempt, None))
-                continue
-            if status < 300:
-                self.answered += 1
-                try:
-                    data = _json_body(raw)
-                except ValueError as exc:
-                    raise status_error(502, "response is not JSON", model=model, retry_after=None) from exc
-                if isinstance(data, dict):
-                    return data
-                raise status_error(502, "response is not a JSON object", model=model, retry_after=None)
-            wait = retry_after_seconds(headers)
-            if status not in RETRY_STATUSES or last:
-                raise status_error(status, error_message(raw), model=model, retry_after=wait)
+                wait = None
+            else:
+                if status < 300:
+                    self.answered += 1
+                    return _json_object(raw, model)
+                wait = retry_after_seconds(headers)
+                if status not in RETRY_STATUSES or last:
+                    raise status_error(status, error_message(raw), model=model, retry_after=wait)
             await asyncio.sleep(backoff_seconds(attempt, wait))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -466,13 +460,19 @@ async def closing_transports(awaitable: Awaitable[_T]) -> _T:
             await client.aclose()
 
 
-def _json_body(raw: bytes) -> Any:
-    """A response body as JSON; one with a lone UTF-16 surrogate escape (``"\\ud800"``), which
-    orjson refuses, is read by the standard library as DSPy's engine reads it: a model
-    answer is recorded, whatever it holds, never turned into an HTTP error."""
+def _json_object(raw: bytes, model: str) -> dict[str, Any]:
+    """A 2xx body as a JSON object, else DSPy's error for a 502. A lone UTF-16 surrogate escape
+    (``"\\ud800"``), which orjson refuses, is read by the standard library as DSPy's engine reads
+    it: a model answer is recorded, whatever it holds, never turned into an HTTP error."""
     import orjson
 
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            data = json.loads(raw)
+    except ValueError as exc:
+        raise status_error(502, "response is not JSON", model=model, retry_after=None) from exc
+    if not isinstance(data, dict):
+        raise status_error(502, "response is not a JSON object", model=model, retry_after=None)
+    return data
