@@ -117,18 +117,14 @@ def price_rates(provider: str, model_id: str) -> tuple[float | None, float | Non
 
 
 # ----- 3. response_cache -------------------------------------------------------------------
-def _dspy_cache_base() -> type[Any]:
-    from dspy.clients.cache import Cache
-
-    return Cache
-
-
 @functools.cache
 def endpoint_cache_class(endpoint_key: Any) -> type[Any]:
     """DSPy's ``Cache`` whose key keeps the endpoint (``endpoint_key(url)``), never the API key."""
+    from dspy.clients.cache import Cache
+
     endpoint_fields = ("api_base", "base_url")
 
-    class EndpointAwareCache(_dspy_cache_base()):  # type: ignore[misc]
+    class EndpointAwareCache(Cache):
         """DSPy's two-level cache whose key includes the API endpoint (never the key)."""
 
         def cache_key(

@@ -18,7 +18,7 @@ from ._cache import ENDPOINT_GROUP_KEY, endpoint_metadata, ensure_cache_configur
 from ._config import LMConfig
 from ._dspy import import_dspy
 from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, key_for
-from ._profiles import PROFILES, model_id, profile_for
+from ._profiles import PROFILES, model_id
 
 if TYPE_CHECKING:
     import dspy
@@ -71,7 +71,7 @@ def direct_eligible(config: LMConfig, *, one_of_replicas: bool = False) -> bool:
     ``one_of_replicas``: the LM serves one endpoint of several (``make_lms``); an LM
     over all replicas goes through LiteLLM's router instead.
     """
-    profile = profile_for(config.provider)
+    profile = PROFILES.get(config.provider)
     if config.is_fake or profile is None or config.transport == "dspy":
         return False
     if len(config.api_bases) > 1 and not one_of_replicas:
@@ -104,7 +104,7 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
     if len(bases) > 1:
         register_endpoint_group(bases)
     ensure_cache_configured()
-    profile = profile_for(config.provider)
+    profile = PROFILES.get(config.provider)
     if direct_eligible(config, one_of_replicas=len(bases) > 1) and profile is not None:
         api_base = bases[endpoint] if bases else str(profile.base_url)  # eligible: one of them is set
         from ._direct import AsyncDirectEngine, DirectChat, DirectEngine

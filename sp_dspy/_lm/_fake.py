@@ -170,7 +170,12 @@ class FakeEngine(SyncEngine):
         if queued is None:
             view = read_prompt(messages, wants_json=bool(response_format))
             sampled = bool(temperature) and self.behaviour == "instructed"
-            repeat = self._count_asked(view.text) if view.asks_for_instructions or sampled else 0
+            repeat = 0
+            if view.asks_for_instructions or sampled:  # how often this very request was answered before
+                key = hashlib.sha256(view.text.encode("utf-8")).hexdigest()
+                with self._lock:
+                    repeat = self._asked[key]
+                    self._asked[key] += 1
             decision = decide(self.behaviour, view, self.gold, repeat, sampled=sampled)
             queued = decision if isinstance(decision, str) else render(view, decision)
         plain = [
@@ -178,14 +183,6 @@ class FakeEngine(SyncEngine):
         ]
         self.calls.append(FakeCall(plain, queued, response_format))
         return queued
-
-    def _count_asked(self, text: str) -> int:
-        """How often this very request was answered before (``n`` samples send it n times)."""
-        key = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        with self._lock:
-            repeat = self._asked[key]
-            self._asked[key] += 1
-        return repeat
 
     def complete(self, request: Request) -> Response:
         from dspy.lm15 import Message, Response, TextPart, Usage

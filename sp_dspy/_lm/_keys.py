@@ -11,7 +11,7 @@ import os
 from .._errors import ConfigError
 from .._redact import register_secret
 from ._config import LMConfig
-from ._profiles import is_private_endpoint, profile_for
+from ._profiles import PROFILES, is_private_endpoint
 
 #: What self-hosted servers (vLLM, llama.cpp) accept when they check no key.
 SELF_HOSTED_PLACEHOLDER_KEY = "EMPTY"
@@ -41,7 +41,7 @@ def key_for(config: LMConfig, api_base: str | None) -> str | None:
     """
     if config.api_key_env is not None:
         return api_key_for(config)
-    profile = profile_for(config.provider)
+    profile = PROFILES.get(config.provider)
     if profile is None:  # a provider without a profile: LiteLLM reads its own variable, never a placeholder
         return None
     # A server of the user's own (a self-hosted kind, or ``openai/`` at a private address).

@@ -92,11 +92,6 @@ PROFILES: dict[str, ProviderProfile] = {
 }
 
 
-def profile_for(provider: str) -> ProviderProfile | None:
-    """The profile of a model-string provider (``openai`` for ``openai/gpt-5.5``), or None."""
-    return PROFILES.get(provider)
-
-
 def model_id(model: str) -> str:
     """``hosted_vllm/Qwen/Qwen3-8B`` -> ``Qwen/Qwen3-8B`` (what the provider calls it)."""
     _, sep, rest = model.partition("/")
