@@ -14,6 +14,9 @@ from pathlib import Path
 
 from .._errors import OutputError
 from .._user_dirs import default_cache_dir, ensure_writable_dir
+from ._compat import endpoint_cache_class, install_cache, installed_cache
+from ._config import display_endpoint
+from ._dspy import ensure_offline_env
 
 DISK_SIZE_LIMIT_BYTES = 30 * 1024**3
 #: The key, in an LM's ``metadata`` setting, that puts a custom engine's endpoint into DSPy's
@@ -52,8 +55,6 @@ def endpoint_key(url: str) -> str:
 def endpoint_metadata(endpoints: list[str]) -> dict[str, str]:
     """The ``metadata`` setting of an LM on a custom engine serving ``endpoints`` (see
     :data:`ENDPOINT_GROUP_KEY`): the group as results show endpoints, without credentials."""
-    from ._config import display_endpoint
-
     return {ENDPOINT_GROUP_KEY: ",".join(display_endpoint(endpoint_key(e)) for e in endpoints)}
 
 
@@ -65,9 +66,6 @@ def configure_cache(enabled: bool = True, directory: Path | str | None = None) -
         OutputError: the cache directory cannot be created or written.
     """
     global _configured
-    from ._compat import endpoint_cache_class, install_cache
-    from ._dspy import ensure_offline_env
-
     ensure_offline_env()
     path = Path(os.path.expanduser(str(directory))) if directory is not None else default_response_cache_dir()
     disk: dict[str, object] = {"disk_cache_dir": None}
@@ -87,7 +85,5 @@ def configure_cache(enabled: bool = True, directory: Path | str | None = None) -
 def ensure_cache_configured() -> None:
     """Install the default cache when nobody configured one (``make_lm`` calls it, so endpoints
     are keyed in scripts too); one installed through ``dspy.configure_cache`` is left alone."""
-    from ._compat import installed_cache
-
     if not _configured and installed_cache() is None:
         configure_cache()

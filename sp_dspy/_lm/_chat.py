@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._compat import acall, call, response_usage
+from ._direct import client_of
 from ._result import ChatResult, TokenUsage, token_usage
 
 if TYPE_CHECKING:
@@ -40,8 +42,6 @@ def history_usage(entry: Mapping[str, Any]) -> tuple[TokenUsage, bool]:
         return token_usage(usage), False
     from dspy.lm15 import Response
 
-    from ._compat import response_usage
-
     response = entry.get("response")
     responses = response if isinstance(response, list | tuple) else [response]
     total = TokenUsage()
@@ -55,16 +55,12 @@ def history_usage(entry: Mapping[str, Any]) -> tuple[TokenUsage, bool]:
 def answer_price(lm: Any, usage: TokenUsage) -> float | None:
     """USD of an answer of ``usage`` tokens from ``lm``, for a call DSPy recorded unpriced (it
     leaves sp-dspy's HTTP engine's calls unpriced); None if unpriced or another engine."""
-    from ._direct import client_of
-
     client = client_of(lm)
     return None if client is None else client.price(usage)
 
 
 def _to_result(result: Any) -> ChatResult:
     """Read DSPy's ``CallResult`` (native or LiteLLM-shaped) into a :class:`ChatResult`."""
-    from ._compat import response_usage
-
     output = result.outputs[0] if result.outputs else ""
     text = output.get("text") if isinstance(output, Mapping) else output
     reasoning = output.get("reasoning_content") if isinstance(output, Mapping) else None
@@ -90,9 +86,6 @@ def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
     ``response_format``, ``cache=False``, ``rollout_id``...). Errors are DSPy's ``LM*Error``
     classes after DSPy's own retries (see ``classify_error``).
     """
-    from ._compat import call
-    from ._direct import client_of
-
     client = client_of(lm)
     if client is not None:
         return client.chat(messages, **kwargs)
@@ -101,9 +94,6 @@ def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
 
 async def achat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
     """Async :func:`chat`."""
-    from ._compat import acall
-    from ._direct import client_of
-
     client = client_of(lm)
     if client is not None:
         return await client.achat(messages, **kwargs)

@@ -17,6 +17,7 @@ use (:data:`USES`) when an installed DSPy lacks what it needs:
 from __future__ import annotations
 
 import functools
+import importlib
 from contextlib import nullcontext
 from typing import Any
 
@@ -55,8 +56,6 @@ IDENTIFIER_FIELD = "_fn_identifier"
 
 def missing_uses() -> list[str]:
     """``"<use>: <module>.<attribute>"`` for every internal the installed DSPy lacks."""
-    import importlib
-
     missing = []
     for use, places in USES.items():
         for module_name, names in places:

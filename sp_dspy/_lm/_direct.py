@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from .._errors import ConfigError
 from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
-from ._config import _KEY_HEADERS
+from ._config import _KEY_HEADERS, LMConfig
 from ._dspy import AsyncEngine, SyncEngine, request_system
 from ._errors import (
     RETRY_STATUSES,
@@ -33,14 +33,13 @@ from ._errors import (
     status_error,
     transport_error,
 )
-from ._profiles import messages_url
+from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, key_for
+from ._profiles import PROFILES, messages_url, model_id
 from ._result import ChatResult, TokenUsage, token_usage
 
 if TYPE_CHECKING:
     import aiohttp
     from dspy.lm15 import Request, Response
-
-    from ._config import LMConfig
 
 #: Bumped when the cached value's layout changes, so old entries are not misread.
 CACHE_IDENTIFIER = "sp_dspy.direct.chat/2"
@@ -96,9 +95,6 @@ class DirectChat:
 
     def __init__(self, config: LMConfig, api_base: str) -> None:
         """The client of ``config`` at ``api_base``, its key resolved now (``_keys``)."""
-        from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, key_for
-        from ._profiles import PROFILES, model_id
-
         profile = PROFILES[config.provider]
         api_key = key_for(config, api_base) or SELF_HOSTED_PLACEHOLDER_KEY
         self.anthropic = profile.wire == "anthropic-messages"
@@ -368,15 +364,10 @@ def request_overrides(request: Request) -> dict[str, Any]:
     overrides["max_tokens"] = config.max_tokens
     # DSPy carries a JSON schema flat ({"type": "json_schema", "name", "schema", ...}); the
     # chat-completions body nests it under "json_schema".
-    response_format = dict(config.response_format) if config.response_format is not None else None
-    if (
-        response_format
-        and response_format.get("type") == "json_schema"
-        and "json_schema" not in response_format
-    ):
-        schema = {k: v for k, v in response_format.items() if k != "type"}
-        response_format = {"type": "json_schema", "json_schema": schema}
-    overrides["response_format"] = response_format
+    form = None if config.response_format is None else dict(config.response_format)
+    if form and form.get("type") == "json_schema" and "json_schema" not in form:
+        form = {"type": "json_schema", "json_schema": {k: v for k, v in form.items() if k != "type"}}
+    overrides["response_format"] = form
     if config.stop:
         overrides["stop"] = list(config.stop)
     extensions = dict(config.extensions or {})
@@ -410,8 +401,6 @@ class DirectEngine(SyncEngine):
 
     @classmethod
     def load_state(cls, state: Mapping[str, Any]) -> Self:
-        from ._config import LMConfig
-
         config = LMConfig.model_validate(state["config"])
         return cls(DirectChat(config, str(state["api_base"])))
 

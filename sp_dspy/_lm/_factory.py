@@ -16,14 +16,15 @@ from .._errors import ConfigError
 from .._redact import redact
 from ._cache import ENDPOINT_GROUP_KEY, endpoint_metadata, ensure_cache_configured, register_endpoint_group
 from ._config import LMConfig
+from ._direct import AsyncDirectEngine, DirectChat, DirectEngine
 from ._dspy import import_dspy
+from ._fake import AsyncFakeEngine, FakeEngine, behaviour_of
 from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, key_for
 from ._profiles import PROFILES, model_id
+from ._replicas import AsyncReplicaEngine, ReplicaEngine, ReplicaPool
 
 if TYPE_CHECKING:
     import dspy
-
-    from ._fake import FakeEngine
 
 SCHEMA_PROVIDER = "sp-openai-compatible"
 
@@ -57,8 +58,6 @@ def register_schema_provider() -> str:
 
 
 def _make_fake(config: LMConfig) -> dspy.LM:
-    from ._fake import AsyncFakeEngine, FakeEngine, behaviour_of
-
     engine = FakeEngine(behaviour_of(config.model))
     # Never cached: the answers depend on registered gold cases and queued replies.
     uncached = config.model_copy(update={"cache": False})
@@ -107,8 +106,6 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
     profile = PROFILES.get(config.provider)
     if direct_eligible(config, one_of_replicas=len(bases) > 1) and profile is not None:
         api_base = bases[endpoint] if bases else str(profile.base_url)  # eligible: one of them is set
-        from ._direct import AsyncDirectEngine, DirectChat, DirectEngine
-
         client = DirectChat(config, api_base)
         engines = {"engine": DirectEngine(client), "async_engine": AsyncDirectEngine(client)}
         return _lm(config, config.model, metadata=endpoint_metadata([api_base]), **engines)
@@ -123,8 +120,6 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
 
 def _replica_lm(config: LMConfig, api_key: str) -> dspy.LM:
     """An LM spreading its requests over all ``api_bases`` (``lm.endpoint_requests`` counts what each served)."""
-    from ._replicas import AsyncReplicaEngine, ReplicaEngine, ReplicaPool
-
     register_endpoint_group(config.api_bases)
     pool = ReplicaPool(config.api_bases, model_id(config.model), api_key=api_key, timeout=config.timeout)
     ensure_cache_configured()
@@ -182,7 +177,5 @@ def make_lms(config: LMConfig) -> list[dspy.LM]:
 
 def fake_engine(lm: object) -> FakeEngine | None:
     """The :class:`FakeEngine` behind ``lm``, or None for a real model."""
-    from ._fake import FakeEngine
-
     engine = getattr(lm, "engine", None)
     return engine if isinstance(engine, FakeEngine) else None

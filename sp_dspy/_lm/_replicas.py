@@ -22,7 +22,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
 from ._config import display_endpoint
-from ._dspy import AsyncEngine, Shared, SyncEngine
+from ._direct import request_messages, request_overrides
+from ._dspy import AsyncEngine, Shared, SyncEngine, ensure_offline_env
+from ._errors import classify_error, lm_error
+from ._keys import SELF_HOSTED_PLACEHOLDER_KEY
 
 if TYPE_CHECKING:
     from dspy.lm15 import Request, Response
@@ -95,8 +98,6 @@ class ReplicaPool:
     ) -> None:
         if len(endpoints) < 2:
             raise ValueError("a replica pool needs at least two endpoints")
-        from ._dspy import ensure_offline_env
-
         ensure_offline_env()
         from litellm import Router
 
@@ -127,8 +128,6 @@ class ReplicaPool:
 
     def arguments(self, request: Request) -> dict[str, Any]:
         """The OpenAI chat body for ``request`` (as sp-dspy's HTTP engine builds it), minus the group key."""
-        from ._direct import request_messages, request_overrides
-
         data = {k: v for k, v in request_overrides(request).items() if v is not None}
         data["messages"] = request_messages(request)
         return data
@@ -162,8 +161,6 @@ def _routed_errors(model: str) -> Iterator[None]:
     ``retry_after``: DSPy's default backoff would spend all retries inside it.
     """
     from litellm.types.router import RouterRateLimitError
-
-    from ._errors import classify_error, lm_error
 
     try:
         yield
@@ -232,8 +229,6 @@ def _pool_from_state(state: Mapping[str, Any]) -> ReplicaPool:
 def _loaded_pool(
     endpoints: tuple[str, ...], model_id: str, timeout: float | None, strategy: str
 ) -> ReplicaPool:
-    from ._keys import SELF_HOSTED_PLACEHOLDER_KEY
-
     return ReplicaPool(
         endpoints, model_id, api_key=SELF_HOSTED_PLACEHOLDER_KEY, timeout=timeout, routing_strategy=strategy
     )
