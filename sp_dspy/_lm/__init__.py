@@ -15,7 +15,7 @@ from ._dspy import import_dspy
 from ._errors import classify_error, is_lasting
 from ._factory import fake_engine, make_lm
 from ._fake import BEHAVIOURS, FakeEngine
-from ._keys import key_for
+from ._profiles import key_for
 from ._result import ChatResult, TokenUsage
 from ._stub_server import StubServer
 

@@ -33,8 +33,7 @@ from ._errors import (
     status_error,
     transport_error,
 )
-from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, key_for
-from ._profiles import PROFILES, messages_url, model_id
+from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, messages_url, model_id
 from ._result import ChatResult, TokenUsage, token_usage
 
 if TYPE_CHECKING:
@@ -94,7 +93,7 @@ class DirectChat:
     """Requests to one endpoint on its provider's wire: body, cache, retries, usage, cost."""
 
     def __init__(self, config: LMConfig, api_base: str) -> None:
-        """The client of ``config`` at ``api_base``, its key resolved now (``_keys``)."""
+        """The client of ``config`` at ``api_base``, its key resolved now (``_profiles.key_for``)."""
         profile = PROFILES[config.provider]
         api_key = key_for(config, api_base) or SELF_HOSTED_PLACEHOLDER_KEY
         self.anthropic = profile.wire == "anthropic-messages"

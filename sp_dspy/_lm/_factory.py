@@ -3,7 +3,7 @@
 ``fake/...``: the in-process :class:`~sp_dspy._lm._fake.FakeEngine`; several ``api_bases``:
 the LiteLLM router (``_replicas``); a provider with a profile (``_profiles``) and transport
 ``auto``/``direct``: sp-dspy's HTTP engine (``_direct``); anything else, or ``transport: dspy``:
-DSPy's own engine. Keys (``_keys``), endpoints, retries, timeouts and caching are decided here.
+DSPy's own engine. Keys (``_profiles``), endpoints, retries, timeouts and caching are decided here.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from ._config import LMConfig
 from ._direct import AsyncDirectEngine, DirectChat, DirectEngine
 from ._dspy import import_dspy
 from ._fake import AsyncFakeEngine, FakeEngine, behaviour_of
-from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, key_for
-from ._profiles import PROFILES, model_id
+from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 from ._replicas import AsyncReplicaEngine, ReplicaEngine, ReplicaPool
 
 if TYPE_CHECKING:
@@ -135,24 +134,20 @@ def _replica_lm(config: LMConfig, api_key: str) -> dspy.LM:
 
 def _dspy_engine_lm(config: LMConfig, api_base: str | None) -> dspy.LM:
     """An LM on DSPy's own engine (its native clients or LiteLLM), keys and endpoint given."""
-    kwargs: dict[str, object] = {}
     key = key_for(config, api_base)
     model = config.model
-    if api_base is not None:
-        kwargs["api_base"] = api_base
-        if config.json_schema:
-            model = f"{register_schema_provider()}/{model_id(config.model)}"
-    if key is not None:
-        kwargs["api_key"] = key
-    optional = {
+    if api_base is not None and config.json_schema:
+        model = f"{register_schema_provider()}/{model_id(config.model)}"
+    settings = {
+        "api_base": api_base,
+        "api_key": key,
         "timeout": config.timeout,
         "reasoning_effort": config.reasoning_effort,
         "thinking": dict(config.thinking) if config.thinking is not None else None,
         "extra_headers": dict(config.extra_headers) if config.extra_headers else None,
         "extra_body": dict(config.extra_body) if config.extra_body else None,
     }
-    kwargs.update({name: value for name, value in optional.items() if value is not None})
-    return _lm(config, model, **kwargs)
+    return _lm(config, model, **{name: value for name, value in settings.items() if value is not None})
 
 
 def _lm(config: LMConfig, model: str, **kwargs: object) -> dspy.LM:

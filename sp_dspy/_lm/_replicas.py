@@ -25,7 +25,7 @@ from ._config import display_endpoint
 from ._direct import request_messages, request_overrides
 from ._dspy import AsyncEngine, Shared, SyncEngine, ensure_offline_env
 from ._errors import classify_error, lm_error
-from ._keys import SELF_HOSTED_PLACEHOLDER_KEY
+from ._profiles import SELF_HOSTED_PLACEHOLDER_KEY
 
 if TYPE_CHECKING:
     from dspy.lm15 import Request, Response
