@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
 from ._dspy import AsyncEngine, SyncEngine, request_system
-from ._fake_answers import Decision, render
-from ._fake_prompts import PromptView, contains_phrase, message_text, read_prompt
+from ._fake_prompts import Decision, PromptView, contains_phrase, message_text, read_prompt, render
 
 if TYPE_CHECKING:
     from dspy.lm15 import Request, Response
