@@ -1,17 +1,11 @@
 """The LM layer, public: what a guard program needs to call a model and report a failure.
 
-- :func:`chat` / :func:`achat`: raw chat messages through a ``dspy.LM`` (no adapter),
-  with DSPy's cache, retries and history, answered as a :class:`ChatResult` (text,
-  :class:`TokenUsage`, cost, cache hit);
-- :func:`history_usage` / :func:`answer_price`: the tokens of one ``lm.history`` entry
-  (and whether it was replayed from the cache) and the price of an answer, so a
-  program reports cached answers as the official path does;
-- :func:`classify_error` / :func:`redact`: the failure kind of an exception (``rate_limit``,
-  ``timeout``, ...) and a message with every known secret masked;
-- :func:`gepa_auto_metric_calls` / :func:`mipro_auto_run`: the budgets DSPy's GEPA and
-  MIPROv2 ``auto`` presets will run, by DSPy's own formulas (for cost projections).
-
-Re-exported from ``sp_dspy._lm``; importing this module does not import DSPy.
+:func:`chat` / :func:`achat` send raw messages through a ``dspy.LM`` (DSPy's cache, retries,
+history) and answer a :class:`ChatResult`; :func:`history_usage` / :func:`answer_price` read
+an ``lm.history`` entry's tokens and price as the official path reports them;
+:func:`classify_error` / :func:`redact` name a failure's kind and mask secrets;
+:func:`gepa_auto_metric_calls` / :func:`mipro_auto_run` are the budgets of GEPA's and
+MIPROv2's ``auto`` presets. Importing this module does not import DSPy.
 """
 
 from sp_dspy._lm import (

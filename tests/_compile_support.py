@@ -14,7 +14,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from sp_dspy._data import Case, load_benchmark
-from sp_dspy._lm import INSTRUCTION_PHRASE, LMConfig, StubServer, fake_engine, make_lm
+from sp_dspy._lm import LMConfig, StubServer, fake_engine, make_lm
+from sp_dspy._lm._fake import INSTRUCTION_PHRASE
 from sp_dspy._runner._fake_gold import teach_fake
 
 BETTER_INSTRUCTION = (

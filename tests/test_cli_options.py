@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import sp_dspy
 from sp_dspy._errors import ConfigError
-from sp_dspy._lm import bundled_models_file, user_models_file
+from sp_dspy._lm._config import bundled_models_file, user_models_file
 from sp_dspy.cli import COMMANDS, app, main
 from sp_dspy.cli import _lm_options as lmo
 from sp_dspy.cli._panels import PANEL_ORDER

@@ -79,7 +79,7 @@ def test_id_and_failed_select_cases(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_answer_is_shown_raw_per_policy_and_per_rule(tmp_path: Path) -> None:
-    from sp_dspy._lm import GARBAGE_TEXT
+    from sp_dspy._lm._fake import GARBAGE_TEXT
 
     policy = run_eval(tmp_path / "p", "fake/garbage", "--limit", "1", "--run-id", "g")
     (record,) = iter_records(policy)

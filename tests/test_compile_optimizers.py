@@ -138,7 +138,7 @@ def test_the_estimate_bounds_the_calls_of_a_compile_with_the_default_settings(
 
 
 def test_the_fake_sometimes_proposes_the_rewarded_instruction() -> None:
-    from sp_dspy._lm import PLAIN_INSTRUCTION, PROPOSED_INSTRUCTION
+    from sp_dspy._lm._fake import PLAIN_INSTRUCTION, PROPOSED_INSTRUCTION
 
     lm = make_lm(INSTRUCTED)
     propose = dspy.Predict("basic_instruction -> proposed_instruction", n=3)  # three samples of one request

@@ -13,8 +13,9 @@ import pytest
 from programs import make_program, program_spec
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._guard import Guard, Verdict
-from sp_dspy._lm import INSTRUCTION_PHRASE, FakeEngine, LMConfig, StubServer, make_lm
+from sp_dspy._lm import FakeEngine, LMConfig, StubServer, make_lm
 from sp_dspy._lm._direct import client_of
+from sp_dspy._lm._fake import INSTRUCTION_PHRASE
 
 POLICY = """Check ALL rules below against the conversation.
 

@@ -9,20 +9,11 @@ from pathlib import Path
 import pytest
 
 from sp_dspy._errors import ConfigError
-from sp_dspy._lm import (
-    ERROR_KINDS,
-    LMConfig,
-    api_key_for,
-    bundled_models_file,
-    classify_error,
-    describe_error,
-    is_lasting,
-    is_transient,
-    load_model_configs,
-    redact,
-    register_secret,
-    resolve_model_config,
-)
+from sp_dspy._lm import LMConfig, classify_error, is_lasting, load_model_configs, redact, resolve_model_config
+from sp_dspy._lm._config import bundled_models_file
+from sp_dspy._lm._errors import ERROR_KINDS, describe_error, is_transient
+from sp_dspy._lm._profiles import api_key_for
+from sp_dspy._redact import register_secret
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,6 @@ import pytest
 
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import (
-    DirectChat,
     LMConfig,
     StubServer,
     achat,
@@ -22,14 +21,12 @@ from sp_dspy._lm import (
     classify_error,
     closing_transports,
     configure_cache,
-    describe_error,
     import_dspy,
     make_lm,
-    make_lms,
 )
-from sp_dspy._lm._direct import client_of, env_proxy
-from sp_dspy._lm._factory import direct_eligible
-from sp_dspy._lm._http_errors import MAX_RETRY_WAIT_S, backoff_seconds, retry_after_seconds
+from sp_dspy._lm._direct import DirectChat, client_of, env_proxy
+from sp_dspy._lm._errors import MAX_RETRY_WAIT_S, backoff_seconds, describe_error, retry_after_seconds
+from sp_dspy._lm._factory import direct_eligible, make_lms
 from tests._lm_fixtures import per_policy_messages
 
 T = TypeVar("T")

@@ -30,7 +30,8 @@ from sp_dspy._lm import (
     import_dspy,
     make_lm,
 )
-from sp_dspy._lm._replicas import ENDPOINT_GROUP_KEY, AsyncReplicaEngine, ReplicaEngine
+from sp_dspy._lm._cache import ENDPOINT_GROUP_KEY
+from sp_dspy._lm._replicas import AsyncReplicaEngine, ReplicaEngine
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app

@@ -20,11 +20,11 @@ from sp_dspy._lm import (
     classify_error,
     closing_transports,
     configure_cache,
-    describe_error,
     make_lm,
-    make_lms,
 )
 from sp_dspy._lm._direct import client_of
+from sp_dspy._lm._errors import describe_error
+from sp_dspy._lm._factory import make_lms
 from tests._lm_fixtures import CONVERSATION, GOLD, POLICY, per_policy_messages
 
 pytestmark = [pytest.mark.network, pytest.mark.timeout(60)]

@@ -1,47 +1,46 @@
 """Every place sp-dspy still touches DSPy internals, each named with why (the only such module).
 
-sp-dspy reaches DSPy through its public API (``dspy.LM`` with custom engines,
-``dspy.lm15`` types, ``dspy.LMError`` classes, ``dspy.context``, optimizers'
-constructors). Five needs have no public API in DSPy 3.4; they live here so a DSPy
-upgrade is checked in one place, and ``tests/test_lm_presets.py`` fails naming the use
-when an installed DSPy no longer has what it needs (:data:`USES`):
+Five needs have no public API in DSPy 3.4; ``tests/test_lm_presets.py`` fails naming the
+use (:data:`USES`) when an installed DSPy lacks what it needs:
 
-1. ``call_path``: raw chat messages through a DSPy-owned engine (LiteLLM, DSPy's
-   native clients, the replica router) with DSPy's cache and retries, keeping DSPy's
-   ``CallResult``: only it says whether the answer came from the cache (``lm(...)``
-   drops that, and ``lm(Request)`` does not report it).
-2. ``price_table``: the LiteLLM price snapshot bundled with DSPy
-   (``dspy.clients.model_metadata``), so sp-dspy's HTTP engine prices its answers with
-   the same rates DSPy uses.
-3. ``response_cache``: DSPy's response cache keyed by endpoint as well as request
-   (DSPy drops ``api_base`` from keys, so two servers serving different weights under
-   one model name would share answers): a subclass of ``dspy.clients.cache.Cache``
-   overriding ``cache_key``, DSPy's request identifiers for its sync and async
-   calls (so both share entries), and installing it as ``dspy.cache`` under DSPy's lock.
-4. ``gepa_budget``: GEPA's ``auto`` presets (``AUTO_RUN_SETTINGS``), so ``compile
-   --dry-run`` projects the metric calls GEPA's own ``auto_budget`` will allow.
-5. ``mipro_budget``: MIPROv2's ``auto`` presets (``AUTO_RUN_SETTINGS``,
-   ``MIN_MINIBATCH_SIZE``) and its trial count (``_set_num_trials_from_num_candidates``),
-   so the projection uses DSPy's formula instead of a copy.
+1. ``call_path``: raw messages through a DSPy-owned engine with DSPy's cache and retries,
+   keeping the ``CallResult``: only it says whether the answer came from the cache.
+2. ``price_table``: DSPy's bundled LiteLLM price snapshot, so sp-dspy's HTTP engine prices
+   answers at DSPy's rates.
+3. ``response_cache``: DSPy's cache keyed by endpoint too (DSPy drops ``api_base``, so two
+   servers with different weights under one model name would share answers): a ``Cache``
+   subclass overriding ``cache_key``, sync and async calls sharing entries.
+4. ``gepa_budget``: GEPA's ``auto`` presets, so ``compile --dry-run`` projects its metric calls.
+5. ``mipro_budget``: MIPROv2's ``auto`` presets and trial count, by DSPy's own formula.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 from contextlib import nullcontext
 from typing import Any
 
-#: ``use name -> ((module, attribute names), ...)`` that must exist in the installed DSPy.
+#: ``use name -> ((module, attribute names), ...)`` that must exist in the installed DSPy
+#: (``Class.method``: a method of a class there).
 USES: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "call_path": (
         ("dspy.clients.execution", ("prepare", "execute", "aexecute", "finalize")),
         ("dspy.clients.call_result", ("usage_dict",)),
     ),
     "price_table": (("dspy.clients.model_metadata", ("model_info", "rate")),),
-    "response_cache": (("dspy.clients.cache", ("Cache",)),),
-    "gepa_budget": (("dspy.teleprompt.gepa.gepa", ("AUTO_RUN_SETTINGS", "GEPA")),),
+    "response_cache": (("dspy.clients.cache", ("Cache", "Cache.cache_key")),),
+    "gepa_budget": (("dspy.teleprompt.gepa.gepa", ("AUTO_RUN_SETTINGS", "GEPA", "GEPA.auto_budget")),),
     "mipro_budget": (
-        ("dspy.teleprompt.mipro_optimizer_v2", ("AUTO_RUN_SETTINGS", "MIN_MINIBATCH_SIZE", "MIPROv2")),
+        (
+            "dspy.teleprompt.mipro_optimizer_v2",
+            (
+                "AUTO_RUN_SETTINGS",
+                "MIN_MINIBATCH_SIZE",
+                "MIPROv2",
+                "MIPROv2._set_num_trials_from_num_candidates",
+            ),
+        ),
     ),
 }
 #: DSPy's request identifiers of async calls and their sync twins (``response_cache``).
@@ -57,8 +56,6 @@ IDENTIFIER_FIELD = "_fn_identifier"
 
 def missing_uses() -> list[str]:
     """``"<use>: <module>.<attribute>"`` for every internal the installed DSPy lacks."""
-    import importlib
-
     missing = []
     for use, places in USES.items():
         for module_name, names in places:
@@ -67,18 +64,11 @@ def missing_uses() -> list[str]:
             except ImportError:
                 missing.append(f"{use}: {module_name}")
                 continue
-            missing += [f"{use}: {module_name}.{name}" for name in names if not hasattr(module, name)]
-    if missing:
-        return missing
-    from dspy.teleprompt import GEPA, MIPROv2
-
-    for use, owner, method in (
-        ("response_cache", _dspy_cache_base(), "cache_key"),
-        ("gepa_budget", GEPA, "auto_budget"),
-        ("mipro_budget", MIPROv2, "_set_num_trials_from_num_candidates"),
-    ):
-        if not callable(getattr(owner, method, None)):
-            missing.append(f"{use}: {owner.__module__}.{owner.__name__}.{method}")
+            for name in names:
+                owner, _, method = name.partition(".")
+                found = getattr(module, owner, None)
+                if found is None or (method and not callable(getattr(found, method, None))):
+                    missing.append(f"{use}: {module_name}.{name}")
     return missing
 
 
@@ -126,18 +116,14 @@ def price_rates(provider: str, model_id: str) -> tuple[float | None, float | Non
 
 
 # ----- 3. response_cache -------------------------------------------------------------------
-def _dspy_cache_base() -> type[Any]:
-    from dspy.clients.cache import Cache
-
-    return Cache
-
-
 @functools.cache
 def endpoint_cache_class(endpoint_key: Any) -> type[Any]:
     """DSPy's ``Cache`` whose key keeps the endpoint (``endpoint_key(url)``), never the API key."""
+    from dspy.clients.cache import Cache
+
     endpoint_fields = ("api_base", "base_url")
 
-    class EndpointAwareCache(_dspy_cache_base()):  # type: ignore[misc]
+    class EndpointAwareCache(Cache):
         """DSPy's two-level cache whose key includes the API endpoint (never the key)."""
 
         def cache_key(

@@ -1,20 +1,19 @@
-"""Model settings: one validated record per model, loaded from a YAML file.
+"""Model settings: one validated record per model, loaded from YAML.
 
-A config names a model the way DSPy/LiteLLM do (``openai/gpt-5.5``,
-``hosted_vllm/Qwen3-8B``, ``fake/oracle``) plus the few settings that change results
-or cost. It never holds a key: ``api_key_env`` names the environment variable to read
-at call time, so a config file can be committed and result files can record settings
-(:meth:`LMConfig.public_dict`) without leaking credentials.
+A config names a model as DSPy/LiteLLM do (``openai/gpt-5.5``, ``fake/oracle``) plus the
+settings that change results or cost. It never holds a key (``api_key_env`` names the
+variable), so config files can be committed and results record settings safely.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from .._errors import ConfigError
 from .._redact import redact
@@ -22,7 +21,6 @@ from .._user_dirs import default_config_dir
 from .._yaml_lines import key_lines, read_yaml_text, repeated_key
 
 Transport = Literal["auto", "dspy", "direct"]
-TRANSPORTS: tuple[Transport, ...] = ("auto", "dspy", "direct")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
@@ -30,25 +28,26 @@ _KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-k
 _RESERVED_BODY_FIELDS = frozenset({"model", "messages", "system", "stream"})
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 MODELS_FILE_NAME = "models.yaml"
+#: Settings with a range: ``field -> (allowed(value), message when not)``.
+_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "temperature": (lambda v: 0 <= v <= 2, "must be between 0 and 2"),
+    "max_tokens": (lambda v: v >= 1, "must be a positive number of tokens"),
+    "reasoning_effort": (lambda v: v in REASONING_EFFORTS, f"must be one of {', '.join(REASONING_EFFORTS)}"),
+    "timeout": (lambda v: v > 0, "must be a positive number of seconds"),
+    "num_retries": (lambda v: v >= 0, "must be 0 or more"),
+}
 
 
 class LMConfig(BaseModel):
     """How to reach one model and how to sample from it.
 
-    ``api_base`` may list several endpoints separated by commas (replicas of the same
-    model); it is kept exactly as written and split by :attr:`api_bases`.
-
-    ``transport`` picks the engine of the LM: ``direct`` is sp-dspy's HTTP engine
-    (``_direct``), which builds each request from this config and the provider's
-    profile (``_profiles``) so it is exactly what the reference harness sends;
-    ``dspy`` is DSPy's own engine (LiteLLM or DSPy's native clients, which translate
-    settings their own way); ``auto`` (default) the direct one wherever the provider
-    has a profile and there is one endpoint.
-
-    ``extra_body`` is merged into every request body last (provider-specific fields),
-    ``extra_headers`` is sent with every request (never a key: keys come from
-    ``api_key_env``), ``thinking`` is Anthropic's extended-thinking setting
-    (``{"type": "adaptive"}``).
+    ``api_base`` may list several endpoints separated by commas (replicas of one model).
+    ``transport``: ``direct`` is sp-dspy's HTTP engine (``_direct``: each request built
+    from this config and the provider's profile, as the reference harness sends it),
+    ``dspy`` DSPy's own engine (which translates settings its own way), ``auto`` the
+    direct one wherever the provider has a profile and there is one endpoint.
+    ``extra_body`` is merged into every body last, ``extra_headers`` sent with every
+    request (never a key), ``thinking`` is Anthropic's setting (``{"type": "adaptive"}``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -80,12 +79,9 @@ class LMConfig(BaseModel):
     @field_validator("api_base")
     @classmethod
     def _api_base(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parts = [part.strip() for part in value.split(",")]
-        for part in parts:
-            if not part.startswith(("http://", "https://")):
-                raise ValueError(f"endpoint {redact(part)!r} must start with http:// or https://")
+        for part in [] if value is None else value.split(","):
+            if not part.strip().startswith(("http://", "https://")):
+                raise ValueError(f"endpoint {redact(part.strip())!r} must start with http:// or https://")
         return value
 
     @field_validator("api_key_env")
@@ -113,39 +109,12 @@ class LMConfig(BaseModel):
             raise ValueError(f"{', '.join(reserved)} cannot be set here (sp-dspy sends them)")
         return value
 
-    @field_validator("temperature")
+    @field_validator("temperature", "max_tokens", "reasoning_effort", "timeout", "num_retries")
     @classmethod
-    def _temperature(cls, value: float | None) -> float | None:
-        if value is not None and not 0 <= value <= 2:
-            raise ValueError("must be between 0 and 2")
-        return value
-
-    @field_validator("max_tokens")
-    @classmethod
-    def _max_tokens(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError("must be a positive number of tokens")
-        return value
-
-    @field_validator("reasoning_effort")
-    @classmethod
-    def _reasoning_effort(cls, value: str | None) -> str | None:
-        if value is not None and value not in REASONING_EFFORTS:
-            raise ValueError(f"must be one of {', '.join(REASONING_EFFORTS)}")
-        return value
-
-    @field_validator("timeout")
-    @classmethod
-    def _timeout(cls, value: float | None) -> float | None:
-        if value is not None and value <= 0:
-            raise ValueError("must be a positive number of seconds")
-        return value
-
-    @field_validator("num_retries")
-    @classmethod
-    def _num_retries(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError("must be 0 or more")
+    def _in_range(cls, value: Any, info: ValidationInfo) -> Any:
+        allowed, message = _RANGES[info.field_name or ""]
+        if value is not None and not allowed(value):
+            raise ValueError(message)
         return value
 
     @property
@@ -180,6 +149,11 @@ class LMConfig(BaseModel):
         return {key: _public(value) for key, value in self.model_dump().items()}
 
 
+def display_endpoint(url: str) -> str:
+    """An endpoint as results may show it: no ``user:password@``, no known secret."""
+    return redact(_URL_USERINFO.sub("***@", url.strip().rstrip("/")))
+
+
 def _public(value: Any) -> Any:
     """``value`` with URL credentials and known secrets masked, nested values included."""
     if isinstance(value, str):
@@ -200,14 +174,8 @@ def _describe(exc: ValidationError) -> str:
 
 
 def load_model_configs(path: str | Path) -> dict[str, LMConfig]:
-    """Read ``{models: {name: {model: ..., ...}}}`` from a YAML file.
-
-    An entry may also be a bare model string (``gpt: openai/gpt-5.5``). ``name``
-    defaults to the entry's key.
-
-    Raises:
-        ConfigError: one line naming the file, line, model and field that is wrong.
-    """
+    """Read ``{models: {name: {model: ..., ...} or a model string}}`` from a YAML file (``name``
+    defaults to the key); a ConfigError names the file, line, model and field that is wrong."""
     path = Path(path)
     data, text = read_yaml_text(path, "model configs")
     models = data.get("models") if isinstance(data, dict) else None
@@ -243,14 +211,8 @@ def user_models_file() -> Path:
 
 
 def models_files(config_file: Path | None = None) -> list[Path]:
-    """The models files that apply, in order: the package's, the user's, then ``--config``.
-
-    The first two are read when they exist (so a name works from any directory);
-    ``config_file`` must exist.
-
-    Raises:
-        ConfigError: ``config_file`` is given but is not a file.
-    """
+    """The models files that apply, in order: the package's and the user's when they exist
+    (so a name works from any directory), then ``--config``, which must exist."""
     files = [path for path in (bundled_models_file(), user_models_file()) if path.is_file()]
     if config_file is not None:
         if not config_file.is_file():
@@ -270,12 +232,8 @@ def load_configured_models(config_file: Path | None = None) -> dict[str, LMConfi
 def resolve_model_config(
     spec: str, configs: dict[str, LMConfig] | None = None, *, flag: str = "--lm"
 ) -> LMConfig:
-    """A config by its name in ``configs``, or an ad-hoc one for a model string.
-
-    ``spec`` is what a user types after ``flag`` (``--lm``, ``--models``, ``--prompt-lm``):
-    a configured name (``gpt-5.5``) or any model string with a provider prefix
-    (``openai/gpt-4o-mini``, ``fake/all``). Errors name ``flag``.
-    """
+    """The config ``spec`` (typed after ``flag``, which errors name) names: a configured name
+    (``gpt-5.5``) or any model string with a provider prefix (``openai/gpt-4o-mini``, ``fake/all``)."""
     configs = configs or {}
     if spec in configs:
         return configs[spec]

@@ -1,46 +1,31 @@
 """sp-dspy's HTTP engine: requests built from a config and its provider profile, posted as built.
 
-Every hosted preset must send what the SafePyramid reference harness sends for that
-model (path, headers, body fields), and a user must be able to see that request
-before paying for it (``sp-dspy eval --show-request``). Generic clients translate
-settings their own way (LiteLLM renames fields and adds headers; DSPy's native
-clients map a reasoning effort to their own spelling), so sp-dspy builds the request
-itself: :meth:`DirectChat.request` turns messages and an :class:`LMConfig` into one
-:class:`HttpRequest` on the provider's wire (``_profiles``: OpenAI chat completions
-or Anthropic messages), and that object is what is sent, cached and shown.
-
-The client is reached in one way: as the engine of a ``dspy.LM`` (:class:`DirectEngine`
-and :class:`AsyncDirectEngine`, DSPy's custom-engine contract), chosen by ``make_lm``.
-
-- DSPy programs call it through DSPy: adapters, DSPy's response cache and DSPy's
-  retries (the engine makes one attempt and raises DSPy's ``LM*Error`` classes).
-- The official baselines send fixed messages and need none of that machinery,
-  whose generic call path costs ~2 ms of CPU per call and caps a concurrent run on a
-  small client machine (``benchmarks/bench_runner.py``). ``achat`` therefore calls
-  the engine's client directly (:meth:`DirectChat.achat`), which does what DSPy's
-  path does around the request: DSPy's response cache (the endpoint-aware one of
-  ``_cache``) under its own identifier, retries with ``Retry-After``, DSPy's error
-  classes (``_http_errors``), usage and cost from the price snapshot bundled with DSPy.
-
-A connection pool belongs to one event loop: code that calls ``achat`` on its own
-loop wraps its top-level coroutine in :func:`closing_transports` (the runner and
-``Guard`` do), as one closes an ``httpx.AsyncClient``.
+A preset must send what the reference harness sends, and a user must see it before paying
+(``eval --show-request``), so :meth:`DirectChat.request` builds the one :class:`HttpRequest`
+that is sent, cached and shown. DSPy programs use it as a ``dspy.LM`` engine (one attempt;
+DSPy owns cache and retries); the baselines' ``achat`` calls :meth:`DirectChat.achat`,
+skipping DSPy's CPU-heavy generic path while doing what it does (DSPy's response cache,
+retries, DSPy's error classes, usage, cost). A connection pool belongs to one event loop:
+wrap a loop's top-level coroutine in :func:`closing_transports`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import weakref
 from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from .._errors import ConfigError
 from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
-from ._http_errors import (
+from ._config import _KEY_HEADERS, LMConfig
+from ._dspy import AsyncEngine, SyncEngine, request_system
+from ._errors import (
     RETRY_STATUSES,
     backoff_seconds,
     error_message,
@@ -48,14 +33,12 @@ from ._http_errors import (
     status_error,
     transport_error,
 )
-from ._profiles import ProviderProfile, messages_url
+from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, messages_url, model_id
 from ._result import ChatResult, TokenUsage, token_usage
 
 if TYPE_CHECKING:
     import aiohttp
     from dspy.lm15 import Request, Response
-
-    from ._config import LMConfig
 
 #: Bumped when the cached value's layout changes, so old entries are not misread.
 CACHE_IDENTIFIER = "sp_dspy.direct.chat/2"
@@ -76,19 +59,14 @@ class HttpRequest:
     body: dict[str, Any] = field(default_factory=dict)
 
     def shown(self) -> dict[str, Any]:
-        """The request with keys masked: what ``--show-request`` prints."""
-        return {"method": "POST", "url": self.url, "headers": mask_headers(self.headers), "body": self.body}
-
-
-def mask_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """``headers`` with the key masked (``Bearer sk-...`` -> ``Bearer ***``)."""
-    masked = {}
-    for name, value in headers.items():
-        if name.lower() in ("authorization", "x-api-key", "api-key", "x-goog-api-key"):
-            scheme, _, secret = value.partition(" ")
-            value = f"{scheme} ***" if secret else "***"
-        masked[name] = value
-    return masked
+        """The request with keys masked (``Bearer sk-...`` -> ``Bearer ***``): what ``--show-request`` prints."""
+        headers = {}
+        for name, value in self.headers.items():
+            if name.lower() in _KEY_HEADERS:
+                scheme, _, secret = value.partition(" ")
+                value = f"{scheme} ***" if secret else "***"
+            headers[name] = value
+        return {"method": "POST", "url": self.url, "headers": headers, "body": self.body}
 
 
 class RequestCaptured(BaseException):
@@ -106,41 +84,32 @@ class RequestCaptured(BaseException):
 def _set_path(body: dict[str, Any], dotted: str, value: Any) -> None:
     """``body["reasoning"]["effort"] = value`` for ``"reasoning.effort"``."""
     *parents, last = dotted.split(".")
-    target = body
     for name in parents:
-        target = target.setdefault(name, {})
-    target[last] = value
+        body = body.setdefault(name, {})
+    body[last] = value
 
 
 class DirectChat:
     """Requests to one endpoint on its provider's wire: body, cache, retries, usage, cost."""
 
-    def __init__(
-        self, config: LMConfig, *, profile: ProviderProfile, api_base: str, api_key: str, model_id: str
-    ) -> None:
-        if config.thinking is not None and profile.wire != "anthropic-messages":
+    def __init__(self, config: LMConfig, api_base: str) -> None:
+        """The client of ``config`` at ``api_base``, its key resolved now (``_profiles.key_for``)."""
+        profile = PROFILES[config.provider]
+        api_key = key_for(config, api_base) or SELF_HOSTED_PLACEHOLDER_KEY
+        self.anthropic = profile.wire == "anthropic-messages"
+        if config.thinking is not None and not self.anthropic:
             raise ConfigError(
                 f"model '{config.display_name()}': 'thinking' is an Anthropic messages setting; "
                 "for other providers put the provider's field in extra_body"
             )
         self.config = config
-        self.profile = profile
         self.api_base = api_base
         self.url = messages_url(profile, api_base)
-        self.model_id = model_id
-        self.model = config.model
-        self.cache = config.cache
-        self.num_retries = config.num_retries
-        self.timeout_s = config.timeout
-        self.anthropic = profile.wire == "anthropic-messages"
+        self.model_id = model_id(config.model)
         auth = {"x-api-key": api_key} if self.anthropic else {"Authorization": f"Bearer {api_key}"}
-        self.headers = {
-            "Content-Type": "application/json",
-            **auth,
-            **dict(profile.headers),
-            **(config.extra_headers or {}),
-        }
-        self.limit_field = profile.limit_field_of(model_id)
+        self.headers = {"Content-Type": "application/json", **auth, **dict(profile.headers)}
+        self.headers.update(config.extra_headers or {})
+        self.limit_field = profile.limit_field_of(self.model_id)
         limit = config.max_tokens if config.max_tokens is not None else profile.default_limit
         self.params: dict[str, Any] = {}
         if config.temperature is not None:
@@ -151,41 +120,25 @@ class DirectChat:
             _set_path(self.params, profile.effort_field, config.reasoning_effort)
         if config.thinking is not None:
             self.params["thinking"] = dict(config.thinking)
-        #: While a list, requests are appended here and :class:`RequestCaptured` raised instead of sending.
         self.capture: list[HttpRequest] | None = None
         self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
             weakref.WeakKeyDictionary()
         )
-        self._rates: tuple[float | None, float | None, float | None] | None = None
-        #: Answers the endpoint sent, whoever asked (cache replays are not requests): the
-        #: run manifest's ``endpoint_requests``, as a replica pool counts per replica.
+        #: Answers the endpoint sent, whoever asked (not cache replays): the manifest's ``endpoint_requests``.
         self.answered = 0
         _clients.add(self)
 
-    @classmethod
-    def for_config(cls, config: LMConfig, api_base: str) -> DirectChat:
-        """The client of ``config`` at ``api_base``, its key resolved now (``_keys``)."""
-        from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, key_for
-        from ._profiles import PROFILES, model_id
-
-        return cls(
-            config,
-            profile=PROFILES[config.provider],
-            api_base=api_base,
-            api_key=key_for(config, api_base) or SELF_HOSTED_PLACEHOLDER_KEY,
-            model_id=model_id(config.model),
-        )
+    @functools.cached_property
+    def _rates(self) -> tuple[float | None, float | None, float | None]:
+        return price_rates(self.config.provider, self.model_id)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> DirectChat:
         return self  # holds connection pools, not state: copies of an LM share it
 
-    # ----- the request --------------------------------------------------------------------
     def request(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> HttpRequest:
-        """The request for ``messages``; ``overrides`` (``max_tokens``, ``temperature``, ...) win.
-
-        ``max_tokens`` is sent under the profile's field (``max_completion_tokens`` for
-        OpenAI's reasoning models); ``extra_body`` is merged last.
-        """
+        """The request for ``messages``; ``overrides`` (``max_tokens``, ``temperature``, ...) win,
+        ``extra_body`` is merged last. While :attr:`capture` is a list it gets the request and
+        :class:`RequestCaptured` is raised instead of sending."""
         body: dict[str, Any] = {"model": self.model_id}
         plain = [dict(m) for m in messages]
         if self.anthropic:
@@ -206,18 +159,22 @@ class DirectChat:
             )
         body.update({k: v for k, v in overrides.items() if v is not None})
         body.update(self.config.extra_body or {})
-        return HttpRequest(self.url, self.headers, body)
+        request = HttpRequest(self.url, self.headers, body)
+        if self.capture is not None:
+            self.capture.append(request)
+            raise RequestCaptured(request)
+        return request
 
-    # ----- the official baselines' path -----------------------------------------------------
     async def achat(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> ChatResult:
         """One completion for ``messages`` (cached, retried); ``cache=False`` skips the cache."""
-        use_cache = bool(overrides.pop("cache", self.cache))
+        use_cache = bool(overrides.pop("cache", self.config.cache))
         rollout = overrides.pop("rollout_id", None)
         request = self.request(messages, **overrides)
-        self._check_capture(request)
-        cache = _dspy_cache() if use_cache else None
+        import dspy
+
+        cache = getattr(dspy, "cache", None) if use_cache else None
         if cache is None:
-            return self._result(await self._post(request, retries=self.num_retries))
+            return self._result(await self._post(request, retries=self.config.num_retries))
         key = {
             "_fn_identifier": CACHE_IDENTIFIER,
             "api_base": self.api_base,
@@ -227,7 +184,7 @@ class DirectChat:
         hit = cache.get(key)
         if isinstance(hit, dict):
             return ChatResult.model_validate({**hit, "cached": True})
-        result = self._result(await self._post(request, retries=self.num_retries))
+        result = self._result(await self._post(request, retries=self.config.num_retries))
         cache.put(key, result.model_dump(exclude={"cached"}))
         return result
 
@@ -238,8 +195,8 @@ class DirectChat:
     def run_sync(self, make: Any) -> Any:
         """Run the coroutine ``make()`` on a short-lived event loop (its own thread inside a running one).
 
-        The synchronous API is the rare path (the runner is async), so it trades the
-        connection pool for simplicity: each call opens and closes its connection.
+        The synchronous API is the rare path (the runner is async): each call opens and
+        closes its connection rather than keeping a pool.
         """
 
         async def once() -> Any:
@@ -255,22 +212,12 @@ class DirectChat:
         with ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(asyncio.run, once()).result()
 
-    def _check_capture(self, request: HttpRequest) -> None:
-        if self.capture is not None:
-            self.capture.append(request)
-            raise RequestCaptured(request)
-
-    # ----- DSPy's engine path ----------------------------------------------------------------
     async def acomplete(self, request: Request) -> Response:
         """One attempt for a DSPy request (DSPy owns the cache and the retries)."""
-        http = self.request(request_messages(request), **request_overrides(request))
-        self._check_capture(http)
-        return self._response(self._result(await self._post(http, retries=0)), request)
-
-    def _response(self, result: ChatResult, request: Request) -> Response:
         from dspy.lm15 import Message, Response, TextPart, Usage
 
-        usage = result.usage
+        http = self.request(request_messages(request), **request_overrides(request))
+        result = self._result(await self._post(http, retries=0))
         finish = _FINISH.get(result.finish_reason or "", result.finish_reason)
         return Response(
             id=result.id or "",
@@ -278,13 +225,12 @@ class DirectChat:
             message=Message.assistant([TextPart(result.text)]),
             finish_reason=finish if finish in ("stop", "length", "tool_call", "content_filter") else "stop",
             usage=Usage(
-                input_tokens=usage.prompt_tokens,
-                output_tokens=usage.completion_tokens,
-                reasoning_tokens=usage.reasoning_tokens,
+                input_tokens=result.usage.prompt_tokens,
+                output_tokens=result.usage.completion_tokens,
+                reasoning_tokens=result.usage.reasoning_tokens,
             ),
         )
 
-    # ----- the wire ---------------------------------------------------------------------------
     async def aclose(self) -> None:
         """Close this event loop's connection pool (the next call opens a new one)."""
         session = self._sessions.pop(asyncio.get_running_loop(), None)
@@ -298,10 +244,11 @@ class DirectChat:
         session = self._sessions.get(loop)
         if session is None or session.closed:
             # No connection cap here: the runner's worker pool bounds what is in flight.
-            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-            timeout = aiohttp.ClientTimeout(total=self.timeout_s)
             session = aiohttp.ClientSession(
-                connector=connector, timeout=timeout, headers=self.headers, proxy=env_proxy(self.url)
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                timeout=aiohttp.ClientTimeout(total=self.config.timeout),
+                headers=self.headers,
+                proxy=env_proxy(self.url),
             )
             self._sessions[loop] = session
         return session
@@ -312,6 +259,7 @@ class DirectChat:
 
         payload = orjson.dumps(request.body)
         session = self._session()
+        model = self.config.model
         for attempt in range(retries + 1):
             last = attempt == retries
             try:
@@ -319,30 +267,18 @@ class DirectChat:
                     raw = await response.read()
                     status = response.status
                     headers = {} if status < 300 else {k.lower(): v for k, v in response.headers.items()}
-            except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
                 if last:
-                    raise transport_error(exc, model=self.model, timeout=True) from exc
-                await asyncio.sleep(backoff_seconds(attempt, None))
-                continue
-            except (aiohttp.ClientError, OSError) as exc:
-                if last:
-                    raise transport_error(exc, model=self.model, timeout=False) from exc
-                await asyncio.sleep(backoff_seconds(attempt, None))
-                continue
-            if status < 300:
-                self.answered += 1
-                try:
-                    data = _json_body(raw)
-                except ValueError as exc:
-                    raise status_error(
-                        502, "response is not JSON", model=self.model, retry_after=None
-                    ) from exc
-                if isinstance(data, dict):
-                    return data
-                raise status_error(502, "response is not a JSON object", model=self.model, retry_after=None)
-            wait = retry_after_seconds(headers)
-            if status not in RETRY_STATUSES or last:
-                raise status_error(status, error_message(raw), model=self.model, retry_after=wait)
+                    timeout = isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError)
+                    raise transport_error(exc, model=model, timeout=timeout) from exc
+                wait = None
+            else:
+                if status < 300:
+                    self.answered += 1
+                    return _json_object(raw, model)
+                wait = retry_after_seconds(headers)
+                if status not in RETRY_STATUSES or last:
+                    raise status_error(status, error_message(raw), model=model, retry_after=wait)
             await asyncio.sleep(backoff_seconds(attempt, wait))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -354,20 +290,15 @@ class DirectChat:
             text=text,
             reasoning=reasoning,
             usage=usage,
-            cost=self._cost(usage, cached),
+            cost=self.price(usage, cached),
             model=data.get("model") if isinstance(data.get("model"), str) else None,
             finish_reason=finish,
             id=data.get("id") if isinstance(data.get("id"), str) else None,
         )
 
-    def price(self, usage: TokenUsage) -> float | None:
-        """USD of an answer that took ``usage`` tokens here (None if unpriced or unreported)."""
-        return self._cost(usage, 0)
-
-    def _cost(self, usage: TokenUsage, cached: int) -> float | None:
-        """USD for one answer at the snapshot's per-token prices; None if unpriced or unreported."""
-        if self._rates is None:
-            self._rates = price_rates(self.config.provider, self.model_id)
+    def price(self, usage: TokenUsage, cached: int = 0) -> float | None:
+        """USD of an answer that took ``usage`` tokens here (``cached`` of them read from the
+        provider's prompt cache) at the snapshot's prices; None if unpriced or unreported."""
         input_rate, output_rate, cached_rate = self._rates
         prompt, completion = usage.prompt_tokens, usage.completion_tokens
         if input_rate is None or output_rate is None or prompt is None or completion is None:
@@ -401,10 +332,8 @@ def _anthropic_answer(data: dict[str, Any]) -> tuple[str, str | None, Any, tuple
     thinking = "".join(str(b.get("thinking") or "") for b in blocks if b.get("type") == "thinking")
     found = data.get("usage")
     raw: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    counts: dict[str, int] = {}
-    for name in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
-        value = raw.get(name)
-        counts[name] = value if isinstance(value, int) else 0
+    names = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    counts = {name: raw[name] if isinstance(raw.get(name), int) else 0 for name in names}
     prompt = (
         counts["input_tokens"] + counts["cache_read_input_tokens"] + counts["cache_creation_input_tokens"]
     )
@@ -418,9 +347,7 @@ def _anthropic_answer(data: dict[str, Any]) -> tuple[str, str | None, Any, tuple
 
 def request_messages(request: Request) -> list[dict[str, Any]]:
     """A DSPy request's system prompt and text messages as role/content dicts."""
-    system = request.system
-    if system is not None and not isinstance(system, str):
-        system = "".join(getattr(part, "text", "") or "" for part in system)
+    system = request_system(request)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for message in request.messages:
         if message.text is None:
@@ -434,7 +361,12 @@ def request_overrides(request: Request) -> dict[str, Any]:
     config = request.config
     overrides: dict[str, Any] = {name: getattr(config, name) for name in _CALL_FIELDS}
     overrides["max_tokens"] = config.max_tokens
-    overrides["response_format"] = openai_response_format(config.response_format)
+    # DSPy carries a JSON schema flat ({"type": "json_schema", "name", "schema", ...}); the
+    # chat-completions body nests it under "json_schema".
+    form = None if config.response_format is None else dict(config.response_format)
+    if form and form.get("type") == "json_schema" and "json_schema" not in form:
+        form = {"type": "json_schema", "json_schema": {k: v for k, v in form.items() if k != "type"}}
+    overrides["response_format"] = form
     if config.stop:
         overrides["stop"] = list(config.stop)
     extensions = dict(config.extensions or {})
@@ -447,21 +379,7 @@ def request_overrides(request: Request) -> dict[str, Any]:
     return overrides
 
 
-def openai_response_format(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A request's response format on the OpenAI chat wire.
-
-    DSPy's requests carry a JSON schema flat (``{"type": "json_schema", "name", "schema",
-    "strict"}``); the chat-completions body nests it under ``json_schema``.
-    """
-    if value is None:
-        return None
-    data = dict(value)
-    if data.get("type") == "json_schema" and "json_schema" not in data:
-        return {"type": "json_schema", "json_schema": {k: v for k, v in data.items() if k != "type"}}
-    return data
-
-
-class DirectEngine:
+class DirectEngine(SyncEngine):
     """DSPy's synchronous custom engine over a :class:`DirectChat` (one attempt per call)."""
 
     def __init__(self, client: DirectChat) -> None:
@@ -476,54 +394,24 @@ class DirectEngine:
     def complete(self, request: Request) -> Response:
         return self.client.run_sync(lambda: self.client.acomplete(request))
 
-    def stream(self, request: Request) -> Any:
-        """The whole answer as one stream (guard answers are short and parsed whole)."""
-        from dspy.lm15 import response_to_events
-
-        return iter(response_to_events(self.complete(request)))
-
-    def close(self) -> None:
-        """Nothing to release: each synchronous call closes its own connection."""
-
     def dump_state(self) -> dict[str, Any]:
         """Saved with a program: the settings and endpoint, never the key."""
         return {"config": self.client.config.public_dict(), "api_base": self.client.api_base}
 
     @classmethod
-    def load_state(cls, state: Mapping[str, Any]) -> DirectEngine:
-        from ._config import LMConfig
-
+    def load_state(cls, state: Mapping[str, Any]) -> Self:
         config = LMConfig.model_validate(state["config"])
-        return cls(DirectChat.for_config(config, str(state["api_base"])))
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> DirectEngine:
-        return self  # an engine is a connection: copies of a program share it
-
-    def __copy__(self) -> DirectEngine:
-        return self
+        return cls(DirectChat(config, str(state["api_base"])))
 
 
-class AsyncDirectEngine(DirectEngine):
+class AsyncDirectEngine(AsyncEngine, DirectEngine):  # type: ignore[misc]
     """The async twin (the runner's path for DSPy programs); it shares the client and pools."""
 
     async def complete(self, request: Request) -> Response:
         return await self.client.acomplete(request)
 
-    async def stream(self, request: Request) -> Any:
-        from dspy.lm15 import response_to_events
-
-        for event in response_to_events(await self.complete(request)):
-            yield event
-
     async def aclose(self) -> None:
         await self.client.aclose()
-
-    @classmethod
-    def load_state(cls, state: Mapping[str, Any]) -> AsyncDirectEngine:
-        from ._config import LMConfig
-
-        config = LMConfig.model_validate(state["config"])
-        return cls(DirectChat.for_config(config, str(state["api_base"])))
 
 
 def client_of(lm: Any) -> DirectChat | None:
@@ -536,7 +424,7 @@ def env_proxy(url: str) -> str | None:
     """The proxy ``HTTP(S)_PROXY`` / ``NO_PROXY`` name for ``url`` (as httpx, DSPy's engine, reads them).
 
     Resolved once per connection pool: aiohttp's ``trust_env`` would re-read the
-    environment (and ``~/.netrc``) on every request, which cost ~0.2 ms of CPU per call.
+    environment (and ``~/.netrc``) on every request.
     """
     import urllib.parse
     import urllib.request
@@ -547,20 +435,8 @@ def env_proxy(url: str) -> str | None:
     return urllib.request.getproxies().get(parts.scheme)
 
 
-def _dspy_cache() -> Any:
-    import dspy
-
-    return getattr(dspy, "cache", None)
-
-
-async def close_direct_sessions() -> None:
-    """Close every client's pool on the running loop (end of a run)."""
-    for client in list(_clients):
-        await client.aclose()
-
-
 async def closing_transports(awaitable: Awaitable[_T]) -> _T:
-    """Await ``awaitable``, then close the HTTP engines' pools on this loop.
+    """Await ``awaitable``, then close every HTTP engine's pool on this loop.
 
     Wrap the top-level coroutine of ``asyncio.run`` in it: a pool belongs to one event
     loop and would otherwise outlive it (aiohttp warns about unclosed sessions).
@@ -568,16 +444,23 @@ async def closing_transports(awaitable: Awaitable[_T]) -> _T:
     try:
         return await awaitable
     finally:
-        await close_direct_sessions()
+        for client in list(_clients):
+            await client.aclose()
 
 
-def _json_body(raw: bytes) -> Any:
-    """A response body as JSON; one holding a lone UTF-16 surrogate escape (``"\\ud800"``),
-    which orjson refuses, is read by the standard library as DSPy's engine reads it: a
-    model answer is recorded, whatever it holds, never turned into an HTTP error."""
+def _json_object(raw: bytes, model: str) -> dict[str, Any]:
+    """A 2xx body as a JSON object, else DSPy's error for a 502. A lone UTF-16 surrogate escape
+    (``"\\ud800"``), which orjson refuses, is read by the standard library as DSPy's engine reads
+    it: a model answer is recorded, whatever it holds, never turned into an HTTP error."""
     import orjson
 
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            data = json.loads(raw)
+    except ValueError as exc:
+        raise status_error(502, "response is not JSON", model=model, retry_after=None) from exc
+    if not isinstance(data, dict):
+        raise status_error(502, "response is not a JSON object", model=model, retry_after=None)
+    return data

@@ -1,13 +1,19 @@
-"""Name the kind of an LM failure, for excluded records and retry decisions.
+"""Name the kind of an LM failure, for excluded records and retry decisions; raise HTTP failures as DSPy does.
 
-Errors reach sp-dspy from several layers: DSPy's public ``LM*Error`` classes, lm15's
-canonical errors, LiteLLM/OpenAI SDK exceptions and plain Python ``OSError``s. They
-are recognised by class name along the MRO (no import of any of those libraries, so
-this stays cheap and survives their refactors) or by HTTP status, walking the
-exception's cause chain.
+Errors come from DSPy's ``LM*Error`` classes, lm15, LiteLLM/OpenAI SDKs and plain
+``OSError``s; they are recognised by class name along the MRO (no import of those
+libraries, so this survives their refactors) or by HTTP status, along the cause chain.
+sp-dspy's HTTP engine raises DSPy's own classes (:func:`status_error`) and retries as
+DSPy's engine does: exponential backoff with jitter unless the server says how long.
 """
 
 from __future__ import annotations
+
+import email.utils
+import random
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from .._redact import redact
 
@@ -27,9 +33,8 @@ ERROR_KINDS = (
     "other",
 )
 TRANSIENT_KINDS = frozenset({"rate_limit", "server_error", "timeout", "connection"})
-#: Failures that every later call of the run would meet as well: the key, the account, the
-#: model name or the address is wrong, or the server rejects the request's form or settings.
-#: Retrying does not help; the runner stops early on them (``_runner._failures``).
+#: Failures every later call of the run would meet too (wrong key, account, model, address,
+#: or a request form the server rejects); the runner stops early on them (``_runner._failures``).
 LASTING_KINDS = frozenset({"auth", "billing", "not_found", "unreachable", "bad_request", "config"})
 #: What providers say when a request overflows the context window (OpenAI, vLLM, Anthropic...).
 CONTEXT_HINTS = (
@@ -40,117 +45,62 @@ CONTEXT_HINTS = (
     "too many tokens",
     "prompt is too long",
 )
+#: Kinds of HTTP statuses with a meaning of their own (other 4xx: bad_request, 5xx: server_error).
+STATUS_KINDS = {429: "rate_limit", 401: "auth", 403: "auth", 402: "billing", 408: "timeout", 404: "not_found"}
 
-# Checked in order: the more specific meaning first (a context-window error is also a
-# bad request; a timeout is also an OSError like a connection error; a refused
-# connection is a connection error that no retry will get through).
-_BY_CLASS_NAME: tuple[tuple[str, frozenset[str]], ...] = (
-    ("context_length", frozenset({"ContextWindowExceededError", "ContextLengthError"})),
-    ("rate_limit", frozenset({"LMRateLimitError", "RateLimitError"})),
-    # No key at all (DSPy's "not configured") is an auth failure too: the fix is the same.
-    (
-        "auth",
-        frozenset(
-            {
-                "LMAuthError",
-                "AuthError",
-                "AuthenticationError",
-                "PermissionDeniedError",
-                "LMNotConfiguredError",
-                "NotConfiguredError",
-            }
+# Checked in order, the more specific meaning first: a context-window error is also a bad
+# request, a timeout is also an OSError, a refused connection is a connection error no
+# retry gets through. No key at all (DSPy's "not configured") is an auth failure: same fix.
+_BY_CLASS_NAME: tuple[tuple[str, frozenset[str]], ...] = tuple(
+    (kind, frozenset(names.split()))
+    for kind, names in (
+        ("context_length", "ContextWindowExceededError ContextLengthError"),
+        ("rate_limit", "LMRateLimitError RateLimitError"),
+        (
+            "auth",
+            "LMAuthError AuthError AuthenticationError PermissionDeniedError LMNotConfiguredError "
+            "NotConfiguredError",
         ),
-    ),
-    ("billing", frozenset({"LMBillingError", "BillingError"})),
-    ("not_found", frozenset({"LMUnsupportedModelError", "UnsupportedModelError", "NotFoundError"})),
-    (
-        "timeout",
-        frozenset(
-            {
-                "LMTimeoutError",
-                "Timeout",
-                "TimeoutError",
-                "APITimeoutError",
-                "TimeoutException",
-                "ReadTimeout",
-            }
+        ("billing", "LMBillingError BillingError"),
+        ("not_found", "LMUnsupportedModelError UnsupportedModelError NotFoundError"),
+        ("timeout", "LMTimeoutError Timeout TimeoutError APITimeoutError TimeoutException ReadTimeout"),
+        ("server_error", "LMServerError ServerError InternalServerError ServiceUnavailableError"),
+        # Nothing accepted the connection: refused, unknown host, no route (aiohttp, httpx, socket).
+        (
+            "unreachable",
+            "ConnectionRefusedError ClientConnectorError ConnectError gaierror ClientConnectorDNSError",
         ),
-    ),
-    (
-        "server_error",
-        frozenset({"LMServerError", "ServerError", "InternalServerError", "ServiceUnavailableError"}),
-    ),
-    # Nothing accepted the connection: refused, unknown host, no route (aiohttp, httpx, socket).
-    (
-        "unreachable",
-        frozenset(
-            {
-                "ConnectionRefusedError",
-                "ClientConnectorError",
-                "ConnectError",
-                "gaierror",
-                "ClientConnectorDNSError",
-            }
+        (
+            "connection",
+            "LMTransportError TransportError APIConnectionError ConnectionError RemoteProtocolError",
         ),
-    ),
-    (
-        "connection",
-        frozenset(
-            {
-                "LMTransportError",
-                "TransportError",
-                "APIConnectionError",
-                "ConnectionError",
-                "RemoteProtocolError",
-            }
-        ),
-    ),
-    (
-        "bad_request",
-        frozenset(
-            {
-                "LMInvalidRequestError",
-                "InvalidRequestError",
-                "BadRequestError",
-                "UnprocessableEntityError",
-            }
-        ),
-    ),
-    ("parse", frozenset({"AdapterParseError", "JSONDecodeError"})),
-    (
-        "config",
-        frozenset({"LMConfigurationError", "ConfigurationError", "ConfigError", "LMUnsupportedFeatureError"}),
-    ),
+        ("bad_request", "LMInvalidRequestError InvalidRequestError BadRequestError UnprocessableEntityError"),
+        ("parse", "AdapterParseError JSONDecodeError"),
+        ("config", "LMConfigurationError ConfigurationError ConfigError LMUnsupportedFeatureError"),
+    )
 )
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and its causes (``__cause__``, else ``__context__``), each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 def _by_class(exc: BaseException) -> str | None:
     names = {cls.__name__ for cls in type(exc).__mro__}
-    for kind, known in _BY_CLASS_NAME:
-        if names & known:
-            return kind
-    return None
+    return next((kind for kind, known in _BY_CLASS_NAME if names & known), None)
 
 
 def _by_status(exc: BaseException) -> str | None:
     status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
-    if not isinstance(status, int) or isinstance(status, bool):
+    if not isinstance(status, int) or isinstance(status, bool) or status < 400:
         return None
-    if status == 429:
-        return "rate_limit"
-    if status in (401, 403):
-        return "auth"
-    if status == 402:
-        return "billing"
-    if status == 408:
-        return "timeout"
-    if status == 404:
-        return "not_found"
-    if status >= 500:
-        return "server_error"
-    if 400 <= status < 500:
-        return "bad_request"
-    return None
+    return STATUS_KINDS.get(status, "server_error" if status >= 500 else "bad_request")
 
 
 def classify_error(exc: BaseException) -> str:
@@ -163,16 +113,12 @@ def classify_error(exc: BaseException) -> str:
     (clients raise one class for every 4xx) is ``"not_found"`` (unknown model or route).
     """
     kinds: list[str] = []
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _chain(exc):
         kind = _by_class(current) or _by_status(current)
         if kind == "bad_request" and _by_status(current) == "not_found":
             kind = "not_found"
         if kind is not None:
             kinds.append(kind)
-        current = current.__cause__ or current.__context__
     if not kinds:
         return "other"
     if kinds[0] == "connection":
@@ -187,15 +133,7 @@ def classify_error(exc: BaseException) -> str:
 
 def is_context_overflow(exc: BaseException) -> bool:
     """Whether ``exc`` (or its cause) says the request overflowed the model's context window."""
-    current: BaseException | None = exc
-    seen: set[int] = set()
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        text = str(current).lower()
-        if any(hint in text for hint in CONTEXT_HINTS):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return any(hint in str(current).lower() for current in _chain(exc) for hint in CONTEXT_HINTS)
 
 
 def is_transient(kind: str) -> bool:
@@ -213,3 +151,86 @@ def describe_error(exc: BaseException, limit: int = 300) -> str:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     text = redact(f"{classify_error(exc)}: {type(exc).__name__}: {first}".rstrip(": "))
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: Statuses worth another attempt: rate limits, timeouts, server-side failures.
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+#: Never wait longer than this for one retry, whatever ``Retry-After`` says.
+MAX_RETRY_WAIT_S = 60.0
+BASE_BACKOFF_S = 0.5
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """``Retry-After`` (or ``retry-after-ms``) as seconds, None when absent or unreadable."""
+    for raw, scale in ((headers.get("retry-after-ms"), 1000), (headers.get("retry-after"), 1)):
+        if raw is not None:
+            try:
+                return max(0.0, float(raw) / scale)
+            except ValueError:
+                pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(headers.get("retry-after") or "")
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
+
+
+def backoff_seconds(attempt: int, retry_after: float | None) -> float:
+    """Wait before retry number ``attempt`` (0-based): the server's word, else 0.5 s x 2^n +- 25%."""
+    if retry_after is not None:
+        return min(retry_after, MAX_RETRY_WAIT_S)
+    base = min(BASE_BACKOFF_S * 2**attempt, MAX_RETRY_WAIT_S)
+    return base * random.uniform(0.75, 1.25)
+
+
+def error_message(body: bytes) -> str:
+    """The server's own error text (OpenAI's ``{"error": {"message": ...}}`` or raw), bounded."""
+    import orjson
+
+    try:
+        data: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body[:300].decode("utf-8", errors="replace").strip()
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or error)[:300]
+    return str(error if isinstance(error, str) else data)[:300]
+
+
+def status_error(status: int, message: str, *, model: str, retry_after: float | None) -> Exception:
+    """The DSPy error class DSPy's own engine raises for an HTTP ``status``."""
+    text = f"HTTP {status}: {message}" if message else f"HTTP {status}"
+    if status == 400 and any(hint in message.lower() for hint in CONTEXT_HINTS):
+        return lm_error("context_length", text, model=model, status=status)
+    kind = STATUS_KINDS.get(status, "server_error" if status >= 500 else "bad_request")
+    return lm_error(kind, text, model=model, status=status, retry_after=retry_after)
+
+
+def lm_error(
+    kind: str, text: str, *, model: str, status: int | None = None, retry_after: float | None = None
+) -> Exception:
+    """DSPy's public ``LM*Error`` for a failure kind of ``classify_error`` (one class per kind, every path)."""
+    import dspy
+
+    fields: dict[str, Any] = {"model": model, "provider": "openai-compatible"}
+    if status is not None:
+        fields["status"] = status
+    if kind in ("rate_limit", "server_error"):
+        error_class = dspy.LMRateLimitError if kind == "rate_limit" else dspy.LMServerError
+        return error_class(text, retry_after=retry_after, **fields)
+    if kind == "connection":
+        return dspy.LMTransportError(text, model=model)
+    if kind == "context_length":
+        return dspy.ContextWindowExceededError(message=text, **fields)
+    simple = {"auth": dspy.LMAuthError, "billing": dspy.LMBillingError, "timeout": dspy.LMTimeoutError}
+    return simple.get(kind, dspy.LMInvalidRequestError)(text, **fields)
+
+
+def transport_error(exc: BaseException, *, model: str, timeout: bool) -> Exception:
+    """A timeout or a failed connection (no HTTP response) as DSPy's classes name them."""
+    import dspy
+
+    reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    if timeout:
+        return dspy.LMTimeoutError(f"request timed out ({reason})", model=model)
+    return dspy.LMTransportError(f"connection failed ({reason})", model=model)

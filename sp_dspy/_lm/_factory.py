@@ -1,25 +1,9 @@
 """The one factory of LMs: every way sp-dspy reaches a model is a ``dspy.LM`` engine chosen here.
 
-- ``fake/...``: :class:`~sp_dspy._lm._fake.FakeEngine`, in process;
-- several ``api_bases`` (replicas of one model): the LiteLLM router engine (``_replicas``);
-- a provider with a profile (``_profiles``: OpenAI, Anthropic, Gemini, xAI, OpenRouter,
-  vLLM/llama.cpp servers), ``transport`` ``auto`` or ``direct``: sp-dspy's HTTP engine
-  (``_direct``), which sends exactly the request a config describes;
-- anything else, or ``transport: dspy``: DSPy's own engine (its native clients or LiteLLM).
-
-Keys, endpoints, retries, timeouts and caching are decided here once. Keys: the
-variable named by ``api_key_env``, else the provider's usual variable
-(``ANTHROPIC_API_KEY`` ...). A self-hosted server (``hosted_vllm/``, or ``openai/`` at
-a loopback or private-network address) without one gets the placeholder ``EMPTY``
-that vLLM and llama.cpp accept, never a provider's ambient key; a hosted provider
-never gets the placeholder: with no key set, building the LM fails with one line
-naming the variable, before any call.
-
-Structured output on self-hosted servers through DSPy's own engine (``transport:
-dspy``): DSPy only sends ``response_format`` to a model it knows supports JSON
-schemas, so a config with ``json_schema: true`` and an ``api_base`` is routed through a
-provider registered with ``dspy.lm15.register_provider`` that states schema support
-(``sp-openai-compatible``). sp-dspy's HTTP engine states that support itself.
+``fake/...``: the in-process :class:`~sp_dspy._lm._fake.FakeEngine`; several ``api_bases``:
+the LiteLLM router (``_replicas``); a provider with a profile (``_profiles``) and transport
+``auto``/``direct``: sp-dspy's HTTP engine (``_direct``); anything else, or ``transport: dspy``:
+DSPy's own engine. Keys (``_profiles``), endpoints, retries, timeouts and caching are decided here.
 """
 
 from __future__ import annotations
@@ -30,25 +14,28 @@ from typing import TYPE_CHECKING
 
 from .._errors import ConfigError
 from .._redact import redact
+from ._cache import ENDPOINT_GROUP_KEY, endpoint_metadata, ensure_cache_configured, register_endpoint_group
 from ._config import LMConfig
+from ._direct import AsyncDirectEngine, DirectChat, DirectEngine
 from ._dspy import import_dspy
-from ._keys import SELF_HOSTED_PLACEHOLDER_KEY, api_key_for, key_for
-from ._profiles import PROFILES, model_id, profile_for
+from ._fake import AsyncFakeEngine, FakeEngine, behaviour_of
+from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
+from ._replicas import AsyncReplicaEngine, ReplicaEngine, ReplicaPool
 
 if TYPE_CHECKING:
     import dspy
-
-    from ._direct import DirectChat
-    from ._fake import FakeEngine
-
-__all__ = ["SELF_HOSTED_PLACEHOLDER_KEY", "api_key_for", "import_dspy", "key_for"]
 
 SCHEMA_PROVIDER = "sp-openai-compatible"
 
 
 @functools.cache
 def register_schema_provider() -> str:
-    """Declare :data:`SCHEMA_PROVIDER` to DSPy (once per process) and return its id."""
+    """Declare :data:`SCHEMA_PROVIDER` to DSPy (once per process) and return its id.
+
+    DSPy's own engine sends ``response_format`` only to a model it knows supports JSON
+    schemas, so a ``json_schema: true`` config with an ``api_base`` on ``transport: dspy``
+    goes through this provider, which states that support.
+    """
     dspy = import_dspy()
     lm15 = dspy.lm15
     access = lm15.AccessPolicy(
@@ -70,21 +57,10 @@ def register_schema_provider() -> str:
 
 
 def _make_fake(config: LMConfig) -> dspy.LM:
-    from ._fake import AsyncFakeEngine, FakeEngine, behaviour_of
-
-    dspy = import_dspy()
     engine = FakeEngine(behaviour_of(config.model))
-    # Never cached: the fake's answers depend on registered gold cases and queued
-    # replies, which a cache keyed on the prompt cannot see.
-    return dspy.LM(
-        config.model,
-        engine=engine,
-        async_engine=AsyncFakeEngine(engine),
-        cache=False,
-        temperature=config.temperature,
-        max_tokens=config.max_tokens,
-        num_retries=config.num_retries,
-    )
+    # Never cached: the answers depend on registered gold cases and queued replies.
+    uncached = config.model_copy(update={"cache": False})
+    return _lm(uncached, config.model, engine=engine, async_engine=AsyncFakeEngine(engine))
 
 
 def direct_eligible(config: LMConfig, *, one_of_replicas: bool = False) -> bool:
@@ -93,7 +69,7 @@ def direct_eligible(config: LMConfig, *, one_of_replicas: bool = False) -> bool:
     ``one_of_replicas``: the LM serves one endpoint of several (``make_lms``); an LM
     over all replicas goes through LiteLLM's router instead.
     """
-    profile = profile_for(config.provider)
+    profile = PROFILES.get(config.provider)
     if config.is_fake or profile is None or config.transport == "dspy":
         return False
     if len(config.api_bases) > 1 and not one_of_replicas:
@@ -102,48 +78,36 @@ def direct_eligible(config: LMConfig, *, one_of_replicas: bool = False) -> bool:
 
 
 def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
-    """A ``dspy.LM`` for ``config``; ``endpoint`` picks one of several ``api_bases``.
-
-    With several ``api_bases`` and no ``endpoint``, the LM spreads its requests over
-    all of them through LiteLLM's router (see ``_replicas``); ``lm.endpoint_requests``
-    then counts what each endpoint served.
+    """A ``dspy.LM`` for ``config``; ``endpoint`` picks one of several ``api_bases``, and with
+    none the LM spreads its requests over all of them (``_replicas``).
 
     Raises:
-        ConfigError: a missing key, an endpoint index out of range, a transport that
-            cannot serve the config, or a setting DSPy refuses (e.g. temperature 0
-            on an OpenAI reasoning model).
+        ConfigError: a missing key, an endpoint out of range, a transport that cannot serve
+            the config, or a setting DSPy refuses (e.g. temperature 0 on an OpenAI reasoning model).
     """
     if config.is_fake:
         return _make_fake(config)
-    from ._cache import endpoint_metadata, ensure_cache_configured, register_endpoint_group
-
     bases = config.api_bases
     name = config.display_name()
     if endpoint is None and len(bases) > 1:
-        from ._replicas import make_replica_lm
-
         if config.transport == "direct":
             raise ConfigError(
                 f"model '{name}': transport 'direct' serves one endpoint; "
                 "replicas (a comma-separated --api-base) go through LiteLLM's router: use 'auto' or 'dspy'"
             )
-        shared_key = key_for(config, bases[0]) or SELF_HOSTED_PLACEHOLDER_KEY
-        return make_replica_lm(config, model_id=model_id(config.model), api_key=shared_key)
+        return _replica_lm(config, key_for(config, bases[0]) or SELF_HOSTED_PLACEHOLDER_KEY)
     endpoint = endpoint or 0
     if bases and not 0 <= endpoint < len(bases):
         raise ConfigError(f"model '{name}': endpoint {endpoint} of {len(bases)} does not exist")
     if len(bases) > 1:
         register_endpoint_group(bases)
     ensure_cache_configured()
-    profile = profile_for(config.provider)
+    profile = PROFILES.get(config.provider)
     if direct_eligible(config, one_of_replicas=len(bases) > 1) and profile is not None:
-        api_base = bases[endpoint] if bases else str(profile.base_url)
-        if profile.base_url is None and not bases:
-            raise ConfigError(f"model '{name}': a self-hosted model needs --api-base (its server's URL)")
-        from ._direct import DirectChat
-
-        client = DirectChat.for_config(config, api_base)
-        return _lm(config, config.model, metadata=endpoint_metadata([api_base]), **_engines(client))
+        api_base = bases[endpoint] if bases else str(profile.base_url)  # eligible: one of them is set
+        client = DirectChat(config, api_base)
+        engines = {"engine": DirectEngine(client), "async_engine": AsyncDirectEngine(client)}
+        return _lm(config, config.model, metadata=endpoint_metadata([api_base]), **engines)
     if config.transport == "direct":
         known = ", ".join(sorted(PROFILES))
         raise ConfigError(
@@ -153,34 +117,37 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
     return _dspy_engine_lm(config, bases[endpoint] if bases else None)
 
 
-def _engines(client: DirectChat) -> dict[str, object]:
-    from ._direct import AsyncDirectEngine, DirectEngine
-
-    return {"engine": DirectEngine(client), "async_engine": AsyncDirectEngine(client)}
+def _replica_lm(config: LMConfig, api_key: str) -> dspy.LM:
+    """An LM spreading its requests over all ``api_bases`` (``lm.endpoint_requests`` counts what each served)."""
+    register_endpoint_group(config.api_bases)
+    pool = ReplicaPool(config.api_bases, model_id(config.model), api_key=api_key, timeout=config.timeout)
+    ensure_cache_configured()
+    engine = ReplicaEngine(pool, json_schema=config.json_schema)
+    async_engine = AsyncReplicaEngine(pool, json_schema=config.json_schema)
+    effort = {} if config.reasoning_effort is None else {"reasoning_effort": config.reasoning_effort}
+    # Saved with programs and shown in history: the group as the manifest writes endpoints.
+    metadata = {ENDPOINT_GROUP_KEY: ",".join(pool.counter)}
+    lm = _lm(config, config.model, engine=engine, async_engine=async_engine, metadata=metadata, **effort)
+    lm.endpoint_requests = pool.counter
+    return lm
 
 
 def _dspy_engine_lm(config: LMConfig, api_base: str | None) -> dspy.LM:
     """An LM on DSPy's own engine (its native clients or LiteLLM), keys and endpoint given."""
-    kwargs: dict[str, object] = {}
     key = key_for(config, api_base)
     model = config.model
-    if api_base is not None:
-        kwargs["api_base"] = api_base
-        if config.json_schema:
-            model = f"{register_schema_provider()}/{model_id(config.model)}"
-    if key is not None:
-        kwargs["api_key"] = key
-    if config.timeout is not None:
-        kwargs["timeout"] = config.timeout
-    if config.reasoning_effort is not None:
-        kwargs["reasoning_effort"] = config.reasoning_effort
-    if config.extra_headers:
-        kwargs["extra_headers"] = dict(config.extra_headers)
-    if config.extra_body:
-        kwargs["extra_body"] = dict(config.extra_body)
-    if config.thinking is not None:
-        kwargs["thinking"] = dict(config.thinking)
-    return _lm(config, model, **kwargs)
+    if api_base is not None and config.json_schema:
+        model = f"{register_schema_provider()}/{model_id(config.model)}"
+    settings = {
+        "api_base": api_base,
+        "api_key": key,
+        "timeout": config.timeout,
+        "reasoning_effort": config.reasoning_effort,
+        "thinking": dict(config.thinking) if config.thinking is not None else None,
+        "extra_headers": dict(config.extra_headers) if config.extra_headers else None,
+        "extra_body": dict(config.extra_body) if config.extra_body else None,
+    }
+    return _lm(config, model, **{name: value for name, value in settings.items() if value is not None})
 
 
 def _lm(config: LMConfig, model: str, **kwargs: object) -> dspy.LM:
@@ -205,7 +172,5 @@ def make_lms(config: LMConfig) -> list[dspy.LM]:
 
 def fake_engine(lm: object) -> FakeEngine | None:
     """The :class:`FakeEngine` behind ``lm``, or None for a real model."""
-    from ._fake import FakeEngine
-
     engine = getattr(lm, "engine", None)
     return engine if isinstance(engine, FakeEngine) else None

@@ -1,50 +1,16 @@
-"""A deterministic, offline guard model for tests, smoke runs and optimizer checks.
+"""A deterministic, offline guard model (``fake/<behaviour>``) for tests, smoke runs and optimizer checks.
 
-``make_lm(LMConfig(model="fake/<behaviour>"))`` returns a ``dspy.LM`` whose engine is a
-:class:`FakeEngine` (DSPy 3.4's custom-engine contract: ``complete(Request) ->
-Response``), so DSPy programs, optimizers and the official baseline all exercise the
-real DSPy call path (adapters, history, usage tracking) with no network.
-
-Behaviours (``fake`` alone means ``fake/oracle``):
-
-- ``oracle``: answers with the gold violations of the case it recognises. Gold answers
-  are registered with :meth:`FakeEngine.register_case` (``key_text``: one string or
-  several, all of which must occur somewhere in the request; the most specific match,
-  i.e. the longest total key length, wins; the latest registration breaks ties).
-  Recommended keys: ``(case.policy, case.conversation)`` for per-policy prompts and
-  DSPy programs that receive the policy; the exact per-rule user message (or
-  ``(conversation, "Rule N: text")``) with ``[N]`` or ``[]`` for per-rule judgments.
-  An unrecognised case is answered with no violations.
-- ``empty``: never flags anything.
-- ``all``: flags every rule number in the policy text (lines starting ``N.`` and
-  ``Rule N`` mentions).
-- ``random``: flags each of those rules with probability 1/2, seeded by a hash of the
-  whole request (same prompt, same answer).
-- ``refuse``: replies ``I cannot evaluate this.``
-- ``garbage``: replies with prose no parser can read.
-- ``instructed``: like ``oracle`` when the system prompt contains "check every rule"
-  (case-insensitive) or the prompt shows a demonstration whose answer lists two or
-  more rules, otherwise reports only the first gold violation; it lets a test prove
-  that an optimizer which rewrites instructions (or adds demonstrations) improves a
-  program. Sampled (``temperature > 0``, as DSPy's rollouts ask: SIMBA, ``BestOfN``),
-  it also reports every violation on the second, fourth, ... time it is sent the very
-  same request, so samples of one prompt differ the way a real model's do and SIMBA
-  can build a demonstration or a rule from the better trajectory. (DSPy strips the
-  ``rollout_id`` before the engine sees a request; the temperature and the repeat count
-  are what a sample can be told apart by.)
-
-Asked by an optimizer for instructions (COPRO and MIPRO proposals, GEPA's reflection,
-SIMBA's advice), every behaviour but ``refuse`` and ``garbage`` answers with an
-instruction: the one containing "check every rule" (:data:`PROPOSED_INSTRUCTION`) on
-the first, third, ... time it is asked the very same request, a plain rewording
-(:data:`PLAIN_INSTRUCTION`) on the others, the way a sampled model sometimes proposes
-the better instruction. So a compile with ``fake/instructed`` alone visibly improves.
-
-The reply is formatted for the caller (see ``_fake_prompts``): the official per-policy
-JSON, the official per-rule verdict JSON, or the output fields of a DSPy signature in
-the adapter's format. :meth:`FakeEngine.enqueue` queues literal replies that are used
-first; :attr:`FakeEngine.calls` records every request; usage counts are whitespace
-tokens so cost and token accounting have numbers to add up.
+It answers through DSPy's real call path with no network, in the format its caller parses;
+usage counts are whitespace tokens. Behaviours (``fake`` is ``fake/oracle``): ``oracle``: the
+gold violations of a registered case (:meth:`FakeEngine.register_case`), else none; ``empty``:
+none; ``all``: every rule number in the policy text; ``random``: each with probability 1/2,
+seeded by the request; ``refuse``, ``garbage``: unparseable replies; ``instructed``: like
+``oracle`` when told to "check every rule" or shown a demo listing two or more rules, else
+the first gold violation only, so a test can prove an optimizer helps. A sampled request
+(``temperature > 0``: SIMBA, ``BestOfN``) sent the 2nd, 4th... time gets every violation, as a
+real model's samples differ. Asked for instructions by an optimizer, all but ``refuse`` and
+``garbage`` propose :data:`PROPOSED_INSTRUCTION` on the 1st, 3rd... ask, else
+:data:`PLAIN_INSTRUCTION`, so a compile with ``fake/instructed`` alone visibly improves.
 """
 
 from __future__ import annotations
@@ -54,13 +20,13 @@ import hashlib
 import random
 import re
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
-from ._fake_answers import Decision, render
-from ._fake_prompts import PromptView, contains_phrase, message_text, read_prompt
+from ._dspy import AsyncEngine, SyncEngine, request_system
+from ._fake_prompts import Decision, PromptView, contains_phrase, message_text, read_prompt, render
 
 if TYPE_CHECKING:
     from dspy.lm15 import Request, Response
@@ -109,23 +75,15 @@ class GoldBook:
             self._entries.append((keys, tuple(int(n) for n in violated)))
 
     def lookup(self, text: str) -> tuple[int, ...] | None:
-        """Gold of the most specific registered case whose keys all occur in ``text``."""
-        best: tuple[int, ...] | None = None
-        best_size = -1
+        """Gold of the case whose keys all occur in ``text``: the longest total key length wins,
+        then the latest registered."""
         with self._lock:
-            entries = list(self._entries)
-        for keys, violated in entries:
-            size = sum(len(k) for k in keys)
-            if size >= best_size and all(k in text for k in keys):
-                best, best_size = violated, size
-        return best
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
+            matches = [
+                (sum(len(k) for k in keys), index, violated)
+                for index, (keys, violated) in enumerate(self._entries)
+                if all(k in text for k in keys)
+            ]
+        return max(matches)[2] if matches else None
 
 
 @dataclass(frozen=True)
@@ -137,23 +95,12 @@ class FakeCall:
     response_format: Mapping[str, Any] | None = None
 
 
-def instructed_to_check_all(view: PromptView) -> bool:
-    """Whether ``fake/instructed`` reports every violation: told so by its instructions, or
-    shown a demonstration whose answer lists two or more rules."""
-    if contains_phrase(view.system, INSTRUCTION_PHRASE):
-        return True
-    return any(_SEVERAL_RULES.search(demo) for demo in view.demos)
-
-
 def decide(
     behaviour: str, view: PromptView, gold: GoldBook, repeat: int = 0, *, sampled: bool = False
 ) -> Decision | str:
     """The fake's answer: a :class:`Decision`, or a literal reply (refusal, garbage).
 
-    ``repeat`` counts earlier answers to the very same request; it picks which
-    instruction a proposal request gets and, for a ``sampled`` request (temperature
-    above 0), whether ``instructed`` happens to check every rule (see the module
-    docstring).
+    ``repeat`` counts earlier answers to the very same request (see the module docstring).
     """
     if behaviour == "refuse":
         return REFUSAL_TEXT
@@ -173,32 +120,34 @@ def decide(
         # A DSPy prompt's last user message holds this case's inputs; earlier messages may
         # be demos of other cases, which must not decide the answer.
         violated = gold.lookup(view.user if view.kind == "dspy" else view.text) or ()
+        told_to_check_all = contains_phrase(view.system, INSTRUCTION_PHRASE) or any(
+            _SEVERAL_RULES.search(demo) for demo in view.demos
+        )
         lucky_sample = sampled and repeat % 2 == 1
-        if behaviour == "instructed" and not (lucky_sample or instructed_to_check_all(view)):
+        if behaviour == "instructed" and not (lucky_sample or told_to_check_all):
             violated = violated[:1]
     return Decision(behaviour, tuple(sorted(set(violated))), view.target)
 
 
-class FakeEngine:
-    """Synchronous DSPy engine answering like a guard model, without a network.
+class FakeEngine(SyncEngine):
+    """Synchronous DSPy engine answering like a guard model; its copies share gold, queue and call log."""
 
-    One engine is shared by an LM and all its copies (``copy.deepcopy`` returns the
-    engine itself, like a connection), so registrations, the reply queue and the call
-    log stay in one place while optimizers clone programs.
-    """
-
-    def __init__(self, behaviour: str = "oracle", *, gold: GoldBook | None = None) -> None:
+    def __init__(self, behaviour: str = "oracle") -> None:
         if behaviour not in BEHAVIOURS:
             raise ConfigError(f"unknown fake behaviour {behaviour!r}; use one of {', '.join(BEHAVIOURS)}")
         self.behaviour = behaviour
-        self.gold = gold if gold is not None else GoldBook()
+        self.gold = GoldBook()
         self.calls: list[FakeCall] = []
         self._queue: collections.deque[str] = collections.deque()
         self._asked: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
 
     def register_case(self, key_text: str | Sequence[str], violated: Iterable[int]) -> None:
-        """Teach the oracle a case: requests containing every ``key_text`` get ``violated``."""
+        """Teach the oracle a case: requests containing every ``key_text`` get ``violated``.
+
+        Keys: ``(case.policy, case.conversation)`` for per-policy prompts and DSPy programs;
+        the per-rule user message (or ``(conversation, "Rule N: text")``) with ``[N]`` or ``[]``.
+        """
         self.gold.register(key_text, violated)
 
     def enqueue(self, *replies: str) -> None:
@@ -213,16 +162,19 @@ class FakeEngine:
         response_format: Mapping[str, Any] | None = None,
         temperature: float | None = None,
     ) -> str:
-        """Answer OpenAI-style ``messages`` (used by the engine and by the stub server).
-
-        A ``temperature`` above 0 marks the request as sampled (see :func:`decide`).
-        """
+        """Answer OpenAI-style ``messages`` (the engine's and the stub server's path); a
+        ``temperature`` above 0 marks the request as sampled."""
         with self._lock:
             queued = self._queue.popleft() if self._queue else None
         if queued is None:
             view = read_prompt(messages, wants_json=bool(response_format))
             sampled = bool(temperature) and self.behaviour == "instructed"
-            repeat = self._count_asked(view.text) if view.asks_for_instructions or sampled else 0
+            repeat = 0
+            if view.asks_for_instructions or sampled:  # how often this very request was answered before
+                key = hashlib.sha256(view.text.encode("utf-8")).hexdigest()
+                with self._lock:
+                    repeat = self._asked[key]
+                    self._asked[key] += 1
             decision = decide(self.behaviour, view, self.gold, repeat, sampled=sampled)
             queued = decision if isinstance(decision, str) else render(view, decision)
         plain = [
@@ -231,20 +183,10 @@ class FakeEngine:
         self.calls.append(FakeCall(plain, queued, response_format))
         return queued
 
-    def _count_asked(self, text: str) -> int:
-        """How often this very request was answered before (``n`` samples send it n times)."""
-        key = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        with self._lock:
-            repeat = self._asked[key]
-            self._asked[key] += 1
-        return repeat
-
     def complete(self, request: Request) -> Response:
         from dspy.lm15 import Message, Response, TextPart, Usage
 
-        system = request.system
-        if system is not None and not isinstance(system, str):
-            system = "".join(getattr(part, "text", "") or "" for part in system)
+        system = request_system(request)
         messages = [{"role": "system", "content": system}] if system else []
         messages += [{"role": m.role, "content": m.text or ""} for m in request.messages]
         text = self.reply(
@@ -261,14 +203,6 @@ class FakeEngine:
             usage=usage,
         )
 
-    def stream(self, request: Request) -> Iterator[Any]:
-        from dspy.lm15 import response_to_events
-
-        return iter(response_to_events(self.complete(request)))
-
-    def close(self) -> None:
-        """Nothing to release: the fake owns no connection."""
-
     def dump_state(self) -> dict[str, Any]:
         """Saved with a program: the behaviour only (gold answers are test data)."""
         return {"behaviour": self.behaviour}
@@ -277,14 +211,8 @@ class FakeEngine:
     def load_state(cls, state: Mapping[str, Any]) -> FakeEngine:
         return cls(str(state.get("behaviour", "oracle")))
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> FakeEngine:
-        return self
 
-    def __copy__(self) -> FakeEngine:
-        return self
-
-
-class AsyncFakeEngine:
+class AsyncFakeEngine(AsyncEngine):
     """The async twin DSPy needs for ``acall``/``dspy.asyncify``; it shares ``sync``'s state."""
 
     def __init__(self, sync: FakeEngine) -> None:
@@ -293,22 +221,9 @@ class AsyncFakeEngine:
     async def complete(self, request: Request) -> Response:
         return self.sync.complete(request)
 
-    async def stream(self, request: Request) -> AsyncIterator[Any]:
-        for event in self.sync.stream(request):
-            yield event
-
-    async def aclose(self) -> None:
-        """Nothing to release."""
-
     def dump_state(self) -> dict[str, Any]:
         return self.sync.dump_state()
 
     @classmethod
     def load_state(cls, state: Mapping[str, Any]) -> AsyncFakeEngine:
         return cls(FakeEngine.load_state(state))
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> AsyncFakeEngine:
-        return self
-
-    def __copy__(self) -> AsyncFakeEngine:
-        return self

@@ -1,25 +1,17 @@
-"""Read a chat request the way the fake model needs to: what format is expected, which
-rules exist, which rule is being judged.
+"""The prompt formats the fake model reads and answers in.
 
-Four kinds of prompt reach a guard model in sp-dspy, and the fake must answer each in
-the format its caller parses:
+:func:`read_prompt` tells which format the caller parses, which rules exist, which rule is
+judged; :func:`render` writes the fake's :class:`Decision` in that format (DSPy output fields
+from their JSON schema when the adapter printed one, else from the printed type, guided by
+the field name).
 
-- ``dspy``: a DSPy adapter prompt (system message lists ``Your output fields are:``);
-  answered with the signature's output fields in the adapter's format (ChatAdapter
-  ``[[ ## field ## ]]`` blocks, JSONAdapter object, XMLAdapter tags).
-- ``per_policy``: the official SafePyramid per-policy prompt (system message contains
-  ``"violated_rules": [``).
-- ``per_rule``: the official per-rule prompt, recognised by the ``[Target — Rule N``
-  header of its user message (its system message asks for ``"verdict"``).
-- ``plain``: anything else; answered like ``per_policy``.
-
-A DSPy prompt may also come from an optimizer asking for instructions (COPRO and
-MIPRO's ``proposed_instruction``, GEPA's ``new_instruction``, SIMBA's
-``module_advice``); :attr:`PromptView.asks_for_instructions` tells them apart.
-Assistant turns before the last user message are the prompt's demonstrations.
-
-DSPy prompts are recognised first because an optimised program may quote the official
-template inside its own instructions.
+Kinds: ``dspy`` (a DSPy adapter prompt: ``Your output fields are:``; answered in the
+adapter's format: ChatAdapter blocks, JSON, XML tags), ``per_policy`` (the official
+per-policy prompt), ``per_rule`` (the official per-rule prompt, ``[Target — Rule N``),
+``plain`` (anything else, answered like ``per_policy``). DSPy prompts are recognised
+first: an optimised program may quote the official template. A DSPy prompt may be an
+optimizer asking for instructions (:attr:`PromptView.asks_for_instructions`); assistant
+turns before the last user message are demonstrations.
 """
 
 from __future__ import annotations
@@ -43,6 +35,7 @@ _CHAT_BLOCK = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespo
 _XML_BLOCK = re.compile(r"<(\w+)>\n?(.*?)\n?</\1>", re.S)
 _SCHEMA_NOTE = "# note: the value you produce must adhere to the JSON schema: "
 _TARGET_FIELD_NAMES = ("rule", "rule_number", "rule_id", "rule_text", "target")
+_LITERAL_OPTION = re.compile(r"'([^']*)'|\"([^\"]*)\"")
 ADVICE_FIELD = "module_advice"
 
 
@@ -123,8 +116,7 @@ def _output_fields(system: str) -> tuple[OutputField, ...]:
 
 
 def _input_blocks(user: str, adapter: AdapterStyle) -> dict[str, str]:
-    pattern = _XML_BLOCK if adapter == "xml" else _CHAT_BLOCK
-    return {name: value for name, value in pattern.findall(user)}
+    return dict((_XML_BLOCK if adapter == "xml" else _CHAT_BLOCK).findall(user))
 
 
 def _dspy_target(user: str, adapter: AdapterStyle) -> int | None:
@@ -160,19 +152,16 @@ def message_text(content: Any) -> str:
 
 def read_prompt(messages: Sequence[Mapping[str, Any]], *, wants_json: bool = False) -> PromptView:
     """Classify ``messages`` (OpenAI-style ``role``/``content`` dicts)."""
-    system = "\n".join(
-        message_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")
-    )
-    users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
-    user = users[-1] if users else ""
+    texts = [message_text(m.get("content")) for m in messages]
+    roles = [m.get("role") for m in messages]
+    system = "\n".join(t for t, role in zip(texts, roles, strict=True) if role in ("system", "developer"))
+    last_user = max((i for i, role in enumerate(roles) if role == "user"), default=-1)
+    user = texts[last_user] if last_user >= 0 else ""
     # Assistant turns before the last user message are demonstrations (DSPy puts demos there).
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     demos = tuple(
-        message_text(m.get("content")) for m in messages[:last_user] if m.get("role") == "assistant"
+        t for t, role in zip(texts[:last_user], roles[:last_user], strict=True) if role == "assistant"
     )
-    text = "\n".join(message_text(m.get("content")) for m in messages)
-    target_match = _TARGET.search(user)
-    target = int(target_match.group(1)) if target_match else None
+    text = "\n".join(texts)
     if DSPY_MARKER in system:
         fields = _output_fields(system)
         adapter = _adapter_style(system, user, wants_json, fields)
@@ -180,8 +169,8 @@ def read_prompt(messages: Sequence[Mapping[str, Any]], *, wants_json: bool = Fal
         return PromptView("dspy", system, user, text, user, target, fields, adapter, demos)
     if POLICY_MARKER in system:
         return PromptView("per_policy", system, user, text, system)
-    if target is not None:
-        return PromptView("per_rule", system, user, text, user, target)
+    if target_match := _TARGET.search(user):
+        return PromptView("per_rule", system, user, text, user, int(target_match.group(1)))
     return PromptView("plain", system, user, text, text)
 
 
@@ -189,3 +178,154 @@ def contains_phrase(text: str, phrase: str) -> bool:
     """Case- and whitespace-insensitive containment (instructions get re-wrapped)."""
     squash = " ".join(text.lower().split())
     return " ".join(phrase.lower().split()) in squash
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the fake decided: the violated rules, and the rule under judgment if any."""
+
+    behaviour: str
+    violated: tuple[int, ...]
+    target: int | None = None
+    instruction: str | None = None  # set when an optimizer asked for instructions
+    modules: tuple[str, ...] = ()  # modules an advice request names (SIMBA)
+
+    @property
+    def verdict(self) -> bool:
+        """Per-rule verdict: the target is violated (or, with no target, anything is)."""
+        return self.target in self.violated if self.target is not None else bool(self.violated)
+
+    @property
+    def verdict_word(self) -> str:
+        return "violated" if self.verdict else "not_violated"
+
+    def analysis(self) -> str:
+        listed = ", ".join(map(str, self.violated)) or "none"
+        return f"Fake {self.behaviour} model: checked the rules; violated: {listed}."
+
+    def explanation(self, rule: int) -> str:
+        return f"The chatbot's replies do not comply with rule {rule}."
+
+
+def render(view: PromptView, decision: Decision) -> str:
+    """The reply text for ``view`` carrying ``decision``."""
+    if view.kind == "dspy":
+        return _render_fields(view, decision)
+    if view.kind == "per_rule":
+        verdict = decision.verdict_word
+        return json.dumps({"verdict": verdict, "reason": f"Rule {decision.target} is {verdict}."})
+    return json.dumps(
+        {
+            "analysis": decision.analysis(),
+            "violated_rules": [
+                {"rule": n, "explanation": decision.explanation(n)} for n in decision.violated
+            ],
+        }
+    )
+
+
+def _text_for(name: str, decision: Decision) -> str:
+    if decision.instruction is not None:
+        if "prefix" in name:
+            return "Answer:"
+        if "instruction" in name or "advice" in name:
+            return decision.instruction
+        return "The answers miss violations of rules other than the first one found."
+    if "verdict" in name:
+        return decision.verdict_word
+    return decision.analysis()
+
+
+def _advice(decision: Decision) -> dict[str, str]:
+    """SIMBA's ``module_advice``: the proposed instruction for every module it named."""
+    return {name: decision.instruction or "" for name in decision.modules}
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        resolved = root.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {})
+        return resolved if isinstance(resolved, dict) else {}
+    for key in ("anyOf", "oneOf"):
+        options = [o for o in schema.get(key, []) if isinstance(o, dict) and o.get("type") != "null"]
+        if options:
+            return _resolve(options[0], root)
+    return schema
+
+
+def _from_schema(
+    schema: dict[str, Any], root: dict[str, Any], name: str, decision: Decision, rule: int | None
+) -> Any:
+    schema = _resolve(schema, root)
+    if "enum" in schema:
+        options = [str(o) for o in schema["enum"]]
+        return decision.verdict_word if decision.verdict_word in options else schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "array":
+        items = _resolve(schema.get("items", {}), root)
+        if items.get("type") in ("object", "string") or "properties" in items:
+            return [_from_schema(items, root, name, decision, n) for n in decision.violated]
+        if items.get("type") == "integer":
+            return list(decision.violated)
+        return []
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        if not props and decision.instruction is not None:
+            return _advice(decision)
+        return {key: _from_schema(sub, root, key, decision, rule) for key, sub in props.items()}
+    if kind == "integer":
+        return rule if rule is not None and "rule" in name else len(decision.violated)
+    if kind == "number":
+        return 1.0
+    if kind == "boolean":
+        return decision.verdict
+    if kind == "string":
+        if rule is not None:
+            return decision.explanation(rule) if "rule" not in name else str(rule)
+        return _text_for(name, decision)
+    return None
+
+
+def _from_type(field: OutputField, decision: Decision) -> Any:
+    type_ = field.type.replace(" ", "")
+    if type_.startswith("Literal["):
+        options = [a or b for a, b in _LITERAL_OPTION.findall(field.type)]
+        return decision.verdict_word if decision.verdict_word in options else (options[0] if options else "")
+    if type_ == "bool":
+        return decision.verdict
+    if type_.startswith("dict[") and decision.instruction is not None:
+        return _advice(decision)
+    if type_ == "int":
+        return (
+            decision.target
+            if decision.target is not None and "rule" in field.name
+            else len(decision.violated)
+        )
+    if type_ == "float":
+        return 1.0
+    if type_.startswith(("list[int]", "set[int]", "tuple[int")):
+        return list(decision.violated)
+    if type_.startswith("list[str]"):
+        return [f"Rule {n}" for n in decision.violated]
+    if type_.startswith(("list", "set", "tuple")):
+        return list(decision.violated) if "rule" in field.name or "violat" in field.name else []
+    return _text_for(field.name, decision)
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _render_fields(view: PromptView, decision: Decision) -> str:
+    values = {
+        f.name: _from_schema(f.schema, f.schema, f.name, decision, None)
+        if f.schema
+        else _from_type(f, decision)
+        for f in view.fields
+    }
+    if view.adapter == "json":
+        return json.dumps(values)
+    if view.adapter == "xml":
+        return "\n".join(f"<{name}>{_as_text(value)}</{name}>" for name, value in values.items())
+    blocks = [f"[[ ## {name} ## ]]\n{_as_text(value)}" for name, value in values.items()]
+    return "\n\n".join([*blocks, "[[ ## completed ## ]]"])

@@ -1,29 +1,27 @@
-"""Provider profiles: how each model-string provider is reached on the wire (data, not code).
+"""Provider profiles: how each model-string provider is reached on the wire, and which key it gets.
 
-A profile says which wire a provider speaks (the OpenAI chat-completions body or
-Anthropic's messages body), its public endpoint, its usual key variable, and how the
-generic settings of an :class:`~sp_dspy._lm._config.LMConfig` are spelled in its
-body: the output cap (``max_tokens``, or ``max_completion_tokens`` for OpenAI's
-reasoning models, which reject ``max_tokens``) and the reasoning effort
-(``reasoning_effort``, or OpenRouter's ``reasoning: {effort: ...}``). sp-dspy's HTTP
-engine (``_direct``) builds every request from a config and its profile, so a preset
-in ``configs/models.yaml`` sends exactly what the SafePyramid reference harness sends
-for that model, and ``sp-dspy eval --show-request`` can print it.
-
-Self-hosted servers (vLLM, llama.cpp) have no public endpoint and no key of their
-own: their profiles need an ``api_base`` and accept the placeholder key ``EMPTY``.
-``openai/`` names both OpenAI and any OpenAI-compatible server; it accepts the
-placeholder only at a loopback or private-network address (your own server).
+A profile (data, not code) gives the wire (OpenAI chat completions or Anthropic messages),
+the public endpoint, the usual key variable and how the body spells the output cap and
+reasoning effort, so sp-dspy's HTTP engine (``_direct``) sends what the reference harness
+sends. Keys come from the environment only, are registered for redaction when read, and are
+resolved when an LM is built, so a missing key stops a run before its first call.
+Self-hosted servers (vLLM, llama.cpp) need an ``api_base`` and accept a placeholder key;
+``openai/`` gets it only at a loopback or private-network address.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import urllib.parse
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from .._errors import ConfigError
+from .._redact import register_secret
+from ._config import LMConfig
 
 Wire = Literal["openai-chat", "anthropic-messages"]
 
@@ -101,11 +99,6 @@ PROFILES: dict[str, ProviderProfile] = {
 }
 
 
-def profile_for(provider: str) -> ProviderProfile | None:
-    """The profile of a model-string provider (``openai`` for ``openai/gpt-5.5``), or None."""
-    return PROFILES.get(provider)
-
-
 def model_id(model: str) -> str:
     """``hosted_vllm/Qwen/Qwen3-8B`` -> ``Qwen/Qwen3-8B`` (what the provider calls it)."""
     _, sep, rest = model.partition("/")
@@ -134,3 +127,48 @@ def messages_url(profile: ProviderProfile, api_base: str) -> str:
     if profile.wire == "anthropic-messages":
         return base.removesuffix("/v1") + "/v1/messages"
     return base + "/chat/completions"
+
+
+#: What self-hosted servers (vLLM, llama.cpp) accept when they check no key.
+SELF_HOSTED_PLACEHOLDER_KEY = "EMPTY"
+
+
+def api_key_for(config: LMConfig) -> str | None:
+    """The key named by ``config.api_key_env`` (registered for redaction), or None."""
+    if config.api_key_env is None:
+        return None
+    value = os.environ.get(config.api_key_env, "")
+    if not value.strip():
+        raise ConfigError(
+            f"model '{config.display_name()}': api_key_env names {config.api_key_env}, which is not set"
+        )
+    register_secret(value)
+    return value
+
+
+def key_for(config: LMConfig, api_base: str | None) -> str | None:
+    """The key sent to ``api_base`` (None: a provider without a profile; DSPy's engine finds its key).
+
+    ``api_key_env`` first, then the provider's usual variable; a self-hosted server
+    without either gets :data:`SELF_HOSTED_PLACEHOLDER_KEY`.
+
+    Raises:
+        ConfigError: a hosted provider with no key set (one line naming the variable).
+    """
+    if config.api_key_env is not None:
+        return api_key_for(config)
+    profile = PROFILES.get(config.provider)
+    if profile is None:  # a provider without a profile: LiteLLM reads its own variable, never a placeholder
+        return None
+    # A server of the user's own (a self-hosted kind, or ``openai/`` at a private address).
+    own_server = profile.compatible_servers and api_base is not None and is_private_endpoint(api_base)
+    if profile.self_hosted or own_server:
+        return SELF_HOSTED_PLACEHOLDER_KEY
+    value = os.environ.get(profile.key_env, "").strip() if profile.key_env else ""
+    if not value:
+        raise ConfigError(
+            f"model '{config.display_name()}': no API key: set {profile.key_env} "
+            f"(or name the variable holding the key with --api-key-env)"
+        )
+    register_secret(value)
+    return value

@@ -20,20 +20,15 @@ class TokenUsage(BaseModel):
             return None if a is None and b is None else (a or 0) + (b or 0)
 
         return TokenUsage(
-            prompt_tokens=add(self.prompt_tokens, other.prompt_tokens),
-            completion_tokens=add(self.completion_tokens, other.completion_tokens),
-            total_tokens=add(self.total_tokens, other.total_tokens),
-            reasoning_tokens=add(self.reasoning_tokens, other.reasoning_tokens),
+            **{name: add(getattr(self, name), getattr(other, name)) for name in TokenUsage.model_fields}
         )
 
 
 class ChatResult(BaseModel):
     """One model answer to raw messages.
 
-    ``usage`` and ``cost`` describe the answer as it was produced, also when it is
-    replayed from the cache; ``cached`` says whether this call paid for it.
-    ``cost`` is USD from the LiteLLM price snapshot bundled with DSPy; None when the
-    model is not priced (self-hosted models, the fake).
+    ``usage`` and ``cost`` (USD at the price snapshot bundled with DSPy; None: unpriced) describe
+    the answer as produced, also when replayed from the cache; ``cached`` says this call paid nothing.
     """
 
     text: str

@@ -1,13 +1,9 @@
 """A loopback model server for tests and benchmarks: real HTTP, no model.
 
-``StubServer`` serves ``GET /v1/models``, ``POST /v1/chat/completions`` (OpenAI's wire)
-and ``POST /v1/messages`` (Anthropic's wire) on 127.0.0.1, so DSPy's own HTTP engine, retries, timeouts and cache run exactly as they
-would against vLLM or llama.cpp. It records every request body, can add latency, and
-can fail the first requests on purpose (``fail_plan``) to exercise retry handling.
-
-By default the answers come from a :class:`~sp_dspy._lm._fake.FakeEngine` (``.fake``)
-so they are meaningful: register gold cases on ``server.fake`` exactly as for the
-in-process fake model.
+:class:`StubServer` serves ``GET /v1/models``, ``POST /v1/chat/completions`` (OpenAI's wire)
+and ``POST /v1/messages`` (Anthropic's) on 127.0.0.1, records every request, can add
+latency and fail the first requests on purpose (``fail_plan``). By default its answers
+come from a :class:`~sp_dspy._lm._fake.FakeEngine` (``server.fake``: register gold cases there).
 """
 
 from __future__ import annotations
@@ -84,6 +80,9 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up first (e.g. its timeout)
 
+    def _send_error(self, status: int, message: str, kind: str, headers: Mapping[str, str] = {}) -> None:
+        self._send_json(status, {"error": {"message": message, "type": kind}}, headers)
+
     def do_GET(self) -> None:
         stub = self.server.stub
         stub._record(StubRequest("GET", self.path, dict(self.headers), None))
@@ -91,36 +90,33 @@ class _Handler(BaseHTTPRequestHandler):
             data = [{"id": m, "object": "model", "owned_by": "sp-dspy-stub"} for m in stub.model_ids]
             self._send_json(200, {"object": "list", "data": data})
         else:
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            self._send_error(404, f"no route {self.path}", "not_found")
 
     def do_POST(self) -> None:
         stub = self.server.stub
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
         try:
-            body = json.loads(raw or b"{}")
+            body = json.loads(self.rfile.read(length) if length else b"{}")
         except ValueError:
             body = None
         path = self.path.rstrip("/")
         anthropic = path.endswith("/v1/messages")
-        failure = stub._next_failure() if path.endswith("/chat/completions") or anthropic else None
+        chat = anthropic or path.endswith("/chat/completions")
+        failure = stub._next_failure() if chat else None
         stub._record(StubRequest("POST", self.path, dict(self.headers), body, failure))
         if stub.latency_s:
             time.sleep(stub.latency_s)
         if failure is not None and self._fail(failure):
             return
-        if anthropic and isinstance(body, dict) and isinstance(body.get("messages"), list):
+        has_messages = isinstance(body, dict) and isinstance(body.get("messages"), list)
+        if anthropic and has_messages:
             self._send_json(200, stub._message(body))
         elif not path.endswith("/chat/completions"):
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
-        elif not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            self._send_json(
-                400, {"error": {"message": "body must be a JSON object with messages", "type": "bad"}}
-            )
+            self._send_error(404, f"no route {self.path}", "not_found")
+        elif not has_messages:
+            self._send_error(400, "body must be a JSON object with messages", "bad")
         elif body.get("stream"):
-            self._send_json(
-                400, {"error": {"message": "the stub does not stream", "type": "invalid_request"}}
-            )
+            self._send_error(400, "the stub does not stream", "invalid_request")
         else:
             self._send_json(200, stub._completion(body))
 
@@ -136,7 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"Retry-After": f"{arg:g}"} if arg is not None else {}
         kind_name, message = _FAILURE_TEXT.get(kind, ("server_error", f"stub planned {kind}"))
         status = int(kind.partition("-")[0])
-        self._send_json(status, {"error": {"message": message, "type": kind_name}}, headers)
+        self._send_error(status, message, kind_name, headers)
         return True
 
 
@@ -146,14 +142,13 @@ class StubServer:
     Args:
         port: TCP port on 127.0.0.1; 0 lets the OS pick a free one (see :attr:`port`).
         latency_s: seconds each request waits before answering.
-        responder: ``body -> reply``; a ``str`` is the assistant text, a ``dict`` the
-            whole ``chat.completion`` object. Default: ``self.fake.reply`` on the messages.
-        fail_plan: failures for the first requests to ``/chat/completions``, in order:
-            ``"429"`` / ``"429:SECONDS"`` (with ``Retry-After``), ``"500"``, ``"502"``,
-            ``"503"`` (``":SECONDS"`` adds ``Retry-After`` too), ``"400"`` (context length
-            exceeded), ``"400-invalid"`` (any other bad request), ``"401"`` (bad key),
-            ``"404"`` (unknown model), ``"drop"`` (connection closed without a
-            response), ``"hang:SECONDS"`` (answers late, for timeouts).
+        responder: ``body -> reply``; a ``str`` is the assistant text, a ``dict`` the whole
+            ``chat.completion``. Default: ``self.fake.reply`` on the messages.
+        fail_plan: failures of the first chat requests, in order: ``"429"``, ``"500"``,
+            ``"502"``, ``"503"`` (``":SECONDS"`` adds ``Retry-After``), ``"400"`` (context
+            length exceeded), ``"400-invalid"`` (another bad request), ``"401"`` (bad key),
+            ``"404"`` (unknown model), ``"drop"`` (connection closed without a response),
+            ``"hang:SECONDS"`` (answers late, for timeouts).
         behaviour: behaviour of the default responder's fake engine.
         model_ids: ids listed by ``/v1/models``.
     """
@@ -182,7 +177,6 @@ class StubServer:
         self._server: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    # ----- lifecycle -------------------------------------------------------------------
     def start(self) -> Self:
         server = _HTTPServer(("127.0.0.1", self.requested_port), _Handler)
         server.stub = self
@@ -221,7 +215,6 @@ class StubServer:
         """The OpenAI-compatible base URL, ``http://127.0.0.1:PORT/v1``."""
         return f"http://127.0.0.1:{self.port}/v1"
 
-    # ----- request bookkeeping ---------------------------------------------------------
     @property
     def chat_requests(self) -> list[StubRequest]:
         """Requests to ``/chat/completions`` or ``/v1/messages``, failed ones included."""
@@ -249,16 +242,16 @@ class StubServer:
         reply = self.responder(body)
         if isinstance(reply, dict):
             return reply
-        prompt = sum(count_tokens(message_text(m.get("content"))) for m in body.get("messages") or [])
-        completion = count_tokens(reply)
         with self._lock:
             number = len(self.requests)
         return chat_completion(
             reply,
             completion_id=f"stub-{number}",
             model=body.get("model", "stub"),
-            prompt_tokens=prompt,
-            completion_tokens=completion,
+            prompt_tokens=sum(
+                count_tokens(message_text(m.get("content"))) for m in body.get("messages") or []
+            ),
+            completion_tokens=count_tokens(reply),
             created=int(time.time()),
         )
 
