@@ -75,9 +75,10 @@ def stub_answer(body: dict[str, Any]) -> str:
 
 
 def serve_threaded(latency_s: float, ports: Any, stop: Any) -> None:
-    """Child process: run the package's ``StubServer`` until ``stop`` is set (``--stub threaded``)."""
+    """Child process: run the tests' ``StubServer`` until ``stop`` is set (``--stub threaded``)."""
     sys.path.insert(0, str(ROOT))
-    from sp_dspy._lm import StubServer, _stub_server
+    from tests import _stub_server
+    from tests._stub_server import StubServer
 
     # http.server writes a response's headers and body in two packets; with Nagle's
     # algorithm on, the second waits for the client's delayed ACK (40 ms on Linux),

@@ -1,7 +1,7 @@
 """A CPU-light OpenAI-compatible stub for ``bench_runner.py``: asyncio, fixed answers.
 
 The runner benchmark's ideal throughput, ``concurrency / latency``, assumes a server
-that costs nothing but its latency. The package's ``StubServer`` (``http.server``, a
+that costs nothing but its latency. The tests' ``StubServer`` (``http.server``, a
 thread per connection, a fake model behind it) spends about 0.5 ms of CPU per
 request; at concurrency 64 that is 1,280 requests a second, most of one of this
 machine's two vCPUs taken from the client being measured. This stub reads each
@@ -21,9 +21,12 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sys
+from pathlib import Path
 from typing import Any
 
-from sp_dspy._lm._stub_server import chat_completion
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: ``tests``
+from tests._stub_server import chat_completion
 
 POLICY_ANSWER = json.dumps(
     {"analysis": "Checked every rule against the conversation.", "violated_rules": [{"rule": 2}]}

@@ -14,9 +14,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from sp_dspy._data import Case, load_benchmark
-from sp_dspy._lm import LMConfig, StubServer, fake_engine, make_lm
+from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from sp_dspy._lm._fake import INSTRUCTION_PHRASE
 from sp_dspy._runner._fake_gold import teach_fake
+from tests._stub_server import StubServer
 
 BETTER_INSTRUCTION = (
     f"{INSTRUCTION_PHRASE.capitalize()} of the policy against the chatbot's turns and list the number "

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from sp_dspy import load_benchmark
-from sp_dspy._lm import StubServer
 from sp_dspy._runner._fake_gold import teach_fake
+from tests._stub_server import StubServer
 
 POLICY = """Check ALL rules below against the conversation and identify the net set of violated rules.
 

@@ -23,7 +23,6 @@ from programs import CaseOutput
 from sp_dspy import load_benchmark
 from sp_dspy._errors import DataError
 from sp_dspy._guard import Guard
-from sp_dspy._lm import StubServer
 from sp_dspy._lm._fake_prompts import message_text
 from sp_dspy._protocol import keep_policy_rules, per_policy_messages
 from sp_dspy._runner import JsonlStore, iter_records
@@ -33,6 +32,7 @@ from sp_dspy._runner._records import policy_record
 from sp_dspy._runner._store import StoreWriteError, encode_line
 from sp_dspy.cli import app
 from tests._factories import raw_case, write_dataset
+from tests._stub_server import StubServer
 
 SAMPLE = load_benchmark().cases[:9]  # three conversations (priv-101, spec-102, frau-103) x L0/L1/L2
 SURROGATE = "\ud800"

@@ -199,7 +199,7 @@ def test_an_lm_that_fails_stops_the_compile_with_one_line(
     optimizer: str, message: str, tmp_path: Path
 ) -> None:
     from sp_dspy._compile import CompileError
-    from sp_dspy._lm import StubServer
+    from tests._stub_server import StubServer
 
     with StubServer(fail_plan=["500"] * 200) as server:
         failing = LMConfig(model="openai/stub", api_base=server.url, num_retries=0, cache=False)

@@ -12,9 +12,9 @@ from typer.testing import CliRunner, Result
 
 from sp_dspy._data import load_benchmark, make_split
 from sp_dspy._errors import ConfigError, DataError
-from sp_dspy._lm import StubServer
 from sp_dspy.cli._compile import register
 from tests._compile_support import improving_stub
+from tests._stub_server import StubServer
 
 pytestmark = pytest.mark.network
 TINY_COPRO = ["--optimizer", "copro", "--set", "breadth=2", "--set", "depth=1", "--set", "num_threads=2"]

@@ -17,11 +17,12 @@ from typer.testing import CliRunner, Result
 
 from sp_dspy import load_benchmark
 from sp_dspy._errors import ConfigError
-from sp_dspy._lm import LMConfig, StubServer
+from sp_dspy._lm import LMConfig
 from sp_dspy._protocol import build_targets
 from sp_dspy._runner import DataSelection, EvalConfig, plan_run
 from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
+from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("isolated_run")]
 

@@ -15,7 +15,6 @@ import pytest
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import (
     LMConfig,
-    StubServer,
     achat,
     chat,
     classify_error,
@@ -28,6 +27,7 @@ from sp_dspy._lm._direct import DirectChat, client_of, env_proxy
 from sp_dspy._lm._errors import MAX_RETRY_WAIT_S, backoff_seconds, describe_error, retry_after_seconds
 from sp_dspy._lm._factory import direct_eligible, make_lms
 from tests._lm_fixtures import per_policy_messages
+from tests._stub_server import StubServer
 
 T = TypeVar("T")
 pytestmark = [pytest.mark.network, pytest.mark.timeout(60)]

@@ -16,11 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from sp_dspy._errors import ConfigError
-from sp_dspy._lm import LMConfig, StubServer, classify_error, import_dspy, load_model_configs, make_lm
+from sp_dspy._lm import LMConfig, classify_error, import_dspy, load_model_configs, make_lm
 from sp_dspy._lm._compat import missing_uses
 from sp_dspy._lm._direct import client_of
 from sp_dspy._runner import DataSelection, EvalConfig, run_eval
 from sp_dspy.cli import app
+from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("isolated_run"), pytest.mark.network, pytest.mark.timeout(120)]
 

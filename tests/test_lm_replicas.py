@@ -22,7 +22,6 @@ import sp_dspy._lm._replicas as replicas_module
 from sp_dspy import load_benchmark
 from sp_dspy._lm import (
     LMConfig,
-    StubServer,
     achat,
     chat,
     classify_error,
@@ -35,6 +34,7 @@ from sp_dspy._lm._replicas import AsyncReplicaEngine, ReplicaEngine
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
+from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(120)]
 

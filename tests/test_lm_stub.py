@@ -14,7 +14,6 @@ import pytest
 
 from sp_dspy._lm import (
     LMConfig,
-    StubServer,
     achat,
     chat,
     classify_error,
@@ -26,6 +25,7 @@ from sp_dspy._lm._direct import client_of
 from sp_dspy._lm._errors import describe_error
 from sp_dspy._lm._factory import make_lms
 from tests._lm_fixtures import CONVERSATION, GOLD, POLICY, per_policy_messages
+from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.network, pytest.mark.timeout(60)]
 

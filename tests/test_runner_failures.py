@@ -19,12 +19,13 @@ import pytest
 
 from sp_dspy import load_benchmark
 from sp_dspy._ablate import AblationPlan, run_ablation
-from sp_dspy._lm import LMConfig, StubServer
+from sp_dspy._lm import LMConfig
 from sp_dspy._runner import DataSelection, EvalConfig, EvalOutcome, run_eval
 from sp_dspy._runner._failures import BAD_REQUEST_STREAK, EarlyStop, RunStopped
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import main
+from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(120)]
 

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from sp_dspy import load_benchmark
-from sp_dspy._lm import StubServer
 from sp_dspy.cli import app
 from tests._lm_fixtures import oracle_stub
+from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("isolated_run"), pytest.mark.network, pytest.mark.timeout(120)]
 

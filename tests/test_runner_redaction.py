@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sp_dspy._lm._stub_server import chat_completion
+from tests._stub_server import chat_completion
 
 pytestmark = [pytest.mark.network, pytest.mark.timeout(120)]
 

@@ -14,11 +14,12 @@ from types import SimpleNamespace
 import pytest
 
 from sp_dspy import load_benchmark
-from sp_dspy._lm import LMConfig, StubServer
+from sp_dspy._lm import LMConfig
 from sp_dspy._protocol import build_targets
 from sp_dspy._runner import DataSelection, EvalConfig, EvalOutcome, run_eval
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._store import iter_records
+from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(120)]
 

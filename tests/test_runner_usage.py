@@ -17,10 +17,11 @@ import pytest
 
 from sp_dspy import load_benchmark
 from sp_dspy._ablate import AblationPlan, run_ablation
-from sp_dspy._lm import LMConfig, StubServer, configure_cache
+from sp_dspy._lm import LMConfig, configure_cache
 from sp_dspy._runner import DataSelection, EvalConfig, run_eval
 from sp_dspy._runner._store import iter_records
 from tests._lm_fixtures import oracle_stub
+from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(180)]
 

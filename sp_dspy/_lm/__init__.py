@@ -17,7 +17,6 @@ from ._factory import fake_engine, make_lm
 from ._fake import BEHAVIOURS, FakeEngine
 from ._profiles import key_for
 from ._result import ChatResult, TokenUsage
-from ._stub_server import StubServer
 
 __all__ = [
     "BEHAVIOURS",
@@ -25,7 +24,6 @@ __all__ = [
     "FakeEngine",
     "HttpRequest",
     "LMConfig",
-    "StubServer",
     "TokenUsage",
     "achat",
     "answer_price",

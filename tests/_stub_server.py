@@ -1,4 +1,4 @@
-"""A loopback model server for tests and benchmarks: real HTTP, no model.
+"""A loopback model server for the tests and benchmarks: real HTTP, no model.
 
 :class:`StubServer` serves ``GET /v1/models``, ``POST /v1/chat/completions`` (OpenAI's wire)
 and ``POST /v1/messages`` (Anthropic's) on 127.0.0.1, records every request, can add
@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
-from ._fake import FakeEngine, count_tokens
-from ._fake_prompts import message_text
+from sp_dspy._lm._fake import FakeEngine, count_tokens
+from sp_dspy._lm._fake_prompts import message_text
 
 Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
 FAILURE_KINDS = ("429", "500", "502", "503", "400", "400-invalid", "401", "404", "drop", "hang")
