@@ -1,9 +1,7 @@
 """One self-contained HTML page: inline CSS, PNGs as ``data:`` URIs, no scripts, no fetches.
 
-A report is mailed, attached to issues and opened years later, offline; anything it
-loaded from the network would eventually break or leak that it was opened. So the
-page references nothing outside itself, and plain tables carry every number the
-plots show (for readers who cannot see the images).
+A report is mailed and opened years later, offline; anything loaded from the network
+would break or leak that it was opened. Tables carry every number the plots show.
 """
 
 from __future__ import annotations
@@ -13,8 +11,6 @@ from importlib import metadata
 from pathlib import Path
 
 from .._data._kinds import benchmark_kind
-from .._errors import ConfigError
-from ._figure import Plot
 from ._html_tables import (
     diff_table,
     esc,
@@ -25,7 +21,8 @@ from ._html_tables import (
     variants_table,
 )
 from ._leaderboard import load_leaderboard
-from ._model import CELLS, ComparisonSummary
+from ._model import CELLS, ComparisonSummary, write_text
+from ._plots import Plot
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2330;margin:0;background:#f6f7f9}
@@ -83,47 +80,45 @@ def _notes(summary: ComparisonSummary) -> str:
 
 
 def _headline(summary: ComparisonSummary) -> str:
-    parts = [
+    tables = "".join(
+        f"<h3>{'All levels (pooled)' if cell == 'ALL' else cell}</h3>{level_table(summary, cell)}"
+        for cell in ("ALL", *summary.levels)
+    )
+    return (
         "<h2>Headline metrics</h2><p class=lead>RMR (higher is better) averages RMR@tau over tau = 1.0, 0.9, "
         "0.8, 0.7; RMR@1.0 is exact match; RDR (lower is better) is the share of disagreeing rules, "
         "(FP + FN) / |P ∪ G|, pooled over scored cases. Excluded cases (refused, unparseable, errored, "
-        "missing) are in no denominator. Cost columns are means over cases that reported them.</p>"
-    ]
-    for cell in ("ALL", *summary.levels):
-        parts.append(
-            f"<h3>{'All levels (pooled)' if cell == 'ALL' else cell}</h3>{level_table(summary, cell)}"
-        )
-    return "".join(parts)
+        "missing) are in no denominator. Cost columns are means over cases that reported them.</p>" + tables
+    )
 
 
 def _diffs(summary: ComparisonSummary) -> str:
     if not summary.diffs:
         return ""
-    parts = [
+    tables = "".join(f"<h3>{cell}</h3>{diff_table(summary, cell)}" for cell in ("ALL", *summary.levels))
+    return (
         f"<h2>Differences to the baseline ({esc(summary.baseline)})</h2><p class=lead>Variant minus baseline "
         "on the cases both scored, with a 95% paired bootstrap CI; coloured when the interval excludes 0 "
         "(green = better, red = worse; for RDR lower is better). McNemar's test compares exact matches.</p>"
-    ]
-    for cell in ("ALL", *summary.levels):
-        parts.append(f"<h3>{cell}</h3>{diff_table(summary, cell)}")
-    return "".join(parts)
+        + tables
+    )
 
 
 def _published(summary: ComparisonSummary) -> str:
     if not benchmark_kind(summary.benchmark).has_leaderboard:
         return ""
     board = load_leaderboard()
-    parts = [
+    tables = "".join(
+        f"<details{' open' if cell == 'ALL' else ''}><summary>{cell}</summary>"
+        f"{published_table(summary, board, cell)}</details>"
+        for cell in ("ALL", *summary.levels)
+    )
+    return (
         "<h2>Beside the published leaderboard</h2><p class=lead>Rows marked <span class='tag pub'>published</span> "
         f"are the paper's figures on all 3,000 cases: {esc(board.citation)} {esc(board.note)} Rows from this report "
         "are on this report's cases only; with a small or different case set the comparison is indicative.</p>"
-    ]
-    for cell in ("ALL", *summary.levels):
-        opened = " open" if cell == "ALL" else ""
-        parts.append(
-            f"<details{opened}><summary>{cell}</summary>{published_table(summary, board, cell)}</details>"
-        )
-    return "".join(parts)
+        + tables
+    )
 
 
 def _footer(summary: ComparisonSummary) -> str:
@@ -133,13 +128,6 @@ def _footer(summary: ComparisonSummary) -> str:
     elif summary.pku_published is not None:
         text = f"PKU-SafeRLHF published figures: {summary.pku_published['citation']}. {text}"
     return f"<footer>{esc(text)}</footer>"
-
-
-def _failure_modes(summary: ComparisonSummary) -> str:
-    return (
-        "<h2>Failure modes</h2><p class=lead>Percent of each level's cases failing exact match with the mode "
-        "(ALL pools counts; FM-C1 and FM-C3 exist at L1/L2 only).</p>" + failure_table(summary)
-    )
 
 
 def _plots(plots: Sequence[Plot]) -> str:
@@ -160,7 +148,6 @@ def render_html(
 
         plots = render_plots(summary)
     title = title or f"sp-dspy report: {summary.benchmark} comparison"
-    rule_types = rule_type_table(summary)
     kind = benchmark_kind(summary.benchmark)
     body = [
         _header(summary, title),
@@ -171,8 +158,8 @@ def render_html(
         _diffs(summary),
         _published(summary),
         kind.report_html(summary),
-        _failure_modes(summary) if kind.has_leaderboard else "",
-        "" if rule_types is None else f"<h2>Per-rule judgments (all levels)</h2>{rule_types}",
+        failure_table(summary) if kind.has_leaderboard else "",
+        rule_type_table(summary),
         _plots(plots),
         _footer(summary),
     ]
@@ -192,9 +179,4 @@ def write_html(
     title: str | None = None,
 ) -> Path:
     """Write the page; an unwritable path is a one-line ``ConfigError``."""
-    target = Path(path)
-    try:
-        target.write_text(render_html(summary, plots, title=title), encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--out {target}: cannot write: {exc.strerror or exc}") from None
-    return target
+    return write_text(path, render_html(summary, plots, title=title), "--out")

@@ -1,7 +1,5 @@
-"""HTML tables of the report. Every user-provided string goes through ``esc``.
-
-Labels, model names, file paths and settings come from the user's files and
-flags; escaping them here is what keeps a label such as ``<script>`` inert text.
+"""HTML tables of the report. Every user-provided string goes through ``esc``, which is
+what keeps a label such as ``<script>`` inert text.
 """
 
 from __future__ import annotations
@@ -10,8 +8,9 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._leaderboard import Leaderboard, PublishedRow
-from ._model import FAILURE_MODES, TARGET_TYPES, ComparisonSummary, DiffRow, VariantResult
+from .._metrics._per_rule import TARGET_TYPES
+from ._leaderboard import Leaderboard
+from ._model import FAILURE_MODES, ComparisonSummary, DiffRow, VariantResult
 
 DASH = "–"
 #: Settings already shown in the variant and protocol columns.
@@ -178,8 +177,7 @@ def published_table(summary: ComparisonSummary, board: Leaderboard, cell: str) -
         ]
         cells += [num(s.rmr), num(s.rmr_exact), num(s.rdr)]
         entries.append((-1.0 if s.rmr is None else s.rmr, row(cells, "mine")))
-    published: list[PublishedRow] = [*board.per_policy, *board.per_rule]
-    for item in published:
+    for item in [*board.per_policy, *board.per_rule]:
         figures = item.at(cell)
         who = f"{esc(item.model)}<div class=sub>{esc(item.org or '')}</div>"
         cells = [who, esc(item.protocol), "<span class='tag pub'>published</span>"]
@@ -191,6 +189,7 @@ def published_table(summary: ComparisonSummary, board: Leaderboard, cell: str) -
 
 
 def failure_table(summary: ComparisonSummary) -> str:
+    """The failure-mode section (SafePyramid only: the modes come from its metadata)."""
     cells = summary.cells
     late = [cell for cell in cells if cell != "L0"] if any(c in cells for c in ("L1", "L2")) else []
     headers = ["Variant", *(f"{mode} {level}" for mode in FAILURE_MODES[:2] for level in cells)]
@@ -201,10 +200,13 @@ def failure_table(summary: ComparisonSummary) -> str:
         values = [num(fm.get(level, {}).get(mode), 1) for mode in FAILURE_MODES[:2] for level in cells]
         values += [num(fm.get(level, {}).get(mode), 1) for mode in FAILURE_MODES[2:] for level in late]
         rows.append(row([esc(entry.label), *values]))
-    return table(headers, rows, "num")
+    return (
+        "<h2>Failure modes</h2><p class=lead>Percent of each level's cases failing exact match with the mode "
+        "(ALL pools counts; FM-C1 and FM-C3 exist at L1/L2 only).</p>" + table(headers, rows, "num")
+    )
 
 
-def rule_type_table(summary: ComparisonSummary) -> str | None:
+def rule_type_table(summary: ComparisonSummary) -> str:
     rows = []
     for entry in summary.variants:
         for rule_type in TARGET_TYPES:
@@ -215,6 +217,6 @@ def rule_type_table(summary: ComparisonSummary) -> str | None:
             cells += [num(stats.precision), num(stats.recall), f"<b>{num(stats.f1)}</b>", num(stats.accuracy)]
             rows.append(row(cells))
     if not rows:
-        return None
+        return ""
     headers = ["Variant", "Target type", "Judgments", "Precision", "Recall", "F1", "Accuracy"]
-    return table(headers, rows, "num")
+    return "<h2>Per-rule judgments (all levels)</h2>" + table(headers, rows, "num")

@@ -1,9 +1,7 @@
 """What the runner's ``manifest_<RUN_ID>.json`` files say about a result file.
 
-``sp-dspy eval`` writes a manifest beside its results with the wall time of each
-model's run and the hash of the dataset it ran on. The report reads them to show
-wall time (which concurrency makes far shorter than summed latency) and to warn
-when results were produced on a different dataset than the one they are scored on.
+The report shows their wall time (far shorter than summed latency under concurrency)
+and warns when results were produced on another dataset than the one scored.
 """
 
 from __future__ import annotations
@@ -41,12 +39,12 @@ class ManifestInfo:
         return {k: v[0] if len(v) == 1 else v for k, v in self.settings.items()}
 
 
-def _load(path: Path) -> dict[str, Any] | None:
+def _load(path: Path) -> dict[str, Any]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # a broken manifest only costs the wall-time column
-    return raw if isinstance(raw, dict) else None
+        return {}  # a broken manifest only costs the wall-time column
+    return raw if isinstance(raw, dict) else {}
 
 
 def _mapping(parent: dict[str, Any], key: str) -> dict[str, Any]:
@@ -54,41 +52,36 @@ def _mapping(parent: dict[str, Any], key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _runs_for(
-    result_file: Path, manifests: Iterable[dict[str, Any]]
-) -> Iterable[tuple[dict[str, Any], dict[str, Any]]]:
-    """(manifest, run entry) pairs whose ``results_file`` is this file (matched by name: it holds run id and model)."""
-    for manifest in manifests:
-        runs = manifest.get("runs")
-        if not isinstance(runs, dict):
-            continue
-        for run in runs.values():
-            if isinstance(run, dict) and Path(str(run.get("results_file", ""))).name == result_file.name:
-                yield manifest, run
-
-
 def manifest_info(paths: Iterable[str | Path]) -> ManifestInfo:
     """Read every ``manifest_*.json`` next to the files; files of one variant are separate runs, so wall times add up."""
     info = ManifestInfo()
     cache: dict[Path, list[dict[str, Any]]] = {}
     for path in map(Path, paths):
-        folder = path.parent
-        if folder not in cache:
-            cache[folder] = [m for m in map(_load, sorted(folder.glob("manifest_*.json"))) if m is not None]
-        for manifest, run in _runs_for(path, cache[folder]):
-            wall = run.get("wall_s")
-            if isinstance(wall, int | float) and not isinstance(wall, bool) and math.isfinite(wall):
-                info.wall_s = round((info.wall_s or 0.0) + float(wall), 3)
-            dataset = manifest.get("dataset")
-            if isinstance(dataset, dict) and isinstance(dataset.get("sha256"), str):
-                info.dataset_hashes.add(dataset["sha256"])
-            lm = _mapping(run, "lm")
-            for key in LM_KEYS:
-                info._add("lm" if key == "model" else key, lm.get(key))
-            settings = _mapping(manifest, "settings")
-            for key in RUN_KEYS:
-                info._add(key, settings.get(key))
-            data = _mapping(settings, "data")
-            info._add("split", data.get("split"))
-            break  # one manifest entry per file
+        if path.parent not in cache:
+            cache[path.parent] = [_load(m) for m in sorted(path.parent.glob("manifest_*.json"))]
+        # The first run entry whose results file has this name (it holds run id and model).
+        manifest, run = next(
+            (
+                (manifest, run)
+                for manifest in cache[path.parent]
+                for run in _mapping(manifest, "runs").values()
+                if isinstance(run, dict) and Path(str(run.get("results_file", ""))).name == path.name
+            ),
+            ({}, {}),
+        )
+        if not run:
+            continue
+        wall = run.get("wall_s")
+        if isinstance(wall, int | float) and not isinstance(wall, bool) and math.isfinite(wall):
+            info.wall_s = round((info.wall_s or 0.0) + float(wall), 3)
+        sha256 = _mapping(manifest, "dataset").get("sha256")
+        if isinstance(sha256, str):
+            info.dataset_hashes.add(sha256)
+        lm = _mapping(run, "lm")
+        for key in LM_KEYS:
+            info._add("lm" if key == "model" else key, lm.get(key))
+        settings = _mapping(manifest, "settings")
+        for key in RUN_KEYS:
+            info._add(key, settings.get(key))
+        info._add("split", _mapping(settings, "data").get("split"))
     return info

@@ -1,9 +1,4 @@
-"""Plain-language caveats the report prints above its numbers.
-
-A table of RMRs invites ranking; these notes say when a ranking is not warranted:
-few cases (wide intervals), a toy model, a non-official layout, many exclusions,
-results that do not belong to the dataset.
-"""
+"""Plain-language caveats printed above the numbers: when a ranking is not warranted."""
 
 from __future__ import annotations
 
@@ -17,23 +12,18 @@ WIDE_CI = 10.0
 HIGH_EXCLUSION = 20.0
 
 
-def _widest(variants: Sequence[VariantResult]) -> tuple[float, str, str] | None:
-    widest: tuple[float, str, str] | None = None
-    for entry in variants:
-        for cell in CELLS:
-            interval = entry.cells[cell].rmr_ci
-            if interval and (widest is None or interval[1] - interval[0] > widest[0]):
-                widest = (round(interval[1] - interval[0], 2), entry.label, cell)
-    return widest
-
-
 def honesty_notes(
     variants: Sequence[VariantResult], *, n_boot: int, full_note: str = "", content_hash: str = ""
 ) -> list[str]:
     """Every caveat that applies, most important first."""
     notes: list[str] = []
     smallest = min(entry.cells["ALL"].n_eval for entry in variants)
-    widest = _widest(variants)
+    widest: tuple[float, str, str] | None = None
+    for entry in variants:
+        for cell in CELLS:
+            interval = entry.cells[cell].rmr_ci
+            if interval and (widest is None or interval[1] - interval[0] > widest[0]):
+                widest = (round(interval[1] - interval[0], 2), entry.label, cell)
     if smallest < SMALL_N or (widest is not None and widest[0] > WIDE_CI):
         full = f" ({full_note})" if full_note else ""
         text = f"Small sample: as few as {smallest} scored cases per variant{full}."
@@ -62,7 +52,8 @@ def honesty_notes(
                 f"{entry.label}: per-rule with the cache-friendly layout ({entry.layout}), not the"
                 " official per-rule protocol; published per-rule figures are not directly comparable."
             )
-        excluded = entry.cells["ALL"].excluded_pct
+        total = entry.cells["ALL"]
+        excluded = total.excluded_pct
         if excluded > HIGH_EXCLUSION:
             notes.append(
                 f"{entry.label}: {excluded:g}% of cases were excluded (refused, unparseable, errored or"
@@ -80,10 +71,10 @@ def honesty_notes(
         bad = entry.score.get("bad_lines", 0)
         if bad:
             notes.append(f"{entry.label}: {bad} malformed result line(s) were skipped.")
-        coverage = entry.cells["ALL"].cost_coverage
+        coverage = total.cost_coverage
         if 0 < coverage < 100:
             notes.append(f"{entry.label}: only {coverage:g}% of its cases reported a dollar cost.")
-        hits, calls = entry.cells["ALL"].cache_hits, entry.cells["ALL"].lm_calls
+        hits, calls = total.cache_hits, total.lm_calls
         if hits:
             notes.append(
                 f"{entry.label}: {hits} of {calls} LM answers came from the response cache; their tokens"

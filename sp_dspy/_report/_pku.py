@@ -1,11 +1,8 @@
 """The PKU-SafeRLHF part of a comparison: binary, category and severity results beside the paper.
 
-On PKU-SafeRLHF the RMR/RDR tables still apply (the harm categories are the policy's
-rules), but the figures users compare against are the paper's: safe/unsafe accuracy,
-category-set exact match and severity accuracy of its trained moderator. Each
-variant's ``PkuReport`` is stored in ``VariantResult.pku`` (so ``summary.json``
-carries it), and this module renders it for the page and the terminal, always with
-the published figures and their citation beside it.
+Each variant's ``PkuReport`` lives in ``VariantResult.pku`` (so ``summary.json`` carries
+it); this module renders it for the page and the terminal, always beside the paper's
+moderator figures and their citation.
 """
 
 from __future__ import annotations
@@ -119,10 +116,6 @@ def pku_html_section(summary: ComparisonSummary) -> str:
     )
 
 
-def _text(value: float | None) -> str:
-    return DASH if value is None else f"{value:.1f}"
-
-
 def pku_terminal_table(summary: ComparisonSummary) -> Table | None:
     """The headline PKU metrics per variant with the published row; ``None`` on other benchmarks."""
     if summary.pku_published is None:
@@ -144,7 +137,7 @@ def pku_variants_table(variants: Sequence[tuple[str, dict[str, Any] | None]]) ->
     shown = [column for column in HEADLINE if column[3] is not None]
     for *_, label, _ in shown:
         result.add_column(label or "", justify="right")
-    result.add_row("paper", *(DASH if ref is None else _text(paper[ref]) for *_, ref in shown))
+    result.add_row("paper", *(DASH if ref is None else num(paper[ref], 1) for *_, ref in shown))
     for name, report in variants:
-        result.add_row(name, *(_text(_value(report, s, k)) for s, k, *_ in shown))
+        result.add_row(name, *(num(_value(report, s, k), 1) for s, k, *_ in shown))
     return result
