@@ -1,10 +1,8 @@
 """Result records and the official SafePyramid metrics.
 
-``read_result_files`` merges JSONL result files (later wins, judgments de-duplicated);
-``score`` turns cases + results into a ``ScoreReport`` whose cells match the reference
-scorer digit for digit, plus per-domain cells, failure modes, error attribution,
-bootstrap intervals and per-rule diagnostics. ``paired_bootstrap_diff`` and
-``mcnemar`` compare two result sets on the same cases.
+``read_result_files`` merges JSONL result files; ``score`` turns cases + results into a
+``ScoreReport`` whose cells match the reference scorer digit for digit, with diagnostics
+and bootstrap intervals. ``paired_bootstrap_diff`` and ``mcnemar`` compare two result sets.
 """
 
 from ._bootstrap import (
@@ -15,13 +13,7 @@ from ._bootstrap import (
     mcnemar_test,
     paired_bootstrap_diff,
 )
-from ._diagnostics import (
-    FAILURE_MODE_LABELS,
-    attribute_errors,
-    classify_failure,
-    error_attribution,
-    failure_modes,
-)
+from ._diagnostics import classify_failure, error_attribution, failure_modes
 from ._judgments import aggregate_judgments
 from ._official import (
     CELLS,
@@ -37,12 +29,7 @@ from ._official import (
 )
 from ._per_rule import judgment_diagnostics, refusal_rates
 from ._reader import read_result_files
-from ._records import (
-    CAP_THRESHOLD,
-    JudgmentRecord,
-    PolicyRecord,
-    Usage,
-)
+from ._records import CAP_THRESHOLD, JudgmentRecord, PolicyRecord, Usage
 from ._render import render_score_table
 from ._result_set import ResultSet
 from ._score import ScoreReport, UnknownIds, resolve_records, score
@@ -50,7 +37,6 @@ from ._score import ScoreReport, UnknownIds, resolve_records, score
 __all__ = [
     "CAP_THRESHOLD",
     "CELLS",
-    "FAILURE_MODE_LABELS",
     "TAUS",
     "TAUS_FULL",
     "CaseOutcome",
@@ -63,7 +49,6 @@ __all__ = [
     "UnknownIds",
     "Usage",
     "aggregate_judgments",
-    "attribute_errors",
     "bootstrap_cell",
     "case_outcomes",
     "classify_failure",

@@ -13,11 +13,7 @@ from ._score import ScoreReport
 
 
 def _add_row(table: Table, *cells: str) -> None:
-    """Add a row of plain ``Text`` cells: domains and ids are not console markup.
-
-    Plain strings would go through rich's markup and emoji parsers, the larger part of
-    what rendering a row costs.
-    """
+    """A row of plain ``Text`` cells: domains and ids are not console markup (and parsing it is slow)."""
     table.add_row(*(Text(cell) for cell in cells))
 
 
@@ -27,10 +23,10 @@ def _num(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-def _interval(ci: Any, metric: str) -> str:
-    if not isinstance(ci, dict) or ci.get(metric) is None:
+def _interval(ci: Any) -> str:
+    if not isinstance(ci, dict) or ci.get("rmr_avg") is None:
         return "-"
-    low, high = ci[metric]
+    low, high = ci["rmr_avg"]
     return f"{low:.2f}–{high:.2f}"
 
 
@@ -54,14 +50,9 @@ def headline_table(report: ScoreReport) -> Table:
         cell = report.cells[name]
         row = [
             name,
-            _num(cell["total"]),
-            _num(cell["n_eval"]),
-            _num(cell["rmr_avg"]),
-            _interval(report.ci.get(name), "rmr_avg"),
-            _num(cell["rmr_exact"]),
-            _num(cell["rdr"]),
-            _num(cell["refusal"]),
-            _num(cell["rmr_avg_strict"]),
+            *(_num(cell[key]) for key in ("total", "n_eval", "rmr_avg")),
+            _interval(report.ci.get(name)),
+            *(_num(cell[key]) for key in ("rmr_exact", "rdr", "refusal", "rmr_avg_strict")),
         ]
         if report.mode == "per_rule":
             row.append(_num(cell.get("per_rule_refusal_rate")))
@@ -107,10 +98,8 @@ def domain_table(report: ScoreReport) -> Table:
     # Short headers keep the table within 80 columns beside a long domain name.
     table = FitTable(title="Per-domain RMR", caption="L0-ALL: RMR per level; RMR@1.0 and RDR: all levels")
     table.add_column("Domain")
-    for name in CELLS:
+    for name in (*CELLS, "RMR@1.0", "RDR"):
         table.add_column(name, justify="right")
-    table.add_column("RMR@1.0", justify="right")
-    table.add_column("RDR", justify="right")
     for domain, cells in report.domains.items():
         _add_row(
             table,
@@ -129,17 +118,12 @@ def per_rule_table(report: ScoreReport) -> Table:
     for cell, stats in (report.per_rule or {}).items():
         if not stats["n_judgments"]:
             continue
-        rows = [("all", stats), *stats["by_rule_type"].items()]
-        for rule_type, s in rows:
+        for rule_type, s in [("all", stats), *stats["by_rule_type"].items()]:
             _add_row(
                 table,
                 cell,
                 rule_type,
-                _num(s["n_judgments"]),
-                _num(s["accuracy"]),
-                _num(s["precision"]),
-                _num(s["recall"]),
-                _num(s["f1"]),
+                *(_num(s[key]) for key in ("n_judgments", "accuracy", "precision", "recall", "f1")),
                 f"{s['tp']}/{s['fp']}/{s['fn']}/{s['tn']}",
                 _num(s["per_rule_refusal_rate"]),
             )
