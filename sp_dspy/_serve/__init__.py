@@ -1,8 +1,7 @@
 """Local model serving: llama.cpp (embedded SmolLM2 or any GGUF) and vLLM.
 
-Both servers speak the OpenAI API on 127.0.0.1 and run as child processes that a
-``with`` block (or ``sp-dspy serve``) starts and always stops. Importing this package
-imports neither xllamacpp nor vLLM.
+Both speak the OpenAI API on 127.0.0.1 from child processes that a ``with`` block (or
+``sp-dspy serve``) starts and always stops. Importing this imports neither backend.
 """
 
 from __future__ import annotations

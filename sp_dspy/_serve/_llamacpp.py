@@ -1,9 +1,5 @@
-"""llama.cpp's OpenAI-compatible server for a GGUF model, in a child process.
-
-The server is hosted by ``xllamacpp`` (a prebuilt wheel that embeds llama.cpp's own
-``llama-server``) in a child process (see ``_llamacpp_main`` for why not a thread).
-It binds 127.0.0.1 only: llama.cpp checks no API key here, so it must not be reachable
-from other machines.
+"""llama.cpp's OpenAI-compatible server for a GGUF model, hosted by ``xllamacpp`` in a
+child process (``_llamacpp_main``). It binds 127.0.0.1 only: it checks no API key.
 """
 
 from __future__ import annotations
@@ -38,20 +34,17 @@ class LlamaCppServer(ChildServer):
 
     Args:
         model: GGUF file; None serves the embedded SmolLM2-135M-Instruct.
-        port: TCP port; None lets the OS choose a free one (no race with other servers).
+        port: TCP port; None lets the OS choose a free one.
         n_ctx: context tokens *per request slot* (SmolLM2 was trained with 8192).
-        threads: CPU threads for llama.cpp; None: :func:`default_threads` (half the CPUs).
-        n_parallel: request slots decoded together; more requests queue. One slot is
-            fastest per request on small CPUs and keeps memory low.
-        cache_prompt: reuse the KV cache of a shared prompt prefix across requests;
-            policy-guard prompts repeat the same long policy, so this saves most prefill.
-        max_tokens: server-side cap on generated tokens per request (None: no cap);
-            clients such as DSPy often send no ``max_tokens`` and a small model can
-            otherwise ramble until the context is full.
+        threads: CPU threads; None: :func:`default_threads`.
+        n_parallel: request slots decoded together (one is fastest per request on small CPUs).
+        cache_prompt: reuse the KV cache of a shared prompt prefix (guard prompts repeat the policy).
+        max_tokens: server-side cap on generated tokens per request (None: none); DSPy often
+            sends no ``max_tokens`` and a small model can ramble until the context is full.
         cache_ram_mib: host memory for cached prompt states.
         model_name: name advertised by ``/v1/models``; default: the file name without ``.gguf``.
-        startup_timeout: seconds to wait for the model to load and ``/v1/models`` to answer.
-        stop_timeout: seconds to wait for a clean stop before the process is killed.
+        startup_timeout: seconds for the model to load and ``/v1/models`` to answer.
+        stop_timeout: seconds for a clean stop before the process is killed.
     """
 
     def __init__(
@@ -138,7 +131,12 @@ class LlamaCppServer(ChildServer):
         try:
             event = _first_event(self._process, self.startup_timeout)
             if event is None or event.get("event") != "ready":
-                reason = str(event.get("message", event)) if event else self._silence()
+                if event:
+                    reason = str(event.get("message", event))
+                elif (status := self.poll()) is None:
+                    reason = f"no answer within {self.startup_timeout:g} s"
+                else:
+                    reason = f"it exited with status {status}"
                 raise ConfigError(self._failure(reason))
             self._api_base = str(event["api_base"])
             left = max(1.0, self.startup_timeout - (time.monotonic() - started))
@@ -172,12 +170,6 @@ class LlamaCppServer(ChildServer):
         where = self._api_base or "not running"
         return f"LlamaCppServer(model={self.model_name!r}, {where})"
 
-    def _silence(self) -> str:
-        status = None if self._process is None else self._process.poll()
-        if status is None:
-            return f"no answer within {self.startup_timeout:g} s"
-        return f"it exited with status {status}"
-
     def _failure(self, reason: str) -> str:
         tail = _first_error(self.log_path)
         detail = f"; llama.cpp said: {tail}" if tail else ""
@@ -185,14 +177,9 @@ class LlamaCppServer(ChildServer):
 
 
 def default_threads() -> int:
-    """Half the CPUs this process may use, at least one.
-
-    llama.cpp's decoding threads meet at a barrier after every layer, so one thread
-    that another process keeps off its core stalls them all. With as many threads
-    as cores, any other busy process does that: on this 2-core machine, with other
-    jobs running, SmolLM2 generated 1.7-3.5 tokens/s on 2 threads and 11-14 on 1,
-    and prompt processing was no faster on 2 (``benchmarks/README.md``). Half leaves
-    room for the client, the OS and neighbours.
+    """Half the CPUs this process may use, at least one: llama.cpp's decoding threads meet at
+    a barrier after every layer, so one thread that another busy process keeps off its core
+    stalls them all (``benchmarks/README.md``); half leaves room for the client and the OS.
     """
     try:
         available = len(os.sched_getaffinity(0))

