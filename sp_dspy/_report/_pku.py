@@ -13,8 +13,6 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from .._data._schema import Case
-from .._metrics import ResultSet
 from .._table import FitTable
 from ._html_tables import DASH, esc, num, row, table
 from ._model import ComparisonSummary
@@ -30,20 +28,6 @@ HEADLINE: tuple[tuple[str, str, str, str | None, str | None], ...] = (
     ("severity", "accuracy", "Severity accuracy", "Sev acc", "severity_accuracy"),
     ("severity", "macro_f1", "Severity macro F1", None, None),
 )
-
-
-def pku_variant_report(cases: Sequence[Case], results: ResultSet, *, cap_aware: bool) -> dict[str, Any]:
-    """One variant's PKU report as stored in ``VariantResult.pku``."""
-    from .._metrics_pku import score_pku_results
-
-    return score_pku_results(cases, results, cap_aware=cap_aware).to_json_dict()
-
-
-def published() -> dict[str, Any]:
-    """The paper's figures and citation, as ``ComparisonSummary.pku_published`` stores them."""
-    from .._metrics_pku import PKU_PUBLISHED
-
-    return dict(PKU_PUBLISHED)
 
 
 def _value(report: dict[str, Any] | None, section: str, key: str) -> float | None:
@@ -125,7 +109,9 @@ def pku_terminal_table(summary: ComparisonSummary) -> Table | None:
 
 def pku_variants_table(variants: Sequence[tuple[str, dict[str, Any] | None]]) -> Table:
     """The headline PKU metrics of ``(label, PkuReport dict)`` rows under the paper's row (report, compare)."""
-    paper = published()
+    from .._metrics_pku import PKU_PUBLISHED
+
+    paper: dict[str, Any] = dict(PKU_PUBLISHED)
     result = FitTable(
         title="PKU-SafeRLHF (%), beside the paper's moderator",
         title_justify="left",
