@@ -1,7 +1,5 @@
-"""The PKU-SafeRLHF part of a comparison: binary, category and severity results beside the paper.
-
-Each variant's ``PkuReport`` lives in ``VariantResult.pku`` (so ``summary.json`` carries
-it); this module renders it for the page and the terminal, always beside the paper's
+"""The PKU-SafeRLHF part of a comparison: each variant's ``VariantResult.pku`` (binary,
+category and severity results) for the page and the terminal, always beside the paper's
 moderator figures and their citation.
 """
 
@@ -37,16 +35,9 @@ def _value(report: dict[str, Any] | None, section: str, key: str) -> float | Non
 
 def _headline_table(summary: ComparisonSummary, paper: dict[str, Any]) -> str:
     headers = ["Variant", "Scored", *(esc(label) for _, _, label, _, _ in HEADLINE)]
-    rows = [
-        row(
-            [
-                f"{esc(paper['model'])} <span class='tag pub'>published</span>",
-                DASH,
-                *(DASH if ref is None else num(paper[ref], 1) for *_, ref in HEADLINE),
-            ],
-            "published",
-        )
-    ]
+    name = f"{esc(paper['model'])} <span class='tag pub'>published</span>"
+    published = [DASH if ref is None else num(paper[ref], 1) for *_, ref in HEADLINE]
+    rows = [row([name, DASH, *published], "published")]
     for entry in summary.variants:
         binary = (entry.pku or {}).get("binary", {})
         scored = f"{binary.get('n_eval', 0)}/{binary.get('total', 0)}"
