@@ -102,13 +102,17 @@ class LlamaCppServer(ChildServer):
         if not self.model.is_file():
             raise ConfigError(f"--model: {self.model} is not a file (expected a .gguf model)")
         self.model_name = model_name or model_name_for(self.model)
-        self.requested_port = port
-        self.n_ctx = n_ctx
-        self.threads = threads if threads is not None else default_threads()
-        self.n_parallel = n_parallel
-        self.cache_prompt = cache_prompt
-        self.max_tokens = max_tokens
-        self.cache_ram_mib = cache_ram_mib
+        threads = threads if threads is not None else default_threads()
+        self._command = [
+            sys.executable, "-m", "sp_dspy._serve._llamacpp_main",
+            "--model", str(self.model), "--alias", self.model_name,
+            "--host", HOST, "--port", str(port or 0),
+            "--n-ctx", str(n_ctx), "--n-parallel", str(n_parallel),
+            "--threads", str(threads), "--max-tokens", str(max_tokens or -1),
+            "--cache-ram-mib", str(cache_ram_mib),
+        ]  # fmt: skip
+        if not cache_prompt:
+            self._command.append("--no-cache-prompt")
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.log_path: Path | None = None
@@ -124,17 +128,7 @@ class LlamaCppServer(ChildServer):
 
     def command(self) -> list[str]:
         """The child-process command line (useful in logs and bug reports)."""
-        command = [
-            sys.executable, "-m", "sp_dspy._serve._llamacpp_main",
-            "--model", str(self.model), "--alias", self.model_name,
-            "--host", HOST, "--port", str(self.requested_port or 0),
-            "--n-ctx", str(self.n_ctx), "--n-parallel", str(self.n_parallel),
-            "--threads", str(self.threads or -1), "--max-tokens", str(self.max_tokens or -1),
-            "--cache-ram-mib", str(self.cache_ram_mib),
-        ]  # fmt: skip
-        if not self.cache_prompt:
-            command.append("--no-cache-prompt")
-        return command
+        return list(self._command)
 
     def start(self) -> Self:
         """Start the server and block until it answers; idempotent while running."""
