@@ -78,31 +78,25 @@ def honesty_notes(
                 " official per-rule protocol; published per-rule figures are not directly comparable."
             )
         total = entry.cells["ALL"]
-        excluded = total.excluded_pct
-        if excluded > HIGH_EXCLUSION:
+        if (excluded := total.excluded_pct) > HIGH_EXCLUSION:
             notes.append(
                 f"{entry.label}: {excluded:g}% of cases were excluded (refused, unparseable, errored or"
                 " missing); its RMR describes only the remaining cases."
             )
-        other = sorted(h for h in entry.dataset_hashes if content_hash and h != content_hash)
-        if other:
+        if other := sorted(h for h in entry.dataset_hashes if content_hash and h != content_hash):
             notes.append(
                 f"{entry.label}: its run manifest names another dataset (sha256 {other[0][:12]}…) than the"
                 f" one scored here ({content_hash[:12]}…)."
             )
-        unknown = entry.score.get("unknown_ids", {}).get("count", 0)
-        if unknown:
+        if unknown := entry.score.get("unknown_ids", {}).get("count", 0):
             notes.append(f"{entry.label}: {unknown} result id(s) are not in this dataset (wrong --dataset?).")
-        bad = entry.score.get("bad_lines", 0)
-        if bad:
+        if bad := entry.score.get("bad_lines", 0):
             notes.append(f"{entry.label}: {bad} malformed result line(s) were skipped.")
-        coverage = total.cost_coverage
-        if 0 < coverage < 100:
+        if 0 < (coverage := total.cost_coverage) < 100:
             notes.append(f"{entry.label}: only {coverage:g}% of its cases reported a dollar cost.")
-        hits, calls = total.cache_hits, total.lm_calls
-        if hits:
+        if hits := total.cache_hits:
             notes.append(
-                f"{entry.label}: {hits} of {calls} LM answers came from the response cache; their tokens"
+                f"{entry.label}: {hits} of {total.lm_calls} LM answers came from the response cache; their tokens"
                 " and dollars are counted as when first produced."
             )
     return notes
