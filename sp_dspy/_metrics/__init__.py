@@ -18,27 +18,23 @@ from ._judgments import aggregate_judgments
 from ._official import (
     CELLS,
     TAUS,
-    TAUS_FULL,
     CaseOutcome,
     case_outcomes,
     compute_cell,
-    domain_cells,
     level_cells,
     rmr_match,
     tolerance,
 )
 from ._per_rule import judgment_diagnostics, refusal_rates
 from ._reader import read_result_files
-from ._records import CAP_THRESHOLD, JudgmentRecord, PolicyRecord, Usage
+from ._records import JudgmentRecord, PolicyRecord, Usage
 from ._render import render_score_table
 from ._result_set import ResultSet
-from ._score import ScoreReport, UnknownIds, resolve_records, score
+from ._score import ScoreReport, resolve_records, score
 
 __all__ = [
-    "CAP_THRESHOLD",
     "CELLS",
     "TAUS",
-    "TAUS_FULL",
     "CaseOutcome",
     "JudgmentRecord",
     "McNemarResult",
@@ -46,14 +42,12 @@ __all__ = [
     "PolicyRecord",
     "ResultSet",
     "ScoreReport",
-    "UnknownIds",
     "Usage",
     "aggregate_judgments",
     "bootstrap_cell",
     "case_outcomes",
     "classify_failure",
     "compute_cell",
-    "domain_cells",
     "error_attribution",
     "failure_modes",
     "judgment_diagnostics",
