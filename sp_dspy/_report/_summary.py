@@ -25,9 +25,8 @@ from .._metrics import (
     score,
 )
 from ._labels import assign_labels, default_baseline, describe
-from ._manifests import manifest_info
 from ._model import CELLS, FAILURE_MODES, TAU_KEYS, CellStats, ComparisonSummary, DiffRow, VariantResult
-from ._usage import case_costs, cell_costs, latency_per_case, record_settings
+from ._usage import case_costs, cell_costs, latency_per_case, manifest_info, record_settings
 
 VariantSpec = tuple[str | None, Sequence[str | Path]]
 

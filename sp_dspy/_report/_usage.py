@@ -1,9 +1,11 @@
-"""What a variant cost per case, and what the records say about how it was produced.
+"""What a variant cost per case, and what its records and run manifests say about how it was produced.
 
 Per-policy records carry one case's ``usage``/``cost``/``latency_s``; per-rule files
 carry them per judgment, summed per case. Records that report nothing (bring-your-own
 predictions) leave the figures unknown rather than free. Answers replayed from the
 response cache count their tokens and dollars like fresh ones; ``cache_hits`` counts them.
+The runner's ``manifest_<RUN_ID>.json`` files give wall time (far shorter than summed
+latency under concurrency) and the dataset hash the results were produced on.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .._data._schema import Case
@@ -133,3 +136,76 @@ def record_settings(results: ResultSet) -> dict[str, Any]:
                 seen[key].add(text)
                 raw.setdefault(key, []).append(value)
     return {key: values[0] if len(values) == 1 else sorted(values, key=str) for key, values in raw.items()}
+
+
+#: Generation settings worth showing beside the numbers (from the manifest's ``lm`` entry).
+LM_KEYS: tuple[str, ...] = ("model", "temperature", "max_tokens", "reasoning_effort", "json_schema")
+#: Run settings that explain wall time and the case selection.
+RUN_KEYS: tuple[str, ...] = ("concurrency",)
+
+
+@dataclass
+class ManifestInfo:
+    """Wall time summed over the variant's files (``None`` if none had a manifest), dataset hashes, settings."""
+
+    wall_s: float | None = None
+    dataset_hashes: set[str] = field(default_factory=set)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def _add(self, key: str, value: object) -> None:
+        if value is None or isinstance(value, dict | list):
+            return
+        seen = self.settings.setdefault(key, [])
+        if value not in seen:
+            seen.append(value)
+
+    def flat_settings(self) -> dict[str, Any]:
+        """One value per key, or the list of distinct values when the files disagree."""
+        return {k: v[0] if len(v) == 1 else v for k, v in self.settings.items()}
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}  # a broken manifest only costs the wall-time column
+    return raw if isinstance(raw, dict) else {}
+
+
+def _mapping(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    value = parent.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def manifest_info(paths: Iterable[str | Path]) -> ManifestInfo:
+    """Read every ``manifest_*.json`` next to the files; files of one variant are separate runs, so wall times add up."""
+    info = ManifestInfo()
+    cache: dict[Path, list[dict[str, Any]]] = {}
+    for path in map(Path, paths):
+        if path.parent not in cache:
+            cache[path.parent] = [_load(m) for m in sorted(path.parent.glob("manifest_*.json"))]
+        # The first run entry whose results file has this name (it holds run id and model).
+        manifest, run = next(
+            (
+                (manifest, run)
+                for manifest in cache[path.parent]
+                for run in _mapping(manifest, "runs").values()
+                if isinstance(run, dict) and Path(str(run.get("results_file", ""))).name == path.name
+            ),
+            ({}, {}),
+        )
+        if not run:
+            continue
+        if (wall := _number(run.get("wall_s"))) is not None:
+            info.wall_s = round((info.wall_s or 0.0) + wall, 3)
+        sha256 = _mapping(manifest, "dataset").get("sha256")
+        if isinstance(sha256, str):
+            info.dataset_hashes.add(sha256)
+        lm = _mapping(run, "lm")
+        for key in LM_KEYS:
+            info._add("lm" if key == "model" else key, lm.get(key))
+        settings = _mapping(manifest, "settings")
+        for key in RUN_KEYS:
+            info._add(key, settings.get(key))
+        info._add("split", _mapping(settings, "data").get("split"))
+    return info
