@@ -10,7 +10,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .._errors import DataError
 from ._model import CELLS
@@ -22,6 +22,7 @@ _SECTIONS: dict[Protocol, str] = {"per-policy": "overallPolicy", "per-rule": "ov
 class PublishedRow(BaseModel):
     """One model's published figures; arrays are ``[L0, L1, L2, ALL]`` percentages."""
 
+    model_config = ConfigDict(populate_by_name=True)
     model: str
     org: str | None = None
     kind: str | None = None
