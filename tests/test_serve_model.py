@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sp_dspy._errors import ConfigError
-from sp_dspy._serve import EMBEDDED_INSTALL, LlamaCppServer, _model, embedded_model_path, model_name_for
+from sp_dspy._serve import EMBEDDED_INSTALL, LlamaCppServer, _llamacpp, embedded_model_path, model_name_for
 
 
 def _fake_spec(location: Path) -> importlib.machinery.ModuleSpec:
@@ -21,7 +21,7 @@ def _fake_spec(location: Path) -> importlib.machinery.ModuleSpec:
 
 
 def test_missing_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_model.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(_llamacpp.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ConfigError) as info:
         embedded_model_path()
     message = str(info.value)
@@ -31,7 +31,7 @@ def test_missing_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_package_without_model_file_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(_model.importlib.util, "find_spec", lambda name: _fake_spec(tmp_path))
+    monkeypatch.setattr(_llamacpp.importlib.util, "find_spec", lambda name: _fake_spec(tmp_path))
     with pytest.raises(ConfigError, match=r"SmolLM2-135M-Instruct\.Q4_1\.gguf is missing"):
         embedded_model_path()
 
@@ -39,7 +39,7 @@ def test_package_without_model_file_is_reported(monkeypatch: pytest.MonkeyPatch,
 def test_model_file_found_in_package_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     gguf = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
     gguf.write_bytes(b"GGUF")
-    monkeypatch.setattr(_model.importlib.util, "find_spec", lambda name: _fake_spec(tmp_path))
+    monkeypatch.setattr(_llamacpp.importlib.util, "find_spec", lambda name: _fake_spec(tmp_path))
     assert embedded_model_path() == gguf
 
 

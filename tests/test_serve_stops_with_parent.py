@@ -23,7 +23,7 @@ import pytest
 
 from sp_dspy._errors import OutputError
 from sp_dspy._serve import LlamaCppServer
-from sp_dspy._serve._model import EMBEDDED_GGUF, EMBEDDED_PACKAGE
+from sp_dspy._serve._llamacpp import EMBEDDED_GGUF, EMBEDDED_PACKAGE
 from sp_dspy._serve._process import pid_alive, sigterm_interrupts
 
 pytestmark = [pytest.mark.network, pytest.mark.timeout(120)]

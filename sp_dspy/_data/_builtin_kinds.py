@@ -135,14 +135,14 @@ class PkuSafeRlhfKind(_PlainKind):
     def variant_report(
         self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False
     ) -> dict[str, Any] | None:
-        from .._report._pku import pku_variant_report
+        from .._metrics_pku import score_pku_results
 
-        return pku_variant_report(cases, results, cap_aware=cap_aware)
+        return score_pku_results(cases, results, cap_aware=cap_aware).to_json_dict()
 
     def published(self) -> dict[str, Any] | None:
-        from .._report._pku import published
+        from .._metrics_pku import PKU_PUBLISHED
 
-        return published()
+        return dict(PKU_PUBLISHED)
 
     def report_terminal(self, variants: Sequence[tuple[str, dict[str, Any] | None]]) -> RenderableType | None:
         from .._report._pku import pku_variants_table

@@ -1,11 +1,8 @@
 """Result records and the official SafePyramid metrics.
 
-``read_result_files`` merges JSONL result files (later wins, judgments de-duplicated);
-``score`` turns cases + results into a ``ScoreReport`` whose cells match the reference
-scorer digit for digit, plus per-domain cells, failure modes, error attribution,
-bootstrap intervals and per-rule diagnostics. ``paired_bootstrap_diff`` and
-``mcnemar`` compare two result sets on the same cases.
-
+``read_result_files`` merges JSONL result files; ``score`` turns cases + results into a
+``ScoreReport`` whose cells match the reference scorer digit for digit, with diagnostics
+and bootstrap intervals. ``paired_bootstrap_diff`` and ``mcnemar`` compare two result sets.
 The bootstrap names load on first use: they need numpy, which a score without
 intervals (``--n-boot 0``), a report or a run never imports.
 """
@@ -13,37 +10,24 @@ intervals (``--n-boot 0``), a report or a run never imports.
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_getattr
-from ._diagnostics import (
-    FAILURE_MODE_LABELS,
-    attribute_errors,
-    classify_failure,
-    error_attribution,
-    failure_modes,
-)
+from ._diagnostics import classify_failure, error_attribution, failure_modes
 from ._judgments import aggregate_judgments
 from ._official import (
     CELLS,
     TAUS,
-    TAUS_FULL,
     CaseOutcome,
     case_outcomes,
     compute_cell,
-    domain_cells,
     level_cells,
     rmr_match,
     tolerance,
 )
 from ._per_rule import judgment_diagnostics, refusal_rates
 from ._reader import read_result_files
-from ._records import (
-    CAP_THRESHOLD,
-    JudgmentRecord,
-    PolicyRecord,
-    Usage,
-)
+from ._records import JudgmentRecord, PolicyRecord, Usage
 from ._render import render_score_table
 from ._result_set import ResultSet
-from ._score import ScoreReport, UnknownIds, resolve_records, score
+from ._score import ScoreReport, resolve_records, score
 
 if TYPE_CHECKING:
     from ._bootstrap import (
@@ -65,11 +49,8 @@ __getattr__ = lazy_getattr(
 )
 
 __all__ = [
-    "CAP_THRESHOLD",
     "CELLS",
-    "FAILURE_MODE_LABELS",
     "TAUS",
-    "TAUS_FULL",
     "CaseOutcome",
     "JudgmentRecord",
     "McNemarResult",
@@ -77,15 +58,12 @@ __all__ = [
     "PolicyRecord",
     "ResultSet",
     "ScoreReport",
-    "UnknownIds",
     "Usage",
     "aggregate_judgments",
-    "attribute_errors",
     "bootstrap_cell",
     "case_outcomes",
     "classify_failure",
     "compute_cell",
-    "domain_cells",
     "error_attribution",
     "failure_modes",
     "judgment_diagnostics",

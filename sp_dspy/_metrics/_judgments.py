@@ -1,9 +1,5 @@
-"""One pass over per-rule judgments: per-case records and the diagnostic counts.
-
-A per-rule run of the benchmark holds ~68k judgments. Aggregating them into case
-records (contract section 5) and counting them for the per-rule diagnostics used to
-be two walks; one walk does both. What counts as a verdict is
-``JudgmentRecord.has_verdict``.
+"""One walk over per-rule judgments gives both the per-case records (contract section 5)
+and the counts of the per-rule diagnostics. What counts as a verdict is ``JudgmentRecord.has_verdict``.
 """
 
 from __future__ import annotations
@@ -49,11 +45,8 @@ def judgment_pass(
     *,
     records: bool = True,
 ) -> tuple[dict[str, PolicyRecord], Counter[Key]]:
-    """Case records (in case order; empty unless ``records``) and the judgment counts.
-
-    Judgments of cases outside ``cases`` are ignored by both. A case's record flags
-    the rules judged violated; a case whose judgments all lack a verdict is refused;
-    a case without judgments gets no record.
+    """Case records (in case order; empty unless ``records``; see ``aggregate_judgments``) and the
+    judgment counts. Judgments of cases outside ``cases`` are ignored by both.
     """
     by_id = {case.id: case for case in cases}
     states: dict[str, _Case] = {}
@@ -89,7 +82,7 @@ def judgment_pass(
 
 
 def _records(by_id: dict[str, Case], states: dict[str, _Case]) -> dict[str, PolicyRecord]:
-    """One validation call for every record: cheaper than one ``model_validate`` each."""
+    """One validation call for every record (cheaper than one ``model_validate`` each)."""
     ids = [cid for cid in by_id if cid in states]
     fields: list[dict[str, Any]] = []
     for cid in ids:

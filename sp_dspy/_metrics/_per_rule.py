@@ -1,13 +1,9 @@
-"""Per-rule judgment diagnostics (contract section 5).
+"""Per-rule judgment diagnostics (contract section 5), per level and per target type.
 
-Binary-classification view of per-rule runs, per level and per target type: accuracy
-(a judgment without a verdict counts as wrong), precision / recall / F1 of the
-"violated" class with the TP/FP/FN/TN behind them (a judgment without a verdict
-counts as "not flagged", as in the case-level aggregation), and the share of
-judgments without a verdict. Gold labels come from the dataset (``rule in
-ground_truth_violations``), not from the ``gt`` a file carries, so a stale or
-hand-written judgment file cannot grade itself. All rates are percentages rounded to
-2 decimals (the reference prints fractions; the counts are given to recompute them).
+Accuracy counts a judgment without a verdict as wrong; precision / recall / F1 of
+"violated" count it as "not flagged" (as the case-level aggregation does). Gold labels
+come from the dataset, not the file's ``gt``, so a judgment file cannot grade itself.
+Rates are percentages rounded to 2 decimals (the reference prints fractions).
 """
 
 from __future__ import annotations
@@ -22,11 +18,6 @@ from ._official import CELLS
 from ._records import JudgmentRecord
 
 TARGET_TYPES: tuple[str, ...] = ("decisive", "distractor", "exception")
-
-
-def tally(cases: Iterable[Case], judgments: Iterable[JudgmentRecord]) -> Counter[Key]:
-    """Count the judgments of ``cases`` by ``Key`` (judgments of other cases are ignored)."""
-    return judgment_pass(cases, judgments, records=False)[1]
 
 
 def _rate(count: int, n: int) -> float:
@@ -74,17 +65,14 @@ def _cell(counts: Counter[Key], cell: str) -> dict[Key, int]:
     return {key: n for key, n in counts.items() if cell == "ALL" or key[0] == cell}
 
 
-def judgment_diagnostics(cases: Sequence[Case], judgments: Iterable[JudgmentRecord]) -> dict[str, Any]:
-    """Per cell (L0/L1/L2/ALL): overall stats plus ``by_rule_type`` for each target type.
-
-    Judgments of cases outside ``cases`` are ignored (the caller reports unknown ids).
-    A target type with no judgment in a cell is left out rather than reported as zeros.
-    """
-    return diagnostics(tally(cases, judgments))
+def _type_order(rule_type: str) -> tuple[int, str]:
+    return (TARGET_TYPES.index(rule_type) if rule_type in TARGET_TYPES else len(TARGET_TYPES), rule_type)
 
 
 def diagnostics(counts: Counter[Key]) -> dict[str, Any]:
-    """``judgment_diagnostics`` from the counts of a ``judgment_pass``."""
+    """Per cell (L0/L1/L2/ALL) from the counts of a ``judgment_pass``: overall stats plus
+    ``by_rule_type`` for each target type judged in the cell (absent types are left out).
+    """
     report: dict[str, Any] = {}
     for cell in CELLS:
         members = _cell(counts, cell)
@@ -97,15 +85,12 @@ def diagnostics(counts: Counter[Key]) -> dict[str, Any]:
     return report
 
 
+def judgment_diagnostics(cases: Sequence[Case], judgments: Iterable[JudgmentRecord]) -> dict[str, Any]:
+    """``diagnostics`` of the judgments of ``cases`` (the caller reports unknown ids)."""
+    return diagnostics(judgment_pass(cases, judgments, records=False)[1])
+
+
 def refusal_rates(cases: Sequence[Case], judgments: Iterable[JudgmentRecord]) -> dict[str, float]:
     """``per_rule_refusal_rate`` per cell, as the reference adds it to case-level cells."""
-    counts = tally(cases, judgments)
-    rates: dict[str, float] = {}
-    for cell in CELLS:
-        members = _cell(counts, cell)
-        rates[cell] = _rate(sum(n for key, n in members.items() if not key[4]), sum(members.values()))
-    return rates
-
-
-def _type_order(rule_type: str) -> tuple[int, str]:
-    return (TARGET_TYPES.index(rule_type) if rule_type in TARGET_TYPES else len(TARGET_TYPES), rule_type)
+    report = judgment_diagnostics(cases, judgments)
+    return {cell: report[cell]["per_rule_refusal_rate"] for cell in CELLS}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rich.table import Table
@@ -13,11 +14,7 @@ from ._score import ScoreReport
 
 
 def _add_row(table: Table, *cells: str) -> None:
-    """Add a row of plain ``Text`` cells: domains and ids are not console markup.
-
-    Plain strings would go through rich's markup and emoji parsers, the larger part of
-    what rendering a row costs.
-    """
+    """A row of plain ``Text`` cells: domains and ids are not console markup (and parsing it is slow)."""
     table.add_row(*(Text(cell) for cell in cells))
 
 
@@ -27,10 +24,10 @@ def _num(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-def _interval(ci: Any, metric: str) -> str:
-    if not isinstance(ci, dict) or ci.get(metric) is None:
+def _interval(ci: Any) -> str:
+    if not isinstance(ci, dict) or ci.get("rmr_avg") is None:
         return "-"
-    low, high = ci[metric]
+    low, high = ci["rmr_avg"]
     return f"{low:.2f}–{high:.2f}"
 
 
@@ -39,51 +36,45 @@ def _present(report: ScoreReport) -> list[str]:
     return [name for name in CELLS if name == "ALL" or report.cells[name]["total"]]
 
 
+def _table(title: str, columns: Iterable[str], left: int = 1, caption: str | None = None) -> Table:
+    """A table whose first ``left`` columns are left-justified and the rest right-justified."""
+    table = FitTable(title=title, caption=caption)
+    for i, name in enumerate(columns):
+        table.add_column(name, justify="left" if i < left else "right", no_wrap=name == "95% CI")
+    return table
+
+
 def headline_table(report: ScoreReport) -> Table:
     title = "Per-rule case-level metrics" if report.mode == "per_rule" else "Per-policy metrics"
     if report.cap_aware:
         title += " (cap-aware)"
     caption = "RMR = mean RMR@{1.0,.9,.8,.7}; RDR lower is better; Strict = RMR with excluded cases as misses"
-    table = FitTable(title=title, caption=caption)
     columns = ["Cell", "N", "Scored", "RMR", "95% CI", "RMR@1.0", "RDR", "Excl.%", "Strict"]
-    if report.mode == "per_rule":
-        columns.append("Judg. refusal %")
-    for name in columns:
-        table.add_column(name, justify="left" if name == "Cell" else "right", no_wrap=name == "95% CI")
+    per_rule = report.mode == "per_rule"
+    table = _table(title, [*columns, "Judg. refusal %"] if per_rule else columns, caption=caption)
     for name in _present(report):
         cell = report.cells[name]
         row = [
             name,
-            _num(cell["total"]),
-            _num(cell["n_eval"]),
-            _num(cell["rmr_avg"]),
-            _interval(report.ci.get(name), "rmr_avg"),
-            _num(cell["rmr_exact"]),
-            _num(cell["rdr"]),
-            _num(cell["refusal"]),
-            _num(cell["rmr_avg_strict"]),
+            *(_num(cell[key]) for key in ("total", "n_eval", "rmr_avg")),
+            _interval(report.ci.get(name)),
         ]
-        if report.mode == "per_rule":
-            row.append(_num(cell.get("per_rule_refusal_rate")))
-        _add_row(table, *row)
+        row += [_num(cell[key]) for key in ("rmr_exact", "rdr", "refusal", "rmr_avg_strict")]
+        _add_row(table, *row, *([_num(cell.get("per_rule_refusal_rate"))] if per_rule else []))
     return table
 
 
 def tau_table(report: ScoreReport) -> Table:
-    table = FitTable(title="RMR@tau breakdown")
-    table.add_column("Cell")
-    for tau, _ in TAUS_FULL:
-        table.add_column(f"@{tau:.1f}", justify="right")
+    table = _table("RMR@tau breakdown", ["Cell", *(f"@{tau:.1f}" for tau, _ in TAUS_FULL)])
     for name in _present(report):
         _add_row(table, name, *(_num(report.cells[name][tau_key(tau)]) for tau, _ in TAUS_FULL))
     return table
 
 
 def failure_table(report: ScoreReport) -> Table:
-    table = FitTable(title="Failure modes (scored cases failing exact match; % of the level's cases)")
     modes = ("FM-V1", "FM-D1", "FM-C1", "FM-C3")
-    for name in ("Level", "Failed", *modes):
-        table.add_column(name, justify="left" if name == "Level" else "right")
+    title = "Failure modes (scored cases failing exact match; % of the level's cases)"
+    table = _table(title, ("Level", "Failed", *modes))
     for level, entry in report.failure_modes.items():
         if not entry["total"]:
             continue
@@ -93,10 +84,7 @@ def failure_table(report: ScoreReport) -> Table:
 
 
 def attribution_table(report: ScoreReport) -> Table:
-    table = FitTable(title="Errors by rule type (FP / FN counts)")
-    table.add_column("Cell")
-    for bucket in RULE_TYPES:
-        table.add_column(bucket, justify="right")
+    table = _table("Errors by rule type (FP / FN counts)", ("Cell", *RULE_TYPES))
     for name in _present(report):
         entry = report.error_attribution[name]
         _add_row(table, name, *(f"{entry['fp'][b]} / {entry['fn'][b]}" for b in RULE_TYPES))
@@ -105,44 +93,25 @@ def attribution_table(report: ScoreReport) -> Table:
 
 def domain_table(report: ScoreReport) -> Table:
     # Short headers keep the table within 80 columns beside a long domain name.
-    table = FitTable(title="Per-domain RMR", caption="L0-ALL: RMR per level; RMR@1.0 and RDR: all levels")
-    table.add_column("Domain")
-    for name in CELLS:
-        table.add_column(name, justify="right")
-    table.add_column("RMR@1.0", justify="right")
-    table.add_column("RDR", justify="right")
+    caption = "L0-ALL: RMR per level; RMR@1.0 and RDR: all levels"
+    table = _table("Per-domain RMR", ("Domain", *CELLS, "RMR@1.0", "RDR"), caption=caption)
     for domain, cells in report.domains.items():
-        _add_row(
-            table,
-            domain,
-            *(_num(cells[name]["rmr_avg"]) for name in CELLS),
-            _num(cells["ALL"]["rmr_exact"]),
-            _num(cells["ALL"]["rdr"]),
-        )
+        rmr = [_num(cells[name]["rmr_avg"]) for name in CELLS]
+        _add_row(table, domain, *rmr, _num(cells["ALL"]["rmr_exact"]), _num(cells["ALL"]["rdr"]))
     return table
 
 
 def per_rule_table(report: ScoreReport) -> Table:
-    table = FitTable(title="Per-rule judgments (no verdict counts as wrong / not flagged)")
-    for name in ("Cell", "Target type", "N", "Acc", "P", "R", "F1", "TP/FP/FN/TN", "No verdict %"):
-        table.add_column(name, justify="left" if name in ("Cell", "Target type") else "right")
+    title = "Per-rule judgments (no verdict counts as wrong / not flagged)"
+    columns = ("Cell", "Target type", "N", "Acc", "P", "R", "F1", "TP/FP/FN/TN", "No verdict %")
+    table = _table(title, columns, left=2)
     for cell, stats in (report.per_rule or {}).items():
         if not stats["n_judgments"]:
             continue
-        rows = [("all", stats), *stats["by_rule_type"].items()]
-        for rule_type, s in rows:
-            _add_row(
-                table,
-                cell,
-                rule_type,
-                _num(s["n_judgments"]),
-                _num(s["accuracy"]),
-                _num(s["precision"]),
-                _num(s["recall"]),
-                _num(s["f1"]),
-                f"{s['tp']}/{s['fp']}/{s['fn']}/{s['tn']}",
-                _num(s["per_rule_refusal_rate"]),
-            )
+        for rule_type, s in [("all", stats), *stats["by_rule_type"].items()]:
+            numbers = [_num(s[key]) for key in ("n_judgments", "accuracy", "precision", "recall", "f1")]
+            confusion = f"{s['tp']}/{s['fp']}/{s['fn']}/{s['tn']}"
+            _add_row(table, cell, rule_type, *numbers, confusion, _num(s["per_rule_refusal_rate"]))
     return table
 
 

@@ -1,16 +1,8 @@
-"""Column sums of bootstrap resamples, without materialising the resamples.
-
-A resample of ``n`` rows is ``n`` draws from ``integers(0, n)``; what the intervals
-need is each resample's column sums of a small non-negative integer matrix. The
-columns are bit-packed into one int64 word per row (as many bits per column as its
-largest possible sum needs), so one gather and one add per draw give all of them;
-draws are taken in chunks that stay in the CPU cache. The sums are exact integers,
-equal to the multiplicity-matrix product ``_weights(...) @ matrix`` they replaced,
-which remains the route when the columns do not fit in 63 bits.
-
-The draws are the same ``integers(0, n, (n_boot, n), int32)`` stream whether they
-are taken at once or chunk by chunk, so results do not depend on the chunk size
-(``tests/test_metrics_bootstrap.py`` checks the equality).
+"""Column sums of bootstrap resamples of a small non-negative integer matrix, without
+materialising the resamples: the columns are bit-packed into one int64 word per row,
+so one gather and one add per draw give all of them, in cache-sized chunks of draws.
+The sums equal ``_weights(...) @ matrix`` exactly (the route when columns need more
+than 63 bits), and the draw stream does not depend on the chunk size.
 """
 
 from __future__ import annotations
@@ -19,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-#: Draws taken per chunk: 256 kB of indices and 512 kB of gathered words.
+#: Draws taken per chunk (small enough for the CPU cache).
 _CHUNK_DRAWS = 1 << 16
 _WORD_BITS = 63
 
@@ -34,9 +26,8 @@ def _weights(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
 def _pack(matrix: np.ndarray) -> tuple[list[np.ndarray], list[tuple[int, int, int]]] | None:
     """The columns bit-packed into int64 words, and each column's (word, shift, bits).
 
-    A column whose resample sum can reach ``max * n`` gets that many bits, so the sum
-    of any resample never carries into the next column. None when a column is
-    negative or needs more than 63 bits (then the caller multiplies instead).
+    A column gets the bits of ``max * n``, so no resample sum carries into the next
+    column; None when a column is negative or needs more than 63 bits.
     """
     n = matrix.shape[0]
     if n == 0 or matrix.min() < 0:
@@ -73,8 +64,7 @@ def resample_sums(matrices: Sequence[np.ndarray], n_boot: int, rng: np.random.Ge
         out = gathered[: stop - start]
         for (words, _), sums in zip(packed, word_sums, strict=True):
             for word, total in zip(words, sums, strict=True):
-                # Draws lie in [0, n), so "clip" never moves one; the default "raise"
-                # sends int32 indices through a buffered cast, six times slower.
+                # Draws lie in [0, n), so "clip" never moves one ("raise" takes a slow buffered cast).
                 np.take(word, draws, out=out, mode="clip")
                 out.sum(axis=1, out=total[start:stop])
     return [

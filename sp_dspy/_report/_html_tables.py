@@ -1,7 +1,5 @@
-"""HTML tables of the report. Every user-provided string goes through ``esc``.
-
-Labels, model names, file paths and settings come from the user's files and
-flags; escaping them here is what keeps a label such as ``<script>`` inert text.
+"""HTML tables of the report. Every user-provided string goes through ``esc``, which is
+what keeps a label such as ``<script>`` inert text.
 """
 
 from __future__ import annotations
@@ -10,8 +8,9 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._leaderboard import Leaderboard, PublishedRow
-from ._model import FAILURE_MODES, TARGET_TYPES, ComparisonSummary, DiffRow, VariantResult
+from .._metrics._per_rule import TARGET_TYPES
+from ._leaderboard import Leaderboard
+from ._model import FAILURE_MODES, ComparisonSummary, DiffRow, VariantResult
 
 DASH = "–"
 #: Settings already shown in the variant and protocol columns.
@@ -68,64 +67,27 @@ def variants_table(summary: ComparisonSummary) -> str:
     rows = []
     for entry in summary.variants:
         shown = {k: v for k, v in entry.settings.items() if k not in _IN_OTHER_COLUMNS}
-        settings = "<br>".join(f"{esc(k)} = {esc(v)}" for k, v in shown.items()) or DASH
-        files = "<br>".join(f"<code>{esc(f)}</code>" for f in entry.files)
-        rows.append(
-            row(
-                [
-                    variant_name(entry, summary.baseline),
-                    esc(entry.protocol) + (f" ({esc(entry.layout)} layout)" if entry.layout else ""),
-                    files,
-                    settings,
-                    seconds(entry.wall_s),
-                    seconds(entry.latency_s_per_case),
-                ]
-            )
-        )
-    headers = [
-        "Variant",
-        "Protocol",
-        "Result files",
-        "Settings (records, run manifest)",
-        "Wall time",
-        "LM latency / case",
-    ]
-    return table(headers, rows)
+        protocol = esc(entry.protocol) + (f" ({esc(entry.layout)} layout)" if entry.layout else "")
+        cells = [variant_name(entry, summary.baseline), protocol]
+        cells.append("<br>".join(f"<code>{esc(f)}</code>" for f in entry.files))
+        cells.append("<br>".join(f"{esc(k)} = {esc(v)}" for k, v in shown.items()) or DASH)
+        rows.append(row([*cells, seconds(entry.wall_s), seconds(entry.latency_s_per_case)]))
+    headers = ["Variant", "Protocol", "Result files", "Settings (records, run manifest)"]
+    return table([*headers, "Wall time", "LM latency / case"], rows)
 
 
 def level_table(summary: ComparisonSummary, cell: str) -> str:
     rows = []
     for entry in summary.variants:
         s = entry.cells[cell]
-        rows.append(
-            row(
-                [
-                    variant_name(entry, summary.baseline),
-                    f"{s.n_eval} / {s.total}",
-                    num(s.excluded_pct, 1),
-                    f"<b>{num(s.rmr)}</b> {ci(s.rmr_ci)}",
-                    f"{num(s.rmr_exact)} {ci(s.rmr_exact_ci)}",
-                    f"{num(s.rdr)} {ci(s.rdr_ci)}",
-                    num(s.lm_calls_per_case, 1),
-                    count(s.prompt_tokens_per_case),
-                    count(s.completion_tokens_per_case),
-                    dollars(s.dollars_per_case),
-                ],
-                "baseline" if entry.label == summary.baseline else "",
-            )
-        )
-    headers = [
-        "Variant",
-        "Scored / cases",
-        "Excluded %",
-        "RMR [95% CI]",
-        "RMR@1.0",
-        "RDR ↓",
-        "LM calls / case",
-        "Prompt tok / case",
-        "Completion tok / case",
-        "$ / case",
-    ]
+        cells = [variant_name(entry, summary.baseline), f"{s.n_eval} / {s.total}", num(s.excluded_pct, 1)]
+        cells += [f"<b>{num(s.rmr)}</b> {ci(s.rmr_ci)}", f"{num(s.rmr_exact)} {ci(s.rmr_exact_ci)}"]
+        cells += [f"{num(s.rdr)} {ci(s.rdr_ci)}", num(s.lm_calls_per_case, 1)]
+        cells += [count(s.prompt_tokens_per_case), count(s.completion_tokens_per_case)]
+        cells.append(dollars(s.dollars_per_case))
+        rows.append(row(cells, "baseline" if entry.label == summary.baseline else ""))
+    headers = ["Variant", "Scored / cases", "Excluded %", "RMR [95% CI]", "RMR@1.0", "RDR ↓"]
+    headers += ["LM calls / case", "Prompt tok / case", "Completion tok / case", "$ / case"]
     return table(headers, rows, "num")
 
 
@@ -140,30 +102,13 @@ def _delta(diff: DiffRow, metric: str, lower_is_better: bool = False) -> str:
 
 
 def diff_table(summary: ComparisonSummary, cell: str) -> str:
-    rows = [
-        row(
-            [
-                esc(d.label),
-                str(d.n_pairs),
-                _delta(d, "rmr_avg"),
-                _delta(d, "rmr_exact"),
-                _delta(d, "rdr", lower_is_better=True),
-                f"{d.variant_only_exact} / {d.baseline_only_exact}",
-                DASH if d.mcnemar_p is None else f"{d.mcnemar_p:.3g}",
-            ]
-        )
-        for d in summary.diffs_for(cell)
-    ]
-    headers = [
-        "Variant",
-        "Paired cases",
-        "Δ RMR [95% CI]",
-        "Δ RMR@1.0",
-        "Δ RDR",
-        "Exact: only variant / only baseline",
-        "McNemar p",
-    ]
-    return table(headers, rows, "num")
+    rows = []
+    for d in summary.diffs_for(cell):
+        cells = [esc(d.label), str(d.n_pairs), _delta(d, "rmr_avg"), _delta(d, "rmr_exact")]
+        cells += [_delta(d, "rdr", lower_is_better=True), f"{d.variant_only_exact} / {d.baseline_only_exact}"]
+        rows.append(row([*cells, DASH if d.mcnemar_p is None else f"{d.mcnemar_p:.3g}"]))
+    headers = ["Variant", "Paired cases", "Δ RMR [95% CI]", "Δ RMR@1.0", "Δ RDR"]
+    return table([*headers, "Exact: only variant / only baseline", "McNemar p"], rows, "num")
 
 
 def published_table(summary: ComparisonSummary, board: Leaderboard, cell: str) -> str:
@@ -178,8 +123,7 @@ def published_table(summary: ComparisonSummary, board: Leaderboard, cell: str) -
         ]
         cells += [num(s.rmr), num(s.rmr_exact), num(s.rdr)]
         entries.append((-1.0 if s.rmr is None else s.rmr, row(cells, "mine")))
-    published: list[PublishedRow] = [*board.per_policy, *board.per_rule]
-    for item in published:
+    for item in [*board.per_policy, *board.per_rule]:
         figures = item.at(cell)
         who = f"{esc(item.model)}<div class=sub>{esc(item.org or '')}</div>"
         cells = [who, esc(item.protocol), "<span class='tag pub'>published</span>"]
@@ -191,6 +135,7 @@ def published_table(summary: ComparisonSummary, board: Leaderboard, cell: str) -
 
 
 def failure_table(summary: ComparisonSummary) -> str:
+    """The failure-mode section (SafePyramid only: the modes come from its metadata)."""
     cells = summary.cells
     late = [cell for cell in cells if cell != "L0"] if any(c in cells for c in ("L1", "L2")) else []
     headers = ["Variant", *(f"{mode} {level}" for mode in FAILURE_MODES[:2] for level in cells)]
@@ -201,10 +146,13 @@ def failure_table(summary: ComparisonSummary) -> str:
         values = [num(fm.get(level, {}).get(mode), 1) for mode in FAILURE_MODES[:2] for level in cells]
         values += [num(fm.get(level, {}).get(mode), 1) for mode in FAILURE_MODES[2:] for level in late]
         rows.append(row([esc(entry.label), *values]))
-    return table(headers, rows, "num")
+    return (
+        "<h2>Failure modes</h2><p class=lead>Percent of each level's cases failing exact match with the mode "
+        "(ALL pools counts; FM-C1 and FM-C3 exist at L1/L2 only).</p>" + table(headers, rows, "num")
+    )
 
 
-def rule_type_table(summary: ComparisonSummary) -> str | None:
+def rule_type_table(summary: ComparisonSummary) -> str:
     rows = []
     for entry in summary.variants:
         for rule_type in TARGET_TYPES:
@@ -215,6 +163,6 @@ def rule_type_table(summary: ComparisonSummary) -> str | None:
             cells += [num(stats.precision), num(stats.recall), f"<b>{num(stats.f1)}</b>", num(stats.accuracy)]
             rows.append(row(cells))
     if not rows:
-        return None
+        return ""
     headers = ["Variant", "Target type", "Judgments", "Precision", "Recall", "F1", "Accuracy"]
-    return table(headers, rows, "num")
+    return "<h2>Per-rule judgments (all levels)</h2>" + table(headers, rows, "num")

@@ -1,8 +1,5 @@
-"""Names for variants: who produced a result set, and a unique label for each.
-
-A report row must say which model and which program/protocol it is, or a reader
-compares the wrong things. The records know (``model_name``, ``program``,
-``protocol``, ``layout``); the file name is the fallback for bare predictions.
+"""Names for variants: who produced a result set (from the records' ``model_name``,
+``program``, ``layout``; else the file name), and a unique label for each.
 """
 
 from __future__ import annotations
@@ -38,7 +35,8 @@ class Provenance:
         return f"{name}-{self.layout}" if self.layout not in (None, "official") else name
 
 
-def _values(results: ResultSet, key: str) -> list[str]:
+def _joined(results: ResultSet, key: str) -> str | None:
+    """The distinct non-empty string values of ``key`` across records, joined by ``+``."""
     found: list[str] = []
     for record in [*results.records.values(), *results.judgments]:
         value = (
@@ -48,23 +46,16 @@ def _values(results: ResultSet, key: str) -> list[str]:
         )
         if isinstance(value, str) and value and value not in found:
             found.append(value)
-    return found
-
-
-def _joined(values: list[str]) -> str | None:
-    return "+".join(values) if values else None
+    if key == "program":
+        found = [Path(v).name if "/" in v else v for v in found]
+    return "+".join(found) if found else None
 
 
 def describe(results: ResultSet, mode: str) -> Provenance:
     """Model, program and layout from the records; the protocol from what was scored."""
     protocol = "per-rule" if mode == "per_rule" else "per-policy"
-    layout = _joined(_values(results, "layout")) if protocol == "per-rule" else None
-    return Provenance(
-        model=_joined(_values(results, "model_name")),
-        program=_joined([Path(v).name if "/" in v else v for v in _values(results, "program")]),
-        protocol=protocol,
-        layout=layout,
-    )
+    layout = _joined(results, "layout") if protocol == "per-rule" else None
+    return Provenance(_joined(results, "model_name"), _joined(results, "program"), protocol, layout)
 
 
 def auto_label(results: ResultSet, mode: str, files: Sequence[str]) -> str:
@@ -80,9 +71,8 @@ def assign_labels(entries: Iterable[tuple[str | None, Sequence[str], ResultSet, 
     """Given labels verbatim (must be unique); derived ones de-duplicated by file stem, then a count."""
     entries = list(entries)
     given = [label for label, *_ in entries if label is not None]
-    for label in given:
-        if not label.strip():
-            raise ConfigError("--label: a label must not be empty")
+    if any(not label.strip() for label in given):
+        raise ConfigError("--label: a label must not be empty")
     duplicates = sorted({label for label in given if given.count(label) > 1})
     if duplicates:
         raise ConfigError(f"--label: duplicate label(s) {', '.join(duplicates)}; every variant needs its own")
@@ -106,10 +96,6 @@ def assign_labels(entries: Iterable[tuple[str | None, Sequence[str], ResultSet, 
 
 def default_baseline(variants: Sequence[VariantResult]) -> str:
     """The variant labelled ``official-per-policy``, else the first such run, else the first."""
-    for entry in variants:
-        if entry.label == OFFICIAL_PER_POLICY:
-            return entry.label
-    for entry in variants:
-        if entry.variant == OFFICIAL_PER_POLICY:
-            return entry.label
-    return variants[0].label
+    by_label = next((e for e in variants if e.label == OFFICIAL_PER_POLICY), None)
+    by_variant = next((e for e in variants if e.variant == OFFICIAL_PER_POLICY), variants[0])
+    return (by_label or by_variant).label

@@ -1,8 +1,6 @@
 """The published SafePyramid leaderboard, shipped as package data with its citation.
 
-Users compare their runs to the paper's; reading the numbers from a file shipped
-with the package (not typed into the report code) keeps them auditable against the
-paper and keeps the report working offline.
+Reading the paper's numbers from a shipped file keeps them auditable and the report offline.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from .._errors import DataError
 from ._model import CELLS
@@ -24,14 +22,15 @@ _SECTIONS: dict[Protocol, str] = {"per-policy": "overallPolicy", "per-rule": "ov
 class PublishedRow(BaseModel):
     """One model's published figures; arrays are ``[L0, L1, L2, ALL]`` percentages."""
 
+    model_config = ConfigDict(populate_by_name=True)
     model: str
     org: str | None = None
     kind: str | None = None
     protocol: Protocol
-    rmr: list[float]
-    rmr_exact: list[float]
-    rdr: list[float]
-    refusal: float | None = None
+    rmr: list[float] = Field(validation_alias="RMR")
+    rmr_exact: list[float] = Field(validation_alias="RMR@1.0")
+    rdr: list[float] = Field(validation_alias="RDR")
+    refusal: float | None = Field(default=None, validation_alias="Refusal")
 
     def at(self, cell: str) -> dict[str, float]:
         """The RMR, RMR@1.0 and RDR of one cell (``L0``..``ALL``)."""
@@ -52,20 +51,11 @@ class Leaderboard(BaseModel):
 
 
 def _rows(document: dict[str, Any], protocol: Protocol) -> list[PublishedRow]:
-    meta = document.get("META", {})
     rows = []
     for model, figures in document[_SECTIONS[protocol]].items():
-        info = meta.get(model, {})
-        row = PublishedRow(
-            model=model,
-            org=info.get("org"),
-            kind=info.get("type"),
-            protocol=protocol,
-            rmr=figures["RMR"],
-            rmr_exact=figures["RMR@1.0"],
-            rdr=figures["RDR"],
-            refusal=figures.get("Refusal"),
-        )
+        info = document.get("META", {}).get(model, {})
+        fields = {"model": model, "org": info.get("org"), "kind": info.get("type"), "protocol": protocol}
+        row = PublishedRow.model_validate({**figures, **fields})
         if not len(row.rmr) == len(row.rmr_exact) == len(row.rdr) == len(CELLS):
             raise DataError(f"leaderboard.json: {protocol} row {model}: expected [L0, L1, L2, ALL] arrays")
         rows.append(row)
@@ -75,8 +65,7 @@ def _rows(document: dict[str, Any], protocol: Protocol) -> list[PublishedRow]:
 @lru_cache(maxsize=1)
 def load_leaderboard() -> Leaderboard:
     """The bundled ``leaderboard.json`` (read once per process)."""
-    text = resources.files("sp_dspy._report").joinpath("leaderboard.json").read_text(encoding="utf-8")
-    document = json.loads(text)
+    document = json.loads(resources.files("sp_dspy._report").joinpath("leaderboard.json").read_text("utf-8"))
     citation = document["citation"]
     return Leaderboard(
         citation=citation["text"],

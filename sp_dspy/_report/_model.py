@@ -1,9 +1,8 @@
 """The serialisable shape of a comparison: what ``summary.json`` holds.
 
-Every number a report shows lives here first, so the HTML page, the terminal table
-and ``summary.json`` can never disagree, and a reader can recompute any plot from
-the JSON alone. Metric cells are copied from ``ScoreReport`` (never recomputed), so
-they equal ``sp-dspy score`` on the same files digit for digit.
+Every number the page, the terminal table and the plots show lives here first, so they
+never disagree. Metric cells are copied from ``ScoreReport`` (never recomputed), so they
+equal ``sp-dspy score`` on the same files digit for digit.
 """
 
 from __future__ import annotations
@@ -15,28 +14,18 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .._errors import ConfigError
+from .._metrics._official import CELLS, TAUS_FULL, tau_key
 
-#: Cells of every table, in display order (``ALL`` pools every case).
-CELLS: tuple[str, ...] = ("L0", "L1", "L2", "ALL")
-#: The RMR@tau schedule of the curve plot: the main four plus the appendix's 0.6 and 0.5.
-TAU_KEYS: tuple[tuple[str, str], ...] = (
-    ("1.0", "rmr_tau_10"),
-    ("0.9", "rmr_tau_9"),
-    ("0.8", "rmr_tau_8"),
-    ("0.7", "rmr_tau_7"),
-    ("0.6", "rmr_tau_6"),
-    ("0.5", "rmr_tau_5"),
-)
+#: ``tau`` as shown ("1.0") and its metric key, for the main four taus plus the appendix's 0.6 and 0.5.
+TAU_KEYS: tuple[tuple[str, str], ...] = tuple((f"{tau:.1f}", tau_key(tau)) for tau, _ in TAUS_FULL)
 FAILURE_MODES: tuple[str, ...] = ("FM-V1", "FM-D1", "FM-C1", "FM-C3")
-TARGET_TYPES: tuple[str, ...] = ("decisive", "distractor", "exception")
 
 
 class CellStats(BaseModel):
     """One variant in one cell: official metrics, their 95% CIs, and what it cost.
 
-    Cost figures are means over the cell's cases that *reported* them (a bring-your-own
-    predictions file reports none, so they stay ``None`` rather than a fake zero);
-    ``cost_coverage`` says which share of the cases that reported usage also reported dollars.
+    Cost figures are means over the cases that reported them (``None``, not zero, when
+    none did); ``cost_coverage``: the share of cases with usage that also reported dollars.
     """
 
     total: int
@@ -56,8 +45,7 @@ class CellStats(BaseModel):
     completion_tokens_per_case: float | None = None
     dollars_per_case: float | None = None
     cost_coverage: float = 0.0
-    #: LM calls in the cell, and how many of their answers came from the response cache
-    #: (counted in the tokens and dollars like the others); ``None``: not recorded.
+    #: LM calls in the cell and how many answers came from the response cache (``None``: not recorded).
     lm_calls: int | None = None
     cache_hits: int | None = None
     per_rule_refusal_rate: float | None = None
@@ -180,10 +168,16 @@ class ComparisonSummary(BaseModel):
 
     def write_json(self, path: str | Path) -> Path:
         """Write ``summary.json``; an unwritable path is a one-line ``ConfigError``."""
-        target = Path(path)
-        text = json.dumps(self.to_json_dict(), indent=2, ensure_ascii=False) + "\n"
-        try:
-            target.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--json {target}: cannot write: {exc.strerror or exc}") from None
-        return target
+        return write_text(
+            path, json.dumps(self.to_json_dict(), indent=2, ensure_ascii=False) + "\n", "--json"
+        )
+
+
+def write_text(path: str | Path, text: str, option: str) -> Path:
+    """Write ``text``; an unwritable path is a one-line ``ConfigError`` naming the ``option``."""
+    target = Path(path)
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{option} {target}: cannot write: {exc.strerror or exc}") from None
+    return target

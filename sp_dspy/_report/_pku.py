@@ -1,11 +1,6 @@
-"""The PKU-SafeRLHF part of a comparison: binary, category and severity results beside the paper.
-
-On PKU-SafeRLHF the RMR/RDR tables still apply (the harm categories are the policy's
-rules), but the figures users compare against are the paper's: safe/unsafe accuracy,
-category-set exact match and severity accuracy of its trained moderator. Each
-variant's ``PkuReport`` is stored in ``VariantResult.pku`` (so ``summary.json``
-carries it), and this module renders it for the page and the terminal, always with
-the published figures and their citation beside it.
+"""The PKU-SafeRLHF part of a comparison: each variant's ``VariantResult.pku`` (binary,
+category and severity results) for the page and the terminal, always beside the paper's
+moderator figures and their citation.
 """
 
 from __future__ import annotations
@@ -16,8 +11,6 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from .._data._schema import Case
-from .._metrics import ResultSet
 from .._table import FitTable
 from ._html_tables import DASH, esc, num, row, table
 from ._model import ComparisonSummary
@@ -35,20 +28,6 @@ HEADLINE: tuple[tuple[str, str, str, str | None, str | None], ...] = (
 )
 
 
-def pku_variant_report(cases: Sequence[Case], results: ResultSet, *, cap_aware: bool) -> dict[str, Any]:
-    """One variant's PKU report as stored in ``VariantResult.pku``."""
-    from .._metrics_pku import score_pku_results
-
-    return score_pku_results(cases, results, cap_aware=cap_aware).to_json_dict()
-
-
-def published() -> dict[str, Any]:
-    """The paper's figures and citation, as ``ComparisonSummary.pku_published`` stores them."""
-    from .._metrics_pku import PKU_PUBLISHED
-
-    return dict(PKU_PUBLISHED)
-
-
 def _value(report: dict[str, Any] | None, section: str, key: str) -> float | None:
     part = (report or {}).get(section)
     return None if not part else part.get(key)
@@ -56,16 +35,9 @@ def _value(report: dict[str, Any] | None, section: str, key: str) -> float | Non
 
 def _headline_table(summary: ComparisonSummary, paper: dict[str, Any]) -> str:
     headers = ["Variant", "Scored", *(esc(label) for _, _, label, _, _ in HEADLINE)]
-    rows = [
-        row(
-            [
-                f"{esc(paper['model'])} <span class='tag pub'>published</span>",
-                DASH,
-                *(DASH if ref is None else num(paper[ref], 1) for *_, ref in HEADLINE),
-            ],
-            "published",
-        )
-    ]
+    name = f"{esc(paper['model'])} <span class='tag pub'>published</span>"
+    published = [DASH if ref is None else num(paper[ref], 1) for *_, ref in HEADLINE]
+    rows = [row([name, DASH, *published], "published")]
     for entry in summary.variants:
         binary = (entry.pku or {}).get("binary", {})
         scored = f"{binary.get('n_eval', 0)}/{binary.get('total', 0)}"
@@ -119,10 +91,6 @@ def pku_html_section(summary: ComparisonSummary) -> str:
     )
 
 
-def _text(value: float | None) -> str:
-    return DASH if value is None else f"{value:.1f}"
-
-
 def pku_terminal_table(summary: ComparisonSummary) -> Table | None:
     """The headline PKU metrics per variant with the published row; ``None`` on other benchmarks."""
     if summary.pku_published is None:
@@ -132,7 +100,9 @@ def pku_terminal_table(summary: ComparisonSummary) -> Table | None:
 
 def pku_variants_table(variants: Sequence[tuple[str, dict[str, Any] | None]]) -> Table:
     """The headline PKU metrics of ``(label, PkuReport dict)`` rows under the paper's row (report, compare)."""
-    paper = published()
+    from .._metrics_pku import PKU_PUBLISHED
+
+    paper: dict[str, Any] = dict(PKU_PUBLISHED)
     result = FitTable(
         title="PKU-SafeRLHF (%), beside the paper's moderator",
         title_justify="left",
@@ -144,7 +114,7 @@ def pku_variants_table(variants: Sequence[tuple[str, dict[str, Any] | None]]) ->
     shown = [column for column in HEADLINE if column[3] is not None]
     for *_, label, _ in shown:
         result.add_column(label or "", justify="right")
-    result.add_row("paper", *(DASH if ref is None else _text(paper[ref]) for *_, ref in shown))
+    result.add_row("paper", *(DASH if ref is None else num(paper[ref], 1) for *_, ref in shown))
     for name, report in variants:
-        result.add_row(name, *(_text(_value(report, s, k)) for s, k, *_ in shown))
+        result.add_row(name, *(num(_value(report, s, k), 1) for s, k, *_ in shown))
     return result

@@ -1,26 +1,116 @@
 """The report's six plots, each a function of ``ComparisonSummary`` alone.
 
-matplotlib is imported inside the functions (via ``_figure``), so importing the
-report package, and therefore ``sp-dspy --help``, stays fast.
+Figures are drawn on an explicit Agg canvas (never pyplot), so rendering needs no
+display and leaves a caller's notebook backend alone; fixed size, dpi, font and no
+PNG metadata make the bytes depend only on the numbers. matplotlib is imported
+inside the functions, so importing the report (and ``sp-dspy --help``) stays fast.
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import math
 import textwrap
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from ._figure import Plot, bar_offsets, colors, legend_below, new_figure, short, to_png, value
-from ._model import FAILURE_MODES, TARGET_TYPES, TAU_KEYS, ComparisonSummary, VariantResult
+from .._metrics._per_rule import TARGET_TYPES
+from ._model import FAILURE_MODES, TAU_KEYS, ComparisonSummary, VariantResult
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+DPI = 100
+LEGEND_COLUMNS = 3
+#: rcParams that make output reproducible (``svg.hashsalt`` matters if a caller saves SVG).
+STABLE_RC: Any = {
+    "svg.hashsalt": "sp-dspy-report",
+    "font.family": "DejaVu Sans",
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "legend.fontsize": 8,
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Plot:
+    """One rendered figure with the caption that explains what it measures."""
+
+    key: str
+    title: str
+    caption: str
+    png: bytes
+
+    @property
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
+
+
+@contextmanager
+def _figure(
+    width: float, height: float, ncols: int = 1, legend_entries: int = 0
+) -> Iterator[tuple[Figure, list[Any]]]:
+    """A figure with ``ncols`` axes and room for a ``_legend_below`` of ``legend_entries``."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context(STABLE_RC):
+        height += 0.22 * math.ceil(legend_entries / LEGEND_COLUMNS)
+        figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+        FigureCanvasAgg(figure)
+        yield figure, figure.subplots(1, ncols, squeeze=False)[0].tolist()
+
+
+def _png(figure: Figure, ax: Any = None) -> bytes:
+    """PNG bytes without metadata; with ``ax``, first one legend for the figure under the axes."""
+    if ax is not None:
+        handles, labels = ax.get_legend_handles_labels()
+        if handles:
+            ncols = min(len(labels), LEGEND_COLUMNS)
+            figure.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _colors(n: int) -> list[Any]:
+    """One stable colour per variant (tab10, cycling), the same in every plot."""
+    import matplotlib
+
+    palette = matplotlib.colormaps["tab10"]
+    return [palette(i % 10) for i in range(n)]
+
+
+def _short(label: str, width: int = 34) -> str:
+    """Plot legends truncate long labels; tables keep them whole."""
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
+def _value(number: float | None) -> float:
+    """``None`` (an empty cell) becomes NaN, which matplotlib leaves undrawn."""
+    return math.nan if number is None else float(number)
 
 
 def _grouped_bars(
-    ax: Any, groups: Sequence[str], series: Sequence[tuple[str, list[float], Any]], ylabel: str
+    ax: Any,
+    groups: Sequence[str],
+    series: Sequence[tuple[str, list[float], Any]],
+    ylabel: str,
+    errors: Sequence[list[list[float]]] | None = None,
 ) -> None:
-    offsets, width = bar_offsets(len(series))
-    for (label, heights, color), offset in zip(series, offsets, strict=True):
-        ax.bar([i + offset for i in range(len(groups))], heights, width, label=short(label), color=color)
+    """One bar per series in each group, centred on the group; ``errors``: per series, its yerr."""
+    width = 0.8 / max(len(series), 1)
+    for i, (label, heights, color) in enumerate(series):
+        offset = (i - (len(series) - 1) / 2) * width
+        extra = {} if errors is None else {"yerr": errors[i], "capsize": 3, "ecolor": "#333333"}
+        xs = [j + offset for j in range(len(groups))]
+        ax.bar(xs, heights, width, label=_short(label), color=color, **extra)
     ax.set_xticks(range(len(groups)), list(groups))
     ax.set_ylabel(ylabel)
     ax.grid(axis="y", alpha=0.3)
@@ -28,36 +118,19 @@ def _grouped_bars(
 
 def rmr_by_level(summary: ComparisonSummary) -> Plot:
     variants, cells = summary.variants, summary.cells
-    palette = colors(len(variants))
-    offsets, width = bar_offsets(len(variants))
-    with new_figure(8, 4, legend_entries=len(variants)) as (figure, (ax,)):
-        for entry, color, offset in zip(variants, palette, offsets, strict=True):
-            heights = [value(entry.cells[c].rmr) for c in cells]
-            errors: list[list[float]] = [[], []]
-            for cell, height in zip(cells, heights, strict=True):
-                interval = entry.cells[cell].rmr_ci
-                low, high = (
-                    (interval[0], interval[1]) if interval and not math.isnan(height) else (height, height)
-                )
-                errors[0].append(max(height - low, 0.0) if not math.isnan(height) else 0.0)
-                errors[1].append(max(high - height, 0.0) if not math.isnan(height) else 0.0)
-            xs = [i + offset for i in range(len(cells))]
-            ax.bar(
-                xs,
-                heights,
-                width,
-                yerr=errors,
-                capsize=3,
-                label=short(entry.label),
-                color=color,
-                ecolor="#333333",
-            )
-        ax.set_xticks(range(len(cells)), list(cells))
+    series, errors = [], []
+    for entry, color in zip(variants, _colors(len(variants)), strict=True):
+        stats = [entry.cells[c] for c in cells]
+        series.append((entry.label, [_value(s.rmr) for s in stats], color))
+        bounds = [
+            (s.rmr - s.rmr_ci[0], s.rmr_ci[1] - s.rmr) if s.rmr is not None and s.rmr_ci else (0.0, 0.0)
+            for s in stats
+        ]
+        errors.append([[max(low, 0.0) for low, _ in bounds], [max(high, 0.0) for _, high in bounds]])
+    with _figure(8, 4, legend_entries=len(variants)) as (figure, (ax,)):
+        _grouped_bars(ax, cells, series, "RMR (%)", errors)
         ax.set_ylim(0, 105)
-        ax.set_ylabel("RMR (%)")
-        ax.grid(axis="y", alpha=0.3)
-        legend_below(figure, ax)
-        png = to_png(figure)
+        png = _png(figure, ax)
     return Plot(
         "rmr_by_level",
         "RMR by level",
@@ -70,16 +143,13 @@ def rmr_by_level(summary: ComparisonSummary) -> Plot:
 
 def rmr_tau_curve(summary: ComparisonSummary) -> Plot:
     taus = [float(tau) for tau, _ in TAU_KEYS]
-    palette = colors(len(summary.variants))
+    palette = _colors(len(summary.variants))
     cells = summary.cells
-    with new_figure(2.75 * len(cells), 3.4, ncols=len(cells), legend_entries=len(summary.variants)) as (
-        figure,
-        axes,
-    ):
+    with _figure(2.75 * len(cells), 3.4, len(cells), len(summary.variants)) as (figure, axes):
         for ax, cell in zip(axes, cells, strict=True):
             for entry, color in zip(summary.variants, palette, strict=True):
-                ys = [value(entry.cells[cell].rmr_tau.get(tau)) for tau, _ in TAU_KEYS]
-                ax.plot(taus, ys, marker="o", markersize=3, color=color, label=short(entry.label))
+                ys = [_value(entry.cells[cell].rmr_tau.get(tau)) for tau, _ in TAU_KEYS]
+                ax.plot(taus, ys, marker="o", markersize=3, color=color, label=_short(entry.label))
             ax.set_title(cell)
             ax.set_xlim(1.02, 0.48)
             ax.set_xticks(taus, [f"{tau:.1f}" for tau in taus])
@@ -87,8 +157,7 @@ def rmr_tau_curve(summary: ComparisonSummary) -> Plot:
             ax.set_xlabel("tau")
             ax.grid(alpha=0.3)
         axes[0].set_ylabel("RMR@tau (%)")
-        legend_below(figure, axes[0])
-        png = to_png(figure)
+        png = _png(figure, axes[0])
     return Plot(
         "rmr_tau",
         "RMR@tau from strict to lenient",
@@ -101,23 +170,19 @@ def rmr_tau_curve(summary: ComparisonSummary) -> Plot:
 
 def failure_modes(summary: ComparisonSummary) -> Plot:
     levels = summary.levels or ("L0",)
-    palette = colors(len(summary.variants))
-    with new_figure(3.7 * len(levels), 3.4, ncols=len(levels), legend_entries=len(summary.variants)) as (
-        figure,
-        axes,
-    ):
+    palette = _colors(len(summary.variants))
+    with _figure(3.7 * len(levels), 3.4, len(levels), len(summary.variants)) as (figure, axes):
         for ax, level in zip(axes, levels, strict=True):
             modes = [
                 m for m in FAILURE_MODES if any(m in v.failure_modes.get(level, {}) for v in summary.variants)
             ]
             series = [
-                (v.label, [value(v.failure_modes.get(level, {}).get(m)) for m in modes], color)
+                (v.label, [_value(v.failure_modes.get(level, {}).get(m)) for m in modes], color)
                 for v, color in zip(summary.variants, palette, strict=True)
             ]
             _grouped_bars(ax, modes, series, "% of the level's cases" if level == "L0" else "")
             ax.set_title(level)
-        legend_below(figure, axes[0])
-        png = to_png(figure)
+        png = _png(figure, axes[0])
     return Plot(
         "failure_modes",
         "Failure modes",
@@ -131,21 +196,21 @@ def failure_modes(summary: ComparisonSummary) -> Plot:
 
 def domain_heatmap(summary: ComparisonSummary) -> Plot:
     domains = sorted({d for v in summary.variants for d in v.domain_rmr})
-    grid = [[value(v.domain_rmr.get(d)) for v in summary.variants] for d in domains]
+    grid = [[_value(v.domain_rmr.get(d)) for v in summary.variants] for d in domains]
     width = 3.0 + 1.3 * len(summary.variants)
-    with new_figure(min(width, 14), 1.2 + 0.4 * max(len(domains), 1)) as (figure, (ax,)):
+    with _figure(min(width, 14), 1.2 + 0.4 * max(len(domains), 1)) as (figure, (ax,)):
         image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=100, aspect="auto")
         ax.set_yticks(range(len(domains)), domains)
         ax.set_xticks(
             range(len(summary.variants)),
-            ["\n".join(textwrap.wrap(short(v.label, 48), 16)) for v in summary.variants],
+            ["\n".join(textwrap.wrap(_short(v.label, 48), 16)) for v in summary.variants],
         )
         for row, numbers in enumerate(grid):
             for col, number in enumerate(numbers):
                 text = "–" if math.isnan(number) else f"{number:.1f}"
                 ax.text(col, row, text, ha="center", va="center", color="white" if number < 60 else "black")
         figure.colorbar(image, ax=ax, label="RMR (%)")
-        png = to_png(figure)
+        png = _png(figure)
     return Plot(
         "domain_heatmap",
         "RMR by domain",
@@ -155,21 +220,24 @@ def domain_heatmap(summary: ComparisonSummary) -> Plot:
     )
 
 
+def _f1(entry: VariantResult, cell: str, rule_type: str) -> float:
+    stats = (entry.rule_types or {}).get(cell, {}).get(rule_type)
+    return math.nan if stats is None else stats.f1
+
+
 def rule_type_f1(summary: ComparisonSummary) -> Plot | None:
     per_rule = [v for v in summary.variants if v.rule_types]
     if not per_rule:
         return None
-    palette = colors(len(summary.variants))
-    color_of = {v.label: c for v, c in zip(summary.variants, palette, strict=True)}
+    color_of = {v.label: c for v, c in zip(summary.variants, _colors(len(summary.variants)), strict=True)}
     cells = summary.cells
-    with new_figure(2.75 * len(cells), 3.4, ncols=len(cells), legend_entries=len(per_rule)) as (figure, axes):
+    with _figure(2.75 * len(cells), 3.4, len(cells), len(per_rule)) as (figure, axes):
         for ax, cell in zip(axes, cells, strict=True):
             series = [(v.label, [_f1(v, cell, t) for t in TARGET_TYPES], color_of[v.label]) for v in per_rule]
             _grouped_bars(ax, TARGET_TYPES, series, "F1 of 'violated' (%)" if cell == "L0" else "")
             ax.set_ylim(0, 105)
             ax.set_title(cell)
-        legend_below(figure, axes[0])
-        png = to_png(figure)
+        png = _png(figure, axes[0])
     return Plot(
         "rule_type_f1",
         "Per-rule judgments by target type",
@@ -181,52 +249,29 @@ def rule_type_f1(summary: ComparisonSummary) -> Plot | None:
     )
 
 
-def _f1(entry: VariantResult, cell: str, rule_type: str) -> float:
-    stats = (entry.rule_types or {}).get(cell, {}).get(rule_type)
-    return math.nan if stats is None else stats.f1
-
-
-def _cost_points(summary: ComparisonSummary) -> tuple[bool, list[tuple[VariantResult, float, float, Any]]]:
-    """(use dollars?, points): dollars when every variant that reported usage reported a cost."""
-    palette = colors(len(summary.variants))
+def cost_vs_rmr(summary: ComparisonSummary) -> Plot | None:
+    # Dollars when every variant that reported usage reported a cost, else tokens.
     measured = [
         (v, v.cells["ALL"], color)
-        for v, color in zip(summary.variants, palette, strict=True)
+        for v, color in zip(summary.variants, _colors(len(summary.variants)), strict=True)
         if v.cells["ALL"].rmr is not None
         and (v.cells["ALL"].dollars_per_case is not None or v.cells["ALL"].prompt_tokens_per_case is not None)
     ]
     use_dollars = bool(measured) and all(cell.dollars_per_case is not None for _, cell, _ in measured)
     points = []
     for entry, cell, color in measured:
-        if use_dollars:
-            x = cell.dollars_per_case
-        else:
-            x = (
-                None
-                if cell.prompt_tokens_per_case is None
-                else cell.prompt_tokens_per_case + (cell.completion_tokens_per_case or 0.0)
-            )
+        x = cell.dollars_per_case if use_dollars else cell.prompt_tokens_per_case
+        if x is not None and not use_dollars:
+            x += cell.completion_tokens_per_case or 0.0
         if x is not None and cell.rmr is not None:
             points.append((entry, x, cell.rmr, color))
-    return use_dollars, points
-
-
-def cost_vs_rmr(summary: ComparisonSummary) -> Plot | None:
-    use_dollars, points = _cost_points(summary)
     if not points:
         return None
-    with new_figure(7, 4.2, legend_entries=len(points)) as (figure, (ax,)):
+    with _figure(7, 4.2, legend_entries=len(points)) as (figure, (ax,)):
         for entry, x, rmr, color in points:
-            interval = entry.cells["ALL"].rmr_ci or [rmr, rmr]
-            ax.errorbar(
-                [x],
-                [rmr],
-                yerr=[[rmr - interval[0]], [interval[1] - rmr]],
-                fmt="o",
-                capsize=3,
-                color=color,
-                label=short(entry.label),
-            )
+            low, high = entry.cells["ALL"].rmr_ci or [rmr, rmr]
+            yerr = [[rmr - low], [high - rmr]]
+            ax.errorbar([x], [rmr], yerr=yerr, fmt="o", capsize=3, color=color, label=_short(entry.label))
         xs = [p[1] for p in points]
         if min(xs) > 0 and max(xs) / min(xs) > 20:
             ax.set_xscale("log")
@@ -236,8 +281,7 @@ def cost_vs_rmr(summary: ComparisonSummary) -> Plot | None:
         ax.set_ylabel("RMR, ALL (%)")
         ax.set_ylim(0, 105)
         ax.grid(alpha=0.3)
-        legend_below(figure, ax)
-        png = to_png(figure)
+        png = _png(figure, ax)
     missing = len(summary.variants) - len(points)
     return Plot(
         "cost_vs_rmr",

@@ -1,15 +1,14 @@
 """``build_summary``: score every variant on the same cases and compare it to a baseline.
 
-Users decide by comparison (which protocol, which program, which optimizer, at what
-cost), so each variant is scored by the same ``score`` call ``sp-dspy score`` makes,
-and each difference to the baseline is a *paired* bootstrap on the cases both
-scored: two variants on the same 24 cases differ far less by chance than two
-independent samples would suggest, and far more than a point estimate shows.
+Each variant is scored by the same ``score`` call ``sp-dspy score`` makes; each
+difference to the baseline is a *paired* bootstrap on the cases both scored (two
+variants on the same cases differ far less by chance than independent samples would).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +25,80 @@ from .._metrics import (
     score,
 )
 from ._labels import assign_labels, default_baseline, describe
-from ._manifests import manifest_info
 from ._model import CELLS, FAILURE_MODES, TAU_KEYS, CellStats, ComparisonSummary, DiffRow, VariantResult
-from ._notes import honesty_notes
-from ._usage import case_costs, cell_costs, latency_per_case, record_settings
+from ._usage import case_costs, cell_costs, latency_per_case, manifest_info, record_settings
 
 VariantSpec = tuple[str | None, Sequence[str | Path]]
+
+#: Below this many scored cases (or above this CI width, in RMR points) differences are mostly noise.
+SMALL_N = 300
+WIDE_CI = 10.0
+HIGH_EXCLUSION = 20.0
+
+
+def honesty_notes(
+    variants: Sequence[VariantResult], *, n_boot: int, full_note: str = "", content_hash: str = ""
+) -> list[str]:
+    """Every caveat that applies, most important first."""
+    notes: list[str] = []
+    smallest = min(entry.cells["ALL"].n_eval for entry in variants)
+    widest: tuple[float, str, str] | None = None
+    for entry in variants:
+        for cell in CELLS:
+            interval = entry.cells[cell].rmr_ci
+            if interval and (widest is None or interval[1] - interval[0] > widest[0]):
+                widest = (round(interval[1] - interval[0], 2), entry.label, cell)
+    if smallest < SMALL_N or (widest is not None and widest[0] > WIDE_CI):
+        full = f" ({full_note})" if full_note else ""
+        text = f"Small sample: as few as {smallest} scored cases per variant{full}."
+        if widest is not None and widest[0] > 0:
+            text += (
+                f" The 95% bootstrap CI of RMR is up to {widest[0]:g} points wide"
+                f" ({widest[1]}, {widest[2]}); differences inside the paired CIs are noise."
+            )
+        notes.append(text)
+    if n_boot == 0:
+        notes.append(
+            "No confidence intervals were computed (--n-boot 0): every difference is a point estimate."
+        )
+    for entry in variants:
+        if entry.small_model:
+            notes.append(
+                f"{entry.label}: {entry.model or 'a SmolLM model'} is a 135M-parameter local model;"
+                " this run is a plumbing check, not a guard. Its scores say nothing about guarding quality."
+            )
+        if entry.fake_model:
+            notes.append(
+                f"{entry.label}: the scripted fake LM produced these results; they test the pipeline, not a model."
+            )
+        if entry.is_per_rule and not entry.official_layout:
+            notes.append(
+                f"{entry.label}: per-rule with the cache-friendly layout ({entry.layout}), not the"
+                " official per-rule protocol; published per-rule figures are not directly comparable."
+            )
+        total = entry.cells["ALL"]
+        if (excluded := total.excluded_pct) > HIGH_EXCLUSION:
+            notes.append(
+                f"{entry.label}: {excluded:g}% of cases were excluded (refused, unparseable, errored or"
+                " missing); its RMR describes only the remaining cases."
+            )
+        if other := sorted(h for h in entry.dataset_hashes if content_hash and h != content_hash):
+            notes.append(
+                f"{entry.label}: its run manifest names another dataset (sha256 {other[0][:12]}…) than the"
+                f" one scored here ({content_hash[:12]}…)."
+            )
+        if unknown := entry.score.get("unknown_ids", {}).get("count", 0):
+            notes.append(f"{entry.label}: {unknown} result id(s) are not in this dataset (wrong --dataset?).")
+        if bad := entry.score.get("bad_lines", 0):
+            notes.append(f"{entry.label}: {bad} malformed result line(s) were skipped.")
+        if 0 < (coverage := total.cost_coverage) < 100:
+            notes.append(f"{entry.label}: only {coverage:g}% of its cases reported a dollar cost.")
+        if hits := total.cache_hits:
+            notes.append(
+                f"{entry.label}: {hits} of {total.lm_calls} LM answers came from the response cache; their tokens"
+                " and dollars are counted as when first produced."
+            )
+    return notes
 
 
 def _cell_stats(report: dict[str, Any], cell: str, costs: dict[str, Any]) -> CellStats:
@@ -55,9 +122,8 @@ def _cell_stats(report: dict[str, Any], cell: str, costs: dict[str, Any]) -> Cel
 
 
 def _failure_rates(report: dict[str, Any]) -> dict[str, dict[str, float | None]]:
-    """Per level the mode's share of that level's cases; ``ALL`` pools counts and totals.
-
-    FM-C1 and FM-C3 exist only at L1/L2, so their pooled rate divides by those levels' cases.
+    """Per level the mode's share of that level's cases; ``ALL`` pools counts and totals
+    (FM-C1 and FM-C3 exist only at L1/L2, so their pooled rate divides by those levels' cases).
     """
     modes = report["failure_modes"]
     rates: dict[str, dict[str, float | None]] = {}
@@ -90,11 +156,7 @@ def _rule_types(report: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
 
 
 def _variant(
-    label: str,
-    files: list[str],
-    cases: Sequence[Case],
-    results: ResultSet,
-    report: ScoreReport,
+    label: str, files: list[str], cases: Sequence[Case], results: ResultSet, report: ScoreReport
 ) -> VariantResult:
     document = report.to_json_dict()
     costs = case_costs(cases, results)
@@ -102,11 +164,8 @@ def _variant(
     manifests = manifest_info(files)
     return VariantResult(
         label=label,
-        model=who.model,
         variant=who.variant,
-        protocol=who.protocol,
-        program=who.program,
-        layout=who.layout,
+        **asdict(who),
         files=files,
         settings={**record_settings(results), **manifests.flat_settings()},
         score=document,
@@ -118,38 +177,6 @@ def _variant(
         dataset_hashes=sorted(manifests.dataset_hashes),
         latency_s_per_case=latency_per_case(costs),
     )
-
-
-def _diffs(
-    cases: Sequence[Case],
-    base: tuple[str, dict[str, Any]],
-    other: tuple[str, dict[str, Any]],
-    *,
-    cap_aware: bool,
-    n_boot: int,
-    seed: int,
-) -> list[DiffRow]:
-    rows = []
-    for cell in CELLS:
-        members = [c for c in cases if cell == "ALL" or c.level == cell]
-        paired = paired_bootstrap_diff(
-            members, base[1], other[1], cap_aware=cap_aware, n_boot=n_boot, seed=seed
-        )
-        test = mcnemar(members, base[1], other[1], cap_aware=cap_aware)
-        rows.append(
-            DiffRow(
-                label=other[0],
-                baseline=base[0],
-                cell=cell,
-                n_pairs=paired.n_pairs,
-                diff=paired.diff,
-                ci=paired.ci,
-                mcnemar_p=round(test.p_value, 4) if test.n_pairs else None,
-                variant_only_exact=test.b_only,
-                baseline_only_exact=test.a_only,
-            )
-        )
-    return rows
 
 
 def build_summary(
@@ -184,45 +211,45 @@ def build_summary(
         files = [str(p) for p in paths]
         results = read_result_files(files, skip_bad_lines=skip_bad_lines)
         report = score(
-            cases,
-            results,
-            cap_aware=cap_aware,
-            ci=n_boot > 0,
-            seed=seed,
-            n_boot=n_boot,
-            all_ids=all_ids,
+            cases, results, cap_aware=cap_aware, ci=n_boot > 0, seed=seed, n_boot=n_boot, all_ids=all_ids
         )
         loaded.append((label, files, results, report))
     labels = assign_labels([(label, files, results, report.mode) for label, files, results, report in loaded])
-    built = [
-        _variant(label, files, cases, results, report)
-        for label, (_, files, results, report) in zip(labels, loaded, strict=True)
-    ]
     # The cases' kind, not the flag: PKU metrics need PKU's gold labels (safe, severity).
     kind = kind_of_cases(cases)
-    if kind is not None:
-        for entry, (_, _, results, _) in zip(built, loaded, strict=True):
-            entry.pku = kind.variant_report(cases, results, cap_aware=cap_aware)
+    built = []
+    for label, (_, files, results, report) in zip(labels, loaded, strict=True):
+        built.append(_variant(label, files, cases, results, report))
+        if kind is not None:
+            built[-1].pku = kind.variant_report(cases, results, cap_aware=cap_aware)
     chosen = default_baseline(built) if baseline is None else baseline
     if chosen not in labels:
         raise ConfigError(f"--baseline: no variant labelled {chosen!r} (labels: {', '.join(labels)})")
-    records = {
-        label: resolve_records(cases, results)
-        for label, (_, _, results, _) in zip(labels, loaded, strict=True)
-    }
-    diffs = [
-        row
-        for label in labels
-        if label != chosen
-        for row in _diffs(
-            cases,
-            (chosen, records[chosen]),
-            (label, records[label]),
-            cap_aware=cap_aware,
-            n_boot=n_boot,
-            seed=seed,
-        )
-    ]
+    records = {label: resolve_records(cases, entry[2]) for label, entry in zip(labels, loaded, strict=True)}
+    diffs = []
+    for label in labels:
+        if label == chosen:
+            continue
+        for cell in CELLS:
+            members = [c for c in cases if cell == "ALL" or c.level == cell]
+            base, other = records[chosen], records[label]
+            paired = paired_bootstrap_diff(
+                members, base, other, cap_aware=cap_aware, n_boot=n_boot, seed=seed
+            )
+            test = mcnemar(members, base, other, cap_aware=cap_aware)
+            diffs.append(
+                DiffRow(
+                    label=label,
+                    baseline=chosen,
+                    cell=cell,
+                    n_pairs=paired.n_pairs,
+                    diff=paired.diff,
+                    ci=paired.ci,
+                    mcnemar_p=round(test.p_value, 4) if test.n_pairs else None,
+                    variant_only_exact=test.b_only,
+                    baseline_only_exact=test.a_only,
+                )
+            )
     per_cell = {cell: sum(1 for c in cases if cell == "ALL" or c.level == cell) for cell in CELLS}
     return ComparisonSummary(
         benchmark=benchmark,

@@ -1,8 +1,4 @@
-"""The terminal version of the report: one rich table, one row per variant.
-
-It answers the first question (which variant is best, by how much, at what cost)
-without opening the HTML; everything else is in the page and ``summary.json``.
-"""
+"""The terminal version of the report: one rich table, one row per variant."""
 
 from __future__ import annotations
 
@@ -11,17 +7,11 @@ from rich.table import Table
 from rich.text import Text
 
 from .._table import FitTable
-from ._model import ComparisonSummary, DiffRow
-
-DASH = "–"
-
-
-def _num(value: float | None, digits: int = 1) -> str:
-    return DASH if value is None else f"{value:.{digits}f}"
+from ._html_tables import DASH, num
+from ._model import CellStats, ComparisonSummary, DiffRow
 
 
-def _cost(summary: ComparisonSummary, label: str) -> str:
-    cell = summary.variant(label).cells["ALL"]
+def _cost(cell: CellStats) -> str:
     if cell.dollars_per_case is not None:
         return f"${cell.dollars_per_case:.4g}"
     if cell.prompt_tokens_per_case is not None:
@@ -64,14 +54,12 @@ def render_terminal(summary: ComparisonSummary) -> Table:
         table.add_row(
             name,
             f"{total.n_eval}/{total.total}",
-            _num(total.excluded_pct),
-            Text(_num(total.rmr) + interval, style="bold"),
-            _num(cells["L0"].rmr),
-            _num(cells["L1"].rmr),
-            _num(cells["L2"].rmr),
-            _num(total.rmr_exact),
-            _num(total.rdr),
+            num(total.excluded_pct, 1),
+            Text(num(total.rmr, 1) + interval, style="bold"),
+            *(num(cells[level].rmr, 1) for level in ("L0", "L1", "L2")),
+            num(total.rmr_exact, 1),
+            num(total.rdr, 1),
             _delta(by_label.get(entry.label)),
-            _cost(summary, entry.label),
+            _cost(total),
         )
     return table

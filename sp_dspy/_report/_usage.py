@@ -1,12 +1,11 @@
-"""What a variant cost per case, and what the records say about how it was produced.
+"""What a variant cost per case, and what its records and run manifests say about how it was produced.
 
-The scorer ignores cost; a comparison cannot. Per-policy records carry one case's
-``usage``/``cost``/``latency_s``; per-rule files carry them per judgment, so a case's
-cost is the sum over its judgments and its LM calls are their count. Records that
-report nothing (the bring-your-own-predictions form) leave the figures unknown
-instead of pretending the run was free. Answers replayed from the response cache
-count their tokens and dollars like fresh ones (the runner records them so on every
-path); ``cache_hits`` says how many there were.
+Per-policy records carry one case's ``usage``/``cost``/``latency_s``; per-rule files
+carry them per judgment, summed per case. Records that report nothing (bring-your-own
+predictions) leave the figures unknown rather than free. Answers replayed from the
+response cache count their tokens and dollars like fresh ones; ``cache_hits`` counts them.
+The runner's ``manifest_<RUN_ID>.json`` files give wall time (far shorter than summed
+latency under concurrency) and the dataset hash the results were produced on.
 """
 
 from __future__ import annotations
@@ -14,7 +13,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .._data._schema import Case
@@ -44,14 +44,14 @@ def _number(value: object) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _extra(record: PolicyRecord | JudgmentRecord, key: str) -> object:
-    return (record.model_extra or {}).get(key)
+def _extra(record: PolicyRecord | JudgmentRecord, key: str) -> float | None:
+    return _number((record.model_extra or {}).get(key))
 
 
 def _calls(record: PolicyRecord | JudgmentRecord) -> int | None:
     """Explicit call counts win; otherwise a record with ``usage`` stands for one call."""
     for key in _CALL_KEYS:
-        value = _number(_extra(record, key))
+        value = _extra(record, key)
         if value is not None:
             return int(value)
     return 1 if record.usage is not None else None
@@ -62,23 +62,20 @@ def _summed(values: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
-def _case_cost(parts: Sequence[PolicyRecord | JudgmentRecord]) -> CaseCost:
-    usages = [p.usage for p in parts if p.usage is not None]
-    prompt = sum(u.prompt_tokens for u in usages) if usages else None
-    completion = sum(u.completion_tokens for u in usages) if usages else None
-    calls = _summed(_calls(p) for p in parts)
-    return CaseCost(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        dollars=_summed(_number(_extra(p, "cost")) for p in parts),
-        calls=None if calls is None else int(calls),
-        latency_s=_summed(_number(_extra(p, "latency_s")) for p in parts),
-        cache_hits=_int_or_none(_summed(_number(_extra(p, "cache_hits")) for p in parts)),
-    )
-
-
 def _int_or_none(value: float | None) -> int | None:
     return None if value is None else int(value)
+
+
+def _case_cost(parts: Sequence[PolicyRecord | JudgmentRecord]) -> CaseCost:
+    usages = [p.usage for p in parts if p.usage is not None]
+    return CaseCost(
+        prompt_tokens=sum(u.prompt_tokens for u in usages) if usages else None,
+        completion_tokens=sum(u.completion_tokens for u in usages) if usages else None,
+        dollars=_summed(_extra(p, "cost") for p in parts),
+        calls=_int_or_none(_summed(_calls(p) for p in parts)),
+        latency_s=_summed(_extra(p, "latency_s") for p in parts),
+        cache_hits=_int_or_none(_summed(_extra(p, "cache_hits") for p in parts)),
+    )
 
 
 def case_costs(cases: Sequence[Case], results: ResultSet) -> dict[str, CaseCost]:
@@ -93,26 +90,25 @@ def case_costs(cases: Sequence[Case], results: ResultSet) -> dict[str, CaseCost]
     return {cid: _case_cost([record]) for cid, record in results.records.items() if cid in ids}
 
 
-def _mean(values: Sequence[float], digits: int) -> float | None:
-    return round(sum(values) / len(values), digits) if values else None
+def _mean(values: Iterable[float | None], digits: int) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(sum(known) / len(known), digits) if known else None
 
 
 def cell_costs(cases: Sequence[Case], costs: Mapping[str, CaseCost], cell: str) -> dict[str, Any]:
     """Means per case over the cell's cases that reported each figure."""
     members = [costs[c.id] for c in cases if (cell == "ALL" or c.level == cell) and c.id in costs]
-    dollars = [m.dollars for m in members if m.dollars is not None]
     # A call that failed before any usage came back cost nothing knowable; coverage asks
     # whether the calls that *did* run reported a price.
     billed = [m for m in members if m.dollars is not None or m.prompt_tokens is not None]
+    priced = sum(m.dollars is not None for m in members)
     return {
         "cases_with_results": len(members),
-        "lm_calls_per_case": _mean([m.calls for m in members if m.calls is not None], 2),
-        "prompt_tokens_per_case": _mean([m.prompt_tokens for m in members if m.prompt_tokens is not None], 1),
-        "completion_tokens_per_case": _mean(
-            [m.completion_tokens for m in members if m.completion_tokens is not None], 1
-        ),
-        "dollars_per_case": _mean(dollars, 6),
-        "cost_coverage": round(100 * len(dollars) / len(billed), 2) if billed else 0.0,
+        "lm_calls_per_case": _mean((m.calls for m in members), 2),
+        "prompt_tokens_per_case": _mean((m.prompt_tokens for m in members), 1),
+        "completion_tokens_per_case": _mean((m.completion_tokens for m in members), 1),
+        "dollars_per_case": _mean((m.dollars for m in members), 6),
+        "cost_coverage": round(100 * priced / len(billed), 2) if billed else 0.0,
         "lm_calls": _int_or_none(_summed(m.calls for m in members)),
         "cache_hits": _int_or_none(_summed(m.cache_hits for m in members)),
     }
@@ -120,7 +116,7 @@ def cell_costs(cases: Sequence[Case], costs: Mapping[str, CaseCost], cell: str) 
 
 def latency_per_case(costs: Mapping[str, CaseCost]) -> float | None:
     """Summed LM latency per case (what one case costs sequentially; not wall time)."""
-    return _mean([c.latency_s for c in costs.values() if c.latency_s is not None], 3)
+    return _mean((c.latency_s for c in costs.values()), 3)
 
 
 def record_settings(results: ResultSet) -> dict[str, Any]:
@@ -140,3 +136,76 @@ def record_settings(results: ResultSet) -> dict[str, Any]:
                 seen[key].add(text)
                 raw.setdefault(key, []).append(value)
     return {key: values[0] if len(values) == 1 else sorted(values, key=str) for key, values in raw.items()}
+
+
+#: Generation settings worth showing beside the numbers (from the manifest's ``lm`` entry).
+LM_KEYS: tuple[str, ...] = ("model", "temperature", "max_tokens", "reasoning_effort", "json_schema")
+#: Run settings that explain wall time and the case selection.
+RUN_KEYS: tuple[str, ...] = ("concurrency",)
+
+
+@dataclass
+class ManifestInfo:
+    """Wall time summed over the variant's files (``None`` if none had a manifest), dataset hashes, settings."""
+
+    wall_s: float | None = None
+    dataset_hashes: set[str] = field(default_factory=set)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def _add(self, key: str, value: object) -> None:
+        if value is None or isinstance(value, dict | list):
+            return
+        seen = self.settings.setdefault(key, [])
+        if value not in seen:
+            seen.append(value)
+
+    def flat_settings(self) -> dict[str, Any]:
+        """One value per key, or the list of distinct values when the files disagree."""
+        return {k: v[0] if len(v) == 1 else v for k, v in self.settings.items()}
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}  # a broken manifest only costs the wall-time column
+    return raw if isinstance(raw, dict) else {}
+
+
+def _mapping(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    value = parent.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def manifest_info(paths: Iterable[str | Path]) -> ManifestInfo:
+    """Read every ``manifest_*.json`` next to the files; files of one variant are separate runs, so wall times add up."""
+    info = ManifestInfo()
+    cache: dict[Path, list[dict[str, Any]]] = {}
+    for path in map(Path, paths):
+        if path.parent not in cache:
+            cache[path.parent] = [_load(m) for m in sorted(path.parent.glob("manifest_*.json"))]
+        # The first run entry whose results file has this name (it holds run id and model).
+        manifest, run = next(
+            (
+                (manifest, run)
+                for manifest in cache[path.parent]
+                for run in _mapping(manifest, "runs").values()
+                if isinstance(run, dict) and Path(str(run.get("results_file", ""))).name == path.name
+            ),
+            ({}, {}),
+        )
+        if not run:
+            continue
+        if (wall := _number(run.get("wall_s"))) is not None:
+            info.wall_s = round((info.wall_s or 0.0) + wall, 3)
+        sha256 = _mapping(manifest, "dataset").get("sha256")
+        if isinstance(sha256, str):
+            info.dataset_hashes.add(sha256)
+        lm = _mapping(run, "lm")
+        for key in LM_KEYS:
+            info._add("lm" if key == "model" else key, lm.get(key))
+        settings = _mapping(manifest, "settings")
+        for key in RUN_KEYS:
+            info._add(key, settings.get(key))
+        info._add("split", _mapping(settings, "data").get("split"))
+    return info

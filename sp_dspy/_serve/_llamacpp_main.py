@@ -1,22 +1,12 @@
-"""Child-process entry point that hosts llama.cpp's server through ``xllamacpp``.
+"""Child-process entry point hosting llama.cpp's server through ``xllamacpp`` (run by
+``LlamaCppServer``). A child, not a thread: ``xllamacpp.Server`` stops only when
+finalised, llama.cpp aborts the process on some assertion failures, and its C logging
+writes straight to file descriptors 1 and 2.
 
-Run as ``python -m sp_dspy._serve._llamacpp_main --model FILE.gguf ...`` by
-:class:`~sp_dspy._serve.LlamaCppServer`, never by users directly. Why a child
-process rather than a thread in the caller:
-
-* ``xllamacpp.Server`` has no stop method: the server stops only when the Python
-  object is finalised, which a caller cannot force while other references, a
-  traceback or a pending ``KeyboardInterrupt`` keep it alive;
-* llama.cpp aborts the whole process on some internal assertion failures, which
-  must not take an evaluation run down with it;
-* its C-level logging writes straight to file descriptors 1 and 2.
-
-Protocol with the parent: exactly one JSON line on the *original* stdout, either
-``{"event": "ready", ...}`` or ``{"event": "error", "message": ...}``; everything
-llama.cpp prints goes to stderr (the parent points that at a log file). The child
-stops cleanly on SIGTERM, SIGINT, SIGHUP or when its stdin reaches end-of-file, so
-it never outlives a parent that was killed with SIGKILL; it exits at once, without
-waiting for a request in progress.
+Protocol: exactly one JSON line on the *original* stdout, ``{"event": "ready", ...}`` or
+``{"event": "error", "message": ...}``; llama.cpp's output goes to stderr (a log file).
+The child exits at once on SIGTERM, SIGINT, SIGHUP or end-of-file on stdin, so it never
+outlives a parent killed with SIGKILL.
 """
 
 from __future__ import annotations
@@ -27,7 +17,6 @@ import os
 import signal
 import sys
 import threading
-from types import FrameType
 from typing import Any
 
 
@@ -75,11 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     stop = threading.Event()
 
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, request_stop)
+        signal.signal(sig, lambda signum, frame: stop.set())
 
     def watch_stdin() -> None:
         sys.stdin.buffer.read()
@@ -102,9 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     emit({"event": "ready", "api_base": f"{address}/v1", "model_name": args.alias, "pid": os.getpid()})
     while not stop.wait(0.5):
         pass
-    # Finalising the Server object would join llama.cpp's threads, which first finish
-    # the request being decoded: seconds to minutes on a CPU, while the parent waits
-    # (or, when it died, nobody does). The server keeps nothing worth saving, so end now.
+    # Finalising the Server would first finish the request being decoded (minutes on a CPU);
+    # the server keeps nothing worth saving, so end now.
     channel.close()
     os._exit(0)
 

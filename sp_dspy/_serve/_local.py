@@ -19,10 +19,8 @@ LOCAL_API_KEY = "sp-dspy-local"
 
 @dataclass
 class ServerHandle:
-    """An OpenAI-compatible endpoint plus the duty to stop it if we started it.
-
-    Use as a context manager, or call :meth:`close` when done. Closing a reused
-    server (``owned=False``) leaves it running for its owner, ``sp-dspy serve``.
+    """An OpenAI-compatible endpoint plus the duty to stop it if we started it (a context
+    manager); closing a reused server (``owned=False``) leaves it to ``sp-dspy serve``.
     """
 
     api_base: str
@@ -61,18 +59,15 @@ def ensure_local_server(
 ) -> ServerHandle:
     """A llama.cpp endpoint: the one ``sp-dspy serve`` runs if usable, else a new one.
 
-    A recorded server is reused when it is alive, runs the llama.cpp backend, has at
-    least ``n_ctx`` context per request and serves ``model`` (any model when ``model``
-    is None: running ``sp-dspy serve --model X`` is how a user picks the local model).
-    A dead record is removed. Otherwise a private server is started, and closing the
-    handle stops it; until then SIGTERM interrupts this process like Ctrl-C
-    (:func:`sigterm_interrupts`), so ``kill`` never leaves the server behind.
-    ``threads``, ``n_parallel`` and ``startup_timeout`` only apply to such a new server.
+    A recorded server is reused when alive, llama.cpp, with at least ``n_ctx`` context
+    and serving ``model`` (any when None: ``sp-dspy serve --model X`` picks the local
+    model); a dead record is removed. Otherwise a private server starts (``threads``,
+    ``n_parallel`` and ``startup_timeout`` apply to it) and closing the handle stops it;
+    until then SIGTERM interrupts this process like Ctrl-C, so ``kill`` never orphans it.
     """
     state = read_state()
     if state is not None and _reusable(state, model, n_ctx):
         return ServerHandle(api_base=state.api_base, model_name=state.model_name, pid=state.pid, owned=False)
-    # Until the handle closes, SIGTERM unwinds like Ctrl-C, so the server stops with its parent.
     owner = contextlib.ExitStack()
     owner.enter_context(sigterm_interrupts())
     try:
@@ -91,10 +86,6 @@ def _reusable(state: ServeState, model: Path | None, n_ctx: int) -> bool:
     if not state.alive():
         clear_state(owner_pid=state.owner_pid)
         return False
-    if state.backend != "llama-cpp":
+    if state.backend != "llama-cpp" or (state.n_ctx is not None and state.n_ctx < n_ctx):
         return False
-    if state.n_ctx is not None and state.n_ctx < n_ctx:
-        return False
-    if model is None:
-        return True
-    return Path(state.model) == Path(model).expanduser().resolve()
+    return model is None or Path(state.model) == Path(model).expanduser().resolve()

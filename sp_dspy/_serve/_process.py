@@ -1,8 +1,7 @@
 """Process and loopback-HTTP plumbing shared by the llama.cpp and vLLM servers.
 
-Servers run as child processes in their own session (process group): a Ctrl-C in
-the terminal reaches only the parent, which then stops the child deliberately, and a
-stop signal reaches every worker the server forked (vLLM spawns several).
+Servers run in their own session (process group): a terminal Ctrl-C reaches only the
+parent, which stops the child deliberately, and a stop signal reaches every forked worker.
 """
 
 from __future__ import annotations
@@ -39,12 +38,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def get_json(url: str, *, timeout: float) -> Any:
-    """GET ``url`` and decode JSON, bypassing any configured proxy."""
-    with _OPENER.open(url, timeout=timeout) as response:
-        return json.loads(response.read())
-
-
 def post_json(url: str, body: dict[str, Any], *, timeout: float) -> Any:
     """POST a JSON body and decode the JSON answer, bypassing any configured proxy."""
     request = urllib.request.Request(
@@ -57,7 +50,8 @@ def post_json(url: str, body: dict[str, Any], *, timeout: float) -> Any:
 def served_model_ids(api_base: str, *, timeout: float = 2.0) -> list[str] | None:
     """Model ids listed by ``{api_base}/models``, or None when nothing answers."""
     try:
-        payload = get_json(f"{api_base}/models", timeout=timeout)
+        with _OPENER.open(f"{api_base}/models", timeout=timeout) as response:
+            payload = json.loads(response.read())
     except (OSError, urllib.error.URLError, ValueError):
         return None
     data = payload.get("data") if isinstance(payload, dict) else None
@@ -69,11 +63,7 @@ def served_model_ids(api_base: str, *, timeout: float = 2.0) -> list[str] | None
 def wait_for_models(
     api_base: str, *, timeout: float, process: subprocess.Popen[Any] | None = None, what: str = "server"
 ) -> list[str]:
-    """Poll ``/models`` until it answers; fail early if ``process`` exits meanwhile.
-
-    Raises:
-        ConfigError: the process died, or nothing answered within ``timeout`` seconds.
-    """
+    """Poll ``/models`` until it answers; ``ConfigError`` if ``process`` exits first or time runs out."""
     deadline = time.monotonic() + timeout
     delay = 0.05
     while True:
@@ -106,11 +96,9 @@ def pid_alive(pid: int) -> bool:
 
 
 def die_with_parent() -> None:
-    """``preexec_fn`` asking Linux to SIGTERM the child when its parent dies.
-
-    A server that outlives a parent killed with SIGKILL would hold the GPU (or the
-    port) until someone finds it. Elsewhere this is a no-op. Linux ties the signal to
-    the *thread* that forked, so start servers from a long-lived thread.
+    """``preexec_fn`` asking Linux to SIGTERM the child when its parent dies (even by SIGKILL),
+    so it never holds the GPU or port; a no-op elsewhere. Linux ties the signal to the
+    *thread* that forked, so start servers from a long-lived thread.
     """
     if not sys.platform.startswith("linux"):
         return
@@ -122,13 +110,9 @@ def die_with_parent() -> None:
 
 @contextlib.contextmanager
 def sigterm_interrupts() -> Iterator[None]:
-    """While the block runs, SIGTERM stops this process the way Ctrl-C does.
-
-    Python's default SIGTERM action ends the process on the spot: no ``finally``, no
-    ``with`` exit, so a child server it started would be left to notice on its own.
-    Raising ``KeyboardInterrupt`` instead unwinds the stack: the command records
-    what it finished, stops its child server, and exits as interrupted. Outside the
-    main thread (where Python cannot set handlers) the block runs unchanged.
+    """While the block runs, SIGTERM raises ``KeyboardInterrupt`` like Ctrl-C, so the stack
+    unwinds (``finally`` and ``with`` exits run, child servers stop) instead of the process
+    ending on the spot. Outside the main thread (no signal handlers there) nothing changes.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -145,9 +129,8 @@ def sigterm_interrupts() -> Iterator[None]:
 
 
 def stop_process(process: subprocess.Popen[Any], *, grace: float) -> int | None:
-    """Stop a child started with ``start_new_session=True``: SIGTERM, then SIGKILL.
+    """SIGTERM, then SIGKILL, to the process group of a child started with ``start_new_session=True``.
 
-    The signal goes to the child's whole process group so forked workers die too.
     Returns the exit status (None only if even SIGKILL did not reap it in time).
     """
     if process.poll() is not None:
@@ -163,10 +146,8 @@ def stop_process(process: subprocess.Popen[Any], *, grace: float) -> int | None:
 
 
 class ChildServer(ABC):
-    """What every server run as a child process shares: its pid, exit status and ``with`` block.
-
-    Subclasses start the process in :meth:`start` (keeping it in ``_process``) and end
-    it in :meth:`stop`; leaving the ``with`` block always stops it, exception or not.
+    """A server run as a child process (kept in ``_process`` by :meth:`start`): its pid, exit
+    status, and a ``with`` block that always stops it.
     """
 
     _process: subprocess.Popen[bytes] | None = None

@@ -1,9 +1,6 @@
-"""The state file through which ``sp-dspy serve`` lends its server to other commands.
-
-``sp-dspy serve`` writes ``serve.json`` in the user cache directory while it runs;
-``--lm local`` reads it to reuse that server instead of loading a second copy of the
-model. A record is trusted only while its process is alive *and* its ``/v1/models``
-still lists the recorded model, so a crashed server or a reused pid is never used.
+"""``serve.json`` in the user cache directory: how ``sp-dspy serve`` lends its server to
+``--lm local``. A record is trusted only while its process is alive *and* its
+``/v1/models`` still lists the recorded model (never a crashed server or a reused pid).
 """
 
 from __future__ import annotations
@@ -86,10 +83,8 @@ def write_state(state: ServeState, path: Path | None = None) -> Path:
 
 
 def clear_state(*, owner_pid: int | None = None, path: Path | None = None) -> bool:
-    """Remove the record; with ``owner_pid``, only if that process still owns it.
-
-    Returns whether a file was removed. The ownership check keeps a second
-    ``sp-dspy serve`` that took over the record from losing it when the first exits.
+    """Remove the record (whether one was removed); with ``owner_pid``, only if that process
+    still owns it, so a second ``sp-dspy serve`` that took over keeps it when the first exits.
     """
     path = path or state_path()
     if owner_pid is not None:

@@ -1,13 +1,12 @@
 """vLLM's OpenAI-compatible server as a child process, for CUDA hosts.
 
-vLLM is an optional extra (``sp-dspy[vllm]``): a 300+ MB CUDA build that only makes
-sense on a GPU machine, so nothing here imports it; we only run its ``vllm serve`` CLI.
-Prefix caching is always on because every guard prompt for a case repeats the same
-policy and conversation, which is exactly what the prefix cache saves.
+vLLM is an optional extra (``sp-dspy[vllm]``) that is never imported: we run its
+``vllm serve`` CLI. Prefix caching is always on: a case's guard prompts repeat its policy.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -39,11 +38,8 @@ def vllm_command(
 ) -> list[str]:
     """The ``vllm serve`` command line for ``model`` (a Hub id or a local directory).
 
-    Options left as None are not passed, so vLLM's own defaults apply. ``extra_args``
-    come last and therefore win over anything set here.
-
-    Raises:
-        ConfigError: a value is out of range.
+    Options left as None are not passed (vLLM's defaults apply); ``extra_args`` come last,
+    so they win. ``ConfigError`` when a value is out of range.
     """
     if not model:
         raise ConfigError("--model: vLLM needs a model (Hub id or local directory)")
@@ -66,11 +62,7 @@ def vllm_command(
 
 
 def vllm_executable() -> str:
-    """The ``vllm`` console script of this environment.
-
-    Raises:
-        ConfigError: vLLM is not installed here.
-    """
+    """The ``vllm`` console script of this environment; ``ConfigError`` when vLLM is not installed."""
     if importlib.util.find_spec("vllm") is None:
         raise ConfigError(f"the vllm backend needs vLLM on a CUDA host: install it with `{VLLM_INSTALL}`")
     sibling = Path(sys.executable).with_name("vllm")
@@ -109,15 +101,20 @@ class VLLMServer(ChildServer):
         startup_timeout: float = 1800.0,
         stop_timeout: float = 30.0,
     ) -> None:
-        self.model = model
-        self.model_name = model
+        self.model = self.model_name = model
         self.port = port if port is not None else free_port()
         self.host = host
-        self.max_model_len = max_model_len
-        self.gpu_memory_utilization = gpu_memory_utilization
-        self.tensor_parallel_size = tensor_parallel_size
-        self.extra_args = tuple(extra_args)
-        self.command()  # validate now, not after a slow start
+        self._command = functools.partial(
+            vllm_command,
+            model,
+            port=self.port,
+            host=host,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            tensor_parallel_size=tensor_parallel_size,
+            extra_args=tuple(extra_args),
+        )
+        self._command()  # validate now, not after a slow start
         self.inherit_output = inherit_output
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
@@ -132,16 +129,7 @@ class VLLMServer(ChildServer):
         return f"http://{client_host}:{self.port}/v1"
 
     def command(self, executable: str = "vllm") -> list[str]:
-        return vllm_command(
-            self.model,
-            port=self.port,
-            host=self.host,
-            max_model_len=self.max_model_len,
-            gpu_memory_utilization=self.gpu_memory_utilization,
-            tensor_parallel_size=self.tensor_parallel_size,
-            extra_args=self.extra_args,
-            executable=executable,
-        )
+        return self._command(executable=executable)
 
     def start(self) -> Self:
         if self._process is not None and self._process.poll() is None:
