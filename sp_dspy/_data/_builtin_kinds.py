@@ -225,7 +225,7 @@ class CustomKind(_PlainKind):
                 _num(cell["total"]),
                 _num(cell["n_eval"]),
                 _num(cell["rmr_avg"]),
-                _interval(interval, "rmr_avg"),
+                _interval(interval),
                 _num(cell["rmr_exact"]),
                 _num(cell["rdr"]),
                 _num(cell["refusal"]),
