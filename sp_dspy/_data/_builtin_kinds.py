@@ -205,7 +205,7 @@ class CustomKind(_PlainKind):
 
     def score_tables(self, report: ScoreReport, extra: dict[str, Any]) -> list[RenderableType]:
         """One table: all cases, then each tag; then (per-rule runs) the judgment stats."""
-        from .._metrics._render import _interval, _num, per_rule_table
+        from .._metrics._render import cell_text, interval_text, per_rule_table
         from .._table import FitTable
 
         title = "Per-rule case-level metrics" if report.mode == "per_rule" else "Per-policy metrics"
@@ -222,14 +222,14 @@ class CustomKind(_PlainKind):
         for label, cell, interval in rows:
             table.add_row(
                 label,
-                _num(cell["total"]),
-                _num(cell["n_eval"]),
-                _num(cell["rmr_avg"]),
-                _interval(interval),
-                _num(cell["rmr_exact"]),
-                _num(cell["rdr"]),
-                _num(cell["refusal"]),
-                _num(cell["rmr_avg_strict"]),
+                cell_text(cell["total"]),
+                cell_text(cell["n_eval"]),
+                cell_text(cell["rmr_avg"]),
+                interval_text(interval),
+                cell_text(cell["rmr_exact"]),
+                cell_text(cell["rdr"]),
+                cell_text(cell["refusal"]),
+                cell_text(cell["rmr_avg_strict"]),
             )
         tables: list[RenderableType] = [table]
         if report.per_rule is not None:

@@ -18,13 +18,13 @@ def _add_row(table: Table, *cells: str) -> None:
     table.add_row(*(Text(cell) for cell in cells))
 
 
-def _num(value: Any) -> str:
+def cell_text(value: Any) -> str:
     if value is None:
         return "-"
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-def _interval(ci: Any) -> str:
+def interval_text(ci: Any) -> str:
     if not isinstance(ci, dict) or ci.get("rmr_avg") is None:
         return "-"
     low, high = ci["rmr_avg"]
@@ -56,18 +56,18 @@ def headline_table(report: ScoreReport) -> Table:
         cell = report.cells[name]
         row = [
             name,
-            *(_num(cell[key]) for key in ("total", "n_eval", "rmr_avg")),
-            _interval(report.ci.get(name)),
+            *(cell_text(cell[key]) for key in ("total", "n_eval", "rmr_avg")),
+            interval_text(report.ci.get(name)),
         ]
-        row += [_num(cell[key]) for key in ("rmr_exact", "rdr", "refusal", "rmr_avg_strict")]
-        _add_row(table, *row, *([_num(cell.get("per_rule_refusal_rate"))] if per_rule else []))
+        row += [cell_text(cell[key]) for key in ("rmr_exact", "rdr", "refusal", "rmr_avg_strict")]
+        _add_row(table, *row, *([cell_text(cell.get("per_rule_refusal_rate"))] if per_rule else []))
     return table
 
 
 def tau_table(report: ScoreReport) -> Table:
     table = _table("RMR@tau breakdown", ["Cell", *(f"@{tau:.1f}" for tau, _ in TAUS_FULL)])
     for name in _present(report):
-        _add_row(table, name, *(_num(report.cells[name][tau_key(tau)]) for tau, _ in TAUS_FULL))
+        _add_row(table, name, *(cell_text(report.cells[name][tau_key(tau)]) for tau, _ in TAUS_FULL))
     return table
 
 
@@ -78,8 +78,10 @@ def failure_table(report: ScoreReport) -> Table:
     for level, entry in report.failure_modes.items():
         if not entry["total"]:
             continue
-        cells = [f"{entry[m]['count']} ({_num(entry[m]['pct'])}%)" if m in entry else "n/a" for m in modes]
-        _add_row(table, level, _num(entry["failed"]), *cells)
+        cells = [
+            f"{entry[m]['count']} ({cell_text(entry[m]['pct'])}%)" if m in entry else "n/a" for m in modes
+        ]
+        _add_row(table, level, cell_text(entry["failed"]), *cells)
     return table
 
 
@@ -96,8 +98,8 @@ def domain_table(report: ScoreReport) -> Table:
     caption = "L0-ALL: RMR per level; RMR@1.0 and RDR: all levels"
     table = _table("Per-domain RMR", ("Domain", *CELLS, "RMR@1.0", "RDR"), caption=caption)
     for domain, cells in report.domains.items():
-        rmr = [_num(cells[name]["rmr_avg"]) for name in CELLS]
-        _add_row(table, domain, *rmr, _num(cells["ALL"]["rmr_exact"]), _num(cells["ALL"]["rdr"]))
+        rmr = [cell_text(cells[name]["rmr_avg"]) for name in CELLS]
+        _add_row(table, domain, *rmr, cell_text(cells["ALL"]["rmr_exact"]), cell_text(cells["ALL"]["rdr"]))
     return table
 
 
@@ -109,9 +111,9 @@ def per_rule_table(report: ScoreReport) -> Table:
         if not stats["n_judgments"]:
             continue
         for rule_type, s in [("all", stats), *stats["by_rule_type"].items()]:
-            numbers = [_num(s[key]) for key in ("n_judgments", "accuracy", "precision", "recall", "f1")]
+            numbers = [cell_text(s[key]) for key in ("n_judgments", "accuracy", "precision", "recall", "f1")]
             confusion = f"{s['tp']}/{s['fp']}/{s['fn']}/{s['tn']}"
-            _add_row(table, cell, rule_type, *numbers, confusion, _num(s["per_rule_refusal_rate"]))
+            _add_row(table, cell, rule_type, *numbers, confusion, cell_text(s["per_rule_refusal_rate"]))
     return table
 
 
