@@ -157,7 +157,6 @@ class _ReplicaEngine(Shared):
 
     def __init__(self, pool: ReplicaPool, *, json_schema: bool) -> None:
         self.pool = pool
-        self.json_schema = json_schema
         # The JSON adapter sends a schema only to an LM that says it supports one.
         self.supports_response_schema = json_schema
         self.supported_params = SUPPORTED_PARAMS | ({"response_format"} if json_schema else set())
@@ -170,7 +169,7 @@ class _ReplicaEngine(Shared):
             "endpoints": endpoints,
             "model_id": pool.model_id,
             "timeout": pool.timeout,
-            "json_schema": self.json_schema,
+            "json_schema": self.supports_response_schema,
         }
 
     @classmethod

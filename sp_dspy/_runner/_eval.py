@@ -285,14 +285,14 @@ def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
         else:
             await run_case(program, case, lm)
 
-    client.capture = []
+    client.capturing = True
     try:
         with _adapter_context(lm_config.json_schema and config.program != "official"):
             asyncio.run(closing_transports(first()))
     except RequestCaptured as captured:
         return captured.request
     finally:
-        client.capture = None
+        client.capturing = False
     raise ConfigError(f"--show-request: case {case.id} sent no request")  # a program that never calls its LM
 
 
