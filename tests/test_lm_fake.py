@@ -12,7 +12,7 @@ import pytest
 
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import FakeEngine, LMConfig, achat, chat, fake_engine, make_lm
-from sp_dspy._lm._fake import GARBAGE_TEXT, REFUSAL_TEXT, GoldBook
+from sp_dspy._lm._fake import GARBAGE_TEXT, REFUSAL_TEXT
 from tests._lm_fixtures import CONVERSATION, GOLD, POLICY, RULE_TEXTS, per_policy_messages, per_rule_messages
 
 
@@ -111,15 +111,15 @@ def test_per_rule_verdicts_judge_the_target() -> None:
     assert set(reply) == {"verdict", "reason"}
 
 
-def test_gold_book_prefers_the_most_specific_case() -> None:
-    book = GoldBook()
-    book.register("shared conversation", [1])
-    book.register(("shared conversation", "policy of level L1"), [2])
-    assert book.lookup("policy of level L1 ... shared conversation") == (2,)
-    assert book.lookup("policy of level L0 ... shared conversation") == (1,)
-    assert book.lookup("something else") is None
+def test_gold_prefers_the_most_specific_case() -> None:
+    engine = FakeEngine()
+    engine.register_case("shared conversation", [1])
+    engine.register_case(("shared conversation", "policy of level L1"), [2])
+    assert engine.gold("policy of level L1 ... shared conversation") == (2,)
+    assert engine.gold("policy of level L0 ... shared conversation") == (1,)
+    assert engine.gold("something else") is None
     with pytest.raises(ValueError):
-        book.register("", [1])
+        engine.register_case("", [1])
 
 
 # ----- DSPy programs ----------------------------------------------------------------------

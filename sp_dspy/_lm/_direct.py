@@ -17,7 +17,7 @@ import json
 import weakref
 from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from .._errors import ConfigError
@@ -56,7 +56,7 @@ class HttpRequest:
 
     url: str
     headers: dict[str, str]
-    body: dict[str, Any] = field(default_factory=dict)
+    body: dict[str, Any]
 
     def shown(self) -> dict[str, Any]:
         """The request with keys masked (``Bearer sk-...`` -> ``Bearer ***``): what ``--show-request`` prints."""
@@ -120,7 +120,7 @@ class DirectChat:
             _set_path(self.params, profile.effort_field, config.reasoning_effort)
         if config.thinking is not None:
             self.params["thinking"] = dict(config.thinking)
-        self.capture: list[HttpRequest] | None = None
+        self.capturing = False  # eval --show-request: raise RequestCaptured instead of sending
         self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
             weakref.WeakKeyDictionary()
         )
@@ -137,8 +137,8 @@ class DirectChat:
 
     def request(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> HttpRequest:
         """The request for ``messages``; ``overrides`` (``max_tokens``, ``temperature``, ...) win,
-        ``extra_body`` is merged last. While :attr:`capture` is a list it gets the request and
-        :class:`RequestCaptured` is raised instead of sending."""
+        ``extra_body`` is merged last. While :attr:`capturing`, :class:`RequestCaptured` is raised
+        instead of sending."""
         body: dict[str, Any] = {"model": self.model_id}
         plain = [dict(m) for m in messages]
         if self.anthropic:
@@ -160,8 +160,7 @@ class DirectChat:
         body.update({k: v for k, v in overrides.items() if v is not None})
         body.update(self.config.extra_body or {})
         request = HttpRequest(self.url, self.headers, body)
-        if self.capture is not None:
-            self.capture.append(request)
+        if self.capturing:
             raise RequestCaptured(request)
         return request
 

@@ -44,7 +44,7 @@ _SEVERAL_RULES = re.compile(r"\[\s*\d+\s*(?:,\s*\d+\s*)+\]")
 
 
 def behaviour_of(model: str) -> str:
-    """The behaviour a fake model string selects (``fake`` -> ``oracle``)."""
+    """The behaviour a fake model string (or a bare behaviour) selects (``fake`` -> ``oracle``)."""
     if model == "fake":
         return "oracle"
     behaviour = model.removeprefix("fake/")
@@ -60,32 +60,6 @@ def count_tokens(text: str) -> int:
     return len(text.split())
 
 
-class GoldBook:
-    """Gold answers the ``oracle``/``instructed`` behaviours look up by key text."""
-
-    def __init__(self) -> None:
-        self._entries: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
-        self._lock = threading.Lock()
-
-    def register(self, key_text: str | Sequence[str], violated: Iterable[int]) -> None:
-        keys = (key_text,) if isinstance(key_text, str) else tuple(key_text)
-        if not keys or not all(isinstance(k, str) and k for k in keys):
-            raise ValueError("register_case needs one or more non-empty key texts")
-        with self._lock:
-            self._entries.append((keys, tuple(int(n) for n in violated)))
-
-    def lookup(self, text: str) -> tuple[int, ...] | None:
-        """Gold of the case whose keys all occur in ``text``: the longest total key length wins,
-        then the latest registered."""
-        with self._lock:
-            matches = [
-                (sum(len(k) for k in keys), index, violated)
-                for index, (keys, violated) in enumerate(self._entries)
-                if all(k in text for k in keys)
-            ]
-        return max(matches)[2] if matches else None
-
-
 @dataclass(frozen=True)
 class FakeCall:
     """One request the fake answered: its messages, response format and reply."""
@@ -95,49 +69,13 @@ class FakeCall:
     response_format: Mapping[str, Any] | None = None
 
 
-def decide(
-    behaviour: str, view: PromptView, gold: GoldBook, repeat: int = 0, *, sampled: bool = False
-) -> Decision | str:
-    """The fake's answer: a :class:`Decision`, or a literal reply (refusal, garbage).
-
-    ``repeat`` counts earlier answers to the very same request (see the module docstring).
-    """
-    if behaviour == "refuse":
-        return REFUSAL_TEXT
-    if behaviour == "garbage":
-        return GARBAGE_TEXT
-    if view.asks_for_instructions:
-        instruction = PROPOSED_INSTRUCTION if repeat % 2 == 0 else PLAIN_INSTRUCTION
-        return Decision(behaviour, (), instruction=instruction, modules=tuple(view.module_names()))
-    violated: Sequence[int] = ()
-    if behaviour == "all":
-        violated = view.candidate_rules()
-    elif behaviour == "random":
-        seed = int.from_bytes(hashlib.sha256(view.text.encode("utf-8")).digest()[:8], "big")
-        rng = random.Random(seed)
-        violated = [n for n in view.candidate_rules() if rng.random() < 0.5]
-    elif behaviour in ("oracle", "instructed"):
-        # A DSPy prompt's last user message holds this case's inputs; earlier messages may
-        # be demos of other cases, which must not decide the answer.
-        violated = gold.lookup(view.user if view.kind == "dspy" else view.text) or ()
-        told_to_check_all = contains_phrase(view.system, INSTRUCTION_PHRASE) or any(
-            _SEVERAL_RULES.search(demo) for demo in view.demos
-        )
-        lucky_sample = sampled and repeat % 2 == 1
-        if behaviour == "instructed" and not (lucky_sample or told_to_check_all):
-            violated = violated[:1]
-    return Decision(behaviour, tuple(sorted(set(violated))), view.target)
-
-
 class FakeEngine(SyncEngine):
     """Synchronous DSPy engine answering like a guard model; its copies share gold, queue and call log."""
 
     def __init__(self, behaviour: str = "oracle") -> None:
-        if behaviour not in BEHAVIOURS:
-            raise ConfigError(f"unknown fake behaviour {behaviour!r}; use one of {', '.join(BEHAVIOURS)}")
-        self.behaviour = behaviour
-        self.gold = GoldBook()
+        self.behaviour = behaviour_of(behaviour)
         self.calls: list[FakeCall] = []
+        self._cases: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
         self._queue: collections.deque[str] = collections.deque()
         self._asked: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
@@ -148,7 +86,22 @@ class FakeEngine(SyncEngine):
         Keys: ``(case.policy, case.conversation)`` for per-policy prompts and DSPy programs;
         the per-rule user message (or ``(conversation, "Rule N: text")``) with ``[N]`` or ``[]``.
         """
-        self.gold.register(key_text, violated)
+        keys = (key_text,) if isinstance(key_text, str) else tuple(key_text)
+        if not keys or not all(isinstance(k, str) and k for k in keys):
+            raise ValueError("register_case needs one or more non-empty key texts")
+        with self._lock:
+            self._cases.append((keys, tuple(int(n) for n in violated)))
+
+    def gold(self, text: str) -> tuple[int, ...] | None:
+        """Gold of the registered case whose keys all occur in ``text``: the longest total key
+        length wins, then the latest registered."""
+        with self._lock:
+            matches = [
+                (sum(len(k) for k in keys), index, violated)
+                for index, (keys, violated) in enumerate(self._cases)
+                if all(k in text for k in keys)
+            ]
+        return max(matches)[2] if matches else None
 
     def enqueue(self, *replies: str) -> None:
         """Queue literal replies; each request consumes one before any behaviour runs."""
@@ -175,13 +128,45 @@ class FakeEngine(SyncEngine):
                 with self._lock:
                     repeat = self._asked[key]
                     self._asked[key] += 1
-            decision = decide(self.behaviour, view, self.gold, repeat, sampled=sampled)
+            decision = self.decide(view, repeat, sampled=sampled)
             queued = decision if isinstance(decision, str) else render(view, decision)
         plain = [
             {"role": str(m.get("role", "")), "content": message_text(m.get("content"))} for m in messages
         ]
         self.calls.append(FakeCall(plain, queued, response_format))
         return queued
+
+    def decide(self, view: PromptView, repeat: int = 0, *, sampled: bool = False) -> Decision | str:
+        """The answer to ``view``: a :class:`Decision`, or a literal reply (refusal, garbage).
+
+        ``repeat`` counts earlier answers to the very same request (see the module docstring).
+        """
+        behaviour = self.behaviour
+        if behaviour == "refuse":
+            return REFUSAL_TEXT
+        if behaviour == "garbage":
+            return GARBAGE_TEXT
+        if view.asks_for_instructions:
+            instruction = PROPOSED_INSTRUCTION if repeat % 2 == 0 else PLAIN_INSTRUCTION
+            return Decision(behaviour, (), instruction=instruction, modules=tuple(view.module_names()))
+        violated: Sequence[int] = ()
+        if behaviour == "all":
+            violated = view.candidate_rules()
+        elif behaviour == "random":
+            seed = int.from_bytes(hashlib.sha256(view.text.encode("utf-8")).digest()[:8], "big")
+            rng = random.Random(seed)
+            violated = [n for n in view.candidate_rules() if rng.random() < 0.5]
+        elif behaviour in ("oracle", "instructed"):
+            # A DSPy prompt's last user message holds this case's inputs; earlier messages may
+            # be demos of other cases, which must not decide the answer.
+            violated = self.gold(view.user if view.kind == "dspy" else view.text) or ()
+            told_to_check_all = contains_phrase(view.system, INSTRUCTION_PHRASE) or any(
+                _SEVERAL_RULES.search(demo) for demo in view.demos
+            )
+            lucky_sample = sampled and repeat % 2 == 1
+            if behaviour == "instructed" and not (lucky_sample or told_to_check_all):
+                violated = violated[:1]
+        return Decision(behaviour, tuple(sorted(set(violated))), view.target)
 
     def complete(self, request: Request) -> Response:
         from dspy.lm15 import Message, Response, TextPart, Usage

@@ -53,30 +53,17 @@ def _quiet_cancelled_release(record: logging.LogRecord) -> bool:
     return record.getMessage() != _CANCELLED_RELEASE
 
 
-class EndpointCounter(Shared, Mapping[str, int]):
-    """Requests served per endpoint (a live, thread-safe, read-only mapping), every endpoint
-    listed from the start (one that served nothing shows ``0``); the LM's copies share it."""
+class EndpointCounter(Shared, dict[str, int]):
+    """Requests served per endpoint, every endpoint listed from the start (one that served
+    nothing shows ``0``); the LM's copies share it, and only :meth:`add` changes it."""
 
     def __init__(self, endpoints: Sequence[str]) -> None:
-        self._counts = dict.fromkeys(endpoints, 0)
+        super().__init__(dict.fromkeys(endpoints, 0))
         self._lock = threading.Lock()
 
     def add(self, endpoint: str) -> None:
         with self._lock:
-            self._counts[endpoint] = self._counts.get(endpoint, 0) + 1
-
-    def __getitem__(self, endpoint: str) -> int:
-        return self._counts[endpoint]
-
-    def __iter__(self) -> Iterator[str]:
-        with self._lock:
-            return iter(list(self._counts))
-
-    def __len__(self) -> int:
-        return len(self._counts)
-
-    def __repr__(self) -> str:
-        return f"EndpointCounter({self._counts!r})"
+            self[endpoint] = self.get(endpoint, 0) + 1
 
 
 class ReplicaPool:
@@ -94,7 +81,6 @@ class ReplicaPool:
         *,
         api_key: str,
         timeout: float | None = None,
-        routing_strategy: str = ROUTING_STRATEGY,
     ) -> None:
         if len(endpoints) < 2:
             raise ValueError("a replica pool needs at least two endpoints")
@@ -103,7 +89,6 @@ class ReplicaPool:
 
         self.endpoints = [e.strip().rstrip("/") for e in endpoints]
         self.model_id = model_id
-        self.routing_strategy = routing_strategy
         self.timeout = timeout
         self.counter = EndpointCounter([display_endpoint(e) for e in self.endpoints])
         logging.getLogger("LiteLLM Router").addFilter(_quiet_cancelled_release)  # idempotent: one function
@@ -117,7 +102,7 @@ class ReplicaPool:
         ]
         self.router: Any = Router(
             model_list=deployments,
-            routing_strategy=routing_strategy,
+            routing_strategy=ROUTING_STRATEGY,
             # One attempt per replica; waiting and trying the pool again is DSPy's job.
             num_retries=len(deployments) - 1,
             retry_after=0,
@@ -142,15 +127,6 @@ class ReplicaPool:
             self.counter.add(display_endpoint(self.endpoints[int(index)]))
         body = raw.model_dump() if hasattr(raw, "model_dump") else dict(raw)
         return response_from_openai_chat(body, model=request.model)
-
-    def dump_state(self) -> dict[str, Any]:
-        """What a saved program records: endpoints and settings, never the key."""
-        return {
-            "endpoints": [display_endpoint(e) for e in self.endpoints],
-            "model_id": self.model_id,
-            "timeout": self.timeout,
-            "routing_strategy": self.routing_strategy,
-        }
 
 
 @contextmanager
@@ -181,17 +157,31 @@ class _ReplicaEngine(Shared):
 
     def __init__(self, pool: ReplicaPool, *, json_schema: bool) -> None:
         self.pool = pool
-        self.json_schema = json_schema
         # The JSON adapter sends a schema only to an LM that says it supports one.
         self.supports_response_schema = json_schema
         self.supported_params = SUPPORTED_PARAMS | ({"response_format"} if json_schema else set())
 
     def dump_state(self) -> dict[str, Any]:
-        return {**self.pool.dump_state(), "json_schema": self.json_schema}
+        """What a saved program records: endpoints and settings, never the key."""
+        pool = self.pool
+        endpoints = [display_endpoint(e) for e in pool.endpoints]
+        return {
+            "endpoints": endpoints,
+            "model_id": pool.model_id,
+            "timeout": pool.timeout,
+            "json_schema": self.supports_response_schema,
+        }
 
     @classmethod
     def load_state(cls, state: Mapping[str, Any]) -> Self:
-        return cls(_pool_from_state(state), json_schema=bool(state.get("json_schema")))
+        """The engine a saved program describes; both engines of a loaded LM get the same pool.
+
+        The state holds no key, so a loaded pool sends the self-hosted placeholder; for
+        servers that check keys, build the LM again with ``make_lm``.
+        """
+        endpoints = tuple(str(e) for e in state["endpoints"])
+        pool = _loaded_pool(endpoints, str(state["model_id"]), state.get("timeout"))
+        return cls(pool, json_schema=bool(state.get("json_schema")))
 
 
 class ReplicaEngine(_ReplicaEngine, SyncEngine):
@@ -214,21 +204,6 @@ class AsyncReplicaEngine(_ReplicaEngine, AsyncEngine):
         return self.pool.response(raw, request)
 
 
-def _pool_from_state(state: Mapping[str, Any]) -> ReplicaPool:
-    """The pool a saved engine describes; both engines of a loaded LM get the same one.
-
-    The state holds no key, so a loaded pool sends the self-hosted placeholder; for
-    servers that check keys, build the LM again with ``make_lm``.
-    """
-    endpoints = tuple(str(e) for e in state["endpoints"])
-    strategy = str(state.get("routing_strategy", ROUTING_STRATEGY))
-    return _loaded_pool(endpoints, str(state["model_id"]), state.get("timeout"), strategy)
-
-
 @functools.cache
-def _loaded_pool(
-    endpoints: tuple[str, ...], model_id: str, timeout: float | None, strategy: str
-) -> ReplicaPool:
-    return ReplicaPool(
-        endpoints, model_id, api_key=SELF_HOSTED_PLACEHOLDER_KEY, timeout=timeout, routing_strategy=strategy
-    )
+def _loaded_pool(endpoints: tuple[str, ...], model_id: str, timeout: float | None) -> ReplicaPool:
+    return ReplicaPool(endpoints, model_id, api_key=SELF_HOSTED_PLACEHOLDER_KEY, timeout=timeout)

@@ -68,14 +68,12 @@ class EvalOutcome:
     capped_by: str | None = None  # the cap (max_calls, max_tokens, max_usd) that stopped the run
     spent: Tally | None = None  # what the capped units used (runs with caps only)
     failed: bool = False  # a results write failed (a full disk): the run stopped
-    tracked_calls: int = 0  # calls DSPy's usage tracker saw (cache replays are not calls)
     stopped: bool = False  # a lasting failure ended the run early (run_eval raised RunStopped)
     skipped_on_resume: int = 0
     skipped_errors: int = 0  # of those skipped, units whose record is an error
     units_run: int = 0
     errors: ErrorSummary = field(default_factory=ErrorSummary)  # units whose latest record is an error
     totals: RunTotals = field(default_factory=RunTotals)  # over the whole results file
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def select_cases(config: EvalConfig) -> tuple[Benchmark, list[Case]]:
@@ -93,11 +91,14 @@ def select_cases(config: EvalConfig) -> tuple[Benchmark, list[Case]]:
     return loaded, cases
 
 
-def build_program(config: EvalConfig, *, constrained: bool = False) -> tuple[Any, str, str]:
+def build_program(
+    config: EvalConfig, *, constrained: bool = False, cases: list[Case] | None = None
+) -> tuple[Any, str, str]:
     """The program to run, its protocol and a label for records (name or artifact dir).
 
     ``constrained`` (the model config's ``json_schema``) makes the official baselines
     send a JSON-schema ``response_format``; their messages stay the official bytes.
+    An artifact is refused on ``cases`` of its own train/dev split (unless ``allow_overlap``).
     """
     from programs import PROGRAM_NAMES, load_program, make_program
 
@@ -109,6 +110,8 @@ def build_program(config: EvalConfig, *, constrained: bool = False) -> tuple[Any
                 f"--protocol {config.protocol}: the artifact {path} is a {program.protocol} program; "
                 "drop --protocol (an artifact runs its own protocol)"
             )
+        if cases is not None and not config.allow_overlap:
+            check_no_overlap(path, cases)
         return program, str(program.protocol), str(path)
     if config.program not in PROGRAM_NAMES:
         raise ConfigError(
@@ -124,18 +127,10 @@ def build_program(config: EvalConfig, *, constrained: bool = False) -> tuple[Any
     return make_program(config.program, protocol, **options), protocol, config.program
 
 
-def _checked_program(config: EvalConfig, cases: list[Case], lm_config: LMConfig) -> tuple[Any, str, str]:
-    """``build_program``, and an artifact is refused on cases of its own train/dev split."""
-    program, protocol, label = build_program(config, constrained=lm_config.json_schema)
-    if Path(config.program).is_dir() and not config.allow_overlap:
-        check_no_overlap(Path(config.program), cases)
-    return program, protocol, label
-
-
 def plan_run(config: EvalConfig, lm_config: LMConfig) -> EvalPlan:
     """What ``run_eval`` would send (``eval --dry-run``), after the checks a run makes before its first call."""
     _, cases = select_cases(config)
-    program, protocol, label = _checked_program(config, cases, lm_config)
+    program, protocol, label = build_program(config, constrained=lm_config.json_schema, cases=cases)
     plan = plan_eval(program, protocol, label, cases, lm_config)
     require_price(config.caps, run_pricing(program, protocol, lm_config), lm_config)
     return plan
@@ -160,10 +155,11 @@ def run_eval(
             mid-run (the run stops at once; ``--resume`` continues it).
     """
     from .._lm import make_lm
+    from .._metrics import read_result_files, score
 
     console = console or Console(stderr=True)
     loaded, cases = select_cases(config)
-    program, protocol, label = _checked_program(config, cases, lm_config)
+    program, protocol, label = build_program(config, constrained=lm_config.json_schema, cases=cases)
     config = config.model_copy(update={"protocol": protocol})  # the manifest records what ran
     paths = resolve_run(
         config.output_dir, lm_config.short_name(), config.run_id, resume=config.resume, protocol=protocol
@@ -195,13 +191,12 @@ def run_eval(
         caps = capped_budget(config.caps, program, protocol, cases, lm_config)
         outcome.skipped_on_resume, outcome.skipped_errors = job.skipped, job.skipped_errors
 
+        work, endpoint_requests = _counting(job.work, lm, lm_config)
+
         def manifest() -> None:
-            _write_manifest(config, lm_config, loaded, outcome, lm, started=started,
+            _write_manifest(config, lm_config, loaded, outcome, lm, endpoint_requests(), started=started,
                             wall_s=time.perf_counter() - clock, units_total=len(job.units))  # fmt: skip
 
-        # A single endpoint behind DSPy's engine: count its requests from DSPy's usage records.
-        own_counts = client_of(lm) is not None or getattr(lm, "endpoint_requests", None) is not None
-        work = job.work if own_counts or len(lm_config.api_bases) != 1 else _tracking(job.work, outcome)
         early = EarlyStop()
         try:
             with (
@@ -240,7 +235,10 @@ def run_eval(
             outcome.spent = caps.budget.total()
             outcome.capped_by = caps.budget.refused_by if engine.stats.stopped else None
         if not (outcome.interrupted or outcome.stopped) and outcome.capped_by is None:
-            outcome.report = _score(cases, results_file, protocol)
+            results = read_result_files([results_file])
+            outcome.report = score(
+                cases, results, per_rule=protocol == "per-rule", all_ids={c.id for c in cases}
+            )
         outcome.errors = job.error_summary(results_file)
         outcome.totals = totals_of(results_file)
         manifest()
@@ -287,14 +285,14 @@ def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
         else:
             await run_case(program, case, lm)
 
-    client.capture = []
+    client.capturing = True
     try:
         with _adapter_context(lm_config.json_schema and config.program != "official"):
             asyncio.run(closing_transports(first()))
     except RequestCaptured as captured:
         return captured.request
     finally:
-        client.capture = None
+        client.capturing = False
     raise ConfigError(f"--show-request: case {case.id} sent no request")  # a program that never calls its LM
 
 
@@ -305,13 +303,6 @@ def _adapter_context(json_adapter: bool) -> contextlib.AbstractContextManager[An
     import dspy
 
     return dspy.context(adapter=dspy.JSONAdapter())
-
-
-def _score(cases: list[Case], results_file: Path, protocol: str) -> ScoreReport:
-    from .._metrics import read_result_files, score
-
-    results = read_result_files([results_file])
-    return score(cases, results, per_rule=protocol == "per-rule", all_ids={c.id for c in cases})
 
 
 def _status(outcome: EvalOutcome) -> str:
@@ -325,42 +316,37 @@ def _status(outcome: EvalOutcome) -> str:
     return "capped" if outcome.capped_by else "complete"
 
 
-def _tracking(
-    work: Callable[[Unit], Awaitable[Record]], outcome: EvalOutcome
-) -> Callable[[Unit], Awaitable[Record]]:
-    """``work`` that adds the LM calls of each unit to ``outcome.tracked_calls``.
+def _counting(
+    work: Callable[[Unit], Awaitable[Record]], lm: Any, lm_config: LMConfig
+) -> tuple[Callable[[Unit], Awaitable[Record]], Callable[[], dict[str, int]]]:
+    """``work``, and the requests each endpoint has answered in this invocation so far
+    (cache replays are not requests).
 
-    DSPy records the usage of every call that reached a model (not cache replays) in the
-    ``dspy.track_usage()`` block around it; nested blocks hand theirs up.
-    """
-
-    async def tracked(unit: Unit) -> Record:
-        import dspy
-
-        with dspy.track_usage() as tracker:
-            try:
-                return await work(unit)
-            finally:
-                outcome.tracked_calls += sum(len(entries) for entries in tracker.usage_data.values())
-
-    return tracked
-
-
-def _endpoint_requests(lm: Any, lm_config: LMConfig, outcome: EvalOutcome) -> dict[str, int]:
-    """Requests each endpoint answered in this invocation (cache replays are not requests).
-
-    A replica pool and sp-dspy's HTTP engine count their own; a single ``--api-base``
-    reached through DSPy's engine counts the calls DSPy tracked (see :func:`_tracking`).
+    A replica pool and sp-dspy's HTTP engine count their own. A single ``--api-base`` reached
+    through DSPy's engine counts from DSPy's usage records: DSPy records every call that
+    reached a model in the ``dspy.track_usage()`` block around it (nested blocks hand theirs up).
     """
     counts: Mapping[str, int] | None = getattr(lm, "endpoint_requests", None)
     client = client_of(lm)
     if counts is not None:
-        return dict(counts)
+        return work, lambda: dict(counts)
     if client is not None:
-        return {display_endpoint(client.api_base): client.answered}
-    if len(lm_config.api_bases) == 1:
-        return {display_endpoint(lm_config.api_bases[0]): outcome.tracked_calls}
-    return {}
+        return work, lambda: {display_endpoint(client.api_base): client.answered}
+    if len(lm_config.api_bases) != 1:
+        return work, dict
+    calls = 0
+
+    async def tracked(unit: Unit) -> Record:
+        import dspy
+
+        nonlocal calls
+        with dspy.track_usage() as tracker:
+            try:
+                return await work(unit)
+            finally:
+                calls += sum(len(entries) for entries in tracker.usage_data.values())
+
+    return tracked, lambda: {display_endpoint(lm_config.api_bases[0]): calls}
 
 
 def _write_manifest(
@@ -369,6 +355,7 @@ def _write_manifest(
     loaded: Benchmark,
     outcome: EvalOutcome,
     lm: Any,
+    endpoint_requests: dict[str, int],
     *,
     started: datetime,
     wall_s: float,
@@ -394,7 +381,7 @@ def _write_manifest(
         units_skipped_on_resume=outcome.skipped_on_resume,
         totals=outcome.totals,
         errors=outcome.errors,
-        endpoint_requests=_endpoint_requests(lm, lm_config, outcome),
+        endpoint_requests=endpoint_requests,
         transport="direct" if config.program == "official" and client_of(lm) is not None else "dspy",
         metrics=None
         if outcome.report is None
