@@ -1,8 +1,5 @@
-"""The serialisable shape of a comparison: what ``summary.json`` holds.
-
-Every number the page, the terminal table and the plots show lives here first, so they
-never disagree. Metric cells are copied from ``ScoreReport`` (never recomputed), so they
-equal ``sp-dspy score`` on the same files digit for digit.
+"""What ``summary.json`` holds: every number the page, terminal table and plots show, so
+they never disagree. Metric cells are copied from ``ScoreReport``, never recomputed.
 """
 
 from __future__ import annotations
@@ -145,10 +142,7 @@ class ComparisonSummary(BaseModel):
     )
 
     def variant(self, label: str) -> VariantResult:
-        for entry in self.variants:
-            if entry.label == label:
-                return entry
-        raise KeyError(label)
+        return {entry.label: entry for entry in self.variants}[label]
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -163,14 +157,10 @@ class ComparisonSummary(BaseModel):
     def diffs_for(self, cell: str) -> list[DiffRow]:
         return [row for row in self.diffs if row.cell == cell]
 
-    def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
-
     def write_json(self, path: str | Path) -> Path:
         """Write ``summary.json``; an unwritable path is a one-line ``ConfigError``."""
-        return write_text(
-            path, json.dumps(self.to_json_dict(), indent=2, ensure_ascii=False) + "\n", "--json"
-        )
+        document = self.model_dump(mode="json")
+        return write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n", "--json")
 
 
 def write_text(path: str | Path, text: str, option: str) -> Path:

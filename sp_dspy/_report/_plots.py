@@ -1,9 +1,7 @@
 """The report's six plots, each a function of ``ComparisonSummary`` alone.
 
-Figures are drawn on an explicit Agg canvas (never pyplot), so rendering needs no
-display and leaves a caller's notebook backend alone; fixed size, dpi, font and no
-PNG metadata make the bytes depend only on the numbers. matplotlib is imported
-inside the functions, so importing the report (and ``sp-dspy --help``) stays fast.
+Drawn on an explicit Agg canvas (never pyplot, no display needed); fixed size, dpi, font
+and no PNG metadata make the bytes depend only on the numbers. matplotlib loads lazily.
 """
 
 from __future__ import annotations

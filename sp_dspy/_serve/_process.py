@@ -38,6 +38,13 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def check_positive(**values: int | None) -> None:
+    """``ConfigError`` naming the option (``n_ctx`` is ``--n-ctx``) of the first value below 1."""
+    for name, value in values.items():
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
+
+
 def post_json(url: str, body: dict[str, Any], *, timeout: float) -> Any:
     """POST a JSON body and decode the JSON answer, bypassing any configured proxy."""
     request = urllib.request.Request(

@@ -23,13 +23,8 @@ STATE_FILE = "serve.json"
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
-def cache_dir() -> Path:
-    """The user cache directory (``sp_dspy._user_dirs.default_cache_dir``), where serving files live."""
-    return default_cache_dir()
-
-
 def state_path() -> Path:
-    return cache_dir() / STATE_FILE
+    return default_cache_dir() / STATE_FILE
 
 
 class ServeState(BaseModel):
