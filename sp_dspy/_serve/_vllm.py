@@ -94,10 +94,8 @@ class VLLMServer(ChildServer):
         max_model_len: int | None = None,
         gpu_memory_utilization: float | None = None,
         tensor_parallel_size: int | None = None,
-        extra_args: Sequence[str] = (),
         inherit_output: bool = False,
         startup_timeout: float = 1800.0,
-        stop_timeout: float = 30.0,
     ) -> None:
         self.model = self.model_name = model
         self.port = port if port is not None else free_port()
@@ -110,12 +108,10 @@ class VLLMServer(ChildServer):
             max_model_len=max_model_len,
             gpu_memory_utilization=gpu_memory_utilization,
             tensor_parallel_size=tensor_parallel_size,
-            extra_args=tuple(extra_args),
         )
         self._command()  # validate now, not after a slow start
         self.inherit_output = inherit_output
         self.startup_timeout = startup_timeout
-        self.stop_timeout = stop_timeout
         self.log_path: Path | None = None
 
     @property
@@ -125,13 +121,10 @@ class VLLMServer(ChildServer):
             client_host = f"[{client_host}]"
         return f"http://{client_host}:{self.port}/v1"
 
-    def command(self, executable: str = "vllm") -> list[str]:
-        return self._command(executable=executable)
-
     def start(self) -> Self:
         if self._process is not None and self._process.poll() is None:
             return self
-        command = self.command(vllm_executable())
+        command = self._command(executable=vllm_executable())
         output: IO[bytes] | None = None
         if not self.inherit_output:
             logs = default_cache_dir() / "logs"
@@ -165,7 +158,7 @@ class VLLMServer(ChildServer):
     def stop(self) -> None:
         process, self._process = self._process, None
         if process is not None:
-            stop_process(process, grace=self.stop_timeout)
+            stop_process(process, grace=30.0)
 
     def __repr__(self) -> str:
         return f"VLLMServer(model={self.model!r}, {self.api_base})"
