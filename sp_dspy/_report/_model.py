@@ -82,15 +82,6 @@ class VariantResult(BaseModel):
     )
 
     @property
-    def is_per_rule(self) -> bool:
-        return self.protocol == "per-rule"
-
-    @property
-    def official_layout(self) -> bool:
-        """The cache-friendly per-rule layout is not the official protocol (contract section 5)."""
-        return self.layout in (None, "official")
-
-    @property
     def fake_model(self) -> bool:
         """The scripted fake LM (``--lm fake``) answers from the gold labels or a script."""
         lm = str(self.settings.get("lm", ""))

@@ -1,12 +1,10 @@
-"""Child-process entry point hosting llama.cpp's server through ``xllamacpp`` (run by
-``LlamaCppServer``). A child, not a thread: ``xllamacpp.Server`` stops only when
-finalised, llama.cpp aborts the process on some assertion failures, and its C logging
-writes straight to file descriptors 1 and 2.
+"""Child process of ``LlamaCppServer`` hosting llama.cpp's server through ``xllamacpp``
+(a child, not a thread: the server stops only when finalised, llama.cpp may abort the
+process, and its C logging writes to file descriptors 1 and 2).
 
-Protocol: exactly one JSON line on the *original* stdout, ``{"event": "ready", ...}`` or
-``{"event": "error", "message": ...}``; llama.cpp's output goes to stderr (a log file).
-The child exits at once on SIGTERM, SIGINT, SIGHUP or end-of-file on stdin, so it never
-outlives a parent killed with SIGKILL.
+It writes one JSON line, ``{"event": "ready", ...}`` or ``{"event": "error", "message": ...}``,
+on the original stdout (llama.cpp's output goes to stderr) and exits at once on SIGTERM,
+SIGINT, SIGHUP or end of stdin, so it never outlives its parent.
 """
 
 from __future__ import annotations
