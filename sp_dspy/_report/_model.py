@@ -82,6 +82,11 @@ class VariantResult(BaseModel):
     )
 
     @property
+    def official_layout(self) -> bool:
+        """The cache-friendly per-rule layout is not the official protocol."""
+        return self.layout in (None, "official")
+
+    @property
     def fake_model(self) -> bool:
         """The scripted fake LM (``--lm fake``) answers from the gold labels or a script."""
         lm = str(self.settings.get("lm", ""))

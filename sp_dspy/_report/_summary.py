@@ -68,7 +68,7 @@ def honesty_notes(
             notes.append(
                 f"{entry.label}: the scripted fake LM produced these results; they test the pipeline, not a model."
             )
-        if entry.protocol == "per-rule" and entry.layout not in (None, "official"):
+        if entry.protocol == "per-rule" and not entry.official_layout:
             notes.append(
                 f"{entry.label}: per-rule with the cache-friendly layout ({entry.layout}), not the"
                 " official per-rule protocol; published per-rule figures are not directly comparable."
