@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -22,7 +21,7 @@ class ServerHandle:
     api_base: str
     model_name: str
     owned: bool
-    _stop: Callable[[], None] | None = field(default=None, repr=False)
+    _owner: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
 
     @property
     def lm_model(self) -> str:
@@ -30,9 +29,7 @@ class ServerHandle:
         return f"openai/{self.model_name}"
 
     def close(self) -> None:
-        stop, self._stop = self._stop, None
-        if stop is not None:
-            stop()
+        self._owner.close()
 
     def __enter__(self) -> Self:
         return self
@@ -71,7 +68,7 @@ def ensure_local_server(
         owner.close()
         raise
     owner.callback(server.stop)  # runs first: the server is stopped, then SIGTERM's handler restored
-    return ServerHandle(api_base=server.api_base, model_name=server.model_name, owned=True, _stop=owner.close)
+    return ServerHandle(api_base=server.api_base, model_name=server.model_name, owned=True, _owner=owner)
 
 
 def _reusable(state: ServeState, model: Path | None, n_ctx: int) -> bool:
