@@ -19,11 +19,8 @@ FAILURE_MODES: tuple[str, ...] = ("FM-V1", "FM-D1", "FM-C1", "FM-C3")
 
 
 class CellStats(BaseModel):
-    """One variant in one cell: official metrics, their 95% CIs, and what it cost.
-
-    Cost figures are means over the cases that reported them (``None``, not zero, when
-    none did); ``cost_coverage``: the share of cases with usage that also reported dollars.
-    """
+    """One variant in one cell: official metrics, their 95% CIs, and what it cost (means over
+    the cases that reported it; ``cost_coverage``: share of cases with usage that gave dollars)."""
 
     total: int
     excluded: int

@@ -53,7 +53,7 @@ class Plot:
 def _figure(
     width: float, height: float, ncols: int = 1, legend_entries: int = 0
 ) -> Iterator[tuple[Figure, list[Any]]]:
-    """A figure with ``ncols`` axes and room for a ``_legend_below`` of ``legend_entries``."""
+    """A figure with ``ncols`` axes and room for a legend of ``legend_entries`` below."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -190,11 +190,8 @@ def build_summary(
     skip_bad_lines: bool = False,
     all_ids: Collection[str] | None = None,
 ) -> ComparisonSummary:
-    """Score each ``(label, files)`` variant on ``cases`` and diff it against ``baseline``.
-
-    A ``None`` label is derived from the records (model, program, protocol) or the file
-    name. ``baseline`` defaults to the variant labelled ``official-per-policy``, then
-    the first official per-policy run, then the first variant.
+    """Score each ``(label, files)`` variant on ``cases`` and diff it against ``baseline``
+    (default: see ``default_baseline``); a ``None`` label is derived from the records or file name.
     """
     cases = list(cases)
     if not variants:
