@@ -28,7 +28,7 @@ def test_rows_are_per_level_arrays_and_match_the_file() -> None:
     raw = json.loads(
         resources.files("sp_dspy._report").joinpath("leaderboard.json").read_text(encoding="utf-8")
     )
-    for row in board.rows("per-policy"):
+    for row in board.per_policy:
         figures = raw["overallPolicy"][row.model]
         assert row.rmr == figures["RMR"] and row.rdr == figures["RDR"] and row.protocol == "per-policy"
         assert row.at("L2") == {
@@ -36,6 +36,6 @@ def test_rows_are_per_level_arrays_and_match_the_file() -> None:
             "rmr_exact": figures["RMR@1.0"][2],
             "rdr": figures["RDR"][2],
         }
-    per_rule = {row.model: row for row in board.rows("per-rule")}
+    per_rule = {row.model: row for row in board.per_rule}
     assert per_rule["GPT-5.5"].at("ALL")["rmr"] == raw["overallRule"]["GPT-5.5"]["RMR"][3]
     assert per_rule["GPT-5.5"].org == raw["META"]["GPT-5.5"]["org"]

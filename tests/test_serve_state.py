@@ -17,13 +17,13 @@ from pydantic import ValidationError
 from sp_dspy._serve import (
     ServeState,
     _local,
-    cache_dir,
     clear_state,
     ensure_local_server,
     read_state,
     state_path,
     write_state,
 )
+from sp_dspy._user_dirs import default_cache_dir
 
 MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1"
 
@@ -103,10 +103,10 @@ def test_cache_dir_follows_environment(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert state_path() == tmp_path / "c" / "serve.json"
     monkeypatch.delenv("SP_DSPY_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache_dir() == tmp_path / "xdg" / "sp-dspy"
+    assert default_cache_dir() == tmp_path / "xdg" / "sp-dspy"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert cache_dir() == tmp_path / "home" / ".cache" / "sp-dspy"
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "sp-dspy"
 
 
 def test_round_trip_and_no_leftover_temp_files() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from .._metrics._per_rule import TARGET_TYPES
 from ._leaderboard import Leaderboard
@@ -138,13 +137,12 @@ def failure_table(summary: ComparisonSummary) -> str:
     """The failure-mode section (SafePyramid only: the modes come from its metadata)."""
     cells = summary.cells
     late = [cell for cell in cells if cell != "L0"] if any(c in cells for c in ("L1", "L2")) else []
-    headers = ["Variant", *(f"{mode} {level}" for mode in FAILURE_MODES[:2] for level in cells)]
-    headers += [f"{mode} {level}" for mode in FAILURE_MODES[2:] for level in late]
+    columns = [(mode, level) for mode in FAILURE_MODES[:2] for level in cells]
+    columns += [(mode, level) for mode in FAILURE_MODES[2:] for level in late]
+    headers = ["Variant", *(f"{mode} {level}" for mode, level in columns)]
     rows = []
     for entry in summary.variants:
-        fm: dict[str, dict[str, Any]] = entry.failure_modes
-        values = [num(fm.get(level, {}).get(mode), 1) for mode in FAILURE_MODES[:2] for level in cells]
-        values += [num(fm.get(level, {}).get(mode), 1) for mode in FAILURE_MODES[2:] for level in late]
+        values = (num(entry.failure_modes.get(level, {}).get(mode), 1) for mode, level in columns)
         rows.append(row([esc(entry.label), *values]))
     return (
         "<h2>Failure modes</h2><p class=lead>Percent of each level's cases failing exact match with the mode "

@@ -10,7 +10,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from .._errors import DataError
 from ._model import CELLS
@@ -22,15 +22,12 @@ _SECTIONS: dict[Protocol, str] = {"per-policy": "overallPolicy", "per-rule": "ov
 class PublishedRow(BaseModel):
     """One model's published figures; arrays are ``[L0, L1, L2, ALL]`` percentages."""
 
-    model_config = ConfigDict(populate_by_name=True)
     model: str
     org: str | None = None
-    kind: str | None = None
     protocol: Protocol
     rmr: list[float] = Field(validation_alias="RMR")
     rmr_exact: list[float] = Field(validation_alias="RMR@1.0")
     rdr: list[float] = Field(validation_alias="RDR")
-    refusal: float | None = Field(default=None, validation_alias="Refusal")
 
     def at(self, cell: str) -> dict[str, float]:
         """The RMR, RMR@1.0 and RDR of one cell (``L0``..``ALL``)."""
@@ -46,16 +43,14 @@ class Leaderboard(BaseModel):
     per_policy: list[PublishedRow]
     per_rule: list[PublishedRow]
 
-    def rows(self, protocol: Protocol) -> list[PublishedRow]:
-        return self.per_policy if protocol == "per-policy" else self.per_rule
-
 
 def _rows(document: dict[str, Any], protocol: Protocol) -> list[PublishedRow]:
     rows = []
     for model, figures in document[_SECTIONS[protocol]].items():
         info = document.get("META", {}).get(model, {})
-        fields = {"model": model, "org": info.get("org"), "kind": info.get("type"), "protocol": protocol}
-        row = PublishedRow.model_validate({**figures, **fields})
+        row = PublishedRow.model_validate(
+            {**figures, "model": model, "org": info.get("org"), "protocol": protocol}
+        )
         if not len(row.rmr) == len(row.rmr_exact) == len(row.rdr) == len(CELLS):
             raise DataError(f"leaderboard.json: {protocol} row {model}: expected [L0, L1, L2, ALL] arrays")
         rows.append(row)

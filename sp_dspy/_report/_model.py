@@ -1,8 +1,5 @@
-"""The serialisable shape of a comparison: what ``summary.json`` holds.
-
-Every number the page, the terminal table and the plots show lives here first, so they
-never disagree. Metric cells are copied from ``ScoreReport`` (never recomputed), so they
-equal ``sp-dspy score`` on the same files digit for digit.
+"""What ``summary.json`` holds: every number the page, terminal table and plots show, so
+they never disagree. Metric cells are copied from ``ScoreReport``, never recomputed.
 """
 
 from __future__ import annotations
@@ -22,11 +19,8 @@ FAILURE_MODES: tuple[str, ...] = ("FM-V1", "FM-D1", "FM-C1", "FM-C3")
 
 
 class CellStats(BaseModel):
-    """One variant in one cell: official metrics, their 95% CIs, and what it cost.
-
-    Cost figures are means over the cases that reported them (``None``, not zero, when
-    none did); ``cost_coverage``: the share of cases with usage that also reported dollars.
-    """
+    """One variant in one cell: official metrics, their 95% CIs, and what it cost (means over
+    the cases that reported it; ``cost_coverage``: share of cases with usage that gave dollars)."""
 
     total: int
     excluded: int
@@ -85,12 +79,8 @@ class VariantResult(BaseModel):
     )
 
     @property
-    def is_per_rule(self) -> bool:
-        return self.protocol == "per-rule"
-
-    @property
     def official_layout(self) -> bool:
-        """The cache-friendly per-rule layout is not the official protocol (contract section 5)."""
+        """The cache-friendly per-rule layout is not the official protocol."""
         return self.layout in (None, "official")
 
     @property
@@ -145,10 +135,7 @@ class ComparisonSummary(BaseModel):
     )
 
     def variant(self, label: str) -> VariantResult:
-        for entry in self.variants:
-            if entry.label == label:
-                return entry
-        raise KeyError(label)
+        return {entry.label: entry for entry in self.variants}[label]
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -163,14 +150,10 @@ class ComparisonSummary(BaseModel):
     def diffs_for(self, cell: str) -> list[DiffRow]:
         return [row for row in self.diffs if row.cell == cell]
 
-    def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
-
     def write_json(self, path: str | Path) -> Path:
         """Write ``summary.json``; an unwritable path is a one-line ``ConfigError``."""
-        return write_text(
-            path, json.dumps(self.to_json_dict(), indent=2, ensure_ascii=False) + "\n", "--json"
-        )
+        document = self.model_dump(mode="json")
+        return write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n", "--json")
 
 
 def write_text(path: str | Path, text: str, option: str) -> Path:

@@ -91,13 +91,6 @@ def pku_html_section(summary: ComparisonSummary) -> str:
     )
 
 
-def pku_terminal_table(summary: ComparisonSummary) -> Table | None:
-    """The headline PKU metrics per variant with the published row; ``None`` on other benchmarks."""
-    if summary.pku_published is None:
-        return None
-    return pku_variants_table([(entry.label, entry.pku) for entry in summary.variants])
-
-
 def pku_variants_table(variants: Sequence[tuple[str, dict[str, Any] | None]]) -> Table:
     """The headline PKU metrics of ``(label, PkuReport dict)`` rows under the paper's row (report, compare)."""
     from .._metrics_pku import PKU_PUBLISHED

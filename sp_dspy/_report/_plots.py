@@ -1,9 +1,7 @@
 """The report's six plots, each a function of ``ComparisonSummary`` alone.
 
-Figures are drawn on an explicit Agg canvas (never pyplot), so rendering needs no
-display and leaves a caller's notebook backend alone; fixed size, dpi, font and no
-PNG metadata make the bytes depend only on the numbers. matplotlib is imported
-inside the functions, so importing the report (and ``sp-dspy --help``) stays fast.
+Drawn on an explicit Agg canvas (never pyplot, no display needed); fixed size, dpi, font
+and no PNG metadata make the bytes depend only on the numbers. matplotlib loads lazily.
 """
 
 from __future__ import annotations
@@ -55,7 +53,7 @@ class Plot:
 def _figure(
     width: float, height: float, ncols: int = 1, legend_entries: int = 0
 ) -> Iterator[tuple[Figure, list[Any]]]:
-    """A figure with ``ncols`` axes and room for a ``_legend_below`` of ``legend_entries``."""
+    """A figure with ``ncols`` axes and room for a legend of ``legend_entries`` below."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

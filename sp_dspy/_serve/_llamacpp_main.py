@@ -1,12 +1,10 @@
-"""Child-process entry point hosting llama.cpp's server through ``xllamacpp`` (run by
-``LlamaCppServer``). A child, not a thread: ``xllamacpp.Server`` stops only when
-finalised, llama.cpp aborts the process on some assertion failures, and its C logging
-writes straight to file descriptors 1 and 2.
+"""Child process of ``LlamaCppServer`` hosting llama.cpp's server through ``xllamacpp``
+(a child, not a thread: the server stops only when finalised, llama.cpp may abort the
+process, and its C logging writes to file descriptors 1 and 2).
 
-Protocol: exactly one JSON line on the *original* stdout, ``{"event": "ready", ...}`` or
-``{"event": "error", "message": ...}``; llama.cpp's output goes to stderr (a log file).
-The child exits at once on SIGTERM, SIGINT, SIGHUP or end-of-file on stdin, so it never
-outlives a parent killed with SIGKILL.
+It writes one JSON line, ``{"event": "ready", ...}`` or ``{"event": "error", "message": ...}``,
+on the original stdout (llama.cpp's output goes to stderr) and exits at once on SIGTERM,
+SIGINT, SIGHUP or end of stdin, so it never outlives its parent.
 """
 
 from __future__ import annotations
@@ -30,9 +28,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--n-parallel", type=int, default=1)
     parser.add_argument("--threads", type=int, default=-1, help="-1 lets llama.cpp choose.")
     parser.add_argument("--max-tokens", type=int, default=-1, help="Cap on generated tokens per request.")
-    parser.add_argument("--cache-ram-mib", type=int, default=1024)
-    parser.add_argument("--no-cache-prompt", action="store_true")
-    parser.add_argument("--verbosity", type=int, default=1, help="llama.cpp log level (1: errors only).")
     return parser
 
 
@@ -48,10 +43,10 @@ def _params(args: argparse.Namespace) -> Any:
     # llama.cpp splits n_ctx evenly over the slots; callers think per request.
     params.n_ctx = args.n_ctx * args.n_parallel
     params.n_predict = args.max_tokens
-    params.cache_prompt = not args.no_cache_prompt
-    params.cache_ram_mib = args.cache_ram_mib
+    params.cache_prompt = True  # guard prompts repeat the policy
+    params.cache_ram_mib = 1024
     params.ui = False
-    params.verbosity = args.verbosity
+    params.verbosity = 1  # errors only
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     return params

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -13,22 +12,16 @@ from ._llamacpp import LlamaCppServer
 from ._process import sigterm_interrupts
 from ._state import ServeState, clear_state, read_state
 
-LOCAL_API_KEY = "sp-dspy-local"
-"""Placeholder key: llama.cpp checks none, but OpenAI clients insist on one."""
-
 
 @dataclass
 class ServerHandle:
-    """An OpenAI-compatible endpoint plus the duty to stop it if we started it (a context
-    manager); closing a reused server (``owned=False``) leaves it to ``sp-dspy serve``.
-    """
+    """An endpoint plus the duty to stop it if we started it; closing a reused server
+    (``owned=False``) leaves it to ``sp-dspy serve``."""
 
     api_base: str
     model_name: str
-    pid: int
     owned: bool
-    api_key: str = LOCAL_API_KEY
-    _stop: Callable[[], None] | None = field(default=None, repr=False)
+    _owner: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
 
     @property
     def lm_model(self) -> str:
@@ -36,9 +29,7 @@ class ServerHandle:
         return f"openai/{self.model_name}"
 
     def close(self) -> None:
-        stop, self._stop = self._stop, None
-        if stop is not None:
-            stop()
+        self._owner.close()
 
     def __enter__(self) -> Self:
         return self
@@ -67,7 +58,7 @@ def ensure_local_server(
     """
     state = read_state()
     if state is not None and _reusable(state, model, n_ctx):
-        return ServerHandle(api_base=state.api_base, model_name=state.model_name, pid=state.pid, owned=False)
+        return ServerHandle(api_base=state.api_base, model_name=state.model_name, owned=False)
     owner = contextlib.ExitStack()
     owner.enter_context(sigterm_interrupts())
     try:
@@ -77,9 +68,7 @@ def ensure_local_server(
         owner.close()
         raise
     owner.callback(server.stop)  # runs first: the server is stopped, then SIGTERM's handler restored
-    return ServerHandle(
-        api_base=server.api_base, model_name=server.model_name, pid=server.pid, owned=True, _stop=owner.close
-    )
+    return ServerHandle(api_base=server.api_base, model_name=server.model_name, owned=True, _owner=owner)
 
 
 def _reusable(state: ServeState, model: Path | None, n_ctx: int) -> bool:

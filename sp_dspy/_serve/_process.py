@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
 import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -34,8 +33,14 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A port the OS reports free right now (another process may still take it first)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        return int(sock.getsockname()[1])
+
+
+def check_positive(**values: int | None) -> None:
+    """``ConfigError`` naming the option (``n_ctx`` is ``--n-ctx``) of the first value below 1."""
+    for name, value in values.items():
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
 
 
 def post_json(url: str, body: dict[str, Any], *, timeout: float) -> Any:
@@ -52,7 +57,7 @@ def served_model_ids(api_base: str, *, timeout: float = 2.0) -> list[str] | None
     try:
         with _OPENER.open(f"{api_base}/models", timeout=timeout) as response:
             payload = json.loads(response.read())
-    except (OSError, urllib.error.URLError, ValueError):
+    except (OSError, ValueError):  # URLError is an OSError
         return None
     data = payload.get("data") if isinstance(payload, dict) else None
     if not isinstance(data, list):
@@ -110,10 +115,8 @@ def die_with_parent() -> None:
 
 @contextlib.contextmanager
 def sigterm_interrupts() -> Iterator[None]:
-    """While the block runs, SIGTERM raises ``KeyboardInterrupt`` like Ctrl-C, so the stack
-    unwinds (``finally`` and ``with`` exits run, child servers stop) instead of the process
-    ending on the spot. Outside the main thread (no signal handlers there) nothing changes.
-    """
+    """While the block runs (in the main thread), SIGTERM raises ``KeyboardInterrupt`` like
+    Ctrl-C, so ``finally`` and ``with`` exits run and child servers stop."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -129,10 +132,8 @@ def sigterm_interrupts() -> Iterator[None]:
 
 
 def stop_process(process: subprocess.Popen[Any], *, grace: float) -> int | None:
-    """SIGTERM, then SIGKILL, to the process group of a child started with ``start_new_session=True``.
-
-    Returns the exit status (None only if even SIGKILL did not reap it in time).
-    """
+    """SIGTERM, then SIGKILL, to the process group of a child started with ``start_new_session=True``;
+    its exit status (None only if even SIGKILL did not reap it in time)."""
     if process.poll() is not None:
         return process.returncode
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
@@ -146,9 +147,7 @@ def stop_process(process: subprocess.Popen[Any], *, grace: float) -> int | None:
 
 
 class ChildServer(ABC):
-    """A server run as a child process (kept in ``_process`` by :meth:`start`): its pid, exit
-    status, and a ``with`` block that always stops it.
-    """
+    """A server run as a child process (``_process``, set by :meth:`start`) that a ``with`` block stops."""
 
     _process: subprocess.Popen[bytes] | None = None
 

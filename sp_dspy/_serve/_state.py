@@ -19,17 +19,11 @@ from .._user_dirs import default_cache_dir
 from ._process import pid_alive, served_model_ids
 
 Backend = Literal["llama-cpp", "vllm"]
-STATE_FILE = "serve.json"
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
-def cache_dir() -> Path:
-    """The user cache directory (``sp_dspy._user_dirs.default_cache_dir``), where serving files live."""
-    return default_cache_dir()
-
-
 def state_path() -> Path:
-    return cache_dir() / STATE_FILE
+    return default_cache_dir() / "serve.json"
 
 
 class ServeState(BaseModel):

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import IO, Self
 
 from .._errors import ConfigError
-from ._process import ChildServer, die_with_parent, free_port, stop_process, wait_for_models
-from ._state import cache_dir
+from .._user_dirs import default_cache_dir
+from ._process import ChildServer, check_positive, die_with_parent, free_port, stop_process, wait_for_models
 
 VLLM_INSTALL = "pip install 'sp-dspy[vllm]'"
 _WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
@@ -45,12 +45,10 @@ def vllm_command(
         raise ConfigError("--model: vLLM needs a model (Hub id or local directory)")
     if not 0 < port < 65536:
         raise ConfigError(f"--port: {port} is not a TCP port (1-65535)")
-    if max_model_len is not None and max_model_len < 1:
-        raise ConfigError(f"--max-model-len: must be at least 1, got {max_model_len}")
+    check_positive(max_model_len=max_model_len)
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
         raise ConfigError(f"--gpu-memory-utilization: must be in (0, 1], got {gpu_memory_utilization}")
-    if tensor_parallel_size is not None and tensor_parallel_size < 1:
-        raise ConfigError(f"--tensor-parallel-size: must be at least 1, got {tensor_parallel_size}")
+    check_positive(tensor_parallel_size=tensor_parallel_size)
     command = [executable, "serve", model, "--host", host, "--port", str(port), "--enable-prefix-caching"]
     if max_model_len is not None:
         command += ["--max-model-len", str(max_model_len)]
@@ -96,10 +94,8 @@ class VLLMServer(ChildServer):
         max_model_len: int | None = None,
         gpu_memory_utilization: float | None = None,
         tensor_parallel_size: int | None = None,
-        extra_args: Sequence[str] = (),
         inherit_output: bool = False,
         startup_timeout: float = 1800.0,
-        stop_timeout: float = 30.0,
     ) -> None:
         self.model = self.model_name = model
         self.port = port if port is not None else free_port()
@@ -112,14 +108,11 @@ class VLLMServer(ChildServer):
             max_model_len=max_model_len,
             gpu_memory_utilization=gpu_memory_utilization,
             tensor_parallel_size=tensor_parallel_size,
-            extra_args=tuple(extra_args),
         )
         self._command()  # validate now, not after a slow start
         self.inherit_output = inherit_output
         self.startup_timeout = startup_timeout
-        self.stop_timeout = stop_timeout
         self.log_path: Path | None = None
-        self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def api_base(self) -> str:
@@ -128,16 +121,13 @@ class VLLMServer(ChildServer):
             client_host = f"[{client_host}]"
         return f"http://{client_host}:{self.port}/v1"
 
-    def command(self, executable: str = "vllm") -> list[str]:
-        return self._command(executable=executable)
-
     def start(self) -> Self:
         if self._process is not None and self._process.poll() is None:
             return self
-        command = self.command(vllm_executable())
+        command = self._command(executable=vllm_executable())
         output: IO[bytes] | None = None
         if not self.inherit_output:
-            logs = cache_dir() / "logs"
+            logs = default_cache_dir() / "logs"
             logs.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(prefix="vllm-", suffix=".log", dir=logs)
             self.log_path = Path(name)
@@ -168,7 +158,7 @@ class VLLMServer(ChildServer):
     def stop(self) -> None:
         process, self._process = self._process, None
         if process is not None:
-            stop_process(process, grace=self.stop_timeout)
+            stop_process(process, grace=30.0)
 
     def __repr__(self) -> str:
         return f"VLLMServer(model={self.model!r}, {self.api_base})"
