@@ -16,8 +16,6 @@ from sp_dspy.metrics import TAUS, rmr_match
 
 def predicted_rules(prediction: Any) -> list[int] | None:
     """The rule numbers a prediction names, or ``None`` when there is no usable answer."""
-    if prediction is None:
-        return None
     try:
         rules = prediction["violated_rules"]
     except (KeyError, TypeError, AttributeError):
@@ -47,8 +45,6 @@ def case_metric(example: Any, prediction: Any, trace: Any = None) -> float | boo
 
 def predicted_verdict(prediction: Any) -> str | None:
     """``"violated"``/``"not_violated"`` from a judge prediction, else ``None``."""
-    if prediction is None:
-        return None
     verdict = getattr(prediction, "verdict", None)
     if isinstance(verdict, str) and verdict.strip() in ("violated", "not_violated"):
         return verdict.strip()

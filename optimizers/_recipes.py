@@ -157,19 +157,15 @@ def _run_gepa(job: CompileJob, settings: GepaSettings) -> Any:
     return optimizer.compile(job.student, trainset=job.trainset, valset=job.valset)
 
 
-def metric_calls(settings: GepaSettings, n_train: int, n_val: int) -> int:
-    """The program-run budget GEPA will be given."""
-    if settings.max_metric_calls is not None:
-        return settings.max_metric_calls
-    if settings.max_full_evals is not None:
-        return settings.max_full_evals * (n_train + n_val)
-    from sp_dspy.lm import gepa_auto_metric_calls
-
-    return gepa_auto_metric_calls(str(settings.auto), n_val)  # DSPy's own formula
-
-
 def _project_gepa(settings: GepaSettings, n_train: int, n_val: int) -> Projection:
-    budget = metric_calls(settings, n_train, n_val)
+    if settings.max_metric_calls is not None:
+        budget = settings.max_metric_calls
+    elif settings.max_full_evals is not None:
+        budget = settings.max_full_evals * (n_train + n_val)
+    else:
+        from sp_dspy.lm import gepa_auto_metric_calls
+
+        budget = gepa_auto_metric_calls(str(settings.auto), n_val)  # DSPy's own formula
     batch = min(settings.reflection_minibatch_size, max(n_train, 1))
     # GEPA checks its budget between iterations: the last one may overrun by a
     # minibatch pair and a full dev evaluation. Each iteration reflects at most once.

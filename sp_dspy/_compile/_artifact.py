@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sp_dspy._compile._budget import Budget, Tally
+from sp_dspy._compile._budget import Budget
 from sp_dspy._compile._evaluate import state_key
 from sp_dspy._compile._types import (
     BudgetRecord,
@@ -142,15 +142,6 @@ def claim_out(out: Path, *, force: bool) -> None:
         raise ConfigError(f"--out {out}: the directory is not writable")
 
 
-def _usage(budget: Budget) -> dict[str, Any]:
-    total = Tally()
-    roles = {}
-    for role, tally in sorted(budget.roles.items()):
-        roles[role] = tally.as_dict()
-        total.add(tally)
-    return {**total.as_dict(), "by_lm": roles}
-
-
 def _header(setup: CompileSetup, start: Contender, selection: Selection, budget_limited: bool) -> list[str]:
     config = setup.config
     before, after = start.dev, selection.chosen.dev
@@ -237,7 +228,10 @@ def save_artifact(
             ],
             recorded_candidates=recorded,
         ),
-        usage=_usage(budget),
+        usage={
+            **budget.total().as_dict(),
+            "by_lm": {role: tally.as_dict() for role, tally in sorted(budget.roles.items())},
+        },
         budget=BudgetRecord(
             **config.caps.model_dump(), refusals=budget.refusals, refused_by=budget.refused_by
         ),

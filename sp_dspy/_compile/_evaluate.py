@@ -22,6 +22,7 @@ from sp_dspy._compile._types import DevScore
 from sp_dspy._data import Case
 
 N_BOOT = 1000
+PRIOR_WEIGHT = 2  # how many examples' worth of the overall mean a candidate's mean is shrunk with
 
 
 def bootstrap_mean(values: Sequence[float], *, seed: int, n_boot: int = N_BOOT) -> list[float] | None:
@@ -121,10 +122,7 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
                     self._predictions[id(outputs)] = (outputs, key)
 
         def metric(self, metric: Callable[..., Any]) -> Callable[..., Any]:
-            """``metric`` that also records its score against the scored prediction's candidate.
-
-            DSPy hands the metric the very ``Prediction`` the module returned, so identity matches them.
-            """
+            """``metric`` that also records its score against the candidate that made the prediction."""
 
             @functools.wraps(metric)
             def recorded(example: Any, prediction: Any, *args: Any, **kwargs: Any) -> Any:
@@ -139,7 +137,7 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
 
             return recorded
 
-        def ranked(self, prior_weight: float = 2.0) -> list[str]:
+        def ranked(self) -> list[str]:
             """Candidate keys, best first, by mean score shrunk towards the overall mean.
 
             Shrinking keeps a candidate lucky on two examples from outranking one that
@@ -148,17 +146,12 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
             with self._lock:
                 scored = {key: list(values.values()) for key, values in self.scores.items() if values}
                 order = list(self.order)
-            if not scored:
-                return []
             everything = [score for values in scored.values() for score in values]
-            prior = sum(everything) / len(everything)
-
-            def shrunk(key: str) -> float:
-                values = scored[key]
-                return (sum(values) + prior_weight * prior) / (len(values) + prior_weight)
-
-            keys = [key for key in order if key in scored]
-            return sorted(keys, key=lambda key: -shrunk(key))
+            prior = sum(everything) / len(everything) if everything else 0.0
+            mean = {
+                key: (sum(v) + PRIOR_WEIGHT * prior) / (len(v) + PRIOR_WEIGHT) for key, v in scored.items()
+            }
+            return sorted((key for key in order if key in scored), key=lambda key: -mean[key])
 
         def best_mean(self) -> float | None:
             """The highest mean score (x 100) of any candidate scored so far, for progress displays."""

@@ -107,15 +107,15 @@ def _lms(setup: CompileSetup, budget: Budget, prebuilt: dict[str, Any] | None) -
     from sp_dspy._lm import make_lm
     from sp_dspy._runner._fake_gold import teach_fake
 
-    optimizer_lms = {}
-    dev_lm = None
+    lms = {}
     for role, cfg in setup.configs.items():
-        lm = (prebuilt or {}).get(role) or make_lm(cfg)
-        teach_fake(lm, [*setup.data.train, *setup.data.dev])  # train and dev only: test never
-        optimizer_lms[role] = budgeted(lm, budget, role, setup.pricing[role], stops_optimizer=True)
-        if role == "task":
-            dev_lm = budgeted(lm, budget, role, setup.pricing[role])
-    return dev_lm, optimizer_lms
+        lms[role] = (prebuilt or {}).get(role) or make_lm(cfg)
+        teach_fake(lms[role], [*setup.data.train, *setup.data.dev])  # train and dev only: test never
+    dev_lm = budgeted(lms["task"], budget, "task", setup.pricing["task"])
+    return dev_lm, {
+        role: budgeted(lm, budget, role, setup.pricing[role], stops_optimizer=True)
+        for role, lm in lms.items()
+    }
 
 
 def _optimize(setup: CompileSetup, lms: dict[str, Any], budget: Budget, recorder: Any) -> Any | None:
@@ -296,11 +296,12 @@ def compile_guard(
     status.caps, status.budget = config.caps, budget
     with library_log(config.out / LOG_FILE):
         dev_lm, optimizer_lms = _lms(setup, budget, lms)
-        dev_cases = setup.data.dev
 
         def score(state: dict[str, Any]) -> DevScore:
             guard = setup.student.guard(state)
-            return evaluate_on_dev(guard, dev_cases, dev_lm, concurrency=config.concurrency, seed=config.seed)
+            return evaluate_on_dev(
+                guard, setup.data.dev, dev_lm, concurrency=config.concurrency, seed=config.seed
+            )
 
         start = Contender("start", program_state(setup.student.module))
         recorder = make_recorder(type(setup.student.module), program_state)
