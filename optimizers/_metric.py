@@ -1,9 +1,7 @@
 """The score every optimizer maximises: the benchmark's own case-level number.
 
-A case scores the fraction of the four main RMR@tau tolerances it matches; averaged, that is
-``rmr_avg_strict``, excluded cases at 0 so a format-breaking instruction cannot win by leaving
-the denominator. Judgments score 1/0. With a ``trace`` (DSPy asking "keep this demo?") the
-metrics say yes only for a perfect answer.
+Averaged over cases it is ``rmr_avg_strict``: unreadable answers score 0, so a format-breaking
+instruction cannot win by leaving the denominator. A ``trace`` means DSPy asks "keep this demo?".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The five optimizer recipes: each DSPy optimizer's settings, run and cost projection.
 
-The seed notes were read off the DSPy source; each recipe records its own in the manifest.
+How the seed reaches each optimizer was read off the DSPy source: see each recipe's ``seed_note``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ class MiproSettings(OptimizerSettings):
     """MIPROv2: instructions and demonstration sets searched jointly with Optuna's TPE sampler.
 
     The light default sets ``num_candidates``/``num_trials`` instead of ``auto`` so a compile
-    on a small split stays small. DSPy's ``compile`` reads ``seed = seed or self.seed``, so a
-    compile seed of 0 would fall back to the constructor's 9; the recipe passes the seed to
-    both ``MIPROv2(seed=)`` and ``compile(seed=)``, which makes 0 work.
+    on a small split stays small.
     """
 
     auto: Literal["light", "medium", "heavy"] | None = Field(
@@ -121,8 +119,7 @@ class GepaSettings(OptimizerSettings):
 
     Set exactly one of ``auto``, ``max_metric_calls``, ``max_full_evals`` (a number of program
     runs). A reflection LM reads answers on train minibatches with the feedback metric's
-    diagnosis and proposes instructions; the frontier is tracked on dev. ``GEPA(seed=)``
-    seeds its adapter and ``gepa.optimize``; the recipe passes the compile's seed.
+    diagnosis and proposes instructions; the frontier is tracked on dev.
     """
 
     auto: Literal["light", "medium", "heavy"] | None = None
@@ -189,9 +186,7 @@ class BootstrapSettings(OptimizerSettings):
     """BootstrapFewShotWithRandomSearch: demonstrations bootstrapped from the program's own answers.
 
     Candidates (zero-shot, labelled demos, unshuffled and ``num_candidate_programs`` shuffled
-    bootstraps) are scored on dev and the best kept. DSPy seeds candidate ``i`` with
-    ``random.Random(i)`` and takes no seed, so the recipe applies the compile's seed by
-    shuffling the training examples first.
+    bootstraps) are scored on dev and the best kept.
     """
 
     max_bootstrapped_demos: int = Field(default=3, ge=1, description="Most bootstrapped demos per candidate.")
@@ -232,7 +227,7 @@ class SimbaSettings(OptimizerSettings):
 
     Each step runs program variants on a minibatch and, for its most variable examples,
     adds a successful trajectory as a demo or a prompt-LM rule to the instructions; scored
-    on train only. ``SIMBA.compile(seed=)`` seeds its generators; the recipe passes the seed.
+    on train only.
     """
 
     bsize: int = Field(default=8, ge=1, description="Minibatch size (capped at the train split's size).")
@@ -284,8 +279,7 @@ class CoproSettings(OptimizerSettings):
     """COPRO: coordinate ascent over instructions proposed by a prompt LM.
 
     ``breadth`` proposals per round for ``depth`` rounds, scored on train only (the compile
-    selects on dev). COPRO makes no random choice; its variety comes from sampling the
-    prompt LM at ``init_temperature``, so with the response cache a rerun repeats itself.
+    selects on dev).
     """
 
     breadth: int = Field(
