@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sp_dspy._compile._budget import Budget
+from sp_dspy._compile._data import ids_hash
 from sp_dspy._compile._evaluate import state_key
 from sp_dspy._compile._types import (
     BudgetRecord,
@@ -212,8 +213,8 @@ def save_artifact(
             ratios=data.split.ratios,
             train=[case.id for case in data.train],
             dev=[case.id for case in data.dev],
-            test_count=data.test_count,
-            test_hash=data.test_hash,
+            test_count=len(data.split.test),
+            test_hash=ids_hash(data.split.test),
             split_dataset_hash=data.split.dataset_hash,
         ),
         dev=DevRecord(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import operator
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -383,13 +383,6 @@ class CompilePlan(BaseModel):
     priced: dict[str, bool]
     assumptions: list[str] = Field(default_factory=list)
 
-    def phase_total(self, name: str) -> RoleEstimate:
-        return _sum(self.phases.get(name, {}).values())
-
-
-def _sum(estimates: Iterable[RoleEstimate]) -> RoleEstimate:
-    return functools.reduce(RoleEstimate.plus, estimates, RoleEstimate())
-
 
 def pricing_for(config: LMConfig, completion_guess: int) -> Pricing:
     """USD per token from the price map DSPy prices calls with; unpriced for fakes and unknown models."""
@@ -473,7 +466,8 @@ def build_plan(
             projection.helper_calls, helper_prompt, HELPER_COMPLETION, helper_pricing
         )
         priced[role] = helper_pricing.known
-    total = _sum(estimate for phase in phases.values() for estimate in phase.values())
+    estimates = [estimate for phase in phases.values() for estimate in phase.values()]
+    total = functools.reduce(RoleEstimate.plus, estimates, RoleEstimate())
     if not all(priced.values()):
         total = total.model_copy(update={"usd": None})
     assumptions = [

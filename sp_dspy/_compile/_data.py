@@ -36,14 +36,6 @@ class CompileData:
     dataset_hash: str
     benchmark: str
 
-    @property
-    def test_count(self) -> int:
-        return len(self.split.test)
-
-    @property
-    def test_hash(self) -> str:
-        return ids_hash(self.split.test)
-
 
 def load_compile_data(
     dataset: str | None,

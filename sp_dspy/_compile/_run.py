@@ -90,7 +90,7 @@ def prepare(
         recipe=recipe, settings=settings, student=student.module, train_examples=student.train,
         dev_examples=student.dev, task=pricing["task"], helper=helper, top_k=config.top_k,
     )  # fmt: skip
-    needed = plan.phase_total("dev_before").calls + plan.phase_total("dev_after").calls
+    needed = sum(role.calls for phase in ("dev_before", "dev_after") for role in plan.phases[phase].values())
     if config.caps.max_calls is not None and config.caps.max_calls < needed:
         warnings.append(
             f"--max-calls {config.caps.max_calls} is below the {needed} calls of scoring the starting "
