@@ -7,6 +7,7 @@ fields. Files are written atomically, manifest last: with a manifest, an artifac
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 from datetime import UTC, datetime
@@ -15,7 +16,6 @@ from typing import Any
 
 from sp_dspy._compile._budget import Budget
 from sp_dspy._compile._data import ids_hash
-from sp_dspy._compile._evaluate import state_key
 from sp_dspy._compile._types import (
     BudgetRecord,
     CandidateRecord,
@@ -48,6 +48,12 @@ def program_state(program: Any) -> dict[str, Any]:
         ]
         state[name] = entry
     return state
+
+
+def state_key(state: dict[str, Any]) -> str:
+    """A short stable hash of a program state (what makes two candidates the same)."""
+    text = json.dumps(state, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def write_json(path: Path, document: Any) -> None:

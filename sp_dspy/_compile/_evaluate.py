@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import json
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -17,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from sp_dspy._compile._artifact import program_state, state_key
 from sp_dspy._compile._budget import BudgetExceeded
 from sp_dspy._compile._types import DevScore
 from sp_dspy._data import Case
@@ -79,14 +78,8 @@ def evaluate_on_dev(
     )
 
 
-def state_key(state: dict[str, Any]) -> str:
-    """A short stable hash of a program state (what makes two candidates the same)."""
-    text = json.dumps(state, sort_keys=True, default=str, ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, Any]]) -> Any:
-    """A ``CandidateRecorder`` for modules of exactly ``student_type``, keeping ``snapshot(module)``."""
+def make_recorder(student_type: type[Any]) -> Any:
+    """A ``CandidateRecorder`` for modules of exactly ``student_type``, keeping their ``program_state``."""
     from dspy.utils.callback import BaseCallback
 
     class CandidateRecorder(BaseCallback):
@@ -101,7 +94,7 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
         def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
             if type(instance) is not student_type:
                 return
-            state = snapshot(instance)
+            state = program_state(instance)
             key = state_key(state)
             with self._lock:
                 if key not in self.states:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sp_dspy._compile._artifact import claim_out, program_state, save_artifact
+from sp_dspy._compile._artifact import claim_out, program_state, save_artifact, state_key
 from sp_dspy._compile._budget import (
     HELPER_COMPLETION,
     Budget,
@@ -27,7 +27,7 @@ from sp_dspy._compile._budget import (
     pricing_for,
 )
 from sp_dspy._compile._data import build_student, load_compile_data
-from sp_dspy._compile._evaluate import evaluate_on_dev, make_recorder, state_key
+from sp_dspy._compile._evaluate import evaluate_on_dev, make_recorder
 from sp_dspy._compile._types import (
     CompileConfig,
     CompileOutcome,
@@ -304,7 +304,7 @@ def compile_guard(
             )
 
         start = Contender("start", program_state(setup.student.module))
-        recorder = make_recorder(type(setup.student.module), program_state)
+        recorder = make_recorder(type(setup.student.module))
         reserve = setup.plan.phases["dev_after"]["task"]
         with budget.hold_back(reserve.calls, reserve.tokens, reserve.usd or 0.0):
             status.enter("scoring the starting program on dev")

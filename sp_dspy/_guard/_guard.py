@@ -194,9 +194,7 @@ def _program(
     protocol = protocol or "per-policy"
     options: dict[str, Any] = {"max_concurrency": concurrency} if protocol == "per-rule" else {}
     if dir_or_name == "official":
-        options["mode"] = parser
-        if constrained:
-            options["constrained"] = True
+        options.update(mode=parser, constrained=constrained)
     return make_program(dir_or_name, protocol, **options), dir_or_name
 
 
