@@ -19,11 +19,8 @@ def policy_examples(cases: Iterable[Case]) -> list[dspy.Example]:
     """One per-policy example per case, labelled with ``violated_rules`` and ``uid``."""
     from programs import case_to_example
 
-    examples = []
-    for case in cases:
-        example = case_to_example(case, "per-policy")
-        examples.append(example.copy(violated_rules=list(example.ground_truth_violations), uid=case.id))
-    return examples
+    examples = [case_to_example(case, "per-policy") for case in cases]
+    return [e.copy(violated_rules=list(e.ground_truth_violations), uid=e.id) for e in examples]
 
 
 def judgment_examples(cases: Iterable[Case]) -> list[dspy.Example]:

@@ -1,9 +1,7 @@
 """The score every optimizer maximises: the benchmark's own case-level number.
 
-A case scores the fraction of the four main RMR@tau tolerances it matches; averaged, that is
-``rmr_avg_strict``, excluded cases at 0 so a format-breaking instruction cannot win by leaving
-the denominator. Judgments score 1/0. With a ``trace`` (DSPy asking "keep this demo?") the
-metrics say yes only for a perfect answer.
+Averaged over cases it is ``rmr_avg_strict``: unreadable answers score 0, so a format-breaking
+instruction cannot win by leaving the denominator. A ``trace`` means DSPy asks "keep this demo?".
 """
 
 from __future__ import annotations
@@ -16,8 +14,6 @@ from sp_dspy.metrics import TAUS, rmr_match
 
 def predicted_rules(prediction: Any) -> list[int] | None:
     """The rule numbers a prediction names, or ``None`` when there is no usable answer."""
-    if prediction is None:
-        return None
     try:
         rules = prediction["violated_rules"]
     except (KeyError, TypeError, AttributeError):
@@ -47,8 +43,6 @@ def case_metric(example: Any, prediction: Any, trace: Any = None) -> float | boo
 
 def predicted_verdict(prediction: Any) -> str | None:
     """``"violated"``/``"not_violated"`` from a judge prediction, else ``None``."""
-    if prediction is None:
-        return None
     verdict = getattr(prediction, "verdict", None)
     if isinstance(verdict, str) and verdict.strip() in ("violated", "not_violated"):
         return verdict.strip()

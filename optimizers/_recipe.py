@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
-from optimizers._settings import OptimizerSettings
+from optimizers._settings import S
 
 if TYPE_CHECKING:
     import dspy
 
-S = TypeVar("S", bound=OptimizerSettings)
 HelperLM = Literal["prompt", "reflection"]
 
 

@@ -1,6 +1,6 @@
 """The five optimizer recipes: each DSPy optimizer's settings, run and cost projection.
 
-The seed notes were read off the DSPy source; each recipe records its own in the manifest.
+How the seed reaches each optimizer was read off the DSPy source: see each recipe's ``seed_note``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ class MiproSettings(OptimizerSettings):
     """MIPROv2: instructions and demonstration sets searched jointly with Optuna's TPE sampler.
 
     The light default sets ``num_candidates``/``num_trials`` instead of ``auto`` so a compile
-    on a small split stays small. DSPy's ``compile`` reads ``seed = seed or self.seed``, so a
-    compile seed of 0 would fall back to the constructor's 9; the recipe passes the seed to
-    both ``MIPROv2(seed=)`` and ``compile(seed=)``, which makes 0 work.
+    on a small split stays small.
     """
 
     auto: Literal["light", "medium", "heavy"] | None = Field(
@@ -121,8 +119,7 @@ class GepaSettings(OptimizerSettings):
 
     Set exactly one of ``auto``, ``max_metric_calls``, ``max_full_evals`` (a number of program
     runs). A reflection LM reads answers on train minibatches with the feedback metric's
-    diagnosis and proposes instructions; the frontier is tracked on dev. ``GEPA(seed=)``
-    seeds its adapter and ``gepa.optimize``; the recipe passes the compile's seed.
+    diagnosis and proposes instructions; the frontier is tracked on dev.
     """
 
     auto: Literal["light", "medium", "heavy"] | None = None
@@ -157,19 +154,15 @@ def _run_gepa(job: CompileJob, settings: GepaSettings) -> Any:
     return optimizer.compile(job.student, trainset=job.trainset, valset=job.valset)
 
 
-def metric_calls(settings: GepaSettings, n_train: int, n_val: int) -> int:
-    """The program-run budget GEPA will be given."""
-    if settings.max_metric_calls is not None:
-        return settings.max_metric_calls
-    if settings.max_full_evals is not None:
-        return settings.max_full_evals * (n_train + n_val)
-    from sp_dspy.lm import gepa_auto_metric_calls
-
-    return gepa_auto_metric_calls(str(settings.auto), n_val)  # DSPy's own formula
-
-
 def _project_gepa(settings: GepaSettings, n_train: int, n_val: int) -> Projection:
-    budget = metric_calls(settings, n_train, n_val)
+    if settings.max_metric_calls is not None:
+        budget = settings.max_metric_calls
+    elif settings.max_full_evals is not None:
+        budget = settings.max_full_evals * (n_train + n_val)
+    else:
+        from sp_dspy.lm import gepa_auto_metric_calls
+
+        budget = gepa_auto_metric_calls(str(settings.auto), n_val)  # DSPy's own formula
     batch = min(settings.reflection_minibatch_size, max(n_train, 1))
     # GEPA checks its budget between iterations: the last one may overrun by a
     # minibatch pair and a full dev evaluation. Each iteration reflects at most once.
@@ -193,9 +186,7 @@ class BootstrapSettings(OptimizerSettings):
     """BootstrapFewShotWithRandomSearch: demonstrations bootstrapped from the program's own answers.
 
     Candidates (zero-shot, labelled demos, unshuffled and ``num_candidate_programs`` shuffled
-    bootstraps) are scored on dev and the best kept. DSPy seeds candidate ``i`` with
-    ``random.Random(i)`` and takes no seed, so the recipe applies the compile's seed by
-    shuffling the training examples first.
+    bootstraps) are scored on dev and the best kept.
     """
 
     max_bootstrapped_demos: int = Field(default=3, ge=1, description="Most bootstrapped demos per candidate.")
@@ -236,7 +227,7 @@ class SimbaSettings(OptimizerSettings):
 
     Each step runs program variants on a minibatch and, for its most variable examples,
     adds a successful trajectory as a demo or a prompt-LM rule to the instructions; scored
-    on train only. ``SIMBA.compile(seed=)`` seeds its generators; the recipe passes the seed.
+    on train only.
     """
 
     bsize: int = Field(default=8, ge=1, description="Minibatch size (capped at the train split's size).")
@@ -288,8 +279,7 @@ class CoproSettings(OptimizerSettings):
     """COPRO: coordinate ascent over instructions proposed by a prompt LM.
 
     ``breadth`` proposals per round for ``depth`` rounds, scored on train only (the compile
-    selects on dev). COPRO makes no random choice; its variety comes from sampling the
-    prompt LM at ``init_temperature``, so with the response cache a rerun repeats itself.
+    selects on dev).
     """
 
     breadth: int = Field(

@@ -93,13 +93,11 @@ def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
 
 def target_examples(case: Case) -> list[dspy.Example]:
     """One ``dspy.Example`` per target of ``case``, labelled with ``verdict``, to compile the judge alone."""
-    from programs._examples import case_to_example
-    from sp_dspy.protocol import build_targets
+    from sp_dspy.protocol import build_targets, framework_for
 
-    example = case_to_example(case, "per-rule")
     examples = []
     for target in build_targets(case):
-        inputs = judge_inputs(target, framework=example.framework, conversation=case.conversation)
+        inputs = judge_inputs(target, framework=framework_for(case), conversation=case.conversation)
         verdict = "violated" if target.gold else "not_violated"
         examples.append(
             dspy.Example(

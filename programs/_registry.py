@@ -178,10 +178,6 @@ async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> CaseOutput
     """
     if isinstance(program, OfficialPerPolicy | OfficialPerRule):
         return await program.acall_case(case, lm)
-    return await _run_dspy(program, case, lm)
-
-
-async def _run_dspy(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
     import dspy
 
     from programs._examples import case_to_example

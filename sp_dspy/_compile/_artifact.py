@@ -7,14 +7,15 @@ fields. Files are written atomically, manifest last: with a manifest, an artifac
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sp_dspy._compile._budget import Budget, Tally
-from sp_dspy._compile._evaluate import state_key
+from sp_dspy._compile._budget import Budget
+from sp_dspy._compile._data import ids_hash
 from sp_dspy._compile._types import (
     BudgetRecord,
     CandidateRecord,
@@ -47,6 +48,12 @@ def program_state(program: Any) -> dict[str, Any]:
         ]
         state[name] = entry
     return state
+
+
+def state_key(state: dict[str, Any]) -> str:
+    """A short stable hash of a program state (what makes two candidates the same)."""
+    text = json.dumps(state, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def write_json(path: Path, document: Any) -> None:
@@ -142,15 +149,6 @@ def claim_out(out: Path, *, force: bool) -> None:
         raise ConfigError(f"--out {out}: the directory is not writable")
 
 
-def _usage(budget: Budget) -> dict[str, Any]:
-    total = Tally()
-    roles = {}
-    for role, tally in sorted(budget.roles.items()):
-        roles[role] = tally.as_dict()
-        total.add(tally)
-    return {**total.as_dict(), "by_lm": roles}
-
-
 def _header(setup: CompileSetup, start: Contender, selection: Selection, budget_limited: bool) -> list[str]:
     config = setup.config
     before, after = start.dev, selection.chosen.dev
@@ -221,8 +219,8 @@ def save_artifact(
             ratios=data.split.ratios,
             train=[case.id for case in data.train],
             dev=[case.id for case in data.dev],
-            test_count=data.test_count,
-            test_hash=data.test_hash,
+            test_count=len(data.split.test),
+            test_hash=ids_hash(data.split.test),
             split_dataset_hash=data.split.dataset_hash,
         ),
         dev=DevRecord(
@@ -237,7 +235,10 @@ def save_artifact(
             ],
             recorded_candidates=recorded,
         ),
-        usage=_usage(budget),
+        usage={
+            **budget.total().as_dict(),
+            "by_lm": {role: tally.as_dict() for role, tally in sorted(budget.roles.items())},
+        },
         budget=BudgetRecord(
             **config.caps.model_dump(), refusals=budget.refusals, refused_by=budget.refused_by
         ),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import operator
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,9 +40,7 @@ class BudgetExceeded(Exception):
 class OptimizerStopped(BaseException):
     """Unwinds the optimizer once the budget refused one of its calls.
 
-    A ``BaseException`` because DSPy's evaluators and optimizers catch ``Exception`` per
-    example and go on, logging each refusal; this one passes their handlers (and worker
-    threads) up to the compile, which then scores the candidates found so far.
+    A ``BaseException``: DSPy catches ``Exception`` per example and goes on; this passes up to the compile.
     """
 
 
@@ -61,7 +59,7 @@ class BudgetCaps(BaseModel):
 
     @property
     def any(self) -> bool:
-        return any(value is not None for value in (self.max_calls, self.max_tokens, self.max_usd))
+        return any(getattr(self, cap) is not None for cap in CAP_NAMES)
 
 
 @dataclass
@@ -127,7 +125,6 @@ class Budget:
 
     @property
     def exhausted(self) -> bool:
-        """Whether any call has been refused."""
         return self.refusals > 0
 
     @property
@@ -253,11 +250,6 @@ def _one_line(exc: BaseException) -> str:
     return redact(f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300])
 
 
-def _outputs_text(entry: Mapping[str, Any]) -> str:
-    outputs = entry.get("outputs") or []
-    return "".join(o.get("text") or "" if isinstance(o, Mapping) else str(o) for o in outputs)
-
-
 @functools.cache
 def budgeted_class() -> type[Any]:
     """``BudgetedLM``: a ``dspy.BaseLM`` that wraps an LM and reserves each call against a :class:`Budget`."""
@@ -268,9 +260,8 @@ def budgeted_class() -> type[Any]:
     class BudgetedLM(dspy.BaseLM):  # type: ignore[name-defined]
         """Wraps ``inner`` (any ``dspy.LM``): reserve, call it, settle what the call used.
 
-        Each call runs on a fresh ``inner.copy()`` (shared engine and cache, its own
-        history) with the wrapper's settings, so a copy of the wrapper with other settings
-        (``lm.copy(rollout_id=..., temperature=1.0)`` in SIMBA) calls with those.
+        Each call runs on a fresh ``inner.copy()`` with the wrapper's settings, so a copy of the
+        wrapper with other settings (SIMBA's ``lm.copy(temperature=1.0)``) calls with those.
         """
 
         def __init__(
@@ -291,13 +282,14 @@ def budgeted_class() -> type[Any]:
             from sp_dspy._lm import TokenUsage, history_usage
 
             entry = entries[-1] if entries else {}
-            # A replayed answer's tokens come from the response DSPy replayed, as on every
-            # path; estimates only where nothing reports them.
+            # Reported tokens (a replayed answer's too); estimates only where none are reported.
             tokens, cache_hit = history_usage(entry) if entry else (TokenUsage(), False)
             prompt = tokens.prompt_tokens or ticket.prompt_tokens
             completion = tokens.completion_tokens
             if completion is None:
-                completion = estimate_tokens(_outputs_text(entry))
+                outputs = entry.get("outputs") or []
+                text = "".join(o.get("text") or "" if isinstance(o, Mapping) else str(o) for o in outputs)
+                completion = estimate_tokens(text)
             cost = entry.get("cost")
             usd = float(cost) if cost is not None else self.pricing.usd(prompt, completion)
             spent = Tally(
@@ -391,13 +383,6 @@ class CompilePlan(BaseModel):
     priced: dict[str, bool]
     assumptions: list[str] = Field(default_factory=list)
 
-    def phase_total(self, name: str) -> RoleEstimate:
-        return _sum(self.phases.get(name, {}).values())
-
-
-def _sum(estimates: Iterable[RoleEstimate]) -> RoleEstimate:
-    return functools.reduce(RoleEstimate.plus, estimates, RoleEstimate())
-
 
 def pricing_for(config: LMConfig, completion_guess: int) -> Pricing:
     """USD per token from the price map DSPy prices calls with; unpriced for fakes and unknown models."""
@@ -481,7 +466,8 @@ def build_plan(
             projection.helper_calls, helper_prompt, HELPER_COMPLETION, helper_pricing
         )
         priced[role] = helper_pricing.known
-    total = _sum(estimate for phase in phases.values() for estimate in phase.values())
+    estimates = [estimate for phase in phases.values() for estimate in phase.values()]
+    total = functools.reduce(RoleEstimate.plus, estimates, RoleEstimate())
     if not all(priced.values()):
         total = total.model_copy(update={"usd": None})
     assumptions = [

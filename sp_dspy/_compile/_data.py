@@ -36,14 +36,6 @@ class CompileData:
     dataset_hash: str
     benchmark: str
 
-    @property
-    def test_count(self) -> int:
-        return len(self.split.test)
-
-    @property
-    def test_hash(self) -> str:
-        return ids_hash(self.split.test)
-
 
 def load_compile_data(
     dataset: str | None,
@@ -61,14 +53,14 @@ def load_compile_data(
     loaded: Benchmark = load_benchmark(dataset, lenient=lenient, benchmark=benchmark)
     if splits is not None:
         split = load_split(splits)  # refuses overlapping parts
-        split.check_dataset(loaded.content_hash, str(splits))
-        source = str(splits)
+        where = source = str(splits)
+        split.check_dataset(loaded.content_hash, where)
     else:
         split = make_split(loaded.cases, seed=seed, ratios=ratios, dataset_hash=loaded.content_hash)
-        split.check_disjoint("generated split")
+        where = "generated split"
+        split.check_disjoint(where)
         source = f"generated (seed {seed}, ratios {','.join(f'{r:g}' for r in ratios)})"
     by_id = loaded.by_id()
-    where = str(splits) if splits is not None else "generated split"
     parts: dict[str, list[Case]] = {}
     for name in ("train", "dev"):
         ids = split.part(name)
@@ -119,13 +111,12 @@ class Student:
     metric: Callable[..., Any]
     feedback: Callable[..., Any]
 
-    def guard(self, state: dict[str, Any] | None = None) -> Any:
-        """A fresh guard program (``make_program``), loaded with ``state`` when given."""
+    def guard(self, state: dict[str, Any]) -> Any:
+        """A fresh guard program (``make_program``) loaded with ``state``."""
         from programs import make_program
 
         guard: Any = make_program(self.name, self.protocol)
-        if state is not None:
-            guard.load_state(state)
+        guard.load_state(state)
         return guard
 
 

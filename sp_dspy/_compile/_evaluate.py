@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import json
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -17,11 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from sp_dspy._compile._artifact import program_state, state_key
 from sp_dspy._compile._budget import BudgetExceeded
 from sp_dspy._compile._types import DevScore
 from sp_dspy._data import Case
 
 N_BOOT = 1000
+PRIOR_WEIGHT = 2  # how many examples' worth of the overall mean a candidate's mean is shrunk with
 
 
 def bootstrap_mean(values: Sequence[float], *, seed: int, n_boot: int = N_BOOT) -> list[float] | None:
@@ -78,14 +78,8 @@ def evaluate_on_dev(
     )
 
 
-def state_key(state: dict[str, Any]) -> str:
-    """A short stable hash of a program state (what makes two candidates the same)."""
-    text = json.dumps(state, sort_keys=True, default=str, ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, Any]]) -> Any:
-    """A ``CandidateRecorder`` for modules of exactly ``student_type``, keeping ``snapshot(module)``."""
+def make_recorder(student_type: type[Any]) -> Any:
+    """A ``CandidateRecorder`` for modules of exactly ``student_type``, keeping their ``program_state``."""
     from dspy.utils.callback import BaseCallback
 
     class CandidateRecorder(BaseCallback):
@@ -100,7 +94,7 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
         def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
             if type(instance) is not student_type:
                 return
-            state = snapshot(instance)
+            state = program_state(instance)
             key = state_key(state)
             with self._lock:
                 if key not in self.states:
@@ -121,10 +115,7 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
                     self._predictions[id(outputs)] = (outputs, key)
 
         def metric(self, metric: Callable[..., Any]) -> Callable[..., Any]:
-            """``metric`` that also records its score against the scored prediction's candidate.
-
-            DSPy hands the metric the very ``Prediction`` the module returned, so identity matches them.
-            """
+            """``metric`` that also records its score against the candidate that made the prediction."""
 
             @functools.wraps(metric)
             def recorded(example: Any, prediction: Any, *args: Any, **kwargs: Any) -> Any:
@@ -139,7 +130,7 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
 
             return recorded
 
-        def ranked(self, prior_weight: float = 2.0) -> list[str]:
+        def ranked(self) -> list[str]:
             """Candidate keys, best first, by mean score shrunk towards the overall mean.
 
             Shrinking keeps a candidate lucky on two examples from outranking one that
@@ -148,17 +139,12 @@ def make_recorder(student_type: type[Any], snapshot: Callable[[Any], dict[str, A
             with self._lock:
                 scored = {key: list(values.values()) for key, values in self.scores.items() if values}
                 order = list(self.order)
-            if not scored:
-                return []
             everything = [score for values in scored.values() for score in values]
-            prior = sum(everything) / len(everything)
-
-            def shrunk(key: str) -> float:
-                values = scored[key]
-                return (sum(values) + prior_weight * prior) / (len(values) + prior_weight)
-
-            keys = [key for key in order if key in scored]
-            return sorted(keys, key=lambda key: -shrunk(key))
+            prior = sum(everything) / len(everything) if everything else 0.0
+            mean = {
+                key: (sum(v) + PRIOR_WEIGHT * prior) / (len(v) + PRIOR_WEIGHT) for key, v in scored.items()
+            }
+            return sorted((key for key in order if key in scored), key=lambda key: -mean[key])
 
         def best_mean(self) -> float | None:
             """The highest mean score (x 100) of any candidate scored so far, for progress displays."""

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sp_dspy._compile._artifact import claim_out, program_state, save_artifact
+from sp_dspy._compile._artifact import claim_out, program_state, save_artifact, state_key
 from sp_dspy._compile._budget import (
     HELPER_COMPLETION,
     Budget,
@@ -27,7 +27,7 @@ from sp_dspy._compile._budget import (
     pricing_for,
 )
 from sp_dspy._compile._data import build_student, load_compile_data
-from sp_dspy._compile._evaluate import evaluate_on_dev, make_recorder, state_key
+from sp_dspy._compile._evaluate import evaluate_on_dev, make_recorder
 from sp_dspy._compile._types import (
     CompileConfig,
     CompileOutcome,
@@ -90,7 +90,7 @@ def prepare(
         recipe=recipe, settings=settings, student=student.module, train_examples=student.train,
         dev_examples=student.dev, task=pricing["task"], helper=helper, top_k=config.top_k,
     )  # fmt: skip
-    needed = plan.phase_total("dev_before").calls + plan.phase_total("dev_after").calls
+    needed = sum(role.calls for phase in ("dev_before", "dev_after") for role in plan.phases[phase].values())
     if config.caps.max_calls is not None and config.caps.max_calls < needed:
         warnings.append(
             f"--max-calls {config.caps.max_calls} is below the {needed} calls of scoring the starting "
@@ -107,15 +107,15 @@ def _lms(setup: CompileSetup, budget: Budget, prebuilt: dict[str, Any] | None) -
     from sp_dspy._lm import make_lm
     from sp_dspy._runner._fake_gold import teach_fake
 
-    optimizer_lms = {}
-    dev_lm = None
+    lms = {}
     for role, cfg in setup.configs.items():
-        lm = (prebuilt or {}).get(role) or make_lm(cfg)
-        teach_fake(lm, [*setup.data.train, *setup.data.dev])  # train and dev only: test never
-        optimizer_lms[role] = budgeted(lm, budget, role, setup.pricing[role], stops_optimizer=True)
-        if role == "task":
-            dev_lm = budgeted(lm, budget, role, setup.pricing[role])
-    return dev_lm, optimizer_lms
+        lms[role] = (prebuilt or {}).get(role) or make_lm(cfg)
+        teach_fake(lms[role], [*setup.data.train, *setup.data.dev])  # train and dev only: test never
+    dev_lm = budgeted(lms["task"], budget, "task", setup.pricing["task"])
+    return dev_lm, {
+        role: budgeted(lm, budget, role, setup.pricing[role], stops_optimizer=True)
+        for role, lm in lms.items()
+    }
 
 
 def _optimize(setup: CompileSetup, lms: dict[str, Any], budget: Budget, recorder: Any) -> Any | None:
@@ -296,14 +296,15 @@ def compile_guard(
     status.caps, status.budget = config.caps, budget
     with library_log(config.out / LOG_FILE):
         dev_lm, optimizer_lms = _lms(setup, budget, lms)
-        dev_cases = setup.data.dev
 
         def score(state: dict[str, Any]) -> DevScore:
             guard = setup.student.guard(state)
-            return evaluate_on_dev(guard, dev_cases, dev_lm, concurrency=config.concurrency, seed=config.seed)
+            return evaluate_on_dev(
+                guard, setup.data.dev, dev_lm, concurrency=config.concurrency, seed=config.seed
+            )
 
         start = Contender("start", program_state(setup.student.module))
-        recorder = make_recorder(type(setup.student.module), program_state)
+        recorder = make_recorder(type(setup.student.module))
         reserve = setup.plan.phases["dev_after"]["task"]
         with budget.hold_back(reserve.calls, reserve.tokens, reserve.usd or 0.0):
             status.enter("scoring the starting program on dev")

@@ -23,7 +23,7 @@ from ._inputs import guard_case
 from ._verdict import Verdict
 
 if TYPE_CHECKING:
-    from programs import CaseOutput, GuardProgram
+    from programs import GuardProgram
     from sp_dspy._data._schema import Case
 
 _T = TypeVar("_T")
@@ -144,9 +144,6 @@ class Guard:
         adapter = dspy.JSONAdapter() if self._json_adapter else dspy.settings.adapter
         with dspy.context(adapter=adapter):
             output = await run_case(self.program, case, lm)
-        return self._to_verdict(output, case, lm)
-
-    def _to_verdict(self, output: CaseOutput, case: Case, lm: Any) -> Verdict:
         checked = sorted({j.rule for j in output.judgments or []}) or sorted(
             entry.rule for entry in case.rubric.entries()
         )
@@ -197,9 +194,7 @@ def _program(
     protocol = protocol or "per-policy"
     options: dict[str, Any] = {"max_concurrency": concurrency} if protocol == "per-rule" else {}
     if dir_or_name == "official":
-        options["mode"] = parser
-        if constrained:
-            options["constrained"] = True
+        options.update(mode=parser, constrained=constrained)
     return make_program(dir_or_name, protocol, **options), dir_or_name
 
 

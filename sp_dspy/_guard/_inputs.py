@@ -59,8 +59,7 @@ def policy_rules(policy: object, *, source: Source | None = None) -> dict[int, s
     rules: dict[int, str] = {}
     first_line: dict[int, int] = {}
     current: int | None = None
-    for index in range(start, len(lines)):
-        line = lines[index]
+    for index, line in enumerate(lines[start:], start=start):
         match = _RULE.match(line)
         if match:
             number = int(match.group(1))
