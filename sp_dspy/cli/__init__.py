@@ -1,10 +1,7 @@
 """The ``sp-dspy`` command line: one module per command, loaded only when it runs.
 
-Start-up stays fast: command modules import dspy/litellm only inside the command
-function, and this package imports a command's module (and builds its click command
-from the signature) only when that command is invoked. ``sp-dspy score`` thus never
-imports the eval, compile or serve modules, and ``sp-dspy --help`` lists every
-command from the static table below without importing any of them.
+Command modules import dspy/litellm inside the command function, and a command's module
+is imported only when that command is invoked: ``--help`` lists the static table below.
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ import importlib
 import io
 import os
 import sys
-from collections.abc import Iterator, MutableMapping
 from typing import Annotated, Any
 
 import typer
@@ -61,7 +57,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "serve": ("_serve", "Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile."),
 }
-COMMAND_MODULES = tuple(module for module, _ in COMMANDS.values())
 
 
 def load_command(name: str) -> typer.models.CommandInfo:
@@ -73,78 +68,29 @@ def load_command(name: str) -> typer.models.CommandInfo:
     return info
 
 
-class _LazyCommands(MutableMapping[str, Any]):
-    """The group's command table: every name is listed, each is built on first lookup.
-
-    Typer hands a group its commands as a dict and consults its keys for "did you
-    mean" suggestions; this mapping keeps those working while deferring the import.
-    """
-
-    def __init__(self, loaded: MutableMapping[str, Any], build: Any) -> None:
-        self._loaded = dict(loaded)
-        self._build = build
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self._loaded:
-            if name not in COMMANDS:
-                raise KeyError(name)
-            self._loaded[name] = self._build(name)
-        return self._loaded[name]
-
-    def __setitem__(self, name: str, command: Any) -> None:
-        self._loaded[name] = command
-
-    def __delitem__(self, name: str) -> None:
-        del self._loaded[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys([*COMMANDS, *self._loaded]))
-
-    def __len__(self) -> int:
-        return len(set(COMMANDS) | set(self._loaded))
-
-    def is_loaded(self, name: str) -> bool:
-        return name in self._loaded
-
-
 class LazyGroup(TyperGroup):
-    """A typer group that imports and builds a command only when it is looked up.
+    """A typer group that imports and builds a command only when it is invoked.
 
-    While the group's own help is being formatted, an unloaded command is stood in
-    for by a parameterless command carrying its name and one-line help, so the
-    listing costs no imports.
+    Until then each command is a parameterless stand-in carrying its name and one-line
+    help, so the listing of ``--help`` and "did you mean" suggestions cost no imports.
     """
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
-        self.commands = _LazyCommands(self.commands, self._build)
-        self._listing = False
+        for name, (_, short_help) in COMMANDS.items():
+            self.commands[name] = TyperCommand(name=name, help=short_help)
 
-    def _build(self, name: str) -> Any:
-        command = typer.main.get_command_from_info(
-            load_command(name),
-            pretty_exceptions_short=app.pretty_exceptions_short,
-            rich_markup_mode=self.rich_markup_mode,
-        )
-        assign_panels(name, command)
-        return command
-
-    def list_commands(self, ctx: Any) -> list[str]:
-        return list(self.commands)
-
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        commands = self.commands
-        listing = self._listing and cmd_name in COMMANDS
-        if listing and isinstance(commands, _LazyCommands) and not commands.is_loaded(cmd_name):
-            return TyperCommand(name=cmd_name, help=COMMANDS[cmd_name][1])
-        return commands.get(cmd_name)
-
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        self._listing = True
-        try:
-            super().format_help(ctx, formatter)
-        finally:
-            self._listing = False
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name is not None and command is not None and command.callback is None:
+            command = typer.main.get_command_from_info(
+                load_command(name),
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=self.rich_markup_mode,
+            )
+            assign_panels(name, command)
+            self.commands[name] = command
+        return name, command, rest
 
 
 app = typer.Typer(
