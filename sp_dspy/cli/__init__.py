@@ -18,7 +18,6 @@ from typer.core import TyperCommand, TyperGroup
 from .._errors import SpDspyError
 from .._redact import install_log_redaction, redact
 from ._console import err_console
-from ._panels import assign_panels
 
 #: Command name -> (module under ``sp_dspy.cli``, one-line help shown by ``--help``).
 #: The help must be the first paragraph of the command's own help;
@@ -57,6 +56,59 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "serve": ("_serve", "Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile."),
 }
+
+
+#: The ``--help`` panel of every flag, panels in the order they are shown: a flag means the
+#: same on every command, so it sits in the same panel everywhere.
+PANELS: dict[str, tuple[str, ...]] = {
+    "Data": (
+        "--dataset", "--benchmark", "--level", "--domain", "--split", "--splits", "--ratios", "--limit",
+        "--start-idx", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation",
+        "--framework", "--id", "--failed",
+    ),
+    "Guard": ("--program", "--protocol", "--parser", "--per-rule-layout", "--variants"),
+    "Model": (
+        "--lm", "--models", "--config", "--api-base", "--api-key-env", "--temperature", "--max-tokens",
+        "--reasoning-effort", "--timeout", "--num-retries", "--no-cache", "--json-schema", "--transport",
+        "--show-request",
+    ),
+    "Optimizer": (
+        "--optimizer", "--optimizer-config", "--set", "--top-k", "--prompt-lm", "--prompt-api-base",
+        "--prompt-api-key-env", "--reflection-lm", "--reflection-api-base", "--reflection-api-key-env",
+    ),
+    "Budget": ("--max-calls", "--max-total-tokens", "--max-usd", "--dry-run"),
+    "Scoring": (
+        "--cap-aware", "--per-rule", "--skip-bad-lines", "--no-data-cache", "--n-boot", "--seed", "--baseline",
+        "--label",
+    ),
+    "Run and output": (
+        "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
+        "--concurrency", "--quiet", "--verbose",
+    ),
+    "Server": (
+        "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",
+        "--gpu-memory-utilization", "--tensor-parallel-size",
+    ),
+}  # fmt: skip
+PANEL_ORDER = tuple(PANELS)
+PANEL_OF = {flag: panel for panel, flags in PANELS.items() for flag in flags}
+#: Where a flag's panel depends on the command: ``compile --seed`` seeds the split and the optimizer.
+COMMAND_PANELS: dict[tuple[str, str], str] = {("compile", "--seed"): "Optimizer"}
+
+
+def assign_panels(command_name: str, command: Any) -> None:
+    """Put each option of a built click ``command`` in its panel (one it declares wins), panel by panel."""
+    for param in command.params:
+        long_flags = [opt for opt in param.opts if opt.startswith("--")]
+        if long_flags and not param.rich_help_panel:
+            flag = long_flags[0]
+            param.rich_help_panel = COMMAND_PANELS.get((command_name, flag)) or PANEL_OF.get(flag)
+
+    def rank(param: Any) -> int:
+        panel = param.rich_help_panel
+        return PANEL_ORDER.index(panel) if panel in PANEL_ORDER else len(PANEL_ORDER)
+
+    command.params.sort(key=rank)  # stable: a panel keeps the command's own order
 
 
 def load_command(name: str) -> typer.models.CommandInfo:
