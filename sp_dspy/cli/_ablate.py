@@ -1,8 +1,6 @@
 """``sp-dspy ablate``: per-rule vs per-policy (and compiled programs) on one LM, one report.
 
-Settings come from flags over an optional YAML ``--plan`` file; on ``--resume`` the
-plan saved in OUTDIR is the base, so ``sp-dspy ablate --out OUTDIR --resume`` alone
-continues an interrupted ablation.
+Flags override an optional YAML ``--plan`` file; on ``--resume`` the plan saved in OUTDIR is the base.
 """
 
 from __future__ import annotations

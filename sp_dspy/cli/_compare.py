@@ -1,12 +1,8 @@
 """``sp-dspy compare``: is B better than A on the same cases, beyond noise?
 
-Per level and pooled (``ALL``), over the cases *both* sides have results for (cases only
-one side ran are counted, not compared):
-
-- ``B - A`` of RMR, RMR@1.0 and RDR with a 95% paired bootstrap interval over the cases
-  both sides *scored*, resampled with the same draws;
-- McNemar's test on exact match over *all* compared cases, a case a side excluded
-  counting as wrong for it: a guard must not win by declining the hard cases.
+Per level and pooled (``ALL``), over the cases both sides have results for: ``B - A`` with
+paired bootstrap intervals, and McNemar's test on exact match, a case a side excluded
+counting as wrong for it (a guard must not win by declining the hard cases).
 """
 
 from __future__ import annotations

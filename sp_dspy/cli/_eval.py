@@ -1,7 +1,6 @@
 """``sp-dspy eval``: run a guard program on an LM over benchmark cases, then score.
 
-With no arguments: the official per-policy baseline on the bundled sample with the
-embedded SmolLM2-135M model served by llama.cpp.
+With no arguments: the official per-policy baseline on the bundled sample with the embedded model.
 """
 
 from __future__ import annotations
@@ -107,7 +106,7 @@ def eval_command(
     failure retrying cannot fix (key, model, address); 3 some units ended in error, or a
     budget cap stopped the run.
     """
-    from .._lm import configure_cache
+    from .._lm import configure_cache, key_for
     from .._runner import build_eval_config, new_run_id, run_eval
 
     configs = lmo.lm_configs(lm, models, config, default=lmo.LOCAL, **lm_flags.overrides())
@@ -144,7 +143,9 @@ def eval_command(
             f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample "
             "(one conversation at L0, L1, L2). Pass --limit 24 for the whole sample.[/dim]"
         )
-    lmo.check_keys(configs)
+    for lm_config in configs:  # a missing key fails now, not after the models before it ran
+        if not lmo.is_local(lm_config):  # the embedded server's address is known once it runs
+            key_for(lm_config, lm_config.api_bases[0] if lm_config.api_bases else None)
     if show_request:
         _show_requests(settings, configs)
         return

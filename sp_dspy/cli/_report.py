@@ -1,8 +1,4 @@
-"""``sp-dspy report``: compare result sets on the same cases in one HTML page.
-
-Each RESULTS argument is one variant: a result file, or ``LABEL=file1,file2`` to
-score several files (e.g. a run and its retry) as one.
-"""
+"""``sp-dspy report``: compare result sets on the same cases in one HTML page."""
 
 from __future__ import annotations
 

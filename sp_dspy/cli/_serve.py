@@ -1,7 +1,6 @@
 """``sp-dspy serve``: run a local OpenAI-compatible model server in the foreground.
 
-Other commands reach it with ``--lm local`` (llama.cpp: found through the state file
-this command writes) or ``--lm openai/<name> --api-base <url>`` (any backend).
+Other commands reach it with ``--lm local`` (llama.cpp) or ``--lm openai/<name> --api-base <url>``.
 """
 
 from __future__ import annotations

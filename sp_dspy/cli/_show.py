@@ -1,9 +1,4 @@
-"""``sp-dspy show``: one result file case by case, next to the dataset's rules.
-
-For each case: gold and predicted rules with their texts and types, TP/FP/FN, failure
-modes, the answer's status and what the model said. Rule texts and answers wrap on a
-narrow console; nothing is cut to an ellipsis.
-"""
+"""``sp-dspy show``: one result file case by case, next to the dataset's rules (wrapped, never cut)."""
 
 from __future__ import annotations
 
