@@ -67,16 +67,6 @@ class Comparison(BaseModel):
     notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_MCNEMAR])
 
 
-def _define_models() -> None:
-    """Resolve the models' metric types; the metrics (numpy) load only when a comparison runs."""
-    from .._metrics import McNemarResult, PairedDiff
-
-    if not Comparison.__pydantic_complete__:
-        names = {"PairedDiff": PairedDiff, "McNemarResult": McNemarResult, "CellComparison": CellComparison}
-        CellComparison.model_rebuild(_types_namespace=names)
-        Comparison.model_rebuild(_types_namespace=names)
-
-
 def compare_results(
     cases: Sequence[Case],
     results_a: ResultSet,
@@ -88,10 +78,10 @@ def compare_results(
     seed: int = 0,
 ) -> Comparison:
     """Compare two result sets on the cases both have results for (see the module docstring)."""
-    _define_models()
     from .._metrics import (
         CELLS,
         McNemarResult,
+        PairedDiff,
         case_outcomes,
         level_cells,
         mcnemar_test,
@@ -99,6 +89,10 @@ def compare_results(
         resolve_records,
     )
 
+    # The models' metric types resolve now: the metrics (numpy) load only when a comparison runs.
+    names = {"PairedDiff": PairedDiff, "McNemarResult": McNemarResult, "CellComparison": CellComparison}
+    CellComparison.model_rebuild(_types_namespace=names)
+    Comparison.model_rebuild(_types_namespace=names)
     records_a = resolve_records(cases, results_a)
     records_b = resolve_records(cases, results_b)
     in_a, in_b = {c.id for c in cases if c.id in records_a}, {c.id for c in cases if c.id in records_b}

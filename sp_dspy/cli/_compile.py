@@ -157,7 +157,10 @@ def compile_command(
         settings = CompileConfig.model_validate(fields)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ConfigError(f"{_flag(first['loc'])}: {first['msg']}") from None
+        field = str(first["loc"][-1])  # named by its flag: ``caps.max_tokens`` is ``--max-total-tokens``
+        raise ConfigError(
+            f"{opt.CAP_FLAGS.get(field, '--' + field.replace('_', '-'))}: {first['msg']}"
+        ) from None
     if dry_run:
         outcome = compile_guard(settings, task, prompt, reflection)
         _print_plan(outcome.plan, settings.caps)
@@ -184,14 +187,6 @@ def compile_command(
             _print_interrupted(status, out, had_artifact=had_artifact, cached=cached)
             raise typer.Exit(130) from None
     _print_outcome(outcome)
-
-
-def _flag(loc: tuple[int | str, ...]) -> str:
-    """The flag the user typed for a ``CompileConfig`` field (``caps.max_tokens`` is ``--max-total-tokens``)."""
-    field = str(loc[-1])
-    if loc[:1] == ("caps",) and field in opt.CAP_FLAGS:
-        return opt.CAP_FLAGS[field]
-    return "--" + field.replace("_", "-")
 
 
 def _spend(status: CompileStatus) -> str:

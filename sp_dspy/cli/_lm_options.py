@@ -31,10 +31,9 @@ LOCAL_SETTINGS: dict[str, Any] = {
     "timeout": 600,
     "num_retries": 1,
 }
-_THE_MODELS = "the model's, else the provider's"
 
 
-def _setting(flag: str, help: str, shown: str = _THE_MODELS) -> Any:
+def _setting(flag: str, help: str, shown: str = "the model's, else the provider's") -> Any:
     """An LM flag whose absence keeps the configured model's setting (the default says so)."""
     return typer.Option(flag, help=help, show_default=shown)
 
