@@ -15,7 +15,7 @@ from ._console import console
 
 if TYPE_CHECKING:
     from .._data import Case
-    from .._metrics import CaseOutcome, JudgmentRecord, PolicyRecord, ResultSet
+    from .._metrics import CaseOutcome, JudgmentRecord, PolicyRecord
 
 
 def register(app: typer.Typer) -> None:
@@ -41,7 +41,7 @@ def show_command(
     lenient: opt.Lenient = False,
 ) -> None:
     """Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer."""
-    from .._metrics import read_result_files
+    from .._metrics import case_outcomes, read_result_files, resolve_records
     from ._dataset import load_for_results
 
     results = read_result_files(files)
@@ -64,10 +64,15 @@ def show_command(
         if missing:
             raise DataError(f"--id {missing[0]}: no result for this case in {', '.join(map(str, files))}")
         present = [cid for cid in present if cid in wanted]
+    cases = [by_id[cid] for cid in present]
+    records = resolve_records(cases, results)
+    judgments: dict[str, list[JudgmentRecord]] = {}
+    for judgment in results.judgments:
+        judgments.setdefault(judgment.cid, []).append(judgment)
     views = [
-        view
-        for view in _views([by_id[cid] for cid in present], results)
-        if not (failed and view.outcome.exact)
+        _View(case, outcome, results.records.get(case.id) or records.get(case.id), judgments.get(case.id, []))
+        for case, outcome in zip(cases, case_outcomes(cases, records), strict=True)
+        if not (failed and outcome.exact)
     ]
     for view in views:
         _print_case(view)
@@ -85,19 +90,6 @@ class _View:
     outcome: CaseOutcome
     record: PolicyRecord | None
     judgments: list[JudgmentRecord]
-
-
-def _views(cases: list[Case], results: ResultSet) -> list[_View]:
-    from .._metrics import case_outcomes, resolve_records
-
-    records = resolve_records(cases, results)
-    by_case: dict[str, list[JudgmentRecord]] = {}
-    for judgment in results.judgments:
-        by_case.setdefault(judgment.cid, []).append(judgment)
-    return [
-        _View(case, outcome, results.records.get(case.id) or records.get(case.id), by_case.get(case.id, []))
-        for case, outcome in zip(cases, case_outcomes(cases, records), strict=True)
-    ]
 
 
 def _status(view: _View) -> str:
