@@ -19,42 +19,21 @@ from .._errors import SpDspyError
 from .._redact import install_log_redaction, redact
 from ._console import err_console
 
-#: Command name -> (module under ``sp_dspy.cli``, one-line help shown by ``--help``).
+#: Command name -> one-line help shown by ``--help``; the command lives in module ``_<name>``.
 #: The help must be the first paragraph of the command's own help;
 #: ``tests/test_cli_lazy.py`` checks the listing against the eagerly built app.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "eval": (
-        "_eval",
-        "Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.",
-    ),
-    "score": ("_score", "Score result JSONL files (per-policy records or per-rule judgments)."),
-    "show": (
-        "_show",
-        "Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer.",
-    ),
-    "split": ("_split", "Split a dataset into train/dev/test by conversation (all levels on one side)."),
-    "compile": (
-        "_compile",
-        "Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact.",
-    ),
-    "compare": (
-        "_compare",
-        "Compare two result sets on the same cases: paired differences with CIs and McNemar's test.",
-    ),
-    "check": ("_check", "Check one conversation against a policy with a guard and print the violated rules."),
-    "ablate": (
-        "_ablate",
-        "Run several guard variants on one LM and the same cases; write summary.json and report.html.",
-    ),
-    "report": (
-        "_report",
-        "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
-    ),
-    "list-models": (
-        "_list_models",
-        "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
-    ),
-    "serve": ("_serve", "Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile."),
+COMMANDS: dict[str, str] = {
+    "eval": "Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.",
+    "score": "Score result JSONL files (per-policy records or per-rule judgments).",
+    "show": "Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer.",
+    "split": "Split a dataset into train/dev/test by conversation (all levels on one side).",
+    "compile": "Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact.",
+    "compare": "Compare two result sets on the same cases: paired differences with CIs and McNemar's test.",
+    "check": "Check one conversation against a policy with a guard and print the violated rules.",
+    "ablate": "Run several guard variants on one LM and the same cases; write summary.json and report.html.",
+    "report": "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
+    "list-models": "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
+    "serve": "Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile.",
 }
 
 
@@ -113,7 +92,7 @@ def assign_panels(command_name: str, command: Any) -> None:
 
 def load_command(name: str) -> typer.models.CommandInfo:
     """Import the module of command ``name`` and return what its ``register`` adds."""
-    module = importlib.import_module(f"{__name__}.{COMMANDS[name][0]}")
+    module = importlib.import_module(f"{__name__}._{name.replace('-', '_')}")
     holder = typer.Typer()
     module.register(holder)
     (info,) = holder.registered_commands
@@ -129,7 +108,7 @@ class LazyGroup(TyperGroup):
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
-        for name, (_, short_help) in COMMANDS.items():
+        for name, short_help in COMMANDS.items():
             self.commands[name] = TyperCommand(name=name, help=short_help)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
