@@ -157,10 +157,9 @@ def compile_command(
         settings = CompileConfig.model_validate(fields)
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = str(first["loc"][-1])  # named by its flag: ``caps.max_tokens`` is ``--max-total-tokens``
-        raise ConfigError(
-            f"{opt.CAP_FLAGS.get(field, '--' + field.replace('_', '-'))}: {first['msg']}"
-        ) from None
+        field = str(first["loc"][-1])
+        flag = opt.CAP_FLAGS.get(field, "--" + field.replace("_", "-"))  # caps.max_tokens: --max-total-tokens
+        raise ConfigError(f"{flag}: {first['msg']}") from None
     if dry_run:
         outcome = compile_guard(settings, task, prompt, reflection)
         _print_plan(outcome.plan, settings.caps)
