@@ -186,11 +186,10 @@ def _print_answer(view: _View, rules: list[int]) -> None:
         ]
         if extra.get("dropped_rules"):
             lines.append(("dropped", f"rule numbers {extra['dropped_rules']} are not rules of this policy"))
-    shown = set(rules)
     for judgment in view.judgments:
         extra = judgment.model_extra or {}
         said = judgment.error or extra.get("reason") or extra.get("answer")
-        if judgment.rule in shown and said:
+        if judgment.rule in rules and said:
             lines.append((f"rule {judgment.rule}", said))
     for label, value in lines:
         if value not in (None, ""):
