@@ -137,7 +137,7 @@ def eval_command(
     if local and settings.concurrency > lmo.LOCAL_CONCURRENCY:
         # One llama.cpp slot: more requests in flight only wait in its queue (and time out).
         settings = settings.model_copy(update={"concurrency": lmo.LOCAL_CONCURRENCY})
-    configure_cache(enabled=not (lm_flags.no_cache or show_request))
+    configure_cache(enabled=not lm_flags.no_cache)
     if local_default:
         err_console.print(
             f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample "
@@ -147,6 +147,7 @@ def eval_command(
         if not lmo.is_local(lm_config):  # the embedded server's address is known once it runs
             key_for(lm_config, lm_config.api_bases[0] if lm_config.api_bases else None)
     if show_request:  # each model's first request as JSON on stdout, unwrapped for jq
+        configure_cache(enabled=False)
         for lm_config in configs:
             with lmo.lm_session(lm_config) as live:
                 request = first_request(settings, live)
