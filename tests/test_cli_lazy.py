@@ -23,8 +23,8 @@ def _eager_app() -> typer.Typer:
     )
     assert app.registered_callback is not None
     eager.callback()(app.registered_callback.callback)  # the group's own options (--version)
-    for module in dict.fromkeys(module for module, _ in COMMANDS.values()):
-        importlib.import_module(f"sp_dspy.cli.{module}").register(eager)
+    for name in COMMANDS:
+        importlib.import_module(f"sp_dspy.cli._{name.replace('-', '_')}").register(eager)
     return eager
 
 
@@ -40,7 +40,7 @@ def test_help_lists_the_same_commands_and_help_as_the_eager_app() -> None:
 
 def test_each_command_loads_with_its_own_help() -> None:
     runner = CliRunner()
-    for name, (_, short_help) in COMMANDS.items():
+    for name, short_help in COMMANDS.items():
         info = load_command(name)
         assert info.name == name
         result = runner.invoke(app, [name, "--help"], env={"COLUMNS": "200"})

@@ -14,9 +14,8 @@ from typer.testing import CliRunner
 import sp_dspy
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm._config import bundled_models_file, user_models_file
-from sp_dspy.cli import COMMANDS, app, main
+from sp_dspy.cli import COMMANDS, PANEL_ORDER, app, main
 from sp_dspy.cli import _lm_options as lmo
-from sp_dspy.cli._panels import PANEL_ORDER
 
 pytestmark = pytest.mark.usefixtures("isolated_run")
 REPO = Path(__file__).resolve().parents[1]
@@ -56,7 +55,7 @@ def test_version_prints_the_package_version() -> None:
 def test_every_option_of_every_command_is_in_a_named_panel(command: str) -> None:
     panels = _panels(_help(command))
     unplaced = [flag for flag in panels.get("Options", []) if flag != "--help"]
-    assert not unplaced, f"add {unplaced} to a panel in sp_dspy/cli/_panels.py"
+    assert not unplaced, f"add {unplaced} to a panel in sp_dspy/cli/__init__.py"
 
 
 @pytest.mark.parametrize("command", RUNNING)

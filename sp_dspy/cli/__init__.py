@@ -1,10 +1,7 @@
 """The ``sp-dspy`` command line: one module per command, loaded only when it runs.
 
-Start-up stays fast: command modules import dspy/litellm only inside the command
-function, and this package imports a command's module (and builds its click command
-from the signature) only when that command is invoked. ``sp-dspy score`` thus never
-imports the eval, compile or serve modules, and ``sp-dspy --help`` lists every
-command from the static table below without importing any of them.
+Command modules import dspy/litellm inside the command function, and a command's module
+is imported only when that command is invoked: ``--help`` lists the static table below.
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ import importlib
 import io
 import os
 import sys
-from collections.abc import Iterator, MutableMapping
 from typing import Annotated, Any
 
 import typer
@@ -22,129 +18,110 @@ from typer.core import TyperCommand, TyperGroup
 from .._errors import SpDspyError
 from .._redact import install_log_redaction, redact
 from ._console import err_console
-from ._panels import assign_panels
 
-#: Command name -> (module under ``sp_dspy.cli``, one-line help shown by ``--help``).
+#: Command name -> one-line help shown by ``--help``; the command lives in module ``_<name>``.
 #: The help must be the first paragraph of the command's own help;
 #: ``tests/test_cli_lazy.py`` checks the listing against the eagerly built app.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "eval": (
-        "_eval",
-        "Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.",
-    ),
-    "score": ("_score", "Score result JSONL files (per-policy records or per-rule judgments)."),
-    "show": (
-        "_show",
-        "Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer.",
-    ),
-    "split": ("_split", "Split a dataset into train/dev/test by conversation (all levels on one side)."),
-    "compile": (
-        "_compile",
-        "Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact.",
-    ),
-    "compare": (
-        "_compare",
-        "Compare two result sets on the same cases: paired differences with CIs and McNemar's test.",
-    ),
-    "check": ("_check", "Check one conversation against a policy with a guard and print the violated rules."),
-    "ablate": (
-        "_ablate",
-        "Run several guard variants on one LM and the same cases; write summary.json and report.html.",
-    ),
-    "report": (
-        "_report",
-        "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
-    ),
-    "list-models": (
-        "_list_models",
-        "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
-    ),
-    "serve": ("_serve", "Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile."),
+COMMANDS: dict[str, str] = {
+    "eval": "Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.",
+    "score": "Score result JSONL files (per-policy records or per-rule judgments).",
+    "show": "Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer.",
+    "split": "Split a dataset into train/dev/test by conversation (all levels on one side).",
+    "compile": "Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact.",
+    "compare": "Compare two result sets on the same cases: paired differences with CIs and McNemar's test.",
+    "check": "Check one conversation against a policy with a guard and print the violated rules.",
+    "ablate": "Run several guard variants on one LM and the same cases; write summary.json and report.html.",
+    "report": "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
+    "list-models": "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
+    "serve": "Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile.",
 }
-COMMAND_MODULES = tuple(module for module, _ in COMMANDS.values())
+
+
+#: The ``--help`` panel of every flag, panels in the order they are shown: a flag means the
+#: same on every command, so it sits in the same panel everywhere.
+PANELS: dict[str, tuple[str, ...]] = {
+    "Data": (
+        "--dataset", "--benchmark", "--level", "--domain", "--split", "--splits", "--ratios", "--limit",
+        "--start-idx", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation",
+        "--framework", "--id", "--failed",
+    ),
+    "Guard": ("--program", "--protocol", "--parser", "--per-rule-layout", "--variants"),
+    "Model": (
+        "--lm", "--models", "--config", "--api-base", "--api-key-env", "--temperature", "--max-tokens",
+        "--reasoning-effort", "--timeout", "--num-retries", "--no-cache", "--json-schema", "--transport",
+        "--show-request",
+    ),
+    "Optimizer": (
+        "--optimizer", "--optimizer-config", "--set", "--top-k", "--prompt-lm", "--prompt-api-base",
+        "--prompt-api-key-env", "--reflection-lm", "--reflection-api-base", "--reflection-api-key-env",
+    ),
+    "Budget": ("--max-calls", "--max-total-tokens", "--max-usd", "--dry-run"),
+    "Scoring": (
+        "--cap-aware", "--per-rule", "--skip-bad-lines", "--no-data-cache", "--n-boot", "--seed", "--baseline",
+        "--label",
+    ),
+    "Run and output": (
+        "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
+        "--concurrency", "--quiet", "--verbose",
+    ),
+    "Server": (
+        "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",
+        "--gpu-memory-utilization", "--tensor-parallel-size",
+    ),
+}  # fmt: skip
+PANEL_ORDER = tuple(PANELS)
+PANEL_OF = {flag: panel for panel, flags in PANELS.items() for flag in flags}
+#: Where a flag's panel depends on the command: ``compile --seed`` seeds the split and the optimizer.
+COMMAND_PANELS: dict[tuple[str, str], str] = {("compile", "--seed"): "Optimizer"}
+
+
+def assign_panels(command_name: str, command: Any) -> None:
+    """Put each option of a built click ``command`` in its panel (one it declares wins), panel by panel."""
+    for param in command.params:
+        long_flags = [opt for opt in param.opts if opt.startswith("--")]
+        if long_flags and not param.rich_help_panel:
+            flag = long_flags[0]
+            param.rich_help_panel = COMMAND_PANELS.get((command_name, flag)) or PANEL_OF.get(flag)
+
+    def rank(param: Any) -> int:
+        panel = param.rich_help_panel
+        return PANEL_ORDER.index(panel) if panel in PANEL_ORDER else len(PANEL_ORDER)
+
+    command.params.sort(key=rank)  # stable: a panel keeps the command's own order
 
 
 def load_command(name: str) -> typer.models.CommandInfo:
     """Import the module of command ``name`` and return what its ``register`` adds."""
-    module = importlib.import_module(f"{__name__}.{COMMANDS[name][0]}")
+    module = importlib.import_module(f"{__name__}._{name.replace('-', '_')}")
     holder = typer.Typer()
     module.register(holder)
     (info,) = holder.registered_commands
     return info
 
 
-class _LazyCommands(MutableMapping[str, Any]):
-    """The group's command table: every name is listed, each is built on first lookup.
-
-    Typer hands a group its commands as a dict and consults its keys for "did you
-    mean" suggestions; this mapping keeps those working while deferring the import.
-    """
-
-    def __init__(self, loaded: MutableMapping[str, Any], build: Any) -> None:
-        self._loaded = dict(loaded)
-        self._build = build
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self._loaded:
-            if name not in COMMANDS:
-                raise KeyError(name)
-            self._loaded[name] = self._build(name)
-        return self._loaded[name]
-
-    def __setitem__(self, name: str, command: Any) -> None:
-        self._loaded[name] = command
-
-    def __delitem__(self, name: str) -> None:
-        del self._loaded[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys([*COMMANDS, *self._loaded]))
-
-    def __len__(self) -> int:
-        return len(set(COMMANDS) | set(self._loaded))
-
-    def is_loaded(self, name: str) -> bool:
-        return name in self._loaded
-
-
 class LazyGroup(TyperGroup):
-    """A typer group that imports and builds a command only when it is looked up.
+    """A typer group that imports and builds a command only when it is invoked.
 
-    While the group's own help is being formatted, an unloaded command is stood in
-    for by a parameterless command carrying its name and one-line help, so the
-    listing costs no imports.
+    Until then each command is a parameterless stand-in carrying its name and one-line
+    help, so the listing of ``--help`` and "did you mean" suggestions cost no imports.
     """
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
-        self.commands = _LazyCommands(self.commands, self._build)
-        self._listing = False
+        for name, short_help in COMMANDS.items():
+            self.commands[name] = TyperCommand(name=name, help=short_help)
 
-    def _build(self, name: str) -> Any:
-        command = typer.main.get_command_from_info(
-            load_command(name),
-            pretty_exceptions_short=app.pretty_exceptions_short,
-            rich_markup_mode=self.rich_markup_mode,
-        )
-        assign_panels(name, command)
-        return command
-
-    def list_commands(self, ctx: Any) -> list[str]:
-        return list(self.commands)
-
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        commands = self.commands
-        listing = self._listing and cmd_name in COMMANDS
-        if listing and isinstance(commands, _LazyCommands) and not commands.is_loaded(cmd_name):
-            return TyperCommand(name=cmd_name, help=COMMANDS[cmd_name][1])
-        return commands.get(cmd_name)
-
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        self._listing = True
-        try:
-            super().format_help(ctx, formatter)
-        finally:
-            self._listing = False
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name is not None and command is not None and command.callback is None:
+            command = typer.main.get_command_from_info(
+                load_command(name),
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=self.rich_markup_mode,
+            )
+            assign_panels(name, command)
+            self.commands[name] = command
+        return name, command, rest
 
 
 app = typer.Typer(

@@ -1,8 +1,6 @@
 """``sp-dspy ablate``: per-rule vs per-policy (and compiled programs) on one LM, one report.
 
-Settings come from flags over an optional YAML ``--plan`` file; on ``--resume`` the
-plan saved in OUTDIR is the base, so ``sp-dspy ablate --out OUTDIR --resume`` alone
-continues an interrupted ablation.
+Flags override an optional YAML ``--plan`` file; on ``--resume`` the plan saved in OUTDIR is the base.
 """
 
 from __future__ import annotations
@@ -131,13 +129,10 @@ def ablate_command(
     from .._ablate import PLAN_FILE, build_plan, read_plan_file, run_ablation
     from .._lm import configure_cache
 
-    where = str(plan_file) if plan_file is not None else "flags"
-    base: dict[str, Any] = {}
-    if plan_file is not None:
-        base = read_plan_file(plan_file)
-    elif resume and (out / PLAN_FILE).exists():
-        where = str(out / PLAN_FILE)
-        base = read_plan_file(out / PLAN_FILE)
+    if plan_file is None and resume and (out / PLAN_FILE).exists():
+        plan_file = out / PLAN_FILE
+    where = "flags" if plan_file is None else str(plan_file)
+    base: dict[str, Any] = {} if plan_file is None else read_plan_file(plan_file)
     lm_config = resolve_lm(lm or base.get("lm"), config, where, **lm_flags.overrides())
     flags: dict[str, Any] = {
         "variants": variants, "parser": parser, "allow_overlap": allow_overlap or None,

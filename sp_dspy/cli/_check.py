@@ -1,8 +1,4 @@
-"""``sp-dspy check``: one policy, one conversation, one verdict, from the shell.
-
-The same ``sp_dspy.Guard`` an application uses, so an artifact can be tried before it is
-deployed. The exit status gates a script like ``grep``'s (see the command's help).
-"""
+"""``sp-dspy check``: one policy, one conversation, one verdict, with the ``sp_dspy.Guard`` an application uses."""
 
 from __future__ import annotations
 

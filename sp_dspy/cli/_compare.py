@@ -1,12 +1,8 @@
 """``sp-dspy compare``: is B better than A on the same cases, beyond noise?
 
-Per level and pooled (``ALL``), over the cases *both* sides have results for (cases only
-one side ran are counted, not compared):
-
-- ``B - A`` of RMR, RMR@1.0 and RDR with a 95% paired bootstrap interval over the cases
-  both sides *scored*, resampled with the same draws;
-- McNemar's test on exact match over *all* compared cases, a case a side excluded
-  counting as wrong for it: a guard must not win by declining the hard cases.
+Per level and pooled (``ALL``), over the cases both sides have results for: ``B - A`` with
+paired bootstrap intervals, and McNemar's test on exact match, a case a side excluded
+counting as wrong for it (a guard must not win by declining the hard cases).
 """
 
 from __future__ import annotations
@@ -71,16 +67,6 @@ class Comparison(BaseModel):
     notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_MCNEMAR])
 
 
-def _define_models() -> None:
-    """Resolve the models' metric types; the metrics (numpy) load only when a comparison runs."""
-    from .._metrics import McNemarResult, PairedDiff
-
-    if not Comparison.__pydantic_complete__:
-        names = {"PairedDiff": PairedDiff, "McNemarResult": McNemarResult, "CellComparison": CellComparison}
-        CellComparison.model_rebuild(_types_namespace=names)
-        Comparison.model_rebuild(_types_namespace=names)
-
-
 def compare_results(
     cases: Sequence[Case],
     results_a: ResultSet,
@@ -92,10 +78,10 @@ def compare_results(
     seed: int = 0,
 ) -> Comparison:
     """Compare two result sets on the cases both have results for (see the module docstring)."""
-    _define_models()
     from .._metrics import (
         CELLS,
         McNemarResult,
+        PairedDiff,
         case_outcomes,
         level_cells,
         mcnemar_test,
@@ -103,6 +89,10 @@ def compare_results(
         resolve_records,
     )
 
+    # The models' metric types resolve now: the metrics (numpy) load only when a comparison runs.
+    names = {"PairedDiff": PairedDiff, "McNemarResult": McNemarResult, "CellComparison": CellComparison}
+    CellComparison.model_rebuild(_types_namespace=names)
+    Comparison.model_rebuild(_types_namespace=names)
     records_a = resolve_records(cases, results_a)
     records_b = resolve_records(cases, results_b)
     in_a, in_b = {c.id for c in cases if c.id in records_a}, {c.id for c in cases if c.id in records_b}

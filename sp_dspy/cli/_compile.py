@@ -1,16 +1,13 @@
 """``sp-dspy compile``: compile a guard program with a DSPy optimizer into an artifact directory.
 
-Trains on train, selects on dev, never reads test. While it runs, stderr shows the
-phase, the spend against the caps and the best dev score (a live panel on a terminal,
-a line per phase otherwise); the optimizers' own logs go to ``compile.log``, and stdout
-carries the final summary only.
+Trains on train, selects on dev, never reads test. Progress (phase, spend, best dev score) goes
+to stderr, the optimizers' own logs to ``compile.log``, and the final summary to stdout.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -160,7 +157,9 @@ def compile_command(
         settings = CompileConfig.model_validate(fields)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ConfigError(f"{_flag(first['loc'])}: {first['msg']}") from None
+        field = str(first["loc"][-1])
+        flag = opt.CAP_FLAGS.get(field, "--" + field.replace("_", "-"))  # caps.max_tokens: --max-total-tokens
+        raise ConfigError(f"{flag}: {first['msg']}") from None
     if dry_run:
         outcome = compile_guard(settings, task, prompt, reflection)
         _print_plan(outcome.plan, settings.caps)
@@ -187,14 +186,6 @@ def compile_command(
             _print_interrupted(status, out, had_artifact=had_artifact, cached=cached)
             raise typer.Exit(130) from None
     _print_outcome(outcome)
-
-
-def _flag(loc: tuple[int | str, ...]) -> str:
-    """The flag the user typed for a ``CompileConfig`` field (``caps.max_tokens`` is ``--max-total-tokens``)."""
-    field = str(loc[-1])
-    if loc[:1] == ("caps",) and field in opt.CAP_FLAGS:
-        return opt.CAP_FLAGS[field]
-    return "--" + field.replace("_", "-")
 
 
 def _spend(status: CompileStatus) -> str:
@@ -224,28 +215,22 @@ def _panel(status: CompileStatus) -> RenderableType:
     return Text.assemble(("compile: ", "bold"), status.phase, "\n", _spend(status), "\n", scores)
 
 
-@contextlib.contextmanager
-def _progress(status: CompileStatus, console: Console) -> Iterator[None]:
+def _progress(status: CompileStatus, console: Console) -> contextlib.AbstractContextManager[Any]:
     """One progress display: a live panel on a terminal, else one line per phase."""
     from rich.live import Live
 
     if console.is_terminal:
-        with Live(
+        return Live(
             get_renderable=lambda: _panel(status), console=console, refresh_per_second=4,
             transient=True, redirect_stdout=False, redirect_stderr=False,
-        ):  # fmt: skip
-            yield
-        return
+        )  # fmt: skip
 
     def line(s: CompileStatus) -> None:
         best = "" if s.best_score is None else f"; best dev score so far {s.best_score:.2f}"
         console.print(f"compile: {s.phase} ({_spend(s)}{best})", highlight=False, soft_wrap=True)
 
     status.on_phase = line
-    try:
-        yield
-    finally:
-        status.on_phase = None
+    return contextlib.nullcontext()
 
 
 def _print_interrupted(status: CompileStatus, out: Path, *, had_artifact: bool, cached: bool) -> None:

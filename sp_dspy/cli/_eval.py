@@ -1,11 +1,11 @@
 """``sp-dspy eval``: run a guard program on an LM over benchmark cases, then score.
 
-With no arguments: the official per-policy baseline on the bundled sample with the
-embedded SmolLM2-135M model served by llama.cpp.
+With no arguments: the official per-policy baseline on the bundled sample with the embedded model.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -107,13 +107,12 @@ def eval_command(
     failure retrying cannot fix (key, model, address); 3 some units ended in error, or a
     budget cap stopped the run.
     """
-    from .._lm import configure_cache
-    from .._runner import build_eval_config, new_run_id, run_eval
+    from .._lm import configure_cache, key_for
+    from .._runner import build_eval_config, first_request, new_run_id, run_eval
 
     configs = lmo.lm_configs(lm, models, config, default=lmo.LOCAL, **lm_flags.overrides())
-    local_default = (
-        limit is None and any(lmo.is_local(c) for c in configs) and dataset is None and split is None
-    )
+    local = any(lmo.is_local(c) for c in configs)
+    local_default = local and limit is None and dataset is None and split is None
     flags: dict[str, Any] = {
         "data": {
             "dataset": dataset, "benchmark": benchmark, "level": level, "domain": domain, "split": split,
@@ -135,7 +134,7 @@ def eval_command(
     if settings.run_id is None and not settings.resume:
         # One run id for every model of this invocation, so they share one manifest.
         settings = settings.model_copy(update={"run_id": new_run_id()})
-    if any(lmo.is_local(c) for c in configs) and settings.concurrency > lmo.LOCAL_CONCURRENCY:
+    if local and settings.concurrency > lmo.LOCAL_CONCURRENCY:
         # One llama.cpp slot: more requests in flight only wait in its queue (and time out).
         settings = settings.model_copy(update={"concurrency": lmo.LOCAL_CONCURRENCY})
     configure_cache(enabled=not lm_flags.no_cache)
@@ -144,9 +143,17 @@ def eval_command(
             f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample "
             "(one conversation at L0, L1, L2). Pass --limit 24 for the whole sample.[/dim]"
         )
-    lmo.check_keys(configs)
-    if show_request:
-        _show_requests(settings, configs)
+    for lm_config in configs:  # a missing key fails now, not after the models before it ran
+        if not lmo.is_local(lm_config):  # the embedded server's address is known once it runs
+            key_for(lm_config, lm_config.api_bases[0] if lm_config.api_bases else None)
+    if show_request:  # each model's first request as JSON on stdout, unwrapped for jq
+        configure_cache(enabled=False)
+        for lm_config in configs:
+            with lmo.lm_session(lm_config) as live:
+                request = first_request(settings, live)
+            if len(configs) > 1:
+                typer.echo(f"# {live.display_name()}")
+            typer.echo(json.dumps(request.shown(), indent=2, ensure_ascii=False))
         return
     units_failed = False
     for lm_config in configs:
@@ -184,22 +191,6 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
         )
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
-
-
-def _show_requests(settings: Any, configs: list[Any]) -> None:
-    """``--show-request``: each model's first request as JSON on stdout, unwrapped for jq."""
-    import json
-
-    from .._lm import configure_cache
-    from .._runner import first_request
-
-    configure_cache(enabled=False)
-    for lm_config in configs:
-        with lmo.lm_session(lm_config) as live:
-            request = first_request(settings, live)
-        if len(configs) > 1:
-            typer.echo(f"# {live.display_name()}")
-        typer.echo(json.dumps(request.shown(), indent=2, ensure_ascii=False))
 
 
 def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> None:

@@ -25,9 +25,8 @@ def list_models_command(config: lmo.ModelsConfig = None) -> None:
     from .._table import FitTable
 
     files = models_files(config)
-    table = FitTable(title="Models", caption="from " + ", then ".join(map(str, files)) if files else None)
-    for column in ("name", "model", "api_base", "key from", "settings"):
-        table.add_column(column)
+    caption = "from " + ", then ".join(map(str, files)) if files else None
+    table = FitTable("name", "model", "api_base", "key from", "settings", title="Models", caption=caption)
     for name, cfg in load_configured_models(config).items():
         settings = {
             key: value

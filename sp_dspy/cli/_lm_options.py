@@ -1,9 +1,7 @@
 """LM flags shared by eval, compile, ablate and check, and how they become ``LMConfig``s.
 
-``--lm`` takes a model string (``openai/gpt-5.5``, ``hosted_vllm/Qwen3-8B``), a configured
-name (the package's ``configs/models.yaml``, then ``~/.config/sp-dspy/models.yaml``, then
-``--config``), ``fake[/behaviour]`` or ``local`` (the embedded llama.cpp model). Flags
-given on the command line override the configured settings.
+``--lm`` takes a model string, a configured name, ``fake[/behaviour]`` or ``local`` (the
+embedded llama.cpp model); flags given on the command line override the configured settings.
 """
 
 from __future__ import annotations
@@ -33,10 +31,9 @@ LOCAL_SETTINGS: dict[str, Any] = {
     "timeout": 600,
     "num_retries": 1,
 }
-_THE_MODELS = "the model's, else the provider's"
 
 
-def _setting(flag: str, help: str, shown: str = _THE_MODELS) -> Any:
+def _setting(flag: str, help: str, shown: str = "the model's, else the provider's") -> Any:
     """An LM flag whose absence keeps the configured model's setting (the default says so)."""
     return typer.Option(flag, help=help, show_default=shown)
 
@@ -173,15 +170,6 @@ def lm_configs(
             base = resolve_model_config(name, configured, flag=spec_flag).model_dump()
         resolved.append(_validated({**base, **changes}, name, changed=changes))
     return resolved
-
-
-def check_keys(configs: list[LMConfig]) -> None:
-    """Fail now, not after the models before it ran, if a model's key is missing (``ConfigError``)."""
-    from .._lm import key_for
-
-    for config in configs:
-        if not is_local(config):  # the embedded server's address is known once it runs
-            key_for(config, config.api_bases[0] if config.api_bases else None)
 
 
 def _validated(settings: dict[str, Any], name: str, *, changed: Collection[str] = ()) -> LMConfig:

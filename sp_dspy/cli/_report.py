@@ -1,8 +1,4 @@
-"""``sp-dspy report``: compare result sets on the same cases in one HTML page.
-
-Each RESULTS argument is one variant: a result file, or ``LABEL=file1,file2`` to
-score several files (e.g. a run and its retry) as one.
-"""
+"""``sp-dspy report``: compare result sets on the same cases in one HTML page."""
 
 from __future__ import annotations
 
@@ -95,9 +91,8 @@ def report_command(
 
     variants = parse_results(results, label or [])
     files = [Path(path) for _, paths in variants for path in paths]
-    first = read_result_files(
-        variants[0][1], skip_bad_lines=True
-    )  # RESULTS is required, and no variant is empty
+    # RESULTS is required, and no variant is empty.
+    first = read_result_files(variants[0][1], skip_bad_lines=True)
     loaded = load_for_results(files, [first], dataset=dataset, benchmark=benchmark, lenient=lenient)
     summary = build_summary(
         loaded.cases,

@@ -1,7 +1,6 @@
 """``sp-dspy serve``: run a local OpenAI-compatible model server in the foreground.
 
-Other commands reach it with ``--lm local`` (llama.cpp: found through the state file
-this command writes) or ``--lm openai/<name> --api-base <url>`` (any backend).
+Other commands reach it with ``--lm local`` (llama.cpp) or ``--lm openai/<name> --api-base <url>``.
 """
 
 from __future__ import annotations
@@ -72,16 +71,17 @@ def serve(
     """Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile."""
     from .._serve import LlamaCppServer, VLLMServer
 
+    vllm_flags = {
+        "--max-model-len": max_model_len,
+        "--gpu-memory-utilization": gpu_memory_utilization,
+        "--tensor-parallel-size": tensor_parallel_size,
+    }
+    llama_cpp_flags = {"--n-ctx": n_ctx, "--threads": threads, "--n-parallel": n_parallel}
+    other_flags = vllm_flags if backend is Backend.llama_cpp else llama_cpp_flags
+    if given := [flag for flag, value in other_flags.items() if value is not None]:
+        raise ConfigError(f"{', '.join(given)}: not an option of --backend {backend.value}")
     server: LlamaCppServer | VLLMServer
     if backend is Backend.llama_cpp:
-        _reject_flags(
-            backend,
-            {
-                "--max-model-len": max_model_len,
-                "--gpu-memory-utilization": gpu_memory_utilization,
-                "--tensor-parallel-size": tensor_parallel_size,
-            },
-        )
         context = n_ctx or DEFAULT_N_CTX
         server = LlamaCppServer(
             Path(model) if model else None, port, n_ctx=context, threads=threads, n_parallel=n_parallel or 1
@@ -89,7 +89,6 @@ def serve(
         err_console.print(f"loading {server.model_name} with llama.cpp ...", highlight=False)
         _run_foreground(server, backend, str(server.model), n_ctx=context)
     else:
-        _reject_flags(backend, {"--n-ctx": n_ctx, "--threads": threads, "--n-parallel": n_parallel})
         if not model:
             raise ConfigError("--model: --backend vllm needs a Hub model id or a local model directory")
         server = VLLMServer(
@@ -102,12 +101,6 @@ def serve(
         )
         err_console.print(f"starting vllm serve {model} (loading can take minutes) ...", highlight=False)
         _run_foreground(server, backend, model, n_ctx=max_model_len)
-
-
-def _reject_flags(backend: Backend, flags: dict[str, object]) -> None:
-    given = [name for name, value in flags.items() if value is not None]
-    if given:
-        raise ConfigError(f"{', '.join(given)}: not an option of --backend {backend.value}")
 
 
 def _run_foreground(

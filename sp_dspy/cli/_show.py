@@ -1,9 +1,4 @@
-"""``sp-dspy show``: one result file case by case, next to the dataset's rules.
-
-For each case: gold and predicted rules with their texts and types, TP/FP/FN, failure
-modes, the answer's status and what the model said. Rule texts and answers wrap on a
-narrow console; nothing is cut to an ellipsis.
-"""
+"""``sp-dspy show``: one result file case by case, next to the dataset's rules (wrapped, never cut)."""
 
 from __future__ import annotations
 
@@ -20,7 +15,7 @@ from ._console import console
 
 if TYPE_CHECKING:
     from .._data import Case
-    from .._metrics import CaseOutcome, JudgmentRecord, PolicyRecord, ResultSet
+    from .._metrics import CaseOutcome, JudgmentRecord, PolicyRecord
 
 
 def register(app: typer.Typer) -> None:
@@ -46,7 +41,7 @@ def show_command(
     lenient: opt.Lenient = False,
 ) -> None:
     """Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer."""
-    from .._metrics import read_result_files
+    from .._metrics import case_outcomes, read_result_files, resolve_records
     from ._dataset import load_for_results
 
     results = read_result_files(files)
@@ -69,10 +64,15 @@ def show_command(
         if missing:
             raise DataError(f"--id {missing[0]}: no result for this case in {', '.join(map(str, files))}")
         present = [cid for cid in present if cid in wanted]
+    cases = [by_id[cid] for cid in present]
+    records = resolve_records(cases, results)
+    judgments: dict[str, list[JudgmentRecord]] = {}
+    for judgment in results.judgments:
+        judgments.setdefault(judgment.cid, []).append(judgment)
     views = [
-        view
-        for view in _views([by_id[cid] for cid in present], results)
-        if not (failed and view.outcome.exact)
+        _View(case, outcome, results.records.get(case.id) or records.get(case.id), judgments.get(case.id, []))
+        for case, outcome in zip(cases, case_outcomes(cases, records), strict=True)
+        if not (failed and outcome.exact)
     ]
     for view in views:
         _print_case(view)
@@ -90,19 +90,6 @@ class _View:
     outcome: CaseOutcome
     record: PolicyRecord | None
     judgments: list[JudgmentRecord]
-
-
-def _views(cases: list[Case], results: ResultSet) -> list[_View]:
-    from .._metrics import case_outcomes, resolve_records
-
-    records = resolve_records(cases, results)
-    by_case: dict[str, list[JudgmentRecord]] = {}
-    for judgment in results.judgments:
-        by_case.setdefault(judgment.cid, []).append(judgment)
-    return [
-        _View(case, outcome, results.records.get(case.id) or records.get(case.id), by_case.get(case.id, []))
-        for case, outcome in zip(cases, case_outcomes(cases, records), strict=True)
-    ]
 
 
 def _status(view: _View) -> str:
@@ -199,11 +186,10 @@ def _print_answer(view: _View, rules: list[int]) -> None:
         ]
         if extra.get("dropped_rules"):
             lines.append(("dropped", f"rule numbers {extra['dropped_rules']} are not rules of this policy"))
-    shown = set(rules)
     for judgment in view.judgments:
         extra = judgment.model_extra or {}
         said = judgment.error or extra.get("reason") or extra.get("answer")
-        if judgment.rule in shown and said:
+        if judgment.rule in rules and said:
             lines.append((f"rule {judgment.rule}", said))
     for label, value in lines:
         if value not in (None, ""):
