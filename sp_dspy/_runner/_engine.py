@@ -1,8 +1,7 @@
-"""Run independent units concurrently (at most ``concurrency`` in flight), storing each record as it lands.
+"""Run units concurrently (at most ``concurrency`` in flight), storing each record as it lands.
 
-A results file that can no longer be written (``StoreWriteError``) stops the run at once.
-Any other stop lets the units in flight finish and be written: they share one connection
-pool that closes when the run ends, so ending at once would make each a false ``connection`` error.
+A failed results write (``StoreWriteError``) stops the run at once; any other stop lets the
+units in flight finish and be written (ending them would make each a false ``connection`` error).
 """
 
 from __future__ import annotations
@@ -20,14 +19,10 @@ Record = dict[str, Any]
 
 @dataclass
 class EngineStats:
-    """What one engine run did (for the progress display and the manifest)."""
-
     done: int = 0
-    errors: int = 0
     interrupted: bool = False
     stopped: bool = False  # a unit raised one of ``UnitEngine.stop_on``: no further unit started
     stopped_early: bool = False  # a record met ``UnitEngine.stop_when``: no further unit started
-    error_classes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -106,10 +101,6 @@ class UnitEngine(Generic[Unit]):
     def _finish(self, record: Record) -> None:
         self.store.append(record)
         self.stats.done += 1
-        error_class = record.get("error_class")
-        if error_class:
-            self.stats.errors += 1
-            self.stats.error_classes[error_class] = self.stats.error_classes.get(error_class, 0) + 1
         if self.on_record is not None:
             self.on_record(record)
         if self.stop_when is not None and self.stop_when(record):

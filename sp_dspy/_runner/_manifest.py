@@ -39,6 +39,18 @@ class RunTotals(BaseModel):
     cost_usd: float | None = None
     cache_hits: int = 0
 
+    def add(self, record: dict[str, Any]) -> None:
+        """Count one record in the totals."""
+        self.records += 1
+        usage = record.get("usage") or {}
+        self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        self.completion_tokens += int(usage.get("completion_tokens") or 0)
+        if record.get("error_class"):
+            self.errors += 1
+        self.cache_hits += int(record.get("cache_hits") or 0)
+        if record.get("cost") is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + float(record["cost"])
+
 
 class ModelRun(BaseModel):
     """One model's part of a run."""
@@ -101,20 +113,10 @@ def file_hash(path: Path) -> str:
 
 def totals_of(path: Path) -> RunTotals:
     totals = RunTotals()
-    cost = 0.0
-    priced = False
     for record in iter_records(path):
-        totals.records += 1
-        usage = record.get("usage") or {}
-        totals.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-        totals.completion_tokens += int(usage.get("completion_tokens") or 0)
-        if record.get("error_class"):
-            totals.errors += 1
-        totals.cache_hits += int(record.get("cache_hits") or 0)
-        if record.get("cost") is not None:
-            cost += float(record["cost"])
-            priced = True
-    totals.cost_usd = round(cost, 6) if priced else None
+        totals.add(record)
+    if totals.cost_usd is not None:
+        totals.cost_usd = round(totals.cost_usd, 6)
     return totals
 
 
