@@ -1,9 +1,4 @@
-"""``sp-dspy eval`` as a library call: select cases, run a program on an LM, score.
-
-Per-policy runs work case by case, per-rule runs judgment by judgment, so a run killed
-at any moment resumes without sending a finished unit again. Calls that fail for a
-lasting reason (key, model, address) stop the run early with :class:`RunStopped`.
-"""
+"""``sp-dspy eval`` as a library call: select cases, run a program on an LM unit by unit, score."""
 
 from __future__ import annotations
 
@@ -16,12 +11,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from .._compile._budget import BudgetExceeded, Tally
-from .._data import Benchmark, Case, load_benchmark, select_split
+from .._data import Benchmark, Case, conversation_id, load_benchmark, select_split
 from .._data._filters import slice_cases
-from .._errors import ConfigError, OutputError
+from .._errors import ConfigError, DataError, OutputError
 from .._lm import closing_transports
 from .._lm._direct import client_of
 from .._lm._replicas import display_endpoint
@@ -43,7 +39,6 @@ from ._manifest import (
     totals_of,
     write_manifest,
 )
-from ._overlap import check_no_overlap
 from ._paths import RunLock, RunPaths, resolve_run
 from ._progress import ProgressView
 from ._store import JsonlStore, StoreWriteError
@@ -125,6 +120,46 @@ def build_program(
         if protocol == "per-rule":
             options["layout"] = config.per_rule_layout
     return make_program(config.program, protocol, **options), protocol, config.program
+
+
+class _ArtifactSplit(BaseModel):
+    """The part of an artifact manifest's ``split`` record the overlap check reads."""
+
+    train: list[str]
+    dev: list[str]
+
+
+def check_no_overlap(artifact_dir: Path, cases: list[Case]) -> None:
+    """Refuse (one ``ConfigError`` line) the cases an artifact was compiled on, or that share their conversation."""
+    from ..files import read_json_file
+
+    path = artifact_dir / "manifest.json"
+    split = read_json_file(path, "artifact manifest").get("split")  # a JSON object: load_program checked it
+    if split is None:
+        return
+    try:
+        parts = _ArtifactSplit.model_validate(split)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise DataError(f"{path}: field 'split.{where}': {first['msg']}") from None
+    part_of = {case_id: part for part in ("dev", "train") for case_id in getattr(parts, part)}
+    group_of = {conversation_id(case_id): part for case_id, part in part_of.items()}
+    clashes: list[str] = []
+    for case in cases:
+        if case.id in part_of:
+            clashes.append(f"{case.id} (in {part_of[case.id]})")
+        elif case.conversation_id in group_of:
+            clashes.append(
+                f"{case.id} (conversation {case.conversation_id} in {group_of[case.conversation_id]})"
+            )
+    if clashes:
+        shown = ", ".join(clashes[:3]) + (f" and {len(clashes) - 3} more" if len(clashes) > 3 else "")
+        raise ConfigError(
+            f"--program {artifact_dir}: {len(clashes)} of the {len(cases)} case(s) to evaluate overlap the "
+            f"artifact's train/dev split: {shown}; evaluate on --split {artifact_dir / 'splits.json'}:test, "
+            "or pass --allow-overlap to score them anyway"
+        )
 
 
 def plan_run(config: EvalConfig, lm_config: LMConfig) -> EvalPlan:
