@@ -54,11 +54,6 @@ class PlannedVariant:
     artifact: bool = False
 
     @property
-    def official(self) -> bool:
-        """The benchmark's official protocol (fixed prompts, official layout): comparable to published numbers."""
-        return self.program == "official" and self.layout == "official"
-
-    @property
     def slug(self) -> str:
         """The label as a run-id suffix (letters, digits, ``.``, ``_`` and ``-`` only)."""
         return _UNSAFE.sub("-", self.label).strip("-.") or "variant"
@@ -95,10 +90,10 @@ def _unique(label: str, taken: set[str]) -> str:
 
 
 def resolve_variants(specs: Sequence[str]) -> list[PlannedVariant]:
-    """Variant names and artifact directories -> planned variants, in the given order.
+    """Variant names and artifact directories -> planned variants (an artifact labelled by its directory name).
 
-    Fails now on what a long ablation would trip over hours in (unknown names, non-artifact
-    directories, a variant listed twice). An artifact row is labelled with its (unique) directory name.
+    Fails now on what a long ablation would trip over hours in: unknown names, non-artifact
+    directories, a variant listed twice.
     """
     seen: set[str] = set()
     taken = {spec for spec in specs if spec in NAMED_VARIANTS}

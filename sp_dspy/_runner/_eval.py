@@ -91,8 +91,7 @@ def build_program(
 ) -> tuple[Any, str, str]:
     """The program to run, its protocol and a label for records (name or artifact dir).
 
-    ``constrained`` (the model config's ``json_schema``) makes the official baselines
-    send a JSON-schema ``response_format``; their messages stay the official bytes.
+    ``constrained``: the official baselines send a JSON-schema ``response_format``.
     An artifact is refused on ``cases`` of its own train/dev split (unless ``allow_overlap``).
     """
     from programs import PROGRAM_NAMES, load_program, make_program
@@ -290,10 +289,8 @@ def run_eval(
 def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
     """The first request ``run_eval`` would send for ``config`` on ``lm_config``; nothing is sent.
 
-    The first case (per-rule: its first judgment) goes through the run's program, adapter
-    and LM engine with the cache off, and sp-dspy's HTTP engine captures the request it
-    builds instead of posting it. ``ConfigError`` when no case is selected, or the LM's
-    engine is not sp-dspy's (the fake, replicas, DSPy's own engine).
+    sp-dspy's HTTP engine captures it instead of posting it (cache off); ``ConfigError``
+    when no case is selected or the LM goes through another engine.
     """
     from programs import judge_target, run_case
 
@@ -354,12 +351,10 @@ def _status(outcome: EvalOutcome) -> str:
 def _counting(
     work: Callable[[Unit], Awaitable[Record]], lm: Any, lm_config: LMConfig
 ) -> tuple[Callable[[Unit], Awaitable[Record]], Callable[[], dict[str, int]]]:
-    """``work``, and the requests each endpoint has answered in this invocation so far
-    (cache replays are not requests).
+    """``work``, and the requests each endpoint has answered in this invocation so far.
 
-    A replica pool and sp-dspy's HTTP engine count their own. A single ``--api-base`` reached
-    through DSPy's engine counts from DSPy's usage records: DSPy records every call that
-    reached a model in the ``dspy.track_usage()`` block around it (nested blocks hand theirs up).
+    A replica pool and sp-dspy's HTTP engine count their own; a single ``--api-base``
+    reached through DSPy's engine counts the calls ``dspy.track_usage()`` records.
     """
     counts: Mapping[str, int] | None = getattr(lm, "endpoint_requests", None)
     client = client_of(lm)
