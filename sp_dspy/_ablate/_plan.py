@@ -1,8 +1,7 @@
-"""The ablation plan: one LM, one case selection, several variants, as data.
+"""The ablation plan, saved as ``OUTDIR/plan.json`` (secrets masked; a valid ``--plan`` file).
 
-Saved as ``OUTDIR/plan.json`` (secrets masked; itself a valid ``--plan`` file) and checked
-on every later invocation: a resumed ablation must ask the same model the same cases
-with the same sampling, or its rows would silently compare two different setups.
+A resumed ablation must ask the same model the same cases with the same sampling, or
+its rows would silently compare two different setups.
 """
 
 from __future__ import annotations
@@ -140,10 +139,8 @@ def first_difference(old: dict[str, Any], new: dict[str, Any]) -> tuple[str, Any
 def reconcile(plan: AblationPlan, out: Path, *, resume: bool, new_run_id: str) -> AblationPlan:
     """The plan to run in ``out``: check it against a saved one, fill in the run id.
 
-    Without ``resume`` a saved plan must equal this one (variants included); with it
-    the model, sampling, cases and parser must match while the variant list may
-    change (add the variants an interrupted ablation did not reach). An omitted run id
-    is the saved plan's on resume, else ``new_run_id``.
+    Without ``resume`` a saved plan must equal this one; with it only the variant list
+    may change. An omitted run id is the saved plan's on resume, else ``new_run_id``.
     """
     saved = load_saved_plan(out)
     where = out / PLAN_FILE

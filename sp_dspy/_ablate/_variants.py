@@ -1,8 +1,4 @@
-"""What an ablation compares: named program x protocol variants and compiled artifacts.
-
-A variant name fixes program, protocol and per-rule layout, so two ablations listing the
-same names run the same things; an artifact directory's ``manifest.json`` says its own.
-"""
+"""What an ablation compares: named program x protocol x layout variants, and compiled artifacts."""
 
 from __future__ import annotations
 
@@ -42,10 +38,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 @dataclass(frozen=True)
 class PlannedVariant:
-    """One row of the ablation: what ``run_eval`` runs and the label the report shows.
-
-    ``program`` is a program name, or the absolute path of an artifact directory.
-    """
+    """One row of the ablation; ``program`` is a program name or an artifact directory's absolute path."""
 
     label: str
     program: str
@@ -90,7 +83,7 @@ def _unique(label: str, taken: set[str]) -> str:
 
 
 def resolve_variants(specs: Sequence[str]) -> list[PlannedVariant]:
-    """Variant names and artifact directories -> planned variants (an artifact labelled by its directory name).
+    """Variant names and artifact directories -> planned variants (artifacts labelled by directory name).
 
     Fails now on what a long ablation would trip over hours in: unknown names, non-artifact
     directories, a variant listed twice.

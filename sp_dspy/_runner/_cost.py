@@ -185,7 +185,7 @@ class EvalBudget:
 def capped_budget(
     caps: BudgetCaps, program: Any, protocol: str, cases: Sequence[Case], lm_config: LMConfig
 ) -> EvalBudget | None:
-    """The run's :class:`EvalBudget` (a unit's prompt: official exact, DSPy the mean), or ``None`` without caps."""
+    """The run's :class:`EvalBudget` (prompts: official exact, DSPy the mean), or ``None`` without caps."""
     if not caps.any:
         return None
     pricing = run_pricing(program, protocol, lm_config)

@@ -29,9 +29,8 @@ class EngineStats:
 class UnitEngine(Generic[Unit]):
     """Runs ``work`` on every unit; ``on_error`` turns an exception into a record.
 
-    ``stop_when(record)`` True (after the record is written) ends the run early.
-    ``stop_on``: what ``work`` raises to refuse a unit (a budget cap); no record is
-    written for it, so ``--resume`` sends it later, and no worker takes a further unit.
+    ``stop_when(record)`` True ends the run early; ``stop_on``: what ``work`` raises to
+    refuse a unit (a budget cap): no record is written for it, no further unit starts.
     """
 
     work: Callable[[Unit], Awaitable[Record]]

@@ -129,7 +129,7 @@ class _ArtifactSplit(BaseModel):
 
 
 def check_no_overlap(artifact_dir: Path, cases: list[Case]) -> None:
-    """Refuse (one ``ConfigError`` line) the cases an artifact was compiled on, or that share their conversation."""
+    """Refuse (one ``ConfigError``) the cases an artifact was compiled on, or sharing their conversation."""
     from ..files import read_json_file
 
     path = artifact_dir / "manifest.json"

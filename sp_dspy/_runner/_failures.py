@@ -1,4 +1,4 @@
-"""Failed units of a run: when they stop it early (:class:`EarlyStop`, :class:`RunStopped`), and the summary."""
+"""Failed units of a run: when they stop it early (:class:`EarlyStop`), and how a run reports them."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Teach ``--lm fake`` the gold answers of the cases a run will send it, so it is an oracle.
-
-Each case's ground truth is registered under text found in every prompt of that case
-(per-policy: policy + conversation; per-rule: conversation + target rule + its bundle).
-"""
+"""Teach ``--lm fake`` the gold answers of a run's cases (under text in each of their prompts): an oracle."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""``manifest_<RUN_ID>.json``: what produced a run, so its numbers can be trusted later.
-
-Settings are stored without secrets (``LMConfig.public_dict``), the command line is
-redacted, and totals are recomputed from the result files so a resumed run's manifest
-covers every invocation that contributed to it.
-"""
+"""``manifest_<RUN_ID>.json``: what produced a run (no secrets), with totals over its whole results files."""
 
 from __future__ import annotations
 
@@ -142,10 +137,9 @@ def previous_run(path: Path, model: str) -> ModelRun | None:
 
 
 def write_manifest(path: Path, manifest: RunManifest) -> None:
-    """Merge this invocation's entries into the manifest file (other models are kept).
+    """Merge this invocation's entries into the manifest file (other models are kept), atomically.
 
-    Written to a temporary file and renamed, so a failed write (a full disk) leaves the
-    previous manifest whole; raises ``OutputError`` then.
+    A failed write (a full disk) leaves the previous manifest whole and raises ``OutputError``.
     """
     previous = _read_manifest(path)
     if previous is not None:

@@ -1,8 +1,4 @@
-"""Live progress of a run: units done, tokens, dollars, errors and ETA.
-
-A live rich bar in a terminal; outside one (a ``nohup`` log, CI), where a live bar
-shows nothing until the end, a plain line every few seconds.
-"""
+"""Live progress of a run: a rich bar in a terminal, else (a log, CI) a plain line every few seconds."""
 
 from __future__ import annotations
 
@@ -39,8 +35,7 @@ def _duration(seconds: float) -> str:
 class ProgressView:
     """Progress over units (cases or judgments), with running totals of this invocation's records.
 
-    Outside a terminal, one plain line at most every ``interval`` seconds, and one at the end:
-    ``eval gpt-5-mini per-policy: 120/3000 units (4%) | cases 40 | ... | 35s, ETA 14m00s``.
+    Outside a terminal, one plain line at most every ``interval`` seconds, and one at the end.
     """
 
     def __init__(
