@@ -61,8 +61,8 @@ def _artifact(spec: str) -> tuple[str, Protocol]:
         document = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"--variants: {manifest}: not readable JSON ({exc})") from None
-    program = document.get("program") if isinstance(document, dict) else None
-    protocol = document.get("protocol") if isinstance(document, dict) else None
+    fields = document if isinstance(document, dict) else {}
+    program, protocol = fields.get("program"), fields.get("protocol")
     if program not in ARTIFACT_PROGRAMS:
         raise ConfigError(
             f"--variants: {manifest}: field 'program' is {program!r}, expected one of {', '.join(ARTIFACT_PROGRAMS)}"

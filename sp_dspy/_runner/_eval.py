@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +32,6 @@ from ._manifest import (
     ModelRun,
     RunManifest,
     RunTotals,
-    file_hash,
     git_commit,
     package_versions,
     previous_run,
@@ -310,17 +310,13 @@ def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
             "(fake, replicas or --transport dspy), whose requests it builds and can show"
         )
     case = cases[0]
-
-    async def first() -> None:
-        if protocol == "per-rule":
-            await judge_target(program, case, build_targets(case)[0], lm)
-        else:
-            await run_case(program, case, lm)
-
     client.capturing = True
     try:
         with _adapter_context(lm_config.json_schema and config.program != "official"):
-            asyncio.run(closing_transports(first()))
+            if protocol == "per-rule":
+                asyncio.run(closing_transports(judge_target(program, case, build_targets(case)[0], lm)))
+            else:
+                asyncio.run(closing_transports(run_case(program, case, lm)))
     except RequestCaptured as captured:
         return captured.request
     finally:
@@ -394,8 +390,11 @@ def _write_manifest(
     model = lm_config.display_name()
     split_info = None
     if config.data.split:
-        split_path = Path(config.data.split.rpartition(":")[0])
-        split_info = {"spec": config.data.split, "sha256": file_hash(split_path)}
+        split_file = Path(config.data.split.rpartition(":")[0])
+        split_info = {
+            "spec": config.data.split,
+            "sha256": hashlib.sha256(split_file.read_bytes()).hexdigest(),
+        }
     earlier = previous_run(outcome.paths.manifest, model) if config.resume else None
     if earlier is not None:  # a resumed run: its time and start include the earlier invocations
         wall_s += earlier.wall_s or 0.0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import re
 import subprocess
@@ -102,10 +101,6 @@ def git_commit(cwd: Path | None = None) -> str | None:
     return f"{head}{'-dirty' if dirty else ''}" if head else None
 
 
-def file_hash(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def totals_of(path: Path) -> RunTotals:
     totals = RunTotals()
     for record in iter_records(path):
@@ -122,11 +117,9 @@ def redacted_argv() -> list[str]:
 
 def _read_manifest(path: Path) -> RunManifest | None:
     """The manifest file, or None when there is none or it is unreadable (then it is replaced)."""
-    if not path.exists():
-        return None
     try:
         return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
-    except ValueError:
+    except (FileNotFoundError, ValueError):
         return None
 
 

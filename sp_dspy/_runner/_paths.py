@@ -179,10 +179,9 @@ def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: boo
 
 
 def _run_id_of(path: Path, prefix: str, model: str) -> str | None:
-    """The run id of a results file of ``model``, or None when it belongs to another model.
+    """The run id of a results file of ``model``, or None when its first record says it is another model's.
 
-    The glob ``results_*_<model>.jsonl`` also matches another model whose short name
-    ends in ``_<model>``; the run id recorded in the file's first record settles it.
+    (The glob ``results_*_<model>.jsonl`` also matches a model whose short name ends in ``_<model>``.)
     """
     stem = path.name[len(prefix) + 1 : -len(f"_{safe_name(model)}.jsonl")]
     try:

@@ -45,7 +45,7 @@ class _Job:
         run_fields: dict[str, Any],
         retry_errors: bool,
     ) -> None:
-        self.cases, self.program, self.lm, self.model, self.run = cases, program, lm, model, run_fields
+        self.program, self.lm, self.model, self.run = program, lm, model, run_fields
         self.retry_errors = retry_errors
         self.index = {case.id: i for i, case in enumerate(cases, 1)}
         self.units = units_of(cases, self.protocol)
