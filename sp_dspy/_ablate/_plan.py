@@ -66,12 +66,8 @@ class AblationPlan(BaseModel):
     def identity(self) -> dict[str, Any]:
         """What a resumed ablation must share with the run it continues."""
         public = self.public_dict()
-        return {
-            "lm": {key: public["lm"].get(key) for key in LM_IDENTITY},
-            "data": public["data"],
-            "parser": public["parser"],
-            "run_id": public["run_id"],
-        }
+        lm = {key: public["lm"].get(key) for key in LM_IDENTITY}
+        return {"lm": lm, **{key: public[key] for key in ("data", "parser", "run_id")}}
 
 
 def read_plan_file(path: Path) -> dict[str, Any]:

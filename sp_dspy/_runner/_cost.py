@@ -140,9 +140,8 @@ class EvalBudget:
         self.pricing = pricing
         self.prompt_tokens = prompt_tokens
 
-    def settle(self, ticket: Ticket, record: Record | None) -> None:
+    def settle(self, ticket: Ticket, record: Record) -> None:
         """Replace the reservation with what the unit's record reports it used."""
-        record = record or {}
         usage = record.get("usage") or {}
         prompt = int(usage.get("prompt_tokens") or 0)
         completion = int(usage.get("completion_tokens") or 0)
@@ -172,7 +171,7 @@ class EvalBudget:
                 raise BudgetExceeded(f"{self.budget.refused_by} reached")
             prompt, guess = self.prompt_tokens(unit), self.pricing.completion_guess
             ticket = self.budget.reserve(ROLE, 1, prompt, prompt + guess, self.pricing.usd(prompt, guess))
-            record: Record | None = None
+            record: Record = {}
             try:
                 record = await work(unit)
                 return record

@@ -7,7 +7,7 @@ units in flight finish and be written (ending them would make each a false ``con
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -46,12 +46,11 @@ class UnitEngine(Generic[Unit]):
 
     async def run(self, units: Sequence[Unit]) -> EngineStats:
         """Run every unit; re-raises the first failure to store a record, after the others finish."""
-        queue: asyncio.Queue[Unit] = asyncio.Queue()
-        for unit in units:
-            queue.put_nowait(unit)
+        pending = iter(units)  # shared by the workers: each takes the next unit
         self._stopping = False
         workers = self._workers = [
-            asyncio.create_task(self._worker(queue)) for _ in range(max(1, min(self.concurrency, len(units))))
+            asyncio.create_task(self._worker(pending))
+            for _ in range(max(1, min(self.concurrency, len(units))))
         ]
         try:
             outcomes = await asyncio.gather(*workers, return_exceptions=True)
@@ -66,11 +65,9 @@ class UnitEngine(Generic[Unit]):
                 raise outcome
         return self.stats
 
-    async def _worker(self, queue: asyncio.Queue[Unit]) -> None:
-        while not self._stopping:
-            try:
-                unit = queue.get_nowait()
-            except asyncio.QueueEmpty:
+    async def _worker(self, pending: Iterator[Unit]) -> None:
+        for unit in pending:
+            if self._stopping:
                 return
             try:
                 self._finish(await self._record(unit))
