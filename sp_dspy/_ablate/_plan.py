@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .._errors import ConfigError
 from .._lm import LMConfig
 from .._runner import DataSelection
+from .._runner._config import Parser
 from .._user_dirs import ensure_writable_dir
 from .._yaml_lines import read_yaml_mapping
 from ._variants import DEFAULT_VARIANTS
@@ -33,7 +34,7 @@ class AblationPlan(BaseModel):
     lm: LMConfig
     variants: list[str] = Field(default_factory=lambda: list(DEFAULT_VARIANTS), min_length=1)
     data: DataSelection = Field(default_factory=DataSelection)
-    parser: Literal["strict", "robust"] = "strict"
+    parser: Parser = "strict"
     allow_overlap: bool = False  # run artifact variants on cases of their own train/dev split
     concurrency: int = Field(default=16, ge=1, le=1024)
     run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")

@@ -7,12 +7,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from .._errors import ConfigError
-
-Protocol = Literal["per-policy", "per-rule"]
-Layout = Literal["official", "prefix"]
+from .._runner._config import Layout, Protocol
 
 #: The four rows of the per-rule vs per-policy question, in report order.
 DEFAULT_VARIANTS: tuple[str, ...] = (
