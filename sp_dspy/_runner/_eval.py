@@ -114,8 +114,7 @@ def build_program(
     protocol = config.protocol or "per-policy"
     options: dict[str, Any] = {}
     if config.program == "official":
-        options["mode"] = config.parser
-        options["constrained"] = constrained
+        options = {"mode": config.parser, "constrained": constrained}
         if protocol == "per-rule":
             options["layout"] = config.per_rule_layout
     return make_program(config.program, protocol, **options), protocol, config.program
