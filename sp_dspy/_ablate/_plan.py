@@ -46,9 +46,7 @@ class AblationPlan(BaseModel):
     @classmethod
     def _split(cls, value: Any) -> Any:
         """``"a,b"`` (the flag's form) is the list ``[a, b]``."""
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",")]
-        return value
+        return value.split(",") if isinstance(value, str) else value
 
     @field_validator("variants")
     @classmethod

@@ -49,8 +49,8 @@ class PlannedVariant:
         return _UNSAFE.sub("-", self.label).strip("-.") or "variant"
 
 
-def _artifact(spec: str) -> tuple[str, Protocol]:
-    """(program, protocol) of an artifact directory, read from its manifest without loading DSPy."""
+def _artifact_protocol(spec: str) -> Protocol:
+    """The protocol of an artifact directory (its program checked), read without loading DSPy."""
     manifest = Path(spec) / "manifest.json"
     if not manifest.is_file():
         raise ConfigError(f"--variants: {spec} is a directory but not a compiled artifact (no manifest.json)")
@@ -68,7 +68,7 @@ def _artifact(spec: str) -> tuple[str, Protocol]:
         raise ConfigError(
             f"--variants: {manifest}: field 'protocol' is {protocol!r}, expected per-policy or per-rule"
         )
-    return str(program), protocol
+    return protocol
 
 
 def _unique(label: str, taken: set[str]) -> str:
@@ -102,7 +102,7 @@ def resolve_variants(specs: Sequence[str]) -> list[PlannedVariant]:
                 f"--variants: unknown variant {spec!r}; expected one of {', '.join(NAMED_VARIANTS)}"
                 " or a compiled artifact directory"
             )
-        program, protocol = _artifact(spec)
+        protocol = _artifact_protocol(spec)
         label = _unique(Path(key).name or "artifact", taken)
         taken.add(label)
         planned.append(PlannedVariant(label, key, protocol, artifact=True))
