@@ -226,7 +226,8 @@ def run_eval(
 
         work, endpoint_requests = _counting(job.work, lm, lm_config)
 
-        def manifest() -> None:
+        def manifest() -> None:  # its totals are over the whole results file
+            outcome.totals = totals_of(results_file)
             _write_manifest(config, lm_config, loaded, outcome, lm, endpoint_requests(), started=started,
                             wall_s=time.perf_counter() - clock, units_total=len(job.units))  # fmt: skip
 
@@ -257,7 +258,6 @@ def run_eval(
                 outcome.stopped = engine.stats.stopped_early and not outcome.interrupted
         except StoreWriteError as failure:  # a full disk: stop, keep what is written, say how to go on
             outcome.failed = True
-            outcome.totals = totals_of(results_file)
             with contextlib.suppress(OutputError):  # the disk may be too full for the manifest as well
                 manifest()
             raise OutputError(
@@ -273,7 +273,6 @@ def run_eval(
                 cases, results, per_rule=protocol == "per-rule", all_ids={c.id for c in cases}
             )
         outcome.errors = job.error_summary(results_file)
-        outcome.totals = totals_of(results_file)
         manifest()
         if outcome.stopped:
             raise early.error(
@@ -389,11 +388,8 @@ def _write_manifest(
     model = lm_config.display_name()
     split_info = None
     if config.data.split:
-        split_file = Path(config.data.split.rpartition(":")[0])
-        split_info = {
-            "spec": config.data.split,
-            "sha256": hashlib.sha256(split_file.read_bytes()).hexdigest(),
-        }
+        split_bytes = Path(config.data.split.rpartition(":")[0]).read_bytes()
+        split_info = {"spec": config.data.split, "sha256": hashlib.sha256(split_bytes).hexdigest()}
     earlier = previous_run(outcome.paths.manifest, model) if config.resume else None
     if earlier is not None:  # a resumed run: its time and start include the earlier invocations
         wall_s += earlier.wall_s or 0.0
