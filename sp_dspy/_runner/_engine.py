@@ -46,11 +46,10 @@ class UnitEngine(Generic[Unit]):
 
     async def run(self, units: Sequence[Unit]) -> EngineStats:
         """Run every unit; re-raises the first failure to store a record, after the others finish."""
-        pending = iter(units)  # shared by the workers: each takes the next unit
+        todo = iter(units)  # shared by the workers: each takes the next unit
         self._stopping = False
         workers = self._workers = [
-            asyncio.create_task(self._worker(pending))
-            for _ in range(max(1, min(self.concurrency, len(units))))
+            asyncio.create_task(self._worker(todo)) for _ in range(max(1, min(self.concurrency, len(units))))
         ]
         try:
             outcomes = await asyncio.gather(*workers, return_exceptions=True)
@@ -65,8 +64,8 @@ class UnitEngine(Generic[Unit]):
                 raise outcome
         return self.stats
 
-    async def _worker(self, pending: Iterator[Unit]) -> None:
-        for unit in pending:
+    async def _worker(self, todo: Iterator[Unit]) -> None:
+        for unit in todo:
             if self._stopping:
                 return
             try:
