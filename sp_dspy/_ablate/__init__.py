@@ -1,8 +1,6 @@
-"""Ablations: one LM, the same cases, several guard variants, one honest comparison.
+"""Ablations: one LM, the same cases, several guard variants, one report (``summary.json``, ``report.html``).
 
-An :class:`AblationPlan` (flags or a YAML ``--plan``, saved as ``OUTDIR/plan.json``)
-names the variants; :func:`run_ablation` runs each through the eval runner, then writes
-``summary.json`` and ``report.html``. Importing this package does not import DSPy.
+Importing this package does not import DSPy.
 """
 
 from ._plan import PLAN_FILE, AblationPlan, build_plan, read_plan_file, reconcile, save_plan

@@ -1,21 +1,21 @@
-"""The ablation plan: one LM, one case selection, several variants, as data.
+"""The ablation plan, saved as ``OUTDIR/plan.json`` (secrets masked; a valid ``--plan`` file).
 
-Saved as ``OUTDIR/plan.json`` (secrets masked; itself a valid ``--plan`` file) and checked
-on every later invocation: a resumed ablation must ask the same model the same cases
-with the same sampling, or its rows would silently compare two different setups.
+A resumed ablation must ask the same model the same cases with the same sampling, or
+its rows would silently compare two different setups.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .._errors import ConfigError
 from .._lm import LMConfig
 from .._runner import DataSelection
+from .._runner._config import Parser
 from .._user_dirs import ensure_writable_dir
 from .._yaml_lines import read_yaml_mapping
 from ._variants import DEFAULT_VARIANTS
@@ -34,7 +34,7 @@ class AblationPlan(BaseModel):
     lm: LMConfig
     variants: list[str] = Field(default_factory=lambda: list(DEFAULT_VARIANTS), min_length=1)
     data: DataSelection = Field(default_factory=DataSelection)
-    parser: Literal["strict", "robust"] = "strict"
+    parser: Parser = "strict"
     allow_overlap: bool = False  # run artifact variants on cases of their own train/dev split
     concurrency: int = Field(default=16, ge=1, le=1024)
     run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
@@ -46,9 +46,7 @@ class AblationPlan(BaseModel):
     @classmethod
     def _split(cls, value: Any) -> Any:
         """``"a,b"`` (the flag's form) is the list ``[a, b]``."""
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",")]
-        return value
+        return value.split(",") if isinstance(value, str) else value
 
     @field_validator("variants")
     @classmethod
@@ -67,12 +65,8 @@ class AblationPlan(BaseModel):
     def identity(self) -> dict[str, Any]:
         """What a resumed ablation must share with the run it continues."""
         public = self.public_dict()
-        return {
-            "lm": {key: public["lm"].get(key) for key in LM_IDENTITY},
-            "data": public["data"],
-            "parser": public["parser"],
-            "run_id": public["run_id"],
-        }
+        lm = {key: public["lm"].get(key) for key in LM_IDENTITY}
+        return {"lm": lm, **{key: public[key] for key in ("data", "parser", "run_id")}}
 
 
 def read_plan_file(path: Path) -> dict[str, Any]:
@@ -140,10 +134,8 @@ def first_difference(old: dict[str, Any], new: dict[str, Any]) -> tuple[str, Any
 def reconcile(plan: AblationPlan, out: Path, *, resume: bool, new_run_id: str) -> AblationPlan:
     """The plan to run in ``out``: check it against a saved one, fill in the run id.
 
-    Without ``resume`` a saved plan must equal this one (variants included); with it
-    the model, sampling, cases and parser must match while the variant list may
-    change (add the variants an interrupted ablation did not reach). An omitted run id
-    is the saved plan's on resume, else ``new_run_id``.
+    Without ``resume`` a saved plan must equal this one; with it only the variant list
+    may change. An omitted run id is the saved plan's on resume, else ``new_run_id``.
     """
     saved = load_saved_plan(out)
     where = out / PLAN_FILE

@@ -1,9 +1,7 @@
 """``run_ablation``: every variant on the same cases through ``run_eval``, then one report.
 
-Each variant is an ordinary eval run with its own run id (``<run-id>-<variant>``) in
-``OUTDIR/results``, so it inherits the runner's durability, resume and manifests. A
-resumed ablation skips the variants that finished (with ``retry_errors`` it re-sends
-their errored units); a variant that stops on a lasting failure stops the whole ablation.
+Each variant is an ordinary eval run (run id ``<run-id>-<variant>`` in ``OUTDIR/results``),
+so it inherits the runner's durability, resume and manifests.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.console import Console
 
 from .._errors import ConfigError
-from .._runner import EvalConfig, RunPaths, iter_records, new_run_id, resolve_run, run_eval, select_cases
+from .._runner import EvalConfig, RunPaths, iter_records, new_run_id, run_eval, select_cases
 from .._runner._failures import ErrorSummary, RunStopped
 from .._runner._manifest import previous_run
 from .._runner._units import unit_errors
@@ -42,7 +40,6 @@ class VariantRun:
     variant: PlannedVariant
     run_id: str
     results_file: Path
-    manifest: Path
     status: Status
     units_run: int = 0
     units_skipped_on_resume: int = 0
@@ -72,7 +69,9 @@ class AblationOutcome:
         return sum(run.errors.errors for run in self.runs)
 
 
-def variant_config(plan: AblationPlan, variant: PlannedVariant, out: Path, *, resume: bool) -> EvalConfig:
+def variant_config(
+    plan: AblationPlan, variant: PlannedVariant, paths: RunPaths, *, resume: bool
+) -> EvalConfig:
     """The eval settings of one variant: the plan's cases and parser, the variant's program."""
     return EvalConfig(
         data=plan.data,
@@ -82,8 +81,8 @@ def variant_config(plan: AblationPlan, variant: PlannedVariant, out: Path, *, re
         allow_overlap=plan.allow_overlap,
         per_rule_layout=variant.layout,
         concurrency=plan.concurrency,
-        output_dir=out / RESULTS_DIR,
-        run_id=f"{plan.run_id}-{variant.slug}",
+        output_dir=paths.output_dir,
+        run_id=paths.run_id,
         resume=resume,
     )
 
@@ -132,12 +131,10 @@ def run_ablation(
 ) -> AblationOutcome:
     """Run the plan's variants one after another in ``out`` (skipping finished ones), then write the report.
 
-    ``session`` turns ``plan.lm`` into the config to call with, for the whole ablation
-    (the CLI's ``lm_session`` starts the embedded llama.cpp server once, after every
-    check). ``lm`` is one ``dspy.LM`` for every variant (tests pass the fake); by default
-    each variant builds its own, so request counts stay per variant. ``retry_errors``
-    (with ``resume``) re-sends errored units, also of finished variants. A variant that
-    stops early raises ``RunStopped`` naming ``ablate --resume --retry-errors``.
+    ``session`` turns ``plan.lm`` into the config to call with, for the whole ablation.
+    ``lm`` is one ``dspy.LM`` for every variant (tests pass the fake); by default each
+    variant builds its own. ``retry_errors`` (with ``resume``) re-sends errored units, also
+    of finished variants. A variant that stops early raises ``RunStopped``.
     """
     from .._report import write_html
 
@@ -149,26 +146,17 @@ def run_ablation(
     with (session or nullcontext)(plan.lm) as live:
         try:
             for number, variant in enumerate(variants, 1):
-                config = variant_config(plan, variant, out, resume=resume)
-                paths = resolve_run(
-                    config.output_dir,
-                    live.short_name(),
-                    config.run_id,
-                    resume=True,
-                    protocol=variant.protocol,
-                )
-                results_file = paths.results_for(variant.protocol)
+                paths = RunPaths(out / RESULTS_DIR, f"{plan.run_id}-{variant.slug}", live.short_name())
+                run = VariantRun(variant, paths.run_id, paths.results_for(variant.protocol), "skipped")
+                outcome.runs.append(run)
                 head = f"[{number}/{len(variants)}] {variant.label}: {_describe(variant)}"
-                if resume and _finished(paths, results_file, live.display_name()):
-                    errors = unit_errors(results_file, cases, variant.protocol)
-                    if not (retry_errors and errors.errors):
+                if resume and _finished(paths, run.results_file, live.display_name()):
+                    run.errors = unit_errors(run.results_file, cases, variant.protocol)
+                    if not (retry_errors and run.errors.errors):
                         console.print(f"{head}: finished earlier, not run again", highlight=False)
-                        run = VariantRun(
-                            variant, paths.run_id, results_file, paths.manifest, "skipped", errors=errors
-                        )
-                        outcome.runs.append(run)
                         continue
                 console.print(head, highlight=False)
+                config = variant_config(plan, variant, paths, resume=resume)
                 result = run_eval(
                     config,
                     live,
@@ -177,18 +165,10 @@ def run_ablation(
                     show_progress=show_progress,
                     retry_errors=retry_errors,
                 )
-                outcome.runs.append(
-                    VariantRun(
-                        variant,
-                        result.paths.run_id,
-                        result.results_file,
-                        result.paths.manifest,
-                        "interrupted" if result.interrupted else "complete",
-                        units_run=result.units_run,
-                        units_skipped_on_resume=result.skipped_on_resume,
-                        errors=result.errors,
-                    )
-                )
+                run.status = "interrupted" if result.interrupted else "complete"
+                run.units_run = result.units_run
+                run.units_skipped_on_resume = result.skipped_on_resume
+                run.errors = result.errors
                 if result.interrupted:
                     return outcome
         except RunStopped as stopped:

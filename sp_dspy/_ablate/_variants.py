@@ -1,8 +1,4 @@
-"""What an ablation compares: named program x protocol variants and compiled artifacts.
-
-A variant name fixes program, protocol and per-rule layout, so two ablations listing the
-same names run the same things; an artifact directory's ``manifest.json`` says its own.
-"""
+"""What an ablation compares: named program x protocol x layout variants, and compiled artifacts."""
 
 from __future__ import annotations
 
@@ -11,12 +7,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from .._errors import ConfigError
-
-Protocol = Literal["per-policy", "per-rule"]
-Layout = Literal["official", "prefix"]
+from .._runner._config import Layout, Protocol
 
 #: The four rows of the per-rule vs per-policy question, in report order.
 DEFAULT_VARIANTS: tuple[str, ...] = (
@@ -42,10 +35,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 @dataclass(frozen=True)
 class PlannedVariant:
-    """One row of the ablation: what ``run_eval`` runs and the label the report shows.
-
-    ``program`` is a program name, or the absolute path of an artifact directory.
-    """
+    """One row of the ablation; ``program`` is a program name or an artifact directory's absolute path."""
 
     label: str
     program: str
@@ -54,18 +44,13 @@ class PlannedVariant:
     artifact: bool = False
 
     @property
-    def official(self) -> bool:
-        """The benchmark's official protocol (fixed prompts, official layout): comparable to published numbers."""
-        return self.program == "official" and self.layout == "official"
-
-    @property
     def slug(self) -> str:
         """The label as a run-id suffix (letters, digits, ``.``, ``_`` and ``-`` only)."""
         return _UNSAFE.sub("-", self.label).strip("-.") or "variant"
 
 
-def _artifact(spec: str) -> tuple[str, Protocol]:
-    """(program, protocol) of an artifact directory, read from its manifest without loading DSPy."""
+def _artifact_protocol(spec: str) -> Protocol:
+    """The protocol of an artifact directory (its program checked), read without loading DSPy."""
     manifest = Path(spec) / "manifest.json"
     if not manifest.is_file():
         raise ConfigError(f"--variants: {spec} is a directory but not a compiled artifact (no manifest.json)")
@@ -73,8 +58,8 @@ def _artifact(spec: str) -> tuple[str, Protocol]:
         document = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"--variants: {manifest}: not readable JSON ({exc})") from None
-    program = document.get("program") if isinstance(document, dict) else None
-    protocol = document.get("protocol") if isinstance(document, dict) else None
+    fields = document if isinstance(document, dict) else {}
+    program, protocol = fields.get("program"), fields.get("protocol")
     if program not in ARTIFACT_PROGRAMS:
         raise ConfigError(
             f"--variants: {manifest}: field 'program' is {program!r}, expected one of {', '.join(ARTIFACT_PROGRAMS)}"
@@ -83,7 +68,7 @@ def _artifact(spec: str) -> tuple[str, Protocol]:
         raise ConfigError(
             f"--variants: {manifest}: field 'protocol' is {protocol!r}, expected per-policy or per-rule"
         )
-    return str(program), protocol
+    return protocol
 
 
 def _unique(label: str, taken: set[str]) -> str:
@@ -95,10 +80,10 @@ def _unique(label: str, taken: set[str]) -> str:
 
 
 def resolve_variants(specs: Sequence[str]) -> list[PlannedVariant]:
-    """Variant names and artifact directories -> planned variants, in the given order.
+    """Variant names and artifact directories -> planned variants (artifacts labelled by directory name).
 
-    Fails now on what a long ablation would trip over hours in (unknown names, non-artifact
-    directories, a variant listed twice). An artifact row is labelled with its (unique) directory name.
+    Fails now on what a long ablation would trip over hours in: unknown names, non-artifact
+    directories, a variant listed twice.
     """
     seen: set[str] = set()
     taken = {spec for spec in specs if spec in NAMED_VARIANTS}
@@ -117,7 +102,7 @@ def resolve_variants(specs: Sequence[str]) -> list[PlannedVariant]:
                 f"--variants: unknown variant {spec!r}; expected one of {', '.join(NAMED_VARIANTS)}"
                 " or a compiled artifact directory"
             )
-        program, protocol = _artifact(spec)
+        protocol = _artifact_protocol(spec)
         label = _unique(Path(key).name or "artifact", taken)
         taken.add(label)
         planned.append(PlannedVariant(label, key, protocol, artifact=True))

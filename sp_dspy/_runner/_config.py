@@ -1,8 +1,4 @@
-"""The one configuration object of an evaluation run, built from CLI flags or YAML.
-
-A run is described by data, so it can be saved in the manifest and replayed; secrets
-never enter it (the LM part holds the *name* of the key variable only).
-"""
+"""The configuration of an evaluation run, from CLI flags or YAML; it holds no secrets."""
 
 from __future__ import annotations
 

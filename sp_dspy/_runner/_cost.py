@@ -1,8 +1,7 @@
 """What an eval run will cost before any call (``--dry-run``), and its caps while it runs.
 
-Compile's mechanism (``_compile._budget``): its prices, prompt tokens as characters / 4 of
-the real prompts, and a :class:`Budget`. Each unit reserves its estimate before it starts
-(one that would cross a cap is not started: :class:`BudgetExceeded`) and settles from its record.
+Compile's mechanism (``_compile._budget``): its prices, prompt tokens as characters / 4
+of the real prompts, and a :class:`Budget` each unit reserves its estimate from.
 """
 
 from __future__ import annotations
@@ -87,14 +86,6 @@ def dspy_prompt_tokens(program: Any, cases: Sequence[Case], protocol: str) -> fl
     return mean_prompt_tokens(program, examples) * (1 + len(getattr(predictor, "demos", None) or []))
 
 
-def prompt_estimator(program: Any, cases: Sequence[Case], protocol: str) -> Callable[[Any], int]:
-    """Estimated prompt tokens of any one unit of this run (official: exact; DSPy: the mean)."""
-    if _is_official(program):
-        return lambda unit: official_prompt_tokens(program, unit)
-    mean = round(dspy_prompt_tokens(program, cases, protocol))
-    return lambda unit: mean
-
-
 def run_pricing(program: Any, protocol: str, lm_config: LMConfig) -> Pricing:
     """USD per token of this model, with the completion length a unit of this program reserves."""
     return pricing_for(lm_config, completion_guess(protocol, _is_cot(program), lm_config))
@@ -142,24 +133,15 @@ def plan_eval(
 
 
 class EvalBudget:
-    """The caps of one eval run, checked before every unit and settled from its record."""
+    """The caps of one eval run: a unit that would cross one is not started (:class:`BudgetExceeded`)."""
 
     def __init__(self, caps: BudgetCaps, pricing: Pricing, prompt_tokens: Callable[[Any], int]) -> None:
         self.budget = Budget(caps=caps, max_lm_errors=NO_ERROR_LIMIT)
         self.pricing = pricing
         self.prompt_tokens = prompt_tokens
 
-    def reserve(self, unit: Any) -> Ticket:
-        """Reserve a unit's estimated call, or raise ``BudgetExceeded`` (then for every later unit too)."""
-        if self.budget.exhausted:  # once a cap is met the run takes no further unit, small or not
-            raise BudgetExceeded(f"{self.budget.refused_by} reached")
-        prompt = self.prompt_tokens(unit)
-        guess = self.pricing.completion_guess
-        return self.budget.reserve(ROLE, 1, prompt, prompt + guess, self.pricing.usd(prompt, guess))
-
-    def settle(self, ticket: Ticket, record: Record | None) -> None:
+    def settle(self, ticket: Ticket, record: Record) -> None:
         """Replace the reservation with what the unit's record reports it used."""
-        record = record or {}
         usage = record.get("usage") or {}
         prompt = int(usage.get("prompt_tokens") or 0)
         completion = int(usage.get("completion_tokens") or 0)
@@ -182,11 +164,14 @@ class EvalBudget:
         )
 
     def wrap(self, work: Callable[[Any], Awaitable[Record]]) -> Callable[[Any], Awaitable[Record]]:
-        """``work`` that reserves before the unit starts and settles when it ends."""
+        """``work`` that reserves the unit's estimated call before it starts and settles when it ends."""
 
         async def capped(unit: Any) -> Record:
-            ticket = self.reserve(unit)
-            record: Record | None = None
+            if self.budget.exhausted:  # once a cap is met the run takes no further unit, small or not
+                raise BudgetExceeded(f"{self.budget.refused_by} reached")
+            prompt, guess = self.prompt_tokens(unit), self.pricing.completion_guess
+            ticket = self.budget.reserve(ROLE, 1, prompt, prompt + guess, self.pricing.usd(prompt, guess))
+            record: Record = {}
             try:
                 record = await work(unit)
                 return record
@@ -199,9 +184,12 @@ class EvalBudget:
 def capped_budget(
     caps: BudgetCaps, program: Any, protocol: str, cases: Sequence[Case], lm_config: LMConfig
 ) -> EvalBudget | None:
-    """The run's :class:`EvalBudget`, or ``None`` when no cap is set (nothing is checked then)."""
+    """The run's :class:`EvalBudget` (prompts: official exact, DSPy the mean), or ``None`` without caps."""
     if not caps.any:
         return None
     pricing = run_pricing(program, protocol, lm_config)
     require_price(caps, pricing, lm_config)
-    return EvalBudget(caps, pricing, prompt_estimator(program, cases, protocol))
+    if _is_official(program):
+        return EvalBudget(caps, pricing, lambda unit: official_prompt_tokens(program, unit))
+    mean = round(dspy_prompt_tokens(program, cases, protocol))
+    return EvalBudget(caps, pricing, lambda unit: mean)

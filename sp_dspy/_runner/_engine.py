@@ -1,14 +1,13 @@
-"""Run independent units concurrently (at most ``concurrency`` in flight), storing each record as it lands.
+"""Run units concurrently (at most ``concurrency`` in flight), storing each record as it lands.
 
-A results file that can no longer be written (``StoreWriteError``) stops the run at once.
-Any other stop lets the units in flight finish and be written: they share one connection
-pool that closes when the run ends, so ending at once would make each a false ``connection`` error.
+A failed results write (``StoreWriteError``) stops the run at once; any other stop lets the
+units in flight finish and be written (ending them would make each a false ``connection`` error).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -20,23 +19,18 @@ Record = dict[str, Any]
 
 @dataclass
 class EngineStats:
-    """What one engine run did (for the progress display and the manifest)."""
-
     done: int = 0
-    errors: int = 0
     interrupted: bool = False
     stopped: bool = False  # a unit raised one of ``UnitEngine.stop_on``: no further unit started
     stopped_early: bool = False  # a record met ``UnitEngine.stop_when``: no further unit started
-    error_classes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class UnitEngine(Generic[Unit]):
     """Runs ``work`` on every unit; ``on_error`` turns an exception into a record.
 
-    ``stop_when(record)`` True (after the record is written) ends the run early.
-    ``stop_on``: what ``work`` raises to refuse a unit (a budget cap); no record is
-    written for it, so ``--resume`` sends it later, and no worker takes a further unit.
+    ``stop_when(record)`` True ends the run early; ``stop_on``: what ``work`` raises to
+    refuse a unit (a budget cap): no record is written for it, no further unit starts.
     """
 
     work: Callable[[Unit], Awaitable[Record]]
@@ -52,12 +46,10 @@ class UnitEngine(Generic[Unit]):
 
     async def run(self, units: Sequence[Unit]) -> EngineStats:
         """Run every unit; re-raises the first failure to store a record, after the others finish."""
-        queue: asyncio.Queue[Unit] = asyncio.Queue()
-        for unit in units:
-            queue.put_nowait(unit)
+        todo = iter(units)  # shared by the workers: each takes the next unit
         self._stopping = False
         workers = self._workers = [
-            asyncio.create_task(self._worker(queue)) for _ in range(max(1, min(self.concurrency, len(units))))
+            asyncio.create_task(self._worker(todo)) for _ in range(max(1, min(self.concurrency, len(units))))
         ]
         try:
             outcomes = await asyncio.gather(*workers, return_exceptions=True)
@@ -72,11 +64,9 @@ class UnitEngine(Generic[Unit]):
                 raise outcome
         return self.stats
 
-    async def _worker(self, queue: asyncio.Queue[Unit]) -> None:
-        while not self._stopping:
-            try:
-                unit = queue.get_nowait()
-            except asyncio.QueueEmpty:
+    async def _worker(self, todo: Iterator[Unit]) -> None:
+        for unit in todo:
+            if self._stopping:
                 return
             try:
                 self._finish(await self._record(unit))
@@ -106,10 +96,6 @@ class UnitEngine(Generic[Unit]):
     def _finish(self, record: Record) -> None:
         self.store.append(record)
         self.stats.done += 1
-        error_class = record.get("error_class")
-        if error_class:
-            self.stats.errors += 1
-            self.stats.error_classes[error_class] = self.stats.error_classes.get(error_class, 0) + 1
         if self.on_record is not None:
             self.on_record(record)
         if self.stop_when is not None and self.stop_when(record):

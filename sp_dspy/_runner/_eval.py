@@ -1,14 +1,10 @@
-"""``sp-dspy eval`` as a library call: select cases, run a program on an LM, score.
-
-Per-policy runs work case by case, per-rule runs judgment by judgment, so a run killed
-at any moment resumes without sending a finished unit again. Calls that fail for a
-lasting reason (key, model, address) stop the run early with :class:`RunStopped`.
-"""
+"""``sp-dspy eval`` as a library call: select cases, run a program on an LM unit by unit, score."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,12 +12,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from .._compile._budget import BudgetExceeded, Tally
-from .._data import Benchmark, Case, load_benchmark, select_split
+from .._data import Benchmark, Case, conversation_id, load_benchmark, select_split
 from .._data._filters import slice_cases
-from .._errors import ConfigError, OutputError
+from .._errors import ConfigError, DataError, OutputError
 from .._lm import closing_transports
 from .._lm._direct import client_of
 from .._lm._replicas import display_endpoint
@@ -35,7 +32,6 @@ from ._manifest import (
     ModelRun,
     RunManifest,
     RunTotals,
-    file_hash,
     git_commit,
     package_versions,
     previous_run,
@@ -43,7 +39,6 @@ from ._manifest import (
     totals_of,
     write_manifest,
 )
-from ._overlap import check_no_overlap
 from ._paths import RunLock, RunPaths, resolve_run
 from ._progress import ProgressView
 from ._store import JsonlStore, StoreWriteError
@@ -96,8 +91,7 @@ def build_program(
 ) -> tuple[Any, str, str]:
     """The program to run, its protocol and a label for records (name or artifact dir).
 
-    ``constrained`` (the model config's ``json_schema``) makes the official baselines
-    send a JSON-schema ``response_format``; their messages stay the official bytes.
+    ``constrained``: the official baselines send a JSON-schema ``response_format``.
     An artifact is refused on ``cases`` of its own train/dev split (unless ``allow_overlap``).
     """
     from programs import PROGRAM_NAMES, load_program, make_program
@@ -120,11 +114,50 @@ def build_program(
     protocol = config.protocol or "per-policy"
     options: dict[str, Any] = {}
     if config.program == "official":
-        options["mode"] = config.parser
-        options["constrained"] = constrained
+        options = {"mode": config.parser, "constrained": constrained}
         if protocol == "per-rule":
             options["layout"] = config.per_rule_layout
     return make_program(config.program, protocol, **options), protocol, config.program
+
+
+class _ArtifactSplit(BaseModel):
+    """The part of an artifact manifest's ``split`` record the overlap check reads."""
+
+    train: list[str]
+    dev: list[str]
+
+
+def check_no_overlap(artifact_dir: Path, cases: list[Case]) -> None:
+    """Refuse (one ``ConfigError``) the cases an artifact was compiled on, or sharing their conversation."""
+    from ..files import read_json_file
+
+    path = artifact_dir / "manifest.json"
+    split = read_json_file(path, "artifact manifest").get("split")  # a JSON object: load_program checked it
+    if split is None:
+        return
+    try:
+        parts = _ArtifactSplit.model_validate(split)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise DataError(f"{path}: field 'split.{where}': {first['msg']}") from None
+    part_of = {case_id: part for part in ("dev", "train") for case_id in getattr(parts, part)}
+    group_of = {conversation_id(case_id): part for case_id, part in part_of.items()}
+    clashes: list[str] = []
+    for case in cases:
+        if case.id in part_of:
+            clashes.append(f"{case.id} (in {part_of[case.id]})")
+        elif case.conversation_id in group_of:
+            clashes.append(
+                f"{case.id} (conversation {case.conversation_id} in {group_of[case.conversation_id]})"
+            )
+    if clashes:
+        shown = ", ".join(clashes[:3]) + (f" and {len(clashes) - 3} more" if len(clashes) > 3 else "")
+        raise ConfigError(
+            f"--program {artifact_dir}: {len(clashes)} of the {len(cases)} case(s) to evaluate overlap the "
+            f"artifact's train/dev split: {shown}; evaluate on --split {artifact_dir / 'splits.json'}:test, "
+            "or pass --allow-overlap to score them anyway"
+        )
 
 
 def plan_run(config: EvalConfig, lm_config: LMConfig) -> EvalPlan:
@@ -193,7 +226,8 @@ def run_eval(
 
         work, endpoint_requests = _counting(job.work, lm, lm_config)
 
-        def manifest() -> None:
+        def manifest() -> None:  # its totals are over the whole results file
+            outcome.totals = totals_of(results_file)
             _write_manifest(config, lm_config, loaded, outcome, lm, endpoint_requests(), started=started,
                             wall_s=time.perf_counter() - clock, units_total=len(job.units))  # fmt: skip
 
@@ -224,7 +258,6 @@ def run_eval(
                 outcome.stopped = engine.stats.stopped_early and not outcome.interrupted
         except StoreWriteError as failure:  # a full disk: stop, keep what is written, say how to go on
             outcome.failed = True
-            outcome.totals = totals_of(results_file)
             with contextlib.suppress(OutputError):  # the disk may be too full for the manifest as well
                 manifest()
             raise OutputError(
@@ -240,7 +273,6 @@ def run_eval(
                 cases, results, per_rule=protocol == "per-rule", all_ids={c.id for c in cases}
             )
         outcome.errors = job.error_summary(results_file)
-        outcome.totals = totals_of(results_file)
         manifest()
         if outcome.stopped:
             raise early.error(
@@ -255,10 +287,8 @@ def run_eval(
 def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
     """The first request ``run_eval`` would send for ``config`` on ``lm_config``; nothing is sent.
 
-    The first case (per-rule: its first judgment) goes through the run's program, adapter
-    and LM engine with the cache off, and sp-dspy's HTTP engine captures the request it
-    builds instead of posting it. ``ConfigError`` when no case is selected, or the LM's
-    engine is not sp-dspy's (the fake, replicas, DSPy's own engine).
+    sp-dspy's HTTP engine captures it instead of posting it (cache off); ``ConfigError``
+    when no case is selected or the LM goes through another engine.
     """
     from programs import judge_target, run_case
 
@@ -278,17 +308,13 @@ def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
             "(fake, replicas or --transport dspy), whose requests it builds and can show"
         )
     case = cases[0]
-
-    async def first() -> None:
-        if protocol == "per-rule":
-            await judge_target(program, case, build_targets(case)[0], lm)
-        else:
-            await run_case(program, case, lm)
-
     client.capturing = True
     try:
         with _adapter_context(lm_config.json_schema and config.program != "official"):
-            asyncio.run(closing_transports(first()))
+            if protocol == "per-rule":
+                asyncio.run(closing_transports(judge_target(program, case, build_targets(case)[0], lm)))
+            else:
+                asyncio.run(closing_transports(run_case(program, case, lm)))
     except RequestCaptured as captured:
         return captured.request
     finally:
@@ -319,12 +345,10 @@ def _status(outcome: EvalOutcome) -> str:
 def _counting(
     work: Callable[[Unit], Awaitable[Record]], lm: Any, lm_config: LMConfig
 ) -> tuple[Callable[[Unit], Awaitable[Record]], Callable[[], dict[str, int]]]:
-    """``work``, and the requests each endpoint has answered in this invocation so far
-    (cache replays are not requests).
+    """``work``, and the requests each endpoint has answered in this invocation so far.
 
-    A replica pool and sp-dspy's HTTP engine count their own. A single ``--api-base`` reached
-    through DSPy's engine counts from DSPy's usage records: DSPy records every call that
-    reached a model in the ``dspy.track_usage()`` block around it (nested blocks hand theirs up).
+    A replica pool and sp-dspy's HTTP engine count their own; a single ``--api-base``
+    reached through DSPy's engine counts the calls ``dspy.track_usage()`` records.
     """
     counts: Mapping[str, int] | None = getattr(lm, "endpoint_requests", None)
     client = client_of(lm)
@@ -364,8 +388,8 @@ def _write_manifest(
     model = lm_config.display_name()
     split_info = None
     if config.data.split:
-        split_path = Path(config.data.split.rpartition(":")[0])
-        split_info = {"spec": config.data.split, "sha256": file_hash(split_path)}
+        split_bytes = Path(config.data.split.rpartition(":")[0]).read_bytes()
+        split_info = {"spec": config.data.split, "sha256": hashlib.sha256(split_bytes).hexdigest()}
     earlier = previous_run(outcome.paths.manifest, model) if config.resume else None
     if earlier is not None:  # a resumed run: its time and start include the earlier invocations
         wall_s += earlier.wall_s or 0.0

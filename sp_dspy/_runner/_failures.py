@@ -1,13 +1,8 @@
-"""Failed units of a run: when they stop it early, and how a run reports them.
-
-A unit failing after every retry becomes an error record and the run goes on, but a
-wrong key, unknown model or dead address would fail every later call: :class:`EarlyStop`
-ends the run and :class:`RunStopped` says what to fix. Otherwise an :class:`ErrorSummary` (exit 3).
-"""
+"""Failed units of a run: when they stop it early (:class:`EarlyStop`), and how a run reports them."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,9 +61,8 @@ class RunStopped(SpDspyError):
 class EarlyStop:
     """Watches finished records; says when the run's failures show the rest would fail too.
 
-    A run-wide failure stops at once, ``bad_request`` after :data:`BAD_REQUEST_STREAK`
-    lasting failures in a row. Transient failures (rate limits, 5xx, timeouts) never stop
-    a run: the transport has retried them already, and the next unit may get through.
+    A run-wide failure stops at once, ``bad_request`` after :data:`BAD_REQUEST_STREAK` in
+    a row; transient failures (rate limits, 5xx, timeouts) were retried and never stop a run.
     """
 
     streak: int = 0
@@ -135,8 +129,3 @@ class ErrorSummary(BaseModel):
         head = f"errors: {self.errors} of {self.units} unit(s) ended in error"
         rows = [f"  {c.error_class}: {c.count} (first: {c.first_error})" for c in self.classes]
         return [head, *rows, f"  re-send them with {retry}"]
-
-
-def latest_by_unit(records: Iterable[Mapping[str, Any]], key: Any) -> dict[Hashable, Mapping[str, Any]]:
-    """The last record of each unit (``key(record)`` names it; None skips the record)."""
-    return {unit: record for record in records if (unit := key(record)) is not None}

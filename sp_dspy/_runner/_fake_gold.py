@@ -1,8 +1,4 @@
-"""Teach ``--lm fake`` the gold answers of the cases a run will send it, so it is an oracle.
-
-Each case's ground truth is registered under text found in every prompt of that case
-(per-policy: policy + conversation; per-rule: conversation + target rule + its bundle).
-"""
+"""Teach ``--lm fake`` the gold answers of a run's cases (under text in each of their prompts): an oracle."""
 
 from __future__ import annotations
 
@@ -12,18 +8,17 @@ from typing import Any
 from .._data import Case
 
 
-def teach_fake(lm: Any, cases: Iterable[Case]) -> bool:
-    """Register gold answers on ``lm`` when it runs the fake engine; False otherwise."""
+def teach_fake(lm: Any, cases: Iterable[Case]) -> None:
+    """Register gold answers on ``lm`` when it runs the fake engine (else nothing)."""
     from .._lm import fake_engine
     from .._protocol import build_targets
 
     engine = fake_engine(lm)
     if engine is None:
-        return False
+        return
     for case in cases:
         engine.register_case((case.policy, case.conversation), case.ground_truth_violations)
         for target in build_targets(case):
             key = [case.conversation, f"Rule {target.rule}: {target.text}"]
             key += [f"- Rule {e.rule} ({e.type}): {e.text}" for e in target.context]
             engine.register_case(key, [target.rule] if target.gold else [])
-    return True

@@ -1,15 +1,9 @@
-"""``manifest_<RUN_ID>.json``: what produced a run, so its numbers can be trusted later.
-
-Settings are stored without secrets (``LMConfig.public_dict``), the command line is
-redacted, and totals are recomputed from the result files so a resumed run's manifest
-covers every invocation that contributed to it.
-"""
+"""``manifest_<RUN_ID>.json``: what produced a run (no secrets), with totals over its whole results files."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import re
 import subprocess
@@ -38,6 +32,18 @@ class RunTotals(BaseModel):
     completion_tokens: int = 0
     cost_usd: float | None = None
     cache_hits: int = 0
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Count one record in the totals."""
+        self.records += 1
+        usage = record.get("usage") or {}
+        self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        self.completion_tokens += int(usage.get("completion_tokens") or 0)
+        if record.get("error_class"):
+            self.errors += 1
+        self.cache_hits += int(record.get("cache_hits") or 0)
+        if record.get("cost") is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + float(record["cost"])
 
 
 class ModelRun(BaseModel):
@@ -95,26 +101,12 @@ def git_commit(cwd: Path | None = None) -> str | None:
     return f"{head}{'-dirty' if dirty else ''}" if head else None
 
 
-def file_hash(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def totals_of(path: Path) -> RunTotals:
     totals = RunTotals()
-    cost = 0.0
-    priced = False
     for record in iter_records(path):
-        totals.records += 1
-        usage = record.get("usage") or {}
-        totals.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-        totals.completion_tokens += int(usage.get("completion_tokens") or 0)
-        if record.get("error_class"):
-            totals.errors += 1
-        totals.cache_hits += int(record.get("cache_hits") or 0)
-        if record.get("cost") is not None:
-            cost += float(record["cost"])
-            priced = True
-    totals.cost_usd = round(cost, 6) if priced else None
+        totals.add(record)
+    if totals.cost_usd is not None:
+        totals.cost_usd = round(totals.cost_usd, 6)
     return totals
 
 
@@ -125,11 +117,9 @@ def redacted_argv() -> list[str]:
 
 def _read_manifest(path: Path) -> RunManifest | None:
     """The manifest file, or None when there is none or it is unreadable (then it is replaced)."""
-    if not path.exists():
-        return None
     try:
         return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
-    except ValueError:
+    except (FileNotFoundError, ValueError):
         return None
 
 
@@ -140,10 +130,9 @@ def previous_run(path: Path, model: str) -> ModelRun | None:
 
 
 def write_manifest(path: Path, manifest: RunManifest) -> None:
-    """Merge this invocation's entries into the manifest file (other models are kept).
+    """Merge this invocation's entries into the manifest file (other models are kept), atomically.
 
-    Written to a temporary file and renamed, so a failed write (a full disk) leaves the
-    previous manifest whole; raises ``OutputError`` then.
+    A failed write (a full disk) leaves the previous manifest whole and raises ``OutputError``.
     """
     previous = _read_manifest(path)
     if previous is not None:

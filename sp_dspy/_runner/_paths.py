@@ -1,9 +1,4 @@
-"""Result file names, run ids and the lock that gives a run one writer.
-
-``results_<RUN_ID>_<model>.jsonl`` (per-policy), ``per_rule_<RUN_ID>_<model>.jsonl``
-(per-rule) and ``manifest_<RUN_ID>.json`` (one entry per model), as the reference
-harness lays them out; ``run_<RUN_ID>.lock`` exists while a process writes the run.
-"""
+"""Result file names (as the reference harness lays them out), run ids, and the run's one-writer lock."""
 
 from __future__ import annotations
 
@@ -18,6 +13,7 @@ from pathlib import Path
 from typing import Self
 
 from .._errors import ConfigError, OutputError
+from ._manifest import redacted_argv
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -64,13 +60,9 @@ class RunLockedError(ConfigError):
 class RunLock:
     """One run, one writer: an exclusive ``flock`` on ``run_<RUN_ID>.lock`` while a process writes it.
 
-    Two writers would each send (and record) the units the other sends, since
-    ``--resume`` reads what is done only at start; the second one refuses at once.
-    The kernel drops a ``flock`` however its process ends (SIGKILL included), so a
-    dead process's lock file is taken over. The pid, host and command in the file name
-    the holder (and decide on a file system without ``flock``: a live pid on this host
-    holds the run). Releasing removes the file; a process that opened it just before
-    sees the inode changed and opens it anew.
+    Two writers would each send the units the other sends. The kernel drops a ``flock``
+    however its process ends, so a dead writer's file is taken over; the pid, host and
+    command in it name the holder (and decide where there is no ``flock``).
     """
 
     def __init__(self, paths: RunPaths) -> None:
@@ -104,11 +96,12 @@ class RunLock:
                     continue
             self._fd = fd
             break
+        argv = redacted_argv()
         holder = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "since": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": _command_line(),
+            "command": " ".join([Path(argv[0]).name, *argv[1:]] if argv else []),
         }
         with contextlib.suppress(OSError):  # the lock holds without the note (then no pid is named)
             os.ftruncate(fd, 0)
@@ -165,16 +158,6 @@ def _read_holder(fd: int) -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
-def _command_line() -> str:
-    """This process's command line as the manifest shows it (no secrets)."""
-    from ._manifest import redacted_argv
-
-    argv = redacted_argv()
-    if argv:
-        argv[0] = Path(argv[0]).name
-    return " ".join(argv)
-
-
 def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: bool, protocol: str) -> RunPaths:
     """Pick the run id: the given one, or on ``--resume`` the newest run of this model."""
     if run_id:
@@ -196,10 +179,9 @@ def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: boo
 
 
 def _run_id_of(path: Path, prefix: str, model: str) -> str | None:
-    """The run id of a results file of ``model``, or None when it belongs to another model.
+    """The run id of a results file of ``model``, or None when its first record says it is another model's.
 
-    The glob ``results_*_<model>.jsonl`` also matches another model whose short name
-    ends in ``_<model>``; the run id recorded in the file's first record settles it.
+    (The glob ``results_*_<model>.jsonl`` also matches a model whose short name ends in ``_<model>``.)
     """
     stem = path.name[len(prefix) + 1 : -len(f"_{safe_name(model)}.jsonl")]
     try:

@@ -1,8 +1,4 @@
-"""Live progress of a run: units done, tokens, dollars, errors and ETA.
-
-A live rich bar in a terminal; outside one (a ``nohup`` log, CI), where a live bar
-shows nothing until the end, a plain line every few seconds.
-"""
+"""Live progress of a run: a rich bar in a terminal, else (a log, CI) a plain line every few seconds."""
 
 from __future__ import annotations
 
@@ -19,6 +15,8 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+from ._manifest import RunTotals
 
 #: Seconds between two plain progress lines (outside a terminal).
 PLAIN_INTERVAL_S = 5.0
@@ -37,8 +35,7 @@ def _duration(seconds: float) -> str:
 class ProgressView:
     """Progress over units (cases or judgments), with running totals of this invocation's records.
 
-    Outside a terminal, one plain line at most every ``interval`` seconds, and one at the end:
-    ``eval gpt-5-mini per-policy: 120/3000 units (4%) | cases 40 | ... | 35s, ETA 14m00s``.
+    Outside a terminal, one plain line at most every ``interval`` seconds, and one at the end.
     """
 
     def __init__(
@@ -54,8 +51,8 @@ class ProgressView:
         self.enabled = enabled
         self.plain = enabled and not console.is_terminal
         self._label, self._total, self._console = label, total, console
-        self._done = self.cases_done = self.errors = self.prompt_tokens = self.completion_tokens = 0
-        self.cost, self.priced = 0.0, False
+        self.cases_done = 0
+        self.totals = RunTotals()
         self._interval = interval
         self._clock = clock
         self._started = self._last_line = clock()
@@ -79,20 +76,12 @@ class ProgressView:
 
     def __exit__(self, *_: object) -> None:
         self._progress.stop()
-        if self.plain and self._done:
+        if self.plain and self.totals.records:
             self._print_line()
 
     def record(self, record: dict[str, Any], *, case_finished: bool) -> None:
-        self._done += 1
         self.cases_done += case_finished
-        usage = record.get("usage") or {}
-        self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-        self.completion_tokens += int(usage.get("completion_tokens") or 0)
-        if record.get("cost") is not None:
-            self.cost += float(record["cost"])
-            self.priced = True
-        if record.get("error_class"):
-            self.errors += 1
+        self.totals.add(record)
         if self.plain:
             if self._clock() - self._last_line >= self._interval:
                 self._print_line()
@@ -100,19 +89,21 @@ class ProgressView:
             self._progress.update(self._task, advance=1, stats=self.describe())
 
     def describe(self) -> str:
-        dollars = f"${self.cost:.4f}" if self.priced else "$ n/a"
+        totals = self.totals
+        dollars = "$ n/a" if totals.cost_usd is None else f"${totals.cost_usd:.4f}"
         return (
-            f"cases {self.cases_done} | tokens {self.prompt_tokens:,}+{self.completion_tokens:,} | "
-            f"{dollars} | errors {self.errors}"
+            f"cases {self.cases_done} | tokens {totals.prompt_tokens:,}+{totals.completion_tokens:,} | "
+            f"{dollars} | errors {totals.errors}"
         )
 
     def line(self) -> str:
         """The plain progress line: units done of the total, the totals, time so far and the ETA."""
         elapsed = self._clock() - self._started
-        share = self._done / self._total if self._total else 1.0
+        done = self.totals.records
+        share = done / self._total if self._total else 1.0
         eta = f", ETA {_duration(elapsed / share - elapsed)}" if 0 < share < 1 else ""
         return (
-            f"{self._label}: {self._done}/{self._total} units ({share:.0%}) | {self.describe()} | "
+            f"{self._label}: {done}/{self._total} units ({share:.0%}) | {self.describe()} | "
             f"{_duration(elapsed)}{eta}"
         )
 

@@ -1,8 +1,7 @@
 """Turn program outputs into result records (a superset of the reference harness's, which reads them).
 
-Rule numbers outside the case's policy are dropped (``dropped_rules``), except under the
-strict official parser, which must score as the reference does: there they stay in
-``violated_rules`` and are listed in ``out_of_policy_rules``.
+Rule numbers outside the case's policy are dropped (``dropped_rules``), but the strict
+official parser scores as the reference does: they stay, listed in ``out_of_policy_rules``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Append-only JSONL result files that survive SIGKILL.
 
 Each record is one line written before ``append`` returns; a background thread fsyncs
-every ``SYNC_INTERVAL_S`` what was written meanwhile (group commit: the event loop never
-waits on the disk). A torn last line is cut off on resume; a failed write raises ``StoreWriteError``.
+what was written meanwhile (group commit), so the event loop never waits on the disk.
 """
 
 from __future__ import annotations
@@ -35,11 +34,8 @@ class StoreWriteError(OutputError):
 class JsonlStore:
     """One results file opened for appending; thread-safe, durable writes.
 
-    Written through its descriptor (no userspace buffer), so a failed write leaves no
-    part of the record to reach the file later: the file is cut back to its last
-    complete line, and a later append may still succeed once space comes back. A failed
-    ``fsync`` (the kernel may have dropped written pages) is final: the next append, or
-    ``close``, raises it.
+    A failed write cuts the file back to its last complete line (a later append may
+    succeed); a failed ``fsync`` is final: the next append, or ``close``, raises it.
     """
 
     def __init__(self, path: Path) -> None:
@@ -131,11 +127,10 @@ class JsonlStore:
 
 
 def encode_line(record: dict[str, Any]) -> str:
-    """``record`` as one compact UTF-8 JSON line, whatever text or numbers it holds.
+    """``record`` as one compact UTF-8 JSON line (``TypeError`` for a value that is not JSON data).
 
     orjson refuses lone surrogates and integers beyond 64 bits, which a model's answer
-    can carry; such a record goes through the standard library instead. A value that is
-    not JSON data (a set, an object) still raises ``TypeError``.
+    can carry; such a record goes through the standard library instead.
     """
     try:
         return orjson.dumps(record, option=_LINE_OPTIONS).decode("utf-8")

@@ -1,8 +1,7 @@
 """Units of work of a run: cases (per-policy) or (case, target) judgments (per-rule).
 
 A job knows which of its units a results file already holds (so ``--resume`` sends
-nothing twice), how to run and record one unit, when a case is finished (for the
-progress display) and which of its units ended in error.
+nothing twice), how to run and record one unit, and which units ended in error.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._data import Case
-from ._failures import ErrorSummary, latest_by_unit
+from ._failures import ErrorSummary
 from ._records import error_judgment_record, error_policy_record, judgment_record, policy_record
 from ._store import iter_records
 
@@ -32,7 +31,7 @@ def units_of(cases: Sequence[Case], protocol: str) -> list[Any]:
 
 
 class _Job:
-    """What both kinds of job share: the units, program, LM and record provenance."""
+    """What both kinds of job share; ``key(unit)`` is what ``unit_key`` reads back from its record."""
 
     protocol: str
 
@@ -46,7 +45,7 @@ class _Job:
         run_fields: dict[str, Any],
         retry_errors: bool,
     ) -> None:
-        self.cases, self.program, self.lm, self.model, self.run = cases, program, lm, model, run_fields
+        self.program, self.lm, self.model, self.run = program, lm, model, run_fields
         self.retry_errors = retry_errors
         self.index = {case.id: i for i, case in enumerate(cases, 1)}
         self.units = units_of(cases, self.protocol)
@@ -55,7 +54,6 @@ class _Job:
         self.skipped_errors = 0  # of those, units whose latest record is an error
 
     def key(self, unit: Any) -> Hashable:
-        """The key of a unit, as :meth:`unit_key` reads it back from its record."""
         raise NotImplementedError
 
     def unit_key(self, record: Mapping[str, Any]) -> Hashable | None:
@@ -64,7 +62,7 @@ class _Job:
 
     def latest(self, path: Path) -> dict[Hashable, Mapping[str, Any]]:
         """The latest record of each unit in the results file (what the scorer reads too)."""
-        return latest_by_unit(iter_records(path), self.unit_key)
+        return {unit: record for record in iter_records(path) if (unit := self.unit_key(record)) is not None}
 
     def pending(self, path: Path) -> list[Any]:
         """The units still to send; a unit's stored record finishes it, an error one only without ``retry_errors``."""
