@@ -11,7 +11,7 @@ import pytest
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig, classify_error, is_lasting, load_model_configs, redact, resolve_model_config
 from sp_dspy._lm._config import bundled_models_file
-from sp_dspy._lm._profiles import api_key_for
+from sp_dspy._lm._profiles import key_for
 from sp_dspy._redact import register_secret
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,9 +103,9 @@ def test_resolve_model_config() -> None:
 def test_api_key_comes_from_the_environment_and_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
     config = LMConfig(model="openai/x", api_key_env="SPD_TEST_CREDENTIAL", api_base="http://u:pw1234@h/v1")
     with pytest.raises(ConfigError, match="SPD_TEST_CREDENTIAL"):
-        api_key_for(config)
+        key_for(config, None)
     monkeypatch.setenv("SPD_TEST_CREDENTIAL", "opaque-value-987654")  # name has no _KEY suffix
-    assert api_key_for(config) == "opaque-value-987654"
+    assert key_for(config, None) == "opaque-value-987654"
     assert redact("auth failed: opaque-value-987654") == "auth failed: ***"  # registered on read
     public = config.public_dict()
     assert public["api_key_env"] == "SPD_TEST_CREDENTIAL"

@@ -1,17 +1,11 @@
-"""Every place sp-dspy still touches DSPy internals, each named with why (the only such module).
+"""Every place sp-dspy touches DSPy internals (the only such module), for five needs without a
+public API in DSPy 3.4; ``tests/test_lm_presets.py`` names the use (:data:`USES`) an installed DSPy breaks:
 
-Five needs have no public API in DSPy 3.4; ``tests/test_lm_presets.py`` fails naming the
-use (:data:`USES`) when an installed DSPy lacks what it needs:
-
-1. ``call_path``: raw messages through a DSPy-owned engine with DSPy's cache and retries,
-   keeping the ``CallResult``: only it says whether the answer came from the cache.
-2. ``price_table``: DSPy's bundled LiteLLM price snapshot, so sp-dspy's HTTP engine prices
-   answers at DSPy's rates.
-3. ``response_cache``: DSPy's cache keyed by endpoint too (DSPy drops ``api_base``, so two
-   servers with different weights under one model name would share answers): a ``Cache``
-   subclass overriding ``cache_key``, sync and async calls sharing entries.
-4. ``gepa_budget``: GEPA's ``auto`` presets, so ``compile --dry-run`` projects its metric calls.
-5. ``mipro_budget``: MIPROv2's ``auto`` presets and trial count, by DSPy's own formula.
+1. ``call_path``: raw messages through DSPy's engine, cache and retries, keeping the ``CallResult``
+   (only it says whether the answer came from the cache).
+2. ``price_table``: DSPy's bundled price snapshot, so sp-dspy's HTTP engine prices at DSPy's rates.
+3. ``response_cache``: DSPy's cache keyed by endpoint too (DSPy drops ``api_base``).
+4. ``gepa_budget`` / 5. ``mipro_budget``: the optimizers' ``auto`` presets, for ``compile --dry-run``.
 """
 
 from __future__ import annotations
@@ -124,8 +118,6 @@ def endpoint_cache_class(endpoint_key: Any) -> type[Any]:
     endpoint_fields = ("api_base", "base_url")
 
     class EndpointAwareCache(Cache):
-        """DSPy's two-level cache whose key includes the API endpoint (never the key)."""
-
         def cache_key(
             self, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None
         ) -> str:
