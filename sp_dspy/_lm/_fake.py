@@ -1,16 +1,10 @@
-"""A deterministic, offline guard model (``fake/<behaviour>``) for tests, smoke runs and optimizer checks.
+"""A deterministic, offline guard model (``fake/<behaviour>``) for tests, smoke runs and optimizer
+checks (the behaviours are described in the README's "The fake LM").
 
-It answers through DSPy's real call path with no network, in the format its caller parses;
-usage counts are whitespace tokens. Behaviours (``fake`` is ``fake/oracle``): ``oracle``: the
-gold violations of a registered case (:meth:`FakeEngine.register_case`), else none; ``empty``:
-none; ``all``: every rule number in the policy text; ``random``: each with probability 1/2,
-seeded by the request; ``refuse``, ``garbage``: unparseable replies; ``instructed``: like
-``oracle`` when told to "check every rule" or shown a demo listing two or more rules, else
-the first gold violation only, so a test can prove an optimizer helps. A sampled request
-(``temperature > 0``: SIMBA, ``BestOfN``) sent the 2nd, 4th... time gets every violation, as a
-real model's samples differ. Asked for instructions by an optimizer, all but ``refuse`` and
-``garbage`` propose :data:`PROPOSED_INSTRUCTION` on the 1st, 3rd... ask, else
-:data:`PLAIN_INSTRUCTION`, so a compile with ``fake/instructed`` alone visibly improves.
+It answers through DSPy's real call path in the format its caller parses; usage counts are
+whitespace tokens. ``instructed`` reports every gold violation only when told to "check every
+rule", shown a demo listing several rules, or sampled (``temperature > 0``) the 2nd, 4th... time;
+asked for instructions, the fake proposes :data:`PROPOSED_INSTRUCTION` on the 1st, 3rd... ask.
 """
 
 from __future__ import annotations

@@ -61,12 +61,7 @@ class ReplicaPool:
     eagerly: importing LiteLLM takes seconds); ``timeout`` is per attempt on one replica."""
 
     def __init__(
-        self,
-        endpoints: Sequence[str],
-        model_id: str,
-        *,
-        api_key: str,
-        timeout: float | None = None,
+        self, endpoints: Sequence[str], model_id: str, *, api_key: str, timeout: float | None = None
     ) -> None:
         ensure_offline_env()
         from litellm import Router
@@ -145,9 +140,8 @@ class _ReplicaEngine(Shared):
     def dump_state(self) -> dict[str, Any]:
         """What a saved program records: endpoints and settings, never the key."""
         pool = self.pool
-        endpoints = [display_endpoint(e) for e in pool.endpoints]
         return {
-            "endpoints": endpoints,
+            "endpoints": [display_endpoint(e) for e in pool.endpoints],
             "model_id": pool.model_id,
             "timeout": pool.timeout,
             "json_schema": self.supports_response_schema,
