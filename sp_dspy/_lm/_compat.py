@@ -15,25 +15,20 @@ import importlib
 from contextlib import nullcontext
 from typing import Any
 
-#: ``use name -> ((module, attribute names), ...)`` that must exist in the installed DSPy
-#: (``Class.method``: a method of a class there).
-USES: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+#: ``use name -> ((module, space-separated attribute names), ...)`` that must exist in the
+#: installed DSPy (``Class.method``: a method of a class there).
+USES: dict[str, tuple[tuple[str, str], ...]] = {
     "call_path": (
-        ("dspy.clients.execution", ("prepare", "execute", "aexecute", "finalize")),
-        ("dspy.clients.call_result", ("usage_dict",)),
+        ("dspy.clients.execution", "prepare execute aexecute finalize"),
+        ("dspy.clients.call_result", "usage_dict"),
     ),
-    "price_table": (("dspy.clients.model_metadata", ("model_info", "rate")),),
-    "response_cache": (("dspy.clients.cache", ("Cache", "Cache.cache_key")),),
-    "gepa_budget": (("dspy.teleprompt.gepa.gepa", ("AUTO_RUN_SETTINGS", "GEPA", "GEPA.auto_budget")),),
+    "price_table": (("dspy.clients.model_metadata", "model_info rate"),),
+    "response_cache": (("dspy.clients.cache", "Cache Cache.cache_key"),),
+    "gepa_budget": (("dspy.teleprompt.gepa.gepa", "AUTO_RUN_SETTINGS GEPA GEPA.auto_budget"),),
     "mipro_budget": (
         (
             "dspy.teleprompt.mipro_optimizer_v2",
-            (
-                "AUTO_RUN_SETTINGS",
-                "MIN_MINIBATCH_SIZE",
-                "MIPROv2",
-                "MIPROv2._set_num_trials_from_num_candidates",
-            ),
+            "AUTO_RUN_SETTINGS MIN_MINIBATCH_SIZE MIPROv2 MIPROv2._set_num_trials_from_num_candidates",
         ),
     ),
 }
@@ -58,7 +53,7 @@ def missing_uses() -> list[str]:
             except ImportError:
                 missing.append(f"{use}: {module_name}")
                 continue
-            for name in names:
+            for name in names.split():
                 owner, _, method = name.partition(".")
                 found = getattr(module, owner, None)
                 if found is None or (method and not callable(getattr(found, method, None))):

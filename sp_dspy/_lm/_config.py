@@ -46,13 +46,11 @@ _RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
 class LMConfig(BaseModel):
     """How to reach one model and how to sample from it.
 
-    ``api_base`` may list several endpoints separated by commas (replicas of one model).
-    ``transport``: ``direct`` is sp-dspy's HTTP engine (``_direct``: each request built
-    from this config and the provider's profile, as the reference harness sends it),
-    ``dspy`` DSPy's own engine (which translates settings its own way), ``auto`` the
-    direct one wherever the provider has a profile and there is one endpoint.
-    ``extra_body`` is merged into every body last, ``extra_headers`` sent with every
-    request (never a key), ``thinking`` is Anthropic's setting (``{"type": "adaptive"}``).
+    ``api_base`` may list replicas of one model, comma-separated. ``transport``: ``direct`` is
+    sp-dspy's HTTP engine (requests as the reference harness sends them), ``dspy`` DSPy's own,
+    ``auto`` the direct one wherever the provider has a profile and there is one endpoint.
+    ``extra_body`` is merged into every body last, ``extra_headers`` sent with every request
+    (never a key), ``thinking`` is Anthropic's setting (``{"type": "adaptive"}``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

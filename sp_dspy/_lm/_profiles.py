@@ -11,9 +11,8 @@ import ipaddress
 import os
 import re
 import urllib.parse
+from dataclasses import dataclass
 from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from .._errors import ConfigError
 from .._redact import register_secret
@@ -22,10 +21,9 @@ from ._config import LMConfig
 Wire = Literal["openai-chat", "anthropic-messages"]
 
 
-class ProviderProfile(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class ProviderProfile:
     """How one provider's requests are addressed, authenticated and spelled."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     wire: Wire
     #: The provider's public endpoint (None: self-hosted, ``api_base`` is required).
