@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib
 from contextlib import nullcontext
+from types import SimpleNamespace
 from typing import Any
 
 #: ``use name -> ((module, space-separated attribute names), ...)`` that must exist in the
@@ -165,19 +166,15 @@ def gepa_auto_metric_calls(auto: str, n_val: int) -> int:
 # ----- 5. mipro_budget ---------------------------------------------------------------------
 def mipro_auto_run(auto: str, n_val: int, *, zero_shot: bool) -> tuple[int, int, int, bool]:
     """(candidates, trials, dev examples, minibatch) MIPROv2's ``auto`` preset runs for one predictor."""
+    import dspy
     from dspy.teleprompt import MIPROv2
     from dspy.teleprompt.mipro_optimizer_v2 import AUTO_RUN_SETTINGS, MIN_MINIBATCH_SIZE
-
-    class _OnePredictor:
-        def predictors(self) -> list[None]:
-            return [None]
 
     preset = AUTO_RUN_SETTINGS[auto]
     candidates = int(preset["n"])
     val = min(int(preset["val_size"]), n_val)
-    import dspy
-
+    one_predictor = SimpleNamespace(predictors=lambda: [None])
     unused = dspy.LM("openai/unused")  # never called: MIPROv2 only requires LMs to be named
     mipro = MIPROv2(metric=lambda *args: 0.0, auto=auto, prompt_model=unused, task_model=unused)
-    trials = int(mipro._set_num_trials_from_num_candidates(_OnePredictor(), zero_shot, candidates))
+    trials = int(mipro._set_num_trials_from_num_candidates(one_predictor, zero_shot, candidates))
     return candidates, trials, val, val > MIN_MINIBATCH_SIZE

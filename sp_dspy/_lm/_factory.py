@@ -14,7 +14,7 @@ from ._cache import ENDPOINT_GROUP_KEY, endpoint_metadata, ensure_cache_configur
 from ._config import LMConfig
 from ._direct import AsyncDirectEngine, DirectChat, DirectEngine
 from ._dspy import import_dspy
-from ._fake import AsyncFakeEngine, FakeEngine, behaviour_of
+from ._fake import AsyncFakeEngine, FakeEngine
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 from ._replicas import AsyncReplicaEngine, ReplicaEngine, ReplicaPool
 
@@ -57,7 +57,7 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
             the config, or a setting DSPy refuses (e.g. temperature 0 on an OpenAI reasoning model).
     """
     if config.is_fake:
-        engine = FakeEngine(behaviour_of(config.model))
+        engine = FakeEngine(config.model)
         # Never cached: the answers depend on registered gold cases and queued replies.
         uncached = config.model_copy(update={"cache": False})
         return _lm(uncached, config.model, engine=engine, async_engine=AsyncFakeEngine(engine))
