@@ -14,7 +14,6 @@ from pathlib import Path
 from .._errors import OutputError
 from .._user_dirs import default_cache_dir, ensure_writable_dir
 from ._compat import endpoint_cache_class, install_cache, installed_cache
-from ._config import display_endpoint
 from ._dspy import ensure_offline_env
 
 DISK_SIZE_LIMIT_BYTES = 30 * 1024**3
@@ -44,12 +43,6 @@ def endpoint_key(url: str) -> str:
     url = _normalise_endpoint(url)
     with _lock:
         return _endpoint_groups.get(url, url)
-
-
-def endpoint_metadata(endpoints: list[str]) -> dict[str, str]:
-    """The ``metadata`` setting of an LM on a custom engine serving ``endpoints`` (see
-    :data:`ENDPOINT_GROUP_KEY`): the group as results show endpoints, without credentials."""
-    return {ENDPOINT_GROUP_KEY: ",".join(display_endpoint(endpoint_key(e)) for e in endpoints)}
 
 
 def configure_cache(enabled: bool = True, directory: Path | str | None = None) -> None:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from .._errors import ConfigError
 from .._redact import redact
-from ._cache import ENDPOINT_GROUP_KEY, endpoint_metadata, ensure_cache_configured, register_endpoint_group
-from ._config import LMConfig
+from ._cache import ENDPOINT_GROUP_KEY, endpoint_key, ensure_cache_configured, register_endpoint_group
+from ._config import LMConfig, display_endpoint
 from ._direct import AsyncDirectEngine, DirectChat, DirectEngine
 from ._dspy import import_dspy
 from ._fake import AsyncFakeEngine, FakeEngine
@@ -81,7 +81,9 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
         api_base = bases[endpoint] if bases else str(profile.base_url)
         client = DirectChat(config, api_base)
         engines = {"engine": DirectEngine(client), "async_engine": AsyncDirectEngine(client)}
-        return _lm(config, config.model, metadata=endpoint_metadata([api_base]), **engines)
+        # The endpoint's group in DSPy's cache keys, as results show endpoints (no credentials).
+        metadata = {ENDPOINT_GROUP_KEY: display_endpoint(endpoint_key(api_base))}
+        return _lm(config, config.model, metadata=metadata, **engines)
     if config.transport == "direct":
         known = ", ".join(sorted(PROFILES))
         raise ConfigError(

@@ -131,10 +131,8 @@ class FakeEngine(SyncEngine):
         return queued
 
     def decide(self, view: PromptView, repeat: int = 0, *, sampled: bool = False) -> Decision | str:
-        """The answer to ``view``: a :class:`Decision`, or a literal reply (refusal, garbage).
-
-        ``repeat`` counts earlier answers to the very same request (see the module docstring).
-        """
+        """The answer to ``view`` (``repeat``: earlier answers to the same request): a
+        :class:`Decision`, or a literal reply (refusal, garbage)."""
         behaviour = self.behaviour
         if behaviour == "refuse":
             return REFUSAL_TEXT

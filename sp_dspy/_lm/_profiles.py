@@ -110,11 +110,8 @@ def is_private_endpoint(url: str) -> bool:
 
 
 def messages_url(profile: ProviderProfile, api_base: str) -> str:
-    """The URL requests are posted to: ``{base}/chat/completions`` or ``{base}/v1/messages``.
-
-    An Anthropic base is accepted with or without its ``/v1`` (``http://host`` and
-    ``http://host/v1`` both post to ``http://host/v1/messages``).
-    """
+    """The URL requests are posted to: ``{base}/chat/completions`` or ``{base}/v1/messages`` (an
+    Anthropic base is accepted with or without its ``/v1``)."""
     base = api_base.strip().rstrip("/")
     if profile.wire == "anthropic-messages":
         return base.removesuffix("/v1") + "/v1/messages"
