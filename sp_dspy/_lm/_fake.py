@@ -37,18 +37,6 @@ PLAIN_INSTRUCTION = "Read the policy and the conversation, then list the rules t
 _SEVERAL_RULES = re.compile(r"\[\s*\d+\s*(?:,\s*\d+\s*)+\]")
 
 
-def behaviour_of(model: str) -> str:
-    """The behaviour a fake model string (or a bare behaviour) selects (``fake`` -> ``oracle``)."""
-    if model == "fake":
-        return "oracle"
-    behaviour = model.removeprefix("fake/")
-    if behaviour not in BEHAVIOURS:
-        raise ConfigError(
-            f"model {model!r}: unknown fake behaviour; use fake/ + one of {', '.join(BEHAVIOURS)}"
-        )
-    return behaviour
-
-
 def count_tokens(text: str) -> int:
     """Whitespace token count: a stand-in tokenizer for the fake's usage figures."""
     return len(text.split())
@@ -67,7 +55,12 @@ class FakeEngine(SyncEngine):
     """Synchronous DSPy engine answering like a guard model; its copies share gold, queue and call log."""
 
     def __init__(self, behaviour: str = "oracle") -> None:
-        self.behaviour = behaviour_of(behaviour)
+        """``behaviour``: a fake model string (``fake`` is ``fake/oracle``) or a bare behaviour."""
+        self.behaviour = "oracle" if behaviour == "fake" else behaviour.removeprefix("fake/")
+        if self.behaviour not in BEHAVIOURS:
+            raise ConfigError(
+                f"model {behaviour!r}: unknown fake behaviour; use fake/ + one of {', '.join(BEHAVIOURS)}"
+            )
         self.calls: list[FakeCall] = []
         self._cases: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
         self._queue: collections.deque[str] = collections.deque()

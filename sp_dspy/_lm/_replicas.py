@@ -34,13 +34,10 @@ SUPPORTED_PARAMS = frozenset(
 )  # fmt: skip
 
 
-_CANCELLED_RELEASE = "an attempt's release was cancelled before it finished"
-
-
 def _quiet_cancelled_release(record: logging.LogRecord) -> bool:
     """Drop LiteLLM's warning that a background release (of Redis counts a pool does not use)
     was cancelled at loop close: nothing is lost."""
-    return record.getMessage() != _CANCELLED_RELEASE
+    return record.getMessage() != "an attempt's release was cancelled before it finished"
 
 
 class EndpointCounter(Shared, dict[str, int]):
