@@ -29,7 +29,7 @@ from ._errors import (
     status_error,
     transport_error,
 )
-from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, messages_url, model_id
+from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 from ._result import ChatResult, TokenUsage, token_usage
 
 if TYPE_CHECKING:
@@ -97,7 +97,8 @@ class DirectChat(Shared):
             )
         self.config = config
         self.api_base = api_base
-        self.url = messages_url(profile, api_base)
+        base = api_base.strip().rstrip("/")  # an Anthropic base may end in /v1 or not
+        self.url = base.removesuffix("/v1") + "/v1/messages" if self.anthropic else base + "/chat/completions"
         self.model_id = model_id(config.model)
         auth = {"x-api-key": api_key} if self.anthropic else {"Authorization": f"Bearer {api_key}"}
         self.headers = {"Content-Type": "application/json", **auth, **dict(profile.headers)}

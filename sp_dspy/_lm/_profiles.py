@@ -109,15 +109,6 @@ def is_private_endpoint(url: str) -> bool:
     return address.is_loopback or address.is_private or address.is_link_local
 
 
-def messages_url(profile: ProviderProfile, api_base: str) -> str:
-    """The URL requests are posted to: ``{base}/chat/completions`` or ``{base}/v1/messages`` (an
-    Anthropic base is accepted with or without its ``/v1``)."""
-    base = api_base.strip().rstrip("/")
-    if profile.wire == "anthropic-messages":
-        return base.removesuffix("/v1") + "/v1/messages"
-    return base + "/chat/completions"
-
-
 #: What self-hosted servers (vLLM, llama.cpp) accept when they check no key.
 SELF_HOSTED_PLACEHOLDER_KEY = "EMPTY"
 
