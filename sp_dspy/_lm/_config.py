@@ -28,9 +28,9 @@ _KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-k
 _RESERVED_BODY_FIELDS = frozenset({"model", "messages", "system", "stream"})
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 MODELS_FILE_NAME = "models.yaml"
-#: Settings with a range or a form: ``field -> (allowed(value), message when not)``. A key pasted
+#: Settings checked by a predicate: ``field -> (allowed(value), message when not)``. A key pasted
 #: into ``api_key_env`` is never echoed: the message does not show the value.
-_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "api_key_env": (
         lambda v: bool(_ENV_NAME.match(v)),
         "must name an environment variable (e.g. OPENAI_API_KEY), not hold a key",
@@ -105,8 +105,8 @@ class LMConfig(BaseModel):
 
     @field_validator("api_key_env", "temperature", "max_tokens", "reasoning_effort", "timeout", "num_retries")
     @classmethod
-    def _in_range(cls, value: Any, info: ValidationInfo) -> Any:
-        allowed, message = _RANGES[info.field_name or ""]
+    def _checked(cls, value: Any, info: ValidationInfo) -> Any:
+        allowed, message = _CHECKS[info.field_name or ""]
         if value is not None and not allowed(value):
             raise ValueError(message)
         return value
