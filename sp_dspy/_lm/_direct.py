@@ -163,19 +163,18 @@ class DirectChat(Shared):
         import dspy
 
         cache = getattr(dspy, "cache", None) if use_cache else None
-        if cache is None:
-            return self._result(await self._post(request, retries=self.config.num_retries))
         key = {
             "_fn_identifier": CACHE_IDENTIFIER,
             "api_base": self.api_base,
             "rollout_id": rollout,
             **request.body,
         }
-        hit = cache.get(key)
+        hit = cache.get(key) if cache is not None else None
         if isinstance(hit, dict):
             return ChatResult.model_validate({**hit, "cached": True})
         result = self._result(await self._post(request, retries=self.config.num_retries))
-        cache.put(key, result.model_dump(exclude={"cached"}))
+        if cache is not None:
+            cache.put(key, result.model_dump(exclude={"cached"}))
         return result
 
     def chat(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> ChatResult:
