@@ -1,9 +1,7 @@
 """The LM layer: every call to a model in sp-dspy goes through here.
 
-:func:`make_lm` builds a ``dspy.LM`` from an :class:`LMConfig` (``_factory``: its engine is
-the fake, the replica router, sp-dspy's HTTP engine or DSPy's own); :func:`chat` /
-:func:`achat` send raw messages through it. Importing this package does not import DSPy
-or LiteLLM (the CLI starts fast); the functions that need them import them on first use.
+:func:`make_lm` builds a ``dspy.LM`` from an :class:`LMConfig`; :func:`chat` / :func:`achat`
+send raw messages through it. Importing this package does not import DSPy or LiteLLM.
 """
 
 from .._redact import redact

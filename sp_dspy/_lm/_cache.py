@@ -1,9 +1,8 @@
-"""The on-disk response cache: DSPy's own cache, keyed by endpoint as well as request.
+"""The on-disk response cache: DSPy's own, keyed by endpoint (never the key) as well as request.
 
-DSPy leaves ``api_base`` out of its keys, so two servers serving different weights under one
-model name would share answers; this cache puts the endpoint back (never the key). Replicas
-of one model (a comma-separated ``api_base``) are keyed as one endpoint, so a rerun hits the
-cache whichever replica served. DSPy is imported lazily: the CLI imports this at start-up.
+DSPy leaves ``api_base`` out of its keys, so two servers with different weights under one model
+name would share answers. Replicas of one model are keyed as one endpoint (a rerun hits the
+cache whichever replica served).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from pathlib import Path
 from .._errors import OutputError
 from .._user_dirs import default_cache_dir, ensure_writable_dir
 from ._compat import endpoint_cache_class, install_cache, installed_cache
-from ._config import display_endpoint
 from ._dspy import ensure_offline_env
 
 DISK_SIZE_LIMIT_BYTES = 30 * 1024**3
@@ -26,11 +24,6 @@ ENDPOINT_GROUP_KEY = "sp_endpoint_group"
 _lock = threading.Lock()
 _endpoint_groups: dict[str, str] = {}
 _configured = False  # whether configure_cache was called
-
-
-def default_response_cache_dir() -> Path:
-    """Where responses are cached unless ``configure_cache`` is given a directory."""
-    return default_cache_dir() / "responses"
 
 
 def _normalise_endpoint(url: str) -> str:
@@ -52,22 +45,16 @@ def endpoint_key(url: str) -> str:
         return _endpoint_groups.get(url, url)
 
 
-def endpoint_metadata(endpoints: list[str]) -> dict[str, str]:
-    """The ``metadata`` setting of an LM on a custom engine serving ``endpoints`` (see
-    :data:`ENDPOINT_GROUP_KEY`): the group as results show endpoints, without credentials."""
-    return {ENDPOINT_GROUP_KEY: ",".join(display_endpoint(endpoint_key(e)) for e in endpoints)}
-
-
 def configure_cache(enabled: bool = True, directory: Path | str | None = None) -> None:
-    """Install the response cache for this process in ``directory`` (default:
-    :func:`default_response_cache_dir`); disabled (``--no-cache``), every call reaches the model.
+    """Install the response cache for this process in ``directory`` (default: the user cache
+    directory's ``responses``); disabled (``--no-cache``), every call reaches the model.
 
     Raises:
         OutputError: the cache directory cannot be created or written.
     """
     global _configured
     ensure_offline_env()
-    path = Path(os.path.expanduser(str(directory))) if directory is not None else default_response_cache_dir()
+    path = Path(os.path.expanduser(directory)) if directory is not None else default_cache_dir() / "responses"
     disk: dict[str, object] = {"disk_cache_dir": None}
     if enabled:
         try:

@@ -1,11 +1,8 @@
-"""Raw chat messages through a ``dspy.LM``: the official baseline's path to a model.
+"""Raw chat messages through a ``dspy.LM`` (no adapter): the official baseline's path to a model.
 
-The baseline sends the benchmark's exact bytes (no adapter) yet shares DSPy's engine,
-retries, response cache, history and usage with DSPy programs: :func:`chat` runs DSPy's
-own execution steps (``_compat.call``), as ``lm(messages=...)`` does, but keeps the
-``CallResult`` that says whether the answer came from the cache and what it cost (and
-skips DSPy 3.4's per-call deprecation warning for message dicts). An LM on sp-dspy's
-HTTP engine is asked through that engine's client instead.
+:func:`chat` runs DSPy's own execution steps, as ``lm(messages=...)`` does, but keeps the
+``CallResult`` that says whether the answer came from the cache and what it cost; an LM on
+sp-dspy's HTTP engine is asked through that engine's client instead.
 """
 
 from __future__ import annotations

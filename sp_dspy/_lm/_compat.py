@@ -1,17 +1,11 @@
-"""Every place sp-dspy still touches DSPy internals, each named with why (the only such module).
+"""Every place sp-dspy touches DSPy internals (the only such module), for five needs without a
+public API in DSPy 3.4; ``tests/test_lm_presets.py`` names the use (:data:`USES`) an installed DSPy breaks:
 
-Five needs have no public API in DSPy 3.4; ``tests/test_lm_presets.py`` fails naming the
-use (:data:`USES`) when an installed DSPy lacks what it needs:
-
-1. ``call_path``: raw messages through a DSPy-owned engine with DSPy's cache and retries,
-   keeping the ``CallResult``: only it says whether the answer came from the cache.
-2. ``price_table``: DSPy's bundled LiteLLM price snapshot, so sp-dspy's HTTP engine prices
-   answers at DSPy's rates.
-3. ``response_cache``: DSPy's cache keyed by endpoint too (DSPy drops ``api_base``, so two
-   servers with different weights under one model name would share answers): a ``Cache``
-   subclass overriding ``cache_key``, sync and async calls sharing entries.
-4. ``gepa_budget``: GEPA's ``auto`` presets, so ``compile --dry-run`` projects its metric calls.
-5. ``mipro_budget``: MIPROv2's ``auto`` presets and trial count, by DSPy's own formula.
+1. ``call_path``: raw messages through DSPy's engine, cache and retries, keeping the ``CallResult``
+   (only it says whether the answer came from the cache).
+2. ``price_table``: DSPy's bundled price snapshot, so sp-dspy's HTTP engine prices at DSPy's rates.
+3. ``response_cache``: DSPy's cache keyed by endpoint too (DSPy drops ``api_base``).
+4. ``gepa_budget`` / 5. ``mipro_budget``: the optimizers' ``auto`` presets, for ``compile --dry-run``.
 """
 
 from __future__ import annotations
@@ -19,27 +13,23 @@ from __future__ import annotations
 import functools
 import importlib
 from contextlib import nullcontext
+from types import SimpleNamespace
 from typing import Any
 
-#: ``use name -> ((module, attribute names), ...)`` that must exist in the installed DSPy
-#: (``Class.method``: a method of a class there).
-USES: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+#: ``use name -> ((module, space-separated attribute names), ...)`` that must exist in the
+#: installed DSPy (``Class.method``: a method of a class there).
+USES: dict[str, tuple[tuple[str, str], ...]] = {
     "call_path": (
-        ("dspy.clients.execution", ("prepare", "execute", "aexecute", "finalize")),
-        ("dspy.clients.call_result", ("usage_dict",)),
+        ("dspy.clients.execution", "prepare execute aexecute finalize"),
+        ("dspy.clients.call_result", "usage_dict"),
     ),
-    "price_table": (("dspy.clients.model_metadata", ("model_info", "rate")),),
-    "response_cache": (("dspy.clients.cache", ("Cache", "Cache.cache_key")),),
-    "gepa_budget": (("dspy.teleprompt.gepa.gepa", ("AUTO_RUN_SETTINGS", "GEPA", "GEPA.auto_budget")),),
+    "price_table": (("dspy.clients.model_metadata", "model_info rate"),),
+    "response_cache": (("dspy.clients.cache", "Cache Cache.cache_key"),),
+    "gepa_budget": (("dspy.teleprompt.gepa.gepa", "AUTO_RUN_SETTINGS GEPA GEPA.auto_budget"),),
     "mipro_budget": (
         (
             "dspy.teleprompt.mipro_optimizer_v2",
-            (
-                "AUTO_RUN_SETTINGS",
-                "MIN_MINIBATCH_SIZE",
-                "MIPROv2",
-                "MIPROv2._set_num_trials_from_num_candidates",
-            ),
+            "AUTO_RUN_SETTINGS MIN_MINIBATCH_SIZE MIPROv2 MIPROv2._set_num_trials_from_num_candidates",
         ),
     ),
 }
@@ -64,7 +54,7 @@ def missing_uses() -> list[str]:
             except ImportError:
                 missing.append(f"{use}: {module_name}")
                 continue
-            for name in names:
+            for name in names.split():
                 owner, _, method = name.partition(".")
                 found = getattr(module, owner, None)
                 if found is None or (method and not callable(getattr(found, method, None))):
@@ -124,8 +114,6 @@ def endpoint_cache_class(endpoint_key: Any) -> type[Any]:
     endpoint_fields = ("api_base", "base_url")
 
     class EndpointAwareCache(Cache):
-        """DSPy's two-level cache whose key includes the API endpoint (never the key)."""
-
         def cache_key(
             self, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None
         ) -> str:
@@ -178,19 +166,15 @@ def gepa_auto_metric_calls(auto: str, n_val: int) -> int:
 # ----- 5. mipro_budget ---------------------------------------------------------------------
 def mipro_auto_run(auto: str, n_val: int, *, zero_shot: bool) -> tuple[int, int, int, bool]:
     """(candidates, trials, dev examples, minibatch) MIPROv2's ``auto`` preset runs for one predictor."""
+    import dspy
     from dspy.teleprompt import MIPROv2
     from dspy.teleprompt.mipro_optimizer_v2 import AUTO_RUN_SETTINGS, MIN_MINIBATCH_SIZE
-
-    class _OnePredictor:
-        def predictors(self) -> list[None]:
-            return [None]
 
     preset = AUTO_RUN_SETTINGS[auto]
     candidates = int(preset["n"])
     val = min(int(preset["val_size"]), n_val)
-    import dspy
-
+    one_predictor = SimpleNamespace(predictors=lambda: [None])
     unused = dspy.LM("openai/unused")  # never called: MIPROv2 only requires LMs to be named
     mipro = MIPROv2(metric=lambda *args: 0.0, auto=auto, prompt_model=unused, task_model=unused)
-    trials = int(mipro._set_num_trials_from_num_candidates(_OnePredictor(), zero_shot, candidates))
+    trials = int(mipro._set_num_trials_from_num_candidates(one_predictor, zero_shot, candidates))
     return candidates, trials, val, val > MIN_MINIBATCH_SIZE

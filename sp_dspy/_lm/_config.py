@@ -28,8 +28,13 @@ _KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-k
 _RESERVED_BODY_FIELDS = frozenset({"model", "messages", "system", "stream"})
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 MODELS_FILE_NAME = "models.yaml"
-#: Settings with a range: ``field -> (allowed(value), message when not)``.
-_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+#: Settings checked by a predicate: ``field -> (allowed(value), message when not)``. A key pasted
+#: into ``api_key_env`` is never echoed: the message does not show the value.
+_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "api_key_env": (
+        lambda v: bool(_ENV_NAME.match(v)),
+        "must name an environment variable (e.g. OPENAI_API_KEY), not hold a key",
+    ),
     "temperature": (lambda v: 0 <= v <= 2, "must be between 0 and 2"),
     "max_tokens": (lambda v: v >= 1, "must be a positive number of tokens"),
     "reasoning_effort": (lambda v: v in REASONING_EFFORTS, f"must be one of {', '.join(REASONING_EFFORTS)}"),
@@ -41,13 +46,11 @@ _RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
 class LMConfig(BaseModel):
     """How to reach one model and how to sample from it.
 
-    ``api_base`` may list several endpoints separated by commas (replicas of one model).
-    ``transport``: ``direct`` is sp-dspy's HTTP engine (``_direct``: each request built
-    from this config and the provider's profile, as the reference harness sends it),
-    ``dspy`` DSPy's own engine (which translates settings its own way), ``auto`` the
-    direct one wherever the provider has a profile and there is one endpoint.
-    ``extra_body`` is merged into every body last, ``extra_headers`` sent with every
-    request (never a key), ``thinking`` is Anthropic's setting (``{"type": "adaptive"}``).
+    ``api_base`` may list replicas of one model, comma-separated. ``transport``: ``direct`` is
+    sp-dspy's HTTP engine (requests as the reference harness sends them), ``dspy`` DSPy's own,
+    ``auto`` the direct one wherever the provider has a profile and there is one endpoint.
+    ``extra_body`` is merged into every body last, ``extra_headers`` sent with every request
+    (never a key), ``thinking`` is Anthropic's setting (``{"type": "adaptive"}``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -84,15 +87,6 @@ class LMConfig(BaseModel):
                 raise ValueError(f"endpoint {redact(part.strip())!r} must start with http:// or https://")
         return value
 
-    @field_validator("api_key_env")
-    @classmethod
-    def _api_key_env(cls, value: str | None) -> str | None:
-        # The value is never echoed: a user who pasted the key itself here must not
-        # find it printed in an error message.
-        if value is not None and not _ENV_NAME.match(value):
-            raise ValueError("must name an environment variable (e.g. OPENAI_API_KEY), not hold a key")
-        return value
-
     @field_validator("extra_headers")
     @classmethod
     def _extra_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
@@ -109,10 +103,10 @@ class LMConfig(BaseModel):
             raise ValueError(f"{', '.join(reserved)} cannot be set here (sp-dspy sends them)")
         return value
 
-    @field_validator("temperature", "max_tokens", "reasoning_effort", "timeout", "num_retries")
+    @field_validator("api_key_env", "temperature", "max_tokens", "reasoning_effort", "timeout", "num_retries")
     @classmethod
-    def _in_range(cls, value: Any, info: ValidationInfo) -> Any:
-        allowed, message = _RANGES[info.field_name or ""]
+    def _checked(cls, value: Any, info: ValidationInfo) -> Any:
+        allowed, message = _CHECKS[info.field_name or ""]
         if value is not None and not allowed(value):
             raise ValueError(message)
         return value

@@ -1,12 +1,8 @@
-"""sp-dspy's HTTP engine: requests built from a config and its provider profile, posted as built.
+"""sp-dspy's HTTP engine: each request built from a config and its provider profile, posted as built.
 
-A preset must send what the reference harness sends, and a user must see it before paying
-(``eval --show-request``), so :meth:`DirectChat.request` builds the one :class:`HttpRequest`
-that is sent, cached and shown. DSPy programs use it as a ``dspy.LM`` engine (one attempt;
-DSPy owns cache and retries); the baselines' ``achat`` calls :meth:`DirectChat.achat`,
-skipping DSPy's CPU-heavy generic path while doing what it does (DSPy's response cache,
-retries, DSPy's error classes, usage, cost). A connection pool belongs to one event loop:
-wrap a loop's top-level coroutine in :func:`closing_transports`.
+:meth:`DirectChat.request` builds the one :class:`HttpRequest` that is sent, cached and shown
+(``eval --show-request``). DSPy programs use it as a ``dspy.LM`` engine (DSPy owns cache and
+retries); ``achat`` calls :meth:`DirectChat.achat`, which does the same without DSPy's generic path.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ from .._errors import ConfigError
 from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
 from ._config import _KEY_HEADERS, LMConfig
-from ._dspy import AsyncEngine, SyncEngine, request_system
+from ._dspy import AsyncEngine, Shared, SyncEngine, request_system
 from ._errors import (
     RETRY_STATUSES,
     backoff_seconds,
@@ -33,7 +29,7 @@ from ._errors import (
     status_error,
     transport_error,
 )
-from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, messages_url, model_id
+from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 from ._result import ChatResult, TokenUsage, token_usage
 
 if TYPE_CHECKING:
@@ -70,11 +66,8 @@ class HttpRequest:
 
 
 class RequestCaptured(BaseException):
-    """Raised instead of sending while a client captures (``--show-request``); carries the request.
-
-    A ``BaseException``: no layer between the program and the client may turn it into
-    an error record, as it would an ``Exception``.
-    """
+    """Raised instead of sending while a client captures (``--show-request``); a ``BaseException``
+    so that no layer between the program and the client turns it into an error record."""
 
     def __init__(self, request: HttpRequest) -> None:
         super().__init__("request captured, not sent")
@@ -89,11 +82,11 @@ def _set_path(body: dict[str, Any], dotted: str, value: Any) -> None:
     body[last] = value
 
 
-class DirectChat:
-    """Requests to one endpoint on its provider's wire: body, cache, retries, usage, cost."""
+class DirectChat(Shared):
+    """Requests to one endpoint on its provider's wire: body, cache, retries, usage, cost; an
+    LM's copies share it (it holds connection pools, one per event loop)."""
 
     def __init__(self, config: LMConfig, api_base: str) -> None:
-        """The client of ``config`` at ``api_base``, its key resolved now (``_profiles.key_for``)."""
         profile = PROFILES[config.provider]
         api_key = key_for(config, api_base) or SELF_HOSTED_PLACEHOLDER_KEY
         self.anthropic = profile.wire == "anthropic-messages"
@@ -104,7 +97,8 @@ class DirectChat:
             )
         self.config = config
         self.api_base = api_base
-        self.url = messages_url(profile, api_base)
+        base = api_base.strip().rstrip("/")  # an Anthropic base may end in /v1 or not
+        self.url = base.removesuffix("/v1") + "/v1/messages" if self.anthropic else base + "/chat/completions"
         self.model_id = model_id(config.model)
         auth = {"x-api-key": api_key} if self.anthropic else {"Authorization": f"Bearer {api_key}"}
         self.headers = {"Content-Type": "application/json", **auth, **dict(profile.headers)}
@@ -131,9 +125,6 @@ class DirectChat:
     @functools.cached_property
     def _rates(self) -> tuple[float | None, float | None, float | None]:
         return price_rates(self.config.provider, self.model_id)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> DirectChat:
-        return self  # holds connection pools, not state: copies of an LM share it
 
     def request(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> HttpRequest:
         """The request for ``messages``; ``overrides`` (``max_tokens``, ``temperature``, ...) win,
@@ -172,19 +163,18 @@ class DirectChat:
         import dspy
 
         cache = getattr(dspy, "cache", None) if use_cache else None
-        if cache is None:
-            return self._result(await self._post(request, retries=self.config.num_retries))
         key = {
             "_fn_identifier": CACHE_IDENTIFIER,
             "api_base": self.api_base,
             "rollout_id": rollout,
             **request.body,
         }
-        hit = cache.get(key)
+        hit = cache.get(key) if cache is not None else None
         if isinstance(hit, dict):
             return ChatResult.model_validate({**hit, "cached": True})
         result = self._result(await self._post(request, retries=self.config.num_retries))
-        cache.put(key, result.model_dump(exclude={"cached"}))
+        if cache is not None:
+            cache.put(key, result.model_dump(exclude={"cached"}))
         return result
 
     def chat(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> ChatResult:
@@ -192,11 +182,8 @@ class DirectChat:
         return self.run_sync(lambda: self.achat(messages, **overrides))
 
     def run_sync(self, make: Any) -> Any:
-        """Run the coroutine ``make()`` on a short-lived event loop (its own thread inside a running one).
-
-        The synchronous API is the rare path (the runner is async): each call opens and
-        closes its connection rather than keeping a pool.
-        """
+        """Run the coroutine ``make()`` on a short-lived event loop (its own thread inside a running
+        one), opening and closing its connection: the synchronous API is the rare path."""
 
         async def once() -> Any:
             try:
@@ -414,17 +401,14 @@ class AsyncDirectEngine(AsyncEngine, DirectEngine):  # type: ignore[misc]
 
 
 def client_of(lm: Any) -> DirectChat | None:
-    """The :class:`DirectChat` behind ``lm``'s engine, or None (DSPy's own engine, the fake, replicas)."""
+    """The :class:`DirectChat` behind ``lm``'s engine, or None."""
     engine = getattr(lm, "engine", None)
     return engine.client if isinstance(engine, DirectEngine) else None
 
 
 def env_proxy(url: str) -> str | None:
-    """The proxy ``HTTP(S)_PROXY`` / ``NO_PROXY`` name for ``url`` (as httpx, DSPy's engine, reads them).
-
-    Resolved once per connection pool: aiohttp's ``trust_env`` would re-read the
-    environment (and ``~/.netrc``) on every request.
-    """
+    """The proxy ``HTTP(S)_PROXY`` / ``NO_PROXY`` name for ``url``, read once per pool (aiohttp's
+    ``trust_env`` would re-read the environment and ``~/.netrc`` on every request)."""
     import urllib.parse
     import urllib.request
 
@@ -435,11 +419,8 @@ def env_proxy(url: str) -> str | None:
 
 
 async def closing_transports(awaitable: Awaitable[_T]) -> _T:
-    """Await ``awaitable``, then close every HTTP engine's pool on this loop.
-
-    Wrap the top-level coroutine of ``asyncio.run`` in it: a pool belongs to one event
-    loop and would otherwise outlive it (aiohttp warns about unclosed sessions).
-    """
+    """Await ``awaitable``, then close every HTTP engine's pool on this loop (wrap the top-level
+    coroutine of ``asyncio.run`` in it: a pool belongs to one loop and would outlive it)."""
     try:
         return await awaitable
     finally:

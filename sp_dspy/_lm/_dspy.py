@@ -1,8 +1,4 @@
-"""sp-dspy's side of DSPy: importing it offline, and what sp-dspy's custom engines share.
-
-An engine is a connection: an LM and all its copies (optimizers deep-copy programs)
-share it, so its state (pools, counters, the fake's gold answers) stays in one place.
-"""
+"""sp-dspy's side of DSPy: importing it offline, and what sp-dspy's custom engines share."""
 
 from __future__ import annotations
 
@@ -29,7 +25,8 @@ def import_dspy() -> ModuleType:
 
 
 class Shared:
-    """Copies are the object itself."""
+    """Copies are the object itself: an LM's copies (optimizers deep-copy programs) share its
+    engine's state (pools, counters, the fake's gold answers)."""
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
         return self

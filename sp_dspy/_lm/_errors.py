@@ -15,24 +15,6 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .._redact import redact
-
-ERROR_KINDS = (
-    "rate_limit",
-    "server_error",
-    "timeout",
-    "connection",
-    "unreachable",
-    "auth",
-    "billing",
-    "not_found",
-    "context_length",
-    "bad_request",
-    "parse",
-    "config",
-    "other",
-)
-TRANSIENT_KINDS = frozenset({"rate_limit", "server_error", "timeout", "connection"})
 #: Failures every later call of the run would meet too (wrong key, account, model, address,
 #: or a request form the server rejects); the runner stops early on them (``_runner._failures``).
 LASTING_KINDS = frozenset({"auth", "billing", "not_found", "unreachable", "bad_request", "config"})
@@ -50,35 +32,22 @@ STATUS_KINDS = {429: "rate_limit", 401: "auth", 403: "auth", 402: "billing", 408
 
 # Checked in order, the more specific meaning first: a context-window error is also a bad
 # request, a timeout is also an OSError, a refused connection is a connection error no
-# retry gets through. No key at all (DSPy's "not configured") is an auth failure: same fix.
-_BY_CLASS_NAME: tuple[tuple[str, frozenset[str]], ...] = tuple(
-    (kind, frozenset(names.split()))
-    for kind, names in (
-        ("context_length", "ContextWindowExceededError ContextLengthError"),
-        ("rate_limit", "LMRateLimitError RateLimitError"),
-        (
-            "auth",
-            "LMAuthError AuthError AuthenticationError PermissionDeniedError LMNotConfiguredError "
-            "NotConfiguredError",
-        ),
-        ("billing", "LMBillingError BillingError"),
-        ("not_found", "LMUnsupportedModelError UnsupportedModelError NotFoundError"),
-        ("timeout", "LMTimeoutError Timeout TimeoutError APITimeoutError TimeoutException ReadTimeout"),
-        ("server_error", "LMServerError ServerError InternalServerError ServiceUnavailableError"),
-        # Nothing accepted the connection: refused, unknown host, no route (aiohttp, httpx, socket).
-        (
-            "unreachable",
-            "ConnectionRefusedError ClientConnectorError ConnectError gaierror ClientConnectorDNSError",
-        ),
-        (
-            "connection",
-            "LMTransportError TransportError APIConnectionError ConnectionError RemoteProtocolError",
-        ),
-        ("bad_request", "LMInvalidRequestError InvalidRequestError BadRequestError UnprocessableEntityError"),
-        ("parse", "AdapterParseError JSONDecodeError"),
-        ("config", "LMConfigurationError ConfigurationError ConfigError LMUnsupportedFeatureError"),
-    )
-)
+# retry gets through (aiohttp, httpx, socket). No key at all (DSPy's "not configured") is an
+# auth failure: same fix.
+_BY_CLASS_NAME = {
+    "context_length": "ContextWindowExceededError ContextLengthError",
+    "rate_limit": "LMRateLimitError RateLimitError",
+    "auth": "LMAuthError AuthError AuthenticationError PermissionDeniedError LMNotConfiguredError NotConfiguredError",
+    "billing": "LMBillingError BillingError",
+    "not_found": "LMUnsupportedModelError UnsupportedModelError NotFoundError",
+    "timeout": "LMTimeoutError Timeout TimeoutError APITimeoutError TimeoutException ReadTimeout",
+    "server_error": "LMServerError ServerError InternalServerError ServiceUnavailableError",
+    "unreachable": "ConnectionRefusedError ClientConnectorError ConnectError gaierror ClientConnectorDNSError",
+    "connection": "LMTransportError TransportError APIConnectionError ConnectionError RemoteProtocolError",
+    "bad_request": "LMInvalidRequestError InvalidRequestError BadRequestError UnprocessableEntityError",
+    "parse": "AdapterParseError JSONDecodeError",
+    "config": "LMConfigurationError ConfigurationError ConfigError LMUnsupportedFeatureError",
+}
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -93,18 +62,22 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 def _by_class(exc: BaseException) -> str | None:
     names = {cls.__name__ for cls in type(exc).__mro__}
-    return next((kind for kind, known in _BY_CLASS_NAME if names & known), None)
+    return next((kind for kind, known in _BY_CLASS_NAME.items() if names & set(known.split())), None)
+
+
+def _status_kind(status: int) -> str:
+    return STATUS_KINDS.get(status, "server_error" if status >= 500 else "bad_request")
 
 
 def _by_status(exc: BaseException) -> str | None:
     status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
     if not isinstance(status, int) or isinstance(status, bool) or status < 400:
         return None
-    return STATUS_KINDS.get(status, "server_error" if status >= 500 else "bad_request")
+    return _status_kind(status)
 
 
 def classify_error(exc: BaseException) -> str:
-    """One of :data:`ERROR_KINDS` for ``exc`` (``"other"`` when nothing is recognised).
+    """The kind of ``exc`` (a key of ``_BY_CLASS_NAME``; ``"other"`` when nothing is recognised).
 
     The first recognised exception along the cause chain decides, except that a
     transport error caused by a timeout is a ``"timeout"`` (DSPy reports a read
@@ -125,32 +98,16 @@ def classify_error(exc: BaseException) -> str:
         for cause in ("timeout", "unreachable"):
             if cause in kinds:
                 return cause
-    if kinds[0] == "bad_request" and is_context_overflow(exc):
-        # Some clients raise a plain invalid-request error for it: same failure, same kind.
+    if kinds[0] == "bad_request" and any(
+        hint in str(current).lower() for current in _chain(exc) for hint in CONTEXT_HINTS
+    ):  # some clients raise a plain invalid-request error for a context overflow
         return "context_length"
     return kinds[0]
-
-
-def is_context_overflow(exc: BaseException) -> bool:
-    """Whether ``exc`` (or its cause) says the request overflowed the model's context window."""
-    return any(hint in str(current).lower() for current in _chain(exc) for hint in CONTEXT_HINTS)
-
-
-def is_transient(kind: str) -> bool:
-    """Whether a failure of this kind may succeed when retried later."""
-    return kind in TRANSIENT_KINDS
 
 
 def is_lasting(kind: str) -> bool:
     """Whether a failure of this kind would meet every later call of the run too."""
     return kind in LASTING_KINDS
-
-
-def describe_error(exc: BaseException, limit: int = 300) -> str:
-    """``"<kind>: <Type>: <first line>"``, redacted and bounded, for a result record."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    text = redact(f"{classify_error(exc)}: {type(exc).__name__}: {first}".rstrip(": "))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 #: Statuses worth another attempt: rate limits, timeouts, server-side failures.
@@ -202,8 +159,7 @@ def status_error(status: int, message: str, *, model: str, retry_after: float | 
     text = f"HTTP {status}: {message}" if message else f"HTTP {status}"
     if status == 400 and any(hint in message.lower() for hint in CONTEXT_HINTS):
         return lm_error("context_length", text, model=model, status=status)
-    kind = STATUS_KINDS.get(status, "server_error" if status >= 500 else "bad_request")
-    return lm_error(kind, text, model=model, status=status, retry_after=retry_after)
+    return lm_error(_status_kind(status), text, model=model, status=status, retry_after=retry_after)
 
 
 def lm_error(

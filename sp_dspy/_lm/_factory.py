@@ -1,9 +1,5 @@
-"""The one factory of LMs: every way sp-dspy reaches a model is a ``dspy.LM`` engine chosen here.
-
-``fake/...``: the in-process :class:`~sp_dspy._lm._fake.FakeEngine`; several ``api_bases``:
-the LiteLLM router (``_replicas``); a provider with a profile (``_profiles``) and transport
-``auto``/``direct``: sp-dspy's HTTP engine (``_direct``); anything else, or ``transport: dspy``:
-DSPy's own engine. Keys (``_profiles``), endpoints, retries, timeouts and caching are decided here.
+"""The one factory of LMs: ``fake/...`` gets the fake engine, several ``api_bases`` the replica
+router, a profiled provider sp-dspy's HTTP engine (unless ``transport: dspy``), anything else DSPy's own.
 """
 
 from __future__ import annotations
@@ -14,11 +10,11 @@ from typing import TYPE_CHECKING
 
 from .._errors import ConfigError
 from .._redact import redact
-from ._cache import ENDPOINT_GROUP_KEY, endpoint_metadata, ensure_cache_configured, register_endpoint_group
-from ._config import LMConfig
+from ._cache import ENDPOINT_GROUP_KEY, endpoint_key, ensure_cache_configured, register_endpoint_group
+from ._config import LMConfig, display_endpoint
 from ._direct import AsyncDirectEngine, DirectChat, DirectEngine
 from ._dspy import import_dspy
-from ._fake import AsyncFakeEngine, FakeEngine, behaviour_of
+from ._fake import AsyncFakeEngine, FakeEngine
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 from ._replicas import AsyncReplicaEngine, ReplicaEngine, ReplicaPool
 
@@ -30,12 +26,8 @@ SCHEMA_PROVIDER = "sp-openai-compatible"
 
 @functools.cache
 def register_schema_provider() -> str:
-    """Declare :data:`SCHEMA_PROVIDER` to DSPy (once per process) and return its id.
-
-    DSPy's own engine sends ``response_format`` only to a model it knows supports JSON
-    schemas, so a ``json_schema: true`` config with an ``api_base`` on ``transport: dspy``
-    goes through this provider, which states that support.
-    """
+    """Declare :data:`SCHEMA_PROVIDER` to DSPy (once) and return its id: DSPy's engine sends
+    ``response_format`` only to a model known to support JSON schemas, and this provider says so."""
     dspy = import_dspy()
     lm15 = dspy.lm15
     access = lm15.AccessPolicy(
@@ -56,27 +48,6 @@ def register_schema_provider() -> str:
     return SCHEMA_PROVIDER
 
 
-def _make_fake(config: LMConfig) -> dspy.LM:
-    engine = FakeEngine(behaviour_of(config.model))
-    # Never cached: the answers depend on registered gold cases and queued replies.
-    uncached = config.model_copy(update={"cache": False})
-    return _lm(uncached, config.model, engine=engine, async_engine=AsyncFakeEngine(engine))
-
-
-def direct_eligible(config: LMConfig, *, one_of_replicas: bool = False) -> bool:
-    """Whether sp-dspy's HTTP engine can serve ``config`` (a profiled provider, one endpoint).
-
-    ``one_of_replicas``: the LM serves one endpoint of several (``make_lms``); an LM
-    over all replicas goes through LiteLLM's router instead.
-    """
-    profile = PROFILES.get(config.provider)
-    if config.is_fake or profile is None or config.transport == "dspy":
-        return False
-    if len(config.api_bases) > 1 and not one_of_replicas:
-        return False
-    return bool(config.api_bases) or profile.base_url is not None
-
-
 def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
     """A ``dspy.LM`` for ``config``; ``endpoint`` picks one of several ``api_bases``, and with
     none the LM spreads its requests over all of them (``_replicas``).
@@ -86,7 +57,10 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
             the config, or a setting DSPy refuses (e.g. temperature 0 on an OpenAI reasoning model).
     """
     if config.is_fake:
-        return _make_fake(config)
+        engine = FakeEngine(config.model)
+        # Never cached: the answers depend on registered gold cases and queued replies.
+        uncached = config.model_copy(update={"cache": False})
+        return _lm(uncached, config.model, engine=engine, async_engine=AsyncFakeEngine(engine))
     bases = config.api_bases
     name = config.display_name()
     if endpoint is None and len(bases) > 1:
@@ -103,11 +77,13 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
         register_endpoint_group(bases)
     ensure_cache_configured()
     profile = PROFILES.get(config.provider)
-    if direct_eligible(config, one_of_replicas=len(bases) > 1) and profile is not None:
-        api_base = bases[endpoint] if bases else str(profile.base_url)  # eligible: one of them is set
+    if profile is not None and config.transport != "dspy" and (bases or profile.base_url is not None):
+        api_base = bases[endpoint] if bases else str(profile.base_url)
         client = DirectChat(config, api_base)
         engines = {"engine": DirectEngine(client), "async_engine": AsyncDirectEngine(client)}
-        return _lm(config, config.model, metadata=endpoint_metadata([api_base]), **engines)
+        # The endpoint's group in DSPy's cache keys, as results show endpoints (no credentials).
+        metadata = {ENDPOINT_GROUP_KEY: display_endpoint(endpoint_key(api_base))}
+        return _lm(config, config.model, metadata=metadata, **engines)
     if config.transport == "direct":
         known = ", ".join(sorted(PROFILES))
         raise ConfigError(
@@ -118,7 +94,7 @@ def make_lm(config: LMConfig, *, endpoint: int | None = None) -> dspy.LM:
 
 
 def _replica_lm(config: LMConfig, api_key: str) -> dspy.LM:
-    """An LM spreading its requests over all ``api_bases`` (``lm.endpoint_requests`` counts what each served)."""
+    """An LM spreading its requests over all ``api_bases`` (``lm.endpoint_requests``: what each served)."""
     register_endpoint_group(config.api_bases)
     pool = ReplicaPool(config.api_bases, model_id(config.model), api_key=api_key, timeout=config.timeout)
     ensure_cache_configured()
@@ -163,11 +139,6 @@ def _lm(config: LMConfig, model: str, **kwargs: object) -> dspy.LM:
         )
     except (ValueError, TypeError, dspy.LMError) as exc:
         raise ConfigError(f"model '{config.display_name()}': {redact(str(exc)).splitlines()[0]}") from None
-
-
-def make_lms(config: LMConfig) -> list[dspy.LM]:
-    """One LM per endpoint of ``config`` (one LM when it has no or a single endpoint)."""
-    return [make_lm(config, endpoint=i) for i in range(max(1, len(config.api_bases)))]
 
 
 def fake_engine(lm: object) -> FakeEngine | None:

@@ -1,16 +1,10 @@
-"""A deterministic, offline guard model (``fake/<behaviour>``) for tests, smoke runs and optimizer checks.
+"""A deterministic, offline guard model (``fake/<behaviour>``) for tests, smoke runs and optimizer
+checks (the behaviours are described in the README's "The fake LM").
 
-It answers through DSPy's real call path with no network, in the format its caller parses;
-usage counts are whitespace tokens. Behaviours (``fake`` is ``fake/oracle``): ``oracle``: the
-gold violations of a registered case (:meth:`FakeEngine.register_case`), else none; ``empty``:
-none; ``all``: every rule number in the policy text; ``random``: each with probability 1/2,
-seeded by the request; ``refuse``, ``garbage``: unparseable replies; ``instructed``: like
-``oracle`` when told to "check every rule" or shown a demo listing two or more rules, else
-the first gold violation only, so a test can prove an optimizer helps. A sampled request
-(``temperature > 0``: SIMBA, ``BestOfN``) sent the 2nd, 4th... time gets every violation, as a
-real model's samples differ. Asked for instructions by an optimizer, all but ``refuse`` and
-``garbage`` propose :data:`PROPOSED_INSTRUCTION` on the 1st, 3rd... ask, else
-:data:`PLAIN_INSTRUCTION`, so a compile with ``fake/instructed`` alone visibly improves.
+It answers through DSPy's real call path in the format its caller parses; usage counts are
+whitespace tokens. ``instructed`` reports every gold violation only when told to "check every
+rule", shown a demo listing several rules, or sampled (``temperature > 0``) the 2nd, 4th... time;
+asked for instructions, the fake proposes :data:`PROPOSED_INSTRUCTION` on the 1st, 3rd... ask.
 """
 
 from __future__ import annotations
@@ -43,18 +37,6 @@ PLAIN_INSTRUCTION = "Read the policy and the conversation, then list the rules t
 _SEVERAL_RULES = re.compile(r"\[\s*\d+\s*(?:,\s*\d+\s*)+\]")
 
 
-def behaviour_of(model: str) -> str:
-    """The behaviour a fake model string (or a bare behaviour) selects (``fake`` -> ``oracle``)."""
-    if model == "fake":
-        return "oracle"
-    behaviour = model.removeprefix("fake/")
-    if behaviour not in BEHAVIOURS:
-        raise ConfigError(
-            f"model {model!r}: unknown fake behaviour; use fake/ + one of {', '.join(BEHAVIOURS)}"
-        )
-    return behaviour
-
-
 def count_tokens(text: str) -> int:
     """Whitespace token count: a stand-in tokenizer for the fake's usage figures."""
     return len(text.split())
@@ -73,7 +55,12 @@ class FakeEngine(SyncEngine):
     """Synchronous DSPy engine answering like a guard model; its copies share gold, queue and call log."""
 
     def __init__(self, behaviour: str = "oracle") -> None:
-        self.behaviour = behaviour_of(behaviour)
+        """``behaviour``: a fake model string (``fake`` is ``fake/oracle``) or a bare behaviour."""
+        self.behaviour = "oracle" if behaviour == "fake" else behaviour.removeprefix("fake/")
+        if self.behaviour not in BEHAVIOURS:
+            raise ConfigError(
+                f"model {behaviour!r}: unknown fake behaviour; use fake/ + one of {', '.join(BEHAVIOURS)}"
+            )
         self.calls: list[FakeCall] = []
         self._cases: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
         self._queue: collections.deque[str] = collections.deque()
@@ -137,10 +124,8 @@ class FakeEngine(SyncEngine):
         return queued
 
     def decide(self, view: PromptView, repeat: int = 0, *, sampled: bool = False) -> Decision | str:
-        """The answer to ``view``: a :class:`Decision`, or a literal reply (refusal, garbage).
-
-        ``repeat`` counts earlier answers to the very same request (see the module docstring).
-        """
+        """The answer to ``view`` (``repeat``: earlier answers to the same request): a
+        :class:`Decision`, or a literal reply (refusal, garbage)."""
         behaviour = self.behaviour
         if behaviour == "refuse":
             return REFUSAL_TEXT

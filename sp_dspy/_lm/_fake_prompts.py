@@ -1,17 +1,10 @@
 """The prompt formats the fake model reads and answers in.
 
-:func:`read_prompt` tells which format the caller parses, which rules exist, which rule is
-judged; :func:`render` writes the fake's :class:`Decision` in that format (DSPy output fields
-from their JSON schema when the adapter printed one, else from the printed type, guided by
-the field name).
-
-Kinds: ``dspy`` (a DSPy adapter prompt: ``Your output fields are:``; answered in the
-adapter's format: ChatAdapter blocks, JSON, XML tags), ``per_policy`` (the official
-per-policy prompt), ``per_rule`` (the official per-rule prompt, ``[Target — Rule N``),
-``plain`` (anything else, answered like ``per_policy``). DSPy prompts are recognised
-first: an optimised program may quote the official template. A DSPy prompt may be an
-optimizer asking for instructions (:attr:`PromptView.asks_for_instructions`); assistant
-turns before the last user message are demonstrations.
+:func:`read_prompt` tells the kind of prompt: ``dspy`` (an adapter's, answered in its format;
+recognised first, as an optimised program may quote the official template), ``per_policy`` and
+``per_rule`` (the official prompts), ``plain`` (answered like ``per_policy``). :func:`render`
+writes the fake's :class:`Decision` in that format (DSPy output fields from their JSON schema
+when the adapter printed one, else from the printed type, guided by the field name).
 """
 
 from __future__ import annotations

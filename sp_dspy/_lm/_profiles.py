@@ -1,11 +1,7 @@
 """Provider profiles: how each model-string provider is reached on the wire, and which key it gets.
 
-A profile (data, not code) gives the wire (OpenAI chat completions or Anthropic messages),
-the public endpoint, the usual key variable and how the body spells the output cap and
-reasoning effort, so sp-dspy's HTTP engine (``_direct``) sends what the reference harness
-sends. Keys come from the environment only, are registered for redaction when read, and are
-resolved when an LM is built, so a missing key stops a run before its first call.
-Self-hosted servers (vLLM, llama.cpp) need an ``api_base`` and accept a placeholder key;
+Keys come from the environment only and are resolved when an LM is built, so a missing key stops
+a run before its first call. Self-hosted servers (vLLM, llama.cpp) accept a placeholder key;
 ``openai/`` gets it only at a loopback or private-network address.
 """
 
@@ -15,9 +11,8 @@ import ipaddress
 import os
 import re
 import urllib.parse
+from dataclasses import dataclass
 from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from .._errors import ConfigError
 from .._redact import register_secret
@@ -26,10 +21,9 @@ from ._config import LMConfig
 Wire = Literal["openai-chat", "anthropic-messages"]
 
 
-class ProviderProfile(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class ProviderProfile:
     """How one provider's requests are addressed, authenticated and spelled."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     wire: Wire
     #: The provider's public endpoint (None: self-hosted, ``api_base`` is required).
@@ -41,9 +35,7 @@ class ProviderProfile(BaseModel):
     #: Whether the prefix also names self-run compatible servers (``openai/``): at a loopback
     #: or private-network ``api_base`` it is treated as self-hosted.
     compatible_servers: bool = False
-    #: Body field of the per-call output cap.
-    limit_field: str = "max_tokens"
-    #: ``(model-id regex, field)``: models whose output cap has another field name.
+    #: ``(model-id regex, field)``: models whose output cap is not ``max_tokens``.
     limit_field_for: tuple[tuple[str, str], ...] = ()
     #: Output cap sent when none is configured (Anthropic requires one); None: send none.
     default_limit: int | None = None
@@ -57,7 +49,7 @@ class ProviderProfile(BaseModel):
         for pattern, field in self.limit_field_for:
             if re.search(pattern, model_id.lower()):
                 return field
-        return self.limit_field
+        return "max_tokens"
 
 
 # OpenAI's reasoning families (o1, o3, o4-mini, every gpt-5 generation except -chat).
@@ -117,46 +109,26 @@ def is_private_endpoint(url: str) -> bool:
     return address.is_loopback or address.is_private or address.is_link_local
 
 
-def messages_url(profile: ProviderProfile, api_base: str) -> str:
-    """The URL requests are posted to: ``{base}/chat/completions`` or ``{base}/v1/messages``.
-
-    An Anthropic base is accepted with or without its ``/v1`` (``http://host`` and
-    ``http://host/v1`` both post to ``http://host/v1/messages``).
-    """
-    base = api_base.strip().rstrip("/")
-    if profile.wire == "anthropic-messages":
-        return base.removesuffix("/v1") + "/v1/messages"
-    return base + "/chat/completions"
-
-
 #: What self-hosted servers (vLLM, llama.cpp) accept when they check no key.
 SELF_HOSTED_PLACEHOLDER_KEY = "EMPTY"
 
 
-def api_key_for(config: LMConfig) -> str | None:
-    """The key named by ``config.api_key_env`` (registered for redaction), or None."""
-    if config.api_key_env is None:
-        return None
-    value = os.environ.get(config.api_key_env, "")
-    if not value.strip():
-        raise ConfigError(
-            f"model '{config.display_name()}': api_key_env names {config.api_key_env}, which is not set"
-        )
-    register_secret(value)
-    return value
-
-
 def key_for(config: LMConfig, api_base: str | None) -> str | None:
-    """The key sent to ``api_base`` (None: a provider without a profile; DSPy's engine finds its key).
-
-    ``api_key_env`` first, then the provider's usual variable; a self-hosted server
-    without either gets :data:`SELF_HOSTED_PLACEHOLDER_KEY`.
+    """The key sent to ``api_base``, registered for redaction (None: a provider without a profile,
+    whose key DSPy's engine finds): ``api_key_env`` first, then the provider's usual variable; a
+    self-hosted server without either gets :data:`SELF_HOSTED_PLACEHOLDER_KEY`.
 
     Raises:
-        ConfigError: a hosted provider with no key set (one line naming the variable).
+        ConfigError: the variable holding the key is not set (one line naming it).
     """
     if config.api_key_env is not None:
-        return api_key_for(config)
+        value = os.environ.get(config.api_key_env, "")
+        if not value.strip():
+            raise ConfigError(
+                f"model '{config.display_name()}': api_key_env names {config.api_key_env}, which is not set"
+            )
+        register_secret(value)
+        return value
     profile = PROFILES.get(config.provider)
     if profile is None:  # a provider without a profile: LiteLLM reads its own variable, never a placeholder
         return None

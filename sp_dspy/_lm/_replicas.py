@@ -1,15 +1,8 @@
 """Several replicas of one self-hosted model (``--api-base URL1,URL2``) behind one ``dspy.LM``.
 
-Every call goes through ``litellm.Router`` with one deployment per endpoint: least-busy
-routing (ties go to the first endpoint, so a sequential run uses one replica); a failing
-replica (5xx, 429, dropped connection, timeout) is cooled down and the request retried at
-once on another, one attempt per replica. DSPy's ``num_retries`` wraps that: when every
-replica failed, the call waits out the cooldown (the router's "no deployment available"
-carries it as ``retry_after``). :class:`EndpointCounter` (``lm.endpoint_requests``) counts
-the answers each endpoint served (cache replays reached none); the manifest records it.
-
-DSPy keys a custom engine's calls by request and LM settings only, so the endpoint group
-rides in the LM's ``metadata`` (:data:`ENDPOINT_GROUP_KEY`), removed before sending.
+Every call goes through ``litellm.Router``, one deployment per endpoint, least-busy (ties go to
+the first endpoint); a failing replica is cooled down and the request retried at once on another.
+When every replica failed, DSPy's ``num_retries`` waits out the cooldown (``retry_after``).
 """
 
 from __future__ import annotations
@@ -41,21 +34,15 @@ SUPPORTED_PARAMS = frozenset(
 )  # fmt: skip
 
 
-_CANCELLED_RELEASE = "an attempt's release was cancelled before it finished"
-
-
 def _quiet_cancelled_release(record: logging.LogRecord) -> bool:
-    """Drop LiteLLM's warning that a background release was cancelled at loop close.
-
-    The router's background task updates in-flight counts in Redis, which a pool does not
-    use; ``asyncio.run`` ending right after the last call cancels it. Nothing is lost.
-    """
-    return record.getMessage() != _CANCELLED_RELEASE
+    """Drop LiteLLM's warning that a background release (of Redis counts a pool does not use)
+    was cancelled at loop close: nothing is lost."""
+    return record.getMessage() != "an attempt's release was cancelled before it finished"
 
 
 class EndpointCounter(Shared, dict[str, int]):
-    """Requests served per endpoint, every endpoint listed from the start (one that served
-    nothing shows ``0``); the LM's copies share it, and only :meth:`add` changes it."""
+    """Answers served per endpoint (``lm.endpoint_requests``, in the manifest), every endpoint
+    listed from the start; the LM's copies share it."""
 
     def __init__(self, endpoints: Sequence[str]) -> None:
         super().__init__(dict.fromkeys(endpoints, 0))
@@ -67,23 +54,12 @@ class EndpointCounter(Shared, dict[str, int]):
 
 
 class ReplicaPool:
-    """One ``litellm.Router`` over the replicas (OpenAI-compatible base URLs, two or more) of
-    ``model_id``, shared by both engines; ``timeout`` is per attempt on one replica.
-
-    Built eagerly: importing LiteLLM takes seconds, better spent before the first call
-    than inside a running event loop.
-    """
+    """One ``litellm.Router`` over the replicas of ``model_id``, shared by both engines (built
+    eagerly: importing LiteLLM takes seconds); ``timeout`` is per attempt on one replica."""
 
     def __init__(
-        self,
-        endpoints: Sequence[str],
-        model_id: str,
-        *,
-        api_key: str,
-        timeout: float | None = None,
+        self, endpoints: Sequence[str], model_id: str, *, api_key: str, timeout: float | None = None
     ) -> None:
-        if len(endpoints) < 2:
-            raise ValueError("a replica pool needs at least two endpoints")
         ensure_offline_env()
         from litellm import Router
 
@@ -131,11 +107,8 @@ class ReplicaPool:
 
 @contextmanager
 def _routed_errors(model: str) -> Iterator[None]:
-    """LiteLLM's errors as DSPy's ``LM*Error`` classes (the kind ``classify_error`` names), so DSPy retries them.
-
-    "No deployments available" (every replica cooling down) carries the cooldown as
-    ``retry_after``: DSPy's default backoff would spend all retries inside it.
-    """
+    """LiteLLM's errors as DSPy's ``LM*Error`` classes, so DSPy retries them; "no deployments
+    available" (all cooling down) carries the cooldown as ``retry_after``."""
     from litellm.types.router import RouterRateLimitError
 
     try:
@@ -164,9 +137,8 @@ class _ReplicaEngine(Shared):
     def dump_state(self) -> dict[str, Any]:
         """What a saved program records: endpoints and settings, never the key."""
         pool = self.pool
-        endpoints = [display_endpoint(e) for e in pool.endpoints]
         return {
-            "endpoints": endpoints,
+            "endpoints": [display_endpoint(e) for e in pool.endpoints],
             "model_id": pool.model_id,
             "timeout": pool.timeout,
             "json_schema": self.supports_response_schema,
@@ -174,11 +146,8 @@ class _ReplicaEngine(Shared):
 
     @classmethod
     def load_state(cls, state: Mapping[str, Any]) -> Self:
-        """The engine a saved program describes; both engines of a loaded LM get the same pool.
-
-        The state holds no key, so a loaded pool sends the self-hosted placeholder; for
-        servers that check keys, build the LM again with ``make_lm``.
-        """
+        """The engine a saved program describes (both engines of a loaded LM share a pool); the
+        state holds no key, so it sends the placeholder: for servers that check keys, use ``make_lm``."""
         endpoints = tuple(str(e) for e in state["endpoints"])
         pool = _loaded_pool(endpoints, str(state["model_id"]), state.get("timeout"))
         return cls(pool, json_schema=bool(state.get("json_schema")))
