@@ -22,7 +22,6 @@ from ._official import (
     rmr_match,
     tolerance,
 )
-from ._per_rule import judgment_diagnostics, refusal_rates
 from ._reader import read_result_files
 from ._records import JudgmentRecord, PolicyRecord, Usage
 from ._render import render_score_table
@@ -66,13 +65,11 @@ __all__ = [
     "compute_cell",
     "error_attribution",
     "failure_modes",
-    "judgment_diagnostics",
     "level_cells",
     "mcnemar",
     "mcnemar_test",
     "paired_bootstrap_diff",
     "read_result_files",
-    "refusal_rates",
     "render_score_table",
     "resolve_records",
     "rmr_match",

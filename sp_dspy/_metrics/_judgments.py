@@ -40,13 +40,10 @@ class _Case:
 
 
 def judgment_pass(
-    cases: Iterable[Case],
-    judgments: Iterable[JudgmentRecord],
-    *,
-    records: bool = True,
+    cases: Iterable[Case], judgments: Iterable[JudgmentRecord]
 ) -> tuple[dict[str, PolicyRecord], Counter[Key]]:
-    """Case records (in case order; empty unless ``records``; see ``aggregate_judgments``) and the
-    judgment counts. Judgments of cases outside ``cases`` are ignored by both.
+    """Case records (in case order; see ``aggregate_judgments``) and the judgment counts.
+    Judgments of cases outside ``cases`` are ignored by both.
     """
     by_id = {case.id: case for case in cases}
     states: dict[str, _Case] = {}
@@ -78,7 +75,7 @@ def judgment_pass(
                 state.types = by_id[cid].rule_types
             rule_type = state.types.get(rule, "decisive")
         add_key((state.level, rule_type, rule in state.gold, flagged, verdict))
-    return (_records(by_id, states) if records else {}), Counter(keys)
+    return _records(by_id, states), Counter(keys)
 
 
 def _records(by_id: dict[str, Case], states: dict[str, _Case]) -> dict[str, PolicyRecord]:

@@ -9,13 +9,11 @@ Rates are percentages rounded to 2 decimals (the reference prints fractions).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from .._data._schema import Case
-from ._judgments import Key, judgment_pass
+from ._judgments import Key
 from ._official import CELLS
-from ._records import JudgmentRecord
 
 TARGET_TYPES: tuple[str, ...] = ("decisive", "distractor", "exception")
 
@@ -61,10 +59,6 @@ def judgment_stats(counts: Mapping[Key, int]) -> dict[str, Any]:
     }
 
 
-def _cell(counts: Counter[Key], cell: str) -> dict[Key, int]:
-    return {key: n for key, n in counts.items() if cell == "ALL" or key[0] == cell}
-
-
 def _type_order(rule_type: str) -> tuple[int, str]:
     return (TARGET_TYPES.index(rule_type) if rule_type in TARGET_TYPES else len(TARGET_TYPES), rule_type)
 
@@ -75,7 +69,7 @@ def diagnostics(counts: Counter[Key]) -> dict[str, Any]:
     """
     report: dict[str, Any] = {}
     for cell in CELLS:
-        members = _cell(counts, cell)
+        members = {key: n for key, n in counts.items() if cell == "ALL" or key[0] == cell}
         stats = judgment_stats(members)
         present = sorted({key[1] for key in members}, key=_type_order)
         stats["by_rule_type"] = {
@@ -83,14 +77,3 @@ def diagnostics(counts: Counter[Key]) -> dict[str, Any]:
         }
         report[cell] = stats
     return report
-
-
-def judgment_diagnostics(cases: Sequence[Case], judgments: Iterable[JudgmentRecord]) -> dict[str, Any]:
-    """``diagnostics`` of the judgments of ``cases`` (the caller reports unknown ids)."""
-    return diagnostics(judgment_pass(cases, judgments, records=False)[1])
-
-
-def refusal_rates(cases: Sequence[Case], judgments: Iterable[JudgmentRecord]) -> dict[str, float]:
-    """``per_rule_refusal_rate`` per cell, as the reference adds it to case-level cells."""
-    report = judgment_diagnostics(cases, judgments)
-    return {cell: report[cell]["per_rule_refusal_rate"] for cell in CELLS}
