@@ -17,8 +17,7 @@ from sp_dspy._metrics import (
     paired_bootstrap_diff,
     score,
 )
-from sp_dspy._metrics._bootstrap import _percentile
-from sp_dspy._metrics._resample import _weights, resample_sums
+from sp_dspy._metrics._bootstrap import _percentile, _weights, resample_sums
 from tests._factories import raw_case
 
 RULES = {n: f"Rule number {n} applies." for n in range(1, 6)}

@@ -23,9 +23,8 @@ from ._official import (
     tolerance,
 )
 from ._reader import read_result_files
-from ._records import JudgmentRecord, PolicyRecord, Usage
+from ._records import JudgmentRecord, PolicyRecord, ResultSet, Usage
 from ._render import render_score_table
-from ._result_set import ResultSet
 from ._score import ScoreReport, resolve_records, score
 
 if TYPE_CHECKING:

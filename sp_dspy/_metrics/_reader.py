@@ -12,8 +12,7 @@ from pydantic import ValidationError
 from .._data._gc import gc_paused
 from .._data._scan import decode_utf8
 from .._errors import DataError
-from ._records import POLICY_KINDS, JudgmentRecord, PolicyRecord
-from ._result_set import ResultSet
+from ._records import POLICY_KINDS, JudgmentRecord, PolicyRecord, ResultSet
 
 
 def read_result_files(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -80,21 +81,12 @@ class Usage(BaseModel):
 
     @classmethod
     def total(cls, parts: Iterable[Usage]) -> Usage:
-        result = cls()
-        for part in parts:
-            result = result + part
-        return result
+        return sum(parts, cls())
 
 
 def _as_int(value: object) -> int:
     """A reported token count as an int (0 for anything that is not a number)."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value)
-    return 0
+    return 0 if isinstance(value, bool) or not isinstance(value, int | float) else int(value)
 
 
 def _flag(value: object) -> object:
@@ -195,3 +187,30 @@ def sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
     """The sum of the given usages (None when there is none)."""
     present = [usage for usage in usages if usage is not None]
     return Usage.total(present) if present else None
+
+
+@dataclass
+class ResultSet:
+    """Everything read from one or more result files: per-policy records and judgments.
+
+    ``records`` maps a case id to its latest record; ``judgments`` holds the latest
+    judgment per (case, rule) in file order. ``bad_lines`` counts skipped malformed
+    lines (the first messages are kept), ``ignored_lines`` lines of other kinds.
+    """
+
+    records: dict[str, PolicyRecord] = field(default_factory=dict)
+    judgments: list[JudgmentRecord] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    bad_lines: int = 0
+    bad_line_messages: list[str] = field(default_factory=list)
+    ignored_lines: int = 0
+    replaced_records: int = 0
+    duplicate_judgments: int = 0
+
+    @property
+    def has_judgments(self) -> bool:
+        return bool(self.judgments)
+
+    def result_ids(self) -> set[str]:
+        """Every case id the files mention, records and judgments alike."""
+        return set(self.records) | {judgment.cid for judgment in self.judgments}

@@ -15,8 +15,7 @@ from ._diagnostics import error_attribution, failure_modes
 from ._judgments import Key, judgment_pass
 from ._official import CELLS, case_outcomes, domain_cells, level_cells
 from ._per_rule import diagnostics
-from ._records import PolicyRecord
-from ._result_set import ResultSet
+from ._records import PolicyRecord, ResultSet
 
 Mode = Literal["per_policy", "per_rule"]
 
