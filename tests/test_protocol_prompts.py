@@ -14,7 +14,6 @@ import pytest
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import ConfigError
 from sp_dspy._protocol import (
-    ATTRIBUTION,
     CONTEXT_HEADER_EXCEPTION,
     EMPTY_CONTEXT_LINE,
     EVALUATION_NOTE,
@@ -29,7 +28,7 @@ from sp_dspy._protocol import (
     render_prompt,
     shared_prefix_ratio,
 )
-from sp_dspy._protocol._prefix import common_prefix_length
+from sp_dspy._protocol._targets import common_prefix_length
 
 CONTRACT_SHA256 = {
     "EVALUATION_NOTE": "20d64f3e28589b022cdec5b712e25eedf26fddb8b694988c9b35cbad46271d61",
@@ -118,7 +117,6 @@ def test_constants_keep_their_special_characters() -> None:
     )
     for system in (PER_RULE_SYSTEM_BASE, PER_RULE_SYSTEM_EXCEPTION):
         assert system.endswith('{{"verdict": "violated" | "not_violated", "reason": "<one short sentence>"}}')
-    assert ATTRIBUTION == "protocol text of the SafePyramid evaluation harness, Apache-2.0"
 
 
 # --- per-policy ----------------------------------------------------------------------

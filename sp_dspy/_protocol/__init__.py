@@ -14,9 +14,7 @@ from sp_dspy._protocol._parse_models import (
 )
 from sp_dspy._protocol._parse_policy import case_rule_numbers, keep_policy_rules, parse_policy_output
 from sp_dspy._protocol._parse_verdict import parse_verdict_output
-from sp_dspy._protocol._prefix import PREFIX_SYSTEM, render_prompt, shared_prefix_ratio
 from sp_dspy._protocol._prompts import (
-    ATTRIBUTION,
     CONTEXT_HEADER_EXCEPTION,
     EMPTY_CONTEXT_LINE,
     EVALUATION_NOTE,
@@ -27,16 +25,18 @@ from sp_dspy._protocol._prompts import (
 )
 from sp_dspy._protocol._targets import (
     LAYOUTS,
+    PREFIX_SYSTEM,
     Layout,
     Protocol,
     RuleTarget,
     TargetType,
     build_targets,
     per_rule_messages,
+    render_prompt,
+    shared_prefix_ratio,
 )
 
 __all__ = [
-    "ATTRIBUTION",
     "CONTEXT_HEADER_EXCEPTION",
     "EMPTY_CONTEXT_LINE",
     "EVALUATION_NOTE",
