@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from ._bootstrap import (
         McNemarResult,
         PairedDiff,
-        bootstrap_cell,
         mcnemar,
         mcnemar_test,
         paired_bootstrap_diff,
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
 __getattr__ = lazy_getattr(
     __name__,
     dict.fromkeys(
-        ["McNemarResult", "PairedDiff", "bootstrap_cell", "mcnemar", "mcnemar_test", "paired_bootstrap_diff"],
+        ["McNemarResult", "PairedDiff", "mcnemar", "mcnemar_test", "paired_bootstrap_diff"],
         "._bootstrap",
     ),
     globals(),
@@ -58,7 +57,6 @@ __all__ = [
     "ScoreReport",
     "Usage",
     "aggregate_judgments",
-    "bootstrap_cell",
     "case_outcomes",
     "classify_failure",
     "compute_cell",

@@ -130,12 +130,8 @@ def _intervals(stats: Mapping[str, np.ndarray]) -> dict[str, list[float]]:
 
 
 def _percentile(ordered: np.ndarray, q: float) -> float:
-    """``np.percentile(values, q)`` (its default "linear" method) of sorted ``values``.
-
-    The same float64 operations in the same order as numpy's, so the same bits
-    (``tests/test_metrics_bootstrap.py`` checks it), without ``np.percentile``'s
-    per-call overhead and first-use import of ``numpy.ma``.
-    """
+    """``np.percentile(values, q)`` (default "linear" method) of sorted ``values``, to the bit,
+    without its per-call overhead and first-use import of ``numpy.ma``."""
     last = len(ordered) - 1
     position = (q / 100) * last
     lower = min(max(math.floor(position), 0), last)
@@ -153,7 +149,8 @@ def _rng(seed: int, name: str) -> np.random.Generator:
 def bootstrap_matrix(
     matrix: np.ndarray, *, name: str, n_boot: int = 1000, seed: int = 0
 ) -> dict[str, list[float]] | None:
-    """95% percentile intervals from an ``outcome_matrix`` (rows = the cell's scored cases)."""
+    """95% percentile intervals of ``rmr_avg``, ``rmr_exact`` and ``rdr`` from an ``outcome_matrix``
+    (rows = the cell's scored cases); None if nothing is scored."""
     n = matrix.shape[0]
     if n == 0 or n_boot <= 0:
         return None
@@ -161,22 +158,13 @@ def bootstrap_matrix(
     return _intervals(_statistics(sums, n))
 
 
-def bootstrap_cell(
-    outcomes: Sequence[CaseOutcome], *, name: str, n_boot: int = 1000, seed: int = 0
-) -> dict[str, list[float]] | None:
-    """95% percentile intervals of ``rmr_avg``, ``rmr_exact`` and ``rdr``; None if nothing scored."""
-    return bootstrap_matrix(outcome_matrix(outcomes), name=name, n_boot=n_boot, seed=seed)
-
-
 def start_intervals(
     outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int
 ) -> Callable[[], dict[str, Any]]:
     """Intervals for the cells ``L0``..``ALL`` and, under ``domains``, every domain's cells.
 
-    They are computed in the background; calling the returned function waits for them.
-    Each cell is a row mask of one outcome matrix and has its own random stream, so
-    cells run on worker threads (numpy releases the GIL) while the caller builds the
-    rest of the report, with the same result as without threads.
+    Each cell has its own random stream, so cells run on worker threads (numpy releases
+    the GIL) while the caller builds the rest of the report; the returned function waits.
     """
     scored = [o for o in outcomes if not o.excluded]
     matrix = outcome_matrix(scored)
