@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from .._data._schema import Case
-from ._records import JudgmentRecord, PolicyRecord, Usage, sum_usage
+from ._records import JudgmentRecord, PolicyRecord, Usage
 
 #: (level, rule type, gold violated, flagged, has a verdict): every per-rule statistic
 #: is a sum over these counts.
@@ -89,7 +89,7 @@ def _records(by_id: dict[str, Case], states: dict[str, _Case]) -> dict[str, Poli
                 "id": cid,
                 "violated_rules": sorted(state.flagged) if state.usable else None,
                 "refused": not state.usable,
-                "usage": sum_usage(state.usages),
+                "usage": Usage.total(state.usages) if state.usages else None,
                 "n_judgments": state.n,
                 "n_without_verdict": state.n - state.usable,
             }

@@ -1,15 +1,11 @@
-"""Result records (contract section 4), judgments, and the rules for merging them.
+"""Result records (contract section 4), per-rule judgments, and what reading files gives.
 
-Two kinds of line share one file format: a per-policy *record* (one case, its
-predicted rule set) and a per-rule *judgment* (one case x one rule, a binary verdict,
-``"kind": "judgment"``). ``_reader`` accepts the reference harness's lines, our own
-runner's lines and the minimal "bring your own predictions" form
-``{"id": ..., "violated_rules": [...]}``.
-
-Merging follows retry semantics: a later file (or a later line) replaces an earlier
-record with the same id, and a judgment replaces an earlier one for the same
-(case, rule). The reference harness double-counts judgments when per-rule files are
-merged; de-duplicating here is what makes a re-run of failed judgments safe.
+Two kinds of line share one file format: a per-policy *record* (one case, its predicted
+rule set; the reference harness's lines, our runner's, or the minimal
+``{"id": ..., "violated_rules": [...]}``) and a per-rule *judgment* (one case x one rule,
+``"kind": "judgment"``). Merging follows retry semantics: a later file or line replaces
+an earlier record with the same id, and a judgment the earlier one for the same (case,
+rule); the reference double-counts merged judgments, so only this makes re-runs safe.
 """
 
 from __future__ import annotations
@@ -32,10 +28,9 @@ POLICY_KINDS = (None, "policy", "record", "case")
 
 
 class Usage(BaseModel):
-    """Token counts of one LM call or the sum over several: the one usage of programs' outputs and records.
+    """Token counts of one LM call or the sum over several, in programs' outputs and records.
 
-    Extra keys a results file carries (another harness's ``cost``) are kept; ``null``
-    counts read as 0.
+    Extra keys (another harness's ``cost``) are kept; ``null`` counts read as 0.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -170,23 +165,9 @@ class JudgmentRecord(BaseModel):
 
     @property
     def has_verdict(self) -> bool:
-        """A usable verdict: not refused, parsed, no error, and a boolean prediction.
-
-        The reference folds unparseable outputs into "refused"; so do we, for both
-        case exclusion and ``per_rule_refusal_rate``.
-        """
+        """A usable verdict: not refused, parsed, no error, and a boolean prediction (the
+        reference folds unparseable outputs into "refused", for exclusion and refusal rate)."""
         return not (self.refused or self.parse_failed or self.error) and self.pred is not None
-
-    @property
-    def flagged(self) -> bool:
-        """Whether this judgment puts its rule into the case's predicted set."""
-        return self.has_verdict and bool(self.pred)
-
-
-def sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
-    """The sum of the given usages (None when there is none)."""
-    present = [usage for usage in usages if usage is not None]
-    return Usage.total(present) if present else None
 
 
 @dataclass
