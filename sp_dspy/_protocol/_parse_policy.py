@@ -47,9 +47,6 @@ def _dedupe(rules: list[int]) -> list[int]:
     return list(dict.fromkeys(rules))
 
 
-# --- strict ---------------------------------------------------------------------------
-
-
 def _official_rules(value: Any) -> list[int]:
     """Read a rule list the way the reference does; raises on what it rejects."""
     rules: list[int] = []
@@ -71,7 +68,7 @@ def _label(data: dict[str, Any]) -> Literal["safe", "unsafe"] | None:
 
 
 def _strict(text: str | None) -> tuple[PolicyParse, dict[str, Any] | None]:
-    """The strict parse and, when it is clean, the JSON object it read."""
+    """The official parse (contract section 3, steps 1-5) and, when clean, the JSON object it read."""
     if not isinstance(text, str) or not text.strip():
         return PolicyParse.refusal(), None
     reasoning, rest = official_split_think(text)
@@ -95,14 +92,6 @@ def _strict(text: str | None) -> tuple[PolicyParse, dict[str, Any] | None]:
         predicted_label=_label(data),
     )
     return parsed, data
-
-
-def parse_policy_strict(text: str | None) -> PolicyParse:
-    """The official per-policy parser (contract section 3, steps 1-5)."""
-    return _strict(text)[0]
-
-
-# --- robust ---------------------------------------------------------------------------
 
 
 def lenient_rule(item: Any) -> int | None:
@@ -224,7 +213,7 @@ def parse_policy_robust(text: str | None) -> PolicyParse:
 def parse_policy_output(text: str | None, mode: ParseMode) -> PolicyParse:
     """Parse a per-policy answer (the violated rules) from raw model text."""
     check_parse_mode(mode)
-    return parse_policy_strict(text) if mode == "strict" else parse_policy_robust(text)
+    return _strict(text)[0] if mode == "strict" else parse_policy_robust(text)
 
 
 # --- rules of the policy --------------------------------------------------------------

@@ -130,14 +130,11 @@ def target_header(rule: int) -> str:
     return TARGET_HEADER_TEMPLATE.replace("{n}", str(rule))
 
 
-def per_policy_system(policy: str) -> str:
-    """The official system message for one policy (note + policy in the template)."""
-    return PER_POLICY_SYSTEM_TEMPLATE.replace(POLICY_PLACEHOLDER, EVALUATION_NOTE + policy)
-
-
 def per_policy_messages(case: Case) -> list[dict[str, str]]:
-    """The two chat messages of the official per-policy baseline for ``case``."""
+    """The two chat messages of the official per-policy baseline for ``case`` (the system
+    message is the template with the evaluation note and the policy in it)."""
+    system = PER_POLICY_SYSTEM_TEMPLATE.replace(POLICY_PLACEHOLDER, EVALUATION_NOTE + case.policy)
     return [
-        {"role": "system", "content": per_policy_system(case.policy)},
+        {"role": "system", "content": system},
         {"role": "user", "content": CONVERSATION_USER_HEADER + case.conversation},
     ]

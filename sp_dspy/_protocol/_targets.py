@@ -132,52 +132,32 @@ def framework_for(case: Case) -> str:
     return case.framework if case.level == "L2" else ""
 
 
-def target_section(target: RuleTarget) -> str:
-    """``[Target ...]`` header, type line and rule line, each ending in a newline."""
-    return f"{target_header(target.rule)}\ntype: {target.type}\nRule {target.rule}: {target.text}\n"
-
-
-def context_section(target: RuleTarget) -> str:
-    """``[Context ...]`` header and one line per bundled rule (or the filler line)."""
-    header = CONTEXT_HEADER_EXCEPTION if target.type == "exception" else CONTEXT_HEADER_BASE
-    lines = [f"- Rule {entry.rule} ({entry.type}): {entry.text}" for entry in target.context]
-    body = "\n".join(lines) if lines else EMPTY_CONTEXT_LINE
-    return f"{header}\n{body}\n"
-
-
-def official_user(case: Case, target: RuleTarget) -> str:
-    """The contract's user message: target, context, framework (L2), conversation."""
-    parts = [target_section(target), context_section(target)]
-    framework = framework_for(case)
-    if framework:
-        parts.append(f"{FRAMEWORK_HEADER}\n{framework}\n")
-    parts.append(f"{CONVERSATION_HEADER}\n{case.conversation}")
-    return "\n".join(parts)
-
-
-def official_system(target: RuleTarget) -> str:
-    """The contract's system message for the target's type."""
-    return PER_RULE_SYSTEM_EXCEPTION if target.type == "exception" else PER_RULE_SYSTEM_BASE
-
-
 def per_rule_messages(case: Case, target: RuleTarget, layout: Layout = "official") -> list[dict[str, str]]:
     """The two chat messages of one per-rule judgment in ``layout`` (``"prefix"`` is not official).
 
-    Both layouts show the model the same rendered target and context sections.
+    Both layouts show the same ``[Target ...]`` and ``[Context ...]`` sections.
     """
     if layout not in LAYOUTS:
         raise ConfigError(f"per-rule layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    exception = target.type == "exception"
+    section = f"{target_header(target.rule)}\ntype: {target.type}\nRule {target.rule}: {target.text}\n"
+    lines = [f"- Rule {entry.rule} ({entry.type}): {entry.text}" for entry in target.context]
+    body = "\n".join(lines) if lines else EMPTY_CONTEXT_LINE
+    context = f"{CONTEXT_HEADER_EXCEPTION if exception else CONTEXT_HEADER_BASE}\n{body}\n"
+    framework = framework_for(case)
     if layout == "official":
-        system, user = official_system(target), official_user(case, target)
+        system = PER_RULE_SYSTEM_EXCEPTION if exception else PER_RULE_SYSTEM_BASE
+        parts = [section, context]
+        if framework:
+            parts.append(f"{FRAMEWORK_HEADER}\n{framework}\n")
+        parts.append(f"{CONVERSATION_HEADER}\n{case.conversation}")
     else:
         system = PREFIX_SYSTEM
-        framework = framework_for(case)
         parts = [f"{FRAMEWORK_HEADER}\n{framework}\n"] if framework else []
         parts.append(f"{CONVERSATION_HEADER}\n{case.conversation}\n")
-        parts.append((PREFIX_VERDICT_LOGIC if target.type == "exception" else PREFIX_PRIORITY) + "\n")
-        parts.extend([target_section(target), context_section(target).rstrip("\n")])
-        user = "\n".join(parts)
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        parts.append((PREFIX_VERDICT_LOGIC if exception else PREFIX_PRIORITY) + "\n")
+        parts.extend([section, context.rstrip("\n")])
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(parts)}]
 
 
 def render_prompt(messages: Sequence[Mapping[str, str]]) -> str:
