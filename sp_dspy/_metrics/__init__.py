@@ -1,8 +1,5 @@
-"""Result records and the official SafePyramid metrics.
+"""Result records and the official SafePyramid metrics, digit for digit with the reference scorer.
 
-``read_result_files`` merges JSONL result files; ``score`` turns cases + results into a
-``ScoreReport`` whose cells match the reference scorer digit for digit, with diagnostics
-and bootstrap intervals. ``paired_bootstrap_diff`` and ``mcnemar`` compare two result sets.
 The bootstrap names load on first use: they need numpy, which a score without
 intervals (``--n-boot 0``), a report or a run never imports.
 """

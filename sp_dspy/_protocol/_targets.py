@@ -5,12 +5,10 @@ gold label) is one binary judgment. Its ``[Context]`` bundle: for a decisive or
 distractor rule, the exceptions/conditionals paired with it; for an exception, its base
 rules. Layouts: ``"official"`` (the contract's bytes) and ``"prefix"``.
 
-The ``"prefix"`` layout is NOT the official protocol (results must be labelled as such):
-the official user message puts the target before the conversation, so a case's calls
-share almost no prompt prefix. It sends one system message for every call, then
-framework, conversation, the instructions for the target's type, the target and its
-context, so a prefix cache reuses the conversation. Its wording is the harness's
-(Apache-2.0), verbatim where the reordering allows (doubled braces included).
+``"prefix"`` is NOT the official protocol (results must be labelled as such): it sends one
+system message for every call and puts the conversation before the target, so a prefix
+cache reuses it. Its wording is the harness's (Apache-2.0), verbatim where the
+reordering allows (doubled braces included).
 """
 
 from __future__ import annotations
