@@ -48,23 +48,18 @@ def classify_failure(case: Case, outcome: CaseOutcome) -> list[str]:
 def failure_modes(cases: Sequence[Case], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
     """Per level: ``total``, ``failed`` (scored, not exact) and each mode's count and pct."""
     totals = dict.fromkeys(_MODES_BY_LEVEL, 0)
-    failed = dict.fromkeys(_MODES_BY_LEVEL, 0)
-    counts = {level: dict.fromkeys(names, 0) for level, names in _MODES_BY_LEVEL.items()}
+    failing: dict[str, list[list[str]]] = {level: [] for level in _MODES_BY_LEVEL}
     for case, outcome in zip(cases, outcomes, strict=True):
-        if outcome.level not in totals:
-            continue
-        totals[outcome.level] += 1
-        if outcome.excluded or outcome.exact:
-            continue
-        failed[outcome.level] += 1
-        for name in classify_failure(case, outcome):
-            counts[outcome.level][name] += 1
+        if outcome.level in totals:
+            totals[outcome.level] += 1
+            if not (outcome.excluded or outcome.exact):
+                failing[outcome.level].append(classify_failure(case, outcome))
     report: dict[str, dict[str, Any]] = {}
     for level, names in _MODES_BY_LEVEL.items():
         total = totals[level]
-        report[level] = {"total": total, "failed": failed[level]}
+        report[level] = {"total": total, "failed": len(failing[level])}
         for name in names:
-            count = counts[level][name]
+            count = sum(name in modes for modes in failing[level])
             report[level][name] = {"count": count, "pct": round(100 * count / total, 2) if total else None}
     return report
 

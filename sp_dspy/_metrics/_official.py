@@ -127,29 +127,21 @@ def compute_cell(outcomes: Sequence[CaseOutcome]) -> dict[str, Any]:
     # Column sums of the hit flags, one C-level pass per tau instead of a generator.
     columns = [sum(column) for column in zip(*[o.hits for o in scored], strict=True)] if scored else None
     counts = {eps: columns[i] if columns else 0 for i, (_, eps) in enumerate(TAUS_FULL)}
-    cell: dict[str, Any] = {
+    per_tau = {eps: _pct(count, n_eval) for eps, count in counts.items()} if n_eval else {}
+    union = sum(o.union for o in scored)
+    rdr = _pct(sum(o.fp + o.fn for o in scored), union) if union else 0.0
+    return {
         "total": total,
         "excluded": excluded,
         "n_eval": n_eval,
-        "rmr_exact": None,
-        "rmr_avg": None,
-        "rdr": None,
+        "rmr_exact": per_tau.get(0),
+        "rmr_avg": _rmr(per_tau) if n_eval else None,
+        "rdr": rdr if n_eval else None,
         "refusal": _pct(excluded, total) if total else 0.0,
+        **{tau_key(tau): per_tau.get(eps) for tau, eps in TAUS_FULL},
+        "rmr_10": per_tau.get(0),
+        "rmr_avg_strict": _rmr({eps: _pct(counts[eps], total) for _, eps in TAUS}) if total else None,
     }
-    for tau, _ in TAUS_FULL:
-        cell[tau_key(tau)] = None
-    if n_eval:
-        per_tau = {eps: _pct(count, n_eval) for eps, count in counts.items()}
-        disagreement = sum(o.fp + o.fn for o in scored)
-        union = sum(o.union for o in scored)
-        cell["rmr_exact"] = per_tau[0]
-        cell["rmr_avg"] = _rmr(per_tau)
-        cell["rdr"] = _pct(disagreement, union) if union else 0.0
-        for tau, eps in TAUS_FULL:
-            cell[tau_key(tau)] = per_tau[eps]
-    cell["rmr_10"] = cell["rmr_exact"]
-    cell["rmr_avg_strict"] = _rmr({eps: _pct(counts[eps], total) for _, eps in TAUS}) if total else None
-    return cell
 
 
 def level_cells(outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
