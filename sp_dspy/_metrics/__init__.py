@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_getattr
 from ._diagnostics import classify_failure, error_attribution, failure_modes
-from ._judgments import aggregate_judgments
 from ._official import (
     CELLS,
     TAUS,
@@ -19,6 +18,7 @@ from ._official import (
     rmr_match,
     tolerance,
 )
+from ._per_rule import aggregate_judgments
 from ._reader import read_result_files
 from ._records import JudgmentRecord, PolicyRecord, ResultSet, Usage
 from ._render import render_score_table

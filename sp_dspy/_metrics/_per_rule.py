@@ -1,19 +1,122 @@
-"""Per-rule judgment diagnostics (contract section 5), per level and per target type.
+"""Per-rule judgments (contract section 5): one walk gives both the per-case records and
+the counts of the diagnostics, per level and per target type.
 
-Accuracy counts a judgment without a verdict as wrong; precision / recall / F1 of
-"violated" count it as "not flagged" (as the case-level aggregation does). Gold labels
-come from the dataset, not the file's ``gt``, so a judgment file cannot grade itself.
-Rates are percentages rounded to 2 decimals (the reference prints fractions).
+Accuracy counts a judgment without a verdict (see ``JudgmentRecord.has_verdict``) as
+wrong; precision / recall / F1 of "violated" count it as "not flagged" (as the case-level
+aggregation does). Gold labels come from the dataset, not the file's ``gt``, so a
+judgment file cannot grade itself. Rates are percentages rounded to 2 decimals (the
+reference prints fractions).
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._judgments import Key
+from pydantic import TypeAdapter
+
+from .._data._schema import Case
 from ._official import CELLS
+from ._records import JudgmentRecord, PolicyRecord, Usage
+
+#: (level, rule type, gold violated, flagged, has a verdict): every per-rule statistic
+#: is a sum over these counts.
+Key = tuple[str, str, bool, bool, bool]
+
+
+@functools.cache
+def _record_list() -> TypeAdapter[list[PolicyRecord]]:
+    return TypeAdapter(list[PolicyRecord])
+
+
+class _Case:
+    """What the walk accumulates for one case."""
+
+    __slots__ = ("flagged", "gold", "level", "n", "types", "usable", "usages")
+
+    def __init__(self, case: Case) -> None:
+        self.level: str = case.level
+        self.gold = frozenset(case.ground_truth_violations)
+        self.types: Mapping[int, str] | None = None
+        self.n = 0
+        self.usable = 0
+        self.flagged: set[int] = set()
+        self.usages: list[Usage] = []
+
+
+def judgment_pass(
+    cases: Iterable[Case], judgments: Iterable[JudgmentRecord]
+) -> tuple[dict[str, PolicyRecord], Counter[Key]]:
+    """Case records (in case order; see ``aggregate_judgments``) and the judgment counts.
+    Judgments of cases outside ``cases`` are ignored by both.
+    """
+    by_id = {case.id: case for case in cases}
+    states: dict[str, _Case] = {}
+    keys: list[Key] = []
+    add_key = keys.append
+    last_cid, state = None, None
+    for judgment in judgments:
+        cid = judgment.cid
+        if cid != last_cid:  # a case's judgments usually come one after another
+            state = states.get(cid)
+            if state is None and cid in by_id:
+                state = states[cid] = _Case(by_id[cid])
+            last_cid = cid
+        if state is None:
+            continue
+        verdict = judgment.has_verdict
+        flagged = verdict and judgment.pred is True
+        rule = judgment.rule
+        state.n += 1
+        if verdict:
+            state.usable += 1
+            if flagged:
+                state.flagged.add(rule)
+        if judgment.usage is not None:
+            state.usages.append(judgment.usage)
+        rule_type = judgment.rule_type
+        if not rule_type:
+            if state.types is None:
+                state.types = by_id[cid].rule_types
+            rule_type = state.types.get(rule, "decisive")
+        add_key((state.level, rule_type, rule in state.gold, flagged, verdict))
+    return _records(by_id, states), Counter(keys)
+
+
+def _records(by_id: dict[str, Case], states: dict[str, _Case]) -> dict[str, PolicyRecord]:
+    """One validation call for every record (cheaper than one ``model_validate`` each)."""
+    ids = [cid for cid in by_id if cid in states]
+    fields: list[dict[str, Any]] = []
+    for cid in ids:
+        state = states[cid]
+        fields.append(
+            {
+                "id": cid,
+                "violated_rules": sorted(state.flagged) if state.usable else None,
+                "refused": not state.usable,
+                "usage": Usage.total(state.usages) if state.usages else None,
+                "n_judgments": state.n,
+                "n_without_verdict": state.n - state.usable,
+            }
+        )
+    return dict(zip(ids, _record_list().validate_python(fields), strict=True))
+
+
+def aggregate_judgments(
+    cases: Iterable[Case], judgments: Iterable[JudgmentRecord]
+) -> dict[str, PolicyRecord]:
+    """Per-rule judgments -> one per-policy record per case (contract section 5).
+
+    A judged-violated rule joins the case's predicted set; a refused, unparseable or
+    errored judgment counts as "not flagged". A case whose judgments all lack a verdict
+    becomes a refused record (excluded); a case with no judgment gets no record (missing,
+    also excluded). Token usage is summed so cost reports see per-rule spending; the
+    record also carries ``n_judgments`` and ``n_without_verdict``.
+    """
+    return judgment_pass(cases, judgments)[0]
+
 
 TARGET_TYPES: tuple[str, ...] = ("decisive", "distractor", "exception")
 

@@ -12,9 +12,8 @@ from .._data._gc import gc_paused
 from .._data._schema import Case
 from .._errors import DataError
 from ._diagnostics import error_attribution, failure_modes
-from ._judgments import Key, judgment_pass
 from ._official import CELLS, case_outcomes, domain_cells, level_cells
-from ._per_rule import diagnostics
+from ._per_rule import Key, diagnostics, judgment_pass
 from ._records import PolicyRecord, ResultSet
 
 Mode = Literal["per_policy", "per_rule"]
