@@ -48,11 +48,8 @@ def _weights(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def _pack(matrix: np.ndarray) -> tuple[list[np.ndarray], list[tuple[int, int, int]]] | None:
-    """The columns bit-packed into int64 words, and each column's (word, shift, bits).
-
-    A column gets the bits of ``max * n``, so no resample sum carries into the next
-    column; None when a column is negative or needs more than 63 bits.
-    """
+    """The columns bit-packed into int64 words (a column gets the bits of ``max * n``, so no
+    sum carries into the next) and each column's (word, shift, bits); None if one cannot."""
     n = matrix.shape[0]
     if n == 0 or matrix.min() < 0:
         return None

@@ -107,13 +107,11 @@ def _records(by_id: dict[str, Case], states: dict[str, _Case]) -> dict[str, Poli
 def aggregate_judgments(
     cases: Iterable[Case], judgments: Iterable[JudgmentRecord]
 ) -> dict[str, PolicyRecord]:
-    """Per-rule judgments -> one per-policy record per case (contract section 5).
+    """Per-rule judgments -> one per-policy record per case: the judged-violated rules.
 
-    A judged-violated rule joins the case's predicted set; a refused, unparseable or
-    errored judgment counts as "not flagged". A case whose judgments all lack a verdict
-    becomes a refused record (excluded); a case with no judgment gets no record (missing,
-    also excluded). Token usage is summed so cost reports see per-rule spending; the
-    record also carries ``n_judgments`` and ``n_without_verdict``.
+    A case whose judgments all lack a verdict becomes a refused record; a case with no
+    judgment gets none (both are excluded). Token usage is summed so cost reports see
+    per-rule spending; the record also carries ``n_judgments`` and ``n_without_verdict``.
     """
     return judgment_pass(cases, judgments)[0]
 

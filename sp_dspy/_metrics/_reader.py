@@ -20,17 +20,13 @@ def read_result_files(
 ) -> ResultSet:
     """Read JSONL result files in order; later files and lines win on the same key.
 
-    A malformed line raises ``DataError("FILE:LINE: why")``; with ``skip_bad_lines``
-    it is counted in ``bad_lines`` instead (the first messages are kept). Lines whose
-    ``kind`` is neither a record nor a judgment (e.g. the harness's ``summary`` lines)
-    are counted in ``ignored_lines``. ``allow_empty=False`` refuses a file with no
-    line at all (``FILE: empty result file``): what ``score`` reads is a user's
-    prediction file, and scoring nothing as 100% excluded would hide a wrong path;
-    ``eval`` reads back its own file, which may be empty.
+    A malformed line raises ``DataError("FILE:LINE: why")``, or with ``skip_bad_lines``
+    is counted in ``bad_lines``; lines of other kinds (the harness's ``summary`` lines)
+    in ``ignored_lines``. ``allow_empty=False`` refuses a file with no line at all: scoring
+    a user's empty prediction file as 100% excluded would hide a wrong path.
 
-    Lines end at ``\n`` only (``\r\n`` works too): JSON writers with
-    ``ensure_ascii=False``, the reference harness among them, leave U+2028, U+2029 and
-    U+0085 raw inside strings, where ``str.splitlines`` would cut a record in two.
+    Lines end at ``\n`` only (``\r\n`` works too): JSON writers with ``ensure_ascii=False``
+    leave U+2028, U+2029 and U+0085 raw in strings, where ``str.splitlines`` would cut.
     """
     result = ResultSet()
     judgments: dict[tuple[str, int], JudgmentRecord] = {}

@@ -127,12 +127,9 @@ class PolicyRecord(BaseModel):
         return value
 
     def excluded(self, *, cap_aware: bool = False) -> bool:
-        """Whether the record leaves every metric denominator (contract section 2).
-
-        Mirrors the reference: refused, errored, parse-failed (also when flagged only
-        inside the harness's ``structured_scores``), no prediction at all, or, in
-        cap-aware mode, a completion that ran into the output cap.
-        """
+        """Whether the record leaves every metric denominator (contract section 2), as in the
+        reference: refused, errored, parse-failed (also inside the harness's ``structured_scores``),
+        no prediction, or, in cap-aware mode, a completion that ran into the output cap."""
         if self.refused or self.error or self.parse_failed or self.violated_rules is None:
             return True
         nested = (self.model_extra or {}).get("structured_scores")  # the harness's nested scores
@@ -172,12 +169,8 @@ class JudgmentRecord(BaseModel):
 
 @dataclass
 class ResultSet:
-    """Everything read from one or more result files: per-policy records and judgments.
-
-    ``records`` maps a case id to its latest record; ``judgments`` holds the latest
-    judgment per (case, rule) in file order. ``bad_lines`` counts skipped malformed
-    lines (the first messages are kept), ``ignored_lines`` lines of other kinds.
-    """
+    """Everything read from result files: the latest record per case id and the latest
+    judgment per (case, rule), in file order; the first ``bad_line_messages`` are kept."""
 
     records: dict[str, PolicyRecord] = field(default_factory=dict)
     judgments: list[JudgmentRecord] = field(default_factory=list)

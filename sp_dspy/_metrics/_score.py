@@ -67,12 +67,9 @@ def resolve_records(
     *,
     per_rule: bool = False,
 ) -> dict[str, PolicyRecord]:
-    """Per-policy records for ``cases``, aggregating judgments when the input holds them.
-
-    Judgment files are detected on their own (``kind == "judgment"``); ``per_rule``
-    only insists on them. A mix of both kinds is refused: merging a per-policy run
-    with a per-rule run would score neither protocol. The records are of the kinds
-    ``results`` holds; aggregated judgments are ``PolicyRecord``s.
+    """Per-policy records for ``cases``, aggregating judgments when the input holds them
+    (``per_rule`` insists on them). A mix of both kinds is refused: merging a per-policy
+    run with a per-rule run would score neither protocol.
     """
     return _resolve(cases, results, per_rule=per_rule)[0]
 

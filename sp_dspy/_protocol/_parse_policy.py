@@ -228,11 +228,8 @@ def case_rule_numbers(case: Case) -> set[int]:
 
 @dataclass(frozen=True)
 class PolicyRules:
-    """An answer's rule numbers split into the policy's (``rules``) and the rest (``dropped``).
-
-    ``rules`` is ``None`` when the answer had none or named only numbers the policy
-    lacks: no answer rather than "no rule violated".
-    """
+    """An answer's rule numbers split into the policy's (``rules``; ``None`` when it had none or
+    named only numbers the policy lacks: no answer, not "no rule violated") and ``dropped``."""
 
     rules: list[int] | None
     dropped: list[int]
