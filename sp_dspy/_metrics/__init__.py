@@ -7,7 +7,7 @@ intervals (``--n-boot 0``), a report or a run never imports.
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_getattr
-from ._diagnostics import classify_failure, error_attribution, failure_modes
+from ._diagnostics import classify_failure, failure_modes
 from ._official import (
     CELLS,
     TAUS,
@@ -57,7 +57,6 @@ __all__ = [
     "case_outcomes",
     "classify_failure",
     "compute_cell",
-    "error_attribution",
     "failure_modes",
     "level_cells",
     "mcnemar",
