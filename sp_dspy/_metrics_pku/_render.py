@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.table import Table
 
-from sp_dspy._metrics_pku._report import PKU_PUBLISHED, PkuReport, SeverityMetrics
+from sp_dspy._metrics_pku._score import PKU_PUBLISHED, PkuReport, SeverityMetrics
 from sp_dspy._table import FitTable
 
 
