@@ -7,13 +7,14 @@ intervals (``--n-boot 0``), a report or a run never imports.
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_getattr
-from ._diagnostics import classify_failure, failure_modes
 from ._official import (
     CELLS,
     TAUS,
     CaseOutcome,
     case_outcomes,
+    classify_failure,
     compute_cell,
+    failure_modes,
     level_cells,
     rmr_match,
     tolerance,

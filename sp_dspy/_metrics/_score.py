@@ -11,8 +11,7 @@ from pydantic import BaseModel
 from .._data._gc import gc_paused
 from .._data._schema import Case
 from .._errors import DataError
-from ._diagnostics import error_attribution, failure_modes
-from ._official import CELLS, case_outcomes, domain_cells, level_cells
+from ._official import CELLS, case_outcomes, domain_cells, error_attribution, failure_modes, level_cells
 from ._per_rule import Key, diagnostics, judgment_pass
 from ._records import PolicyRecord, ResultSet
 
