@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -31,19 +32,17 @@ def _record_list() -> TypeAdapter[list[PolicyRecord]]:
     return TypeAdapter(list[PolicyRecord])
 
 
+@dataclass(slots=True)
 class _Case:
     """What the walk accumulates for one case."""
 
-    __slots__ = ("flagged", "gold", "level", "n", "types", "usable", "usages")
-
-    def __init__(self, case: Case) -> None:
-        self.level: str = case.level
-        self.gold = frozenset(case.ground_truth_violations)
-        self.types: Mapping[int, str] | None = None
-        self.n = 0
-        self.usable = 0
-        self.flagged: set[int] = set()
-        self.usages: list[Usage] = []
+    level: str
+    gold: frozenset[int]
+    types: Mapping[int, str] | None = None
+    n: int = 0
+    usable: int = 0
+    flagged: set[int] = field(default_factory=set)
+    usages: list[Usage] = field(default_factory=list)
 
 
 def judgment_pass(
@@ -62,7 +61,8 @@ def judgment_pass(
         if cid != last_cid:  # a case's judgments usually come one after another
             state = states.get(cid)
             if state is None and cid in by_id:
-                state = states[cid] = _Case(by_id[cid])
+                case = by_id[cid]
+                state = states[cid] = _Case(case.level, frozenset(case.ground_truth_violations))
             last_cid = cid
         if state is None:
             continue
