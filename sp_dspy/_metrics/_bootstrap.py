@@ -256,8 +256,7 @@ def paired_bootstrap_diff(
         sums_a, sums_b = resample_sums(
             [outcome_matrix(out_a), outcome_matrix(out_b)], n_boot, _rng(seed, "paired")
         )
-        stats_a = _statistics(sums_a, n)
-        stats_b = _statistics(sums_b, n)
+        stats_a, stats_b = _statistics(sums_a, n), _statistics(sums_b, n)
         ci = dict(_intervals({m: stats_b[m] - stats_a[m] for m in CI_METRICS}))
     return PairedDiff(n_pairs=n, a=a, b=b, diff=diff, ci=ci)
 
