@@ -176,12 +176,6 @@ def _recover(answer: str) -> PolicyParse | None:
     return _regex_fallback(answer)
 
 
-def _has_rules_value(data: dict[str, Any] | None) -> bool:
-    """Whether the answer's first rules key holds something (not ``[]``, ``{}``, ``null``, ``""``)."""
-    key = next((k for k in _RULES_KEYS if k in (data or {})), None)
-    return data is not None and key is not None and bool(data[key])
-
-
 def parse_policy_robust(text: str | None) -> PolicyParse:
     """Strict first; recover the answer when the official parser fails or loses rules.
 
@@ -190,10 +184,11 @@ def parse_policy_robust(text: str | None) -> PolicyParse:
     ``recovered``. A rule list the lenient reading cannot use at all makes it ``failed``.
     """
     strict, data = _strict(text)
-    if strict.status == "clean":
+    if strict.status == "clean" and data is not None:
         lenient = _interpret(data)
-        if lenient is None and not strict.violated_rules and _has_rules_value(data):
-            # A rule list with nothing readable (``[[1, 2]]``, ``{"1": ...}``) is no answer, not "none".
+        key = next((k for k in _RULES_KEYS if k in data), None)
+        if lenient is None and not strict.violated_rules and key is not None and data[key]:
+            # A rule list with something unreadable (``[[1, 2]]``, ``{"1": ...}``) is no answer, not "none".
             return PolicyParse.failure(strict.reasoning)
         if lenient is None or lenient.violated_rules == strict.violated_rules:
             return strict
