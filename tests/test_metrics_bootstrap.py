@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -9,16 +11,15 @@ from hypothesis import strategies as st
 
 from sp_dspy._data._schema import Case
 from sp_dspy._metrics import (
+    CaseOutcome,
     PolicyRecord,
-    bootstrap_cell,
     case_outcomes,
     mcnemar,
     mcnemar_test,
     paired_bootstrap_diff,
     score,
 )
-from sp_dspy._metrics._bootstrap import _percentile
-from sp_dspy._metrics._resample import _weights, resample_sums
+from sp_dspy._metrics._bootstrap import _percentile, _weights, bootstrap_matrix, outcome_matrix, resample_sums
 from tests._factories import raw_case
 
 RULES = {n: f"Rule number {n} applies." for n in range(1, 6)}
@@ -39,6 +40,10 @@ CASES = [make_case(f"c{i:02d}-l0", [1, 2]) for i in range(40)]
 # Right on every 3rd case only: RMR@1.0 = 100 * 14 / 40 = 35.0; wrong ones miss rule 2.
 MIXED = records({c.id: [1, 2] if i % 3 == 0 else [1] for i, c in enumerate(CASES)})
 PERFECT = records({c.id: [1, 2] for c in CASES})
+
+
+def bootstrap_cell(outcomes: list[CaseOutcome], **options: Any) -> dict[str, list[float]] | None:
+    return bootstrap_matrix(outcome_matrix(outcomes), **options)
 
 
 def test_interval_is_deterministic_and_brackets_the_estimate() -> None:

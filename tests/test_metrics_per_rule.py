@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sp_dspy._data._schema import Case
-from sp_dspy._metrics import JudgmentRecord, ResultSet, judgment_diagnostics, refusal_rates, score
+from sp_dspy._metrics import JudgmentRecord, ResultSet, score
 from tests._factories import raw_case
 
 RULES = {n: f"Rule number {n} applies." for n in range(1, 4)}
@@ -39,7 +39,8 @@ JUDGMENTS = [
 
 
 def test_diagnostics_by_level_and_type() -> None:
-    report = judgment_diagnostics(CASES, JUDGMENTS)
+    report = score(CASES, ResultSet(judgments=JUDGMENTS), ci=False).per_rule
+    assert report is not None
     l0 = report["L0"]
     assert {k: v for k, v in l0.items() if k != "by_rule_type"} == {
         "n_judgments": 3,
@@ -73,10 +74,6 @@ def test_diagnostics_by_level_and_type() -> None:
     assert (every["accuracy"], every["precision"], every["recall"]) == (50.0, 66.67, 66.67)
     assert every["per_rule_refusal_rate"] == 16.67
     assert report["L2"]["n_judgments"] == 0 and report["L2"]["by_rule_type"] == {}
-
-
-def test_refusal_rates_per_cell() -> None:
-    assert refusal_rates(CASES, JUDGMENTS) == {"L0": 33.33, "L1": 0.0, "L2": 0.0, "ALL": 16.67}
 
 
 def test_score_aggregates_judgments_to_case_metrics() -> None:

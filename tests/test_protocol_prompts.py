@@ -14,22 +14,17 @@ import pytest
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import ConfigError
 from sp_dspy._protocol import (
-    ATTRIBUTION,
-    CONTEXT_HEADER_EXCEPTION,
-    EMPTY_CONTEXT_LINE,
-    EVALUATION_NOTE,
     PER_POLICY_SYSTEM_TEMPLATE,
     PER_RULE_SYSTEM_BASE,
     PER_RULE_SYSTEM_EXCEPTION,
-    PREFIX_SYSTEM,
     RuleTarget,
     build_targets,
     per_policy_messages,
     per_rule_messages,
-    render_prompt,
     shared_prefix_ratio,
 )
-from sp_dspy._protocol._prefix import common_prefix_length
+from sp_dspy._protocol._prompts import CONTEXT_HEADER_EXCEPTION, EMPTY_CONTEXT_LINE, EVALUATION_NOTE
+from sp_dspy._protocol._targets import PREFIX_SYSTEM, common_prefix_length, render_prompt
 
 CONTRACT_SHA256 = {
     "EVALUATION_NOTE": "20d64f3e28589b022cdec5b712e25eedf26fddb8b694988c9b35cbad46271d61",
@@ -103,9 +98,9 @@ def make_case(level: str = "L2", framework: str = FRAMEWORK) -> Case:
 
 @pytest.mark.parametrize("name", sorted(CONTRACT_SHA256))
 def test_constants_match_contract_bytes(name: str) -> None:
-    import sp_dspy._protocol as protocol
+    from sp_dspy._protocol import _prompts
 
-    value = getattr(protocol, name)
+    value = getattr(_prompts, name)
     assert hashlib.sha256(value.encode("utf-8")).hexdigest() == CONTRACT_SHA256[name]
 
 
@@ -118,7 +113,6 @@ def test_constants_keep_their_special_characters() -> None:
     )
     for system in (PER_RULE_SYSTEM_BASE, PER_RULE_SYSTEM_EXCEPTION):
         assert system.endswith('{{"verdict": "violated" | "not_violated", "reason": "<one short sentence>"}}')
-    assert ATTRIBUTION == "protocol text of the SafePyramid evaluation harness, Apache-2.0"
 
 
 # --- per-policy ----------------------------------------------------------------------

@@ -136,7 +136,7 @@ def test_judgment_dedup_across_files(tmp_path: Path) -> None:
         [write_lines(tmp_path / "a.jsonl", [line]), write_lines(tmp_path / "b.jsonl", [retry])]
     )
     assert len(results.judgments) == 1
-    assert results.judgments[0].flagged
+    assert results.judgments[0].has_verdict and results.judgments[0].pred
 
 
 def judgment(cid: str, rule: int, pred: bool | None, **extra: object) -> JudgmentRecord:

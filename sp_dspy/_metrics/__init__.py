@@ -1,8 +1,5 @@
-"""Result records and the official SafePyramid metrics.
+"""Result records and the official SafePyramid metrics, digit for digit with the reference scorer.
 
-``read_result_files`` merges JSONL result files; ``score`` turns cases + results into a
-``ScoreReport`` whose cells match the reference scorer digit for digit, with diagnostics
-and bootstrap intervals. ``paired_bootstrap_diff`` and ``mcnemar`` compare two result sets.
 The bootstrap names load on first use: they need numpy, which a score without
 intervals (``--n-boot 0``), a report or a run never imports.
 """
@@ -10,30 +7,28 @@ intervals (``--n-boot 0``), a report or a run never imports.
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_getattr
-from ._diagnostics import classify_failure, error_attribution, failure_modes
-from ._judgments import aggregate_judgments
 from ._official import (
     CELLS,
     TAUS,
     CaseOutcome,
     case_outcomes,
+    classify_failure,
     compute_cell,
+    failure_modes,
     level_cells,
     rmr_match,
     tolerance,
 )
-from ._per_rule import judgment_diagnostics, refusal_rates
+from ._per_rule import aggregate_judgments
 from ._reader import read_result_files
-from ._records import JudgmentRecord, PolicyRecord, Usage
+from ._records import JudgmentRecord, PolicyRecord, ResultSet, Usage
 from ._render import render_score_table
-from ._result_set import ResultSet
 from ._score import ScoreReport, resolve_records, score
 
 if TYPE_CHECKING:
     from ._bootstrap import (
         McNemarResult,
         PairedDiff,
-        bootstrap_cell,
         mcnemar,
         mcnemar_test,
         paired_bootstrap_diff,
@@ -42,7 +37,7 @@ if TYPE_CHECKING:
 __getattr__ = lazy_getattr(
     __name__,
     dict.fromkeys(
-        ["McNemarResult", "PairedDiff", "bootstrap_cell", "mcnemar", "mcnemar_test", "paired_bootstrap_diff"],
+        ["McNemarResult", "PairedDiff", "mcnemar", "mcnemar_test", "paired_bootstrap_diff"],
         "._bootstrap",
     ),
     globals(),
@@ -60,19 +55,15 @@ __all__ = [
     "ScoreReport",
     "Usage",
     "aggregate_judgments",
-    "bootstrap_cell",
     "case_outcomes",
     "classify_failure",
     "compute_cell",
-    "error_attribution",
     "failure_modes",
-    "judgment_diagnostics",
     "level_cells",
     "mcnemar",
     "mcnemar_test",
     "paired_bootstrap_diff",
     "read_result_files",
-    "refusal_rates",
     "render_score_table",
     "resolve_records",
     "rmr_match",

@@ -4,8 +4,8 @@ The reference harness reports point estimates only; at 100 cases per domain x le
 a 5-point RMR gap can be noise. Intervals are percentile bootstraps over the *scored*
 cases of a cell (excluded cases are in no denominator, so they are not resampled).
 Every statistic is a function of per-resample column sums of a small integer
-matrix (one row per case); ``_resample.resample_sums`` computes them without
-materialising the resamples.
+matrix (one row per case); ``resample_sums`` computes them without materialising
+the resamples.
 
 Seeding: each cell draws from ``default_rng([seed, crc32(cell name)])``, so adding a
 domain or a level filter never shifts another cell's interval. The draws are the
@@ -26,7 +26,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from ._official import CELLS, TAUS, CaseOutcome, case_outcomes, compute_cell
-from ._resample import resample_sums
 
 if TYPE_CHECKING:
     from .._data._schema import Case
@@ -35,6 +34,69 @@ if TYPE_CHECKING:
 CI_METRICS: tuple[str, ...] = ("rmr_avg", "rmr_exact", "rdr")
 #: Below this many discordant pairs McNemar uses the exact binomial test.
 EXACT_BELOW = 25
+
+#: Draws taken per chunk (small enough for the CPU cache).
+_CHUNK_DRAWS = 1 << 16
+_WORD_BITS = 63
+
+
+def _weights(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, n) multiplicities of each case in each resample (one bincount, no gathers)."""
+    draws = rng.integers(0, n, size=(n_boot, n), dtype=np.int32)
+    offsets = (draws + (np.arange(n_boot, dtype=np.int64) * n)[:, None]).ravel()
+    return np.bincount(offsets, minlength=n_boot * n).reshape(n_boot, n)
+
+
+def _pack(matrix: np.ndarray) -> tuple[list[np.ndarray], list[tuple[int, int, int]]] | None:
+    """The columns bit-packed into int64 words (a column gets the bits of ``max * n``, so no
+    sum carries into the next) and each column's (word, shift, bits); None if one cannot."""
+    n = matrix.shape[0]
+    if n == 0 or matrix.min() < 0:
+        return None
+    words: list[np.ndarray] = []
+    layout: list[tuple[int, int, int]] = []
+    used = _WORD_BITS
+    for column in matrix.T:
+        bits = max(1, (int(column.max()) * n).bit_length())
+        if bits > _WORD_BITS:
+            return None
+        if used + bits > _WORD_BITS:
+            words.append(np.zeros(n, dtype=np.int64))
+            used = 0
+        words[-1] |= column.astype(np.int64) << used
+        layout.append((len(words) - 1, used, bits))
+        used += bits
+    return words, layout
+
+
+def resample_sums(matrices: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Per matrix, its (n_boot, columns) sums over the same ``n_boot`` resamples of its rows.
+
+    Bit-packed columns give all sums with one gather and one add per draw, in cache-sized
+    chunks; they equal ``_weights(...) @ matrix`` exactly (the route when a column needs
+    more than 63 bits).
+    """
+    n = matrices[0].shape[0]
+    packed = [p for p in (_pack(matrix) for matrix in matrices) if p is not None]
+    if len(packed) < len(matrices):
+        weights = _weights(n, n_boot, rng)
+        return [weights @ matrix for matrix in matrices]
+    rows = max(1, _CHUNK_DRAWS // n)
+    word_sums = [[np.empty(n_boot, dtype=np.int64) for _ in words] for words, _ in packed]
+    gathered = np.empty((min(rows, n_boot), n), dtype=np.int64)
+    for start in range(0, n_boot, rows):
+        stop = min(start + rows, n_boot)
+        draws = rng.integers(0, n, size=(stop - start, n), dtype=np.int32)
+        out = gathered[: stop - start]
+        for (words, _), sums in zip(packed, word_sums, strict=True):
+            for word, total in zip(words, sums, strict=True):
+                # Draws lie in [0, n), so "clip" never moves one ("raise" takes a slow buffered cast).
+                np.take(word, draws, out=out, mode="clip")
+                out.sum(axis=1, out=total[start:stop])
+    return [
+        np.stack([(sums[w] >> shift) & ((1 << bits) - 1) for w, shift, bits in layout], axis=1)
+        for (_, layout), sums in zip(packed, word_sums, strict=True)
+    ]
 
 
 def outcome_matrix(outcomes: Sequence[CaseOutcome]) -> np.ndarray:
@@ -65,12 +127,8 @@ def _intervals(stats: Mapping[str, np.ndarray]) -> dict[str, list[float]]:
 
 
 def _percentile(ordered: np.ndarray, q: float) -> float:
-    """``np.percentile(values, q)`` (its default "linear" method) of sorted ``values``.
-
-    The same float64 operations in the same order as numpy's, so the same bits
-    (``tests/test_metrics_bootstrap.py`` checks it), without ``np.percentile``'s
-    per-call overhead and first-use import of ``numpy.ma``.
-    """
+    """``np.percentile(values, q)`` (default "linear" method) of sorted ``values``, to the bit,
+    without its per-call overhead and first-use import of ``numpy.ma``."""
     last = len(ordered) - 1
     position = (q / 100) * last
     lower = min(max(math.floor(position), 0), last)
@@ -88,7 +146,8 @@ def _rng(seed: int, name: str) -> np.random.Generator:
 def bootstrap_matrix(
     matrix: np.ndarray, *, name: str, n_boot: int = 1000, seed: int = 0
 ) -> dict[str, list[float]] | None:
-    """95% percentile intervals from an ``outcome_matrix`` (rows = the cell's scored cases)."""
+    """95% percentile intervals of ``rmr_avg``, ``rmr_exact`` and ``rdr`` from an ``outcome_matrix``
+    (rows = the cell's scored cases); None if nothing is scored."""
     n = matrix.shape[0]
     if n == 0 or n_boot <= 0:
         return None
@@ -96,22 +155,13 @@ def bootstrap_matrix(
     return _intervals(_statistics(sums, n))
 
 
-def bootstrap_cell(
-    outcomes: Sequence[CaseOutcome], *, name: str, n_boot: int = 1000, seed: int = 0
-) -> dict[str, list[float]] | None:
-    """95% percentile intervals of ``rmr_avg``, ``rmr_exact`` and ``rdr``; None if nothing scored."""
-    return bootstrap_matrix(outcome_matrix(outcomes), name=name, n_boot=n_boot, seed=seed)
-
-
 def start_intervals(
     outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int
 ) -> Callable[[], dict[str, Any]]:
     """Intervals for the cells ``L0``..``ALL`` and, under ``domains``, every domain's cells.
 
-    They are computed in the background; calling the returned function waits for them.
-    Each cell is a row mask of one outcome matrix and has its own random stream, so
-    cells run on worker threads (numpy releases the GIL) while the caller builds the
-    rest of the report, with the same result as without threads.
+    Each cell has its own random stream, so cells run on worker threads (numpy releases
+    the GIL) while the caller builds the rest of the report; the returned function waits.
     """
     scored = [o for o in outcomes if not o.excluded]
     matrix = outcome_matrix(scored)
@@ -206,8 +256,7 @@ def paired_bootstrap_diff(
         sums_a, sums_b = resample_sums(
             [outcome_matrix(out_a), outcome_matrix(out_b)], n_boot, _rng(seed, "paired")
         )
-        stats_a = _statistics(sums_a, n)
-        stats_b = _statistics(sums_b, n)
+        stats_a, stats_b = _statistics(sums_a, n), _statistics(sums_b, n)
         ci = dict(_intervals({m: stats_b[m] - stats_a[m] for m in CI_METRICS}))
     return PairedDiff(n_pairs=n, a=a, b=b, diff=diff, ci=ci)
 

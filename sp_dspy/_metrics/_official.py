@@ -7,6 +7,12 @@ Everything that reaches a published number copies the reference scorer's arithme
 ``round(sum(four rounded RMR@tau) / 4, 2)``. Reordering any of these (``count / n *
 100``, a Decimal half-up, averaging before rounding) changes the last digit of some
 published cell.
+
+Failure modes and error attribution (the last two bullets) say why cases miss. A failure
+mode is counted on *scored* cases that fail exact match, and its ``pct`` is over every
+case of that level, excluded and missing ones included. The reference's console print
+also classifies refused records from their partial prediction, inflating its FM-V1;
+here an excluded case has no prediction and shows only in the cell's ``refusal``.
 """
 
 from __future__ import annotations
@@ -127,29 +133,21 @@ def compute_cell(outcomes: Sequence[CaseOutcome]) -> dict[str, Any]:
     # Column sums of the hit flags, one C-level pass per tau instead of a generator.
     columns = [sum(column) for column in zip(*[o.hits for o in scored], strict=True)] if scored else None
     counts = {eps: columns[i] if columns else 0 for i, (_, eps) in enumerate(TAUS_FULL)}
-    cell: dict[str, Any] = {
+    per_tau = {eps: _pct(count, n_eval) for eps, count in counts.items()} if n_eval else {}
+    union = sum(o.union for o in scored)
+    rdr = _pct(sum(o.fp + o.fn for o in scored), union) if union else 0.0
+    return {
         "total": total,
         "excluded": excluded,
         "n_eval": n_eval,
-        "rmr_exact": None,
-        "rmr_avg": None,
-        "rdr": None,
+        "rmr_exact": per_tau.get(0),
+        "rmr_avg": _rmr(per_tau) if n_eval else None,
+        "rdr": rdr if n_eval else None,
         "refusal": _pct(excluded, total) if total else 0.0,
+        **{tau_key(tau): per_tau.get(eps) for tau, eps in TAUS_FULL},
+        "rmr_10": per_tau.get(0),
+        "rmr_avg_strict": _rmr({eps: _pct(counts[eps], total) for _, eps in TAUS}) if total else None,
     }
-    for tau, _ in TAUS_FULL:
-        cell[tau_key(tau)] = None
-    if n_eval:
-        per_tau = {eps: _pct(count, n_eval) for eps, count in counts.items()}
-        disagreement = sum(o.fp + o.fn for o in scored)
-        union = sum(o.union for o in scored)
-        cell["rmr_exact"] = per_tau[0]
-        cell["rmr_avg"] = _rmr(per_tau)
-        cell["rdr"] = _pct(disagreement, union) if union else 0.0
-        for tau, eps in TAUS_FULL:
-            cell[tau_key(tau)] = per_tau[eps]
-    cell["rmr_10"] = cell["rmr_exact"]
-    cell["rmr_avg_strict"] = _rmr({eps: _pct(counts[eps], total) for _, eps in TAUS}) if total else None
-    return cell
 
 
 def level_cells(outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
@@ -166,3 +164,81 @@ def domain_cells(outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, dict[st
     for o in outcomes:
         by_domain.setdefault(o.domain, []).append(o)
     return {d: level_cells(by_domain[d]) for d in sorted(by_domain)}
+
+
+_MODES_BY_LEVEL: dict[str, tuple[str, ...]] = {
+    "L0": ("FM-V1", "FM-D1"),
+    "L1": ("FM-V1", "FM-D1", "FM-C1", "FM-C3"),
+    "L2": ("FM-V1", "FM-D1", "FM-C1", "FM-C3"),
+}
+
+
+def classify_failure(case: Case, outcome: CaseOutcome) -> list[str]:
+    """The failure modes of one scored case (empty when it matches exactly or is excluded).
+
+    FM-V1 a missed violation, FM-D1 a distractor flagged; at L1/L2, FM-C1 a waived rule
+    flagged and FM-C3 a conditional's tightening missed.
+    """
+    if outcome.excluded or outcome.exact:
+        return []
+    missed = outcome.gt - outcome.pred
+    meta = case.failure_mode_metadata
+    modes: list[str] = []
+    if missed:
+        modes.append("FM-V1")
+    if not outcome.pred.isdisjoint(meta.distractor_rules):
+        modes.append("FM-D1")
+    if case.level in ("L1", "L2"):
+        if not outcome.pred.isdisjoint(meta.waived_rules):
+            modes.append("FM-C1")
+        if not missed.isdisjoint(meta.contradicted_rules):
+            modes.append("FM-C3")
+    return modes
+
+
+def failure_modes(cases: Sequence[Case], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
+    """Per level: ``total``, ``failed`` (scored, not exact) and each mode's count and pct."""
+    totals = dict.fromkeys(_MODES_BY_LEVEL, 0)
+    failing: dict[str, list[list[str]]] = {level: [] for level in _MODES_BY_LEVEL}
+    for case, outcome in zip(cases, outcomes, strict=True):
+        if outcome.level in totals:
+            totals[outcome.level] += 1
+            if not (outcome.excluded or outcome.exact):
+                failing[outcome.level].append(classify_failure(case, outcome))
+    report: dict[str, dict[str, Any]] = {}
+    for level, names in _MODES_BY_LEVEL.items():
+        total = totals[level]
+        report[level] = {"total": total, "failed": len(failing[level])}
+        for name in names:
+            count = sum(name in modes for modes in failing[level])
+            report[level][name] = {"count": count, "pct": round(100 * count / total, 2) if total else None}
+    return report
+
+
+def error_attribution(cases: Sequence[Case], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
+    """Per cell (L0/L1/L2/ALL): summed FP and FN counts by rule type over scored cases.
+
+    FP: a waived rule counts as ``exception``, otherwise its rubric type (``decisive``
+    when the rule is not in the rubric). FN: a contradicted rule counts as
+    ``conditional``, an exception-typed rule as ``exception``, else ``decisive``.
+    """
+    report = {
+        cell: {"fp": dict.fromkeys(RULE_TYPES, 0), "fn": dict.fromkeys(RULE_TYPES, 0)} for cell in CELLS
+    }
+    for case, outcome in zip(cases, outcomes, strict=True):
+        if outcome.excluded or not (outcome.fp or outcome.fn):
+            continue
+        types = case.rule_types
+        meta = case.failure_mode_metadata
+        for rule in outcome.pred - outcome.gt:
+            bucket = "exception" if rule in meta.waived_rules else types.get(rule, "decisive")
+            for cell in (outcome.level, "ALL"):
+                report[cell]["fp"][bucket if bucket in RULE_TYPES else "decisive"] += 1
+        for rule in outcome.gt - outcome.pred:
+            if rule in meta.contradicted_rules:
+                bucket = "conditional"
+            else:
+                bucket = "exception" if types.get(rule) == "exception" else "decisive"
+            for cell in (outcome.level, "ALL"):
+                report[cell]["fn"][bucket] += 1
+    return report

@@ -1,21 +1,18 @@
-"""Result records (contract section 4), judgments, and the rules for merging them.
+"""Result records (contract section 4), per-rule judgments, and what reading files gives.
 
-Two kinds of line share one file format: a per-policy *record* (one case, its
-predicted rule set) and a per-rule *judgment* (one case x one rule, a binary verdict,
-``"kind": "judgment"``). ``_reader`` accepts the reference harness's lines, our own
-runner's lines and the minimal "bring your own predictions" form
-``{"id": ..., "violated_rules": [...]}``.
-
-Merging follows retry semantics: a later file (or a later line) replaces an earlier
-record with the same id, and a judgment replaces an earlier one for the same
-(case, rule). The reference harness double-counts judgments when per-rule files are
-merged; de-duplicating here is what makes a re-run of failed judgments safe.
+Two kinds of line share one file format: a per-policy *record* (one case, its predicted
+rule set; the reference harness's lines, our runner's, or the minimal
+``{"id": ..., "violated_rules": [...]}``) and a per-rule *judgment* (one case x one rule,
+``"kind": "judgment"``). Merging follows retry semantics: a later file or line replaces
+an earlier record with the same id, and a judgment the earlier one for the same (case,
+rule); the reference double-counts merged judgments, so only this makes re-runs safe.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -31,10 +28,9 @@ POLICY_KINDS = (None, "policy", "record", "case")
 
 
 class Usage(BaseModel):
-    """Token counts of one LM call or the sum over several: the one usage of programs' outputs and records.
+    """Token counts of one LM call or the sum over several, in programs' outputs and records.
 
-    Extra keys a results file carries (another harness's ``cost``) are kept; ``null``
-    counts read as 0.
+    Extra keys (another harness's ``cost``) are kept; ``null`` counts read as 0.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -80,21 +76,12 @@ class Usage(BaseModel):
 
     @classmethod
     def total(cls, parts: Iterable[Usage]) -> Usage:
-        result = cls()
-        for part in parts:
-            result = result + part
-        return result
+        return sum(parts, cls())
 
 
 def _as_int(value: object) -> int:
     """A reported token count as an int (0 for anything that is not a number)."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value)
-    return 0
+    return 0 if isinstance(value, bool) or not isinstance(value, int | float) else int(value)
 
 
 def _flag(value: object) -> object:
@@ -140,12 +127,9 @@ class PolicyRecord(BaseModel):
         return value
 
     def excluded(self, *, cap_aware: bool = False) -> bool:
-        """Whether the record leaves every metric denominator (contract section 2).
-
-        Mirrors the reference: refused, errored, parse-failed (also when flagged only
-        inside the harness's ``structured_scores``), no prediction at all, or, in
-        cap-aware mode, a completion that ran into the output cap.
-        """
+        """Whether the record leaves every metric denominator (contract section 2), as in the
+        reference: refused, errored, parse-failed (also inside the harness's ``structured_scores``),
+        no prediction, or, in cap-aware mode, a completion that ran into the output cap."""
         if self.refused or self.error or self.parse_failed or self.violated_rules is None:
             return True
         nested = (self.model_extra or {}).get("structured_scores")  # the harness's nested scores
@@ -178,20 +162,29 @@ class JudgmentRecord(BaseModel):
 
     @property
     def has_verdict(self) -> bool:
-        """A usable verdict: not refused, parsed, no error, and a boolean prediction.
-
-        The reference folds unparseable outputs into "refused"; so do we, for both
-        case exclusion and ``per_rule_refusal_rate``.
-        """
+        """A usable verdict: not refused, parsed, no error, and a boolean prediction (the
+        reference folds unparseable outputs into "refused", for exclusion and refusal rate)."""
         return not (self.refused or self.parse_failed or self.error) and self.pred is not None
 
+
+@dataclass
+class ResultSet:
+    """Everything read from result files: the latest record per case id and the latest
+    judgment per (case, rule), in file order; the first ``bad_line_messages`` are kept."""
+
+    records: dict[str, PolicyRecord] = field(default_factory=dict)
+    judgments: list[JudgmentRecord] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    bad_lines: int = 0
+    bad_line_messages: list[str] = field(default_factory=list)
+    ignored_lines: int = 0
+    replaced_records: int = 0
+    duplicate_judgments: int = 0
+
     @property
-    def flagged(self) -> bool:
-        """Whether this judgment puts its rule into the case's predicted set."""
-        return self.has_verdict and bool(self.pred)
+    def has_judgments(self) -> bool:
+        return bool(self.judgments)
 
-
-def sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
-    """The sum of the given usages (None when there is none)."""
-    present = [usage for usage in usages if usage is not None]
-    return Usage.total(present) if present else None
+    def result_ids(self) -> set[str]:
+        """Every case id the files mention, records and judgments alike."""
+        return set(self.records) | {judgment.cid for judgment in self.judgments}

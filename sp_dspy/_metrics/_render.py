@@ -45,12 +45,11 @@ def _table(title: str, columns: Iterable[str], left: int = 1, caption: str | Non
 
 
 def headline_table(report: ScoreReport) -> Table:
-    title = "Per-rule case-level metrics" if report.mode == "per_rule" else "Per-policy metrics"
-    if report.cap_aware:
-        title += " (cap-aware)"
+    per_rule = report.mode == "per_rule"
+    title = "Per-rule case-level metrics" if per_rule else "Per-policy metrics"
+    title += " (cap-aware)" if report.cap_aware else ""
     caption = "RMR = mean RMR@{1.0,.9,.8,.7}; RDR lower is better; Strict = RMR with excluded cases as misses"
     columns = ["Cell", "N", "Scored", "RMR", "95% CI", "RMR@1.0", "RDR", "Excl.%", "Strict"]
-    per_rule = report.mode == "per_rule"
     table = _table(title, [*columns, "Judg. refusal %"] if per_rule else columns, caption=caption)
     for name in _present(report):
         cell = report.cells[name]

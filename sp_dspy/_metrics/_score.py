@@ -11,12 +11,9 @@ from pydantic import BaseModel
 from .._data._gc import gc_paused
 from .._data._schema import Case
 from .._errors import DataError
-from ._diagnostics import error_attribution, failure_modes
-from ._judgments import Key, judgment_pass
-from ._official import CELLS, case_outcomes, domain_cells, level_cells
-from ._per_rule import diagnostics
-from ._records import PolicyRecord
-from ._result_set import ResultSet
+from ._official import CELLS, case_outcomes, domain_cells, error_attribution, failure_modes, level_cells
+from ._per_rule import Key, diagnostics, judgment_pass
+from ._records import PolicyRecord, ResultSet
 
 Mode = Literal["per_policy", "per_rule"]
 
@@ -69,12 +66,9 @@ def resolve_records(
     *,
     per_rule: bool = False,
 ) -> dict[str, PolicyRecord]:
-    """Per-policy records for ``cases``, aggregating judgments when the input holds them.
-
-    Judgment files are detected on their own (``kind == "judgment"``); ``per_rule``
-    only insists on them. A mix of both kinds is refused: merging a per-policy run
-    with a per-rule run would score neither protocol. The records are of the kinds
-    ``results`` holds; aggregated judgments are ``PolicyRecord``s.
+    """Per-policy records for ``cases``, aggregating judgments when the input holds them
+    (``per_rule`` insists on them). A mix of both kinds is refused: merging a per-policy
+    run with a per-rule run would score neither protocol.
     """
     return _resolve(cases, results, per_rule=per_rule)[0]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.table import Table
 
-from sp_dspy._metrics_pku._report import PKU_PUBLISHED, PkuReport, SeverityMetrics
+from sp_dspy._metrics_pku._score import PKU_PUBLISHED, PkuReport, SeverityMetrics
 from sp_dspy._table import FitTable
 
 
@@ -16,14 +16,16 @@ def _fmt(value: float | None) -> str:
 def render_pku_report(report: PkuReport, *, title: str = "PKU-SafeRLHF") -> Group:
     """Summary, per-category and (when scored) severity tables, ready for ``Console.print``."""
     cat, binary, sev = report.categories, report.binary, report.severity
-    summary = FitTable(title=f"{title}: summary (%)", title_justify="left")
+    caption = f"paper moderator: {PKU_PUBLISHED['citation']}"
+    summary = FitTable(
+        title=f"{title}: summary (%)", title_justify="left", caption=caption, caption_justify="left"
+    )
     summary.add_column("metric")
     summary.add_column("value", justify="right")
     summary.add_column("n_eval / excluded", justify="right")
     summary.add_column("paper moderator", justify="right")
-    rows: list[tuple[str, float | None, str, float | None]] = []
     n_bin = f"{binary.n_eval} / {binary.excluded}"
-    rows += [
+    rows: list[tuple[str, float | None, str, float | None]] = [
         ("safe/unsafe accuracy", binary.accuracy, n_bin, PKU_PUBLISHED["binary_accuracy"]),
         ("  strict accuracy", binary.strict_accuracy, n_bin, None),
         ("  unsafe precision", binary.precision, n_bin, None),
@@ -47,8 +49,6 @@ def render_pku_report(report: PkuReport, *, title: str = "PKU-SafeRLHF") -> Grou
         ]
     for name, value, counts, paper in rows:
         summary.add_row(name, _fmt(value), counts, "" if paper is None else _fmt(paper))
-    summary.caption = f"paper moderator: {PKU_PUBLISHED['citation']}"
-    summary.caption_justify = "left"
     parts: list[Table] = [summary, _category_table(report, title)]
     if sev is not None:
         parts.append(_severity_table(sev, title))
@@ -62,15 +62,8 @@ def _category_table(report: PkuReport, title: str) -> Table:
     for name in ("support", "predicted", "precision", "recall", "F1"):
         table.add_column(name, justify="right")
     for score in report.categories.per_category:
-        table.add_row(
-            str(score.rule),
-            score.category,
-            str(score.support),
-            str(score.predicted),
-            _fmt(score.precision),
-            _fmt(score.recall),
-            _fmt(score.f1),
-        )
+        counts = (str(score.rule), score.category, str(score.support), str(score.predicted))
+        table.add_row(*counts, *(_fmt(value) for value in (score.precision, score.recall, score.f1)))
     if report.categories.out_of_range:
         table.caption = f"{report.categories.out_of_range} predicted rule number(s) outside 1-19"
     return table

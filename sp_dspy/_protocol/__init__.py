@@ -14,12 +14,7 @@ from sp_dspy._protocol._parse_models import (
 )
 from sp_dspy._protocol._parse_policy import case_rule_numbers, keep_policy_rules, parse_policy_output
 from sp_dspy._protocol._parse_verdict import parse_verdict_output
-from sp_dspy._protocol._prefix import PREFIX_SYSTEM, render_prompt, shared_prefix_ratio
 from sp_dspy._protocol._prompts import (
-    ATTRIBUTION,
-    CONTEXT_HEADER_EXCEPTION,
-    EMPTY_CONTEXT_LINE,
-    EVALUATION_NOTE,
     PER_POLICY_SYSTEM_TEMPLATE,
     PER_RULE_SYSTEM_BASE,
     PER_RULE_SYSTEM_EXCEPTION,
@@ -33,19 +28,15 @@ from sp_dspy._protocol._targets import (
     TargetType,
     build_targets,
     per_rule_messages,
+    shared_prefix_ratio,
 )
 
 __all__ = [
-    "ATTRIBUTION",
-    "CONTEXT_HEADER_EXCEPTION",
-    "EMPTY_CONTEXT_LINE",
-    "EVALUATION_NOTE",
     "LAYOUTS",
     "PARSE_MODES",
     "PER_POLICY_SYSTEM_TEMPLATE",
     "PER_RULE_SYSTEM_BASE",
     "PER_RULE_SYSTEM_EXCEPTION",
-    "PREFIX_SYSTEM",
     "Layout",
     "ParseMode",
     "ParseStatus",
@@ -62,6 +53,5 @@ __all__ = [
     "parse_verdict_output",
     "per_policy_messages",
     "per_rule_messages",
-    "render_prompt",
     "shared_prefix_ratio",
 ]

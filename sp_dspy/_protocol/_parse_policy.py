@@ -47,9 +47,6 @@ def _dedupe(rules: list[int]) -> list[int]:
     return list(dict.fromkeys(rules))
 
 
-# --- strict ---------------------------------------------------------------------------
-
-
 def _official_rules(value: Any) -> list[int]:
     """Read a rule list the way the reference does; raises on what it rejects."""
     rules: list[int] = []
@@ -71,7 +68,7 @@ def _label(data: dict[str, Any]) -> Literal["safe", "unsafe"] | None:
 
 
 def _strict(text: str | None) -> tuple[PolicyParse, dict[str, Any] | None]:
-    """The strict parse and, when it is clean, the JSON object it read."""
+    """The official parse (contract section 3, steps 1-5) and, when clean, the JSON object it read."""
     if not isinstance(text, str) or not text.strip():
         return PolicyParse.refusal(), None
     reasoning, rest = official_split_think(text)
@@ -95,14 +92,6 @@ def _strict(text: str | None) -> tuple[PolicyParse, dict[str, Any] | None]:
         predicted_label=_label(data),
     )
     return parsed, data
-
-
-def parse_policy_strict(text: str | None) -> PolicyParse:
-    """The official per-policy parser (contract section 3, steps 1-5)."""
-    return _strict(text)[0]
-
-
-# --- robust ---------------------------------------------------------------------------
 
 
 def lenient_rule(item: Any) -> int | None:
@@ -187,12 +176,6 @@ def _recover(answer: str) -> PolicyParse | None:
     return _regex_fallback(answer)
 
 
-def _has_rules_value(data: dict[str, Any] | None) -> bool:
-    """Whether the answer's first rules key holds something (not ``[]``, ``{}``, ``null``, ``""``)."""
-    key = next((k for k in _RULES_KEYS if k in (data or {})), None)
-    return data is not None and key is not None and bool(data[key])
-
-
 def parse_policy_robust(text: str | None) -> PolicyParse:
     """Strict first; recover the answer when the official parser fails or loses rules.
 
@@ -201,10 +184,11 @@ def parse_policy_robust(text: str | None) -> PolicyParse:
     ``recovered``. A rule list the lenient reading cannot use at all makes it ``failed``.
     """
     strict, data = _strict(text)
-    if strict.status == "clean":
+    if strict.status == "clean" and data is not None:
         lenient = _interpret(data)
-        if lenient is None and not strict.violated_rules and _has_rules_value(data):
-            # A rule list with nothing readable (``[[1, 2]]``, ``{"1": ...}``) is no answer, not "none".
+        key = next((k for k in _RULES_KEYS if k in data), None)
+        if lenient is None and not strict.violated_rules and key is not None and data[key]:
+            # A rule list with something unreadable (``[[1, 2]]``, ``{"1": ...}``) is no answer, not "none".
             return PolicyParse.failure(strict.reasoning)
         if lenient is None or lenient.violated_rules == strict.violated_rules:
             return strict
@@ -224,7 +208,7 @@ def parse_policy_robust(text: str | None) -> PolicyParse:
 def parse_policy_output(text: str | None, mode: ParseMode) -> PolicyParse:
     """Parse a per-policy answer (the violated rules) from raw model text."""
     check_parse_mode(mode)
-    return parse_policy_strict(text) if mode == "strict" else parse_policy_robust(text)
+    return _strict(text)[0] if mode == "strict" else parse_policy_robust(text)
 
 
 # --- rules of the policy --------------------------------------------------------------
@@ -239,11 +223,8 @@ def case_rule_numbers(case: Case) -> set[int]:
 
 @dataclass(frozen=True)
 class PolicyRules:
-    """An answer's rule numbers split into the policy's (``rules``) and the rest (``dropped``).
-
-    ``rules`` is ``None`` when the answer had none or named only numbers the policy
-    lacks: no answer rather than "no rule violated".
-    """
+    """An answer's rule numbers split into the policy's (``rules``; ``None`` when it had none or
+    named only numbers the policy lacks: no answer, not "no rule violated") and ``dropped``."""
 
     rules: list[int] | None
     dropped: list[int]

@@ -50,9 +50,6 @@ def _reason(data: dict[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-# --- strict ---------------------------------------------------------------------------
-
-
 def parse_verdict_strict(text: str | None) -> VerdictParse:
     """The official per-rule verdict parser (contract section 5)."""
     if not isinstance(text, str) or not text.strip():
@@ -72,9 +69,6 @@ def parse_verdict_strict(text: str | None) -> VerdictParse:
     if match is None:
         return VerdictParse.failure(reasoning)
     return VerdictParse(verdict=_OFFICIAL_VALUES[match.group(1).lower()], status="clean", reasoning=reasoning)
-
-
-# --- robust ---------------------------------------------------------------------------
 
 
 def _from_object(data: Any) -> VerdictParse | None:
