@@ -1,10 +1,11 @@
-"""The built-in benchmark kinds (``_kinds`` registers them): SafePyramid, PKU-SafeRLHF, custom.
+"""The built-in benchmark kinds: SafePyramid, PKU-SafeRLHF, custom.
 
 Metrics and tables are imported inside the methods, so loading data never pays for them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -18,6 +19,15 @@ if TYPE_CHECKING:
     from .._metrics import ResultSet, ScoreReport
     from .._report._model import ComparisonSummary
     from ._loader import Benchmark
+
+
+def _first_line(path: Path) -> object:
+    try:
+        with path.open("rb") as handle:
+            line = handle.readline(1 << 20)
+        return json.loads(line)
+    except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deeply: not this format
+        return None
 
 
 class _PlainKind:
@@ -102,8 +112,6 @@ class PkuSafeRlhfKind(_PlainKind):
         )
 
     def recognises(self, path: Path) -> bool:
-        from ._custom import _first_line
-
         first = _first_line(path)
         return isinstance(first, dict) and {"prompt", "response_0", "is_response_0_safe"} <= set(first)
 
@@ -163,30 +171,17 @@ class CustomKind(_PlainKind):
     extra_metrics: ClassVar[bool] = True
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
-        from ._custom import example_path, load_custom
-        from ._loader import Benchmark
+        from ._custom import load_custom
 
         if with_evidence:
             raise DataError(
                 "--with-evidence: only SafePyramid has an evidence file; drop it for --benchmark custom"
             )
-        path = example_path() if dataset in (None, "sample") else Path(str(dataset)).expanduser()
-        if not path.is_file():
-            raise DataError(f"{path}: no such file (give --dataset your cases as JSONL, one case per line)")
-        cases, reasons, digest = load_custom(path, lenient=lenient)
-        return Benchmark(
-            cases=cases,
-            source=str(path),
-            content_hash=digest,
-            skipped=len(reasons),
-            skipped_reasons=reasons,
-            benchmark=self.name,
-        )
+        return load_custom(dataset, lenient=lenient)
 
     def recognises(self, path: Path) -> bool:
-        from ._custom import looks_custom
-
-        return looks_custom(path)
+        first = _first_line(path)
+        return isinstance(first, dict) and {"policy", "violated_rules"} <= set(first)
 
     def extra_scores(
         self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False, per_rule: bool = False

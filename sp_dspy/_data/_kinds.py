@@ -1,11 +1,8 @@
 """Benchmarks as plug-ins: the ``BenchmarkKind`` interface and its registry.
 
-A kind loads its data into :class:`Case` objects, states the task its cases pose, and
-adds its own metrics and tables to ``score``, ``eval``, ``report`` and ``compare``.
-Every command asks the registry (:func:`benchmark_kind`) for the kind named by
-``--benchmark`` (or a run's manifest, or the cases); no other module compares benchmark
-names. Built in (``_builtin_kinds``): ``safepyramid``, ``pku-saferlhf`` and ``custom``;
-a new kind is a class satisfying :class:`BenchmarkKind` plus one ``register_benchmark``.
+A kind loads its data into :class:`Case` objects, states its task, and adds its own
+metrics and tables to every command. Commands ask the registry (:func:`benchmark_kind`)
+for a kind by name; no other module compares benchmark names.
 """
 
 from __future__ import annotations
@@ -18,6 +15,7 @@ from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
 
 from .._errors import DataError
+from ._builtin_kinds import CustomKind, PkuSafeRlhfKind, SafePyramidKind
 from ._filters import filter_cases
 from ._loader import Benchmark
 from ._schema import Case
@@ -81,7 +79,9 @@ class BenchmarkKind(Protocol):
         """This kind's section of the HTML report ('' for none)."""
 
 
-_REGISTRY: dict[str, Callable[[], BenchmarkKind]] = {}
+_REGISTRY: dict[str, Callable[[], BenchmarkKind]] = {
+    kind.name: kind for kind in (SafePyramidKind, PkuSafeRlhfKind, CustomKind)
+}
 DEFAULT_BENCHMARK = "safepyramid"
 """The kind every command assumes when neither ``--benchmark`` nor a run's manifest names one."""
 
@@ -128,25 +128,6 @@ def kind_of_cases(cases: Sequence[Case]) -> BenchmarkKind | None:
     return benchmark_kind(names.pop()) if len(names) == 1 else None
 
 
-def load_with_kind(
-    name: str, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False
-) -> Benchmark:
-    """``benchmark_kind(name).load(...)``; when that fails on a file another kind recognises, say which."""
-    kind = benchmark_kind(name)
-    try:
-        return kind.load(dataset, with_evidence=with_evidence, lenient=lenient)
-    except DataError as exc:
-        path = None if dataset is None else Path(dataset).expanduser()
-        if path is None or not path.is_file() or kind.recognises(path):
-            raise
-        for other in benchmark_names():
-            if other != name and benchmark_kind(other).recognises(path):
-                raise DataError(
-                    f"{path}: not a {name} file, it looks like a {other} file: pass --benchmark {other} ({exc})"
-                ) from None
-        raise
-
-
 def load_benchmark(
     dataset: str | Path | None = None,
     *,
@@ -164,18 +145,20 @@ def load_benchmark(
     apply after validation, in this order: level, domain, ``start_idx``, ``limit``; ids
     are given to id-less cases by position *before* filtering.
     """
-    loaded = load_with_kind(
-        benchmark, None if dataset is None else str(dataset), with_evidence=with_evidence, lenient=lenient
-    )
+    kind = benchmark_kind(benchmark)
+    try:
+        loaded = kind.load(
+            None if dataset is None else str(dataset), with_evidence=with_evidence, lenient=lenient
+        )
+    except DataError as exc:  # on a file another kind recognises, say which
+        path = None if dataset is None else Path(dataset).expanduser()
+        if path is None or not path.is_file() or kind.recognises(path):
+            raise
+        for other in benchmark_names():
+            if other != benchmark and benchmark_kind(other).recognises(path):
+                raise DataError(
+                    f"{path}: not a {benchmark} file, it looks like a {other} file: pass --benchmark {other} ({exc})"
+                ) from None
+        raise
     cases = filter_cases(loaded.cases, level=level, domain=domain, limit=limit, start_idx=start_idx)
     return loaded.model_copy(update={"cases": cases})
-
-
-def _register_builtins() -> None:
-    from ._builtin_kinds import CustomKind, PkuSafeRlhfKind, SafePyramidKind
-
-    for kind in (SafePyramidKind, PkuSafeRlhfKind, CustomKind):
-        register_benchmark(kind.name, kind)
-
-
-_register_builtins()
