@@ -16,7 +16,7 @@ from typing import Any, Final
 from .._errors import DataError
 from .._guard._inputs import Source, guard_case
 from ._loader import Benchmark, check_unicode
-from ._scan import decode_utf8
+from ._scan import decode_utf8, read_bytes
 from ._schema import Case, Rubric
 
 CUSTOM_BENCHMARK: Final = "custom"
@@ -37,10 +37,7 @@ def load_custom(dataset: str | None, *, lenient: bool = False) -> Benchmark:
     path = example_path() if dataset in (None, "sample") else Path(str(dataset)).expanduser()
     if not path.is_file():
         raise DataError(f"{path}: no such file (give --dataset your cases as JSONL, one case per line)")
-    try:
-        blob = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+    blob = read_bytes(path)
     text = decode_utf8(blob, path)
     cases: list[Case] = []
     reasons: list[str] = []
