@@ -38,24 +38,27 @@ _MODULES: dict[str, tuple[str, ...]] = {
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
-if TYPE_CHECKING:
-    from ._compile import compile_guard
-    from ._data import (
-        Benchmark,
-        BenchmarkKind,
-        Case,
-        Split,
-        benchmark_kind,
-        load_benchmark,
-        load_pku,
-        load_split,
-        make_split,
-        register_benchmark,
-    )
-    from ._errors import ConfigError, DataError, SpDspyError
-    from ._guard import Guard, Verdict
-    from ._lm import closing_transports
-    from ._runner import EvalConfig, plan_run, run_eval
+if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
+    from ._compile import compile_guard as compile_guard
+    from ._data import Benchmark as Benchmark
+    from ._data import BenchmarkKind as BenchmarkKind
+    from ._data import Case as Case
+    from ._data import Split as Split
+    from ._data import benchmark_kind as benchmark_kind
+    from ._data import load_benchmark as load_benchmark
+    from ._data import load_pku as load_pku
+    from ._data import load_split as load_split
+    from ._data import make_split as make_split
+    from ._data import register_benchmark as register_benchmark
+    from ._errors import ConfigError as ConfigError
+    from ._errors import DataError as DataError
+    from ._errors import SpDspyError as SpDspyError
+    from ._guard import Guard as Guard
+    from ._guard import Verdict as Verdict
+    from ._lm import closing_transports as closing_transports
+    from ._runner import EvalConfig as EvalConfig
+    from ._runner import plan_run as plan_run
+    from ._runner import run_eval as run_eval
 
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

@@ -1,9 +1,4 @@
-"""Lazy re-exports: a package's public names, each imported from its module on first use.
-
-The packages the CLI touches at start-up (``sp_dspy``, ``sp_dspy._data``,
-``programs``) re-export a public API without importing DSPy or building pydantic
-models until a name is actually used.
-"""
+"""Lazy re-exports: a package's public names, each imported from its module on first use."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Load a user's own policy cases (``--benchmark custom``) from JSONL; README documents the format.
 
-Each line becomes the case ``Guard`` builds from its policy and conversation (every rule
-``decisive``, level ``L0``) plus its gold answer, so every program and optimizer runs on it.
-A bad line is one error naming ``FILE:LINE``, the case id and the field; ``lenient=True``
-skips and counts it instead.
+Each line becomes the case ``Guard`` builds from its policy and conversation, plus its
+gold answer; a bad line is one error naming ``FILE:LINE``, the case id and the field.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""``filter_cases``: select cases by level and domain, then slice.
-
-A filter that selects no case is an error, not an empty run: ``--domain privcy`` (a
-typo) would otherwise "succeed" with nothing evaluated and a table of zeros.
-"""
+"""Select cases by level and domain, then slice; a filter that selects no case is an error."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""What data a run was scored on, read back from its ``manifest_<RUN_ID>.json``.
-
-``score``, ``compare``, ``report`` and ``show`` use it when the user names no dataset,
-so a PKU-SafeRLHF or custom run is scored on its own data, not the bundled sample.
-"""
+"""What data a run was scored on, read back from its manifest when the user names no dataset."""
 
 from __future__ import annotations
 

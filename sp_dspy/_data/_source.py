@@ -1,8 +1,4 @@
-"""Resolve ``--dataset`` to a file on disk: a local file, the bundled sample, or a Hub id.
-
-Hub downloads go through ``huggingface_hub``'s cache; any failure is one line that
-suggests ``--dataset PATH``.
-"""
+"""Resolve ``--dataset`` to a file on disk: a local file, the bundled sample, or a Hub id."""
 
 from __future__ import annotations
 
