@@ -214,18 +214,10 @@ class CustomKind(_PlainKind):
             ("all", report.cells["ALL"], report.ci.get("ALL")),
             *((f"tag {t}", c, None) for t, c in extra.get("tags", {}).items()),
         ]
+        keys = ("total", "n_eval", "rmr_avg", "rmr_exact", "rdr", "refusal", "rmr_avg_strict")
         for label, cell, interval in rows:
-            table.add_row(
-                label,
-                cell_text(cell["total"]),
-                cell_text(cell["n_eval"]),
-                cell_text(cell["rmr_avg"]),
-                interval_text(interval),
-                cell_text(cell["rmr_exact"]),
-                cell_text(cell["rdr"]),
-                cell_text(cell["refusal"]),
-                cell_text(cell["rmr_avg_strict"]),
-            )
+            texts = [cell_text(cell[key]) for key in keys]  # the columns after "Cases", but the CI
+            table.add_row(label, *texts[:3], interval_text(interval), *texts[3:])
         tables: list[RenderableType] = [table]
         if report.per_rule is not None:
             tables.append(per_rule_table(report))

@@ -27,14 +27,14 @@ def looks_like_hub_id(spec: str) -> bool:
     return len(parts) == 2 and all(parts) and not spec.endswith((".json", ".jsonl", ".parquet"))
 
 
-def resolve_dataset(spec: str | None, *, with_evidence: bool = False, filename: str | None = None) -> Path:
+def resolve_dataset(spec: str | None, *, with_evidence: bool = False) -> Path:
     """Map a ``--dataset`` value to a local file path (downloading from the Hub if needed)."""
     if spec is None or spec == "sample":
         return sample_path()
     if spec == "hub":
         spec = DEFAULT_HUB_DATASET
     if looks_like_hub_id(spec):
-        name = filename or (HUB_FILE_WITH_EVIDENCE if with_evidence else HUB_FILE)
+        name = HUB_FILE_WITH_EVIDENCE if with_evidence else HUB_FILE
         try:
             return fetch_hub_file(spec, name)
         except Exception as exc:  # network, auth, missing file: all one line for the user
