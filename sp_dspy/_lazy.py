@@ -8,10 +8,9 @@ from typing import Any
 
 
 def lazy_getattr(package: str, exports: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package``: ``exports`` maps a name to its module.
+    """A module ``__getattr__`` for ``package``: ``exports`` maps a name to its (maybe relative) module.
 
-    Module paths may be relative to ``package`` (``"._loader"``). The value is stored
-    in ``namespace`` (the package's ``globals()``), so each name is resolved once.
+    The value is stored in ``namespace`` (the package's ``globals()``), so each name is resolved once.
     """
 
     def __getattr__(name: str) -> Any:

@@ -125,11 +125,7 @@ class PkuSafeRlhfKind(_PlainKind):
         }
 
     def score_tables(self, report: ScoreReport, extra: dict[str, Any]) -> list[RenderableType]:
-        """The RMR/RDR cells (harm categories are the policy's rules), then PKU's own tables.
-
-        SafePyramid's failure modes and errors by rule type do not exist here: every
-        PKU rule is a plain decisive rule.
-        """
+        """The RMR/RDR cells, then PKU's own tables (every PKU rule is decisive: no failure modes)."""
         from .._metrics._render import headline_table, per_rule_table, tau_table
         from .._metrics_pku import PkuReport, render_pku_report
 

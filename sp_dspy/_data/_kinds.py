@@ -105,10 +105,7 @@ def benchmark_kind(name: str, *, flag: str = "--benchmark") -> BenchmarkKind:
 
 
 def check_benchmark_name(name: str) -> str:
-    """A pydantic validator for config fields: ``name`` when registered, else a validation error.
-
-    ``PydanticCustomError`` so the message has no ``Value error,`` prefix, as ``benchmark_kind``'s.
-    """
+    """A pydantic validator for config fields (its message has no ``Value error,`` prefix)."""
     if name not in _REGISTRY:
         raise PydanticCustomError(
             "unknown_benchmark",

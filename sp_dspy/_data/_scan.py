@@ -24,14 +24,10 @@ def rule_numbers(policy: str) -> set[int]:
 
 
 def rule_line_numbers(policy: str) -> list[int]:
-    """The number of each ``N.`` rule line of a policy, in order (a number used twice is listed twice).
-
-    A first line reached through a newline (a policy starting with blank lines) is
-    ``_RULE_LINE``'s, so ``_FIRST_RULE`` adds only a rule on the very first line.
-    """
+    """The number of each ``N.`` rule line of a policy, in order (a number used twice is listed twice)."""
     found = list(map(int, _RULE_LINE.findall(policy)))
     first = _FIRST_RULE.match(policy)
-    if first is not None and "\n" not in policy[: first.start(1)]:
+    if first is not None and "\n" not in policy[: first.start(1)]:  # else _RULE_LINE found it
         found.insert(0, int(first.group(1)))
     return found
 

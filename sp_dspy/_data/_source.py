@@ -54,9 +54,8 @@ def resolve_dataset(spec: str | None, *, with_evidence: bool = False) -> Path:
 def fetch_hub_file(repo_id: str, filename: str) -> Path:
     """One file of a Hub dataset through the cache; ``ConnectionError`` at once when the Hub is unreachable.
 
-    One metadata request without retries (``hf_hub_download`` alone keeps retrying)
-    tells whether the Hub answers; if not, a cached copy is used when there is one.
-    An HTTP answer (missing file, gated repository) is left to ``hf_hub_download``.
+    One metadata request without retries (``hf_hub_download`` keeps retrying) tells
+    whether the Hub answers; if not, a cached copy is used when there is one.
     """
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
