@@ -16,6 +16,7 @@ from .._guard._inputs import Source, guard_case
 from ._loader import Benchmark, check_unicode
 from ._scan import decode_utf8, read_bytes
 from ._schema import Case, Rubric
+from ._source import sample_path
 
 CUSTOM_BENCHMARK: Final = "custom"
 CUSTOM_DOMAIN: Final = "custom"
@@ -25,9 +26,7 @@ _FIELDS: Final = frozenset({"id", "policy", "messages", "conversation", "violate
 
 def example_path() -> Path:
     """The bundled example of the format: a fictional app's policy, written for this project."""
-    from importlib import resources
-
-    return Path(str(resources.files("sp_dspy._data").joinpath("sample", EXAMPLE_NAME)))
+    return sample_path(EXAMPLE_NAME)
 
 
 def load_custom(dataset: str | None, *, lenient: bool = False) -> Benchmark:

@@ -14,9 +14,9 @@ HUB_FILE_WITH_EVIDENCE = "benchmark_with_evidence.json"
 SAMPLE_NAME = "safepyramid_sample.json"
 
 
-def sample_path() -> Path:
-    """The bundled sample benchmark shipped inside the package."""
-    return Path(str(resources.files("sp_dspy._data").joinpath("sample", SAMPLE_NAME)))
+def sample_path(name: str = SAMPLE_NAME) -> Path:
+    """A bundled sample file shipped inside the package (by default the SafePyramid sample)."""
+    return Path(str(resources.files("sp_dspy._data").joinpath("sample", name)))
 
 
 def looks_like_hub_id(spec: str) -> bool:
