@@ -87,7 +87,6 @@ def load_pku(
     digest = hashlib.sha256(b"".join(blob for _, blob in blobs)).hexdigest()
     load = PkuLoad(cases=[], source=label, content_hash=digest)
     seen: set[str] = set()
-    position = 0
     for path, blob in blobs:
         for number, line in enumerate(decode_utf8(blob, path).splitlines(), start=1):
             if not line.strip():
@@ -108,9 +107,8 @@ def load_pku(
                     load.duplicates += 1
                     continue
                 seen.add(case.id)
-                if position >= start_idx and (limit is None or len(load.cases) < limit):
+                if len(seen) > start_idx and (limit is None or len(load.cases) < limit):
                     load.cases.append(case)
-                position += 1
     return load
 
 
