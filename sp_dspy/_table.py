@@ -45,9 +45,6 @@ class FitTable(Table):
         ):
             yield from super().__rich_console__(console, options)
             return
-        yield from self._stacked(console, options)
-
-    def _stacked(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if self.title:
             yield _text(console, self.title, "bold")
         columns = self.columns
