@@ -2,8 +2,9 @@
 
 A kind loads its data into :class:`Case` objects, states its task, and adds its own
 metrics and tables to every command. Commands ask the registry (:func:`benchmark_kind`)
-for a kind by name; no other module compares benchmark names. The kinds import metrics and
-tables inside their methods, so loading data never pays for them.
+for a kind by name; no other module compares benchmark names. A new kind is a class
+satisfying :class:`BenchmarkKind` plus one :func:`register_benchmark` call. The built-in
+kinds import metrics and tables inside their methods, so loading data never pays for them.
 """
 
 from __future__ import annotations
