@@ -106,19 +106,17 @@ def read_json_file(path: Path, what: str, *, max_bytes: int = MAX_JSON_FILE_BYTE
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else None
+                raise DataError(f"{path}: {what} is {kind or 'a device or socket'}, not a regular file")
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                raw = handle.read(max_bytes + 1)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else None
-            raise DataError(f"{path}: {what} is {kind or 'a device or socket'}, not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            raw = handle.read(max_bytes + 1)
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
     if len(raw) > max_bytes:
         limit = f"{max_bytes >> 20} MiB" if max_bytes % (1 << 20) == 0 else f"{max_bytes} bytes"
         raise DataError(f"{path}: {what} is larger than {limit}, the most it may be")
