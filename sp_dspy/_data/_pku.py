@@ -52,14 +52,11 @@ class PkuLoad(BaseModel):
 
 def pku_hub_files(config: str = "default", split: str = "test") -> list[str]:
     """The repository paths holding ``config``/``split``; ``ConfigError`` for unknown names."""
-    if config not in PKU_CONFIGS:
-        raise ConfigError(
-            f"config: unknown PKU-SafeRLHF config {config!r}; choose one of {', '.join(PKU_CONFIGS)}"
-        )
-    if split not in PKU_SPLITS:
-        raise ConfigError(
-            f"split: unknown PKU-SafeRLHF split {split!r}; choose one of {', '.join(PKU_SPLITS)}"
-        )
+    for field, value, known in (("config", config, tuple(PKU_CONFIGS)), ("split", split, PKU_SPLITS)):
+        if value not in known:
+            raise ConfigError(
+                f"{field}: unknown PKU-SafeRLHF {field} {value!r}; choose one of {', '.join(known)}"
+            )
     return [f"data/{folder}/{split}.jsonl" for folder in PKU_CONFIGS[config]]
 
 
