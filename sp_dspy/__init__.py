@@ -17,75 +17,48 @@ from ._lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
-_EXPORTS: dict[str, str] = {
-    # data
-    "Benchmark": "sp_dspy._data",
-    "BenchmarkKind": "sp_dspy._data",
-    "benchmark_kind": "sp_dspy._data",
-    "register_benchmark": "sp_dspy._data",
-    "Case": "sp_dspy._data",
-    "Split": "sp_dspy._data",
-    "load_benchmark": "sp_dspy._data",
-    "load_pku": "sp_dspy._data",
-    "load_split": "sp_dspy._data",
-    "make_split": "sp_dspy._data",
-    # compile
-    "compile_guard": "sp_dspy._compile",
-    # evaluation
-    "run_eval": "sp_dspy._runner",
-    "plan_run": "sp_dspy._runner",
-    "EvalConfig": "sp_dspy._runner",
-    # applications
-    "closing_transports": "sp_dspy._lm",
-    "Guard": "sp_dspy._guard",
-    "Verdict": "sp_dspy._guard",
-    # errors
-    "SpDspyError": "sp_dspy._errors",
-    "DataError": "sp_dspy._errors",
-    "ConfigError": "sp_dspy._errors",
+_MODULES: dict[str, tuple[str, ...]] = {
+    "sp_dspy._data": (
+        "Benchmark",
+        "BenchmarkKind",
+        "Case",
+        "Split",
+        "benchmark_kind",
+        "load_benchmark",
+        "load_pku",
+        "load_split",
+        "make_split",
+        "register_benchmark",
+    ),
+    "sp_dspy._compile": ("compile_guard",),
+    "sp_dspy._runner": ("EvalConfig", "plan_run", "run_eval"),
+    "sp_dspy._lm": ("closing_transports",),
+    "sp_dspy._guard": ("Guard", "Verdict"),
+    "sp_dspy._errors": ("ConfigError", "DataError", "SpDspyError"),
 }
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
-if TYPE_CHECKING:
-    from ._compile import compile_guard
-    from ._data import (
-        Benchmark,
-        BenchmarkKind,
-        Case,
-        Split,
-        benchmark_kind,
-        load_benchmark,
-        load_pku,
-        load_split,
-        make_split,
-        register_benchmark,
-    )
-    from ._errors import ConfigError, DataError, SpDspyError
-    from ._guard import Guard, Verdict
-    from ._lm import closing_transports
-    from ._runner import EvalConfig, plan_run, run_eval
+if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
+    from ._compile import compile_guard as compile_guard
+    from ._data import Benchmark as Benchmark
+    from ._data import BenchmarkKind as BenchmarkKind
+    from ._data import Case as Case
+    from ._data import Split as Split
+    from ._data import benchmark_kind as benchmark_kind
+    from ._data import load_benchmark as load_benchmark
+    from ._data import load_pku as load_pku
+    from ._data import load_split as load_split
+    from ._data import make_split as make_split
+    from ._data import register_benchmark as register_benchmark
+    from ._errors import ConfigError as ConfigError
+    from ._errors import DataError as DataError
+    from ._errors import SpDspyError as SpDspyError
+    from ._guard import Guard as Guard
+    from ._guard import Verdict as Verdict
+    from ._lm import closing_transports as closing_transports
+    from ._runner import EvalConfig as EvalConfig
+    from ._runner import plan_run as plan_run
+    from ._runner import run_eval as run_eval
 
-__all__ = [
-    "Benchmark",
-    "BenchmarkKind",
-    "Case",
-    "ConfigError",
-    "DataError",
-    "EvalConfig",
-    "Guard",
-    "SpDspyError",
-    "Split",
-    "Verdict",
-    "benchmark_kind",
-    "closing_transports",
-    "compile_guard",
-    "load_benchmark",
-    "load_pku",
-    "load_split",
-    "make_split",
-    "plan_run",
-    "register_benchmark",
-    "run_eval",
-]
-
-
+__all__ = sorted(_EXPORTS)
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

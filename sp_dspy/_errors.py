@@ -1,7 +1,6 @@
 """One error type for every bad input, so the CLI can print one line and exit 2.
 
-Messages always name *where* (file, line, case id, field) and *what* is wrong;
-they never contain secrets (see ``sp_dspy._redact``).
+Messages name *where* (file, line, case id, field) and *what* is wrong, never secrets.
 """
 
 from __future__ import annotations

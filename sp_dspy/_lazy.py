@@ -1,9 +1,4 @@
-"""Lazy re-exports: a package's public names, each imported from its module on first use.
-
-The packages the CLI touches at start-up (``sp_dspy``, ``sp_dspy._data``,
-``programs``) re-export a public API without importing DSPy or building pydantic
-models until a name is actually used.
-"""
+"""Lazy re-exports: a package's public names, each imported from its module on first use."""
 
 from __future__ import annotations
 
@@ -13,10 +8,9 @@ from typing import Any
 
 
 def lazy_getattr(package: str, exports: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package``: ``exports`` maps a name to its module.
+    """A module ``__getattr__`` for ``package``: ``exports`` maps a name to its (maybe relative) module.
 
-    Module paths may be relative to ``package`` (``"._loader"``). The value is stored
-    in ``namespace`` (the package's ``globals()``), so each name is resolved once.
+    The value is stored in ``namespace`` (the package's ``globals()``), so each name is resolved once.
     """
 
     def __getattr__(name: str) -> Any:

@@ -1,11 +1,4 @@
-"""Keep API keys out of everything sp-dspy writes: result files, settings, logs, errors.
-
-Anything that writes text passes it through :func:`redact`, which masks every known
-secret: values registered with :func:`register_secret` (``make_lm`` registers the key
-it reads) and values of environment variables named ``*_KEY``, ``*_TOKEN`` or
-``*_SECRET`` (read at call time, so keys exported after import count too).
-:func:`install_log_redaction` does the same for every log line.
-"""
+"""Keep API keys out of everything sp-dspy writes: result files, settings, logs, errors."""
 
 from __future__ import annotations
 
@@ -29,17 +22,16 @@ def register_secret(value: str | None) -> None:
             _registered.add(value)
 
 
-def secret_values() -> list[str]:
-    """Every known secret, longest first (so a key containing another is masked whole)."""
+def redact(text: str) -> str:
+    """``text`` with every registered secret and every ``*_KEY``/``*_TOKEN``/``*_SECRET`` value masked.
+
+    The environment is read at each call, so keys exported after import count too; the
+    longest secret goes first, so a key containing another is masked whole.
+    """
     found = {value for name, value in os.environ.items() if name.upper().endswith(SECRET_SUFFIXES)}
     with _lock:
         found |= _registered
-    return sorted((v for v in found if len(v) >= MIN_SECRET_LENGTH), key=len, reverse=True)
-
-
-def redact(text: str) -> str:
-    """``text`` with every known secret value replaced by ``***``."""
-    for secret in secret_values():
+    for secret in sorted((v for v in found if len(v) >= MIN_SECRET_LENGTH), key=len, reverse=True):
         text = text.replace(secret, MASK)
     return text
 
@@ -47,10 +39,8 @@ def redact(text: str) -> str:
 class RedactingFilter(logging.Filter):
     """Masks every known secret in a log record before any handler writes it; never drops one.
 
-    Libraries log what they are given (DSPy logs each failed example's exception, which
-    may echo an ``Authorization`` header). The record's message with its arguments, its
-    traceback and its stack are rendered once and redacted, so every formatter and
-    handler writes the same masked line.
+    Libraries log what they are given (an exception may echo an ``Authorization`` header).
+    Message, traceback and stack are rendered once and redacted for every handler.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -81,9 +71,8 @@ _installed = False
 def install_log_redaction() -> None:
     """Make every log line this process writes go through :class:`RedactingFilter`; idempotent.
 
-    The filter goes on every handler that exists now (also the ones DSPy and LiteLLM put
-    on their non-propagating loggers, and ``logging.lastResort``), and the record factory
-    is wrapped so records of loggers and handlers set up later are redacted as they are made.
+    The filter goes on every existing handler (also on non-propagating loggers and
+    ``logging.lastResort``); the wrapped record factory covers those set up later.
     """
     global _installed
     loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]

@@ -1,9 +1,7 @@
 """A rich table that never loses a value on a narrow console: it stacks its rows instead.
 
-Rich fits a too-wide table by shrinking columns, which cuts long words (``academic_integ…``).
-:class:`FitTable` draws an ordinary table when its natural width fits; otherwise each row
-becomes a block: its first cell as a heading, then ``header value`` items in as many
-columns as fit, so logs and CI (80 columns) get every value a wide terminal shows.
+Rich shrinks a too-wide table's columns, cutting long words; :class:`FitTable` then draws
+each row as a block instead: its first cell as a heading, then ``header value`` items.
 """
 
 from __future__ import annotations
@@ -47,9 +45,6 @@ class FitTable(Table):
         ):
             yield from super().__rich_console__(console, options)
             return
-        yield from self._stacked(console, options)
-
-    def _stacked(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if self.title:
             yield _text(console, self.title, "bold")
         columns = self.columns

@@ -1,8 +1,4 @@
-"""Where sp-dspy keeps per-user files, and the one check that an output directory is writable.
-
-Its own module, importing nothing heavy, so the LM layer (response cache) and the
-local server state can use it without importing each other's packages.
-"""
+"""Where sp-dspy keeps per-user files, and the one check that an output directory is writable."""
 
 from __future__ import annotations
 
@@ -27,12 +23,10 @@ def default_config_dir() -> Path:
 
 
 def ensure_writable_dir(directory: Path, *, what: str) -> Path:
-    """Create ``directory`` if needed and prove that a file can be written in it.
+    """Create ``directory`` if needed and prove, by a real write, that a file can be written in it.
 
-    Commands call it before spending anything, so a read-only directory, a path that is
-    a file or a full disk is one ``OutputError`` line naming ``what`` (``--output-dir``,
-    ``SP_DSPY_CACHE_DIR``). Only a real write settles it: root passes permission bits,
-    and a full disk often still creates empty files.
+    Each problem is one ``OutputError`` line naming ``what`` (``--output-dir``, ...);
+    permission bits alone would pass root, and a full disk still creates empty files.
     """
     from ._errors import OutputError
 

@@ -11,8 +11,7 @@ from ._errors import ConfigError, DataError
 def read_yaml_text(path: Path, what: str) -> tuple[Any, str]:
     """The YAML document in ``path`` (``None`` when empty) and its text: every settings file's one reader.
 
-    A missing or unreadable file (``what`` names its role), bytes that are not UTF-8 or
-    invalid YAML is one ``ConfigError`` line naming the file (and line); callers check the shape.
+    Each problem is one ``ConfigError`` line naming the file (and line); callers check the shape.
     """
     import yaml
 
@@ -56,18 +55,12 @@ def read_yaml_file(path: Path, what: str) -> tuple[Any, dict[str, int]]:
 
 
 def key_lines(text: str, *, under: str | None = None) -> dict[str, int]:
-    """Line (1-based) of each top-level key, or of each key in the mapping at ``under``.
-
-    Empty when the text is not shaped that way: line numbers only decorate an error message.
-    """
+    """Line (1-based) of each top-level key, or of each key in the mapping at ``under``; else empty."""
     return {key: lines[0] for key, lines in all_key_lines(text, under=under).items()}
 
 
 def repeated_key(text: str, *, under: str | None = None) -> tuple[str, int, int] | None:
-    """The first key given twice (in the mapping at ``under``), with its first two lines; else None.
-
-    A YAML loader silently keeps the last value of a repeated key.
-    """
+    """The first key given twice (a YAML loader keeps its last value), with its first two lines; else None."""
     for key, lines in all_key_lines(text, under=under).items():
         if len(lines) > 1:
             return key, lines[0], lines[1]

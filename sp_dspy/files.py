@@ -1,10 +1,7 @@
-"""Reading the small files a user hands sp-dspy, public: each problem is one error line.
+"""Reading the small files a user hands sp-dspy: each problem is one error line.
 
-- :func:`read_json_file`: a JSON document (an artifact's manifest or program state, a
-  split) from a regular file of bounded size; a FIFO, a device or a directory is a
-  ``DataError`` before a byte is read.
-- :func:`read_yaml_file`: a YAML settings document and the line of each top-level key,
-  so a later validation error can name ``FILE:LINE``; problems are a ``ConfigError``.
+:func:`read_json_file` reads bounded JSON from a regular file (else ``DataError``);
+:func:`read_yaml_file` a YAML document with each top-level key's line (else ``ConfigError``).
 """
 
 from sp_dspy._data._scan import read_json_file

@@ -1,9 +1,7 @@
 """Load a user's own policy cases (``--benchmark custom``) from JSONL; README documents the format.
 
-Each line becomes the case ``Guard`` builds from its policy and conversation (every rule
-``decisive``, level ``L0``) plus its gold answer, so every program and optimizer runs on it.
-A bad line is one error naming ``FILE:LINE``, the case id and the field; ``lenient=True``
-skips and counts it instead.
+Each line becomes the case ``Guard`` builds from its policy and conversation, plus its
+gold answer; a bad line is one error naming ``FILE:LINE``, the case id and the field.
 """
 
 from __future__ import annotations
@@ -15,9 +13,10 @@ from typing import Any, Final
 
 from .._errors import DataError
 from .._guard._inputs import Source, guard_case
-from ._loader import check_unicode
-from ._scan import decode_utf8
+from ._loader import Benchmark, check_unicode
+from ._scan import decode_utf8, read_bytes
 from ._schema import Case, Rubric
+from ._source import sample_path
 
 CUSTOM_BENCHMARK: Final = "custom"
 CUSTOM_DOMAIN: Final = "custom"
@@ -27,17 +26,15 @@ _FIELDS: Final = frozenset({"id", "policy", "messages", "conversation", "violate
 
 def example_path() -> Path:
     """The bundled example of the format: a fictional app's policy, written for this project."""
-    from importlib import resources
-
-    return Path(str(resources.files("sp_dspy._data").joinpath("sample", EXAMPLE_NAME)))
+    return sample_path(EXAMPLE_NAME)
 
 
-def load_custom(path: Path, *, lenient: bool = False) -> tuple[list[Case], list[str], str]:
-    """(cases, reasons for skipped lines, sha256 of the file) of one custom JSONL file."""
-    try:
-        blob = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+def load_custom(dataset: str | None, *, lenient: bool = False) -> Benchmark:
+    """The cases of a custom JSONL file (``None`` or ``"sample"``: the bundled example)."""
+    path = example_path() if dataset in (None, "sample") else Path(str(dataset)).expanduser()
+    if not path.is_file():
+        raise DataError(f"{path}: no such file (give --dataset your cases as JSONL, one case per line)")
+    blob = read_bytes(path)
     text = decode_utf8(blob, path)
     cases: list[Case] = []
     reasons: list[str] = []
@@ -60,7 +57,14 @@ def load_custom(path: Path, *, lenient: bool = False) -> tuple[list[Case], list[
         cases.append(case)
     if not cases and not reasons:
         raise DataError(f"{path}: no cases (expected one JSON object per line)")
-    return cases, reasons, hashlib.sha256(blob).hexdigest()
+    return Benchmark(
+        cases=cases,
+        source=str(path),
+        content_hash=hashlib.sha256(blob).hexdigest(),
+        skipped=len(reasons),
+        skipped_reasons=reasons,
+        benchmark=CUSTOM_BENCHMARK,
+    )
 
 
 def _object(line: str, where: str) -> dict[str, Any]:
@@ -133,18 +137,3 @@ def _rule_list(value: object, rules: set[int], at: str) -> list[int]:
     if unknown:
         raise DataError(f"{at}: violated_rules: rule(s) {unknown} are not numbered in the policy")
     return sorted(set(value))
-
-
-def looks_custom(path: Path) -> bool:
-    """Whether the first line of ``path`` is a JSON object with this format's key fields."""
-    first = _first_line(path)
-    return isinstance(first, dict) and {"policy", "violated_rules"} <= set(first)
-
-
-def _first_line(path: Path) -> object:
-    try:
-        with path.open("rb") as handle:
-            line = handle.readline(1 << 20)
-        return json.loads(line)
-    except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deeply: not this format
-        return None

@@ -1,8 +1,4 @@
-"""``filter_cases``: select cases by level and domain, then slice.
-
-A filter that selects no case is an error, not an empty run: ``--domain privcy`` (a
-typo) would otherwise "succeed" with nothing evaluated and a table of zeros.
-"""
+"""Select cases by level and domain, then slice; a filter that selects no case is an error."""
 
 from __future__ import annotations
 
@@ -28,8 +24,7 @@ def filter_cases(
 ) -> list[Case]:
     """Select cases by level and domain, then slice by ``start_idx`` and ``limit``.
 
-    ``DataError`` for a level or domain no case has (alone or together), or a
-    ``start_idx`` past the last selected case.
+    ``DataError`` for a level or domain no case has (alone or together), or a ``start_idx`` past the end.
     """
     levels = _as_set(level, upper=True)
     if levels is not None and not levels <= set(LEVELS):

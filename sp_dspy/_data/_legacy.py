@@ -1,7 +1,6 @@
 """Normalise the legacy spellings of published SafePyramid files (contract section 1).
 
-``user_prompt`` for ``conversation``; ``failure_mode_metadata`` inside ``rubric`` or
-spread over the case; ``conditional_violations`` for ``contradicted_rules``.
+``user_prompt``, ``conditional_violations``, and failure modes inside ``rubric`` or over the case.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Load PKU-SafeRLHF as in-context policy cases: each response of a row becomes one :class:`Case`.
 
 A case is the fixed 19-rule policy of ``_pku_policy``, a one-turn conversation and the
-numbers of its harm categories. Its id is ``pku-`` + 16 hex digits of the response's
-sha256 (stable across configs, splits and row order; a repeated pair is counted in
-``PkuLoad.duplicates``); ``domain`` is the row's ``prompt_source`` in snake case;
-``level`` is ``L0`` and every rule ``decisive``; both responses to a prompt share a split group.
+numbers of its harm categories; its id (:func:`pku_case_id`) is stable across configs,
+splits and row order. Both responses to a prompt share a split group.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from typing import Any, Final
 from pydantic import BaseModel, Field
 
 from sp_dspy._data._pku_policy import PKU_CATEGORIES, PKU_POLICY, PKU_RULES
-from sp_dspy._data._scan import decode_utf8
+from sp_dspy._data._scan import decode_utf8, read_bytes
 from sp_dspy._data._schema import Case, Rubric, RubricEntry
 from sp_dspy._errors import ConfigError, DataError
 
@@ -31,14 +29,11 @@ PKU_CONFIGS: Final[dict[str, tuple[str, ...]]] = {
     "alpaca2-7b": ("Alpaca2-7B",),
     "alpaca3-8b": ("Alpaca3-8B",),
 }
-"""Hub config -> folders under ``data/``, as the dataset card's ``configs`` list them:
-each folder holds ``train.jsonl`` and ``test.jsonl``, and ``default`` is the three
-folders concatenated in this order (there is no top-level ``data/<split>.jsonl``)."""
+"""Hub config -> folders under ``data/``, each with ``train.jsonl`` and ``test.jsonl``."""
 
 _HUB_ID_RE: Final = re.compile(r"[\w.-]+/[\w.-]+")
 _SHA_RE: Final = re.compile(r"[0-9a-fA-F]{64}")
-# One entry per rule, shared by every case's rubric (a train split has ~150k cases), so
-# consumers must treat rubric entries as read-only.
+# One entry per rule, shared by every case's rubric: consumers must treat them as read-only.
 _ENTRIES: Final = tuple(
     RubricEntry(rule=number, text=text, type="decisive") for number, text in enumerate(PKU_RULES, start=1)
 )
@@ -57,14 +52,11 @@ class PkuLoad(BaseModel):
 
 def pku_hub_files(config: str = "default", split: str = "test") -> list[str]:
     """The repository paths holding ``config``/``split``; ``ConfigError`` for unknown names."""
-    if config not in PKU_CONFIGS:
-        raise ConfigError(
-            f"config: unknown PKU-SafeRLHF config {config!r}; choose one of {', '.join(PKU_CONFIGS)}"
-        )
-    if split not in PKU_SPLITS:
-        raise ConfigError(
-            f"split: unknown PKU-SafeRLHF split {split!r}; choose one of {', '.join(PKU_SPLITS)}"
-        )
+    for field, value, known in (("config", config, tuple(PKU_CONFIGS)), ("split", split, PKU_SPLITS)):
+        if value not in known:
+            raise ConfigError(
+                f"{field}: unknown PKU-SafeRLHF {field} {value!r}; choose one of {', '.join(known)}"
+            )
     return [f"data/{folder}/{split}.jsonl" for folder in PKU_CONFIGS[config]]
 
 
@@ -88,11 +80,10 @@ def load_pku(
     if start_idx < 0 or (limit is not None and limit < 0):
         raise ConfigError(f"limit/start_idx: must not be negative (limit={limit}, start_idx={start_idx})")
     label, files = _resolve(source, config, split)
-    blobs = [(path, _read(path)) for path in files]
+    blobs = [(path, read_bytes(path)) for path in files]
     digest = hashlib.sha256(b"".join(blob for _, blob in blobs)).hexdigest()
     load = PkuLoad(cases=[], source=label, content_hash=digest)
     seen: set[str] = set()
-    position = 0
     for path, blob in blobs:
         for number, line in enumerate(decode_utf8(blob, path).splitlines(), start=1):
             if not line.strip():
@@ -113,9 +104,8 @@ def load_pku(
                     load.duplicates += 1
                     continue
                 seen.add(case.id)
-                if position >= start_idx and (limit is None or len(load.cases) < limit):
+                if len(seen) > start_idx and (limit is None or len(load.cases) < limit):
                     load.cases.append(case)
-                position += 1
     return load
 
 
@@ -148,13 +138,6 @@ def _resolve(source: str | Path | None, config: str, split: str) -> tuple[str, l
     raise DataError(f"{source}: no such file or directory (nor a Hub dataset id like {PKU_HUB_ID})")
 
 
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from exc
-
-
 def _json(line: str, where: str) -> object:
     try:
         return json.loads(line)
@@ -175,7 +158,8 @@ def pku_row_cases(row: object, *, where: str) -> list[Case]:
     if not isinstance(row, dict):
         raise DataError(f"{where}: row: expected a JSON object, got {type(row).__name__}")
     prompt = _field(row, "prompt", str, where)
-    domain = _snake(_field(row, "prompt_source", str, where)) or "unknown"
+    source = _field(row, "prompt_source", str, where)
+    domain = re.sub(r"[^0-9a-z]+", "_", source.lower()).strip("_") or "unknown"
     cases: list[Case] = []
     for i in (0, 1):
         response = _field(row, f"response_{i}", str, where)
@@ -236,7 +220,3 @@ def _categories(row: dict[str, Any], key: str, where: str) -> list[int]:
         if not isinstance(value[name], bool):
             raise DataError(f"{where}: {key}: {name!r} must be true or false, got {value[name]!r:.40}")
     return [number for number, name in enumerate(PKU_CATEGORIES, start=1) if value[name]]
-
-
-def _snake(text: str) -> str:
-    return re.sub(r"[^0-9a-z]+", "_", text.lower()).strip("_")

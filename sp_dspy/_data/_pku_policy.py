@@ -1,9 +1,7 @@
-"""The fixed policy that casts PKU-SafeRLHF as an in-context policy task.
+"""The fixed policy that casts PKU-SafeRLHF as an in-context policy task: one rule per harm category.
 
-Each of the 19 harm categories becomes one numbered rule, in the dataset card's order,
-so a response's ground truth is the numbers of its categories. The rule texts are ours
-(a category name alone is too vague to judge against). Annotators mark every category
-that applies, so overlapping rules (9 and 18, 6 and 12) say that they overlap.
+The rule texts are ours (a category name is too vague to judge against); annotators mark
+every category that applies, so overlapping rules (9 and 18, 6 and 12) say so.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""What data a run was scored on, read back from its ``manifest_<RUN_ID>.json``.
-
-``score``, ``compare``, ``report`` and ``show`` use it when the user names no dataset,
-so a PKU-SafeRLHF or custom run is scored on its own data, not the bundled sample.
-"""
+"""What data a run was scored on, read back from its manifest when the user names no dataset."""
 
 from __future__ import annotations
 
@@ -29,12 +25,10 @@ def recorded_data(results_files: Sequence[Path], run_ids: Iterable[str]) -> Reco
     for results_file in results_files:
         for run_id in ids:
             path = Path(results_file).parent / f"manifest_{run_id}.json"
-            if not path.exists():
-                continue
             try:
                 document = read_json_file(path, "run manifest")
             except DataError:
-                continue  # an unreadable manifest: as if there were none
+                continue  # a missing or unreadable manifest: as if there were none
             recorded = document.get("dataset") if isinstance(document, dict) else None
             if isinstance(recorded, dict) and isinstance(recorded.get("source"), str):
                 benchmark = recorded.get("benchmark")

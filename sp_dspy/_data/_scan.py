@@ -1,11 +1,4 @@
-"""Scans of raw text that the benchmark loader uses before (or instead of) decoding it.
-
-``decode_utf8`` and ``parse_json`` turn a JSON file's bytes into a document with
-one ``DataError`` line for what is wrong (bytes that are not UTF-8, invalid or too
-deeply nested JSON), for the dataset, split files and compiled artifacts alike;
-``read_json_file`` reads a small JSON file (an artifact's, a split) that way, and
-only if it is a regular file of bounded size.
-"""
+"""Raw bytes to text and JSON, each problem one ``DataError`` line naming the file (and line)."""
 
 from __future__ import annotations
 
@@ -19,9 +12,8 @@ from typing import Any
 from .._errors import DataError
 
 _LEADING_SPACE = re.compile(rb"\s*")
-# A rule line ``N. text`` (leading whitespace allowed), anchored on a literal "\n" so
-# the regex engine can skip to line starts; the first line gets its own anchored match
-# instead of copying every policy to prepend a newline.
+# A rule line ``N. text``, anchored on "\n" so the regex engine skips to line starts;
+# the first line gets its own match rather than copying the policy to prepend a newline.
 _RULE_LINE = re.compile(r"\n\s*(\d+)\.(?=\s)")
 _FIRST_RULE = re.compile(r"\s*(\d+)\.(?=\s)")
 
@@ -32,14 +24,10 @@ def rule_numbers(policy: str) -> set[int]:
 
 
 def rule_line_numbers(policy: str) -> list[int]:
-    """The number of each ``N.`` rule line of a policy, in order (a number used twice is listed twice).
-
-    A first line reached through a newline (a policy starting with blank lines) is
-    ``_RULE_LINE``'s, so ``_FIRST_RULE`` adds only a rule on the very first line.
-    """
+    """The number of each ``N.`` rule line of a policy, in order (a number used twice is listed twice)."""
     found = list(map(int, _RULE_LINE.findall(policy)))
     first = _FIRST_RULE.match(policy)
-    if first is not None and "\n" not in policy[: first.start(1)]:
+    if first is not None and "\n" not in policy[: first.start(1)]:  # else _RULE_LINE found it
         found.insert(0, int(first.group(1)))
     return found
 
@@ -50,11 +38,18 @@ def json_head(raw_bytes: bytes) -> bytes:
     return raw_bytes[start.end() : start.end() + 1] if start else b""
 
 
+def read_bytes(path: Path) -> bytes:
+    """The bytes of ``path``; a file that cannot be read is one ``DataError`` line."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+
+
 def decode_utf8(raw_bytes: bytes, path: Path) -> str:
     """The file's text; bytes that are not UTF-8 are an error naming their line and column.
 
-    Never replacement characters: a U+FFFD in a policy or conversation would change
-    what the guard is shown without anyone noticing.
+    Never replacement characters: they would silently change what the guard is shown.
     """
     try:
         return raw_bytes.decode("utf-8")
@@ -66,8 +61,7 @@ def decode_utf8(raw_bytes: bytes, path: Path) -> str:
         ) from None
 
 
-#: Nesting reported in the error for JSON too deep for Python's parser (which stops
-#: at about 1,000 levels, where its recursion limit is); no case needs more than 5.
+#: Nesting reported for JSON too deep for Python's parser (about 1,000 levels).
 NESTING_REPORTED = 500
 _NESTING_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{\]}]')
 
@@ -107,32 +101,22 @@ MAX_JSON_FILE_BYTES = 64 << 20
 def read_json_file(path: Path, what: str, *, max_bytes: int = MAX_JSON_FILE_BYTES) -> Any:
     """The JSON document in ``path``, a regular file of at most ``max_bytes`` (``what`` names it).
 
-    Anything else is one ``DataError`` line before a byte is read: a FIFO would block
-    the reader forever, a device (a link to ``/dev/zero``) would fill its memory. The
-    file is opened without blocking and checked through the open handle, so a path
-    swapped meanwhile cannot slip past.
+    Anything else is one ``DataError`` before a byte is read (a FIFO would block, a device
+    fill memory); the check goes through the open handle, so a swapped path cannot slip past.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else None
+                raise DataError(f"{path}: {what} is {kind or 'a device or socket'}, not a regular file")
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                raw = handle.read(max_bytes + 1)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = (
-                "a directory"
-                if stat.S_ISDIR(mode)
-                else "a FIFO"
-                if stat.S_ISFIFO(mode)
-                else "a device or socket"
-            )
-            raise DataError(f"{path}: {what} is {kind}, not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            raw = handle.read(max_bytes + 1)
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
     if len(raw) > max_bytes:
         limit = f"{max_bytes >> 20} MiB" if max_bytes % (1 << 20) == 0 else f"{max_bytes} bytes"
         raise DataError(f"{path}: {what} is larger than {limit}, the most it may be")

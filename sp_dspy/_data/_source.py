@@ -1,8 +1,4 @@
-"""Resolve ``--dataset`` to a file on disk: a local file, the bundled sample, or a Hub id.
-
-Hub downloads go through ``huggingface_hub``'s cache; any failure is one line that
-suggests ``--dataset PATH``.
-"""
+"""Resolve ``--dataset`` to a file on disk: a local file, the bundled sample, or a Hub id."""
 
 from __future__ import annotations
 
@@ -18,9 +14,9 @@ HUB_FILE_WITH_EVIDENCE = "benchmark_with_evidence.json"
 SAMPLE_NAME = "safepyramid_sample.json"
 
 
-def sample_path() -> Path:
-    """The bundled sample benchmark shipped inside the package."""
-    return Path(str(resources.files("sp_dspy._data").joinpath("sample", SAMPLE_NAME)))
+def sample_path(name: str = SAMPLE_NAME) -> Path:
+    """A bundled sample file shipped inside the package (by default the SafePyramid sample)."""
+    return Path(str(resources.files("sp_dspy._data").joinpath("sample", name)))
 
 
 def looks_like_hub_id(spec: str) -> bool:
@@ -31,14 +27,14 @@ def looks_like_hub_id(spec: str) -> bool:
     return len(parts) == 2 and all(parts) and not spec.endswith((".json", ".jsonl", ".parquet"))
 
 
-def resolve_dataset(spec: str | None, *, with_evidence: bool = False, filename: str | None = None) -> Path:
+def resolve_dataset(spec: str | None, *, with_evidence: bool = False) -> Path:
     """Map a ``--dataset`` value to a local file path (downloading from the Hub if needed)."""
     if spec is None or spec == "sample":
         return sample_path()
     if spec == "hub":
         spec = DEFAULT_HUB_DATASET
     if looks_like_hub_id(spec):
-        name = filename or (HUB_FILE_WITH_EVIDENCE if with_evidence else HUB_FILE)
+        name = HUB_FILE_WITH_EVIDENCE if with_evidence else HUB_FILE
         try:
             return fetch_hub_file(spec, name)
         except Exception as exc:  # network, auth, missing file: all one line for the user
@@ -58,9 +54,8 @@ def resolve_dataset(spec: str | None, *, with_evidence: bool = False, filename: 
 def fetch_hub_file(repo_id: str, filename: str) -> Path:
     """One file of a Hub dataset through the cache; ``ConnectionError`` at once when the Hub is unreachable.
 
-    One metadata request without retries (``hf_hub_download`` alone keeps retrying)
-    tells whether the Hub answers; if not, a cached copy is used when there is one.
-    An HTTP answer (missing file, gated repository) is left to ``hf_hub_download``.
+    One metadata request without retries (``hf_hub_download`` keeps retrying) tells
+    whether the Hub answers; if not, a cached copy is used when there is one.
     """
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError

@@ -1,11 +1,8 @@
-"""Deterministic train/dev/test splits grouped by conversation, stratified by domain.
-
-``priv-866-l0``, ``-l1`` and ``-l2`` share one conversation, so a case-level split would
-leak test conversations into training; interleaving domains gives each part the mix.
-"""
+"""Deterministic train/dev/test splits grouped by conversation (so none leaks), stratified by domain."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections import defaultdict
@@ -39,11 +36,10 @@ class Split(BaseModel):
 
     def check_disjoint(self, where: str = "split") -> None:
         """Refuse overlapping parts: a case in train and test would leak."""
-        for i, first in enumerate(PARTS):
-            for second in PARTS[i + 1 :]:
-                common = sorted(set(self.part(first)) & set(self.part(second)))
-                if common:
-                    raise DataError(f"{where}: parts {first} and {second} overlap ({', '.join(common[:3])})")
+        for first, second in itertools.combinations(PARTS, 2):
+            common = sorted(set(self.part(first)) & set(self.part(second)))
+            if common:
+                raise DataError(f"{where}: parts {first} and {second} overlap ({', '.join(common[:3])})")
         groups: dict[str, str] = {}
         for name in PARTS:
             for case_id in self.part(name):
