@@ -14,6 +14,9 @@ What it measures on the full-size synthetic benchmark (3,000 cases, ~78k rules,
   when other jobs share the machine.
 - **context**: ``sp-dspy --help`` (the CLI's start-up floor) and ``score --n-boot 0``
   (the same without confidence intervals).
+- **floor**: a process that only imports sp_dspy and validates the dataset into ``Case``
+  models (``load_benchmark``), and one that only ``json.load``s it: what any ``score``
+  built on the one pydantic schema pays before reading a result, against the reference.
 - **baseline**: with ``--baseline-src DIR`` (a directory holding another version's
   ``sp_dspy`` package, e.g. ``git archive REV sp_dspy | tar -x -C DIR``), that
   version's ``score`` on the same files, for before/after comparisons.
@@ -116,6 +119,10 @@ print(json.dumps({"import": [t1 - t0, c1 - c0], "load": [t2 - t1, c2 - c1], "cas
 """
 
 
+FLOOR_SNIPPET = "import sys; from sp_dspy import load_benchmark; load_benchmark(sys.argv[1])"
+JSON_SNIPPET = "import json, sys; json.load(open(sys.argv[1], encoding='utf-8'))"
+
+
 def reference_env(src: Path) -> tuple[dict[str, str], str] | None:
     """PYTHONPATH for a reference checkout (repository root or its ``src``), or None."""
     for root in (src / "src", src):
@@ -157,6 +164,11 @@ def measure(args: argparse.Namespace) -> list[Series]:
         "sp-dspy score (CIs)": ([*score, str(predictions)], env),
         "sp-dspy score --n-boot 0 (no CIs)": ([*score, str(predictions), "--n-boot", "0"], env),
         "sp-dspy score --per-rule (CIs)": ([*score, str(judgments), "--per-rule"], env),
+        # The floor of one pydantic schema decoded once: a process that only imports
+        # sp_dspy and validates the file into ``Case`` models (no CLI, results or scoring),
+        # beside one that only ``json.load``s it, as the reference does.
+        "floor: load_benchmark alone": ([PYTHON, "-c", FLOOR_SNIPPET, str(dataset)], env),
+        "floor: json.load alone": ([PYTHON, "-c", JSON_SNIPPET, str(dataset)], env),
     }
     if args.reference_src is None:
         print(f"reference comparison skipped: pass --reference-src DIR, a checkout made with `{CLONE_HINT}`")
@@ -216,6 +228,8 @@ def print_paired(series: Sequence[Series]) -> None:
         ("sp-dspy score (CIs)", "reference score"),
         ("sp-dspy score --n-boot 0 (no CIs)", "reference score"),
         ("sp-dspy score --per-rule (CIs)", "reference score --per-rule"),
+        ("floor: load_benchmark alone", "reference score"),
+        ("floor: json.load alone", "reference score"),
         ("sp-dspy score (CIs)", "baseline score (CIs)"),
         ("sp-dspy score --per-rule (CIs)", "baseline score --per-rule (CIs)"),
     ]
