@@ -42,7 +42,3 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
 
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
-
-
-def __dir__() -> list[str]:
-    return __all__
