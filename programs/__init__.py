@@ -1,7 +1,7 @@
 """Guard programs: the official fixed-prompt baselines and typed DSPy programs.
 
 ``make_program`` builds one by name, ``load_program`` restores a compiled one, ``run_case``
-runs any of them; ``import programs`` loads only the result types, not DSPy.
+runs any of them; ``import programs`` loads none of them (nor DSPy) until first use.
 """
 
 from __future__ import annotations
@@ -14,18 +14,17 @@ from typing import TYPE_CHECKING, Any
 # must not try to download its price list then, as this package runs offline too.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from programs._outputs import CaseOutput as CaseOutput
-from programs._outputs import JudgmentOutput as JudgmentOutput
-from programs._outputs import Status as Status
-from programs._outputs import Usage as Usage
-from programs._outputs import aggregate_judgments as aggregate_judgments
-
 if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from programs._examples import PROGRAM_INPUTS as PROGRAM_INPUTS
     from programs._examples import case_to_example as case_to_example
     from programs._examples import rubric_json as rubric_json
     from programs._official import OfficialPerPolicy as OfficialPerPolicy
     from programs._official import OfficialPerRule as OfficialPerRule
+    from programs._outputs import CaseOutput as CaseOutput
+    from programs._outputs import JudgmentOutput as JudgmentOutput
+    from programs._outputs import Status as Status
+    from programs._outputs import Usage as Usage
+    from programs._outputs import aggregate_judgments as aggregate_judgments
     from programs._per_policy import FindViolatedRules as FindViolatedRules
     from programs._per_policy import PerPolicyGuard as PerPolicyGuard
     from programs._per_policy import PerPolicyGuardCoT as PerPolicyGuardCoT
@@ -52,6 +51,7 @@ _LAZY = {
     name: module
     for module, names in {
         "._examples": ("PROGRAM_INPUTS", "case_to_example", "rubric_json"),
+        "._outputs": ("CaseOutput", "JudgmentOutput", "Status", "Usage", "aggregate_judgments"),
         "._official": ("OfficialPerPolicy", "OfficialPerRule"),
         "._per_policy": ("FindViolatedRules", "PerPolicyGuard", "PerPolicyGuardCoT"),
         "._per_rule": ("JudgeRule", "PerRuleGuard", "PerRuleGuardCoT", "rubric_targets", "target_examples"),
@@ -83,7 +83,4 @@ def __getattr__(name: str) -> Any:
 
 
 # In ruff's order: constants, classes, then the rest.
-__all__ = sorted(
-    [*_LAZY, "CaseOutput", "JudgmentOutput", "Status", "Usage", "aggregate_judgments"],
-    key=lambda name: (not name.isupper(), not name[:1].isupper(), name),
-)
+__all__ = sorted(_LAZY, key=lambda name: (not name.isupper(), not name[:1].isupper(), name))
