@@ -1,7 +1,7 @@
 """Guard programs: the official fixed-prompt baselines and typed DSPy programs.
 
 ``make_program`` builds one by name, ``load_program`` restores a compiled one, ``run_case``
-runs any of them; ``import programs`` loads only the result types, not DSPy.
+runs any of them; ``import programs`` loads none of them (nor DSPy) until first use.
 """
 
 from __future__ import annotations
@@ -14,30 +14,44 @@ from typing import TYPE_CHECKING, Any
 # must not try to download its price list then, as this package runs offline too.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from programs._outputs import CaseOutput, JudgmentOutput, Status, Usage, aggregate_judgments
-
-if TYPE_CHECKING:
-    from programs._examples import PROGRAM_INPUTS, case_to_example, rubric_json
-    from programs._official import OfficialPerPolicy, OfficialPerRule
-    from programs._per_policy import FindViolatedRules, PerPolicyGuard, PerPolicyGuardCoT
-    from programs._per_rule import JudgeRule, PerRuleGuard, PerRuleGuardCoT, rubric_targets, target_examples
-    from programs._pku import AssessResponse, PkuSeverityGuard, PkuSeverityGuardCoT, severity_fields
-    from programs._registry import (
-        PROGRAM_NAMES,
-        PROTOCOLS,
-        SEVERITY_PROGRAMS,
-        GuardProgram,
-        judge_target,
-        load_program,
-        make_program,
-        program_spec,
-        run_case,
-    )
+if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
+    from programs._examples import PROGRAM_INPUTS as PROGRAM_INPUTS
+    from programs._examples import case_to_example as case_to_example
+    from programs._examples import rubric_json as rubric_json
+    from programs._official import OfficialPerPolicy as OfficialPerPolicy
+    from programs._official import OfficialPerRule as OfficialPerRule
+    from programs._outputs import CaseOutput as CaseOutput
+    from programs._outputs import JudgmentOutput as JudgmentOutput
+    from programs._outputs import Status as Status
+    from programs._outputs import Usage as Usage
+    from programs._outputs import aggregate_judgments as aggregate_judgments
+    from programs._per_policy import FindViolatedRules as FindViolatedRules
+    from programs._per_policy import PerPolicyGuard as PerPolicyGuard
+    from programs._per_policy import PerPolicyGuardCoT as PerPolicyGuardCoT
+    from programs._per_rule import JudgeRule as JudgeRule
+    from programs._per_rule import PerRuleGuard as PerRuleGuard
+    from programs._per_rule import PerRuleGuardCoT as PerRuleGuardCoT
+    from programs._per_rule import rubric_targets as rubric_targets
+    from programs._per_rule import target_examples as target_examples
+    from programs._pku import AssessResponse as AssessResponse
+    from programs._pku import PkuSeverityGuard as PkuSeverityGuard
+    from programs._pku import PkuSeverityGuardCoT as PkuSeverityGuardCoT
+    from programs._pku import severity_fields as severity_fields
+    from programs._registry import PROGRAM_NAMES as PROGRAM_NAMES
+    from programs._registry import PROTOCOLS as PROTOCOLS
+    from programs._registry import SEVERITY_PROGRAMS as SEVERITY_PROGRAMS
+    from programs._registry import GuardProgram as GuardProgram
+    from programs._registry import judge_target as judge_target
+    from programs._registry import load_program as load_program
+    from programs._registry import make_program as make_program
+    from programs._registry import program_spec as program_spec
+    from programs._registry import run_case as run_case
 
 _LAZY = {
     name: module
     for module, names in {
         "._examples": ("PROGRAM_INPUTS", "case_to_example", "rubric_json"),
+        "._outputs": ("CaseOutput", "JudgmentOutput", "Status", "Usage", "aggregate_judgments"),
         "._official": ("OfficialPerPolicy", "OfficialPerRule"),
         "._per_policy": ("FindViolatedRules", "PerPolicyGuard", "PerPolicyGuardCoT"),
         "._per_rule": ("JudgeRule", "PerRuleGuard", "PerRuleGuardCoT", "rubric_targets", "target_examples"),
@@ -68,36 +82,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = [
-    "PROGRAM_INPUTS",
-    "PROGRAM_NAMES",
-    "PROTOCOLS",
-    "SEVERITY_PROGRAMS",
-    "AssessResponse",
-    "CaseOutput",
-    "FindViolatedRules",
-    "GuardProgram",
-    "JudgeRule",
-    "JudgmentOutput",
-    "OfficialPerPolicy",
-    "OfficialPerRule",
-    "PerPolicyGuard",
-    "PerPolicyGuardCoT",
-    "PerRuleGuard",
-    "PerRuleGuardCoT",
-    "PkuSeverityGuard",
-    "PkuSeverityGuardCoT",
-    "Status",
-    "Usage",
-    "aggregate_judgments",
-    "case_to_example",
-    "judge_target",
-    "load_program",
-    "make_program",
-    "program_spec",
-    "rubric_json",
-    "rubric_targets",
-    "run_case",
-    "severity_fields",
-    "target_examples",
-]
+# In ruff's order: constants, classes, then the rest.
+__all__ = sorted(_LAZY, key=lambda name: (not name.isupper(), not name[:1].isupper(), name))

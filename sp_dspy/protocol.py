@@ -7,29 +7,33 @@ contract's bytes), parsers in ``"strict"`` (the reference's) or ``"robust"`` mod
 OpenAI ``response_format`` of each answer for servers that constrain decoding.
 """
 
-from sp_dspy._protocol import (
-    LAYOUTS,
+from sp_dspy._protocol._parse_models import (
     PARSE_MODES,
-    PER_POLICY_SYSTEM_TEMPLATE,
-    PER_RULE_SYSTEM_BASE,
-    PER_RULE_SYSTEM_EXCEPTION,
-    Layout,
     ParseMode,
     ParseStatus,
     PolicyParse,
-    Protocol,
-    RuleTarget,
     Status,
-    TargetType,
     VerdictParse,
-    build_targets,
-    parse_policy_output,
-    parse_verdict_output,
+)
+from sp_dspy._protocol._parse_policy import parse_policy_output
+from sp_dspy._protocol._parse_verdict import parse_verdict_output
+from sp_dspy._protocol._prompts import (
+    PER_POLICY_SYSTEM_TEMPLATE,
+    PER_RULE_SYSTEM_BASE,
+    PER_RULE_SYSTEM_EXCEPTION,
     per_policy_messages,
-    per_rule_messages,
 )
 from sp_dspy._protocol._schemas import policy_response_format, verdict_response_format
-from sp_dspy._protocol._targets import framework_for
+from sp_dspy._protocol._targets import (
+    LAYOUTS,
+    Layout,
+    Protocol,
+    RuleTarget,
+    TargetType,
+    build_targets,
+    framework_for,
+    per_rule_messages,
+)
 
 __all__ = [
     "LAYOUTS",

@@ -14,12 +14,12 @@ from sp_dspy._data._schema import Case
 from sp_dspy._metrics import (
     JudgmentRecord,
     PolicyRecord,
-    aggregate_judgments,
     case_outcomes,
     compute_cell,
     read_result_files,
     score,
 )
+from sp_dspy._metrics._per_rule import judgment_pass
 from tests._factories import raw_case
 
 N_RULES = 12
@@ -103,4 +103,4 @@ def test_split_files_score_like_one_mapping(data: list[Row], rnd: random.Random)
 def test_unanimous_judgments_reproduce_the_predicted_set(gt: frozenset[int], pred: frozenset[int]) -> None:
     case = Case.model_validate(raw_case("j-l0", rules=RULES, gt=sorted(gt)))
     judgments = [JudgmentRecord(cid="j-l0", rule=n, pred=n in pred) for n in RULES]
-    assert aggregate_judgments([case], judgments)["j-l0"].violated_rules == sorted(pred)
+    assert judgment_pass([case], judgments)[0]["j-l0"].violated_rules == sorted(pred)

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sp_dspy._errors import ConfigError
-from sp_dspy._protocol import PolicyParse, VerdictParse, parse_policy_output, parse_verdict_output
 from sp_dspy._protocol._text import official_split_think, official_strip_fence
+from sp_dspy.protocol import PolicyParse, VerdictParse, parse_policy_output, parse_verdict_output
 
 GOOD = '{"analysis": "Turn 2 leaks a password.", "violated_rules": [{"rule": 2, "explanation": "hunter2"}]}'
 

@@ -13,7 +13,10 @@ import pytest
 
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import ConfigError
-from sp_dspy._protocol import (
+from sp_dspy._protocol import shared_prefix_ratio
+from sp_dspy._protocol._prompts import CONTEXT_HEADER_EXCEPTION, EMPTY_CONTEXT_LINE, EVALUATION_NOTE
+from sp_dspy._protocol._targets import PREFIX_SYSTEM, common_prefix_length, render_prompt
+from sp_dspy.protocol import (
     PER_POLICY_SYSTEM_TEMPLATE,
     PER_RULE_SYSTEM_BASE,
     PER_RULE_SYSTEM_EXCEPTION,
@@ -21,10 +24,7 @@ from sp_dspy._protocol import (
     build_targets,
     per_policy_messages,
     per_rule_messages,
-    shared_prefix_ratio,
 )
-from sp_dspy._protocol._prompts import CONTEXT_HEADER_EXCEPTION, EMPTY_CONTEXT_LINE, EVALUATION_NOTE
-from sp_dspy._protocol._targets import PREFIX_SYSTEM, common_prefix_length, render_prompt
 
 CONTRACT_SHA256 = {
     "EVALUATION_NOTE": "20d64f3e28589b022cdec5b712e25eedf26fddb8b694988c9b35cbad46271d61",

@@ -13,10 +13,10 @@ from sp_dspy._metrics import (
     JudgmentRecord,
     PolicyRecord,
     Usage,
-    aggregate_judgments,
     read_result_files,
     resolve_records,
 )
+from sp_dspy._metrics._per_rule import judgment_pass
 from tests._factories import raw_case
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
@@ -156,7 +156,7 @@ def test_aggregate_judgments() -> None:
         judgment("d-l0", 1, False, usage={"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}),
         judgment("zzz-l0", 1, True),  # not a case of this dataset
     ]
-    records = aggregate_judgments(cases, judgments)
+    records = judgment_pass(cases, judgments)[0]
     assert records["a-l0"].violated_rules == [1]
     assert not records["a-l0"].excluded()
     assert records["a-l0"].usage == Usage(prompt_tokens=5, completion_tokens=1, total_tokens=6)

@@ -18,7 +18,8 @@ from pydantic import ValidationError
 
 from .._errors import ConfigError
 from .._lm import LMConfig, closing_transports
-from .._protocol import PARSE_MODES, case_rule_numbers, keep_policy_rules
+from .._protocol import case_rule_numbers, keep_policy_rules
+from .._protocol._parse_models import PARSE_MODES
 from ._inputs import guard_case
 from ._verdict import Verdict
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._metrics import Usage
-from .._protocol import Protocol, Status
+from .._protocol._parse_models import Status
+from .._protocol._targets import Protocol
 from .._protocol._text import replace_surrogates
 
 

@@ -19,7 +19,6 @@ from ._official import (
     rmr_match,
     tolerance,
 )
-from ._per_rule import aggregate_judgments
 from ._reader import read_result_files
 from ._records import JudgmentRecord, PolicyRecord, ResultSet, Usage
 from ._render import render_score_table
@@ -54,7 +53,6 @@ __all__ = [
     "ResultSet",
     "ScoreReport",
     "Usage",
-    "aggregate_judgments",
     "case_outcomes",
     "classify_failure",
     "compute_cell",

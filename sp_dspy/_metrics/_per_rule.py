@@ -48,8 +48,12 @@ class _Case:
 def judgment_pass(
     cases: Iterable[Case], judgments: Iterable[JudgmentRecord]
 ) -> tuple[dict[str, PolicyRecord], Counter[Key]]:
-    """Case records (in case order; see ``aggregate_judgments``) and the judgment counts.
-    Judgments of cases outside ``cases`` are ignored by both.
+    """Per-rule judgments -> one per-policy record per case (in case order), and the judgment counts.
+
+    A record has the judged-violated rules; a case whose judgments all lack a verdict becomes
+    a refused record, a case with no judgment gets none (both are excluded). Token usage is
+    summed so cost reports see per-rule spending; the record also carries ``n_judgments`` and
+    ``n_without_verdict``. Judgments of cases outside ``cases`` are ignored by both.
     """
     by_id = {case.id: case for case in cases}
     states: dict[str, _Case] = {}
@@ -102,18 +106,6 @@ def _records(by_id: dict[str, Case], states: dict[str, _Case]) -> dict[str, Poli
             }
         )
     return dict(zip(ids, _record_list().validate_python(fields), strict=True))
-
-
-def aggregate_judgments(
-    cases: Iterable[Case], judgments: Iterable[JudgmentRecord]
-) -> dict[str, PolicyRecord]:
-    """Per-rule judgments -> one per-policy record per case: the judged-violated rules.
-
-    A case whose judgments all lack a verdict becomes a refused record; a case with no
-    judgment gets none (both are excluded). Token usage is summed so cost reports see
-    per-rule spending; the record also carries ``n_judgments`` and ``n_without_verdict``.
-    """
-    return judgment_pass(cases, judgments)[0]
 
 
 TARGET_TYPES: tuple[str, ...] = ("decisive", "distractor", "exception")

@@ -4,48 +4,12 @@ The prompts are protocol text of the SafePyramid evaluation harness, Apache-2.0,
 byte; the ``"prefix"`` layout and ``"robust"`` parsing are this package's additions.
 """
 
-from sp_dspy._protocol._parse_models import (
-    PARSE_MODES,
-    ParseMode,
-    ParseStatus,
-    PolicyParse,
-    Status,
-    VerdictParse,
-)
 from sp_dspy._protocol._parse_policy import case_rule_numbers, keep_policy_rules, parse_policy_output
 from sp_dspy._protocol._parse_verdict import parse_verdict_output
-from sp_dspy._protocol._prompts import (
-    PER_POLICY_SYSTEM_TEMPLATE,
-    PER_RULE_SYSTEM_BASE,
-    PER_RULE_SYSTEM_EXCEPTION,
-    per_policy_messages,
-)
-from sp_dspy._protocol._targets import (
-    LAYOUTS,
-    Layout,
-    Protocol,
-    RuleTarget,
-    TargetType,
-    build_targets,
-    per_rule_messages,
-    shared_prefix_ratio,
-)
+from sp_dspy._protocol._prompts import per_policy_messages
+from sp_dspy._protocol._targets import build_targets, per_rule_messages, shared_prefix_ratio
 
 __all__ = [
-    "LAYOUTS",
-    "PARSE_MODES",
-    "PER_POLICY_SYSTEM_TEMPLATE",
-    "PER_RULE_SYSTEM_BASE",
-    "PER_RULE_SYSTEM_EXCEPTION",
-    "Layout",
-    "ParseMode",
-    "ParseStatus",
-    "PolicyParse",
-    "Protocol",
-    "RuleTarget",
-    "Status",
-    "TargetType",
-    "VerdictParse",
     "build_targets",
     "case_rule_numbers",
     "keep_policy_rules",

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from programs import CaseOutput, JudgmentOutput
 
     from .._data import Case
-    from .._protocol import RuleTarget
+    from .._protocol._targets import RuleTarget
 
 
 def _now() -> str:

@@ -18,7 +18,7 @@ from ._records import error_judgment_record, error_policy_record, judgment_recor
 from ._store import iter_records
 
 if TYPE_CHECKING:
-    from .._protocol import RuleTarget
+    from .._protocol._targets import RuleTarget
 
 
 def units_of(cases: Sequence[Case], protocol: str) -> list[Any]:
