@@ -99,25 +99,6 @@ def prepare(
     return CompileSetup(config, recipe, settings, data, student, configs, pricing, plan, warnings)
 
 
-def _lms(setup: CompileSetup, budget: Budget, prebuilt: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-    """``(the task LM of the dev evaluations, the optimizer's LMs by role)``, all budgeted.
-
-    The optimizer's LMs stop it at the first refused call; the dev LM refuses case by case.
-    """
-    from sp_dspy._lm import make_lm
-    from sp_dspy._runner._fake_gold import teach_fake
-
-    lms = {}
-    for role, cfg in setup.configs.items():
-        lms[role] = (prebuilt or {}).get(role) or make_lm(cfg)
-        teach_fake(lms[role], [*setup.data.train, *setup.data.dev])  # train and dev only: test never
-    dev_lm = budgeted(lms["task"], budget, "task", setup.pricing["task"])
-    return dev_lm, {
-        role: budgeted(lm, budget, role, setup.pricing[role], stops_optimizer=True)
-        for role, lm in lms.items()
-    }
-
-
 def _optimize(setup: CompileSetup, lms: dict[str, Any], budget: Budget, recorder: Any) -> Any | None:
     """Run the recipe; its program, or None when the budget stopped it."""
     import dspy
@@ -285,6 +266,9 @@ def compile_guard(
     An existing artifact in ``config.out`` is refused unless ``config.force``. With
     ``config.dry_run`` nothing is built, written or called: the outcome holds the plan.
     """
+    from sp_dspy._lm import make_lm
+    from sp_dspy._runner._fake_gold import teach_fake
+
     started, clock = datetime.now(UTC), time.monotonic()
     setup = prepare(config, task, prompt, reflection)
     outcome = CompileOutcome(plan=setup.plan, config=config, warnings=list(setup.warnings))
@@ -295,7 +279,14 @@ def compile_guard(
     budget = Budget(caps=config.caps)
     status.caps, status.budget = config.caps, budget
     with library_log(config.out / LOG_FILE):
-        dev_lm, optimizer_lms = _lms(setup, budget, lms)
+        built = {role: (lms or {}).get(role) or make_lm(cfg) for role, cfg in setup.configs.items()}
+        for lm in built.values():
+            teach_fake(lm, [*setup.data.train, *setup.data.dev])  # train and dev only: test never
+        dev_lm = budgeted(built["task"], budget, "task", setup.pricing["task"])  # refuses case by case
+        optimizer_lms = {  # these stop the optimizer at the first refused call
+            role: budgeted(lm, budget, role, setup.pricing[role], stops_optimizer=True)
+            for role, lm in built.items()
+        }
 
         def score(state: dict[str, Any]) -> DevScore:
             guard = setup.student.guard(state)
