@@ -38,10 +38,8 @@ class BudgetExceeded(Exception):
 
 
 class OptimizerStopped(BaseException):
-    """Unwinds the optimizer once the budget refused one of its calls.
-
-    A ``BaseException``: DSPy catches ``Exception`` per example and goes on; this passes up to the compile.
-    """
+    """Unwinds the optimizer once the budget refused one of its calls (a ``BaseException``:
+    DSPy catches ``Exception`` per example and goes on; this passes up to the compile)."""
 
 
 class BudgetCaps(BaseModel):
@@ -155,11 +153,8 @@ class Budget:
     def reserve(
         self, role: str, calls: int, prompt_tokens: int, tokens: int, usd: float, *, optimizer: bool = False
     ) -> Ticket:
-        """Reserve a call's estimated share, or raise ``BudgetExceeded``.
-
-        An ``optimizer`` call raises :class:`OptimizerStopped` instead, and sets
-        ``optimizer_stopped`` so that every later optimizer call does too.
-        """
+        """Reserve a call's estimated share, or raise ``BudgetExceeded``; an ``optimizer`` call raises
+        :class:`OptimizerStopped` instead, and sets ``optimizer_stopped``: later optimizer calls do too."""
         try:
             with self._lock:
                 if optimizer and self.optimizer_stopped:
@@ -327,11 +322,8 @@ def budgeted_class() -> type[Any]:
 def budgeted(
     lm: Any, budget: Budget, role: str, pricing: Pricing | None = None, *, stops_optimizer: bool = False
 ) -> Any:
-    """``lm`` wrapped so that its calls are charged to ``budget`` under ``role``.
-
-    A refused call raises :class:`BudgetExceeded`, or with ``stops_optimizer`` (the LMs
-    handed to an optimizer) :class:`OptimizerStopped`, as does every later call then.
-    """
+    """``lm`` with its calls charged to ``budget`` under ``role``; a refused call raises
+    :class:`BudgetExceeded`, or with ``stops_optimizer`` (an optimizer's LMs) :class:`OptimizerStopped`."""
     return budgeted_class()(lm, budget, role, pricing or Pricing(), stops_optimizer=stops_optimizer)
 
 

@@ -234,16 +234,16 @@ def run_eval(
                 split_bytes = Path(config.data.split.rpartition(":")[0]).read_bytes()
                 split_info = {"spec": config.data.split, "sha256": hashlib.sha256(split_bytes).hexdigest()}
             earlier = previous_run(paths.manifest, model) if config.resume else None
+            started_at = started.isoformat(timespec="seconds")
             if earlier is not None:  # a resumed run: its time and start include the earlier invocations
                 wall_s += earlier.wall_s or 0.0
+                started_at = earlier.started_at
             run = ModelRun(
                 model=model,
                 lm=lm_config.public_dict(),
                 results_file=str(results_file),
                 status=_status(outcome),
-                started_at=earlier.started_at
-                if earlier is not None
-                else started.isoformat(timespec="seconds"),
+                started_at=started_at,
                 finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 wall_s=round(wall_s, 3),
                 units_total=len(job.units),
@@ -262,19 +262,17 @@ def run_eval(
                 "benchmark": loaded.benchmark,
                 "cases": len(cases),
             }
-            write_manifest(
-                paths.manifest,
-                RunManifest(
-                    run_id=paths.run_id,
-                    command=redacted_argv(),
-                    settings=config.model_dump(mode="json"),
-                    dataset=dataset,
-                    split=split_info,
-                    versions=package_versions(),
-                    git_commit=git_commit(),
-                    runs={model: run},
-                ),
+            written = RunManifest(
+                run_id=paths.run_id,
+                command=redacted_argv(),
+                settings=config.model_dump(mode="json"),
+                dataset=dataset,
+                split=split_info,
+                versions=package_versions(),
+                git_commit=git_commit(),
+                runs={model: run},
             )
+            write_manifest(paths.manifest, written)
 
         early = EarlyStop()
         try:
