@@ -78,13 +78,12 @@ def prepare(
         configs["reflection"] = reflection or prompt or task
     guesses = {"task": completion_guess(config.protocol, config.cot, task)}
     pricing = {role: pricing_for(cfg, guesses.get(role, HELPER_COMPLETION)) for role, cfg in configs.items()}
-    if config.caps.max_usd is not None:
-        unpriced = [f"the {role} LM {cfg.model}" for role, cfg in configs.items() if not pricing[role].known]
-        if unpriced:
-            raise ConfigError(
-                f"--max-usd: no price for {' or '.join(unpriced)} in the price map DSPy uses; "
-                "cap --max-calls or --max-total-tokens instead"
-            )
+    unpriced = [f"the {role} LM {cfg.model}" for role, cfg in configs.items() if not pricing[role].known]
+    if config.caps.max_usd is not None and unpriced:
+        raise ConfigError(
+            f"--max-usd: no price for {' or '.join(unpriced)} in the price map DSPy uses; "
+            "cap --max-calls or --max-total-tokens instead"
+        )
     helper = (recipe.helper, pricing[recipe.helper]) if recipe.helper else None
     plan = build_plan(
         recipe=recipe, settings=settings, student=student.module, train_examples=student.train,
