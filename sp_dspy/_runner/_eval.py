@@ -328,11 +328,8 @@ def run_eval(
 
 
 def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
-    """The first request ``run_eval`` would send for ``config`` on ``lm_config``; nothing is sent.
-
-    sp-dspy's HTTP engine captures it instead of posting it (cache off); ``ConfigError``
-    when no case is selected or the LM goes through another engine.
-    """
+    """The first request ``run_eval`` would send, captured by sp-dspy's HTTP engine, not sent (cache off);
+    ``ConfigError`` when no case is selected or the LM goes through another engine."""
     from programs import judge_target, run_case
 
     from .._lm import make_lm
@@ -388,11 +385,8 @@ def _status(outcome: EvalOutcome) -> str:
 def _counting(
     work: Callable[[Unit], Awaitable[Record]], lm: Any, lm_config: LMConfig
 ) -> tuple[Callable[[Unit], Awaitable[Record]], Callable[[], dict[str, int]]]:
-    """``work``, and the requests each endpoint has answered in this invocation so far.
-
-    A replica pool and sp-dspy's HTTP engine count their own; a single ``--api-base``
-    reached through DSPy's engine counts the calls ``dspy.track_usage()`` records.
-    """
+    """``work``, and the requests each endpoint answered in this invocation so far: a replica pool and
+    sp-dspy's HTTP engine count their own, DSPy's engine on one ``--api-base`` what it tracks."""
     counts: Mapping[str, int] | None = getattr(lm, "endpoint_requests", None)
     client = client_of(lm)
     if counts is not None:
