@@ -408,10 +408,8 @@ def build_plan(
     dev_prompt = mean_prompt_tokens(student, dev_examples)
     projection = recipe.projection(settings, len(train_examples), len(dev_examples))
     values = settings.model_dump()  # a prompt holds the instructions and at most this many demos
-    demos = values.get("max_bootstrapped_demos", 0) + (
-        values.get("max_labeled_demos", 0) or values.get("max_demos", 0)
-    )
-    slots = 1 + int(demos)
+    labeled = values.get("max_labeled_demos", 0) or values.get("max_demos", 0)
+    slots = 1 + values.get("max_bootstrapped_demos", 0) + labeled
     phases: dict[str, dict[str, RoleEstimate]] = {
         "dev_before": {"task": estimate(len(dev_examples), dev_prompt, completion, task)},
         "optimize": {"task": estimate(projection.program_calls, train_prompt * slots, completion, task)},
@@ -425,7 +423,7 @@ def build_plan(
             projection.helper_calls, helper_prompt, HELPER_COMPLETION, helper_pricing
         )
         priced[role] = helper_pricing.known
-    estimates = [estimate for phase in phases.values() for estimate in phase.values()]
+    estimates = [each for phase in phases.values() for each in phase.values()]
     total = RoleEstimate(
         calls=sum(each.calls for each in estimates),
         prompt_tokens=sum(each.prompt_tokens for each in estimates),
