@@ -214,12 +214,10 @@ def test_an_lm_that_fails_stops_the_compile_with_one_line(
 
 
 def test_after_ten_lm_failures_every_call_is_refused() -> None:
-    from sp_dspy._compile._budget import LMFailing
-
     budget = Budget()
     for _ in range(budget.max_lm_errors):
         budget.settle(budget.reserve("task", 1, 0, 0, 0.0), Tally(calls=1))
         budget.record_error("task", "LMServerError: 500")
-    with pytest.raises(LMFailing, match="10 failed LM calls"):
+    with pytest.raises(BudgetExceeded, match="10 failed LM calls"):
         budget.reserve("task", 1, 0, 0, 0.0)
     assert budget.failing and budget.refusals == 0  # not a cap: the compile reports it as a failure

@@ -38,14 +38,8 @@ class BudgetExceeded(Exception):
 
 
 class OptimizerStopped(BaseException):
-    """Unwinds the optimizer once the budget refused one of its calls.
-
-    A ``BaseException``: DSPy catches ``Exception`` per example and goes on; this passes up to the compile.
-    """
-
-
-class LMFailing(BudgetExceeded):
-    """A call was refused because the LM kept failing (``Budget.max_lm_errors`` errors)."""
+    """Unwinds the optimizer once the budget refused one of its calls (a ``BaseException``:
+    DSPy catches ``Exception`` per example and goes on; this passes up to the compile)."""
 
 
 class BudgetCaps(BaseModel):
@@ -139,14 +133,11 @@ class Budget:
             self.last_error = f"{role} LM: {error}"
 
     def total(self) -> Tally:
-        with self._lock:
-            return self._total()
-
-    def _total(self) -> Tally:
-        total = Tally()
-        for tally in self.roles.values():
-            total.add(tally)
-        return total
+        with self._lock:  # reentrant: ``reserve`` calls this holding it
+            total = Tally()
+            for tally in self.roles.values():
+                total.add(tally)
+            return total
 
     @contextmanager
     def hold_back(self, calls: int = 0, tokens: int = 0, usd: float = 0.0) -> Iterator[None]:
@@ -162,19 +153,16 @@ class Budget:
     def reserve(
         self, role: str, calls: int, prompt_tokens: int, tokens: int, usd: float, *, optimizer: bool = False
     ) -> Ticket:
-        """Reserve a call's estimated share, or raise ``BudgetExceeded``.
-
-        An ``optimizer`` call raises :class:`OptimizerStopped` instead, and sets
-        ``optimizer_stopped`` so that every later optimizer call does too.
-        """
+        """Reserve a call's estimated share, or raise ``BudgetExceeded``; an ``optimizer`` call raises
+        :class:`OptimizerStopped` instead, and sets ``optimizer_stopped``: later optimizer calls do too."""
         try:
             with self._lock:
                 if optimizer and self.optimizer_stopped:
                     raise BudgetExceeded(f"the optimizer was stopped: {role} LM call refused")
                 if self.failing:
                     self.optimizer_stopped = self.optimizer_stopped or optimizer
-                    raise LMFailing(f"{self.lm_errors} failed LM calls: {role} LM call refused")
-                spent, reserved = self._total(), self._reserved
+                    raise BudgetExceeded(f"{self.lm_errors} failed LM calls: {role} LM call refused")
+                spent, reserved = self.total(), self._reserved
                 after = (
                     spent.calls + reserved[0] + calls,
                     spent.tokens + reserved[1] + tokens,
@@ -221,9 +209,9 @@ class Pricing:
         return self.prompt is not None and self.completion is not None
 
     def usd(self, prompt_tokens: int, completion_tokens: int) -> float:
-        if not self.known:
+        if self.prompt is None or self.completion is None:
             return 0.0
-        return prompt_tokens * (self.prompt or 0.0) + completion_tokens * (self.completion or 0.0)
+        return prompt_tokens * self.prompt + completion_tokens * self.completion
 
 
 def estimate_tokens(text: str) -> int:
@@ -241,13 +229,6 @@ def _message_text(prompt: Any, messages: Any) -> str:
             parts.append(str(content or ""))
         return "\n".join(parts)
     return str(prompt or "")
-
-
-def _one_line(exc: BaseException) -> str:
-    from sp_dspy._lm import redact
-
-    lines = str(exc).strip().splitlines()
-    return redact(f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300])
 
 
 @functools.cache
@@ -278,35 +259,11 @@ def budgeted_class() -> type[Any]:
             self.pricing = pricing
             self.stops_optimizer = stops_optimizer
 
-        def _settle(self, ticket: Ticket, entries: list[dict[str, Any]]) -> None:
-            from sp_dspy._lm import TokenUsage, history_usage
-
-            entry = entries[-1] if entries else {}
-            # Reported tokens (a replayed answer's too); estimates only where none are reported.
-            tokens, cache_hit = history_usage(entry) if entry else (TokenUsage(), False)
-            prompt = tokens.prompt_tokens or ticket.prompt_tokens
-            completion = tokens.completion_tokens
-            if completion is None:
-                outputs = entry.get("outputs") or []
-                text = "".join(o.get("text") or "" if isinstance(o, Mapping) else str(o) for o in outputs)
-                completion = estimate_tokens(text)
-            cost = entry.get("cost")
-            usd = float(cost) if cost is not None else self.pricing.usd(prompt, completion)
-            spent = Tally(
-                calls=ticket.calls,
-                cache_hits=ticket.calls if cache_hit else 0,
-                prompt_tokens=prompt,
-                completion_tokens=completion,
-                usd=usd,
-                usd_paid=0.0 if cache_hit else usd,
-                priced=cost is not None or self.pricing.known,
-            )
-            self.budget.settle(ticket, spent)
-            self.history.extend(entries)
-
         @contextmanager
         def _charged(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Iterator[Any]:
             """A fresh copy of the inner LM to call, its call reserved before and settled after."""
+            from sp_dspy._lm import TokenUsage, classify_error, history_usage, redact
+
             n = int(kwargs.get("n") or self.kwargs.get("n") or 1)
             prompt_tokens = estimate_tokens(_message_text(prompt, messages))
             guess = self.pricing.completion_guess
@@ -319,13 +276,33 @@ def budgeted_class() -> type[Any]:
             try:
                 yield call
             except Exception as exc:
-                from sp_dspy._lm import classify_error
-
                 if classify_error(exc) not in PER_EXAMPLE_ERRORS:
-                    self.budget.record_error(self.role, _one_line(exc))
+                    first = (str(exc).strip().splitlines() or [""])[0]
+                    self.budget.record_error(self.role, redact(f"{type(exc).__name__}: {first}"[:300]))
                 raise
             finally:
-                self._settle(ticket, call.history)
+                entry = call.history[-1] if call.history else {}
+                # Reported tokens (a replayed answer's too); estimates only where none are reported.
+                used, cache_hit = history_usage(entry) if entry else (TokenUsage(), False)
+                completion = used.completion_tokens
+                if completion is None:
+                    outputs = entry.get("outputs") or []
+                    text = "".join(o.get("text") or "" if isinstance(o, Mapping) else str(o) for o in outputs)
+                    completion = estimate_tokens(text)
+                cost = entry.get("cost")
+                used_prompt = used.prompt_tokens or ticket.prompt_tokens
+                spent_usd = float(cost) if cost is not None else self.pricing.usd(used_prompt, completion)
+                spent = Tally(
+                    calls=ticket.calls,
+                    cache_hits=ticket.calls if cache_hit else 0,
+                    prompt_tokens=used_prompt,
+                    completion_tokens=completion,
+                    usd=spent_usd,
+                    usd_paid=0.0 if cache_hit else spent_usd,
+                    priced=cost is not None or self.pricing.known,
+                )
+                self.budget.settle(ticket, spent)
+                self.history.extend(call.history)
 
         def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
             with self._charged(prompt, messages, kwargs) as call:
@@ -345,11 +322,8 @@ def budgeted_class() -> type[Any]:
 def budgeted(
     lm: Any, budget: Budget, role: str, pricing: Pricing | None = None, *, stops_optimizer: bool = False
 ) -> Any:
-    """``lm`` wrapped so that its calls are charged to ``budget`` under ``role``.
-
-    A refused call raises :class:`BudgetExceeded`, or with ``stops_optimizer`` (the LMs
-    handed to an optimizer) :class:`OptimizerStopped`, as does every later call then.
-    """
+    """``lm`` with its calls charged to ``budget`` under ``role``; a refused call raises
+    :class:`BudgetExceeded`, or with ``stops_optimizer`` (an optimizer's LMs) :class:`OptimizerStopped`."""
     return budgeted_class()(lm, budget, role, pricing or Pricing(), stops_optimizer=stops_optimizer)
 
 
@@ -364,15 +338,6 @@ class RoleEstimate(BaseModel):
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
-
-    def plus(self, other: RoleEstimate) -> RoleEstimate:
-        usd = None if self.usd is None and other.usd is None else (self.usd or 0.0) + (other.usd or 0.0)
-        return RoleEstimate(
-            calls=self.calls + other.calls,
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            usd=usd,
-        )
 
 
 class CompilePlan(BaseModel):
@@ -397,9 +362,7 @@ def pricing_for(config: LMConfig, completion_guess: int) -> Pricing:
         prompt, completion, _ = price_rates(config.provider, model)
     except Exception:  # advisory metadata: a malformed entry must not stop a compile
         prompt = completion = None
-    if not isinstance(prompt, int | float) or not isinstance(completion, int | float):
-        return Pricing(completion_guess=completion_guess)
-    return Pricing(prompt=float(prompt), completion=float(completion), completion_guess=completion_guess)
+    return Pricing(prompt=prompt, completion=completion, completion_guess=completion_guess)
 
 
 def completion_guess(protocol: str, cot: bool, config: LMConfig) -> int:
@@ -419,14 +382,6 @@ def mean_prompt_tokens(student: Any, examples: Sequence[Any]) -> float:
         messages = adapter.format(predictor.signature, demos=[], inputs=example.inputs().toDict())
         sizes.append(estimate_tokens(_message_text(None, messages)))
     return sum(sizes) / len(sizes) if sizes else 0.0
-
-
-def demo_slots(settings: BaseModel) -> int:
-    """Most demos the optimizer may put in the prompt."""
-    values = settings.model_dump()
-    return int(values.get("max_bootstrapped_demos", 0)) + int(
-        values.get("max_labeled_demos", 0) or values.get("max_demos", 0)
-    )
 
 
 def estimate(calls: int, prompt_per_call: float, completion_per_call: int, pricing: Pricing) -> RoleEstimate:
@@ -452,7 +407,9 @@ def build_plan(
     train_prompt = mean_prompt_tokens(student, train_examples)
     dev_prompt = mean_prompt_tokens(student, dev_examples)
     projection = recipe.projection(settings, len(train_examples), len(dev_examples))
-    slots = 1 + demo_slots(settings)
+    values = settings.model_dump()  # a prompt holds the instructions and at most this many demos
+    labeled = values.get("max_labeled_demos", 0) or values.get("max_demos", 0)
+    slots = 1 + values.get("max_bootstrapped_demos", 0) + labeled
     phases: dict[str, dict[str, RoleEstimate]] = {
         "dev_before": {"task": estimate(len(dev_examples), dev_prompt, completion, task)},
         "optimize": {"task": estimate(projection.program_calls, train_prompt * slots, completion, task)},
@@ -466,10 +423,13 @@ def build_plan(
             projection.helper_calls, helper_prompt, HELPER_COMPLETION, helper_pricing
         )
         priced[role] = helper_pricing.known
-    estimates = [estimate for phase in phases.values() for estimate in phase.values()]
-    total = functools.reduce(RoleEstimate.plus, estimates, RoleEstimate())
-    if not all(priced.values()):
-        total = total.model_copy(update={"usd": None})
+    estimates = [each for phase in phases.values() for each in phase.values()]
+    total = RoleEstimate(
+        calls=sum(each.calls for each in estimates),
+        prompt_tokens=sum(each.prompt_tokens for each in estimates),
+        completion_tokens=sum(each.completion_tokens for each in estimates),
+        usd=sum(each.usd or 0.0 for each in estimates) if all(priced.values()) else None,
+    )
     assumptions = [
         "tokens ~ characters / 4 of the prompts the adapter builds for these examples",
         f"{completion} completion tokens per task call; {HELPER_COMPLETION} per helper call",

@@ -78,13 +78,12 @@ def prepare(
         configs["reflection"] = reflection or prompt or task
     guesses = {"task": completion_guess(config.protocol, config.cot, task)}
     pricing = {role: pricing_for(cfg, guesses.get(role, HELPER_COMPLETION)) for role, cfg in configs.items()}
-    if config.caps.max_usd is not None:
-        unpriced = [f"the {role} LM {cfg.model}" for role, cfg in configs.items() if not pricing[role].known]
-        if unpriced:
-            raise ConfigError(
-                f"--max-usd: no price for {' or '.join(unpriced)} in the price map DSPy uses; "
-                "cap --max-calls or --max-total-tokens instead"
-            )
+    unpriced = [f"the {role} LM {cfg.model}" for role, cfg in configs.items() if not pricing[role].known]
+    if config.caps.max_usd is not None and unpriced:
+        raise ConfigError(
+            f"--max-usd: no price for {' or '.join(unpriced)} in the price map DSPy uses; "
+            "cap --max-calls or --max-total-tokens instead"
+        )
     helper = (recipe.helper, pricing[recipe.helper]) if recipe.helper else None
     plan = build_plan(
         recipe=recipe, settings=settings, student=student.module, train_examples=student.train,
@@ -97,25 +96,6 @@ def prepare(
             "program and the final candidate(s) on dev; the compile will stop early"
         )
     return CompileSetup(config, recipe, settings, data, student, configs, pricing, plan, warnings)
-
-
-def _lms(setup: CompileSetup, budget: Budget, prebuilt: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-    """``(the task LM of the dev evaluations, the optimizer's LMs by role)``, all budgeted.
-
-    The optimizer's LMs stop it at the first refused call; the dev LM refuses case by case.
-    """
-    from sp_dspy._lm import make_lm
-    from sp_dspy._runner._fake_gold import teach_fake
-
-    lms = {}
-    for role, cfg in setup.configs.items():
-        lms[role] = (prebuilt or {}).get(role) or make_lm(cfg)
-        teach_fake(lms[role], [*setup.data.train, *setup.data.dev])  # train and dev only: test never
-    dev_lm = budgeted(lms["task"], budget, "task", setup.pricing["task"])
-    return dev_lm, {
-        role: budgeted(lm, budget, role, setup.pricing[role], stops_optimizer=True)
-        for role, lm in lms.items()
-    }
 
 
 def _optimize(setup: CompileSetup, lms: dict[str, Any], budget: Budget, recorder: Any) -> Any | None:
@@ -285,6 +265,9 @@ def compile_guard(
     An existing artifact in ``config.out`` is refused unless ``config.force``. With
     ``config.dry_run`` nothing is built, written or called: the outcome holds the plan.
     """
+    from sp_dspy._lm import make_lm
+    from sp_dspy._runner._fake_gold import teach_fake
+
     started, clock = datetime.now(UTC), time.monotonic()
     setup = prepare(config, task, prompt, reflection)
     outcome = CompileOutcome(plan=setup.plan, config=config, warnings=list(setup.warnings))
@@ -295,7 +278,14 @@ def compile_guard(
     budget = Budget(caps=config.caps)
     status.caps, status.budget = config.caps, budget
     with library_log(config.out / LOG_FILE):
-        dev_lm, optimizer_lms = _lms(setup, budget, lms)
+        built = {role: (lms or {}).get(role) or make_lm(cfg) for role, cfg in setup.configs.items()}
+        for lm in built.values():
+            teach_fake(lm, [*setup.data.train, *setup.data.dev])  # train and dev only: test never
+        dev_lm = budgeted(built["task"], budget, "task", setup.pricing["task"])  # refuses case by case
+        optimizer_lms = {  # these stop the optimizer at the first refused call
+            role: budgeted(lm, budget, role, setup.pricing[role], stops_optimizer=True)
+            for role, lm in built.items()
+        }
 
         def score(state: dict[str, Any]) -> DevScore:
             guard = setup.student.guard(state)

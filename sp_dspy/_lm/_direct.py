@@ -74,14 +74,6 @@ class RequestCaptured(BaseException):
         self.request = request
 
 
-def _set_path(body: dict[str, Any], dotted: str, value: Any) -> None:
-    """``body["reasoning"]["effort"] = value`` for ``"reasoning.effort"``."""
-    *parents, last = dotted.split(".")
-    for name in parents:
-        body = body.setdefault(name, {})
-    body[last] = value
-
-
 class DirectChat(Shared):
     """Requests to one endpoint on its provider's wire: body, cache, retries, usage, cost; an
     LM's copies share it (it holds connection pools, one per event loop)."""
@@ -110,8 +102,12 @@ class DirectChat(Shared):
             self.params["temperature"] = config.temperature
         if limit is not None:
             self.params[self.limit_field] = limit
-        if config.reasoning_effort is not None:
-            _set_path(self.params, profile.effort_field, config.reasoning_effort)
+        if config.reasoning_effort is not None:  # "reasoning.effort" -> {"reasoning": {"effort": ...}}
+            *parents, last = profile.effort_field.split(".")
+            target = self.params
+            for name in parents:
+                target = target.setdefault(name, {})
+            target[last] = config.reasoning_effort
         if config.thinking is not None:
             self.params["thinking"] = dict(config.thinking)
         self.capturing = False  # eval --show-request: raise RequestCaptured instead of sending
@@ -429,16 +425,10 @@ async def closing_transports(awaitable: Awaitable[_T]) -> _T:
 
 
 def _json_object(raw: bytes, model: str) -> dict[str, Any]:
-    """A 2xx body as a JSON object, else DSPy's error for a 502. A lone UTF-16 surrogate escape
-    (``"\\ud800"``), which orjson refuses, is read by the standard library as DSPy's engine reads
-    it: a model answer is recorded, whatever it holds, never turned into an HTTP error."""
-    import orjson
-
+    """A 2xx body as a JSON object, else DSPy's error for a 502. The standard library reads it as
+    DSPy's engine does (a lone surrogate escape included): a model answer is always recorded."""
     try:
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            data = json.loads(raw)
+        data = json.loads(raw)
     except ValueError as exc:
         raise status_error(502, "response is not JSON", model=model, retry_after=None) from exc
     if not isinstance(data, dict):

@@ -226,10 +226,53 @@ def run_eval(
 
         work, endpoint_requests = _counting(job.work, lm, lm_config)
 
-        def manifest() -> None:  # its totals are over the whole results file
-            outcome.totals = totals_of(results_file)
-            _write_manifest(config, lm_config, loaded, outcome, lm, endpoint_requests(), started=started,
-                            wall_s=time.perf_counter() - clock, units_total=len(job.units))  # fmt: skip
+        def manifest() -> None:
+            outcome.totals = totals_of(results_file)  # over the whole results file
+            wall_s = time.perf_counter() - clock
+            split_info = None
+            if config.data.split:
+                split_bytes = Path(config.data.split.rpartition(":")[0]).read_bytes()
+                split_info = {"spec": config.data.split, "sha256": hashlib.sha256(split_bytes).hexdigest()}
+            earlier = previous_run(paths.manifest, model) if config.resume else None
+            started_at = started.isoformat(timespec="seconds")
+            if earlier is not None:  # a resumed run: its time and start include the earlier invocations
+                wall_s += earlier.wall_s or 0.0
+                started_at = earlier.started_at
+            run = ModelRun(
+                model=model,
+                lm=lm_config.public_dict(),
+                results_file=str(results_file),
+                status=_status(outcome),
+                started_at=started_at,
+                finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                wall_s=round(wall_s, 3),
+                units_total=len(job.units),
+                units_skipped_on_resume=outcome.skipped_on_resume,
+                totals=outcome.totals,
+                errors=outcome.errors,
+                endpoint_requests=endpoint_requests(),
+                transport="direct" if config.program == "official" and client_of(lm) is not None else "dspy",
+                metrics=None
+                if outcome.report is None
+                else {k: outcome.report.cells.get(k) for k in ("L0", "L1", "L2", "ALL")},
+            )
+            dataset = {
+                "source": loaded.source,
+                "sha256": loaded.content_hash,
+                "benchmark": loaded.benchmark,
+                "cases": len(cases),
+            }
+            written = RunManifest(
+                run_id=paths.run_id,
+                command=redacted_argv(),
+                settings=config.model_dump(mode="json"),
+                dataset=dataset,
+                split=split_info,
+                versions=package_versions(),
+                git_commit=git_commit(),
+                runs={model: run},
+            )
+            write_manifest(paths.manifest, written)
 
         early = EarlyStop()
         try:
@@ -285,11 +328,8 @@ def run_eval(
 
 
 def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
-    """The first request ``run_eval`` would send for ``config`` on ``lm_config``; nothing is sent.
-
-    sp-dspy's HTTP engine captures it instead of posting it (cache off); ``ConfigError``
-    when no case is selected or the LM goes through another engine.
-    """
+    """The first request ``run_eval`` would send, captured by sp-dspy's HTTP engine, not sent (cache off);
+    ``ConfigError`` when no case is selected or the LM goes through another engine."""
     from programs import judge_target, run_case
 
     from .._lm import make_lm
@@ -345,11 +385,8 @@ def _status(outcome: EvalOutcome) -> str:
 def _counting(
     work: Callable[[Unit], Awaitable[Record]], lm: Any, lm_config: LMConfig
 ) -> tuple[Callable[[Unit], Awaitable[Record]], Callable[[], dict[str, int]]]:
-    """``work``, and the requests each endpoint has answered in this invocation so far.
-
-    A replica pool and sp-dspy's HTTP engine count their own; a single ``--api-base``
-    reached through DSPy's engine counts the calls ``dspy.track_usage()`` records.
-    """
+    """``work``, and the requests each endpoint answered in this invocation so far: a replica pool and
+    sp-dspy's HTTP engine count their own, DSPy's engine on one ``--api-base`` what it tracks."""
     counts: Mapping[str, int] | None = getattr(lm, "endpoint_requests", None)
     client = client_of(lm)
     if counts is not None:
@@ -371,59 +408,3 @@ def _counting(
                 calls += sum(len(entries) for entries in tracker.usage_data.values())
 
     return tracked, lambda: {display_endpoint(lm_config.api_bases[0]): calls}
-
-
-def _write_manifest(
-    config: EvalConfig,
-    lm_config: LMConfig,
-    loaded: Benchmark,
-    outcome: EvalOutcome,
-    lm: Any,
-    endpoint_requests: dict[str, int],
-    *,
-    started: datetime,
-    wall_s: float,
-    units_total: int,
-) -> None:
-    model = lm_config.display_name()
-    split_info = None
-    if config.data.split:
-        split_bytes = Path(config.data.split.rpartition(":")[0]).read_bytes()
-        split_info = {"spec": config.data.split, "sha256": hashlib.sha256(split_bytes).hexdigest()}
-    earlier = previous_run(outcome.paths.manifest, model) if config.resume else None
-    if earlier is not None:  # a resumed run: its time and start include the earlier invocations
-        wall_s += earlier.wall_s or 0.0
-    run = ModelRun(
-        model=model,
-        lm=lm_config.public_dict(),
-        results_file=str(outcome.results_file),
-        status=_status(outcome),
-        started_at=earlier.started_at if earlier is not None else started.isoformat(timespec="seconds"),
-        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        wall_s=round(wall_s, 3),
-        units_total=units_total,
-        units_skipped_on_resume=outcome.skipped_on_resume,
-        totals=outcome.totals,
-        errors=outcome.errors,
-        endpoint_requests=endpoint_requests,
-        transport="direct" if config.program == "official" and client_of(lm) is not None else "dspy",
-        metrics=None
-        if outcome.report is None
-        else {k: outcome.report.cells.get(k) for k in ("L0", "L1", "L2", "ALL")},
-    )
-    manifest = RunManifest(
-        run_id=outcome.paths.run_id,
-        command=redacted_argv(),
-        settings=config.model_dump(mode="json"),
-        dataset={
-            "source": loaded.source,
-            "sha256": loaded.content_hash,
-            "benchmark": loaded.benchmark,
-            "cases": len(outcome.cases),
-        },
-        split=split_info,
-        versions=package_versions(),
-        git_commit=git_commit(),
-        runs={model: run},
-    )
-    write_manifest(outcome.paths.manifest, manifest)
