@@ -31,6 +31,7 @@ PROMPT_SAMPLE = 200
 # not to the LM: they leave that example unanswered and do not count towards stopping.
 PER_EXAMPLE_ERRORS = frozenset({"context_length", "bad_request", "parse"})
 CAP_NAMES = ("max_calls", "max_tokens", "max_usd")  # the order caps are checked in
+NO_ERROR_LIMIT = 1_000_000_000  # failing LMs are stopped by other means than a count
 
 
 class BudgetExceeded(Exception):

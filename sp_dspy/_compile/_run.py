@@ -19,6 +19,7 @@ from typing import Any
 from sp_dspy._compile._artifact import claim_out, program_state, save_artifact, state_key
 from sp_dspy._compile._budget import (
     HELPER_COMPLETION,
+    NO_ERROR_LIMIT,
     Budget,
     OptimizerStopped,
     budgeted,
@@ -42,7 +43,6 @@ from sp_dspy._lm import LMConfig, redact
 
 LOG_FILE = "compile.log"
 LIBRARY_LOGGERS = ("dspy", "gepa", "optuna", "LiteLLM", "litellm", "httpx", "httpcore", "openai")
-NO_ERROR_LIMIT = 1_000_000_000
 
 
 class CompileError(SpDspyError):

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .._compile._budget import (
+    NO_ERROR_LIMIT,
     PROMPT_SAMPLE,
     Budget,
     BudgetCaps,
@@ -32,7 +33,6 @@ from .._lm import LMConfig
 from ._units import units_of
 
 ROLE = "task"
-NO_ERROR_LIMIT = 1_000_000_000  # failing LMs are the runner's error handling, not a cap
 Record = dict[str, Any]
 
 
@@ -136,7 +136,7 @@ class EvalBudget:
     """The caps of one eval run: a unit that would cross one is not started (:class:`BudgetExceeded`)."""
 
     def __init__(self, caps: BudgetCaps, pricing: Pricing, prompt_tokens: Callable[[Any], int]) -> None:
-        self.budget = Budget(caps=caps, max_lm_errors=NO_ERROR_LIMIT)
+        self.budget = Budget(caps=caps, max_lm_errors=NO_ERROR_LIMIT)  # failing LMs: EarlyStop
         self.pricing = pricing
         self.prompt_tokens = prompt_tokens
 

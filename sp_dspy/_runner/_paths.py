@@ -15,12 +15,12 @@ from typing import Self
 from .._errors import ConfigError, OutputError
 from ._manifest import redacted_argv
 
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def safe_name(text: str) -> str:
     """File-name-safe form of a model's short name."""
-    return _SAFE.sub("-", text).strip("-") or "model"
+    return UNSAFE_CHARS.sub("-", text).strip("-") or "model"
 
 
 def _prefix(protocol: str) -> str:
@@ -161,7 +161,7 @@ def _read_holder(fd: int) -> dict[str, object]:
 def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: bool, protocol: str) -> RunPaths:
     """Pick the run id: the given one, or on ``--resume`` the newest run of this model."""
     if run_id:
-        if not re.fullmatch(r"[A-Za-z0-9._-]+", run_id):
+        if UNSAFE_CHARS.search(run_id):
             raise ConfigError(
                 f"--run-id: only letters, digits, '.', '_' and '-' are allowed (got {run_id!r})"
             )
