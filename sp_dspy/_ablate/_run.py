@@ -174,7 +174,8 @@ def run_ablation(
                 if result.interrupted:
                     return outcome
         except RunStopped as stopped:
-            raise stopped.continued_by(f"sp-dspy ablate --out {out} --resume --retry-errors") from None
+            resume = f"sp-dspy ablate --out {out} --resume --retry-errors"
+            raise RunStopped(stopped.kind, stopped.reason, resume) from None
     outcome.summary = summarise(plan, outcome.runs, loaded, cases)
     outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
     title = f"sp-dspy ablation: {plan.lm.display_name()} on {outcome.summary.n_cases} cases"

@@ -32,7 +32,6 @@ from .._errors import ConfigError
 from .._lm import LMConfig
 from ._units import units_of
 
-ROLE = "task"
 Record = dict[str, Any]
 
 
@@ -52,12 +51,6 @@ def _is_official(program: Any) -> bool:
     from programs import OfficialPerPolicy, OfficialPerRule
 
     return isinstance(program, OfficialPerPolicy | OfficialPerRule)
-
-
-def _is_cot(program: Any) -> bool:
-    from programs import program_spec
-
-    return not _is_official(program) and program_spec(program)["program"].endswith("-cot")
 
 
 def official_prompt_tokens(program: Any, unit: Any) -> int:
@@ -88,7 +81,10 @@ def dspy_prompt_tokens(program: Any, cases: Sequence[Case], protocol: str) -> fl
 
 def run_pricing(program: Any, protocol: str, lm_config: LMConfig) -> Pricing:
     """USD per token of this model, with the completion length a unit of this program reserves."""
-    return pricing_for(lm_config, completion_guess(protocol, _is_cot(program), lm_config))
+    from programs import program_spec
+
+    cot = not _is_official(program) and program_spec(program)["program"].endswith("-cot")
+    return pricing_for(lm_config, completion_guess(protocol, cot, lm_config))
 
 
 def require_price(caps: BudgetCaps, pricing: Pricing, lm_config: LMConfig) -> None:
@@ -170,7 +166,7 @@ class EvalBudget:
             if self.budget.exhausted:  # once a cap is met the run takes no further unit, small or not
                 raise BudgetExceeded(f"{self.budget.refused_by} reached")
             prompt, guess = self.prompt_tokens(unit), self.pricing.completion_guess
-            ticket = self.budget.reserve(ROLE, 1, prompt, prompt + guess, self.pricing.usd(prompt, guess))
+            ticket = self.budget.reserve("task", 1, prompt, prompt + guess, self.pricing.usd(prompt, guess))
             record: Record = {}
             try:
                 record = await work(unit)

@@ -67,7 +67,6 @@ class RunLock:
 
     def __init__(self, paths: RunPaths) -> None:
         self.paths = paths
-        self.path = paths.lock
         self._fd: int | None = None
 
     def acquire(self) -> Self:
@@ -76,9 +75,11 @@ class RunLock:
 
         while True:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as exc:
-                raise OutputError(f"cannot create the run lock {self.path}: {exc.strerror or exc}") from None
+                raise OutputError(
+                    f"cannot create the run lock {self.paths.lock}: {exc.strerror or exc}"
+                ) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:  # held, or no flock on this file system (the holder's note decides)
@@ -88,7 +89,7 @@ class RunLock:
                     raise RunLockedError(self._refusal(holder)) from None
             else:
                 try:
-                    current = os.stat(self.path).st_ino
+                    current = os.stat(self.paths.lock).st_ino
                 except FileNotFoundError:
                     current = None
                 if current != os.fstat(fd).st_ino:  # its holder removed it between our open and flock
@@ -114,7 +115,7 @@ class RunLock:
         if fd is None:
             return
         with contextlib.suppress(OSError):  # a leftover is harmless: the next writer takes it over
-            self.path.unlink(missing_ok=True)
+            self.paths.lock.unlink(missing_ok=True)
         os.close(fd)
 
     def _refusal(self, holder: dict[str, object]) -> str:
@@ -125,7 +126,7 @@ class RunLock:
         return (
             f"run {self.paths.run_id} in {self.paths.output_dir} is being written by {who}"
             f"{f' ({details})' if details else ''}: one run has one writer; wait for it to end "
-            f"(or stop it), then --resume (lock: {self.path})"
+            f"(or stop it), then --resume (lock: {self.paths.lock})"
         )
 
     def __enter__(self) -> Self:
