@@ -22,7 +22,7 @@ from .._runner._manifest import previous_run
 from .._runner._paths import RunPaths
 from .._runner._units import unit_errors
 from ._plan import AblationPlan, reconcile, save_plan
-from ._variants import PlannedVariant, check_artifacts, resolve_variants
+from ._variants import PlannedVariant, resolve_variants
 
 if TYPE_CHECKING:
     from .._data import Benchmark, Case
@@ -105,13 +105,17 @@ def _describe(variant: PlannedVariant) -> str:
 
 def _prepare(plan: AblationPlan) -> tuple[list[PlannedVariant], Benchmark, list[Case]]:
     """Everything that can fail fast, before any LM call or file is written."""
+    from programs import load_program
+
     variants = resolve_variants(plan.variants)
     labels = [variant.label for variant in variants]
     if plan.baseline is not None and plan.baseline not in labels:
         raise ConfigError(
             f"--baseline: {plan.baseline!r} is not a variant of this ablation ({', '.join(labels)})"
         )
-    check_artifacts(variants)
+    for variant in variants:  # a broken program.json fails before any LM call
+        if variant.artifact:
+            load_program(variant.program)
     loaded, cases = select_cases(EvalConfig(data=plan.data))
     if not cases:
         raise ConfigError(

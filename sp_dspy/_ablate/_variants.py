@@ -106,12 +106,3 @@ def resolve_variants(specs: Sequence[str]) -> list[PlannedVariant]:
         taken.add(label)
         planned.append(PlannedVariant(label, key, protocol, artifact=True))
     return planned
-
-
-def check_artifacts(variants: Sequence[PlannedVariant]) -> None:
-    """Load every artifact once now, so a broken ``program.json`` fails before any LM call."""
-    from programs import load_program
-
-    for variant in variants:
-        if variant.artifact:
-            load_program(variant.program)

@@ -26,6 +26,7 @@ from sp_dspy._compile._budget import (
     build_plan,
     completion_guess,
     pricing_for,
+    require_prices,
 )
 from sp_dspy._compile._data import build_student, load_compile_data
 from sp_dspy._compile._evaluate import evaluate_on_dev, make_recorder
@@ -78,12 +79,9 @@ def prepare(
         configs["reflection"] = reflection or prompt or task
     guesses = {"task": completion_guess(config.protocol, config.cot, task)}
     pricing = {role: pricing_for(cfg, guesses.get(role, HELPER_COMPLETION)) for role, cfg in configs.items()}
-    unpriced = [f"the {role} LM {cfg.model}" for role, cfg in configs.items() if not pricing[role].known]
-    if config.caps.max_usd is not None and unpriced:
-        raise ConfigError(
-            f"--max-usd: no price for {' or '.join(unpriced)} in the price map DSPy uses; "
-            "cap --max-calls or --max-total-tokens instead"
-        )
+    require_prices(
+        config.caps, {f"the {role} LM {cfg.model}": pricing[role] for role, cfg in configs.items()}
+    )
     helper = (recipe.helper, pricing[recipe.helper]) if recipe.helper else None
     plan = build_plan(
         recipe=recipe, settings=settings, student=student.module, train_examples=student.train,

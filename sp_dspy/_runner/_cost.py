@@ -26,9 +26,9 @@ from .._compile._budget import (
     estimate_tokens,
     mean_prompt_tokens,
     pricing_for,
+    require_prices,
 )
 from .._data import Case
-from .._errors import ConfigError
 from .._lm import LMConfig
 from ._units import units_of
 
@@ -85,15 +85,6 @@ def run_pricing(program: Any, protocol: str, lm_config: LMConfig) -> Pricing:
 
     cot = not _is_official(program) and program_spec(program)["program"].endswith("-cot")
     return pricing_for(lm_config, completion_guess(protocol, cot, lm_config))
-
-
-def require_price(caps: BudgetCaps, pricing: Pricing, lm_config: LMConfig) -> None:
-    """``--max-usd`` needs a priced model: an unpriced one would never reach the cap."""
-    if caps.max_usd is not None and not pricing.known:
-        raise ConfigError(
-            f"--max-usd: no price for {lm_config.model} in the price map DSPy uses; "
-            "cap --max-calls or --max-total-tokens instead"
-        )
 
 
 def plan_eval(
@@ -184,7 +175,7 @@ def capped_budget(
     if not caps.any:
         return None
     pricing = run_pricing(program, protocol, lm_config)
-    require_price(caps, pricing, lm_config)
+    require_prices(caps, {lm_config.model: pricing})
     if _is_official(program):
         return EvalBudget(caps, pricing, lambda unit: official_prompt_tokens(program, unit))
     mean = round(dspy_prompt_tokens(program, cases, protocol))
