@@ -178,8 +178,8 @@ def run_ablation(
                 if result.interrupted:
                     return outcome
         except RunStopped as stopped:
-            resume = f"sp-dspy ablate --out {out} --resume --retry-errors"
-            raise RunStopped(stopped.kind, stopped.reason, resume) from None
+            command = f"sp-dspy ablate --out {out} --resume --retry-errors"
+            raise RunStopped(stopped.kind, stopped.reason, command) from None
     outcome.summary = summarise(plan, outcome.runs, loaded, cases)
     outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
     title = f"sp-dspy ablation: {plan.lm.display_name()} on {outcome.summary.n_cases} cases"
