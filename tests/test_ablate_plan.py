@@ -7,15 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sp_dspy._ablate import (
-    DEFAULT_VARIANTS,
-    AblationPlan,
-    build_plan,
-    read_plan_file,
-    reconcile,
-    resolve_variants,
-    save_plan,
-)
+from sp_dspy._ablate import build_plan, read_plan_file
+from sp_dspy._ablate._plan import AblationPlan, reconcile, save_plan
+from sp_dspy._ablate._variants import DEFAULT_VARIANTS, resolve_variants
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig
 from sp_dspy._runner import DataSelection

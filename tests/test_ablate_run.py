@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from programs import PerRuleGuard, program_spec
-from sp_dspy._ablate import DEFAULT_VARIANTS, AblationOutcome, AblationPlan, run_ablation
+from sp_dspy._ablate import AblationOutcome, run_ablation
+from sp_dspy._ablate._plan import AblationPlan
+from sp_dspy._ablate._variants import DEFAULT_VARIANTS
 from sp_dspy._data import Case, load_benchmark
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from sp_dspy._metrics import read_result_files, score

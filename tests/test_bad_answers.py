@@ -25,11 +25,11 @@ from sp_dspy._errors import DataError
 from sp_dspy._guard import Guard
 from sp_dspy._lm._fake_prompts import message_text
 from sp_dspy._protocol import keep_policy_rules, per_policy_messages
-from sp_dspy._runner import JsonlStore, iter_records
+from sp_dspy._runner import iter_records
 from sp_dspy._runner._engine import UnitEngine
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._records import policy_record
-from sp_dspy._runner._store import StoreWriteError, encode_line
+from sp_dspy._runner._store import JsonlStore, StoreWriteError, encode_line
 from sp_dspy.cli import app
 from tests._factories import raw_case, write_dataset
 from tests._stub_server import StubServer

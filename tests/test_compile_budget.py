@@ -10,16 +10,8 @@ from typing import Any
 import pytest
 
 from programs import load_program
-from sp_dspy._compile import (
-    Budget,
-    BudgetCaps,
-    BudgetExceeded,
-    CompileConfig,
-    CompileStatus,
-    Tally,
-    budgeted,
-    compile_guard,
-)
+from sp_dspy._compile import BudgetCaps, CompileConfig, CompileStatus, compile_guard
+from sp_dspy._compile._budget import Budget, BudgetExceeded, Tally, budgeted
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from tests._compile_support import PROPOSAL_REPLY, REFLECTION_REPLY, scripted_prompt_lm
@@ -198,7 +190,7 @@ def test_unparseable_answers_score_zero_instead_of_stopping_the_compile(tmp_path
 def test_an_lm_that_fails_stops_the_compile_with_one_line(
     optimizer: str, message: str, tmp_path: Path
 ) -> None:
-    from sp_dspy._compile import CompileError
+    from sp_dspy._compile._run import CompileError
     from tests._stub_server import StubServer
 
     with StubServer(fail_plan=["500"] * 200) as server:

@@ -19,8 +19,9 @@ import pytest
 
 from optimizers import BOOTSTRAP_RECIPE, GEPA_RECIPE, MIPRO_RECIPE, SIMBA_RECIPE, CompileJob, Recipe
 from programs import load_program
-from sp_dspy._compile import CompileConfig, CompileOutcome, compile_guard, ids_hash
+from sp_dspy._compile import CompileConfig, CompileOutcome, compile_guard
 from sp_dspy._compile._artifact import program_state
+from sp_dspy._compile._data import ids_hash
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from tests._compile_support import sample_cases
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from programs import make_program
-from sp_dspy._compile import DevScore, evaluate_on_dev
+from sp_dspy._compile._evaluate import evaluate_on_dev
 from sp_dspy._compile._run import _select
-from sp_dspy._compile._types import Contender
+from sp_dspy._compile._types import Contender, DevScore
 from sp_dspy._lm import LMConfig, make_lm
 from sp_dspy._runner._fake_gold import teach_fake
 from tests._compile_support import sample_cases

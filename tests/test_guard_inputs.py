@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from sp_dspy._errors import DataError, SpDspyError
-from sp_dspy._guard import Source, conversation_text, guard_case, policy_rules
+from sp_dspy._guard import Source, guard_case
+from sp_dspy._guard._inputs import conversation_text, policy_rules
 
 POLICY = """Check ALL rules below against the conversation.
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from sp_dspy._runner import JsonlStore, iter_records
+from sp_dspy._runner import iter_records
 from sp_dspy._runner._engine import UnitEngine
+from sp_dspy._runner._store import JsonlStore
 
 
 class Work:

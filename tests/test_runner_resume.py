@@ -197,7 +197,7 @@ def test_ctrl_c_stops_cleanly_with_exit_130_and_resume_completes(server: StubSer
 
 
 def test_resume_without_run_id_skips_a_model_whose_name_ends_like_ours(tmp_path: Path) -> None:
-    from sp_dspy._runner import resolve_run
+    from sp_dspy._runner._paths import resolve_run
 
     out = tmp_path / "results"
     out.mkdir()

@@ -16,7 +16,8 @@ import pytest
 from sp_dspy import load_benchmark
 from sp_dspy._lm import LMConfig
 from sp_dspy._protocol import build_targets
-from sp_dspy._runner import DataSelection, EvalConfig, EvalOutcome, run_eval
+from sp_dspy._runner import DataSelection, EvalConfig, run_eval
+from sp_dspy._runner._eval import EvalOutcome
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._store import iter_records
 from tests._stub_server import StubServer

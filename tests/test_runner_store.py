@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sp_dspy._runner import JsonlStore, iter_records, repair_torn_tail
-from sp_dspy._runner._store import SYNC_INTERVAL_S, StoreWriteError
+from sp_dspy._runner import iter_records
+from sp_dspy._runner._store import SYNC_INTERVAL_S, JsonlStore, StoreWriteError, repair_torn_tail
 
 
 class SlowDisk:

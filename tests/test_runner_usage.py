@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from sp_dspy import load_benchmark
-from sp_dspy._ablate import AblationPlan, run_ablation
+from sp_dspy._ablate import run_ablation
+from sp_dspy._ablate._plan import AblationPlan
 from sp_dspy._lm import LMConfig, configure_cache
 from sp_dspy._runner import DataSelection, EvalConfig, run_eval
 from sp_dspy._runner._store import iter_records

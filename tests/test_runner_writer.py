@@ -28,8 +28,7 @@ from typer.testing import CliRunner, Result
 
 from sp_dspy import load_benchmark
 from sp_dspy._errors import ConfigError, DataError, OutputError
-from sp_dspy._runner import RunPaths
-from sp_dspy._runner._paths import RunLock, RunLockedError
+from sp_dspy._runner._paths import RunLock, RunLockedError, RunPaths
 from sp_dspy._runner._store import JsonlStore, iter_records
 from sp_dspy._user_dirs import ensure_writable_dir
 from sp_dspy.cli import app

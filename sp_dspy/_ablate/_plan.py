@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .._compile._artifact import write_json
 from .._errors import ConfigError
 from .._lm import LMConfig
 from .._runner import DataSelection
@@ -106,11 +107,8 @@ def load_saved_plan(out: Path) -> AblationPlan | None:
 def save_plan(plan: AblationPlan, out: Path) -> Path:
     """Write ``OUTDIR/plan.json`` atomically (``OUTDIR`` checked writable first: one line, not a traceback)."""
     ensure_writable_dir(out, what="--out")
-    path = out / PLAN_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(plan.public_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    write_json(out / PLAN_FILE, plan.public_dict())
+    return out / PLAN_FILE
 
 
 def _flatten(document: Any, prefix: str = "") -> dict[str, Any]:

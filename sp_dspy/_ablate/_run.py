@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.console import Console
 
 from .._errors import ConfigError
-from .._runner import EvalConfig, RunPaths, iter_records, new_run_id, run_eval, select_cases
+from .._runner import EvalConfig, iter_records, new_run_id, run_eval
+from .._runner._eval import select_cases
 from .._runner._failures import ErrorSummary, RunStopped
 from .._runner._manifest import previous_run
+from .._runner._paths import RunPaths
 from .._runner._units import unit_errors
 from ._plan import AblationPlan, reconcile, save_plan
-from ._variants import PlannedVariant, check_artifacts, resolve_variants
+from ._variants import PlannedVariant, resolve_variants
 
 if TYPE_CHECKING:
     from .._data import Benchmark, Case
@@ -103,13 +105,17 @@ def _describe(variant: PlannedVariant) -> str:
 
 def _prepare(plan: AblationPlan) -> tuple[list[PlannedVariant], Benchmark, list[Case]]:
     """Everything that can fail fast, before any LM call or file is written."""
+    from programs import load_program
+
     variants = resolve_variants(plan.variants)
     labels = [variant.label for variant in variants]
     if plan.baseline is not None and plan.baseline not in labels:
         raise ConfigError(
             f"--baseline: {plan.baseline!r} is not a variant of this ablation ({', '.join(labels)})"
         )
-    check_artifacts(variants)
+    for variant in variants:  # a broken program.json fails before any LM call
+        if variant.artifact:
+            load_program(variant.program)
     loaded, cases = select_cases(EvalConfig(data=plan.data))
     if not cases:
         raise ConfigError(
@@ -172,7 +178,8 @@ def run_ablation(
                 if result.interrupted:
                     return outcome
         except RunStopped as stopped:
-            raise stopped.continued_by(f"sp-dspy ablate --out {out} --resume --retry-errors") from None
+            command = f"sp-dspy ablate --out {out} --resume --retry-errors"
+            raise RunStopped(stopped.kind, stopped.reason, command) from None
     outcome.summary = summarise(plan, outcome.runs, loaded, cases)
     outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
     title = f"sp-dspy ablation: {plan.lm.display_name()} on {outcome.summary.n_cases} cases"

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import ConfigError
 from .._runner._config import Layout, Protocol
+from .._runner._paths import UNSAFE_CHARS
 
 #: The four rows of the per-rule vs per-policy question, in report order.
 DEFAULT_VARIANTS: tuple[str, ...] = (
@@ -30,7 +30,6 @@ NAMED_VARIANTS: dict[str, tuple[str, Protocol, Layout]] = {
     "dspy-cot-per-rule": ("dspy-cot", "per-rule", "official"),
 }
 ARTIFACT_PROGRAMS = ("dspy", "dspy-cot")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ class PlannedVariant:
     @property
     def slug(self) -> str:
         """The label as a run-id suffix (letters, digits, ``.``, ``_`` and ``-`` only)."""
-        return _UNSAFE.sub("-", self.label).strip("-.") or "variant"
+        return UNSAFE_CHARS.sub("-", self.label).strip("-.") or "variant"
 
 
 def _artifact_protocol(spec: str) -> Protocol:
@@ -107,12 +106,3 @@ def resolve_variants(specs: Sequence[str]) -> list[PlannedVariant]:
         taken.add(label)
         planned.append(PlannedVariant(label, key, protocol, artifact=True))
     return planned
-
-
-def check_artifacts(variants: Sequence[PlannedVariant]) -> None:
-    """Load every artifact once now, so a broken ``program.json`` fails before any LM call."""
-    from programs import load_program
-
-    for variant in variants:
-        if variant.artifact:
-            load_program(variant.program)

@@ -3,25 +3,8 @@
 Importing this package does not import DSPy; the functions that need it do.
 """
 
-from sp_dspy._compile._budget import Budget, BudgetCaps, BudgetExceeded, CompilePlan, Tally, budgeted
-from sp_dspy._compile._data import ids_hash
-from sp_dspy._compile._evaluate import evaluate_on_dev
-from sp_dspy._compile._run import CompileError, compile_guard
-from sp_dspy._compile._types import CompileConfig, CompileOutcome, CompileStatus, DevScore
+from sp_dspy._compile._budget import BudgetCaps, CompilePlan
+from sp_dspy._compile._run import compile_guard
+from sp_dspy._compile._types import CompileConfig, CompileOutcome, CompileStatus
 
-__all__ = [
-    "Budget",
-    "BudgetCaps",
-    "BudgetExceeded",
-    "CompileConfig",
-    "CompileError",
-    "CompileOutcome",
-    "CompilePlan",
-    "CompileStatus",
-    "DevScore",
-    "Tally",
-    "budgeted",
-    "compile_guard",
-    "evaluate_on_dev",
-    "ids_hash",
-]
+__all__ = ["BudgetCaps", "CompileConfig", "CompileOutcome", "CompilePlan", "CompileStatus", "compile_guard"]

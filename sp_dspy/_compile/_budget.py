@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig
 
 CHARS_PER_TOKEN = 4
@@ -31,6 +32,7 @@ PROMPT_SAMPLE = 200
 # not to the LM: they leave that example unanswered and do not count towards stopping.
 PER_EXAMPLE_ERRORS = frozenset({"context_length", "bad_request", "parse"})
 CAP_NAMES = ("max_calls", "max_tokens", "max_usd")  # the order caps are checked in
+NO_ERROR_LIMIT = 1_000_000_000  # failing LMs are stopped by other means than a count
 
 
 class BudgetExceeded(Exception):
@@ -363,6 +365,16 @@ def pricing_for(config: LMConfig, completion_guess: int) -> Pricing:
     except Exception:  # advisory metadata: a malformed entry must not stop a compile
         prompt = completion = None
     return Pricing(prompt=prompt, completion=completion, completion_guess=completion_guess)
+
+
+def require_prices(caps: BudgetCaps, pricing: Mapping[str, Pricing]) -> None:
+    """``--max-usd`` needs every model (``pricing`` by name) priced: an unpriced one would never reach the cap."""
+    unpriced = [name for name, each in pricing.items() if not each.known]
+    if caps.max_usd is not None and unpriced:
+        raise ConfigError(
+            f"--max-usd: no price for {' or '.join(unpriced)} in the price map DSPy uses; "
+            "cap --max-calls or --max-total-tokens instead"
+        )
 
 
 def completion_guess(protocol: str, cot: bool, config: LMConfig) -> int:

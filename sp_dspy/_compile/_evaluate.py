@@ -24,13 +24,13 @@ N_BOOT = 1000
 PRIOR_WEIGHT = 2  # how many examples' worth of the overall mean a candidate's mean is shrunk with
 
 
-def bootstrap_mean(values: Sequence[float], *, seed: int, n_boot: int = N_BOOT) -> list[float] | None:
+def bootstrap_mean(values: Sequence[float], *, seed: int) -> list[float] | None:
     """95% percentile interval of the mean of ``values`` (x 100, two decimals)."""
     if not values:
         return None
     data = np.asarray(values, dtype=np.float64)
     rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(data), size=(n_boot, len(data)))
+    draws = rng.integers(0, len(data), size=(N_BOOT, len(data)))
     means = data[draws].mean(axis=1) * 100
     low, high = np.percentile(means, [2.5, 97.5])
     return [round(float(low), 2), round(float(high), 2)]

@@ -19,12 +19,14 @@ from typing import Any
 from sp_dspy._compile._artifact import claim_out, program_state, save_artifact, state_key
 from sp_dspy._compile._budget import (
     HELPER_COMPLETION,
+    NO_ERROR_LIMIT,
     Budget,
     OptimizerStopped,
     budgeted,
     build_plan,
     completion_guess,
     pricing_for,
+    require_prices,
 )
 from sp_dspy._compile._data import build_student, load_compile_data
 from sp_dspy._compile._evaluate import evaluate_on_dev, make_recorder
@@ -42,7 +44,6 @@ from sp_dspy._lm import LMConfig, redact
 
 LOG_FILE = "compile.log"
 LIBRARY_LOGGERS = ("dspy", "gepa", "optuna", "LiteLLM", "litellm", "httpx", "httpcore", "openai")
-NO_ERROR_LIMIT = 1_000_000_000
 
 
 class CompileError(SpDspyError):
@@ -78,12 +79,9 @@ def prepare(
         configs["reflection"] = reflection or prompt or task
     guesses = {"task": completion_guess(config.protocol, config.cot, task)}
     pricing = {role: pricing_for(cfg, guesses.get(role, HELPER_COMPLETION)) for role, cfg in configs.items()}
-    unpriced = [f"the {role} LM {cfg.model}" for role, cfg in configs.items() if not pricing[role].known]
-    if config.caps.max_usd is not None and unpriced:
-        raise ConfigError(
-            f"--max-usd: no price for {' or '.join(unpriced)} in the price map DSPy uses; "
-            "cap --max-calls or --max-total-tokens instead"
-        )
+    require_prices(
+        config.caps, {f"the {role} LM {cfg.model}": pricing[role] for role, cfg in configs.items()}
+    )
     helper = (recipe.helper, pricing[recipe.helper]) if recipe.helper else None
     plan = build_plan(
         recipe=recipe, settings=settings, student=student.module, train_examples=student.train,

@@ -4,7 +4,7 @@ Importing this package does not import DSPy or LiteLLM; loading a guard does.
 """
 
 from ._guard import Guard
-from ._inputs import Source, conversation_text, guard_case, policy_rules
+from ._inputs import Source, guard_case
 from ._verdict import Verdict
 
-__all__ = ["Guard", "Source", "Verdict", "conversation_text", "guard_case", "policy_rules"]
+__all__ = ["Guard", "Source", "Verdict", "guard_case"]

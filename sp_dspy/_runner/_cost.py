@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .._compile._budget import (
+    NO_ERROR_LIMIT,
     PROMPT_SAMPLE,
     Budget,
     BudgetCaps,
@@ -25,14 +26,12 @@ from .._compile._budget import (
     estimate_tokens,
     mean_prompt_tokens,
     pricing_for,
+    require_prices,
 )
 from .._data import Case
-from .._errors import ConfigError
 from .._lm import LMConfig
 from ._units import units_of
 
-ROLE = "task"
-NO_ERROR_LIMIT = 1_000_000_000  # failing LMs are the runner's error handling, not a cap
 Record = dict[str, Any]
 
 
@@ -52,12 +51,6 @@ def _is_official(program: Any) -> bool:
     from programs import OfficialPerPolicy, OfficialPerRule
 
     return isinstance(program, OfficialPerPolicy | OfficialPerRule)
-
-
-def _is_cot(program: Any) -> bool:
-    from programs import program_spec
-
-    return not _is_official(program) and program_spec(program)["program"].endswith("-cot")
 
 
 def official_prompt_tokens(program: Any, unit: Any) -> int:
@@ -88,16 +81,10 @@ def dspy_prompt_tokens(program: Any, cases: Sequence[Case], protocol: str) -> fl
 
 def run_pricing(program: Any, protocol: str, lm_config: LMConfig) -> Pricing:
     """USD per token of this model, with the completion length a unit of this program reserves."""
-    return pricing_for(lm_config, completion_guess(protocol, _is_cot(program), lm_config))
+    from programs import program_spec
 
-
-def require_price(caps: BudgetCaps, pricing: Pricing, lm_config: LMConfig) -> None:
-    """``--max-usd`` needs a priced model: an unpriced one would never reach the cap."""
-    if caps.max_usd is not None and not pricing.known:
-        raise ConfigError(
-            f"--max-usd: no price for {lm_config.model} in the price map DSPy uses; "
-            "cap --max-calls or --max-total-tokens instead"
-        )
+    cot = not _is_official(program) and program_spec(program)["program"].endswith("-cot")
+    return pricing_for(lm_config, completion_guess(protocol, cot, lm_config))
 
 
 def plan_eval(
@@ -136,7 +123,7 @@ class EvalBudget:
     """The caps of one eval run: a unit that would cross one is not started (:class:`BudgetExceeded`)."""
 
     def __init__(self, caps: BudgetCaps, pricing: Pricing, prompt_tokens: Callable[[Any], int]) -> None:
-        self.budget = Budget(caps=caps, max_lm_errors=NO_ERROR_LIMIT)
+        self.budget = Budget(caps=caps, max_lm_errors=NO_ERROR_LIMIT)  # failing LMs: EarlyStop
         self.pricing = pricing
         self.prompt_tokens = prompt_tokens
 
@@ -170,7 +157,7 @@ class EvalBudget:
             if self.budget.exhausted:  # once a cap is met the run takes no further unit, small or not
                 raise BudgetExceeded(f"{self.budget.refused_by} reached")
             prompt, guess = self.prompt_tokens(unit), self.pricing.completion_guess
-            ticket = self.budget.reserve(ROLE, 1, prompt, prompt + guess, self.pricing.usd(prompt, guess))
+            ticket = self.budget.reserve("task", 1, prompt, prompt + guess, self.pricing.usd(prompt, guess))
             record: Record = {}
             try:
                 record = await work(unit)
@@ -188,7 +175,7 @@ def capped_budget(
     if not caps.any:
         return None
     pricing = run_pricing(program, protocol, lm_config)
-    require_price(caps, pricing, lm_config)
+    require_prices(caps, {lm_config.model: pricing})
     if _is_official(program):
         return EvalBudget(caps, pricing, lambda unit: official_prompt_tokens(program, unit))
     mean = round(dspy_prompt_tokens(program, cases, protocol))

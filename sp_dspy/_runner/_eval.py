@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
-from .._compile._budget import BudgetExceeded, Tally
+from .._compile._budget import BudgetExceeded, Tally, require_prices
 from .._data import Benchmark, Case, conversation_id, load_benchmark, select_split
 from .._data._filters import slice_cases
 from .._errors import ConfigError, DataError, OutputError
@@ -24,7 +24,7 @@ from .._lm._direct import client_of
 from .._lm._replicas import display_endpoint
 from .._user_dirs import ensure_writable_dir
 from ._config import EvalConfig, parse_shard
-from ._cost import EvalPlan, capped_budget, plan_eval, require_price, run_pricing
+from ._cost import EvalPlan, capped_budget, plan_eval, run_pricing
 from ._engine import Record, Unit, UnitEngine
 from ._failures import EarlyStop, ErrorSummary
 from ._fake_gold import teach_fake
@@ -165,7 +165,7 @@ def plan_run(config: EvalConfig, lm_config: LMConfig) -> EvalPlan:
     _, cases = select_cases(config)
     program, protocol, label = build_program(config, constrained=lm_config.json_schema, cases=cases)
     plan = plan_eval(program, protocol, label, cases, lm_config)
-    require_price(config.caps, run_pricing(program, protocol, lm_config), lm_config)
+    require_prices(config.caps, {lm_config.model: run_pricing(program, protocol, lm_config)})
     return plan
 
 

@@ -20,29 +20,27 @@ BAD_REQUEST_STREAK = 3
 #: Failures about the endpoint or the account rather than the case: the first one stops the run.
 _RUN_WIDE = frozenset({"auth", "billing", "not_found", "unreachable", "config"})
 
+#: What the user can change so that calls failing with a class succeed (others: ``_REJECTED``).
+_FIXES = {
+    "auth": "the API key is missing or refused: set the provider's key variable "
+    "(e.g. OPENAI_API_KEY), or name yours with --api-key-env VAR",
+    "billing": "the provider refused for billing: check the account's credit or use another key",
+    "not_found": "no model {model!r} (or no such route) at {base}: check --lm and --api-base",
+    "unreachable": "nothing answers at {base}: start the server (sp-dspy serve) or fix --api-base",
+    "config": "the LM settings are incomplete or wrong: check --lm, --api-base and --api-key-env",
+}
+_REJECTED = (
+    "the server rejects the requests: check the model's settings (--max-tokens, --temperature, "
+    "--reasoning-effort, --json-schema) and --transport"
+)
+
 
 def fix_for(kind: str, lm: LMConfig) -> str:
     """What the user can change so that calls failing with ``kind`` succeed."""
+    if kind == "auth" and lm.api_key_env:
+        return f"the API key is missing or refused: check the key in ${lm.api_key_env}"
     base = ", ".join(lm.api_bases) or "the provider's default address"
-    if kind == "auth":
-        if lm.api_key_env:
-            return f"the API key is missing or refused: check the key in ${lm.api_key_env}"
-        return (
-            "the API key is missing or refused: set the provider's key variable "
-            "(e.g. OPENAI_API_KEY), or name yours with --api-key-env VAR"
-        )
-    if kind == "billing":
-        return "the provider refused for billing: check the account's credit or use another key"
-    if kind == "not_found":
-        return f"no model {lm.model!r} (or no such route) at {base}: check --lm and --api-base"
-    if kind == "unreachable":
-        return f"nothing answers at {base}: start the server (sp-dspy serve) or fix --api-base"
-    if kind == "config":
-        return "the LM settings are incomplete or wrong: check --lm, --api-base and --api-key-env"
-    return (
-        "the server rejects the requests: check the model's settings (--max-tokens, --temperature, "
-        "--reasoning-effort, --json-schema) and --transport"
-    )
+    return _FIXES.get(kind, _REJECTED).format(model=lm.model, base=base)
 
 
 class RunStopped(SpDspyError):
@@ -51,10 +49,6 @@ class RunStopped(SpDspyError):
     def __init__(self, kind: str, reason: str, resume: str) -> None:
         self.kind, self.reason = kind, reason
         super().__init__(f"{reason}; after the fix, continue with {resume}")
-
-    def continued_by(self, resume: str) -> RunStopped:
-        """The same stop, naming another command to continue (``ablate`` has its own)."""
-        return RunStopped(self.kind, self.reason, resume)
 
 
 @dataclass

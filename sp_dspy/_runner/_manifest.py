@@ -90,9 +90,9 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def git_commit(cwd: Path | None = None) -> str | None:
+def git_commit() -> str | None:
     """The checkout's commit (dirty marker included), or None outside a git checkout."""
-    git = functools.partial(subprocess.run, cwd=cwd, capture_output=True, text=True, timeout=5)
+    git = functools.partial(subprocess.run, capture_output=True, text=True, timeout=5)
     try:
         head = git(["git", "rev-parse", "HEAD"], check=True).stdout.strip()
         dirty = git(["git", "status", "--porcelain", "--untracked-files=no"]).stdout.strip()

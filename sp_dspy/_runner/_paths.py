@@ -15,12 +15,12 @@ from typing import Self
 from .._errors import ConfigError, OutputError
 from ._manifest import redacted_argv
 
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def safe_name(text: str) -> str:
     """File-name-safe form of a model's short name."""
-    return _SAFE.sub("-", text).strip("-") or "model"
+    return UNSAFE_CHARS.sub("-", text).strip("-") or "model"
 
 
 def _prefix(protocol: str) -> str:
@@ -67,7 +67,6 @@ class RunLock:
 
     def __init__(self, paths: RunPaths) -> None:
         self.paths = paths
-        self.path = paths.lock
         self._fd: int | None = None
 
     def acquire(self) -> Self:
@@ -76,9 +75,11 @@ class RunLock:
 
         while True:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as exc:
-                raise OutputError(f"cannot create the run lock {self.path}: {exc.strerror or exc}") from None
+                raise OutputError(
+                    f"cannot create the run lock {self.paths.lock}: {exc.strerror or exc}"
+                ) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:  # held, or no flock on this file system (the holder's note decides)
@@ -88,7 +89,7 @@ class RunLock:
                     raise RunLockedError(self._refusal(holder)) from None
             else:
                 try:
-                    current = os.stat(self.path).st_ino
+                    current = os.stat(self.paths.lock).st_ino
                 except FileNotFoundError:
                     current = None
                 if current != os.fstat(fd).st_ino:  # its holder removed it between our open and flock
@@ -114,7 +115,7 @@ class RunLock:
         if fd is None:
             return
         with contextlib.suppress(OSError):  # a leftover is harmless: the next writer takes it over
-            self.path.unlink(missing_ok=True)
+            self.paths.lock.unlink(missing_ok=True)
         os.close(fd)
 
     def _refusal(self, holder: dict[str, object]) -> str:
@@ -125,7 +126,7 @@ class RunLock:
         return (
             f"run {self.paths.run_id} in {self.paths.output_dir} is being written by {who}"
             f"{f' ({details})' if details else ''}: one run has one writer; wait for it to end "
-            f"(or stop it), then --resume (lock: {self.path})"
+            f"(or stop it), then --resume (lock: {self.paths.lock})"
         )
 
     def __enter__(self) -> Self:
@@ -161,7 +162,7 @@ def _read_holder(fd: int) -> dict[str, object]:
 def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: bool, protocol: str) -> RunPaths:
     """Pick the run id: the given one, or on ``--resume`` the newest run of this model."""
     if run_id:
-        if not re.fullmatch(r"[A-Za-z0-9._-]+", run_id):
+        if UNSAFE_CHARS.search(run_id):
             raise ConfigError(
                 f"--run-id: only letters, digits, '.', '_' and '-' are allowed (got {run_id!r})"
             )
