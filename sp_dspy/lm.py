@@ -8,17 +8,11 @@ an ``lm.history`` entry's tokens and price as the official path reports them;
 MIPROv2's ``auto`` presets. Importing this module does not import DSPy.
 """
 
-from sp_dspy._lm import (
-    ChatResult,
-    TokenUsage,
-    achat,
-    answer_price,
-    chat,
-    classify_error,
-    history_usage,
-    redact,
-)
+from sp_dspy._lm._chat import achat, answer_price, chat, history_usage
 from sp_dspy._lm._compat import gepa_auto_metric_calls, mipro_auto_run
+from sp_dspy._lm._errors import classify_error
+from sp_dspy._lm._result import ChatResult, TokenUsage
+from sp_dspy._redact import redact
 
 __all__ = [
     "ChatResult",
