@@ -1,8 +1,5 @@
-"""The LM layer: every call to a model in sp-dspy goes through here.
-
-:func:`make_lm` builds a ``dspy.LM`` from an :class:`LMConfig`; :func:`chat` / :func:`achat`
-send raw messages through it. Importing this package does not import DSPy or LiteLLM.
-"""
+"""The LM layer: every call to a model in sp-dspy goes through a ``dspy.LM`` that :func:`make_lm`
+builds from an :class:`LMConfig`. Importing this package does not import DSPy or LiteLLM."""
 
 from .._redact import redact
 from ._cache import configure_cache

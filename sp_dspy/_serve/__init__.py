@@ -1,8 +1,5 @@
-"""Local model serving: llama.cpp (embedded SmolLM2 or any GGUF) and vLLM.
-
-Both speak the OpenAI API on 127.0.0.1 from child processes that a ``with`` block (or
-``sp-dspy serve``) starts and always stops. Importing this imports neither backend.
-"""
+"""Local model serving: llama.cpp (embedded SmolLM2 or any GGUF) and vLLM, speaking the OpenAI
+API on 127.0.0.1 from child processes that a ``with`` block (or ``sp-dspy serve``) always stops."""
 
 from __future__ import annotations
 
