@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from sp_dspy._errors import ConfigError
-from sp_dspy._lm import LMConfig, classify_error, is_lasting, load_model_configs, redact, resolve_model_config
-from sp_dspy._lm._config import bundled_models_file
+from sp_dspy._lm import LMConfig, classify_error, is_lasting, redact, resolve_model_config
+from sp_dspy._lm._config import bundled_models_file, load_model_configs
 from sp_dspy._lm._profiles import key_for
 from sp_dspy._redact import register_secret
 

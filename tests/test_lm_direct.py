@@ -15,8 +15,6 @@ import pytest
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import (
     LMConfig,
-    achat,
-    chat,
     classify_error,
     closing_transports,
     configure_cache,
@@ -25,6 +23,7 @@ from sp_dspy._lm import (
 )
 from sp_dspy._lm._direct import DirectChat, client_of, env_proxy
 from sp_dspy._lm._errors import MAX_RETRY_WAIT_S, backoff_seconds, retry_after_seconds
+from sp_dspy.lm import achat, chat
 from tests._lm_fixtures import per_policy_messages
 from tests._stub_server import StubServer
 

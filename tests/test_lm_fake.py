@@ -11,8 +11,9 @@ import dspy
 import pytest
 
 from sp_dspy._errors import ConfigError
-from sp_dspy._lm import FakeEngine, LMConfig, achat, chat, fake_engine, make_lm
-from sp_dspy._lm._fake import GARBAGE_TEXT, REFUSAL_TEXT
+from sp_dspy._lm import LMConfig, fake_engine, make_lm
+from sp_dspy._lm._fake import GARBAGE_TEXT, REFUSAL_TEXT, FakeEngine
+from sp_dspy.lm import achat, chat
 from tests._lm_fixtures import CONVERSATION, GOLD, POLICY, RULE_TEXTS, per_policy_messages, per_rule_messages
 
 

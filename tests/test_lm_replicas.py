@@ -22,8 +22,6 @@ import sp_dspy._lm._replicas as replicas_module
 from sp_dspy import load_benchmark
 from sp_dspy._lm import (
     LMConfig,
-    achat,
-    chat,
     classify_error,
     configure_cache,
     import_dspy,
@@ -34,6 +32,7 @@ from sp_dspy._lm._replicas import AsyncReplicaEngine, ReplicaEngine
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
+from sp_dspy.lm import achat, chat
 from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(120)]

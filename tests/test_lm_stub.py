@@ -14,8 +14,6 @@ import pytest
 
 from sp_dspy._lm import (
     LMConfig,
-    achat,
-    chat,
     classify_error,
     closing_transports,
     configure_cache,
@@ -23,6 +21,7 @@ from sp_dspy._lm import (
     redact,
 )
 from sp_dspy._lm._direct import client_of
+from sp_dspy.lm import achat, chat
 from tests._lm_fixtures import CONVERSATION, GOLD, POLICY, per_policy_messages
 from tests._stub_server import StubServer
 

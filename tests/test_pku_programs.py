@@ -27,7 +27,8 @@ from programs import (
 from sp_dspy._data import PKU_POLICY, load_pku
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import ConfigError, DataError
-from sp_dspy._lm import FakeEngine, LMConfig, make_lm
+from sp_dspy._lm import LMConfig, make_lm
+from sp_dspy._lm._fake import FakeEngine
 from sp_dspy._metrics import read_result_files
 from sp_dspy._metrics_pku import score_pku_results
 from sp_dspy._protocol import build_targets, per_policy_messages

@@ -24,7 +24,8 @@ from programs import (
 )
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import DataError
-from sp_dspy._lm import FakeEngine, LMConfig, make_lm
+from sp_dspy._lm import LMConfig, make_lm
+from sp_dspy._lm._fake import FakeEngine
 from tests._factories import raw_case
 
 RULES = {

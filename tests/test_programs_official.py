@@ -11,7 +11,8 @@ import pytest
 from programs import CaseOutput, OfficialPerPolicy, OfficialPerRule, make_program, run_case
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import ConfigError
-from sp_dspy._lm import FakeEngine, LMConfig, make_lm
+from sp_dspy._lm import LMConfig, make_lm
+from sp_dspy._lm._fake import FakeEngine
 from sp_dspy._protocol import build_targets, per_policy_messages, per_rule_messages
 from tests._factories import raw_case
 

@@ -32,7 +32,8 @@ from programs._registry import history_accounting
 from sp_dspy._data._scan import read_json_file
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import ConfigError, DataError
-from sp_dspy._lm import FakeEngine, LMConfig, make_lm
+from sp_dspy._lm import LMConfig, make_lm
+from sp_dspy._lm._fake import FakeEngine
 from tests._factories import raw_case
 
 TUNED = "Check every rule against the chatbot's replies and list the violated ones."

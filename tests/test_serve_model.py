@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from sp_dspy._errors import ConfigError
-from sp_dspy._serve import EMBEDDED_INSTALL, LlamaCppServer, _llamacpp, embedded_model_path, model_name_for
+from sp_dspy._serve import LlamaCppServer, _llamacpp
+from sp_dspy._serve._llamacpp import EMBEDDED_INSTALL, embedded_model_path, model_name_for
 
 
 def _fake_spec(location: Path) -> importlib.machinery.ModuleSpec:

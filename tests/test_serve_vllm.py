@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from sp_dspy._errors import ConfigError
-from sp_dspy._serve import VLLM_INSTALL, VLLMServer, _vllm, vllm_command
+from sp_dspy._serve import VLLMServer, _vllm
 from sp_dspy._serve._process import pid_alive, served_model_ids
+from sp_dspy._serve._vllm import VLLM_INSTALL, vllm_command
 
 
 def test_minimal_command_binds_loopback_with_prefix_caching() -> None:

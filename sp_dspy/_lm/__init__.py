@@ -1,31 +1,23 @@
-"""The LM layer: every call to a model in sp-dspy goes through here.
-
-:func:`make_lm` builds a ``dspy.LM`` from an :class:`LMConfig`; :func:`chat` / :func:`achat`
-send raw messages through it. Importing this package does not import DSPy or LiteLLM.
-"""
+"""The LM layer: every call to a model in sp-dspy goes through a ``dspy.LM`` that :func:`make_lm`
+builds from an :class:`LMConfig`. Importing this package does not import DSPy or LiteLLM."""
 
 from .._redact import redact
 from ._cache import configure_cache
-from ._chat import achat, answer_price, chat, history_usage
-from ._config import LMConfig, load_configured_models, load_model_configs, models_files, resolve_model_config
+from ._chat import history_usage
+from ._config import LMConfig, load_configured_models, models_files, resolve_model_config
 from ._direct import HttpRequest, closing_transports
 from ._dspy import import_dspy
 from ._errors import classify_error, is_lasting
 from ._factory import fake_engine, make_lm
-from ._fake import BEHAVIOURS, FakeEngine
+from ._fake import BEHAVIOURS
 from ._profiles import key_for
-from ._result import ChatResult, TokenUsage
+from ._result import TokenUsage
 
 __all__ = [
     "BEHAVIOURS",
-    "ChatResult",
-    "FakeEngine",
     "HttpRequest",
     "LMConfig",
     "TokenUsage",
-    "achat",
-    "answer_price",
-    "chat",
     "classify_error",
     "closing_transports",
     "configure_cache",
@@ -35,7 +27,6 @@ __all__ = [
     "is_lasting",
     "key_for",
     "load_configured_models",
-    "load_model_configs",
     "make_lm",
     "models_files",
     "redact",

@@ -41,12 +41,10 @@ def history_usage(entry: Mapping[str, Any]) -> tuple[TokenUsage, bool]:
 
     response = entry.get("response")
     responses = response if isinstance(response, list | tuple) else [response]
-    total = TokenUsage()
-    for each in responses:
-        if each is not None:
-            raw = response_usage(each) if isinstance(each, Response) else _raw_usage(each)
-            total = total + token_usage(raw)
-    return total, True
+    raws = (
+        response_usage(r) if isinstance(r, Response) else _raw_usage(r) for r in responses if r is not None
+    )
+    return sum((token_usage(raw) for raw in raws), TokenUsage()), True
 
 
 def answer_price(lm: Any, usage: TokenUsage) -> float | None:

@@ -114,9 +114,7 @@ class LMConfig(BaseModel):
     @property
     def api_bases(self) -> list[str]:
         """The endpoints of ``api_base`` in order (empty when none is set)."""
-        if self.api_base is None:
-            return []
-        return [part.strip() for part in self.api_base.split(",")]
+        return [] if self.api_base is None else [part.strip() for part in self.api_base.split(",")]
 
     @property
     def provider(self) -> str:

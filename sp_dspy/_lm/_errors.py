@@ -1,10 +1,7 @@
 """Name the kind of an LM failure, for excluded records and retry decisions; raise HTTP failures as DSPy does.
 
-Errors come from DSPy's ``LM*Error`` classes, lm15, LiteLLM/OpenAI SDKs and plain
-``OSError``s; they are recognised by class name along the MRO (no import of those
-libraries, so this survives their refactors) or by HTTP status, along the cause chain.
-sp-dspy's HTTP engine raises DSPy's own classes (:func:`status_error`) and retries as
-DSPy's engine does: exponential backoff with jitter unless the server says how long.
+Errors (DSPy's ``LM*Error``, lm15, LiteLLM/OpenAI SDKs, ``OSError``) are recognised along the cause
+chain by class name along the MRO (importing none of those libraries) or by HTTP status.
 """
 
 from __future__ import annotations

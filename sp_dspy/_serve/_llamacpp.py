@@ -54,8 +54,7 @@ def embedded_model_path() -> Path:
 
 def model_name_for(path: Path) -> str:
     """The name a GGUF file is served under: its file name without ``.gguf`` (llama.cpp would
-    advertise the absolute path, leaking the user's directories into result files).
-    """
+    advertise the absolute path, leaking the user's directories into result files)."""
     name = path.name
     return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
 
@@ -72,9 +71,6 @@ class LlamaCppServer(ChildServer):
         max_tokens: server-side cap on generated tokens per request (None: none); DSPy often
             sends no ``max_tokens`` and a small model can ramble until the context is full.
         startup_timeout: seconds for the model to load and ``/v1/models`` to answer.
-
-    The prompt cache is always on (guard prompts repeat the policy); the model is served
-    under its file name without ``.gguf``.
     """
 
     def __init__(

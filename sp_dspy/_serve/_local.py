@@ -3,41 +3,30 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from ._llamacpp import LlamaCppServer
 from ._process import sigterm_interrupts
 from ._state import ServeState, clear_state, read_state
 
 
-@dataclass
-class ServerHandle:
-    """An endpoint plus the duty to stop it if we started it; closing a reused server
-    (``owned=False``) leaves it to ``sp-dspy serve``."""
+@dataclass(eq=False)
+class ServerHandle(contextlib.ExitStack):
+    """An endpoint plus the duty (its exit callbacks) to stop it if we started it; closing a
+    reused server (``owned=False``) leaves it to ``sp-dspy serve``."""
 
     api_base: str
     model_name: str
     owned: bool
-    _owner: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__init__()
 
     @property
     def lm_model(self) -> str:
         """The model string for ``dspy.LM`` / litellm: ``openai/<model_name>``."""
         return f"openai/{self.model_name}"
-
-    def close(self) -> None:
-        self._owner.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def ensure_local_server(
@@ -59,16 +48,14 @@ def ensure_local_server(
     state = read_state()
     if state is not None and _reusable(state, model, n_ctx):
         return ServerHandle(api_base=state.api_base, model_name=state.model_name, owned=False)
-    owner = contextlib.ExitStack()
-    owner.enter_context(sigterm_interrupts())
-    try:
+    with contextlib.ExitStack() as owner:
+        owner.enter_context(sigterm_interrupts())
         server = LlamaCppServer(model, n_ctx=n_ctx, threads=threads, n_parallel=n_parallel,
                                 startup_timeout=startup_timeout).start()  # fmt: skip
-    except BaseException:
-        owner.close()
-        raise
-    owner.callback(server.stop)  # runs first: the server is stopped, then SIGTERM's handler restored
-    return ServerHandle(api_base=server.api_base, model_name=server.model_name, owned=True, _owner=owner)
+        owner.callback(server.stop)  # runs first: the server is stopped, then SIGTERM's handler restored
+        handle = ServerHandle(api_base=server.api_base, model_name=server.model_name, owned=True)
+        handle.push(owner.pop_all())
+    return handle
 
 
 def _reusable(state: ServeState, model: Path | None, n_ctx: int) -> bool:

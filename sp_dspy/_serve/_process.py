@@ -103,8 +103,7 @@ def pid_alive(pid: int) -> bool:
 def die_with_parent() -> None:
     """``preexec_fn`` asking Linux to SIGTERM the child when its parent dies (even by SIGKILL),
     so it never holds the GPU or port; a no-op elsewhere. Linux ties the signal to the
-    *thread* that forked, so start servers from a long-lived thread.
-    """
+    *thread* that forked, so start servers from a long-lived thread."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes

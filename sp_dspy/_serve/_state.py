@@ -78,8 +78,7 @@ def write_state(state: ServeState, path: Path | None = None) -> Path:
 
 def clear_state(*, owner_pid: int | None = None, path: Path | None = None) -> bool:
     """Remove the record (whether one was removed); with ``owner_pid``, only if that process
-    still owns it, so a second ``sp-dspy serve`` that took over keeps it when the first exits.
-    """
+    still owns it, so a second ``sp-dspy serve`` that took over keeps it when the first exits."""
     path = path or state_path()
     if owner_pid is not None:
         current = read_state(path)

@@ -36,11 +36,8 @@ def vllm_command(
     extra_args: Sequence[str] = (),
     executable: str = "vllm",
 ) -> list[str]:
-    """The ``vllm serve`` command line for ``model`` (a Hub id or a local directory).
-
-    Options left as None are not passed (vLLM's defaults apply); ``extra_args`` come last,
-    so they win. ``ConfigError`` when a value is out of range.
-    """
+    """The ``vllm serve`` command line for ``model`` (Hub id or local directory): options left None
+    are not passed, ``extra_args`` come last (they win); ``ConfigError`` when a value is out of range."""
     if not model:
         raise ConfigError("--model: vLLM needs a model (Hub id or local directory)")
     if not 0 < port < 65536:
