@@ -10,8 +10,9 @@ import pytest
 from sp_dspy._data import load_benchmark
 from sp_dspy._errors import ConfigError
 from sp_dspy._metrics import read_result_files
-from sp_dspy._report import ComparisonSummary, Plot, build_summary, render_html, write_html
-from sp_dspy._report._plots import rmr_by_level, rmr_tau_curve
+from sp_dspy._report import ComparisonSummary, build_summary, write_html
+from sp_dspy._report._html import render_html
+from sp_dspy._report._plots import Plot, rmr_by_level, rmr_tau_curve
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 CASES = load_benchmark(None).cases
