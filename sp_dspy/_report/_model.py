@@ -78,22 +78,6 @@ class VariantResult(BaseModel):
         default=None, description="PKU-SafeRLHF only: the variant's PkuReport (binary, categories, severity)"
     )
 
-    @property
-    def official_layout(self) -> bool:
-        """The cache-friendly per-rule layout is not the official protocol."""
-        return self.layout in (None, "official")
-
-    @property
-    def fake_model(self) -> bool:
-        """The scripted fake LM (``--lm fake``) answers from the gold labels or a script."""
-        lm = str(self.settings.get("lm", ""))
-        return self.model == "fake" or lm.startswith("fake/") or lm == "fake"
-
-    @property
-    def small_model(self) -> bool:
-        """A 135M-parameter SmolLM run checks the plumbing; it says nothing about guarding."""
-        return "smollm" in (self.model or "").lower() or "smollm" in self.label.lower()
-
 
 class DiffRow(BaseModel):
     """``variant - baseline`` in one cell on the cases both scored, paired bootstrap 95% CI."""
