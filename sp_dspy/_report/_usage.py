@@ -115,8 +115,7 @@ def latency_per_case(costs: Mapping[str, CaseCost]) -> float | None:
 
 def record_settings(results: ResultSet) -> dict[str, Any]:
     """The distinct values of ``SETTING_KEYS`` across records (one value, or a sorted list)."""
-    seen: dict[str, set[str]] = {}
-    raw: dict[str, Any] = {}
+    found: dict[str, dict[str, Any]] = {}  # key -> the first value of each distinct JSON text
     for record in [*results.records.values(), *results.judgments]:
         fields = dict(record.model_extra or {})
         if isinstance(record, PolicyRecord) and record.model_name is not None:
@@ -126,10 +125,9 @@ def record_settings(results: ResultSet) -> dict[str, Any]:
             if value is None or isinstance(value, dict | list):
                 continue
             text = json.dumps(value) if not isinstance(value, str) else value
-            if text not in seen.setdefault(key, set()):
-                seen[key].add(text)
-                raw.setdefault(key, []).append(value)
-    return {key: values[0] if len(values) == 1 else sorted(values, key=str) for key, values in raw.items()}
+            found.setdefault(key, {}).setdefault(text, value)
+    unique = {key: list(by_text.values()) for key, by_text in found.items()}
+    return {key: values[0] if len(values) == 1 else sorted(values, key=str) for key, values in unique.items()}
 
 
 #: Generation settings worth showing beside the numbers (from the manifest's ``lm`` entry).
