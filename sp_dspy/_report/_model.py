@@ -74,9 +74,8 @@ class VariantResult(BaseModel):
     wall_s: float | None = None
     latency_s_per_case: float | None = None
     dataset_hashes: list[str] = Field(default_factory=list)
-    pku: dict[str, Any] | None = Field(
-        default=None, description="PKU-SafeRLHF only: the variant's PkuReport (binary, categories, severity)"
-    )
+    #: PKU-SafeRLHF only: the variant's PkuReport (binary, categories, severity).
+    pku: dict[str, Any] | None = None
 
 
 class DiffRow(BaseModel):
@@ -114,9 +113,8 @@ class ComparisonSummary(BaseModel):
     variants: list[VariantResult]
     diffs: list[DiffRow] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
-    pku_published: dict[str, Any] | None = Field(
-        default=None, description="PKU-SafeRLHF only: the paper's moderator figures and citation"
-    )
+    #: PKU-SafeRLHF only: the paper's moderator figures and citation.
+    pku_published: dict[str, Any] | None = None
 
     def variant(self, label: str) -> VariantResult:
         return {entry.label: entry for entry in self.variants}[label]
