@@ -162,12 +162,6 @@ def render_html(
     )
 
 
-def write_html(
-    summary: ComparisonSummary,
-    path: str | Path,
-    plots: Sequence[Plot] | None = None,
-    *,
-    title: str | None = None,
-) -> Path:
+def write_html(summary: ComparisonSummary, path: str | Path, *, title: str | None = None) -> Path:
     """Write the page; an unwritable path is a one-line ``ConfigError``."""
-    return write_text(path, render_html(summary, plots, title=title), "--out")
+    return write_text(path, render_html(summary, title=title), "--out")
