@@ -140,18 +140,15 @@ class ManifestInfo:
 
     wall_s: float | None = None
     dataset_hashes: set[str] = field(default_factory=set)
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, dict[Any, None]] = field(default_factory=dict)  # key -> its distinct values, in order
 
     def _add(self, key: str, value: object) -> None:
-        if value is None or isinstance(value, dict | list):
-            return
-        seen = self.settings.setdefault(key, [])
-        if value not in seen:
-            seen.append(value)
+        if value is not None and not isinstance(value, dict | list):
+            self.settings.setdefault(key, {})[value] = None
 
     def flat_settings(self) -> dict[str, Any]:
         """One value per key, or the list of distinct values when the files disagree."""
-        return {k: v[0] if len(v) == 1 else v for k, v in self.settings.items()}
+        return {k: next(iter(v)) if len(v) == 1 else list(v) for k, v in self.settings.items()}
 
 
 def _load(path: Path) -> dict[str, Any]:
