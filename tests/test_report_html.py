@@ -10,8 +10,9 @@ import pytest
 from sp_dspy._data import load_benchmark
 from sp_dspy._errors import ConfigError
 from sp_dspy._metrics import read_result_files
-from sp_dspy._report import ComparisonSummary, Plot, build_summary, render_html, write_html
-from sp_dspy._report._plots import rmr_by_level, rmr_tau_curve
+from sp_dspy._report import ComparisonSummary, build_summary, write_html
+from sp_dspy._report._html import render_html
+from sp_dspy._report._plots import Plot, rmr_by_level, rmr_tau_curve
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 CASES = load_benchmark(None).cases
@@ -76,13 +77,13 @@ def test_no_published_rows_for_another_benchmark() -> None:
     assert "pku-saferlhf" in html
 
 
-def test_write_html_reports_unwritable_paths(tmp_path: Path) -> None:
+def test_write_html_reports_unwritable_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     summary = _summary("byo_predictions.jsonl")
-    plots = [rmr_by_level(summary)]
-    target = write_html(summary, tmp_path / "report.html", plots)
+    monkeypatch.setattr("sp_dspy._report._plots.render_plots", lambda summary: [rmr_by_level(summary)])
+    target = write_html(summary, tmp_path / "report.html")
     assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     with pytest.raises(ConfigError, match="--out"):
-        write_html(summary, tmp_path / "missing" / "report.html", plots)
+        write_html(summary, tmp_path / "missing" / "report.html")
 
 
 def test_levels_without_cases_are_left_out() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-from sp_dspy._report import load_leaderboard
+from sp_dspy._report._leaderboard import load_leaderboard
 
 
 def test_leaderboard_ships_with_its_citation() -> None:

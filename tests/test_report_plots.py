@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sp_dspy._data import load_benchmark
-from sp_dspy._report import ComparisonSummary, Plot, build_summary, render_plots
-from sp_dspy._report._plots import domain_heatmap, rmr_by_level
+from sp_dspy._report import ComparisonSummary, build_summary
+from sp_dspy._report._plots import Plot, domain_heatmap, render_plots, rmr_by_level
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 CASES = load_benchmark(None).cases

@@ -93,7 +93,7 @@ def test_labels_come_from_the_records_or_the_file_name(summary: ComparisonSummar
         "byo_predictions",
     ]
     assert [v.protocol for v in summary.variants][2:4] == ["per-rule", "per-rule"]
-    assert summary.variants[3].layout == "prefix" and not summary.variants[3].official_layout
+    assert summary.variants[3].layout == "prefix"
 
 
 def test_an_artifact_directory_names_the_variant_by_its_last_part(tmp_path: Path) -> None:

@@ -24,10 +24,8 @@ def num(value: float | None, digits: int = 2) -> str:
     return DASH if value is None else f"{value:.{digits}f}"
 
 
-def ci(interval: Sequence[float] | None, digits: int = 1) -> str:
-    return (
-        "" if not interval else f"<span class=ci>[{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]</span>"
-    )
+def ci(interval: Sequence[float] | None) -> str:
+    return "" if not interval else f"<span class=ci>[{interval[0]:.1f}, {interval[1]:.1f}]</span>"
 
 
 def count(value: float | None) -> str:

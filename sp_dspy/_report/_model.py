@@ -74,25 +74,8 @@ class VariantResult(BaseModel):
     wall_s: float | None = None
     latency_s_per_case: float | None = None
     dataset_hashes: list[str] = Field(default_factory=list)
-    pku: dict[str, Any] | None = Field(
-        default=None, description="PKU-SafeRLHF only: the variant's PkuReport (binary, categories, severity)"
-    )
-
-    @property
-    def official_layout(self) -> bool:
-        """The cache-friendly per-rule layout is not the official protocol."""
-        return self.layout in (None, "official")
-
-    @property
-    def fake_model(self) -> bool:
-        """The scripted fake LM (``--lm fake``) answers from the gold labels or a script."""
-        lm = str(self.settings.get("lm", ""))
-        return self.model == "fake" or lm.startswith("fake/") or lm == "fake"
-
-    @property
-    def small_model(self) -> bool:
-        """A 135M-parameter SmolLM run checks the plumbing; it says nothing about guarding."""
-        return "smollm" in (self.model or "").lower() or "smollm" in self.label.lower()
+    #: PKU-SafeRLHF only: the variant's PkuReport (binary, categories, severity).
+    pku: dict[str, Any] | None = None
 
 
 class DiffRow(BaseModel):
@@ -130,9 +113,8 @@ class ComparisonSummary(BaseModel):
     variants: list[VariantResult]
     diffs: list[DiffRow] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
-    pku_published: dict[str, Any] | None = Field(
-        default=None, description="PKU-SafeRLHF only: the paper's moderator figures and citation"
-    )
+    #: PKU-SafeRLHF only: the paper's moderator figures and citation.
+    pku_published: dict[str, Any] | None = None
 
     def variant(self, label: str) -> VariantResult:
         return {entry.label: entry for entry in self.variants}[label]

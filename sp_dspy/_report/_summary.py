@@ -59,16 +59,17 @@ def honesty_notes(
             "No confidence intervals were computed (--n-boot 0): every difference is a point estimate."
         )
     for entry in variants:
-        if entry.small_model:
+        lm = str(entry.settings.get("lm", ""))
+        if "smollm" in (entry.model or "").lower() or "smollm" in entry.label.lower():
             notes.append(
                 f"{entry.label}: {entry.model or 'a SmolLM model'} is a 135M-parameter local model;"
                 " this run is a plumbing check, not a guard. Its scores say nothing about guarding quality."
             )
-        if entry.fake_model:
+        if entry.model == "fake" or lm.startswith("fake/") or lm == "fake":
             notes.append(
                 f"{entry.label}: the scripted fake LM produced these results; they test the pipeline, not a model."
             )
-        if entry.protocol == "per-rule" and not entry.official_layout:
+        if entry.protocol == "per-rule" and entry.layout not in (None, "official"):
             notes.append(
                 f"{entry.label}: per-rule with the cache-friendly layout ({entry.layout}), not the"
                 " official per-rule protocol; published per-rule figures are not directly comparable."

@@ -39,10 +39,9 @@ def render_terminal(summary: ComparisonSummary) -> Table:
         box=box.SIMPLE_HEAD,
     )
     table.add_column("Variant", min_width=12)
-    for header in ("Scored", "Excl %", "RMR ALL [95% CI]", "L0", "L1", "L2", "RMR@1.0", "RDR"):
+    headers = ("Scored", "Excl %", "RMR ALL [95% CI]", "L0", "L1", "L2", "RMR@1.0", "RDR")
+    for header in (*headers, "Δ RMR vs baseline", "Cost / case"):
         table.add_column(header, justify="right")
-    table.add_column("Δ RMR vs baseline", justify="right")
-    table.add_column("Cost / case", justify="right")
     by_label = {row.label: row for row in summary.diffs_for("ALL")}
     for entry in summary.variants:
         cells = entry.cells

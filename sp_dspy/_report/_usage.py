@@ -115,8 +115,7 @@ def latency_per_case(costs: Mapping[str, CaseCost]) -> float | None:
 
 def record_settings(results: ResultSet) -> dict[str, Any]:
     """The distinct values of ``SETTING_KEYS`` across records (one value, or a sorted list)."""
-    seen: dict[str, set[str]] = {}
-    raw: dict[str, Any] = {}
+    found: dict[str, dict[str, Any]] = {}  # key -> the first value of each distinct JSON text
     for record in [*results.records.values(), *results.judgments]:
         fields = dict(record.model_extra or {})
         if isinstance(record, PolicyRecord) and record.model_name is not None:
@@ -126,10 +125,9 @@ def record_settings(results: ResultSet) -> dict[str, Any]:
             if value is None or isinstance(value, dict | list):
                 continue
             text = json.dumps(value) if not isinstance(value, str) else value
-            if text not in seen.setdefault(key, set()):
-                seen[key].add(text)
-                raw.setdefault(key, []).append(value)
-    return {key: values[0] if len(values) == 1 else sorted(values, key=str) for key, values in raw.items()}
+            found.setdefault(key, {}).setdefault(text, value)
+    unique = {key: list(by_text.values()) for key, by_text in found.items()}
+    return {key: values[0] if len(values) == 1 else sorted(values, key=str) for key, values in unique.items()}
 
 
 #: Generation settings worth showing beside the numbers (from the manifest's ``lm`` entry).
@@ -142,18 +140,15 @@ class ManifestInfo:
 
     wall_s: float | None = None
     dataset_hashes: set[str] = field(default_factory=set)
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, dict[Any, None]] = field(default_factory=dict)  # key -> its distinct values, in order
 
     def _add(self, key: str, value: object) -> None:
-        if value is None or isinstance(value, dict | list):
-            return
-        seen = self.settings.setdefault(key, [])
-        if value not in seen:
-            seen.append(value)
+        if value is not None and not isinstance(value, dict | list):
+            self.settings.setdefault(key, {})[value] = None
 
     def flat_settings(self) -> dict[str, Any]:
         """One value per key, or the list of distinct values when the files disagree."""
-        return {k: v[0] if len(v) == 1 else v for k, v in self.settings.items()}
+        return {k: next(iter(v)) if len(v) == 1 else list(v) for k, v in self.settings.items()}
 
 
 def _load(path: Path) -> dict[str, Any]:

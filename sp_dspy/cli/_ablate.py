@@ -25,7 +25,6 @@ VARIANTS_HELP = (
     "official-per-rule,dspy-per-policy,dspy-per-rule. Also: official-per-rule-prefix (cache-friendly, "
     "not official), dspy-cot-per-policy, dspy-cot-per-rule."
 )
-DASH = "–"
 
 
 def register(app: typer.Typer) -> None:
@@ -184,6 +183,7 @@ def _print_outcome(outcome: AblationOutcome, *, small: bool) -> None:
 
     from .._ablate import RESULTS_DIR
     from .._report import render_terminal
+    from .._report._html_tables import DASH, count, num
     from .._table import FitTable
 
     summary = outcome.summary
@@ -200,8 +200,8 @@ def _print_outcome(outcome: AblationOutcome, *, small: bool) -> None:
             entry.label,
             "finished earlier" if run.status == "skipped" else f"{run.units_run} unit(s) sent",
             DASH if entry.wall_s is None else f"{entry.wall_s:.1f} s",
-            DASH if cell.lm_calls_per_case is None else f"{cell.lm_calls_per_case:.1f}",
-            DASH if cell.prompt_tokens_per_case is None else f"{tokens:,.0f}",
+            num(cell.lm_calls_per_case, 1),
+            count(None if cell.prompt_tokens_per_case is None else tokens),
         )
     console.print(runs)
     for note in summary.notes:

@@ -59,11 +59,9 @@ class Comparison(BaseModel):
     cells: dict[str, CellComparison]
     bootstrap: dict[str, Any]
     cap_aware: bool = False
-    benchmark: str = Field(default="safepyramid", description="The benchmark kind the cases belong to.")
-    extra: dict[str, dict[str, Any]] = Field(
-        default_factory=dict,
-        description="The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports).",
-    )
+    benchmark: str = "safepyramid"  # the benchmark kind the cases belong to
+    #: The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports).
+    extra: dict[str, dict[str, Any]] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_MCNEMAR])
 
 

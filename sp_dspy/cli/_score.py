@@ -3,11 +3,7 @@
 The benchmark kind (``--benchmark``) chooses the tables and adds its own JSON
 sections: PKU-SafeRLHF prints (and ``--json`` holds, under ``pku``) harm categories,
 safe/unsafe and severity beside the paper's figures; ``custom`` prints RMR/RDR over
-all cases and per tag (``tags``).
-
-Imports of the scorer happen inside the command so ``sp-dspy --help`` stays fast;
-nothing here touches dspy or litellm. Bad input raises ``SpDspyError`` subclasses,
-which the top-level CLI prints as one line (exit 2).
+all cases and per tag (``tags``). Nothing here touches dspy or litellm.
 """
 
 from __future__ import annotations
@@ -24,10 +20,7 @@ from ._console import console, warn, write_json_report
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``score`` command to ``app``."""
-    app.command("score", help="Score result JSONL files (per-policy records or per-rule judgments).")(
-        score_command
-    )
+    app.command("score")(score_command)
 
 
 def score_command(
@@ -52,7 +45,7 @@ def score_command(
     seed: opt.Seed = 0,
     n_boot: opt.NBoot = 1000,
 ) -> None:
-    """Score result files against the dataset and print (or write) the report."""
+    """Score result JSONL files (per-policy records or per-rule judgments)."""
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
     from .._data import benchmark_kind, filter_cases
