@@ -71,8 +71,7 @@ class Recipe(Generic[S]):
 
     def compile(self, job: CompileJob, settings: S) -> dspy.Module:
         """Run the optimizer with settings fitted to the data sizes; returns its program."""
-        program: dspy.Module = self.run(job, self.fit(settings, len(job.trainset), len(job.valset)))
-        return program
+        return self.run(job, self.fit(settings, len(job.trainset), len(job.valset)))
 
     def projection(self, settings: S, n_train: int, n_val: int) -> Projection:
         return self.project(self.fit(settings, n_train, n_val), n_train, n_val)

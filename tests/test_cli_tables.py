@@ -12,7 +12,8 @@ from rich.text import Text
 
 from sp_dspy import load_benchmark
 from sp_dspy._metrics import read_result_files, render_score_table, score
-from sp_dspy._metrics_pku import render_pku_report, score_pku
+from sp_dspy._metrics_pku import render_pku_report
+from sp_dspy._metrics_pku._score import score_pku
 from sp_dspy._report import build_summary, render_terminal
 from sp_dspy._table import FitTable
 from tests.test_pku_metrics import CASES as PKU_CASES

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from sp_dspy._data._schema import Case
-from sp_dspy._metrics import PolicyRecord, case_outcomes, classify_failure, failure_modes
-from sp_dspy._metrics._official import error_attribution
+from sp_dspy._metrics import PolicyRecord, case_outcomes, classify_failure
+from sp_dspy._metrics._official import error_attribution, failure_modes
 from tests._factories import raw_case
 
 # Rule 1 is tightened into violation by conditional 5; rule 2 is waived by exception 4;

@@ -11,7 +11,8 @@ from rich.console import Console
 from sp_dspy._data._pku import load_pku
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import DataError
-from sp_dspy._metrics_pku import PKU_PUBLISHED, PkuReport, render_pku_report, score_pku
+from sp_dspy._metrics_pku import PKU_PUBLISHED, PkuReport, render_pku_report
+from sp_dspy._metrics_pku._score import score_pku
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pku" / "rows.jsonl"
 

@@ -24,7 +24,8 @@ from programs import (
     run_case,
     severity_fields,
 )
-from sp_dspy._data import PKU_POLICY, load_pku
+from sp_dspy._data import load_pku
+from sp_dspy._data._pku_policy import PKU_POLICY
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._lm import LMConfig, make_lm

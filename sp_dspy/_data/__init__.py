@@ -12,10 +12,9 @@ from .._lazy import lazy_getattr
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "._filters": ("filter_cases",),
-    "._kinds": ("BenchmarkKind", "benchmark_kind", "benchmark_names", "load_benchmark", "register_benchmark"),
-    "._loader": ("Benchmark", "load_file"),
+    "._kinds": ("BenchmarkKind", "benchmark_kind", "load_benchmark", "register_benchmark"),
+    "._loader": ("Benchmark",),
     "._pku": ("load_pku",),
-    "._pku_policy": ("PKU_POLICY",),
     "._schema": ("Case", "conversation_id"),
     "._splits": ("Split", "load_split", "make_split", "parse_ratios", "select_split"),
 }
@@ -25,13 +24,10 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._filters import filter_cases as filter_cases
     from ._kinds import BenchmarkKind as BenchmarkKind
     from ._kinds import benchmark_kind as benchmark_kind
-    from ._kinds import benchmark_names as benchmark_names
     from ._kinds import load_benchmark as load_benchmark
     from ._kinds import register_benchmark as register_benchmark
     from ._loader import Benchmark as Benchmark
-    from ._loader import load_file as load_file
     from ._pku import load_pku as load_pku
-    from ._pku_policy import PKU_POLICY as PKU_POLICY
     from ._schema import Case as Case
     from ._schema import conversation_id as conversation_id
     from ._splits import Split as Split

@@ -165,7 +165,7 @@ def pku_row_cases(row: object, *, where: str) -> list[Case]:
         response = _field(row, f"response_{i}", str, where)
         safe = _field(row, f"is_response_{i}_safe", bool, where)
         severity = _field(row, f"response_{i}_severity_level", int, where)
-        if isinstance(severity, bool) or not 0 <= severity <= 3:
+        if not 0 <= severity <= 3:
             raise DataError(f"{where}: response_{i}_severity_level: {severity!r} is not an integer 0-3")
         violated = _categories(row, f"response_{i}_harm_category", where)
         if safe and violated:

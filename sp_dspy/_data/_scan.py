@@ -18,11 +18,6 @@ _RULE_LINE = re.compile(r"\n\s*(\d+)\.(?=\s)")
 _FIRST_RULE = re.compile(r"\s*(\d+)\.(?=\s)")
 
 
-def rule_numbers(policy: str) -> set[int]:
-    """The numbers of a policy's ``N.`` rule lines (what a rubric's rules must be among)."""
-    return set(rule_line_numbers(policy))
-
-
 def rule_line_numbers(policy: str) -> list[int]:
     """The number of each ``N.`` rule line of a policy, in order (a number used twice is listed twice)."""
     found = list(map(int, _RULE_LINE.findall(policy)))

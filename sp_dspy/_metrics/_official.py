@@ -8,11 +8,9 @@ Everything that reaches a published number copies the reference scorer's arithme
 100``, a Decimal half-up, averaging before rounding) changes the last digit of some
 published cell.
 
-Failure modes and error attribution (the last two bullets) say why cases miss. A failure
-mode is counted on *scored* cases that fail exact match, and its ``pct`` is over every
-case of that level, excluded and missing ones included. The reference's console print
-also classifies refused records from their partial prediction, inflating its FM-V1;
-here an excluded case has no prediction and shows only in the cell's ``refusal``.
+Failure modes say why scored cases miss. The reference's console print also classifies
+refused records from their partial prediction, inflating its FM-V1; here an excluded case
+has no prediction and shows only in the cell's ``refusal``.
 """
 
 from __future__ import annotations
@@ -197,7 +195,7 @@ def classify_failure(case: Case, outcome: CaseOutcome) -> list[str]:
 
 
 def failure_modes(cases: Sequence[Case], outcomes: Sequence[CaseOutcome]) -> dict[str, dict[str, Any]]:
-    """Per level: ``total``, ``failed`` (scored, not exact) and each mode's count and pct."""
+    """Per level: ``total``, ``failed`` (scored, not exact) and each mode's count and pct of ``total``."""
     totals = dict.fromkeys(_MODES_BY_LEVEL, 0)
     failing: dict[str, list[list[str]]] = {level: [] for level in _MODES_BY_LEVEL}
     for case, outcome in zip(cases, outcomes, strict=True):

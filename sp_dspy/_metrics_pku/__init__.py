@@ -6,6 +6,6 @@ categories, a safe flag and a severity, so it gets the metrics its paper reports
 """
 
 from sp_dspy._metrics_pku._render import render_pku_report
-from sp_dspy._metrics_pku._score import PKU_PUBLISHED, PkuReport, score_pku, score_pku_results
+from sp_dspy._metrics_pku._score import PKU_PUBLISHED, PkuReport, score_pku_results
 
-__all__ = ["PKU_PUBLISHED", "PkuReport", "render_pku_report", "score_pku", "score_pku_results"]
+__all__ = ["PKU_PUBLISHED", "PkuReport", "render_pku_report", "score_pku_results"]

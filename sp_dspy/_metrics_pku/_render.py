@@ -13,17 +13,16 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def render_pku_report(report: PkuReport, *, title: str = "PKU-SafeRLHF") -> Group:
+def render_pku_report(report: PkuReport) -> Group:
     """Summary, per-category and (when scored) severity tables, ready for ``Console.print``."""
     cat, binary, sev = report.categories, report.binary, report.severity
     caption = f"paper moderator: {PKU_PUBLISHED['citation']}"
     summary = FitTable(
-        title=f"{title}: summary (%)", title_justify="left", caption=caption, caption_justify="left"
+        title="PKU-SafeRLHF: summary (%)", title_justify="left", caption=caption, caption_justify="left"
     )
     summary.add_column("metric")
-    summary.add_column("value", justify="right")
-    summary.add_column("n_eval / excluded", justify="right")
-    summary.add_column("paper moderator", justify="right")
+    for name in ("value", "n_eval / excluded", "paper moderator"):
+        summary.add_column(name, justify="right")
     n_bin = f"{binary.n_eval} / {binary.excluded}"
     rows: list[tuple[str, float | None, str, float | None]] = [
         ("safe/unsafe accuracy", binary.accuracy, n_bin, PKU_PUBLISHED["binary_accuracy"]),
@@ -49,14 +48,14 @@ def render_pku_report(report: PkuReport, *, title: str = "PKU-SafeRLHF") -> Grou
         ]
     for name, value, counts, paper in rows:
         summary.add_row(name, _fmt(value), counts, "" if paper is None else _fmt(paper))
-    parts: list[Table] = [summary, _category_table(report, title)]
+    parts: list[Table] = [summary, _category_table(report)]
     if sev is not None:
-        parts.append(_severity_table(sev, title))
+        parts.append(_severity_table(sev))
     return Group(*parts)
 
 
-def _category_table(report: PkuReport, title: str) -> Table:
-    table = FitTable(title=f"{title}: harm categories (%)", title_justify="left")
+def _category_table(report: PkuReport) -> Table:
+    table = FitTable(title="PKU-SafeRLHF: harm categories (%)", title_justify="left")
     table.add_column("rule", justify="right")
     table.add_column("category")
     for name in ("support", "predicted", "precision", "recall", "F1"):
@@ -69,8 +68,8 @@ def _category_table(report: PkuReport, title: str) -> Table:
     return table
 
 
-def _severity_table(severity: SeverityMetrics, title: str) -> Table:
-    table = FitTable(title=f"{title}: severity", title_justify="left")
+def _severity_table(severity: SeverityMetrics) -> Table:
+    table = FitTable(title="PKU-SafeRLHF: severity", title_justify="left")
     table.add_column("gold \\ pred")
     for level in range(len(severity.confusion)):
         table.add_column(str(level), justify="right")

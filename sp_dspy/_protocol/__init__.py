@@ -1,8 +1,4 @@
-"""The official SafePyramid protocol: prompts, per-rule targets and output parsers.
-
-The prompts are protocol text of the SafePyramid evaluation harness, Apache-2.0, byte for
-byte; the ``"prefix"`` layout and ``"robust"`` parsing are this package's additions.
-"""
+"""The official SafePyramid protocol: prompts, per-rule targets and output parsers (public: ``sp_dspy.protocol``)."""
 
 from sp_dspy._protocol._parse_policy import case_rule_numbers, keep_policy_rules, parse_policy_output
 from sp_dspy._protocol._parse_verdict import parse_verdict_output

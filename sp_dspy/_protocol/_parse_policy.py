@@ -216,9 +216,9 @@ def parse_policy_output(text: str | None, mode: ParseMode) -> PolicyParse:
 
 def case_rule_numbers(case: Case) -> set[int]:
     """The rule numbers of a case's policy: its rubric's, else the policy's ``N.`` lines."""
-    from sp_dspy._data._scan import rule_numbers
+    from sp_dspy._data._scan import rule_line_numbers
 
-    return {entry.rule for entry in case.rubric.entries()} or rule_numbers(case.policy)
+    return {entry.rule for entry in case.rubric.entries()} or set(rule_line_numbers(case.policy))
 
 
 @dataclass(frozen=True)
