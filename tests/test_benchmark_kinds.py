@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -169,6 +170,18 @@ def test_file_errors_name_the_line_and_lenient_skips(tmp_path: Path) -> None:
     loaded = load_benchmark(path, benchmark="custom", lenient=True)
     assert len(loaded.cases) == 1 and loaded.skipped == 2
     assert loaded.skipped_reasons[1].startswith(f"{path}:4: invalid JSON")
+
+
+def test_a_line_nested_too_deeply_is_one_error_naming_it(tmp_path: Path) -> None:
+    good = {"id": "a", "policy": POLICY, "conversation": "Turn 1 - User: hi", "violated_rules": []}
+    path = tmp_path / "mine.jsonl"
+    deep = '{"id": "b", "tags": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    path.write_text(json.dumps(good) + "\n" + deep + "\n", encoding="utf-8")
+    message = f"{path}:2: invalid JSON: arrays and objects nested too deeply"
+    with pytest.raises(DataError, match=rf"^{re.escape(message)}$"):
+        load_benchmark(path, benchmark="custom")
+    loaded = load_benchmark(path, benchmark="custom", lenient=True)
+    assert [case.id for case in loaded.cases] == ["a"] and loaded.skipped_reasons == [message]
 
 
 def test_guard_your_own_policy_end_to_end(tmp_path: Path) -> None:

@@ -72,6 +72,8 @@ def _object(line: str, where: str) -> dict[str, Any]:
         value = json.loads(line)
     except json.JSONDecodeError as exc:
         raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise DataError(f"{where}: invalid JSON: arrays and objects nested too deeply") from None
     if not isinstance(value, dict):
         raise DataError(f"{where}: expected a JSON object per line, got {type(value).__name__}")
     return value
