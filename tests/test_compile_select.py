@@ -9,8 +9,9 @@ from sp_dspy._compile._evaluate import evaluate_on_dev
 from sp_dspy._compile._run import _select
 from sp_dspy._compile._types import Contender, DevScore
 from sp_dspy._lm import LMConfig, make_lm
+from sp_dspy._lm._direct import client_of
 from sp_dspy._runner._fake_gold import teach_fake
-from tests._compile_support import sample_cases
+from tests._compile_support import improving_stub, sample_cases
 
 
 def dev(score: float, excluded: int, rmr_avg: float | None, complete: bool = True) -> DevScore:
@@ -34,6 +35,16 @@ def test_oracle_answers_score_full_marks_with_an_interval() -> None:
     teach_fake(lm, cases)
     result = evaluate_on_dev(make_program("dspy"), cases, lm)
     assert result.score == result.rmr_avg_strict == 100.0 and result.ci95 == [100.0, 100.0]
+
+
+def test_dev_evaluation_over_http_closes_its_connection_pool() -> None:
+    cases = sample_cases()[:2]
+    with improving_stub(cases) as server:
+        lm = make_lm(LMConfig(model="openai/stub", api_base=server.url, cache=False))
+        result = evaluate_on_dev(make_program("dspy"), cases, lm)
+        transport = client_of(lm)
+        assert result.n == 2 and server.chat_requests
+        assert transport is not None and len(transport._sessions) == 0  # none outlives its event loop
 
 
 def test_a_candidate_that_wins_only_by_exclusions_loses() -> None:

@@ -19,6 +19,7 @@ from sp_dspy._compile._artifact import program_state, state_key
 from sp_dspy._compile._budget import BudgetExceeded
 from sp_dspy._compile._types import DevScore
 from sp_dspy._data import Case
+from sp_dspy._lm import closing_transports
 
 N_BOOT = 1000
 PRIOR_WEIGHT = 2  # how many examples' worth of the overall mean a candidate's mean is shrunk with
@@ -58,7 +59,7 @@ def evaluate_on_dev(
     from optimizers import case_score
     from sp_dspy._metrics import PolicyRecord, case_outcomes, compute_cell
 
-    outputs = asyncio.run(_outputs(program, cases, lm, concurrency))
+    outputs = asyncio.run(closing_transports(_outputs(program, cases, lm, concurrency)))
     fields = {"id", "violated_rules", "refused", "parse_failed", "error"}
     records = {
         case.id: PolicyRecord(**output.model_dump(include=fields))
