@@ -99,13 +99,18 @@ def resample_sums(matrices: Sequence[np.ndarray], n_boot: int, rng: np.random.Ge
     ]
 
 
-def outcome_matrix(outcomes: Sequence[CaseOutcome]) -> np.ndarray:
-    """One row per *scored* case: main-schedule taus matched (0-4), exact, FP+FN, |P union G|.
+def outcome_matrix(outcomes: Sequence[CaseOutcome], *, strict: bool = False) -> np.ndarray:
+    """One row per *scored* case: main-schedule taus matched (0-4), exact, FP+FN, |P union G|;
+    ``strict``: an excluded case too, as a row of zeros (a miss, as ``rmr_avg_strict`` counts it).
 
     Matching is monotone in tau, so the RMR of a resample needs only the per-case
     number of taus matched: ``RMR = 100 * sum / (4 n)``.
     """
-    rows = [(sum(o.hits[: len(TAUS)]), o.hits[0], o.fp + o.fn, o.union) for o in outcomes if not o.excluded]
+    rows = [
+        (0, 0, 0, 0) if o.excluded else (sum(o.hits[: len(TAUS)]), o.hits[0], o.fp + o.fn, o.union)
+        for o in outcomes
+        if strict or not o.excluded
+    ]
     return np.asarray(rows, dtype=np.int64).reshape(len(rows), 4)
 
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -310,6 +310,30 @@ def run_eval(
                 resume=f"--resume --retry-errors --run-id {paths.run_id}",
             )
         return outcome
+
+
+def evaluate_cases(
+    program: Any,
+    cases: Sequence[Case],
+    lm: Any,
+    *,
+    concurrency: int,
+    skip_on: tuple[type[Exception], ...] = (),
+) -> list[Record]:
+    """The per-policy records of ``program`` on ``cases``, built and run as ``run_eval`` runs a case,
+    but kept in memory: no results file, manifest or progress (compile's dev scoring).
+
+    A case whose call raises one of ``skip_on`` (a budget refusal) has no record; the others run.
+    """
+    job = PerPolicyJob(
+        list(cases), program, lm, model=str(getattr(lm, "model", "")), run_fields={}, retry_errors=False
+    )
+    records: list[Record] = []
+    engine: UnitEngine[Case] = UnitEngine(
+        work=job.work, on_error=job.on_error, store=records, concurrency=concurrency, skip_on=skip_on
+    )
+    asyncio.run(closing_transports(engine.run(job.units)))
+    return records
 
 
 def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
