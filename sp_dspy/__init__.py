@@ -2,11 +2,12 @@
 
 The public API is re-exported here lazily, so ``import sp_dspy`` (and the CLI's start-up)
 stays fast: names that need dspy are imported on first use. What a guard program
-needs besides lives in four small public modules (``programs/`` and ``optimizers/``
-use nothing else): ``sp_dspy.protocol`` (official prompts, per-rule targets, parsers,
-answer schemas), ``sp_dspy.lm`` (raw chat calls, error kinds, redaction),
-``sp_dspy.metrics`` (the official match rule) and ``sp_dspy.files`` (bounded JSON and
-line-numbered YAML reading).
+needs lives in six small public modules below this one (``programs/`` and ``optimizers/``
+import nothing else, never this package, whose names include compile and the runner):
+``sp_dspy.protocol`` (official prompts, per-rule targets, parsers, answer schemas),
+``sp_dspy.lm`` (raw chat calls, error kinds, redaction), ``sp_dspy.metrics`` (the official
+match rule), ``sp_dspy.files`` (bounded JSON and line-numbered YAML reading),
+``sp_dspy.data`` (the case) and ``sp_dspy.errors`` (the error types).
 """
 
 from __future__ import annotations
