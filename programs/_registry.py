@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
 from programs._outputs import CaseOutput, JudgmentOutput, Protocol, Status, Usage, add_costs, error_fields
-from sp_dspy.errors import ConfigError, DataError
+from sp_dspy.errors import ConfigError, DataError, validation_problem
 from sp_dspy.files import read_json_file
 
 if TYPE_CHECKING:
@@ -139,10 +139,9 @@ def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
         try:
             parsed = _PredictorState.model_validate(state[predictor_name])
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
+            where, message = validation_problem(exc)
             raise DataError(
-                f"{state_path}: predictor {predictor_name!r}, field '{where}': {first['msg']}"
+                f"{state_path}: predictor {predictor_name!r}, field '{where}': {message}"
             ) from None
         checked[predictor_name] = parsed.model_dump(exclude_none=True) | {"lm": None}
     try:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from .._errors import ConfigError
+from .._errors import ConfigError, validation_problem
 from .._lm import LMConfig, closing_transports
 from .._protocol import case_rule_numbers, keep_policy_rules
 from .._protocol._parse_models import PARSE_MODES
@@ -253,10 +253,8 @@ def _with_settings(config: LMConfig, settings: dict[str, Any]) -> LMConfig:
     try:
         return LMConfig.model_validate({**config.model_dump(), **settings})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(
-            f"Guard.load: LM setting {'.'.join(map(str, first['loc']))}: {first['msg']}"
-        ) from None
+        field, message = validation_problem(exc)
+        raise ConfigError(f"Guard.load: LM setting {field}: {message}") from None
 
 
 def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:

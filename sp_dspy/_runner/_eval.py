@@ -18,7 +18,7 @@ from rich.console import Console
 from .._compile._budget import BudgetExceeded, Tally, require_prices
 from .._data import Benchmark, Case, conversation_id, load_benchmark, select_split
 from .._data._filters import slice_cases
-from .._errors import ConfigError, DataError, OutputError
+from .._errors import ConfigError, DataError, OutputError, validation_problem
 from .._lm import closing_transports
 from .._lm._direct import client_of
 from .._lm._replicas import display_endpoint
@@ -138,9 +138,8 @@ def check_no_overlap(artifact_dir: Path, cases: list[Case]) -> None:
     try:
         parts = _ArtifactSplit.model_validate(split)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise DataError(f"{path}: field 'split.{where}': {first['msg']}") from None
+        where, message = validation_problem(exc)
+        raise DataError(f"{path}: field 'split.{where}': {message}") from None
     part_of = {case_id: part for part in ("dev", "train") for case_id in getattr(parts, part)}
     group_of = {conversation_id(case_id): part for case_id, part in part_of.items()}
     clashes: list[str] = []
