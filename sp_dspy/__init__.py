@@ -19,18 +19,8 @@ from ._lazy import lazy_getattr
 __version__ = "0.1.0"
 
 _MODULES: dict[str, tuple[str, ...]] = {
-    "sp_dspy._data": (
-        "Benchmark",
-        "BenchmarkKind",
-        "Case",
-        "Split",
-        "benchmark_kind",
-        "load_benchmark",
-        "load_pku",
-        "load_split",
-        "make_split",
-        "register_benchmark",
-    ),
+    "sp_dspy._data": ("Benchmark", "Case", "Split", "load_pku", "load_split", "make_split"),
+    "sp_dspy._benchmarks": ("BenchmarkKind", "benchmark_kind", "load_benchmark", "register_benchmark"),
     "sp_dspy._compile": ("compile_guard",),
     "sp_dspy._runner": ("EvalConfig", "plan_run", "run_eval"),
     "sp_dspy._lm": ("closing_transports",),
@@ -40,17 +30,17 @@ _MODULES: dict[str, tuple[str, ...]] = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
+    from ._benchmarks import BenchmarkKind as BenchmarkKind
+    from ._benchmarks import benchmark_kind as benchmark_kind
+    from ._benchmarks import load_benchmark as load_benchmark
+    from ._benchmarks import register_benchmark as register_benchmark
     from ._compile import compile_guard as compile_guard
     from ._data import Benchmark as Benchmark
-    from ._data import BenchmarkKind as BenchmarkKind
     from ._data import Case as Case
     from ._data import Split as Split
-    from ._data import benchmark_kind as benchmark_kind
-    from ._data import load_benchmark as load_benchmark
     from ._data import load_pku as load_pku
     from ._data import load_split as load_split
     from ._data import make_split as make_split
-    from ._data import register_benchmark as register_benchmark
     from ._errors import ConfigError as ConfigError
     from ._errors import DataError as DataError
     from ._errors import SpDspyError as SpDspyError

@@ -29,7 +29,29 @@ LOWER_PUBLIC = {
     "sp_dspy.protocol",
 }
 
+#: The single-file foundations every layer may use (errors, lazy names, user paths, YAML lines, redaction).
+FOUNDATIONS = {
+    "sp_dspy/_errors.py",
+    "sp_dspy/_lazy.py",
+    "sp_dspy/_redact.py",
+    "sp_dspy/_user_dirs.py",
+    "sp_dspy/_yaml_lines.py",
+}
+
 GRAPH = import_graph()
+
+
+def _reached_from(package: str) -> dict[str, Edge]:
+    """Each file outside ``package`` that a file of it needs, directly or not, with the first import found."""
+    inside = {path for path in GRAPH if path.startswith(f"{package}/")}
+    reached: dict[str, Edge] = {}
+    todo = sorted(inside)
+    while todo:
+        for edge in GRAPH[todo.pop()]:
+            if edge.target not in inside and edge.target not in reached:
+                reached[edge.target] = edge
+                todo.append(edge.target)
+    return reached
 
 
 def test_the_import_graph_has_no_circles() -> None:
@@ -71,6 +93,16 @@ def test_the_layer_rule_catches_every_form_of_import(tmp_path: Path) -> None:
     )
     offences = _above_lower_public(import_graph(tmp_path))
     assert [offence.split(":")[1] for offence in offences] == ["1", "2", "5", "7", "9"]
+
+
+def test_data_needs_only_the_foundations() -> None:
+    """Loading cases is below the benchmark kinds, metrics and reports that use them (architecture layer 2)."""
+    offences = [
+        f"{edge.source}:{edge.line}: imports {edge.module} ({edge.kind} import)"
+        for target, edge in sorted(_reached_from("sp_dspy/_data").items())
+        if target not in FOUNDATIONS
+    ]
+    assert not offences, "\n".join(offences)
 
 
 def test_the_graph_follows_every_kind_of_import(tmp_path: Path) -> None:

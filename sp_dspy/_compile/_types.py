@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sp_dspy._benchmarks import BenchmarkName
 from sp_dspy._compile._budget import Budget, BudgetCaps, CompilePlan
 from sp_dspy._compile._data import DEFAULT_RATIOS, CompileData, Student
-from sp_dspy._data._kinds import BenchmarkName
 from sp_dspy._lm import LMConfig
 
 SCHEMA_VERSION = 1

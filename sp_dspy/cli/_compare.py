@@ -119,7 +119,7 @@ def compare_results(
             paired=paired_bootstrap_diff([compared[i] for i in keep], records_a, records_b, **options),
             mcnemar=McNemarResult(n_pairs=len(keep), a_only=a_only, b_only=b_only, **test),
         )
-    from .._data._kinds import DEFAULT_BENCHMARK, kind_of_cases
+    from .._benchmarks import DEFAULT_BENCHMARK, kind_of_cases
 
     kind = kind_of_cases(compared)
     extra = {}
@@ -263,7 +263,7 @@ def _print(comparison: Comparison) -> None:
     console.print(metrics_table(comparison))
     console.print(mcnemar_table(comparison))
     if comparison.extra:
-        from .._data import benchmark_kind
+        from .._benchmarks import benchmark_kind
 
         table = benchmark_kind(comparison.benchmark).report_terminal(list(comparison.extra.items()))
         if table is not None:
