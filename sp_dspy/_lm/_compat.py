@@ -19,10 +19,7 @@ from typing import Any
 #: ``use name -> ((module, space-separated attribute names), ...)`` that must exist in the
 #: installed DSPy (``Class.method``: a method of a class there).
 USES: dict[str, tuple[tuple[str, str], ...]] = {
-    "call_path": (
-        ("dspy.clients.execution", "prepare execute aexecute finalize"),
-        ("dspy.clients.call_result", "usage_dict"),
-    ),
+    "call_path": (("dspy.clients.execution", "prepare execute aexecute finalize"),),
     "price_table": (("dspy.clients.model_metadata", "model_info rate"),),
     "response_cache": (("dspy.clients.cache", "Cache Cache.cache_key"),),
     "gepa_budget": (("dspy.teleprompt.gepa.gepa", "AUTO_RUN_SETTINGS GEPA GEPA.auto_budget"),),
@@ -85,13 +82,6 @@ async def acall(lm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any])
     result = await aexecute(lm, prepared)
     finalize(lm, prepared, result)
     return result
-
-
-def response_usage(response: Any) -> dict[str, Any] | None:
-    """The usage DSPy recorded for one provider response of a ``CallResult``."""
-    from dspy.clients.call_result import usage_dict
-
-    return usage_dict(response)
 
 
 # ----- 2. price_table ----------------------------------------------------------------------
