@@ -73,12 +73,11 @@ def call(lm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any
 
 
 async def acall(lm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any:
-    """The async :func:`call` (DSPy prepares a request on a thread: it may read files)."""
-    import asyncio
-
+    """The async :func:`call`. Prepared on the event loop, not on a thread as ``lm.acall`` does:
+    that is for media parts read from files, and these messages are text."""
     from dspy.clients.execution import aexecute, finalize, prepare
 
-    prepared = await asyncio.to_thread(prepare, lm, None, messages, kwargs, asynchronous=True)
+    prepared = prepare(lm, None, messages, kwargs, asynchronous=True)
     result = await aexecute(lm, prepared)
     finalize(lm, prepared, result)
     return result
