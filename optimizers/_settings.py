@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sp_dspy import ConfigError
+from sp_dspy import ConfigError, validation_problem
 from sp_dspy.files import read_yaml_file
 
 DEFAULT_OPTIMIZERS_FILE = Path(str(resources.files("sp_dspy").joinpath("configs", "optimizers.yaml")))
@@ -29,9 +29,8 @@ class OptimizerSettings(BaseModel):
 
 
 def _describe(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "settings"
-    return f"field '{field}': {str(first['msg']).removeprefix('Value error, ')}"
+    field, message = validation_problem(exc)
+    return f"field '{field or 'settings'}': {message}"
 
 
 def read_settings_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:

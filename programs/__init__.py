@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from programs._registry import load_program as load_program
     from programs._registry import make_program as make_program
     from programs._registry import program_spec as program_spec
+    from programs._registry import resolve_program as resolve_program
     from programs._registry import run_case as run_case
 
 _LAZY = {
@@ -65,6 +66,7 @@ _LAZY = {
             "load_program",
             "make_program",
             "program_spec",
+            "resolve_program",
             "run_case",
         ),
     }.items()

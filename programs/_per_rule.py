@@ -17,7 +17,7 @@ import dspy
 from pydantic import ValidationError
 
 from programs._outputs import JudgmentOutput, Protocol, Status, Usage, aggregate_judgments, error_fields
-from sp_dspy import DataError
+from sp_dspy import DataError, validation_problem
 from sp_dspy.lm import parse_usage
 
 if TYPE_CHECKING:
@@ -83,9 +83,8 @@ def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
         })  # fmt: skip
     except (ValueError, TypeError) as exc:  # a ValidationError is a ValueError
         if isinstance(exc, ValidationError):
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"][2:])  # past ("rubric", "non_violations")
-            reason = f"{where}: {first['msg']}" if where else str(first["msg"])
+            where, message = validation_problem(exc, skip=2)  # past ("rubric", "non_violations")
+            reason = f"{where}: {message}" if where else message
         else:
             reason = str(exc).splitlines()[0]
         raise DataError(f"per-rule program input 'rubric': not a list of rules ({reason})") from None

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
 from programs._outputs import CaseOutput, JudgmentOutput, Protocol, Status, Usage, error_fields
-from sp_dspy import ConfigError, DataError
+from sp_dspy import ConfigError, DataError, validation_problem
 from sp_dspy.files import read_json_file
 
 if TYPE_CHECKING:
@@ -139,10 +139,9 @@ def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
         try:
             parsed = _PredictorState.model_validate(state[predictor_name])
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
+            where, message = validation_problem(exc)
             raise DataError(
-                f"{state_path}: predictor {predictor_name!r}, field '{where}': {first['msg']}"
+                f"{state_path}: predictor {predictor_name!r}, field '{where}': {message}"
             ) from None
         checked[predictor_name] = parsed.model_dump(exclude_none=True) | {"lm": None}
     try:
@@ -150,6 +149,60 @@ def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
     except (KeyError, ValueError, TypeError) as exc:
         raise DataError(f"{state_path}: state does not fit a {name} {protocol} program ({exc})") from None
     return program
+
+
+def resolve_program(
+    spec: str | Path,
+    protocol: str | None = None,
+    *,
+    parser: str = "strict",
+    constrained: bool = False,
+    layout: str = "official",
+    max_concurrency: int | None = None,
+    flags: bool = False,
+) -> tuple[GuardProgram, Path | None]:
+    """The program ``spec`` names, and the artifact directory it was loaded from (``None``: a name).
+
+    A ``Path`` is always an artifact directory; a string is one when such a directory exists
+    (it wins over a program name), else a name in ``PROGRAM_NAMES``. ``protocol`` defaults to
+    per-policy for a name and must match an artifact's own. ``parser``, ``constrained`` and
+    ``layout`` configure the official baseline; ``max_concurrency`` (per-rule programs) the
+    judgments a whole-case call runs at once. ``flags``: errors name the CLI options
+    (``--program``, ``--protocol``) instead of the API arguments.
+    """
+    path = Path(spec)
+    if isinstance(spec, Path) or path.is_dir():
+        if not path.is_dir():
+            raise ConfigError(
+                f"{'--program' if flags else 'program'} {str(path)!r}: no such artifact directory"
+            )
+        program: Any = load_program(path)
+        if protocol is not None and protocol != program.protocol:
+            if flags:
+                raise ConfigError(
+                    f"--protocol {protocol}: the artifact {path} is a {program.protocol} program; "
+                    "drop --protocol (an artifact runs its own protocol)"
+                )
+            raise ConfigError(
+                f"{path}: the artifact is a {program.protocol} program; protocol {protocol!r} does not apply"
+            )
+        if max_concurrency is not None and program.protocol == "per-rule":
+            program.max_concurrency = max_concurrency
+        return program, path
+    if spec not in PROGRAM_NAMES:
+        expected = f"expected {', '.join(PROGRAM_NAMES)} or an artifact directory"
+        if flags:
+            raise ConfigError(f"--program: {expected}, got {spec!r}")
+        raise ConfigError(f"program {spec!r}: {expected} (no such directory)")
+    protocol = protocol or "per-policy"
+    options: dict[str, Any] = {}
+    if max_concurrency is not None and protocol == "per-rule":
+        options["max_concurrency"] = max_concurrency
+    if spec == "official":
+        options.update(mode=parser, constrained=constrained)
+        if protocol == "per-rule":
+            options["layout"] = layout
+    return make_program(spec, protocol, **options), None
 
 
 def history_accounting(lm: Any) -> tuple[Usage, int]:

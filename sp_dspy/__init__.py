@@ -34,7 +34,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "sp_dspy._runner": ("EvalConfig", "plan_run", "run_eval"),
     "sp_dspy._lm": ("closing_transports",),
     "sp_dspy._guard": ("Guard", "Verdict"),
-    "sp_dspy._errors": ("ConfigError", "DataError", "SpDspyError"),
+    "sp_dspy._errors": ("ConfigError", "DataError", "SpDspyError", "validation_problem"),
     "sp_dspy._usage": ("Usage",),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._errors import ConfigError as ConfigError
     from ._errors import DataError as DataError
     from ._errors import SpDspyError as SpDspyError
+    from ._errors import validation_problem as validation_problem
     from ._guard import Guard as Guard
     from ._guard import Verdict as Verdict
     from ._lm import closing_transports as closing_transports

@@ -5,6 +5,11 @@ Messages name *where* (file, line, case id, field) and *what* is wrong, never se
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class SpDspyError(Exception):
     """A user-facing error: its ``str`` is the one line the CLI prints."""
@@ -22,3 +27,14 @@ class ConfigError(SpDspyError):
 
 class OutputError(SpDspyError):
     """An output location (results, manifest, cache, artifact) cannot be written."""
+
+
+def validation_problem(exc: ValidationError, *, skip: int = 0) -> tuple[str, str]:
+    """The first problem pydantic found, as (dotted field path, message) for one error line.
+
+    ``skip`` drops leading path parts the caller names itself; the message loses pydantic's
+    ``Value error, `` prefix, which says nothing to a user.
+    """
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"][skip:])
+    return field, str(first["msg"]).removeprefix("Value error, ")

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from sp_dspy._data import Case, load_benchmark
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._metrics import read_result_files, score
+from sp_dspy._metrics._bootstrap import CELL_KEYS
 from sp_dspy.cli import _compare
 from tests._factories import raw_case, write_dataset
 
@@ -133,7 +134,7 @@ def test_differences_are_b_minus_a_of_the_official_scores(setup: dict[str, Path]
             assert low <= paired["diff"][metric] <= high
     # Each side's own cell is the official score on the compared cases (B's exclusion shows).
     official_b = score(compared, results_b, ci=False).cells
-    for key in _compare.CELL_KEYS:
+    for key in CELL_KEYS:
         assert document["cells"]["L1"]["b"][key] == official_b["L1"][key]
     assert document["cells"]["L1"]["b"]["excluded"] == 1
     assert document["cells"]["ALL"]["paired"]["diff"]["rmr_exact"] == 40.0  # 5/10 -> 9/10

@@ -100,6 +100,15 @@ def test_a_protocol_that_contradicts_the_artifact_is_an_error(tmp_path: Path) ->
     assert manifest["settings"]["protocol"] == "per-rule"
 
 
+def test_program_is_an_existing_artifact_directory_or_a_name(tmp_path: Path) -> None:
+    result = invoke(tmp_path, "--program", str(tmp_path / "missing"), "--run-id", "m")
+    assert isinstance(result.exception, ConfigError)
+    assert str(result.exception) == (
+        "--program: expected official, dspy, dspy-cot, dspy-severity, dspy-severity-cot or an "
+        f"artifact directory, got '{tmp_path / 'missing'}'"
+    )
+
+
 def test_ablate_refuses_an_overlapping_artifact_variant_unless_allowed(tmp_path: Path) -> None:
     guard = artifact(tmp_path)
     args = ["ablate", "--lm", "fake", "--variants", str(guard), "-q"]

@@ -176,6 +176,17 @@ def test_a_per_rule_artifact_keeps_its_protocol(tmp_path: Path) -> None:
         Guard.load(artifact, lm="fake/oracle", protocol="per-policy")
 
 
+def test_a_path_is_an_artifact_directory_never_a_program_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert Guard.load("dspy", lm="fake/oracle").label == "dspy"
+    with pytest.raises(ConfigError, match=r"^program 'dspy': no such artifact directory$"):
+        Guard.load(Path("dspy"), lm="fake/oracle")
+    save_artifact(make_program("dspy", "per-rule"), tmp_path / "dspy")
+    assert Guard.load("dspy", lm="fake/oracle").protocol == "per-rule"  # the directory wins, as in eval
+
+
 def test_a_broken_artifact_is_a_data_error(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text("{}", encoding="utf-8")
     with pytest.raises(DataError, match="field 'program'"):

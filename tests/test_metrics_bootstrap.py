@@ -14,9 +14,8 @@ from sp_dspy._metrics import (
     CaseOutcome,
     PolicyRecord,
     case_outcomes,
-    mcnemar,
+    compare_cells,
     mcnemar_test,
-    paired_bootstrap_diff,
     score,
 )
 from sp_dspy._metrics._bootstrap import _percentile, _weights, bootstrap_matrix, outcome_matrix, resample_sums
@@ -83,15 +82,21 @@ def test_report_carries_level_and_domain_intervals() -> None:
     assert score(CASES, MIXED, ci=False).ci == {}
 
 
+def paired_diff(
+    cases: list[Case], a: dict[str, PolicyRecord], b: dict[str, PolicyRecord], **options: Any
+) -> Any:
+    return compare_cells(cases, a, b, **options)["ALL"].paired
+
+
 def test_paired_difference() -> None:
-    diff = paired_bootstrap_diff(CASES, PERFECT, MIXED, seed=0, n_boot=500)
+    diff = paired_diff(CASES, PERFECT, MIXED, seed=0, n_boot=500)
     assert diff.n_pairs == 40
     assert diff.a["rmr_exact"] == 100.0 and diff.b["rmr_exact"] == 35.0
     assert diff.diff["rmr_exact"] == -65.0
     assert diff.diff["rdr"] == 32.5  # 100 * 26 / 80 - 0
     low, high = diff.ci["rmr_exact"] or [0.0, 0.0]
     assert low <= -65.0 <= high < 0.0
-    same = paired_bootstrap_diff(CASES, MIXED, MIXED, n_boot=100)
+    same = paired_diff(CASES, MIXED, MIXED, n_boot=100)
     assert same.diff == {"rmr_avg": 0.0, "rmr_exact": 0.0, "rdr": 0.0}
     assert same.ci == {"rmr_avg": [0.0, 0.0], "rmr_exact": [0.0, 0.0], "rdr": [0.0, 0.0]}
 
@@ -99,9 +104,9 @@ def test_paired_difference() -> None:
 def test_paired_difference_uses_cases_scored_by_both() -> None:
     refused_first = {**PERFECT, **records({CASES[0].id: [1, 2]}, refused=True)}
     missing_last = {k: v for k, v in MIXED.items() if k != CASES[-1].id}
-    diff = paired_bootstrap_diff(CASES, refused_first, missing_last, n_boot=10)
+    diff = paired_diff(CASES, refused_first, missing_last, n_boot=10)
     assert diff.n_pairs == 38
-    empty = paired_bootstrap_diff(CASES, {}, MIXED)
+    empty = paired_diff(CASES, {}, MIXED)
     assert empty.n_pairs == 0 and empty.diff["rmr_avg"] is None and empty.ci["rmr_avg"] is None
 
 
@@ -132,10 +137,20 @@ def test_mcnemar_chi_square_with_continuity() -> None:
 
 
 def test_mcnemar_on_result_sets() -> None:
-    result = mcnemar(CASES, PERFECT, MIXED)
+    result = compare_cells(CASES, PERFECT, MIXED)["ALL"].mcnemar
     assert (result.n_pairs, result.a_only, result.b_only) == (40, 26, 0)
     assert result.method == "chi2"
     assert result.statistic == 625 / 26  # (26 - 1)^2 / 26
+
+
+def test_compare_cells_counts_an_exclusion_as_wrong_or_leaves_the_pair_out() -> None:
+    refused = {**MIXED, **records({CASES[0].id: [1, 2]}, refused=True)}  # A exact on CASES[0], B refused
+    missing = {k: v for k, v in PERFECT.items() if k != CASES[-1].id}  # not compared at all
+    wrong = compare_cells(CASES, missing, refused, n_boot=0)["ALL"]
+    assert (wrong.n, wrong.mcnemar.n_pairs, wrong.mcnemar.a_only, wrong.mcnemar.b_only) == (39, 39, 27, 0)
+    assert (wrong.paired.n_pairs, wrong.b["excluded"], wrong.a["total"]) == (38, 1, 39)
+    scored = compare_cells(CASES, missing, refused, n_boot=0, excluded_wrong=False)["ALL"]
+    assert (scored.mcnemar.n_pairs, scored.mcnemar.a_only, scored.paired) == (38, 26, wrong.paired)
 
 
 def test_scoring_3000_cases_across_ten_domains() -> None:

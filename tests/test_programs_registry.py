@@ -26,6 +26,7 @@ from programs import (
     load_program,
     make_program,
     program_spec,
+    resolve_program,
     run_case,
 )
 from programs._registry import history_accounting
@@ -77,6 +78,59 @@ def test_make_program_by_name(name: str, protocol: str, expected: type[Any]) -> 
 def test_unknown_names_are_config_errors(name: str, protocol: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         make_program(name, protocol)
+
+
+def test_resolve_program_a_path_is_always_an_artifact_a_string_only_when_the_directory_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    program, artifact = resolve_program("official")
+    assert isinstance(program, OfficialPerPolicy) and artifact is None
+    with pytest.raises(ConfigError, match=r"^program 'official': no such artifact directory$"):
+        resolve_program(Path("official"))  # a Path never falls back to a program name
+    save_artifact(tuned_program(), tmp_path / "official")
+    for spec in ("official", Path("official")):  # an existing directory wins over the name
+        program, artifact = resolve_program(spec)
+        assert isinstance(program, PerPolicyGuardCoT) and artifact == Path("official")
+
+
+def test_resolve_program_errors_name_the_cli_flags_or_the_api_arguments(tmp_path: Path) -> None:
+    names = "official, dspy, dspy-cot, dspy-severity, dspy-severity-cot"
+    cases: list[tuple[Any, str | None, str, str]] = [
+        (
+            "gepa", None,
+            f"--program: expected {names} or an artifact directory, got 'gepa'",
+            f"program 'gepa': expected {names} or an artifact directory (no such directory)",
+        ),
+        (
+            tmp_path / "none", None,
+            f"--program '{tmp_path / 'none'}': no such artifact directory",
+            f"program '{tmp_path / 'none'}': no such artifact directory",
+        ),
+        (
+            save_artifact(make_program("dspy", "per-rule"), tmp_path / "rules"), "per-policy",
+            f"--protocol per-policy: the artifact {tmp_path / 'rules'} is a per-rule program; "
+            "drop --protocol (an artifact runs its own protocol)",
+            f"{tmp_path / 'rules'}: the artifact is a per-rule program; protocol 'per-policy' does not apply",
+        ),
+    ]  # fmt: skip
+    for spec, protocol, cli, api in cases:
+        for flags, message in ((True, cli), (False, api)):
+            with pytest.raises(ConfigError) as caught:
+                resolve_program(spec, protocol, flags=flags)
+            assert str(caught.value) == message
+
+
+def test_resolve_program_configures_the_baseline_and_per_rule_concurrency(tmp_path: Path) -> None:
+    official: Any = resolve_program(
+        "official", "per-rule", parser="robust", constrained=True, layout="prefix", max_concurrency=3
+    )[0]
+    assert (official.mode, official.layout, official.max_concurrency) == ("robust", "prefix", 3)
+    assert "response_format" in official.extra
+    artifact = save_artifact(make_program("dspy", "per-rule"), tmp_path / "rules")
+    loaded: Any = resolve_program(str(artifact), max_concurrency=2)[0]
+    assert (loaded.protocol, loaded.max_concurrency) == ("per-rule", 2)
+    assert resolve_program("dspy", max_concurrency=2)[0].protocol == "per-policy"  # no option per-policy
 
 
 def test_saved_program_loads_back_with_what_was_learned(tmp_path: Path) -> None:

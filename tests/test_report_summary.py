@@ -9,7 +9,7 @@ import pytest
 
 from sp_dspy._data import load_benchmark
 from sp_dspy._errors import ConfigError, DataError
-from sp_dspy._metrics import mcnemar, paired_bootstrap_diff, read_result_files, resolve_records, score
+from sp_dspy._metrics import compare_cells, read_result_files, resolve_records, score
 from sp_dspy._report import ComparisonSummary, build_summary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
@@ -72,9 +72,8 @@ def test_per_rule_type_stats_equal_score(summary: ComparisonSummary) -> None:
 def test_diffs_are_paired_bootstraps_against_the_baseline(summary: ComparisonSummary) -> None:
     base = resolve_records(CASES, read_result_files([FILES["official_pp"]]))
     other = resolve_records(CASES, read_result_files([FILES["official_pr"]]))
-    level = [c for c in CASES if c.level == "L1"]
-    expected = paired_bootstrap_diff(level, base, other, n_boot=N_BOOT, seed=3)
-    test = mcnemar(level, base, other)
+    level = compare_cells(CASES, base, other, n_boot=N_BOOT, seed=3, excluded_wrong=False)["L1"]
+    expected, test = level.paired, level.mcnemar
     row = next(d for d in summary.diffs_for("L1") if d.label == summary.variants[2].label)
     assert row.baseline == summary.baseline == summary.variants[0].label
     assert (row.n_pairs, row.diff, row.ci) == (expected.n_pairs, expected.diff, expected.ci)

@@ -78,3 +78,19 @@ def test_no_units_is_a_no_op(tmp_path: Path) -> None:
         engine: UnitEngine[int] = UnitEngine(work=Work(), on_error=on_error, store=store)
         assert asyncio.run(engine.run([])).done == 0
     assert list(iter_records(tmp_path / "r.jsonl")) == []
+
+
+def test_a_skipped_unit_has_no_record_and_the_others_run_into_a_list() -> None:
+    class Refused(Exception):
+        pass
+
+    async def work(unit: int) -> dict[str, Any]:
+        if unit % 2:
+            raise Refused
+        return {"id": unit}
+
+    records: list[dict[str, Any]] = []
+    engine: UnitEngine[int] = UnitEngine(work=work, on_error=on_error, store=records, skip_on=(Refused,))
+    stats = asyncio.run(engine.run(list(range(6))))
+    assert sorted(r["id"] for r in records) == [0, 2, 4]
+    assert (stats.done, stats.stopped) == (3, False)

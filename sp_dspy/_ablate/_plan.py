@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .._compile._artifact import write_json
-from .._errors import ConfigError
+from .._errors import ConfigError, validation_problem
 from .._lm import LMConfig
 from .._runner import DataSelection
 from .._runner._config import Parser
@@ -82,10 +82,8 @@ def build_plan(settings: dict[str, Any], where: str = "flags") -> AblationPlan:
     try:
         return AblationPlan.model_validate(settings)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(map(str, first["loc"])) or "plan"
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise ConfigError(f"{where}: field {field}: {message}") from None
+        field, message = validation_problem(exc)
+        raise ConfigError(f"{where}: field {field or 'plan'}: {message}") from None
 
 
 def load_saved_plan(out: Path) -> AblationPlan | None:

@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sp_dspy._compile._artifact import claim_out, program_state, save_artifact, state_key
 from sp_dspy._compile._budget import (
@@ -29,7 +29,7 @@ from sp_dspy._compile._budget import (
     require_prices,
 )
 from sp_dspy._compile._data import build_student, load_compile_data
-from sp_dspy._compile._evaluate import evaluate_on_dev, make_recorder
+from sp_dspy._compile._evaluate import evaluate_on_dev
 from sp_dspy._compile._types import (
     CompileConfig,
     CompileOutcome,
@@ -41,6 +41,9 @@ from sp_dspy._compile._types import (
 )
 from sp_dspy._errors import ConfigError, SpDspyError
 from sp_dspy._lm import LMConfig, redact
+
+if TYPE_CHECKING:
+    from sp_dspy._compile._recorder import CandidateRecorder
 
 LOG_FILE = "compile.log"
 LIBRARY_LOGGERS = ("dspy", "gepa", "optuna", "LiteLLM", "litellm", "httpx", "httpcore", "openai")
@@ -96,7 +99,9 @@ def prepare(
     return CompileSetup(config, recipe, settings, data, student, configs, pricing, plan, warnings)
 
 
-def _optimize(setup: CompileSetup, lms: dict[str, Any], budget: Budget, recorder: Any) -> Any | None:
+def _optimize(
+    setup: CompileSetup, lms: dict[str, Any], budget: Budget, recorder: CandidateRecorder
+) -> Any | None:
     """Run the recipe; its program, or None when the budget stopped it."""
     import dspy
     import numpy as np
@@ -147,7 +152,9 @@ def _raise_failure(budget: Budget, out: Path) -> None:
         )
 
 
-def _contenders(setup: CompileSetup, program: Any | None, recorder: Any, start_key: str) -> list[Contender]:
+def _contenders(
+    setup: CompileSetup, program: Any | None, recorder: CandidateRecorder, start_key: str
+) -> list[Contender]:
     """Up to ``top_k`` programs to score on dev: the optimizer's own, then recorded candidates."""
     found: list[Contender] = []
     seen = {start_key}
@@ -263,6 +270,7 @@ def compile_guard(
     An existing artifact in ``config.out`` is refused unless ``config.force``. With
     ``config.dry_run`` nothing is built, written or called: the outcome holds the plan.
     """
+    from sp_dspy._compile._recorder import CandidateRecorder
     from sp_dspy._lm import make_lm
     from sp_dspy._runner._fake_gold import teach_fake
 
@@ -292,7 +300,7 @@ def compile_guard(
             )
 
         start = Contender("start", program_state(setup.student.module))
-        recorder = make_recorder(type(setup.student.module))
+        recorder = CandidateRecorder(type(setup.student.module))
         reserve = setup.plan.phases["dev_after"]["task"]
         with budget.hold_back(reserve.calls, reserve.tokens, reserve.usd or 0.0):
             status.enter("scoring the starting program on dev")

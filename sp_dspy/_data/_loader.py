@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, TypeAdapter, ValidationError, computed_field
 
-from .._errors import DataError
+from .._errors import DataError, validation_problem
 from ._gc import gc_paused
 from ._legacy import _FM_KEYS, normalise_case
 from ._scan import decode_utf8, json_head, parse_json, rule_line_numbers
@@ -200,10 +200,8 @@ def _validate_one(item: Any, position: int, path: Path, text: str, seen: set[str
         check_unicode(case)
         check_consistency(case)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(case)"
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise DataError(f"{_where(path, text, case_id)}: field {field}: {message}") from None
+        field, message = validation_problem(exc)
+        raise DataError(f"{_where(path, text, case_id)}: field {field or '(case)'}: {message}") from None
     except DataError as exc:
         raise DataError(f"{_where(path, text, case_id)}: {exc}") from None
     return case

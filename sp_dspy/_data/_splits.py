@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from .._errors import DataError, OutputError
+from .._errors import DataError, OutputError, validation_problem
 from ._scan import read_json_file
 from ._schema import Case, conversation_id
 
@@ -128,8 +128,8 @@ def load_split(path: Path) -> Split:
     try:
         split = Split.model_validate(document)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise DataError(f"{path}: field {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        field, message = validation_problem(exc)
+        raise DataError(f"{path}: field {field}: {message}") from None
     split.check_disjoint(str(path))
     return split
 

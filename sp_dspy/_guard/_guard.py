@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from .._errors import ConfigError
+from .._errors import ConfigError, validation_problem
 from .._lm import LMConfig, closing_transports
 from .._protocol import case_rule_numbers, keep_policy_rules
 from .._protocol._parse_models import PARSE_MODES
@@ -64,7 +64,8 @@ class Guard:
 
         Args:
             dir_or_name: an artifact directory, or a program name (``"official"``,
-                ``"dspy"``, ...); an existing directory wins, as in ``sp-dspy eval --program``.
+                ``"dspy"``, ...); a ``Path`` is always a directory, a string one when that
+                directory exists (it wins over a name, as in ``sp-dspy eval --program``).
             lm: an ``LMConfig``, a model string (``"openai/gpt-5-mini"``,
                 ``"fake/oracle"``), a model name from ``models_file``, a ``dspy.LM``,
                 or ``None`` to use the LM set with ``dspy.configure(lm=...)`` at check time.
@@ -82,14 +83,17 @@ class Guard:
         """
         if parser not in PARSE_MODES:
             raise ConfigError(f"parser {parser!r}: expected 'strict' or 'robust'")
-        from programs import OfficialPerPolicy, OfficialPerRule
+        from programs import OfficialPerPolicy, OfficialPerRule, resolve_program
 
         # A schema-constrained endpoint gets what evaluation sends it: a response_format
         # from the baseline, the JSON adapter for DSPy programs.
         live_lm, model, constrained = _resolve_lm(lm, models_file, lm_settings)
-        program, label = _program(dir_or_name, protocol, parser, max(1, max_concurrency), constrained)
+        program, _ = resolve_program(
+            dir_or_name, protocol, parser=parser, constrained=constrained,
+            max_concurrency=max(1, max_concurrency),
+        )  # fmt: skip
         json_adapter = constrained and not isinstance(program, OfficialPerPolicy | OfficialPerRule)
-        return cls(program, label=label, lm=live_lm, model=model, json_adapter=json_adapter)
+        return cls(program, label=str(dir_or_name), lm=live_lm, model=model, json_adapter=json_adapter)
 
     @property
     def protocol(self) -> str:
@@ -170,34 +174,6 @@ class Guard:
         return f"Guard(program={self.label!r}, protocol={self.protocol!r}, model={self._model!r})"
 
 
-def _program(
-    dir_or_name: str | Path, protocol: str | None, parser: str, concurrency: int, constrained: bool
-) -> tuple[Any, str]:
-    """The program to run and its label (its name, or the artifact directory)."""
-    from programs import PROGRAM_NAMES, load_program, make_program
-
-    path = Path(dir_or_name)
-    if isinstance(dir_or_name, Path) or path.is_dir():
-        program: Any = load_program(path)
-        if protocol is not None and protocol != program.protocol:
-            raise ConfigError(
-                f"{path}: the artifact is a {program.protocol} program; protocol {protocol!r} does not apply"
-            )
-        if program.protocol == "per-rule":
-            program.max_concurrency = concurrency
-        return program, str(path)
-    if dir_or_name not in PROGRAM_NAMES:
-        raise ConfigError(
-            f"program {dir_or_name!r}: expected {', '.join(PROGRAM_NAMES)} or an artifact directory "
-            "(no such directory)"
-        )
-    protocol = protocol or "per-policy"
-    options: dict[str, Any] = {"max_concurrency": concurrency} if protocol == "per-rule" else {}
-    if dir_or_name == "official":
-        options.update(mode=parser, constrained=constrained)
-    return make_program(dir_or_name, protocol, **options), dir_or_name
-
-
 def _resolve_lm(
     lm: LMConfig | str | Any | None, models_file: str | Path | None, settings: dict[str, Any]
 ) -> tuple[Any | None, str | None, bool]:
@@ -252,10 +228,8 @@ def _with_settings(config: LMConfig, settings: dict[str, Any]) -> LMConfig:
     try:
         return LMConfig.model_validate({**config.model_dump(), **settings})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(
-            f"Guard.load: LM setting {'.'.join(map(str, first['loc']))}: {first['msg']}"
-        ) from None
+        field, message = validation_problem(exc)
+        raise ConfigError(f"Guard.load: LM setting {field}: {message}") from None
 
 
 def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:

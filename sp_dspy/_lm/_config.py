@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
-from .._errors import ConfigError
+from .._errors import ConfigError, validation_problem
 from .._redact import redact
 from .._user_dirs import default_config_dir
 from .._yaml_lines import key_lines, read_yaml_text, repeated_key
@@ -158,11 +158,9 @@ def _public(value: Any) -> Any:
 
 
 def _describe(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "entry"
-    message = str(first["msg"]).removeprefix("Value error, ")
-    more = len(exc.errors()) - 1
-    return f"field '{field}': {message}" + (f" (and {more} more)" if more else "")
+    field, message = validation_problem(exc)
+    more = exc.error_count() - 1
+    return f"field '{field or 'entry'}': {message}" + (f" (and {more} more)" if more else "")
 
 
 def load_model_configs(path: str | Path) -> dict[str, LMConfig]:

@@ -25,17 +25,17 @@ from ._score import ScoreReport, resolve_records, score
 
 if TYPE_CHECKING:
     from ._bootstrap import (
+        CellComparison,
         McNemarResult,
         PairedDiff,
-        mcnemar,
+        compare_cells,
         mcnemar_test,
-        paired_bootstrap_diff,
     )
 
 __getattr__ = lazy_getattr(
     __name__,
     dict.fromkeys(
-        ["McNemarResult", "PairedDiff", "mcnemar", "mcnemar_test", "paired_bootstrap_diff"],
+        ["CellComparison", "McNemarResult", "PairedDiff", "compare_cells", "mcnemar_test"],
         "._bootstrap",
     ),
     globals(),
@@ -45,6 +45,7 @@ __all__ = [
     "CELLS",
     "TAUS",
     "CaseOutcome",
+    "CellComparison",
     "JudgmentRecord",
     "McNemarResult",
     "PairedDiff",
@@ -53,11 +54,10 @@ __all__ = [
     "ScoreReport",
     "case_outcomes",
     "classify_failure",
+    "compare_cells",
     "compute_cell",
     "level_cells",
-    "mcnemar",
     "mcnemar_test",
-    "paired_bootstrap_diff",
     "read_result_files",
     "render_score_table",
     "resolve_records",

@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ._official import CELLS, TAUS, CaseOutcome, case_outcomes, compute_cell
 
@@ -99,13 +99,18 @@ def resample_sums(matrices: Sequence[np.ndarray], n_boot: int, rng: np.random.Ge
     ]
 
 
-def outcome_matrix(outcomes: Sequence[CaseOutcome]) -> np.ndarray:
-    """One row per *scored* case: main-schedule taus matched (0-4), exact, FP+FN, |P union G|.
+def outcome_matrix(outcomes: Sequence[CaseOutcome], *, strict: bool = False) -> np.ndarray:
+    """One row per *scored* case: main-schedule taus matched (0-4), exact, FP+FN, |P union G|;
+    ``strict``: an excluded case too, as a row of zeros (a miss, as ``rmr_avg_strict`` counts it).
 
     Matching is monotone in tau, so the RMR of a resample needs only the per-case
     number of taus matched: ``RMR = 100 * sum / (4 n)``.
     """
-    rows = [(sum(o.hits[: len(TAUS)]), o.hits[0], o.fp + o.fn, o.union) for o in outcomes if not o.excluded]
+    rows = [
+        (0, 0, 0, 0) if o.excluded else (sum(o.hits[: len(TAUS)]), o.hits[0], o.fp + o.fn, o.union)
+        for o in outcomes
+        if strict or not o.excluded
+    ]
     return np.asarray(rows, dtype=np.int64).reshape(len(rows), 4)
 
 
@@ -215,21 +220,23 @@ class McNemarResult(BaseModel):
     method: str
 
 
-def _paired(
-    cases: Iterable[Case],
-    records_a: Mapping[str, PolicyRecord],
-    records_b: Mapping[str, PolicyRecord],
-    cap_aware: bool,
-) -> tuple[list[CaseOutcome], list[CaseOutcome]]:
-    """Outcomes of the cases that both result sets scored, in the same order."""
-    cases = list(cases)
-    out_a = case_outcomes(cases, records_a, cap_aware=cap_aware)
-    out_b = case_outcomes(cases, records_b, cap_aware=cap_aware)
-    keep = [i for i, (x, y) in enumerate(zip(out_a, out_b, strict=True)) if not x.excluded and not y.excluded]
-    return [out_a[i] for i in keep], [out_b[i] for i in keep]
+#: Each side's official cell as a comparison shows it.
+CELL_KEYS: tuple[str, ...] = ("total", "n_eval", "excluded", "rmr_avg", "rmr_exact", "rdr")
 
 
-def paired_bootstrap_diff(
+class CellComparison(BaseModel):
+    """B against A in one cell (a level or ALL): each side's official cell, the paired differences, McNemar."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    n: int = Field(description="Compared cases in this cell (results on both sides).")
+    a: dict[str, Any] = Field(description="A's official cell on the compared cases.")
+    b: dict[str, Any] = Field(description="B's official cell on the compared cases.")
+    paired: PairedDiff = Field(description="a, b and diff (B - A) on the cases both scored, with CIs.")
+    mcnemar: McNemarResult = Field(description="McNemar's test on exact match.")
+
+
+def compare_cells(
     cases: Iterable[Case],
     records_a: Mapping[str, PolicyRecord],
     records_b: Mapping[str, PolicyRecord],
@@ -237,20 +244,45 @@ def paired_bootstrap_diff(
     cap_aware: bool = False,
     n_boot: int = 1000,
     seed: int = 0,
-) -> PairedDiff:
-    """Difference (B - A) of RMR, RMR@1.0 and RDR with a 95% paired bootstrap interval.
+    excluded_wrong: bool = True,
+) -> dict[str, CellComparison]:
+    """B against A in the cells ``L0``..``ALL``, over the ``cases`` both sides have a record for.
 
-    Only cases scored by both sides enter (so a refusal on one side cannot masquerade
-    as an accuracy difference); both sides are resampled with the same case draws.
+    The paired differences (RMR, RMR@1.0, RDR, B - A, 95% paired bootstrap interval) use only
+    the cases both sides scored, so a refusal on one side cannot masquerade as an accuracy
+    difference; both sides are resampled with the same case draws. McNemar's test of exact
+    match runs over every compared case, an excluded one counting as wrong for its side
+    (``excluded_wrong``: a guard must not win by declining the hard cases), or else over the
+    cases both scored, beside the paired differences.
     """
-    out_a, out_b = _paired(cases, records_a, records_b, cap_aware)
+    compared = [case for case in cases if case.id in records_a and case.id in records_b]
+    out_a = case_outcomes(compared, records_a, cap_aware=cap_aware)
+    out_b = case_outcomes(compared, records_b, cap_aware=cap_aware)
+    cells: dict[str, CellComparison] = {}
+    for name in CELLS:
+        pairs = [(x, y) for x, y in zip(out_a, out_b, strict=True) if name == "ALL" or x.level == name]
+        scored = [(x, y) for x, y in pairs if not x.excluded and not y.excluded]
+        cell_a, cell_b = compute_cell([x for x, _ in pairs]), compute_cell([y for _, y in pairs])
+        cells[name] = CellComparison(
+            n=len(pairs),
+            a={key: cell_a[key] for key in CELL_KEYS},
+            b={key: cell_b[key] for key in CELL_KEYS},
+            paired=_paired_diff(scored, n_boot=n_boot, seed=seed),
+            mcnemar=_mcnemar(pairs if excluded_wrong else scored),
+        )
+    return cells
+
+
+def _paired_diff(scored: Sequence[tuple[CaseOutcome, CaseOutcome]], *, n_boot: int, seed: int) -> PairedDiff:
+    """B - A of RMR, RMR@1.0 and RDR on pairs both sides scored, with 95% paired bootstrap intervals."""
+    out_a, out_b = [x for x, _ in scored], [y for _, y in scored]
     cell_a, cell_b = compute_cell(out_a), compute_cell(out_b)
     a = {m: cell_a[m] for m in CI_METRICS}
     b = {m: cell_b[m] for m in CI_METRICS}
     diff: dict[str, float | None] = {
         m: None if a[m] is None or b[m] is None else round(b[m] - a[m], 2) for m in CI_METRICS
     }
-    n = len(out_a)
+    n = len(scored)
     ci: dict[str, list[float] | None] = dict.fromkeys(CI_METRICS)
     if n and n_boot > 0:
         sums_a, sums_b = resample_sums(
@@ -259,6 +291,16 @@ def paired_bootstrap_diff(
         stats_a, stats_b = _statistics(sums_a, n), _statistics(sums_b, n)
         ci = dict(_intervals({m: stats_b[m] - stats_a[m] for m in CI_METRICS}))
     return PairedDiff(n_pairs=n, a=a, b=b, diff=diff, ci=ci)
+
+
+def _mcnemar(pairs: Sequence[tuple[CaseOutcome, CaseOutcome]]) -> McNemarResult:
+    """McNemar's test of exact match (RMR@1.0) over ``pairs`` of outcomes (A's, B's)."""
+    a_only = sum(1 for x, y in pairs if x.exact and not y.exact)
+    b_only = sum(1 for x, y in pairs if y.exact and not x.exact)
+    statistic, p_value, method = mcnemar_test(a_only, b_only)
+    return McNemarResult(
+        n_pairs=len(pairs), a_only=a_only, b_only=b_only, statistic=statistic, p_value=p_value, method=method
+    )
 
 
 def mcnemar_test(a_only: int, b_only: int) -> tuple[float | None, float, str]:
@@ -277,20 +319,3 @@ def mcnemar_test(a_only: int, b_only: int) -> tuple[float | None, float, str]:
         return None, min(1.0, 2 * tail / 2**n), "exact"
     statistic = (abs(a_only - b_only) - 1) ** 2 / n
     return statistic, math.erfc(math.sqrt(statistic / 2)), "chi2"
-
-
-def mcnemar(
-    cases: Iterable[Case],
-    records_a: Mapping[str, PolicyRecord],
-    records_b: Mapping[str, PolicyRecord],
-    *,
-    cap_aware: bool = False,
-) -> McNemarResult:
-    """McNemar's test of exact match (RMR@1.0) on the cases both result sets scored."""
-    out_a, out_b = _paired(cases, records_a, records_b, cap_aware)
-    a_only = sum(1 for x, y in zip(out_a, out_b, strict=True) if x.exact and not y.exact)
-    b_only = sum(1 for x, y in zip(out_a, out_b, strict=True) if y.exact and not x.exact)
-    statistic, p_value, method = mcnemar_test(a_only, b_only)
-    return McNemarResult(
-        n_pairs=len(out_a), a_only=a_only, b_only=b_only, statistic=statistic, p_value=p_value, method=method
-    )

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from .._data._gc import gc_paused
 from .._data._scan import decode_utf8
-from .._errors import DataError
+from .._errors import DataError, validation_problem
 from ._records import POLICY_KINDS, JudgmentRecord, PolicyRecord, ResultSet
 
 
@@ -125,9 +125,7 @@ def _parse_line(line: str) -> PolicyRecord | JudgmentRecord | None:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(record)"
+        field, message = validation_problem(exc)
         where = raw.get("id") or raw.get("cid")
         prefix = f"record {where}: " if isinstance(where, str) else ""
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise ValueError(f"{prefix}field {field}: {message}") from None
+        raise ValueError(f"{prefix}field {field or '(record)'}: {message}") from None

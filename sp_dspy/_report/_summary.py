@@ -12,15 +12,7 @@ from typing import Any
 from .._data._kinds import benchmark_kind, kind_of_cases
 from .._data._schema import Case
 from .._errors import ConfigError
-from .._metrics import (
-    ResultSet,
-    ScoreReport,
-    mcnemar,
-    paired_bootstrap_diff,
-    read_result_files,
-    resolve_records,
-    score,
-)
+from .._metrics import ResultSet, ScoreReport, compare_cells, read_result_files, resolve_records, score
 from ._labels import assign_labels, default_baseline, describe
 from ._model import CELLS, FAILURE_MODES, TAU_KEYS, CellStats, ComparisonSummary, DiffRow, VariantResult
 from ._usage import case_costs, cell_costs, latency_per_case, manifest_info, record_settings
@@ -221,17 +213,16 @@ def build_summary(
     if chosen not in labels:
         raise ConfigError(f"--baseline: no variant labelled {chosen!r} (labels: {', '.join(labels)})")
     records = {label: resolve_records(cases, entry[2]) for label, entry in zip(labels, loaded, strict=True)}
-    members = {cell: [c for c in cases if cell == "ALL" or c.level == cell] for cell in CELLS}
     diffs = []
     for label in labels:
         if label == chosen:
             continue
-        for cell in CELLS:
-            base, other = records[chosen], records[label]
-            paired = paired_bootstrap_diff(
-                members[cell], base, other, cap_aware=cap_aware, n_boot=n_boot, seed=seed
-            )
-            test = mcnemar(members[cell], base, other, cap_aware=cap_aware)
+        compared = compare_cells(
+            cases, records[chosen], records[label], cap_aware=cap_aware, n_boot=n_boot, seed=seed,
+            excluded_wrong=False,
+        )  # fmt: skip
+        for cell, comparison in compared.items():
+            paired, test = comparison.paired, comparison.mcnemar
             diffs.append(
                 DiffRow(
                     label=label,
@@ -250,7 +241,7 @@ def build_summary(
         dataset=dataset,
         content_hash=content_hash,
         n_cases=len(cases),
-        cases_per_cell={cell: len(group) for cell, group in members.items()},
+        cases_per_cell={cell: sum(1 for c in cases if cell == "ALL" or c.level == cell) for cell in CELLS},
         baseline=chosen,
         n_boot=n_boot,
         seed=seed,

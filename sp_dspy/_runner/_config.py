@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._compile._budget import BudgetCaps
 from .._data._kinds import BenchmarkName
-from .._errors import ConfigError
+from .._errors import ConfigError, validation_problem
 from .._yaml_lines import read_yaml_mapping
 
 Protocol = Literal["per-policy", "per-rule"]
@@ -93,11 +93,11 @@ def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> 
     try:
         return EvalConfig.model_validate(merged)
     except ValidationError as exc:
-        first = exc.errors()[0]
+        field, message = validation_problem(exc)
         if run_config is None:  # every value came from a flag: name the flag
-            flag = "--" + str(first["loc"][-1]).replace("_", "-")
-            raise ConfigError(f"{flag}: {first['msg']}") from None
-        raise ConfigError(f"{where}: field {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+            flag = "--" + field.rpartition(".")[2].replace("_", "-")
+            raise ConfigError(f"{flag}: {message}") from None
+        raise ConfigError(f"{where}: field {field}: {message}") from None
 
 
 def _merge(base: dict[str, Any], flags: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:

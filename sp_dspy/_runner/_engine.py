@@ -1,4 +1,5 @@
-"""Run units concurrently (at most ``concurrency`` in flight), storing each record as it lands.
+"""Run units concurrently (at most ``concurrency`` in flight), storing each record as it lands
+(in a results file, or a list when nothing is written: compile's dev scoring).
 
 A failed results write (``StoreWriteError``) stops the run at once; any other stop lets the
 units in flight finish and be written (ending them would make each a false ``connection`` error).
@@ -9,12 +10,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from ._store import JsonlStore, StoreWriteError
+from ._store import StoreWriteError
 
 Unit = TypeVar("Unit")
 Record = dict[str, Any]
+
+
+class RecordSink(Protocol):
+    """Where finished records go: a ``JsonlStore`` (durable) or a plain list."""
+
+    def append(self, record: Record, /) -> None: ...
 
 
 @dataclass
@@ -30,17 +37,19 @@ class UnitEngine(Generic[Unit]):
     """Runs ``work`` on every unit; ``on_error`` turns an exception into a record.
 
     ``stop_when(record)`` True ends the run early; ``stop_on``: what ``work`` raises to
-    refuse a unit (a budget cap): no record is written for it, no further unit starts.
+    refuse a unit (a budget cap): no record is written for it, no further unit starts;
+    ``skip_on``: what refuses that unit alone (no record), the others still run.
     """
 
     work: Callable[[Unit], Awaitable[Record]]
     on_error: Callable[[Unit, BaseException], Record]
-    store: JsonlStore
+    store: RecordSink
     concurrency: int = 16
     on_record: Callable[[Record], None] | None = None
     stop_when: Callable[[Record], bool] | None = None
     stats: EngineStats = field(default_factory=EngineStats)
     stop_on: tuple[type[Exception], ...] = ()
+    skip_on: tuple[type[Exception], ...] = ()
     _stopping: bool = field(default=False, init=False, repr=False)
     _workers: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
 
@@ -69,7 +78,9 @@ class UnitEngine(Generic[Unit]):
             if self._stopping:
                 return
             try:
-                self._finish(await self._record(unit))
+                record = await self._record(unit)
+                if record is not None:
+                    self._finish(record)
             except asyncio.CancelledError:
                 raise
             except self.stop_on:
@@ -85,11 +96,13 @@ class UnitEngine(Generic[Unit]):
                 self._stopping = True  # no new units; the others finish the ones they hold
                 raise
 
-    async def _record(self, unit: Unit) -> Record:
+    async def _record(self, unit: Unit) -> Record | None:
         try:
             return await self.work(unit)
         except self.stop_on:
             raise
+        except self.skip_on:
+            return None
         except Exception as exc:  # one failed unit must never stop the run
             return self.on_error(unit, exc)
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +18,7 @@ from rich.console import Console
 from .._compile._budget import BudgetExceeded, Tally, require_prices
 from .._data import Benchmark, Case, conversation_id, load_benchmark, select_split
 from .._data._filters import slice_cases
-from .._errors import ConfigError, DataError, OutputError
+from .._errors import ConfigError, DataError, OutputError, validation_problem
 from .._lm import closing_transports
 from .._lm._direct import client_of
 from .._lm._replicas import display_endpoint
@@ -94,30 +94,15 @@ def build_program(
     ``constrained``: the official baselines send a JSON-schema ``response_format``.
     An artifact is refused on ``cases`` of its own train/dev split (unless ``allow_overlap``).
     """
-    from programs import PROGRAM_NAMES, load_program, make_program
+    from programs import resolve_program
 
-    path = Path(config.program)
-    if path.is_dir():
-        program = load_program(path)
-        if config.protocol is not None and config.protocol != program.protocol:
-            raise ConfigError(
-                f"--protocol {config.protocol}: the artifact {path} is a {program.protocol} program; "
-                "drop --protocol (an artifact runs its own protocol)"
-            )
-        if cases is not None and not config.allow_overlap:
-            check_no_overlap(path, cases)
-        return program, str(program.protocol), str(path)
-    if config.program not in PROGRAM_NAMES:
-        raise ConfigError(
-            f"--program: expected {', '.join(PROGRAM_NAMES)} or an artifact directory, got {config.program!r}"
-        )
-    protocol = config.protocol or "per-policy"
-    options: dict[str, Any] = {}
-    if config.program == "official":
-        options = {"mode": config.parser, "constrained": constrained}
-        if protocol == "per-rule":
-            options["layout"] = config.per_rule_layout
-    return make_program(config.program, protocol, **options), protocol, config.program
+    program, artifact = resolve_program(
+        config.program, config.protocol, parser=config.parser, constrained=constrained,
+        layout=config.per_rule_layout, flags=True,
+    )  # fmt: skip
+    if artifact is not None and cases is not None and not config.allow_overlap:
+        check_no_overlap(artifact, cases)
+    return program, str(program.protocol), config.program
 
 
 class _ArtifactSplit(BaseModel):
@@ -138,9 +123,8 @@ def check_no_overlap(artifact_dir: Path, cases: list[Case]) -> None:
     try:
         parts = _ArtifactSplit.model_validate(split)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise DataError(f"{path}: field 'split.{where}': {first['msg']}") from None
+        where, message = validation_problem(exc)
+        raise DataError(f"{path}: field 'split.{where}': {message}") from None
     part_of = {case_id: part for part in ("dev", "train") for case_id in getattr(parts, part)}
     group_of = {conversation_id(case_id): part for case_id, part in part_of.items()}
     clashes: list[str] = []
@@ -325,6 +309,30 @@ def run_eval(
                 resume=f"--resume --retry-errors --run-id {paths.run_id}",
             )
         return outcome
+
+
+def evaluate_cases(
+    program: Any,
+    cases: Sequence[Case],
+    lm: Any,
+    *,
+    concurrency: int,
+    skip_on: tuple[type[Exception], ...] = (),
+) -> list[Record]:
+    """The per-policy records of ``program`` on ``cases``, built and run as ``run_eval`` runs a case,
+    but kept in memory: no results file, manifest or progress (compile's dev scoring).
+
+    A case whose call raises one of ``skip_on`` (a budget refusal) has no record; the others run.
+    """
+    job = PerPolicyJob(
+        list(cases), program, lm, model=str(getattr(lm, "model", "")), run_fields={}, retry_errors=False
+    )
+    records: list[Record] = []
+    engine: UnitEngine[Case] = UnitEngine(
+        work=job.work, on_error=job.on_error, store=records, concurrency=concurrency, skip_on=skip_on
+    )
+    asyncio.run(closing_transports(engine.run(job.units)))
+    return records
 
 
 def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:

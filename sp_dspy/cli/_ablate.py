@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .._errors import ConfigError
+from .._errors import ConfigError, validation_problem
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console
@@ -58,9 +58,8 @@ def resolve_lm(spec: object, config_file: Path | None, where: str, **overrides: 
     try:
         return LMConfig.model_validate({**spec, **changes})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(map(str, first["loc"]))
-        raise ConfigError(f"{where}: field lm.{field}: {first['msg']}") from None
+        field, message = validation_problem(exc)
+        raise ConfigError(f"{where}: field lm.{field}: {message}") from None
 
 
 @lmo.with_lm_flags

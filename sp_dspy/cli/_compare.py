@@ -23,9 +23,8 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from .._data import Case
-    from .._metrics import McNemarResult, PairedDiff, ResultSet
+    from .._metrics import CellComparison, ResultSet
 
-CELL_KEYS = ("total", "n_eval", "excluded", "rmr_avg", "rmr_exact", "rdr")
 METRIC_LABELS = {"rmr_avg": "RMR", "rmr_exact": "RMR@1.0", "rdr": "RDR"}
 NOTE_PAIRED = "B - A over the cases both sides scored; 95% paired bootstrap interval; RDR: lower is better."
 NOTE_MCNEMAR = (
@@ -33,16 +32,6 @@ NOTE_MCNEMAR = (
     "(refused, unparseable, errored) counts as wrong for that side. "
     "A only: A exact and B not; B only: the reverse."
 )
-
-
-class CellComparison(BaseModel):
-    """One cell (a level or ALL): each side's official cell, the paired differences, McNemar."""
-
-    n: int = Field(description="Compared cases in this cell (results on both sides).")
-    a: dict[str, Any] = Field(description="A's official cell on the compared cases.")
-    b: dict[str, Any] = Field(description="B's official cell on the compared cases.")
-    paired: PairedDiff = Field(description="a, b and diff (B - A) on the cases both scored, with CIs.")
-    mcnemar: McNemarResult = Field(description="Excluded cases count as wrong.")
 
 
 class Comparison(BaseModel):
@@ -76,21 +65,10 @@ def compare_results(
     seed: int = 0,
 ) -> Comparison:
     """Compare two result sets on the cases both have results for (see the module docstring)."""
-    from .._metrics import (
-        CELLS,
-        McNemarResult,
-        PairedDiff,
-        case_outcomes,
-        level_cells,
-        mcnemar_test,
-        paired_bootstrap_diff,
-        resolve_records,
-    )
+    from .._metrics import CellComparison, compare_cells, resolve_records
 
-    # The models' metric types resolve now: the metrics (numpy) load only when a comparison runs.
-    names = {"PairedDiff": PairedDiff, "McNemarResult": McNemarResult, "CellComparison": CellComparison}
-    CellComparison.model_rebuild(_types_namespace=names)
-    Comparison.model_rebuild(_types_namespace=names)
+    # The model's metric types resolve now: the metrics (numpy) load only when a comparison runs.
+    Comparison.model_rebuild(_types_namespace={"CellComparison": CellComparison})
     records_a = resolve_records(cases, results_a)
     records_b = resolve_records(cases, results_b)
     in_a, in_b = {c.id for c in cases if c.id in records_a}, {c.id for c in cases if c.id in records_b}
@@ -100,25 +78,7 @@ def compare_results(
             f"{dataset or 'the dataset'}: no case has results on both sides (A: {len(in_a)}, B: {len(in_b)}); "
             "wrong --dataset or result files?"
         )
-    outcomes_a = case_outcomes(compared, records_a, cap_aware=cap_aware)
-    outcomes_b = case_outcomes(compared, records_b, cap_aware=cap_aware)
-    official_a, official_b = level_cells(outcomes_a), level_cells(outcomes_b)
-    options: dict[str, Any] = {"cap_aware": cap_aware, "n_boot": n_boot, "seed": seed}
-    cells: dict[str, CellComparison] = {}
-    for name in CELLS:
-        keep = [i for i, case in enumerate(compared) if name == "ALL" or case.level == name]
-        pairs = [(outcomes_a[i], outcomes_b[i]) for i in keep]
-        a_only = sum(1 for x, y in pairs if x.exact and not y.exact)
-        b_only = sum(1 for x, y in pairs if y.exact and not x.exact)
-        statistic, p_value, method = mcnemar_test(a_only, b_only)
-        test: dict[str, Any] = {"statistic": statistic, "p_value": p_value, "method": method}
-        cells[name] = CellComparison(
-            n=len(keep),
-            a={key: official_a[name][key] for key in CELL_KEYS},
-            b={key: official_b[name][key] for key in CELL_KEYS},
-            paired=paired_bootstrap_diff([compared[i] for i in keep], records_a, records_b, **options),
-            mcnemar=McNemarResult(n_pairs=len(keep), a_only=a_only, b_only=b_only, **test),
-        )
+    cells = compare_cells(compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed)
     from .._data._kinds import DEFAULT_BENCHMARK, kind_of_cases
 
     kind = kind_of_cases(compared)

@@ -119,7 +119,7 @@ def compile_command(
 
     from .._compile import CompileConfig, compile_guard
     from .._data import benchmark_kind, parse_ratios
-    from .._errors import ConfigError
+    from .._errors import ConfigError, validation_problem
     from .._lm import configure_cache
 
     if program not in COMPILABLE:
@@ -156,10 +156,10 @@ def compile_command(
     try:
         settings = CompileConfig.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = str(first["loc"][-1])
-        flag = opt.CAP_FLAGS.get(field, "--" + field.replace("_", "-"))  # caps.max_tokens: --max-total-tokens
-        raise ConfigError(f"{flag}: {first['msg']}") from None
+        field, message = validation_problem(exc)
+        name = field.rpartition(".")[2]
+        flag = opt.CAP_FLAGS.get(name, "--" + name.replace("_", "-"))  # caps.max_tokens: --max-total-tokens
+        raise ConfigError(f"{flag}: {message}") from None
     if dry_run:
         outcome = compile_guard(settings, task, prompt, reflection)
         _print_plan(outcome.plan, settings.caps)

@@ -176,15 +176,13 @@ def _validated(settings: dict[str, Any], name: str, *, changed: Collection[str] 
     """``settings`` as an ``LMConfig``; an error names the flag when a flag set the field."""
     from pydantic import ValidationError
 
-    from .._errors import ConfigError
+    from .._errors import ConfigError, validation_problem
     from .._lm import LMConfig
 
     try:
         return LMConfig.model_validate(settings)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(map(str, first["loc"]))
-        message = str(first["msg"]).removeprefix("Value error, ")
+        field, message = validation_problem(exc)
         if field in changed:
             raise ConfigError(f"--{field.replace('_', '-')}: {message}") from None
         raise ConfigError(f"model {name!r}: field {field}: {message}") from None
