@@ -42,7 +42,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sp_dspy._data import filter_cases, load_benchmark  # noqa: E402
+from sp_dspy._benchmarks import load_benchmark  # noqa: E402
+from sp_dspy._data import filter_cases  # noqa: E402
 from sp_dspy._errors import DataError  # noqa: E402
 from sp_dspy._metrics import read_result_files, score  # noqa: E402
 

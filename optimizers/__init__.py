@@ -31,7 +31,7 @@ from optimizers._settings import (
     parse_overrides,
     read_settings_file,
 )
-from sp_dspy import ConfigError
+from sp_dspy.errors import ConfigError
 
 RECIPES: dict[str, Recipe] = {
     recipe.name: recipe

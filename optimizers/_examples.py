@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import dspy
 
-    from sp_dspy import Case
+    from sp_dspy.data import Case
 
 
 def policy_examples(cases: Iterable[Case]) -> list[dspy.Example]:

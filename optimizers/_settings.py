@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sp_dspy import ConfigError, validation_problem
+from sp_dspy.errors import ConfigError, validation_problem
 from sp_dspy.files import read_yaml_file
 
 DEFAULT_OPTIMIZERS_FILE = Path(str(resources.files("sp_dspy").joinpath("configs", "optimizers.yaml")))

@@ -13,7 +13,7 @@ from programs._outputs import Protocol
 if TYPE_CHECKING:
     import dspy
 
-    from sp_dspy import Case
+    from sp_dspy.data import Case
 
 PROGRAM_INPUTS: Final[dict[Protocol, tuple[str, ...]]] = {
     "per-policy": ("policy", "conversation"),

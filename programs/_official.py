@@ -19,7 +19,7 @@ from programs._outputs import (
     aggregate_judgments,
     error_fields,
 )
-from sp_dspy import ConfigError
+from sp_dspy.errors import ConfigError
 from sp_dspy.lm import ChatResult, achat, chat
 from sp_dspy.protocol import (
     PARSE_MODES,
@@ -37,7 +37,7 @@ from sp_dspy.protocol import (
 if TYPE_CHECKING:
     import dspy
 
-    from sp_dspy import Case
+    from sp_dspy.data import Case
 
 
 def lm_errors() -> tuple[type[BaseException], ...]:

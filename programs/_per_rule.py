@@ -17,11 +17,11 @@ import dspy
 from pydantic import ValidationError
 
 from programs._outputs import JudgmentOutput, Protocol, Status, Usage, aggregate_judgments, error_fields
-from sp_dspy import DataError, validation_problem
+from sp_dspy.data import Case
+from sp_dspy.errors import DataError, validation_problem
 from sp_dspy.lm import parse_usage
 
 if TYPE_CHECKING:
-    from sp_dspy import Case
     from sp_dspy.protocol import RuleTarget
 
 NONE_TEXT = "(none)"  # shown for an empty context or framework rather than a blank field
@@ -68,7 +68,6 @@ def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
     Accepts a JSON list of rules (``case_to_example``'s), the list itself, or a mapping
     with ``violations``/``non_violations``.
     """
-    from sp_dspy import Case
     from sp_dspy.protocol import build_targets
 
     try:

@@ -13,13 +13,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
 from programs._outputs import CaseOutput, JudgmentOutput, Protocol, Status, Usage, error_fields
-from sp_dspy import ConfigError, DataError, validation_problem
+from sp_dspy.errors import ConfigError, DataError, validation_problem
 from sp_dspy.files import read_json_file
 
 if TYPE_CHECKING:
     import dspy
 
-    from sp_dspy import Case
+    from sp_dspy.data import Case
     from sp_dspy.protocol import RuleTarget
 
 PROGRAM_NAMES: Final = ("official", "dspy", "dspy-cot", "dspy-severity", "dspy-severity-cot")

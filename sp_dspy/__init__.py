@@ -2,11 +2,12 @@
 
 The public API is re-exported here lazily, so ``import sp_dspy`` (and the CLI's start-up)
 stays fast: names that need dspy are imported on first use. What a guard program
-needs besides lives in four small public modules (``programs/`` and ``optimizers/``
-use nothing else): ``sp_dspy.protocol`` (official prompts, per-rule targets, parsers,
-answer schemas), ``sp_dspy.lm`` (raw chat calls, error kinds, redaction),
-``sp_dspy.metrics`` (the official match rule) and ``sp_dspy.files`` (bounded JSON and
-line-numbered YAML reading).
+needs lives in six small public modules below this one (``programs/`` and ``optimizers/``
+import nothing else, never this package, whose names include compile and the runner):
+``sp_dspy.protocol`` (official prompts, per-rule targets, parsers, answer schemas),
+``sp_dspy.lm`` (raw chat calls, error kinds, redaction), ``sp_dspy.metrics`` (the official
+match rule), ``sp_dspy.files`` (bounded JSON and line-numbered YAML reading),
+``sp_dspy.data`` (the case) and ``sp_dspy.errors`` (the error types).
 """
 
 from __future__ import annotations
@@ -18,18 +19,8 @@ from ._lazy import lazy_getattr
 __version__ = "0.1.0"
 
 _MODULES: dict[str, tuple[str, ...]] = {
-    "sp_dspy._data": (
-        "Benchmark",
-        "BenchmarkKind",
-        "Case",
-        "Split",
-        "benchmark_kind",
-        "load_benchmark",
-        "load_pku",
-        "load_split",
-        "make_split",
-        "register_benchmark",
-    ),
+    "sp_dspy._data": ("Benchmark", "Case", "Split", "load_pku", "load_split", "make_split"),
+    "sp_dspy._benchmarks": ("BenchmarkKind", "benchmark_kind", "load_benchmark", "register_benchmark"),
     "sp_dspy._compile": ("compile_guard",),
     "sp_dspy._runner": ("EvalConfig", "plan_run", "run_eval"),
     "sp_dspy._lm": ("closing_transports",),
@@ -40,17 +31,17 @@ _MODULES: dict[str, tuple[str, ...]] = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
+    from ._benchmarks import BenchmarkKind as BenchmarkKind
+    from ._benchmarks import benchmark_kind as benchmark_kind
+    from ._benchmarks import load_benchmark as load_benchmark
+    from ._benchmarks import register_benchmark as register_benchmark
     from ._compile import compile_guard as compile_guard
     from ._data import Benchmark as Benchmark
-    from ._data import BenchmarkKind as BenchmarkKind
     from ._data import Case as Case
     from ._data import Split as Split
-    from ._data import benchmark_kind as benchmark_kind
-    from ._data import load_benchmark as load_benchmark
     from ._data import load_pku as load_pku
     from ._data import load_split as load_split
     from ._data import make_split as make_split
-    from ._data import register_benchmark as register_benchmark
     from ._errors import ConfigError as ConfigError
     from ._errors import DataError as DataError
     from ._errors import SpDspyError as SpDspyError

@@ -13,7 +13,8 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from sp_dspy._data import Case, load_benchmark
+from sp_dspy._benchmarks import load_benchmark
+from sp_dspy._data import Case
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from sp_dspy._lm._fake import INSTRUCTION_PHRASE
 from sp_dspy._runner._fake_gold import teach_fake

@@ -16,7 +16,8 @@ from programs import PerRuleGuard, program_spec
 from sp_dspy._ablate import AblationOutcome, run_ablation
 from sp_dspy._ablate._plan import AblationPlan
 from sp_dspy._ablate._variants import DEFAULT_VARIANTS
-from sp_dspy._data import Case, load_benchmark
+from sp_dspy._benchmarks import load_benchmark
+from sp_dspy._data import Case
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from sp_dspy._metrics import read_result_files, score
 from sp_dspy._protocol import build_targets

@@ -22,8 +22,8 @@ import typer
 from typer.testing import CliRunner, Result
 
 from sp_dspy import Guard, benchmark_kind, load_benchmark
+from sp_dspy._benchmarks import benchmark_names
 from sp_dspy._data._custom import custom_case, example_path
-from sp_dspy._data._kinds import benchmark_names
 from sp_dspy._errors import DataError, SpDspyError
 from sp_dspy.cli import app
 from sp_dspy.cli._compile import register as register_compile

@@ -12,7 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from sp_dspy._data import Case, load_benchmark
+from sp_dspy._benchmarks import load_benchmark
+from sp_dspy._data import Case
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._metrics import read_result_files, score
 from sp_dspy._metrics._bootstrap import CELL_KEYS

@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from sp_dspy._data import load_benchmark
+from sp_dspy._benchmarks import load_benchmark
 from sp_dspy._errors import DataError
 from sp_dspy.cli import COMMANDS, app, load_command
 

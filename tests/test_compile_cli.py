@@ -10,7 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from sp_dspy._data import load_benchmark, make_split
+from sp_dspy._benchmarks import load_benchmark
+from sp_dspy._data import make_split
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy.cli._compile import register
 from tests._compile_support import improving_stub

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sp_dspy._data import load_benchmark
+from sp_dspy._benchmarks import load_benchmark
 from sp_dspy._data._loader import load_file
 from sp_dspy._errors import DataError
 from tests._factories import raw_case, write_dataset

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from sp_dspy._data import Source, guard_case
+from sp_dspy._data._inputs import conversation_text, policy_rules
 from sp_dspy._errors import DataError, SpDspyError
-from sp_dspy._guard import Source, guard_case
-from sp_dspy._guard._inputs import conversation_text, policy_rules
 
 POLICY = """Check ALL rules below against the conversation.
 
@@ -162,8 +162,8 @@ def test_a_framework_makes_the_case_l2_for_per_rule_judges() -> None:
 
 def test_importing_the_guard_and_its_commands_does_not_import_dspy() -> None:
     code = (
-        "import sys, sp_dspy._guard, sp_dspy.cli._check, sp_dspy.cli._compare; "
-        "sp_dspy._guard.guard_case('1. Be kind.', 'Turn 1 - User: hi'); "
+        "import sys, sp_dspy._data, sp_dspy._guard, sp_dspy.cli._check, sp_dspy.cli._compare; "
+        "sp_dspy._data.guard_case('1. Be kind.', 'Turn 1 - User: hi'); "
         "assert 'dspy' not in sys.modules and 'litellm' not in sys.modules"
     )
     root = Path(__file__).resolve().parents[1]

@@ -19,7 +19,8 @@ from optimizers import (
     policy_feedback,
     predicted_rules,
 )
-from sp_dspy._data import Case, load_benchmark
+from sp_dspy._benchmarks import load_benchmark
+from sp_dspy._data import Case
 from sp_dspy._metrics import PolicyRecord, case_outcomes, compute_cell
 
 RULES = {

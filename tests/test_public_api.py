@@ -1,9 +1,7 @@
-"""``programs/`` and ``optimizers/`` build on sp-dspy's public API only, and that API is documented.
+"""``programs/`` and ``optimizers/`` build on sp-dspy's public API, and that API is documented.
 
-The packages sit on top of ``sp_dspy`` (which imports them back to run them), so a
-private ``sp_dspy._*`` import there ties them to internals that may move any day.
-These tests read the source (an AST scan, nothing is imported) and name the file and
-line of every offence.
+Which modules they may import is the layer rule of ``tests/test_import_layers.py``; here,
+each name they take is in its module's ``__all__``, and each public module is in the README.
 """
 
 from __future__ import annotations
@@ -44,36 +42,6 @@ def _sp_dspy_imports(path: Path) -> list[tuple[int, str, list[str]]]:
         ):
             found.append((node.lineno, str(node.module), [alias.name for alias in node.names]))
     return found
-
-
-def _private_uses(path: Path, root: Path = ROOT) -> list[str]:
-    offences = []
-    for line, module, names in _sp_dspy_imports(path):
-        private = [part for part in module.split(".") if part.startswith("_")]
-        private += [f"{module}.{name}" for name in names if name.startswith("_")]
-        if private:
-            offences.append(f"{path.relative_to(root)}:{line}: imports {module} ({', '.join(private)})")
-    return offences
-
-
-def test_programs_and_optimizers_import_no_private_sp_dspy_module() -> None:
-    offences = [offence for path in _sources() for offence in _private_uses(path)]
-    assert not offences, "\n".join(offences)
-
-
-def test_the_scan_catches_every_form_of_private_import(tmp_path: Path) -> None:
-    sample = tmp_path / "sample.py"
-    sample.write_text(
-        "import sp_dspy._lm\n"
-        "from sp_dspy._protocol._targets import framework_for\n"
-        "from sp_dspy import _errors\n"
-        "def f():\n    from sp_dspy._data import Case\n"
-        "from sp_dspy.protocol import build_targets\n"
-        "import sp_dspy\n",
-        encoding="utf-8",
-    )
-    offences = _private_uses(sample, tmp_path)
-    assert [offence.split(":")[1] for offence in offences] == ["1", "2", "3", "5"]
 
 
 def test_every_imported_name_is_declared_public() -> None:

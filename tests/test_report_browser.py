@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sp_dspy._data import load_benchmark
+from sp_dspy._benchmarks import load_benchmark
 from sp_dspy._report import build_summary, write_html
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"

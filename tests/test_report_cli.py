@@ -75,7 +75,7 @@ def test_command_errors_propagate_as_sp_dspy_errors(app: typer.Typer, tmp_path: 
 
 def test_reports_what_sp_dspy_eval_writes(tmp_path: Path) -> None:
     """The runner's real records and manifest (fake LM, bundled sample) feed the summary."""
-    from sp_dspy._data import load_benchmark
+    from sp_dspy._benchmarks import load_benchmark
     from sp_dspy._report import build_summary
     from sp_dspy.cli import app as real_app
 

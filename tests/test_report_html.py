@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sp_dspy._data import load_benchmark
+from sp_dspy._benchmarks import load_benchmark
 from sp_dspy._errors import ConfigError
 from sp_dspy._metrics import read_result_files
 from sp_dspy._report import ComparisonSummary, build_summary, write_html

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sp_dspy._data import load_benchmark
+from sp_dspy._benchmarks import load_benchmark
 from sp_dspy._report import ComparisonSummary, build_summary
 from sp_dspy._report._plots import Plot, domain_heatmap, render_plots, rmr_by_level
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sp_dspy._data import load_benchmark
+from sp_dspy._benchmarks import load_benchmark
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._metrics import compare_cells, read_result_files, resolve_records, score
 from sp_dspy._report import ComparisonSummary, build_summary

@@ -1,19 +1,17 @@
-"""What a compile learns from: the train and dev cases (never test) and the student program.
+"""What a compile learns from: the train and dev cases (never test).
 
-Test cases are dropped on loading; only their count and an id hash are recorded. The per-rule
-student is the judge alone, wrapped so its state keys are exactly ``PerRuleGuard``'s.
+Test cases are dropped on loading; only their count and an id hash are recorded. The program
+that learns from them is ``_student``'s.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from sp_dspy._data import Benchmark, Case, Split, load_benchmark, load_split, make_split
+from sp_dspy._benchmarks import load_benchmark
+from sp_dspy._data import Benchmark, Case, Split, load_split, make_split
 from sp_dspy._errors import DataError
 
 DEFAULT_RATIOS: tuple[float, float, float] = (0.1, 0.1, 0.8)
@@ -77,63 +75,3 @@ def load_compile_data(
         **parts, split=split, split_source=source, dataset_source=loaded.source,
         dataset_hash=loaded.content_hash, benchmark=loaded.benchmark,
     )  # fmt: skip
-
-
-@functools.cache
-def judge_program_class() -> type[Any]:
-    import dspy
-
-    class JudgeProgram(dspy.Module):
-        """A per-rule judge on its own: inputs of one target, output its verdict."""
-
-        def __init__(self, judge: Any) -> None:
-            super().__init__()
-            self.judge = judge
-
-        def forward(self, **inputs: Any) -> Any:
-            return self.judge(**inputs)
-
-        async def aforward(self, **inputs: Any) -> Any:
-            return await self.judge.acall(**inputs)
-
-    return JudgeProgram
-
-
-@dataclass
-class Student:
-    """The module an optimizer compiles, its training data and its metrics."""
-
-    name: str
-    protocol: str
-    module: Any
-    train: list[Any]
-    dev: list[Any]
-    metric: Callable[..., Any]
-    feedback: Callable[..., Any]
-
-    def guard(self, state: dict[str, Any]) -> Any:
-        """A fresh guard program (``make_program``) loaded with ``state``."""
-        from programs import make_program
-
-        guard: Any = make_program(self.name, self.protocol)
-        guard.load_state(state)
-        return guard
-
-
-def build_student(protocol: str, cot: bool, train: Sequence[Case], dev: Sequence[Case]) -> Student:
-    """The student of ``protocol`` (``dspy-cot`` programs when ``cot``) with its examples.
-
-    Per-rule, only the judge trains, on single judgments; the compile still selects whole guards.
-    """
-    import optimizers
-    from programs import make_program
-
-    name = "dspy-cot" if cot else "dspy"
-    guard: Any = make_program(name, protocol)
-    if protocol == "per-policy":
-        module, examples = guard, optimizers.policy_examples
-        metric, feedback = optimizers.case_metric, optimizers.policy_feedback
-    else:
-        module, examples = judge_program_class()(guard.judge), optimizers.judgment_examples
-        metric, feedback = optimizers.judgment_metric, optimizers.judgment_feedback
-    return Student(name, protocol, module, examples(train), examples(dev), metric, feedback)

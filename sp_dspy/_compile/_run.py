@@ -28,7 +28,7 @@ from sp_dspy._compile._budget import (
     pricing_for,
     require_prices,
 )
-from sp_dspy._compile._data import build_student, load_compile_data
+from sp_dspy._compile._data import load_compile_data
 from sp_dspy._compile._evaluate import evaluate_on_dev
 from sp_dspy._compile._types import (
     CompileConfig,
@@ -58,6 +58,7 @@ def prepare(
 ) -> CompileSetup:
     """Everything up to the first LM call: settings, data, student, plan. Makes no call."""
     from optimizers import get_recipe, load_settings
+    from sp_dspy._compile._student import build_student  # imports DSPy
 
     recipe = get_recipe(config.optimizer)
     settings = load_settings(

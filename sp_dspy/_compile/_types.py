@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sp_dspy._benchmarks import BenchmarkName
 from sp_dspy._compile._budget import Budget, BudgetCaps, CompilePlan
-from sp_dspy._compile._data import DEFAULT_RATIOS, CompileData, Student
-from sp_dspy._data._kinds import BenchmarkName
+from sp_dspy._compile._data import DEFAULT_RATIOS, CompileData
 from sp_dspy._lm import LMConfig
+
+if TYPE_CHECKING:
+    from sp_dspy._compile._student import Student
 
 SCHEMA_VERSION = 1
 

@@ -1,4 +1,6 @@
-"""Benchmark data: schema, loading (file, Hub, bundled sample) and splits.
+"""Benchmark data: schema, loading (file, Hub, bundled sample), an application's inputs, and splits.
+
+Below the benchmark kinds (``sp_dspy._benchmarks``), which score and render what is loaded here.
 
 Names are imported from their modules on first use, so a command pays for building
 the pydantic models (cases, the PKU adapter, the splitter) only when it uses them.
@@ -12,7 +14,7 @@ from .._lazy import lazy_getattr
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "._filters": ("filter_cases",),
-    "._kinds": ("BenchmarkKind", "benchmark_kind", "load_benchmark", "register_benchmark"),
+    "._inputs": ("Source", "guard_case"),
     "._loader": ("Benchmark",),
     "._pku": ("load_pku",),
     "._schema": ("Case", "conversation_id"),
@@ -22,10 +24,8 @@ _EXPORTS = {name: module for module, names in _MODULES.items() for name in names
 
 if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._filters import filter_cases as filter_cases
-    from ._kinds import BenchmarkKind as BenchmarkKind
-    from ._kinds import benchmark_kind as benchmark_kind
-    from ._kinds import load_benchmark as load_benchmark
-    from ._kinds import register_benchmark as register_benchmark
+    from ._inputs import Source as Source
+    from ._inputs import guard_case as guard_case
     from ._loader import Benchmark as Benchmark
     from ._pku import load_pku as load_pku
     from ._schema import Case as Case

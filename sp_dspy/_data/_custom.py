@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._errors import DataError
-from .._guard._inputs import Source, guard_case
+from ._inputs import Source, guard_case
 from ._loader import Benchmark, check_unicode
 from ._scan import decode_utf8, read_bytes
 from ._schema import Case, Rubric

@@ -4,7 +4,6 @@ Importing this package does not import DSPy or LiteLLM; loading a guard does.
 """
 
 from ._guard import Guard
-from ._inputs import Source, guard_case
 from ._verdict import Verdict
 
-__all__ = ["Guard", "Source", "Verdict", "guard_case"]
+__all__ = ["Guard", "Verdict"]

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
+from .._data._inputs import guard_case
 from .._errors import ConfigError, validation_problem
 from .._lm import LMConfig, closing_transports
 from .._protocol import case_rule_numbers, keep_policy_rules
 from .._protocol._parse_models import PARSE_MODES
-from ._inputs import guard_case
 from ._verdict import Verdict
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import __version__
-from .._data._kinds import benchmark_kind
+from .._benchmarks import benchmark_kind
 from ._html_tables import (
     diff_table,
     esc,

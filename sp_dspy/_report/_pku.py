@@ -11,6 +11,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from .._metrics_pku import PKU_PUBLISHED
 from .._table import FitTable
 from ._html_tables import DASH, esc, num, row, table
 from ._model import ComparisonSummary
@@ -93,8 +94,6 @@ def pku_html_section(summary: ComparisonSummary) -> str:
 
 def pku_variants_table(variants: Sequence[tuple[str, dict[str, Any] | None]]) -> Table:
     """The headline PKU metrics of ``(label, PkuReport dict)`` rows under the paper's row (report, compare)."""
-    from .._metrics_pku import PKU_PUBLISHED
-
     paper: dict[str, Any] = dict(PKU_PUBLISHED)
     result = FitTable(
         title="PKU-SafeRLHF (%), beside the paper's moderator",

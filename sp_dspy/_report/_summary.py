@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .._data._kinds import benchmark_kind, kind_of_cases
+from .._benchmarks import benchmark_kind, kind_of_cases
 from .._data._schema import Case
 from .._errors import ConfigError
 from .._metrics import ResultSet, ScoreReport, compare_cells, read_result_files, resolve_records, score

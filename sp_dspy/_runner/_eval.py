@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
+from .._benchmarks import load_benchmark
 from .._compile._budget import BudgetExceeded, Tally, require_prices
-from .._data import Benchmark, Case, conversation_id, load_benchmark, select_split
+from .._data import Benchmark, Case, conversation_id, select_split
 from .._data._filters import slice_cases
 from .._errors import ConfigError, DataError, OutputError, validation_problem
 from .._lm import closing_transports

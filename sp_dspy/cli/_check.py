@@ -58,7 +58,8 @@ def check_command(
 
     Exit status: 0 no rule violated, 1 some rule violated, 2 no verdict or bad input.
     """
-    from .._guard import Guard, Source, guard_case
+    from .._data import Source, guard_case
+    from .._guard import Guard
     from .._lm import configure_cache, is_lasting
 
     policy_text = _read_text(policy, "--policy")

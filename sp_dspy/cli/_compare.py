@@ -79,7 +79,7 @@ def compare_results(
             "wrong --dataset or result files?"
         )
     cells = compare_cells(compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed)
-    from .._data._kinds import DEFAULT_BENCHMARK, kind_of_cases
+    from .._benchmarks import DEFAULT_BENCHMARK, kind_of_cases
 
     kind = kind_of_cases(compared)
     extra = {}
@@ -223,7 +223,7 @@ def _print(comparison: Comparison) -> None:
     console.print(metrics_table(comparison))
     console.print(mcnemar_table(comparison))
     if comparison.extra:
-        from .._data import benchmark_kind
+        from .._benchmarks import benchmark_kind
 
         table = benchmark_kind(comparison.benchmark).report_terminal(list(comparison.extra.items()))
         if table is not None:

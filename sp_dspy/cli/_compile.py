@@ -117,8 +117,9 @@ def compile_command(
 
     from optimizers import parse_overrides
 
+    from .._benchmarks import benchmark_kind
     from .._compile import CompileConfig, compile_guard
-    from .._data import benchmark_kind, parse_ratios
+    from .._data import parse_ratios
     from .._errors import ConfigError, validation_problem
     from .._lm import configure_cache
 

@@ -37,8 +37,7 @@ def load_for_results(
     and its benchmark (a dim line on stderr says so), unless ``--benchmark`` names another.
     With ``check``, results none of whose ids is a case are refused, not scored as 100% excluded.
     """
-    from .._data import load_benchmark
-    from .._data._kinds import DEFAULT_BENCHMARK
+    from .._benchmarks import DEFAULT_BENCHMARK, load_benchmark
     from .._data._recorded import check_results_belong, recorded_data
 
     recorded = None

@@ -221,7 +221,7 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
             soft_wrap=True,
         )
         return
-    from .._data._kinds import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
+    from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
     from .._metrics import read_result_files
     from .._runner import iter_records
 

@@ -84,7 +84,7 @@ def report_command(
     n_boot: opt.NBoot = 1000,
 ) -> None:
     """Compare result sets (protocols, programs, models) in one self-contained HTML report."""
-    from .._data import benchmark_kind
+    from .._benchmarks import benchmark_kind
     from .._metrics import read_result_files
     from .._report import build_summary, render_terminal, write_html
     from ._dataset import load_for_results

@@ -48,7 +48,8 @@ def score_command(
     """Score result JSONL files (per-policy records or per-rule judgments)."""
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
-    from .._data import benchmark_kind, filter_cases
+    from .._benchmarks import benchmark_kind
+    from .._data import filter_cases
     from .._metrics import read_result_files, score
     from ._dataset import load_for_results
 

@@ -109,7 +109,7 @@ def _status(view: _View) -> str:
 
 
 def _verdict(view: _View) -> str:
-    from .._data import benchmark_kind
+    from .._benchmarks import benchmark_kind
     from .._metrics import classify_failure
 
     outcome = view.outcome

@@ -24,7 +24,8 @@ def split(
     lenient: opt.Lenient = False,
 ) -> None:
     """Split a dataset into train/dev/test by conversation (all levels on one side)."""
-    from .._data import load_benchmark, make_split, parse_ratios
+    from .._benchmarks import load_benchmark
+    from .._data import make_split, parse_ratios
 
     parsed = parse_ratios(ratios)
     loaded = load_benchmark(dataset, lenient=lenient, benchmark=benchmark)

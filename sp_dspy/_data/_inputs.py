@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from .._data._schema import Case, Rubric, RubricEntry
 from .._errors import DataError
+from ._schema import Case, Rubric, RubricEntry
 
 GUARD_DOMAIN = "application"
 SPEAKERS: dict[str, str] = {"user": "User", "assistant": "Chatbot"}

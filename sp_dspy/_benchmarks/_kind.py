@@ -1,0 +1,90 @@
+"""The benchmark interface: what a benchmark brings to every command (load, task, scores, tables, report).
+
+A kind is a class satisfying :class:`BenchmarkKind` (a subclass inherits the defaults given
+here), registered by name in ``_registry``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from .._data._loader import Benchmark
+    from .._data._schema import Case
+    from .._metrics import ResultSet, ScoreReport
+    from .._report._model import ComparisonSummary
+
+
+class BenchmarkKind(Protocol):
+    """What a benchmark brings to every command; a subclass inherits the defaults given here."""
+
+    @property
+    def name(self) -> str:
+        """The ``--benchmark`` value and what manifests record."""
+
+    @property
+    def task(self) -> str:
+        """One line: what the guard is asked to do on this benchmark's cases."""
+
+    @property
+    def full_note(self) -> str:
+        """How large the full published benchmark is, for a small-sample note ('' when not fixed)."""
+        return ""
+
+    @property
+    def has_leaderboard(self) -> bool:
+        """Whether SafePyramid's published leaderboard and failure modes apply."""
+        return False
+
+    @property
+    def extra_metrics(self) -> bool:
+        """Whether ``extra_scores`` adds anything (callers skip re-reading results when not)."""
+        return False
+
+    def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
+        """Load and validate every case of ``dataset`` (``None``: this kind's default data)."""
+
+    def recognises(self, path: Path) -> bool:
+        """Whether the local file ``path`` looks like this kind's format (for hints, never decisions)."""
+
+    def extra_scores(
+        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False, per_rule: bool = False
+    ) -> dict[str, Any]:
+        """JSON sections added to ``score --json`` beside the official cells (may be empty)."""
+        return {}
+
+    def score_tables(self, report: ScoreReport, extra: dict[str, Any]) -> list[RenderableType]:
+        """The console tables of ``score`` and ``eval``, in reading order."""
+
+    def variant_report(
+        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False
+    ) -> dict[str, Any] | None:
+        """A comparison variant's own metrics (``VariantResult.pku`` today), or None."""
+        return None
+
+    def published(self) -> dict[str, Any] | None:
+        """Published reference figures a comparison shows beside its variants, or None."""
+        return None
+
+    def report_terminal(self, variants: Sequence[tuple[str, dict[str, Any] | None]]) -> RenderableType | None:
+        """This kind's table of ``(label, variant_report)`` rows (``report``, ``compare``), or None."""
+        return None
+
+    def report_html(self, summary: ComparisonSummary) -> str:
+        """This kind's section of the HTML report ('' for none)."""
+        return ""
+
+
+def first_json_line(path: Path) -> object:
+    """The first line of ``path`` as JSON, or None (for ``recognises``: never an error)."""
+    try:
+        with path.open("rb") as handle:
+            line = handle.readline(1 << 20)
+        return json.loads(line)
+    except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deeply: not this format
+        return None
