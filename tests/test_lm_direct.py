@@ -184,6 +184,35 @@ def test_a_priced_model_gets_its_cost_from_the_price_snapshot() -> None:
     assert unpriced.usage is not None and unpriced.usage.cost is None
 
 
+def test_prompt_cache_reads_are_priced_at_their_rate_fresh_and_replayed(tmp_path: Path) -> None:
+    from dspy.clients.model_metadata import model_info, rate
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        usage = {"prompt_tokens": 1000, "completion_tokens": 20, "total_tokens": 1020}
+        message = {"role": "assistant", "content": '{"violated_rules": []}'}
+        return {
+            "id": "c1",
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+            "usage": {**usage, "prompt_tokens_details": {"cached_tokens": 600}},
+        }
+
+    configure_cache(enabled=True, directory=tmp_path / "responses")
+    info = model_info("openai", "gpt-4o-mini")
+    with StubServer(model_ids=("gpt-4o-mini",), responder=answer) as server:
+        lm = make_lm(LMConfig(model="openai/gpt-4o-mini", api_base=server.url))
+        fresh, replayed = run(achat(lm, per_policy_messages())), chat(lm, per_policy_messages())
+        assert len(server.chat_requests) == 1
+    expected = (
+        400 * rate(info, "input_cost_per_token")
+        + 600 * rate(info, "cache_read_input_token_cost")
+        + 20 * rate(info, "output_cost_per_token")
+    )
+    assert fresh.usage is not None and (fresh.usage.cache_read_tokens, fresh.cached) == (600, False)
+    assert fresh.usage.cost == pytest.approx(expected) and expected > 0
+    assert replayed.cached and replayed.usage == fresh.usage
+
+
 def test_closing_transports_closes_the_pool_of_the_loop() -> None:
     with StubServer() as server:
         lm = lm_for(server)
