@@ -13,6 +13,7 @@ from typing import Any
 
 from .._data._schema import Case
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet
+from .._run_manifest import MANIFEST_GLOB, RunManifest, read_run_manifest
 
 #: Record fields shown as "generation settings" (when the runner wrote them).
 SETTING_KEYS: tuple[str, ...] = ("model_name", "program", "protocol", "layout", "parser", "run_id")
@@ -151,47 +152,40 @@ class ManifestInfo:
         return {k: next(iter(v)) if len(v) == 1 else list(v) for k, v in self.settings.items()}
 
 
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {}  # a broken manifest only costs the wall-time column
-    return raw if isinstance(raw, dict) else {}
-
-
 def _mapping(parent: dict[str, Any], key: str) -> dict[str, Any]:
     value = parent.get(key)
     return value if isinstance(value, dict) else {}
 
 
 def manifest_info(paths: Iterable[str | Path]) -> ManifestInfo:
-    """Read every ``manifest_*.json`` next to the files; files of one variant are separate runs, so wall times add up."""
+    """Read every ``manifest_*.json`` next to the files; files of one variant are separate runs, so
+    wall times add up. A broken manifest only costs the wall-time column."""
     info = ManifestInfo()
-    cache: dict[Path, list[dict[str, Any]]] = {}
+    cache: dict[Path, list[RunManifest]] = {}
     for path in map(Path, paths):
         if path.parent not in cache:
-            cache[path.parent] = [_load(m) for m in sorted(path.parent.glob("manifest_*.json"))]
+            found = map(read_run_manifest, sorted(path.parent.glob(MANIFEST_GLOB)))
+            cache[path.parent] = [manifest for manifest in found if manifest is not None]
         # The first run entry whose results file has this name (it holds run id and model).
-        manifest, run = next(
+        entry = next(
             (
                 (manifest, run)
                 for manifest in cache[path.parent]
-                for run in _mapping(manifest, "runs").values()
-                if isinstance(run, dict) and Path(str(run.get("results_file", ""))).name == path.name
+                for run in manifest.runs.values()
+                if Path(run.results_file).name == path.name
             ),
-            ({}, {}),
+            None,
         )
-        if not run:
+        if entry is None:
             continue
-        if (wall := _number(run.get("wall_s"))) is not None:
-            info.wall_s = round((info.wall_s or 0.0) + wall, 3)
-        sha256 = _mapping(manifest, "dataset").get("sha256")
+        manifest, run = entry
+        if run.wall_s is not None:
+            info.wall_s = round((info.wall_s or 0.0) + run.wall_s, 3)
+        sha256 = manifest.dataset.get("sha256")
         if isinstance(sha256, str):
             info.dataset_hashes.add(sha256)
-        lm = _mapping(run, "lm")
         for key in LM_KEYS:
-            info._add("lm" if key == "model" else key, lm.get(key))
-        settings = _mapping(manifest, "settings")
-        info._add("concurrency", settings.get("concurrency"))
-        info._add("split", _mapping(settings, "data").get("split"))
+            info._add("lm" if key == "model" else key, run.lm.get(key))
+        info._add("concurrency", manifest.settings.get("concurrency"))
+        info._add("split", _mapping(manifest.settings, "data").get("split"))
     return info
