@@ -80,7 +80,9 @@ class RunTotals(BaseModel):
     def _nest_usage(cls, data: Any) -> Any:
         if isinstance(data, Mapping) and "usage" not in data:
             flat = dict(data)
-            usage = {key: flat.pop(key) for key in ("prompt_tokens", "completion_tokens") if key in flat}
+            usage = {key: flat.pop(key, 0) for key in ("prompt_tokens", "completion_tokens")}
+            if all(isinstance(count, int) for count in usage.values()):  # else validation says why
+                usage["total_tokens"] = sum(usage.values())
             usage["cost"] = flat.pop("cost_usd", None)
             return {**flat, "usage": usage}
         return data

@@ -14,6 +14,7 @@ from typing import Any
 from .._data._schema import Case
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet
 from .._run_manifest import MANIFEST_GLOB, RunManifest, read_run_manifest
+from .._usage import Usage
 
 #: Record fields shown as "generation settings" (when the runner wrote them).
 SETTING_KEYS: tuple[str, ...] = ("model_name", "program", "protocol", "layout", "parser", "run_id")
@@ -22,11 +23,10 @@ _CALL_KEYS = ("lm_calls", "n_calls")
 
 @dataclass(frozen=True, slots=True)
 class CaseCost:
-    """One case's spending; ``None`` = not reported."""
+    """One case's spending: tokens and dollars (``usage``; None: its records reported neither, a
+    ``None`` cost: unpriced), LM calls, latency, cache hits; ``None`` = not reported."""
 
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    dollars: float | None
+    usage: Usage | None
     calls: int | None
     latency_s: float | None
     cache_hits: int | None = None
@@ -61,12 +61,18 @@ def _int_or_none(value: float | None) -> int | None:
     return None if value is None else int(value)
 
 
+def _usage(part: PolicyRecord | JudgmentRecord) -> Usage | None:
+    """A record's tokens with its dollars (a field of the line, not of its ``usage``)."""
+    cost = _extra(part, "cost")
+    if part.usage is None and cost is None:
+        return None
+    return (part.usage or Usage()).model_copy(update={"cost": cost})
+
+
 def _case_cost(parts: Sequence[PolicyRecord | JudgmentRecord]) -> CaseCost:
-    usages = [p.usage for p in parts if p.usage is not None]
+    usages = [usage for usage in map(_usage, parts) if usage is not None]
     return CaseCost(
-        prompt_tokens=sum(u.prompt_tokens for u in usages) if usages else None,
-        completion_tokens=sum(u.completion_tokens for u in usages) if usages else None,
-        dollars=_summed(_extra(p, "cost") for p in parts),
+        usage=Usage.total(usages) if usages else None,
         calls=_int_or_none(_summed(_calls(p) for p in parts)),
         latency_s=_summed(_extra(p, "latency_s") for p in parts),
         cache_hits=_int_or_none(_summed(_extra(p, "cache_hits") for p in parts)),
@@ -95,15 +101,15 @@ def cell_costs(cases: Sequence[Case], costs: Mapping[str, CaseCost], cell: str) 
     members = [costs[c.id] for c in cases if (cell == "ALL" or c.level == cell) and c.id in costs]
     # A call that failed before any usage came back cost nothing knowable; coverage asks
     # whether the calls that *did* run reported a price.
-    billed = [m for m in members if m.dollars is not None or m.prompt_tokens is not None]
-    priced = sum(m.dollars is not None for m in members)
+    used = [m.usage for m in members if m.usage is not None]
+    priced = sum(usage.cost is not None for usage in used)
     return {
         "cases_with_results": len(members),
         "lm_calls_per_case": _mean((m.calls for m in members), 2),
-        "prompt_tokens_per_case": _mean((m.prompt_tokens for m in members), 1),
-        "completion_tokens_per_case": _mean((m.completion_tokens for m in members), 1),
-        "dollars_per_case": _mean((m.dollars for m in members), 6),
-        "cost_coverage": round(100 * priced / len(billed), 2) if billed else 0.0,
+        "prompt_tokens_per_case": _mean((usage.prompt_tokens for usage in used), 1),
+        "completion_tokens_per_case": _mean((usage.completion_tokens for usage in used), 1),
+        "dollars_per_case": _mean((usage.cost for usage in used), 6),
+        "cost_coverage": round(100 * priced / len(used), 2) if used else 0.0,
         "lm_calls": _int_or_none(_summed(m.calls for m in members)),
         "cache_hits": _int_or_none(_summed(m.cache_hits for m in members)),
     }
