@@ -52,6 +52,22 @@ def pricing_for(config: LMConfig, completion_guess: int) -> Pricing:
     return Pricing(prompt=prompt, completion=completion, completion_guess=completion_guess)
 
 
+def context_window(config: LMConfig) -> int | None:
+    """The prompt tokens the model accepts, from LiteLLM's model map (``max_input_tokens``, else
+    ``max_tokens``); None for fakes and models the map does not know (a local server's: its ``n_ctx``)."""
+    if config.is_fake or not config.provider:
+        return None
+    import_dspy()  # the offline model-map environment is set before LiteLLM loads
+    import litellm
+
+    try:
+        info = litellm.get_model_info(config.model)
+    except Exception:  # not in the map (a custom or served model): unknown, as for prices
+        return None
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(window) if window else None
+
+
 def completion_guess(protocol: str, cot: bool, config: LMConfig) -> int:
     """The completion tokens one answer is expected to take (capped by the config's ``max_tokens``)."""
     guess = COMPLETION_GUESS[protocol] + (COT_EXTRA if cot else 0)

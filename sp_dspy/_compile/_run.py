@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sp_dspy._budget import NO_ERROR_LIMIT, Budget, OptimizerStopped, require_prices
-from sp_dspy._compile._artifact import claim_out, program_state, save_artifact, state_key
+from sp_dspy._compile._artifact import claim_out, eval_command, program_state, save_artifact, state_key
 from sp_dspy._compile._budget import HELPER_COMPLETION, build_plan
 from sp_dspy._compile._data import load_compile_data
 from sp_dspy._compile._evaluate import evaluate_on_dev
+from sp_dspy._compile._failures import CallFailures
 from sp_dspy._compile._types import (
     CompileConfig,
     CompileOutcome,
@@ -32,7 +33,8 @@ from sp_dspy._compile._types import (
 )
 from sp_dspy._errors import ConfigError, SpDspyError
 from sp_dspy._lm import LMConfig, redact
-from sp_dspy._pricing import completion_guess, pricing_for
+from sp_dspy._pricing import completion_guess, context_window, pricing_for
+from sp_dspy._run_manifest import ErrorSummary
 
 if TYPE_CHECKING:
     from sp_dspy._compile._recorder import CandidateRecorder
@@ -93,7 +95,11 @@ def prepare(
 
 
 def _optimize(
-    setup: CompileSetup, lms: dict[str, Any], budget: Budget, recorder: CandidateRecorder
+    setup: CompileSetup,
+    lms: dict[str, Any],
+    budget: Budget,
+    recorder: CandidateRecorder,
+    failures: CallFailures,
 ) -> Any | None:
     """Run the recipe; its program, or None when the budget stopped it."""
     import dspy
@@ -119,7 +125,7 @@ def _optimize(
         except OptimizerStopped:
             program = None
         except Exception as exc:
-            _raise_failure(budget, setup.config.out)
+            _raise_failure(setup, budget, failures)
             if not budget.optimizer_stopped:
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 raise CompileError(
@@ -131,12 +137,15 @@ def _optimize(
         finally:
             budget.optimizer_stopped = True  # calls of lingering optimizer threads stop too
             budget.wait_idle()  # and the calls they already started are counted
-    _raise_failure(budget, setup.config.out)
+    _raise_failure(setup, budget, failures)
     return program if budget.refusals == refusals else None
 
 
-def _raise_failure(budget: Budget, out: Path) -> None:
-    """Stop the compile when the LM itself kept failing (a cap is not a failure)."""
+def _raise_failure(setup: CompileSetup, budget: Budget, failures: CallFailures) -> None:
+    """Stop the compile when the LM itself failed for good, or kept failing (a cap is not a failure)."""
+    out = setup.config.out
+    if failures.stopped:
+        raise CompileError(failures.stop_line(setup.configs, str(out / LOG_FILE)))
     if budget.failing:
         raise CompileError(
             f"compile stopped: {budget.lm_errors} LM calls failed (last: {budget.last_error}); "
@@ -238,6 +247,13 @@ def _select(contenders: list[Contender], start: Contender) -> Selection:
             f"kept {ORIGIN_WORDS[best.origin]}: it scored {best_score:.2f} on dev, "
             f"better than the starting program's {start_score:.2f}",
         )
+    if best_score == start_score and (start.dev.excluded or best.dev.excluded):
+        return Selection(
+            start,
+            f"kept the starting program: its dev score and the best candidate's ({start_score:.2f} and "
+            f"{best_score:.2f}) rest on excluded answers ({start.dev.excluded} and {best.dev.excluded} of "
+            f"{start.dev.n} dev cases), so they do not show which is better",
+        )
     relation = "tied with" if best_score == start_score else "scored below"
     return Selection(
         start,
@@ -254,6 +270,7 @@ def compile_guard(
     *,
     lms: dict[str, Any] | None = None,
     status: CompileStatus | None = None,
+    window: int | None = None,
 ) -> CompileOutcome:
     """Compile a guard program as ``config`` says and write the artifact to ``config.out``.
 
@@ -262,6 +279,7 @@ def compile_guard(
     recorded by their configs). ``status`` is kept up to date for a progress display.
     An existing artifact in ``config.out`` is refused unless ``config.force``. With
     ``config.dry_run`` nothing is built, written or called: the outcome holds the plan.
+    ``window``: the task LM's context window (a local server's ``n_ctx``); default: LiteLLM's map.
     """
     from sp_dspy._compile._recorder import CandidateRecorder
     from sp_dspy._lm import make_lm
@@ -269,22 +287,29 @@ def compile_guard(
 
     started, clock = datetime.now(UTC), time.monotonic()
     setup = prepare(config, task, prompt, reflection)
-    outcome = CompileOutcome(plan=setup.plan, config=config, warnings=list(setup.warnings))
+    task_lm = setup.configs["task"]
+    outcome = CompileOutcome(
+        plan=setup.plan, config=config, score_command=eval_command(config.out, task_lm),
+        window=window or context_window(task_lm), warnings=list(setup.warnings),
+    )  # fmt: skip
     if config.dry_run:
         return outcome
     claim_out(config.out, force=config.force)
     status = status or CompileStatus()
     budget = Budget(caps=config.caps)
-    status.caps, status.budget = config.caps, budget
+    failures = CallFailures()
+    status.caps, status.budget, status.failures = config.caps, budget, failures
     from sp_dspy._compile._budgeted_lm import BudgetedLM  # imports DSPy
 
     with library_log(config.out / LOG_FILE):
         built = {role: (lms or {}).get(role) or make_lm(cfg) for role, cfg in setup.configs.items()}
         for lm in built.values():
             teach_fake(lm, [*setup.data.train, *setup.data.dev])  # train and dev only: test never
-        dev_lm = BudgetedLM(built["task"], budget, "task", setup.pricing["task"])  # refuses case by case
+        dev_lm = BudgetedLM(  # refuses case by case
+            built["task"], budget, "task", setup.pricing["task"], failures=failures
+        )
         optimizer_lms = {  # these stop the optimizer at the first refused call
-            role: BudgetedLM(lm, budget, role, setup.pricing[role], stops_optimizer=True)
+            role: BudgetedLM(lm, budget, role, setup.pricing[role], stops_optimizer=True, failures=failures)
             for role, lm in built.items()
         }
 
@@ -303,18 +328,40 @@ def compile_guard(
             status.scored(start.dev, start=True)
             status.recorder = recorder
             status.enter(f"optimizing with {setup.recipe.name} on train")
-            program = _optimize(setup, optimizer_lms, budget, recorder)
+            program = _optimize(setup, optimizer_lms, budget, recorder, failures)
         contenders = _contenders(setup, program, recorder, state_key(start.state))
         status.enter(f"scoring {len(contenders)} candidate(s) on dev")
         for contender in contenders:
             contender.dev = score(contender.state)
             status.scored(contender.dev)
-        _raise_failure(budget, config.out)
+        _raise_failure(setup, budget, failures)
         selection = _select(contenders, start)
+        outcome.errors = failures.summary()
+        outcome.warnings.extend(_excluded_warnings(start))
         status.enter("saving the artifact")
         outcome.manifest = save_artifact(
             setup, budget, start=start, contenders=contenders, selection=selection,
             recorded=len(recorder.states), started=started, wall_s=time.monotonic() - clock,
-            warnings=outcome.warnings,
+            warnings=[*outcome.warnings, *_failure_warnings(outcome.errors, outcome.window)],
         )  # fmt: skip
     return outcome
+
+
+def _failure_warnings(errors: ErrorSummary, window: int | None) -> list[str]:
+    """What the manifest keeps of the failed calls (the summary prints them as ``eval`` does)."""
+    warnings = [
+        f"{c.count} of {errors.units} LM call(s) failed with {c.error_class} (first: {c.first_error})"
+        for c in errors.classes
+    ]
+    return warnings + [note.strip() for note in errors.lasting_notes(window)]
+
+
+def _excluded_warnings(start: Contender) -> list[str]:
+    """A dev score that rests on excluded answers says so."""
+    dev = start.dev
+    if dev is None or not dev.excluded:
+        return []
+    return [
+        f"{dev.excluded} of {dev.n} dev answers of the starting program were excluded (failed calls "
+        "or unreadable answers): its dev score counts them as wrong"
+    ]

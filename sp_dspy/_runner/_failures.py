@@ -75,11 +75,15 @@ class EarlyStop:
             self.kind, self.first_error = kind, str(record.get("error") or kind)
         return kind in _RUN_WIDE or self.streak >= BAD_REQUEST_STREAK
 
+    def reason(self, lm: LMConfig, *, what: str = "unit(s)") -> str:
+        """``stopped early: 1 unit(s) failed with auth (...); FIX``: the stop, as eval and compile say it."""
+        kind = self.kind or "bad_request"
+        return (
+            f"stopped early: {self.failed.get(kind, 0)} {what} failed with {kind} ({self.first_error}); "
+            f"{fix_for(kind, lm)}"
+        )
+
     def error(self, lm: LMConfig, *, results_file: Path, kept: int, resume: str) -> RunStopped:
         """The one-line error that ends a stopped run."""
-        kind = self.kind or "bad_request"
-        reason = (
-            f"run stopped early: {self.failed.get(kind, 0)} unit(s) failed with {kind} ({self.first_error}); "
-            f"{fix_for(kind, lm)}. {kept} record(s) kept in {results_file}"
-        )
-        return RunStopped(kind, reason, resume)
+        reason = f"run {self.reason(lm)}. {kept} record(s) kept in {results_file}"
+        return RunStopped(self.kind or "bad_request", reason, resume)

@@ -163,7 +163,10 @@ def eval_command(
             outcome = run_eval(
                 settings, live, console=err_console, show_progress=not quiet, retry_errors=retry_errors
             )
-        _print_outcome(outcome, live.display_name(), small=lmo.is_local(lm_config), verbose=verbose)
+        window = lmo.context_window(live) if outcome.errors.errors else None
+        _print_outcome(
+            outcome, live.display_name(), small=lmo.is_local(lm_config), verbose=verbose, window=window
+        )
         if outcome.interrupted:
             # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.
             raise SystemExit(130)
@@ -193,7 +196,7 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
         console.print(f"[dim]assumes: {line}[/dim]")
 
 
-def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> None:
+def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool, window: int | None) -> None:
     if outcome.skipped_on_resume:
         errors = (
             f" ({outcome.skipped_errors} of them ended in error; --retry-errors re-sends them)"
@@ -247,7 +250,7 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
             soft_wrap=True,
         )
     retry = f"the same command plus --resume --retry-errors --run-id {outcome.paths.run_id}"
-    for line in outcome.errors.lines(retry):
+    for line in outcome.errors.lines(retry, window=window):
         err_console.print(line, markup=False, highlight=False, soft_wrap=True)
     if small:
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")
