@@ -49,7 +49,6 @@ def _overlay(base: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
 
 def resolve_lm(spec: object, config_file: Path | None, where: str, **overrides: Any) -> LMConfig:
     """``--lm`` (or the plan's ``lm:``): a model string or name, or a mapping of LM settings."""
-
     if spec is None:
         raise ConfigError("ablate: no model; pass --lm MODEL (or set lm: in the --plan file)")
     if isinstance(spec, str):

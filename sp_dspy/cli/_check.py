@@ -63,7 +63,6 @@ def check_command(
 
     Exit status: 0 no rule violated, 1 some rule violated, 2 no verdict or bad input.
     """
-
     policy_text = _read_text(policy, "--policy")
     raw_conversation = read_conversation(conversation)
     framework_text = _read_text(framework, "--framework") if framework is not None else ""

@@ -215,7 +215,6 @@ def _panel(status: CompileStatus) -> RenderableType:
 
 def _progress(status: CompileStatus, console: Console) -> contextlib.AbstractContextManager[Any]:
     """One progress display: a live panel on a terminal, else one line per phase."""
-
     if console.is_terminal:
         return Live(
             get_renderable=lambda: _panel(status), console=console, refresh_per_second=4,

@@ -39,7 +39,6 @@ def load_for_results(
     and its benchmark (a dim line on stderr says so), unless ``--benchmark`` names another.
     With ``check``, results none of whose ids is a case are refused, not scored as 100% excluded.
     """
-
     recorded = None
     if dataset is None:
         recorded = recorded_data(files, set().union(*(run_ids(r) for r in results)))

@@ -177,7 +177,6 @@ def eval_command(
 
 def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
     """The projection of one model's run, and which cap would stop it."""
-
     est = plan.estimate
     table = FitTable(title=f"Projected eval of {plan.model} (dry run: nothing was sent)")
     for column in ("program", "cases", "calls", "prompt tokens", "completion tokens", "USD"):

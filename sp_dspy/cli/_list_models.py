@@ -23,7 +23,6 @@ SHOWN_SETTINGS = (
 
 def list_models_command(config: lmo.ModelsConfig = None) -> None:
     """List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones."""
-
     files = models_files(config)
     caption = "from " + ", then ".join(map(str, files)) if files else None
     table = FitTable("name", "model", "api_base", "key from", "settings", title="Models", caption=caption)

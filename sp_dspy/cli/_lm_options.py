@@ -155,7 +155,6 @@ def lm_configs(
     Every model is resolved and validated before any runs, so ``--models a,b`` fails on
     ``b`` before ``a`` runs. ``flag`` named ``lm`` (``--lm``, ``--prompt-lm``): errors name it.
     """
-
     configured = load_configured_models(config_file)
     if lm and models:
         raise ConfigError("give either --lm or --models, not both")
@@ -174,7 +173,6 @@ def lm_configs(
 
 def _validated(settings: dict[str, Any], name: str, *, changed: Collection[str] = ()) -> LMConfig:
     """``settings`` as an ``LMConfig``; an error names the flag when a flag set the field."""
-
     try:
         return LMConfig.model_validate(settings)
     except ValidationError as exc:

@@ -68,7 +68,6 @@ def serve(
     ] = None,
 ) -> None:
     """Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile."""
-
     vllm_flags = {
         "--max-model-len": max_model_len,
         "--gpu-memory-utilization": gpu_memory_utilization,
@@ -105,7 +104,6 @@ def _run_foreground(
     server: LlamaCppServer | VLLMServer, backend: Backend, model: str, *, n_ctx: int | None
 ) -> None:
     """Start ``server``, record it, wait for Ctrl-C or SIGTERM, then stop and un-record it."""
-
     owner = os.getpid()
     try:
         # `kill PID` must clean up like Ctrl-C: stop the child, remove the state file.

@@ -47,7 +47,6 @@ def show_command(
     lenient: opt.Lenient = False,
 ) -> None:
     """Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer."""
-
     results = read_result_files(files)
     loaded = load_for_results(
         files, [results], dataset=dataset, benchmark=benchmark, lenient=lenient, check=False
@@ -169,7 +168,6 @@ def _mark(rule: int, outcome: CaseOutcome, undecided: set[int]) -> str:
 
 def _print_answer(view: _View, rules: list[int]) -> None:
     """What the model said: the record's answer fields, or the shown judgments' reasons."""
-
     lines: list[tuple[str, Any]] = []
     record = view.record
     if record is not None and not view.judgments:

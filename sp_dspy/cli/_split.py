@@ -26,7 +26,6 @@ def split(
     lenient: opt.Lenient = False,
 ) -> None:
     """Split a dataset into train/dev/test by conversation (all levels on one side)."""
-
     parsed = parse_ratios(ratios)
     loaded = load_benchmark(dataset, lenient=lenient, benchmark=benchmark)
     result = make_split(loaded.cases, seed=seed, ratios=parsed, dataset_hash=loaded.content_hash)
