@@ -190,8 +190,6 @@ def _resolve_lm(
             )
         if lm is None:
             return None, None, False
-        from .._lm import import_dspy
-
         if isinstance(lm, import_dspy().BaseLM):
             return lm, str(lm.model), False
         raise ConfigError(f"lm: expected an LMConfig, a model string or a dspy.LM, got {type(lm).__name__}")
