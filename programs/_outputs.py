@@ -6,19 +6,12 @@ Field names follow the reference harness's result records (contract section 4), 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sp_dspy.metrics import Usage
 from sp_dspy.protocol import Layout, Protocol, Status, TargetType
-
-
-def add_costs(costs: Iterable[float | None]) -> float | None:
-    """Sum costs; ``None`` (unknown) only when no part reported a cost at all."""
-    known = [cost for cost in costs if cost is not None]
-    return sum(known) if known else None
 
 
 class JudgmentOutput(BaseModel):
@@ -35,7 +28,6 @@ class JudgmentOutput(BaseModel):
     status: Status
     reason: str = ""
     usage: Usage = Field(default_factory=Usage)
-    cost: float | None = None
     cache_hits: int = 0
     error: str | None = None
     error_class: str | None = None
@@ -45,8 +37,8 @@ class JudgmentOutput(BaseModel):
 class CaseOutput(BaseModel):
     """What a guard program answered for one case, ready to score and to store.
 
-    ``violated_rules`` is ``None`` when the case is excluded. ``usage``/``cost`` describe the
-    answers as produced, also when replayed from the cache (counted in ``cache_hits``), so runs
+    ``violated_rules`` is ``None`` when the case is excluded. ``usage`` (tokens and cost) describes
+    the answers as produced, also when replayed from the cache (counted in ``cache_hits``), so runs
     compare like with like. ``predicted_safe``/``predicted_severity``: only when stated.
     """
 
@@ -60,7 +52,6 @@ class CaseOutput(BaseModel):
     analysis: str = ""
     reasoning: str = ""
     usage: Usage = Field(default_factory=Usage)
-    cost: float | None = None
     cache_hits: int = 0
     judgments: list[JudgmentOutput] | None = None
     protocol: Protocol

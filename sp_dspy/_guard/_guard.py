@@ -164,7 +164,6 @@ class Guard:
             status=kept.status or output.status,
             rules_checked=checked,
             usage=output.usage,
-            cost=output.cost,
             program=self.label,
             protocol=output.protocol,
             model=self._model or str(getattr(lm, "model", "unknown")),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .._metrics import Usage
 from .._protocol._parse_models import Status
 from .._protocol._targets import Protocol
 from .._protocol._text import replace_surrogates
+from .._usage import Usage
 
 
 class Verdict(BaseModel):
@@ -24,10 +24,9 @@ class Verdict(BaseModel):
     violated_rules: list[int] | None
     status: Status
     rules_checked: list[int] = Field(description="The policy's rule numbers the guard judged.")
-    usage: Usage = Field(default_factory=Usage)
-    cost: float | None = Field(
-        default=None,
-        description="USD of this check's answers (also when replayed from the cache); None when unpriced.",
+    usage: Usage = Field(
+        default_factory=Usage,
+        description="Tokens and USD of this check's answers (also when replayed from the cache; cost None: unpriced).",
     )
     program: str = Field(description="The program name (official, dspy, ...) or the artifact directory.")
     protocol: Protocol

@@ -19,7 +19,7 @@ from ._official import (
     tolerance,
 )
 from ._reader import read_result_files
-from ._records import JudgmentRecord, PolicyRecord, ResultSet, Usage
+from ._records import JudgmentRecord, PolicyRecord, ResultSet
 from ._render import render_score_table
 from ._score import ScoreReport, resolve_records, score
 
@@ -28,14 +28,24 @@ if TYPE_CHECKING:
         CellComparison,
         McNemarResult,
         PairedDiff,
+        bootstrap_matrix,
         compare_cells,
         mcnemar_test,
+        outcome_matrix,
     )
 
 __getattr__ = lazy_getattr(
     __name__,
     dict.fromkeys(
-        ["CellComparison", "McNemarResult", "PairedDiff", "compare_cells", "mcnemar_test"],
+        [
+            "CellComparison",
+            "McNemarResult",
+            "PairedDiff",
+            "bootstrap_matrix",
+            "compare_cells",
+            "mcnemar_test",
+            "outcome_matrix",
+        ],
         "._bootstrap",
     ),
     globals(),
@@ -52,13 +62,14 @@ __all__ = [
     "PolicyRecord",
     "ResultSet",
     "ScoreReport",
-    "Usage",
+    "bootstrap_matrix",
     "case_outcomes",
     "classify_failure",
     "compare_cells",
     "compute_cell",
     "level_cells",
     "mcnemar_test",
+    "outcome_matrix",
     "read_result_files",
     "render_score_table",
     "resolve_records",

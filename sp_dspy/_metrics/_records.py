@@ -11,13 +11,13 @@ rule); the reference double-counts merged judgments, so only this makes re-runs 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from .._data._rule_number import RuleNumber
+from .._usage import Usage
 
 #: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).
 CAP_THRESHOLD = 65_000
@@ -25,63 +25,6 @@ CAP_THRESHOLD = 65_000
 #: ``kind`` values read as per-policy records; any other kind (the harness's ``summary``
 #: lines, manifests) carries no prediction and is skipped and counted.
 POLICY_KINDS = (None, "policy", "record", "case")
-
-
-class Usage(BaseModel):
-    """Token counts of one LM call or the sum over several, in programs' outputs and records.
-
-    Extra keys (another harness's ``cost``) are kept; ``null`` counts read as 0.
-    """
-
-    model_config = ConfigDict(extra="allow")
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    reasoning_tokens: int | None = None
-
-    @field_validator("prompt_tokens", "completion_tokens", "total_tokens", mode="before")
-    @classmethod
-    def _null_is_zero(cls, value: object) -> object:
-        return 0 if value is None else value
-
-    @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | None) -> Usage:
-        """A provider's or LiteLLM's usage dict, the token counts only, tolerating missing and odd values."""
-        if not raw:
-            return cls()
-        counts = {
-            key: _as_int(raw.get(key)) for key in ("prompt_tokens", "completion_tokens", "total_tokens")
-        }
-        if not counts["total_tokens"]:
-            counts["total_tokens"] = counts["prompt_tokens"] + counts["completion_tokens"]
-        details = raw.get("completion_tokens_details")
-        reasoning = raw.get("reasoning_tokens")
-        if reasoning is None and isinstance(details, Mapping):
-            reasoning = details.get("reasoning_tokens")
-        return cls(**counts, reasoning_tokens=None if reasoning is None else _as_int(reasoning))
-
-    def __add__(self, other: Usage) -> Usage:
-        reasoning = (
-            None
-            if self.reasoning_tokens is None and other.reasoning_tokens is None
-            else (self.reasoning_tokens or 0) + (other.reasoning_tokens or 0)
-        )
-        return Usage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            total_tokens=self.total_tokens + other.total_tokens,
-            reasoning_tokens=reasoning,
-        )
-
-    @classmethod
-    def total(cls, parts: Iterable[Usage]) -> Usage:
-        return sum(parts, cls())
-
-
-def _as_int(value: object) -> int:
-    """A reported token count as an int (0 for anything that is not a number)."""
-    return 0 if isinstance(value, bool) or not isinstance(value, int | float) else int(value)
 
 
 def _flag(value: object) -> object:

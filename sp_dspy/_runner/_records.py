@@ -41,8 +41,8 @@ def _answered(output: CaseOutput | JudgmentOutput, model: str, latency_s: float)
     return {
         "model_name": model,
         "timestamp": _now(),
-        "usage": output.usage.model_dump(exclude_none=True),
-        "cost": output.cost,
+        "usage": output.usage.tokens(),
+        "cost": output.usage.cost,
         "cache_hits": output.cache_hits,
         "latency_s": round(latency_s, 3),
     }
