@@ -29,11 +29,14 @@ LOWER_PUBLIC = {
     "sp_dspy.protocol",
 }
 
-#: The single-file foundations every layer may use (errors, lazy names, user paths, YAML lines, redaction).
+#: The single-file foundations every layer may use (errors, lazy names, user paths, YAML lines, redaction,
+#: usage, a run's manifest).
 FOUNDATIONS = {
     "sp_dspy/_errors.py",
     "sp_dspy/_lazy.py",
     "sp_dspy/_redact.py",
+    "sp_dspy/_run_manifest.py",
+    "sp_dspy/_usage.py",
     "sp_dspy/_user_dirs.py",
     "sp_dspy/_yaml_lines.py",
 }
@@ -101,6 +104,16 @@ def test_data_needs_only_the_foundations() -> None:
         f"{edge.source}:{edge.line}: imports {edge.module} ({edge.kind} import)"
         for target, edge in sorted(_reached_from("sp_dspy/_data").items())
         if target not in FOUNDATIONS
+    ]
+    assert not offences, "\n".join(offences)
+
+
+def test_the_runner_never_reaches_compile() -> None:
+    """Compile runs its dev scoring on the runner; budgets, pricing and provenance sit below both."""
+    offences = [
+        f"{edge.source}:{edge.line}: imports {edge.module} ({edge.kind} import)"
+        for target, edge in sorted(_reached_from("sp_dspy/_runner").items())
+        if target.startswith("sp_dspy/_compile/")
     ]
     assert not offences, "\n".join(offences)
 

@@ -18,10 +18,10 @@ from programs import load_program
 
 from .._errors import ConfigError
 from .._report import OFFICIAL_PER_POLICY, build_summary, write_html
+from .._run_manifest import ErrorSummary, previous_run
 from .._runner import EvalConfig, iter_records, new_run_id, run_eval
 from .._runner._eval import select_cases
-from .._runner._failures import ErrorSummary, RunStopped
-from .._runner._manifest import previous_run
+from .._runner._failures import RunStopped
 from .._runner._paths import RunPaths
 from .._runner._units import unit_errors
 from ._plan import AblationPlan, reconcile, save_plan

@@ -16,33 +16,24 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from .._benchmarks import load_benchmark
-from .._compile._budget import BudgetExceeded, Tally, require_prices
+from .._budget import BudgetExceeded, Spend, require_prices
 from .._data import Benchmark, Case, conversation_id, select_split
 from .._data._filters import slice_cases
 from .._errors import ConfigError, DataError, OutputError, validation_problem
 from .._lm import closing_transports
 from .._lm._direct import client_of
 from .._lm._replicas import display_endpoint
+from .._provenance import git_commit, package_versions, redacted_argv
+from .._run_manifest import ErrorSummary, ModelRun, RunManifest, RunTotals, previous_run, write_manifest
 from .._user_dirs import ensure_writable_dir
 from ._config import EvalConfig, parse_shard
 from ._cost import EvalPlan, capped_budget, plan_eval, run_pricing
 from ._engine import Record, Unit, UnitEngine
-from ._failures import EarlyStop, ErrorSummary
+from ._failures import EarlyStop
 from ._fake_gold import teach_fake
-from ._manifest import (
-    ModelRun,
-    RunManifest,
-    RunTotals,
-    git_commit,
-    package_versions,
-    previous_run,
-    redacted_argv,
-    totals_of,
-    write_manifest,
-)
 from ._paths import RunLock, RunPaths, resolve_run
 from ._progress import ProgressView
-from ._store import JsonlStore, StoreWriteError
+from ._store import JsonlStore, StoreWriteError, iter_records
 from ._units import PerPolicyJob, PerRuleJob
 
 if TYPE_CHECKING:
@@ -62,7 +53,7 @@ class EvalOutcome:
     report: ScoreReport | None = None
     interrupted: bool = False
     capped_by: str | None = None  # the cap (max_calls, max_tokens, max_usd) that stopped the run
-    spent: Tally | None = None  # what the capped units used (runs with caps only)
+    spent: Spend | None = None  # what the capped units used (runs with caps only)
     failed: bool = False  # a results write failed (a full disk): the run stopped
     stopped: bool = False  # a lasting failure ended the run early (run_eval raised RunStopped)
     skipped_on_resume: int = 0
@@ -212,7 +203,7 @@ def run_eval(
         work, endpoint_requests = _counting(job.work, lm, lm_config)
 
         def manifest() -> None:
-            outcome.totals = totals_of(results_file)  # over the whole results file
+            outcome.totals = RunTotals.of(iter_records(results_file))  # over the whole results file
             wall_s = time.perf_counter() - clock
             split_info = None
             if config.data.split:
