@@ -11,18 +11,22 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import urllib.parse
+import urllib.request
 import weakref
 from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+import orjson
+
 from .._errors import ConfigError
 from .._usage import Usage, parse_usage
 from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
 from ._config import _KEY_HEADERS, LMConfig
-from ._dspy import AsyncEngine, Shared, SyncEngine, request_system
+from ._dspy import AsyncEngine, Shared, SyncEngine, import_dspy, request_system
 from ._errors import error_message, retry_after_seconds, status_error, transport_error
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 
@@ -165,8 +169,7 @@ class DirectChat(Shared):
     async def acomplete(self, request: Request) -> Response:
         """One attempt for a DSPy request (DSPy owns the cache and the retries): the answer's
         text, reasoning (a thinking part) and usage, its prompt-cache reads included."""
-        from dspy import lm15
-
+        lm15 = import_dspy().lm15
         data = await self._post(self.request(request_messages(request), **request_overrides(request)))
         text, reasoning, finish = _anthropic_answer(data) if self.anthropic else _openai_answer(data)
         finish = _FINISH.get(finish, finish) if isinstance(finish, str) else None
@@ -215,7 +218,6 @@ class DirectChat(Shared):
     async def _post(self, request: HttpRequest) -> dict[str, Any]:
         """The answer's JSON, else DSPy's error class for the failure (``Retry-After`` kept)."""
         import aiohttp
-        import orjson
 
         model = self.config.model
         try:
@@ -348,9 +350,6 @@ def client_of(lm: Any) -> DirectChat | None:
 def env_proxy(url: str) -> str | None:
     """The proxy ``HTTP(S)_PROXY`` / ``NO_PROXY`` name for ``url``, read once per pool (aiohttp's
     ``trust_env`` would re-read the environment and ``~/.netrc`` on every request)."""
-    import urllib.parse
-    import urllib.request
-
     parts = urllib.parse.urlsplit(url)
     if parts.hostname is None or urllib.request.proxy_bypass(parts.hostname):
         return None
