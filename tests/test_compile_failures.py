@@ -110,7 +110,9 @@ def test_the_error_summary_never_offers_retry_errors_for_context_overflows() -> 
     timeout = ErrorClassCount(error_class="timeout", count=1, first_error="y")
     lines = ErrorSummary(units=5, errors=3, classes=[overflow, timeout]).lines("RETRY", window=8192)
     assert lines[-2] == "  re-send the others with RETRY"
-    assert "2 prompt(s) (the largest ~9,000 tokens) do not fit the model's context window of 8,192" in lines[-1]
+    assert (
+        "2 prompt(s) (the largest ~9,000 tokens) do not fit the model's context window of 8,192" in lines[-1]
+    )
     only = ErrorSummary(units=5, errors=2, classes=[overflow]).lines("RETRY")
     assert not any("RETRY" in line for line in only)
     assert "context window;" in only[-1]  # no window known, none stated: not invented
