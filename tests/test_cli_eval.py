@@ -21,8 +21,8 @@ from sp_dspy import load_benchmark
 from sp_dspy._data import make_split
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._protocol import build_targets
-from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
+from tests._results import iter_records
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("isolated_run")]
 

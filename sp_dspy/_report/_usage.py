@@ -38,14 +38,15 @@ def _number(value: object) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _extra(record: PolicyRecord | JudgmentRecord, key: str) -> float | None:
-    return _number((record.model_extra or {}).get(key))
+def _stated(record: PolicyRecord | JudgmentRecord, key: str) -> float | None:
+    """A figure the record states (a field its line has, or another harness's key); else ``None``."""
+    return _number(getattr(record, key, None)) if key in record.model_fields_set else None
 
 
 def _calls(record: PolicyRecord | JudgmentRecord) -> int | None:
     """Explicit call counts win; otherwise a record with ``usage`` stands for one call."""
     for key in _CALL_KEYS:
-        value = _extra(record, key)
+        value = _stated(record, key)
         if value is not None:
             return int(value)
     return 1 if record.usage is not None else None
@@ -65,10 +66,10 @@ def _case_cost(parts: Sequence[PolicyRecord | JudgmentRecord]) -> CaseCost:
     return CaseCost(
         prompt_tokens=sum(u.prompt_tokens for u in usages) if usages else None,
         completion_tokens=sum(u.completion_tokens for u in usages) if usages else None,
-        dollars=_summed(_extra(p, "cost") for p in parts),
+        dollars=_summed(_stated(p, "cost") for p in parts),
         calls=_int_or_none(_summed(_calls(p) for p in parts)),
-        latency_s=_summed(_extra(p, "latency_s") for p in parts),
-        cache_hits=_int_or_none(_summed(_extra(p, "cache_hits") for p in parts)),
+        latency_s=_summed(_stated(p, "latency_s") for p in parts),
+        cache_hits=_int_or_none(_summed(_stated(p, "cache_hits") for p in parts)),
     )
 
 
@@ -117,11 +118,8 @@ def record_settings(results: ResultSet) -> dict[str, Any]:
     """The distinct values of ``SETTING_KEYS`` across records (one value, or a sorted list)."""
     found: dict[str, dict[str, Any]] = {}  # key -> the first value of each distinct JSON text
     for record in [*results.records.values(), *results.judgments]:
-        fields = dict(record.model_extra or {})
-        if isinstance(record, PolicyRecord) and record.model_name is not None:
-            fields["model_name"] = record.model_name
         for key in SETTING_KEYS:
-            value = fields.get(key)
+            value = getattr(record, key, None)
             if value is None or isinstance(value, dict | list):
                 continue
             text = json.dumps(value) if not isinstance(value, str) else value

@@ -30,9 +30,8 @@ from .._compile._budget import (
 )
 from .._data import Case
 from .._lm import LMConfig
+from ._engine import Record
 from ._units import units_of
-
-Record = dict[str, Any]
 
 
 class EvalPlan(BaseModel):
@@ -127,15 +126,15 @@ class EvalBudget:
         self.pricing = pricing
         self.prompt_tokens = prompt_tokens
 
-    def settle(self, ticket: Ticket, record: Record) -> None:
-        """Replace the reservation with what the unit's record reports it used."""
-        usage = record.get("usage") or {}
-        prompt = int(usage.get("prompt_tokens") or 0)
-        completion = int(usage.get("completion_tokens") or 0)
-        cost = record.get("cost")
+    def settle(self, ticket: Ticket, record: Record | None) -> None:
+        """Replace the reservation with what the unit's record reports it used (``None``: nothing)."""
+        usage = None if record is None else record.usage
+        prompt = 0 if usage is None else usage.prompt_tokens
+        completion = 0 if usage is None else usage.completion_tokens
+        cost = None if record is None else record.cost
         # A record's cost is its answers' price, also when replayed from the cache; the caps
         # count what a run pays, and a replayed answer paid nothing now.
-        cached = bool(record.get("cache_hits"))
+        cached = record is not None and bool(record.cache_hits)
         usd = 0.0 if cached else float(cost) if cost is not None else self.pricing.usd(prompt, completion)
         self.budget.settle(
             ticket,
@@ -158,7 +157,7 @@ class EvalBudget:
                 raise BudgetExceeded(f"{self.budget.refused_by} reached")
             prompt, guess = self.prompt_tokens(unit), self.pricing.completion_guess
             ticket = self.budget.reserve("task", 1, prompt, prompt + guess, self.pricing.usd(prompt, guess))
-            record: Record = {}
+            record: Record | None = None
             try:
                 record = await work(unit)
                 return record

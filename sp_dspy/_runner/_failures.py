@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
@@ -14,6 +14,7 @@ from .._lm import is_lasting
 
 if TYPE_CHECKING:
     from .._lm import LMConfig
+    from .._metrics import JudgmentRecord, PolicyRecord
 
 #: A bad request may be one case's fault; this many in a row (no success between) are the run's.
 BAD_REQUEST_STREAK = 3
@@ -65,16 +66,16 @@ class EarlyStop:
     kind: str | None = None
     first_error: str = ""
 
-    def observe(self, record: Mapping[str, Any]) -> bool:
+    def observe(self, record: PolicyRecord | JudgmentRecord) -> bool:
         """Count ``record``; True when the run should take no further units."""
-        kind = record.get("error_class")
-        if not isinstance(kind, str) or not is_lasting(kind):
+        kind = record.error_class
+        if kind is None or not is_lasting(kind):
             self.streak = 0
             return False
         self.streak += 1
         self.failed[kind] = self.failed.get(kind, 0) + 1
         if self.kind is None or (kind in _RUN_WIDE and self.kind not in _RUN_WIDE):
-            self.kind, self.first_error = kind, str(record.get("error") or kind)
+            self.kind, self.first_error = kind, record.error or kind
         return kind in _RUN_WIDE or self.streak >= BAD_REQUEST_STREAK
 
     def error(self, lm: LMConfig, *, results_file: Path, kept: int, resume: str) -> RunStopped:
@@ -103,15 +104,13 @@ class ErrorSummary(BaseModel):
     classes: list[ErrorClassCount] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, latest: Mapping[Hashable, Mapping[str, Any]], units: int) -> ErrorSummary:
+    def of(cls, latest: Mapping[Hashable, PolicyRecord | JudgmentRecord], units: int) -> ErrorSummary:
         """Summarise the latest record of each unit (``units``: how many the run has)."""
         counts: dict[str, ErrorClassCount] = {}
         for record in latest.values():
-            if kind := record.get("error_class"):
-                first = str(record.get("error") or kind)
-                entry = counts.setdefault(
-                    str(kind), ErrorClassCount(error_class=str(kind), count=0, first_error=first)
-                )
+            if kind := record.error_class:
+                first = record.error or kind
+                entry = counts.setdefault(kind, ErrorClassCount(error_class=kind, count=0, first_error=first))
                 entry.count += 1
         classes = sorted(counts.values(), key=lambda c: (-c.count, c.error_class))
         return cls(units=units, errors=sum(c.count for c in classes), classes=classes)

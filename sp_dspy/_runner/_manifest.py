@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,8 @@ from pydantic import BaseModel, Field
 
 from .._errors import OutputError
 from .._lm import redact
+from .._metrics import JudgmentRecord, PolicyRecord
 from ._failures import ErrorSummary
-from ._store import iter_records
 
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 PACKAGES = ("sp-dspy", "dspy", "litellm", "pydantic", "optuna", "gepa", "xllamacpp", "vllm")
@@ -33,17 +34,17 @@ class RunTotals(BaseModel):
     cost_usd: float | None = None
     cache_hits: int = 0
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: PolicyRecord | JudgmentRecord) -> None:
         """Count one record in the totals."""
         self.records += 1
-        usage = record.get("usage") or {}
-        self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-        self.completion_tokens += int(usage.get("completion_tokens") or 0)
-        if record.get("error_class"):
+        if record.usage is not None:
+            self.prompt_tokens += record.usage.prompt_tokens
+            self.completion_tokens += record.usage.completion_tokens
+        if record.error_class:
             self.errors += 1
-        self.cache_hits += int(record.get("cache_hits") or 0)
-        if record.get("cost") is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + float(record["cost"])
+        self.cache_hits += record.cache_hits
+        if record.cost is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + record.cost
 
 
 class ModelRun(BaseModel):
@@ -101,9 +102,10 @@ def git_commit() -> str | None:
     return f"{head}{'-dirty' if dirty else ''}" if head else None
 
 
-def totals_of(path: Path) -> RunTotals:
+def totals_of(records: Iterable[PolicyRecord | JudgmentRecord]) -> RunTotals:
+    """Totals over ``records`` (every line of a results file: replaced ones used the LM too)."""
     totals = RunTotals()
-    for record in iter_records(path):
+    for record in records:
         totals.add(record)
     if totals.cost_usd is not None:
         totals.cost_usd = round(totals.cost_usd, 6)
