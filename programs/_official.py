@@ -16,7 +16,6 @@ from programs._outputs import (
     PolicyRecord,
     Protocol,
     Usage,
-    add_costs,
     aggregate_judgments,
     error_fields,
 )
@@ -91,8 +90,7 @@ class OfficialPerPolicy:
             parse_failed=parsed.parse_failed,
             analysis=parsed.analysis or "",
             reasoning=result.reasoning or parsed.reasoning or "",
-            usage=Usage.from_mapping(result.usage.model_dump()),
-            cost=result.cost,
+            usage=result.usage or Usage(),
             cache_hits=int(result.cached),
             protocol=self.protocol,
             # The official JSON may carry the model's own "label"; it is its explicit safe flag.
@@ -163,8 +161,7 @@ class OfficialPerRule:
             parse_failed=parsed.parse_failed,
             parse_status=parsed.status,
             reason=parsed.reason or "",
-            usage=Usage.from_mapping(result.usage.model_dump()),
-            cost=result.cost,
+            usage=result.usage or Usage(),
             cache_hits=int(result.cached),
             answer=None if parsed.status == "clean" else result.text,
         )
@@ -177,7 +174,6 @@ class OfficialPerRule:
             parse_status=status,
             refused=status == "refused",
             usage=Usage.total(j.usage for j in judgments if j.usage is not None),
-            cost=add_costs(j.cost for j in judgments),
             cache_hits=sum(j.cache_hits for j in judgments),
             judgments=judgments,
             protocol=self.protocol,

@@ -7,7 +7,6 @@ model said and what it used; the runner adds the case, run and provenance fields
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from sp_dspy.metrics import JudgmentRecord, PolicyRecord, Usage
@@ -21,16 +20,9 @@ __all__ = [
     "Status",
     "TargetType",
     "Usage",
-    "add_costs",
     "aggregate_judgments",
     "error_fields",
 ]
-
-
-def add_costs(costs: Iterable[float | None]) -> float | None:
-    """Sum costs; ``None`` (unknown) only when no part reported a cost at all."""
-    known = [cost for cost in costs if cost is not None]
-    return sum(known) if known else None
 
 
 def aggregate_judgments(judgments: list[JudgmentRecord]) -> tuple[list[int] | None, Status]:

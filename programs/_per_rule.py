@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from programs._outputs import JudgmentRecord, Protocol, Status, Usage, aggregate_judgments, error_fields
 from sp_dspy.data import Case
 from sp_dspy.errors import DataError, validation_problem
+from sp_dspy.lm import parse_usage
 
 if TYPE_CHECKING:
     from sp_dspy.protocol import RuleTarget
@@ -175,7 +176,8 @@ class PerRuleGuardCoT(PerRuleGuard):
 def _judgment(target: RuleTarget, outcome: Any, usage_data: Mapping[str, list[Any]]) -> JudgmentRecord:
     from sp_dspy.protocol import parse_verdict_output
 
-    usage = Usage.total(Usage.from_mapping(entry) for entries in usage_data.values() for entry in entries)
+    parts = (parse_usage(entry) for entries in usage_data.values() for entry in entries)
+    usage = Usage.total(part for part in parts if part is not None)
     common: dict[str, Any] = {"cid": "", "rule": target.rule, "rule_type": target.type, "usage": usage}
     if isinstance(outcome, dspy.AdapterParseError):
         # The adapter could not read the answer; a refusal is told apart so it is counted as one.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
-from programs._outputs import JudgmentRecord, PolicyRecord, Protocol, Status, Usage, add_costs, error_fields
+from programs._outputs import JudgmentRecord, PolicyRecord, Protocol, Status, Usage, error_fields
 from sp_dspy.errors import ConfigError, DataError, validation_problem
 from sp_dspy.files import read_json_file
 
@@ -205,22 +205,22 @@ def resolve_program(
     return make_program(spec, protocol, **options), None
 
 
-def history_accounting(lm: Any) -> tuple[Usage, float | None, int]:
-    """Tokens, USD and cache hits of the answers in ``lm.history`` (``None`` USD: unpriced).
+def history_accounting(lm: Any) -> tuple[Usage, int]:
+    """Tokens and USD (``None``: unpriced) and cache hits of the answers in ``lm.history``.
 
     Counted as the official path counts them: a replayed answer keeps its tokens and
     cost, and a call DSPy left unpriced (sp-dspy's HTTP engine) is priced by that engine.
     """
     from sp_dspy.lm import answer_price, history_usage
 
-    usage, costs, hits = Usage(), [], 0
+    usage, hits = Usage(), 0
     for entry in getattr(lm, "history", []):
         tokens, cached = history_usage(entry)
-        usage = usage + Usage.from_mapping(tokens.model_dump(exclude_none=True))
+        tokens = tokens or Usage()
         cost = entry.get("cost")
-        costs.append(answer_price(lm, tokens) if cost is None else cost)
+        usage = usage + tokens.model_copy(update={"cost": answer_price(lm, tokens) if cost is None else cost})
         hits += cached
-    return usage, add_costs(costs), hits
+    return usage, hits
 
 
 async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> PolicyRecord:
@@ -245,10 +245,8 @@ async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> PolicyReco
             prediction = await program.acall(**inputs)
         except (dspy.AdapterParseError, *lm_errors()) as exc:
             prediction = exc
-    usage, cost, cache_hits = history_accounting(case_lm)
-    common: dict[str, Any] = dict(
-        id=case.id, protocol=protocol, usage=usage, cost=cost, cache_hits=cache_hits
-    )
+    usage, cache_hits = history_accounting(case_lm)
+    common: dict[str, Any] = dict(id=case.id, protocol=protocol, usage=usage, cache_hits=cache_hits)
     if isinstance(prediction, dspy.AdapterParseError):
         refused = parse_policy_output(str(prediction.lm_response or ""), mode="robust").refused
         status: Status = "refused" if refused else "failed"
@@ -294,7 +292,7 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
     with dspy.context(lm=target_lm):
         judgment, usage_data = await program._ajudge(target, framework_for(case), case.conversation)
     hand_up_usage(dspy.settings.usage_tracker, [usage_data])  # as a whole case's forward() does
-    usage, cost, cache_hits = history_accounting(target_lm)
+    usage, cache_hits = history_accounting(target_lm)
     return judgment.model_copy(
-        update={"cid": case.id, "gt": target.gold, "usage": usage, "cost": cost, "cache_hits": cache_hits}
+        update={"cid": case.id, "gt": target.gold, "usage": usage, "cache_hits": cache_hits}
     )

@@ -26,6 +26,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "sp_dspy._lm": ("closing_transports",),
     "sp_dspy._guard": ("Guard", "Verdict"),
     "sp_dspy._errors": ("ConfigError", "DataError", "SpDspyError", "validation_problem"),
+    "sp_dspy._usage": ("Usage",),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -51,6 +52,7 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._runner import EvalConfig as EvalConfig
     from ._runner import plan_run as plan_run
     from ._runner import run_eval as run_eval
+    from ._usage import Usage as Usage
 
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

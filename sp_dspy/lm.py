@@ -1,17 +1,19 @@
 """The LM layer, public: what a guard program needs to call a model and report a failure:
-raw chat through a ``dspy.LM``, an answer's tokens and price, a failure's kind, secrets masked,
+raw chat through a ``dspy.LM``, an answer's tokens and price (``Usage``; ``parse_usage`` reads a
+provider's usage dict), a failure's kind, secrets masked,
 and the budgets of GEPA's and MIPROv2's ``auto`` presets. Importing this does not import DSPy.
 """
 
 from sp_dspy._lm._chat import achat, answer_price, chat, history_usage
 from sp_dspy._lm._compat import gepa_auto_metric_calls, mipro_auto_run
 from sp_dspy._lm._errors import classify_error
-from sp_dspy._lm._result import ChatResult, TokenUsage
+from sp_dspy._lm._result import ChatResult
 from sp_dspy._redact import redact
+from sp_dspy._usage import Usage, parse_usage
 
 __all__ = [
     "ChatResult",
-    "TokenUsage",
+    "Usage",
     "achat",
     "answer_price",
     "chat",
@@ -19,5 +21,6 @@ __all__ = [
     "gepa_auto_metric_calls",
     "history_usage",
     "mipro_auto_run",
+    "parse_usage",
     "redact",
 ]

@@ -205,7 +205,7 @@ def test_usage_counts_whitespace_tokens_and_nothing_is_cached() -> None:
     assert first.usage.prompt_tokens == expected_prompt
     assert first.usage.completion_tokens == len(first.text.split())
     assert first.usage.total_tokens == expected_prompt + len(first.text.split())
-    assert not first.cached and not second.cached and first.cost is None
+    assert not first.cached and not second.cached and first.usage.cost is None
     assert len(engine.calls) == 2
 
 

@@ -87,8 +87,10 @@ def test_chat_reports_reasoning_usage_and_price() -> None:
     assert priced.reasoning == "Rule 1 holds." and priced.text == '{"violated_rules": []}'
     assert (priced.usage.prompt_tokens, priced.usage.completion_tokens) == (1000, 200)
     assert (priced.usage.total_tokens, priced.usage.reasoning_tokens) == (1200, 50)
-    assert priced.cost is not None and 0 < priced.cost < 0.01  # gpt-4o-mini list price, 1.2k tokens
-    assert unpriced.cost is None and unpriced.finish_reason == "stop"
+    assert (
+        priced.usage.cost is not None and 0 < priced.usage.cost < 0.01
+    )  # gpt-4o-mini list price, 1.2k tokens
+    assert unpriced.usage is not None and unpriced.usage.cost is None and unpriced.finish_reason == "stop"
 
 
 def test_configured_key_is_sent_and_models_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:

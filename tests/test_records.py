@@ -12,11 +12,11 @@ from sp_dspy._errors import DataError
 from sp_dspy._metrics import (
     JudgmentRecord,
     PolicyRecord,
-    Usage,
     read_result_files,
     resolve_records,
 )
 from sp_dspy._metrics._per_rule import judgment_pass
+from sp_dspy.metrics import Usage
 from tests._factories import raw_case
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"

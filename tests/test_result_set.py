@@ -9,8 +9,9 @@ import pytest
 
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import DataError
-from sp_dspy._metrics import JudgmentRecord, ResultSet, Usage, read_result_files
+from sp_dspy._metrics import JudgmentRecord, ResultSet, read_result_files
 from sp_dspy._metrics._per_rule import judgment_pass
+from sp_dspy.metrics import Usage
 from tests._factories import raw_case
 
 BASE = {"kind": "judgment", "cid": "a-l0", "rule": 2}

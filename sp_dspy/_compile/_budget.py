@@ -264,7 +264,7 @@ def budgeted_class() -> type[Any]:
         @contextmanager
         def _charged(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Iterator[Any]:
             """A fresh copy of the inner LM to call, its call reserved before and settled after."""
-            from sp_dspy._lm import TokenUsage, classify_error, history_usage, redact
+            from sp_dspy._lm import classify_error, history_usage, redact
 
             n = int(kwargs.get("n") or self.kwargs.get("n") or 1)
             prompt_tokens = estimate_tokens(_message_text(prompt, messages))
@@ -285,14 +285,15 @@ def budgeted_class() -> type[Any]:
             finally:
                 entry = call.history[-1] if call.history else {}
                 # Reported tokens (a replayed answer's too); estimates only where none are reported.
-                used, cache_hit = history_usage(entry) if entry else (TokenUsage(), False)
-                completion = used.completion_tokens
-                if completion is None:
+                used, cache_hit = history_usage(entry) if entry else (None, False)
+                if used is None:
                     outputs = entry.get("outputs") or []
                     text = "".join(o.get("text") or "" if isinstance(o, Mapping) else str(o) for o in outputs)
                     completion = estimate_tokens(text)
+                else:
+                    completion = used.completion_tokens
                 cost = entry.get("cost")
-                used_prompt = used.prompt_tokens or ticket.prompt_tokens
+                used_prompt = (used.prompt_tokens if used else 0) or ticket.prompt_tokens
                 spent_usd = float(cost) if cost is not None else self.pricing.usd(used_prompt, completion)
                 spent = Tally(
                     calls=ticket.calls,

@@ -6,11 +6,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .._metrics import PolicyRecord, Usage
+from .._metrics import PolicyRecord
 from .._protocol import case_rule_numbers, keep_policy_rules
 from .._protocol._parse_models import Status
 from .._protocol._targets import Protocol
 from .._protocol._text import replace_surrogates
+from .._usage import Usage
 
 if TYPE_CHECKING:
     from .._data import Case
@@ -30,10 +31,9 @@ class Verdict(BaseModel):
     violated_rules: list[int] | None
     status: Status
     rules_checked: list[int] = Field(description="The policy's rule numbers the guard judged.")
-    usage: Usage = Field(default_factory=Usage)
-    cost: float | None = Field(
-        default=None,
-        description="USD of this check's answers (also when replayed from the cache); None when unpriced.",
+    usage: Usage = Field(
+        default_factory=Usage,
+        description="Tokens and USD of this check's answers (also when replayed from the cache; cost None: unpriced).",
     )
     program: str = Field(description="The program name (official, dspy, ...) or the artifact directory.")
     protocol: Protocol
@@ -66,7 +66,6 @@ class Verdict(BaseModel):
             status=status,
             rules_checked=checked,
             usage=answer.usage or Usage(),
-            cost=answer.cost,
             program=program,
             protocol=answer.protocol or "per-policy",
             model=model,

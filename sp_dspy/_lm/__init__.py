@@ -11,13 +11,11 @@ from ._errors import classify_error, is_lasting
 from ._factory import fake_engine, make_lm
 from ._fake import BEHAVIOURS
 from ._profiles import key_for
-from ._result import TokenUsage
 
 __all__ = [
     "BEHAVIOURS",
     "HttpRequest",
     "LMConfig",
-    "TokenUsage",
     "classify_error",
     "closing_transports",
     "configure_cache",

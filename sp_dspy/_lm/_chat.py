@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._usage import Usage, parse_usage
 from ._compat import acall, call, response_usage
 from ._direct import client_of
-from ._result import ChatResult, TokenUsage, token_usage
+from ._result import ChatResult
 
 if TYPE_CHECKING:
     import dspy
@@ -28,15 +29,16 @@ def _raw_usage(response: Any) -> dict[str, Any] | None:
     return dict(raw) if raw else None
 
 
-def history_usage(entry: Mapping[str, Any]) -> tuple[TokenUsage, bool]:
-    """Tokens of the answer an ``lm.history`` entry records, and whether it came from the cache.
+def history_usage(entry: Mapping[str, Any]) -> tuple[Usage | None, bool]:
+    """Tokens of the answer an ``lm.history`` entry records (None: none reported; no cost), and
+    whether it came from the cache.
 
     DSPy records a cache replay with empty ``usage`` but keeps the replayed response; its
     tokens are counted from there, as the official path's :class:`ChatResult` counts them.
     """
     usage = entry.get("usage")
     if usage:
-        return token_usage(usage), False
+        return parse_usage(usage), False
     from dspy.lm15 import Response
 
     response = entry.get("response")
@@ -44,10 +46,11 @@ def history_usage(entry: Mapping[str, Any]) -> tuple[TokenUsage, bool]:
     raws = (
         response_usage(r) if isinstance(r, Response) else _raw_usage(r) for r in responses if r is not None
     )
-    return sum((token_usage(raw) for raw in raws), TokenUsage()), True
+    parts = [part for part in map(parse_usage, raws) if part is not None]
+    return (Usage.total(parts) if parts else None), True
 
 
-def answer_price(lm: Any, usage: TokenUsage) -> float | None:
+def answer_price(lm: Any, usage: Usage) -> float | None:
     """USD of an answer of ``usage`` tokens from ``lm``, for a call DSPy recorded unpriced (it
     leaves sp-dspy's HTTP engine's calls unpriced); None if unpriced or another engine."""
     client = client_of(lm)
@@ -60,14 +63,15 @@ def _to_result(result: Any) -> ChatResult:
     text = output.get("text") if isinstance(output, Mapping) else output
     reasoning = output.get("reasoning_content") if isinstance(output, Mapping) else None
     response = result.responses[0] if result.responses else None
-    usage = result.usage or (response_usage(response) if response is not None else None)
-    if not usage and result.raw is not None and not result.responses:
-        usage = _raw_usage(result.raw)
+    usage = parse_usage(result.usage or (response_usage(response) if response is not None else None))
+    if usage is None and result.raw is not None and not result.responses:
+        usage = parse_usage(_raw_usage(result.raw))
+    if result.cost is not None:
+        usage = (usage or Usage()).model_copy(update={"cost": result.cost})
     return ChatResult(
         text=text or "",
         reasoning=reasoning or None,
-        usage=token_usage(usage),
-        cost=result.cost,
+        usage=usage,
         cached=bool(result.cache_hit),
         model=result.response_model,
         finish_reason=getattr(response, "finish_reason", None),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from .._errors import ConfigError
+from .._usage import Usage, parse_usage
 from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
 from ._config import _KEY_HEADERS, LMConfig
@@ -30,14 +31,14 @@ from ._errors import (
     transport_error,
 )
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
-from ._result import ChatResult, TokenUsage, token_usage
+from ._result import ChatResult
 
 if TYPE_CHECKING:
     import aiohttp
     from dspy.lm15 import Request, Response
 
 #: Bumped when the cached value's layout changes, so old entries are not misread.
-CACHE_IDENTIFIER = "sp_dspy.direct.chat/2"
+CACHE_IDENTIFIER = "sp_dspy.direct.chat/3"
 #: Request-config fields a DSPy program may set per call, sent under the same name.
 _CALL_FIELDS = ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "response_format")
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_call"}
@@ -196,20 +197,23 @@ class DirectChat(Shared):
 
     async def acomplete(self, request: Request) -> Response:
         """One attempt for a DSPy request (DSPy owns the cache and the retries)."""
-        from dspy.lm15 import Message, Response, TextPart, Usage
+        from dspy import lm15
 
         http = self.request(request_messages(request), **request_overrides(request))
         result = self._result(await self._post(http, retries=0))
         finish = _FINISH.get(result.finish_reason or "", result.finish_reason)
-        return Response(
+        usage = result.usage
+        return lm15.Response(
             id=result.id or "",
             model=result.model or request.model,
-            message=Message.assistant([TextPart(result.text)]),
+            message=lm15.Message.assistant([lm15.TextPart(result.text)]),
             finish_reason=finish if finish in ("stop", "length", "tool_call", "content_filter") else "stop",
-            usage=Usage(
-                input_tokens=result.usage.prompt_tokens,
-                output_tokens=result.usage.completion_tokens,
-                reasoning_tokens=result.usage.reasoning_tokens,
+            usage=lm15.Usage()
+            if usage is None
+            else lm15.Usage(
+                input_tokens=usage.prompt_tokens,
+                output_tokens=usage.completion_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
             ),
         )
 
@@ -265,66 +269,50 @@ class DirectChat(Shared):
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _result(self, data: dict[str, Any]) -> ChatResult:
-        text, reasoning, finish, (usage, cached) = (
-            _anthropic_answer(data) if self.anthropic else _openai_answer(data)
-        )
+        text, reasoning, finish = _anthropic_answer(data) if self.anthropic else _openai_answer(data)
+        usage = parse_usage(data.get("usage"))
         return ChatResult(
             text=text,
             reasoning=reasoning,
-            usage=usage,
-            cost=self.price(usage, cached),
+            usage=None if usage is None else usage.model_copy(update={"cost": self.price(usage)}),
             model=data.get("model") if isinstance(data.get("model"), str) else None,
             finish_reason=finish,
             id=data.get("id") if isinstance(data.get("id"), str) else None,
         )
 
-    def price(self, usage: TokenUsage, cached: int = 0) -> float | None:
-        """USD of an answer that took ``usage`` tokens here (``cached`` of them read from the
-        provider's prompt cache) at the snapshot's prices; None if unpriced or unreported."""
+    def price(self, usage: Usage) -> float | None:
+        """USD of an answer that took ``usage`` tokens here (some perhaps read from the provider's
+        prompt cache) at the snapshot's prices; None if unpriced."""
         input_rate, output_rate, cached_rate = self._rates
-        prompt, completion = usage.prompt_tokens, usage.completion_tokens
-        if input_rate is None or output_rate is None or prompt is None or completion is None:
+        if input_rate is None or output_rate is None:
             return None
+        prompt, cached = usage.prompt_tokens, usage.cache_read_tokens or 0
         cached = cached if 0 <= cached <= prompt else 0
         return (
-            (prompt - cached) * input_rate + cached * (cached_rate or input_rate) + completion * output_rate
+            (prompt - cached) * input_rate
+            + cached * (cached_rate or input_rate)
+            + usage.completion_tokens * output_rate
         )
 
 
-def _openai_answer(data: dict[str, Any]) -> tuple[str, str | None, Any, tuple[TokenUsage, int]]:
+def _openai_answer(data: dict[str, Any]) -> tuple[str, str | None, Any]:
     choices = data.get("choices") or [{}]
     choice = choices[0] if isinstance(choices[0], dict) else {}
     message = choice.get("message") or {}
     reasoning = message.get("reasoning_content") or message.get("reasoning")
-    raw = data.get("usage")
-    details = raw.get("prompt_tokens_details") if isinstance(raw, Mapping) else None
-    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
     return (
         message.get("content") or "",
         reasoning if isinstance(reasoning, str) and reasoning else None,
         choice.get("finish_reason"),
-        (token_usage(raw), cached if isinstance(cached, int) else 0),
     )
 
 
-def _anthropic_answer(data: dict[str, Any]) -> tuple[str, str | None, Any, tuple[TokenUsage, int]]:
-    """Text, thinking, stop reason and usage of a messages response (prompt tokens include cache reads)."""
+def _anthropic_answer(data: dict[str, Any]) -> tuple[str, str | None, Any]:
+    """Text, thinking and stop reason of a messages response."""
     blocks = [b for b in data.get("content") or [] if isinstance(b, Mapping)]
     text = "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
     thinking = "".join(str(b.get("thinking") or "") for b in blocks if b.get("type") == "thinking")
-    found = data.get("usage")
-    raw: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    names = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    counts = {name: raw[name] if isinstance(raw.get(name), int) else 0 for name in names}
-    prompt = (
-        counts["input_tokens"] + counts["cache_read_input_tokens"] + counts["cache_creation_input_tokens"]
-    )
-    usage = TokenUsage(
-        prompt_tokens=prompt if "input_tokens" in raw else None,
-        completion_tokens=counts["output_tokens"] if "output_tokens" in raw else None,
-        total_tokens=prompt + counts["output_tokens"] if raw else None,
-    )
-    return text, thinking or None, data.get("stop_reason"), (usage, counts["cache_read_input_tokens"])
+    return text, thinking or None, data.get("stop_reason")
 
 
 def request_messages(request: Request) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from ._official import (
     tolerance,
 )
 from ._reader import read_result_files
-from ._records import JudgmentRecord, PolicyRecord, ResultSet, Usage
+from ._records import JudgmentRecord, PolicyRecord, ResultSet
 from ._render import render_score_table
 from ._score import ScoreReport, resolve_records, score
 
@@ -52,7 +52,6 @@ __all__ = [
     "PolicyRecord",
     "ResultSet",
     "ScoreReport",
-    "Usage",
     "case_outcomes",
     "classify_failure",
     "compare_cells",

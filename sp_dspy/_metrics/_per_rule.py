@@ -19,8 +19,9 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from .._data._schema import Case
+from .._usage import Usage
 from ._official import CELLS
-from ._records import JudgmentRecord, PolicyRecord, Usage
+from ._records import JudgmentRecord, PolicyRecord
 
 #: (level, rule type, gold violated, flagged, has a verdict): every per-rule statistic
 #: is a sum over these counts.

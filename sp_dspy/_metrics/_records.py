@@ -11,9 +11,9 @@ rule); the reference double-counts merged judgments, so only this makes re-runs 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -23,11 +23,13 @@ from pydantic import (
     field_serializer,
     field_validator,
     model_serializer,
+    model_validator,
 )
 
 from .._data._rule_number import RuleNumber
 from .._protocol._parse_models import Status
 from .._protocol._targets import Protocol
+from .._usage import Usage
 
 #: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).
 CAP_THRESHOLD = 65_000
@@ -35,63 +37,6 @@ CAP_THRESHOLD = 65_000
 #: ``kind`` values read as per-policy records; any other kind (the harness's ``summary``
 #: lines, manifests) carries no prediction and is skipped and counted.
 POLICY_KINDS = (None, "policy", "record", "case")
-
-
-class Usage(BaseModel):
-    """Token counts of one LM call or the sum over several, in programs' outputs and records.
-
-    Extra keys (another harness's ``cost``) are kept; ``null`` counts read as 0.
-    """
-
-    model_config = ConfigDict(extra="allow")
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    reasoning_tokens: int | None = None
-
-    @field_validator("prompt_tokens", "completion_tokens", "total_tokens", mode="before")
-    @classmethod
-    def _null_is_zero(cls, value: object) -> object:
-        return 0 if value is None else value
-
-    @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | None) -> Usage:
-        """A provider's or LiteLLM's usage dict, the token counts only, tolerating missing and odd values."""
-        if not raw:
-            return cls()
-        counts = {
-            key: _as_int(raw.get(key)) for key in ("prompt_tokens", "completion_tokens", "total_tokens")
-        }
-        if not counts["total_tokens"]:
-            counts["total_tokens"] = counts["prompt_tokens"] + counts["completion_tokens"]
-        details = raw.get("completion_tokens_details")
-        reasoning = raw.get("reasoning_tokens")
-        if reasoning is None and isinstance(details, Mapping):
-            reasoning = details.get("reasoning_tokens")
-        return cls(**counts, reasoning_tokens=None if reasoning is None else _as_int(reasoning))
-
-    def __add__(self, other: Usage) -> Usage:
-        reasoning = (
-            None
-            if self.reasoning_tokens is None and other.reasoning_tokens is None
-            else (self.reasoning_tokens or 0) + (other.reasoning_tokens or 0)
-        )
-        return Usage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            total_tokens=self.total_tokens + other.total_tokens,
-            reasoning_tokens=reasoning,
-        )
-
-    @classmethod
-    def total(cls, parts: Iterable[Usage]) -> Usage:
-        return sum(parts, cls())
-
-
-def _as_int(value: object) -> int:
-    """A reported token count as an int (0 for anything that is not a number)."""
-    return 0 if isinstance(value, bool) or not isinstance(value, int | float) else int(value)
 
 
 def _flag(value: object) -> object:
@@ -104,6 +49,13 @@ def _error_text(value: object) -> object:
     if value is None or isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _usd(value: object) -> float | None:
+    """A line's ``cost`` as USD; anything but a finite number (another harness's text) is unknown."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def _is_none(value: object) -> bool:
@@ -136,9 +88,8 @@ class _Line(BaseModel):
     parse_status: Status | None = None
     model_name: str | None = None
     timestamp: str | None = None
-    usage: Usage | None = Field(default=None, description="Token counts; replayed answers count as produced.")
-    cost: float | None = Field(
-        default=None, description="USD of the answers, also when replayed; None: unpriced."
+    usage: Usage | None = Field(
+        default=None, description="Tokens and USD of the answers; replayed ones count as produced."
     )
     cache_hits: int = Field(default=0, description="Answers replayed from the response cache.")
     latency_s: float | None = None
@@ -160,16 +111,32 @@ class _Line(BaseModel):
         super().__pydantic_init_subclass__(**kwargs)
         cls._own = tuple(name for name in cls.model_fields if name not in _Line.model_fields)
 
+    @model_validator(mode="after")
+    def _cost_into_usage(self) -> Self:
+        """A line states its answers' USD beside the token counts (``cost``); a record keeps it in ``usage``."""
+        extra = self.__pydantic_extra__
+        if extra and "cost" in extra:
+            cost = _usd(extra.pop("cost"))
+            if self.usage is None:
+                self.usage = Usage(cost=cost)
+            elif cost is not None:
+                self.usage.cost = cost
+        return self
+
     @field_serializer("usage")
     def _reported_counts(self, usage: Usage | None) -> dict[str, Any] | None:
-        return None if usage is None else usage.model_dump(exclude_none=True)
+        return None if usage is None else usage.tokens()
 
     @model_serializer(mode="wrap")
-    def _own_fields_first(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _as_line(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """This kind's own fields first; the usage's USD right after its token counts, as ``cost``."""
         data: dict[str, Any] = handler(self)
-        first = {name: data.pop(name) for name in self._own if name in data}
-        first.update(data)
-        return first
+        line = {name: data.pop(name) for name in self._own if name in data}
+        for name, value in data.items():
+            line[name] = value
+            if name == "usage":
+                line["cost"] = None if self.usage is None else self.usage.cost
+        return line
 
     def line(self) -> dict[str, Any]:
         """The result line: the fields set, in the line's order."""

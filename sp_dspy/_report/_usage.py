@@ -66,7 +66,7 @@ def _case_cost(parts: Sequence[PolicyRecord | JudgmentRecord]) -> CaseCost:
     return CaseCost(
         prompt_tokens=sum(u.prompt_tokens for u in usages) if usages else None,
         completion_tokens=sum(u.completion_tokens for u in usages) if usages else None,
-        dollars=_summed(_stated(p, "cost") for p in parts),
+        dollars=_summed(p.usage.cost for p in parts if p.usage is not None),
         calls=_int_or_none(_summed(_calls(p) for p in parts)),
         latency_s=_summed(_stated(p, "latency_s") for p in parts),
         cache_hits=_int_or_none(_summed(_stated(p, "cache_hits") for p in parts)),

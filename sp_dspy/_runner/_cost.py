@@ -131,7 +131,7 @@ class EvalBudget:
         usage = None if record is None else record.usage
         prompt = 0 if usage is None else usage.prompt_tokens
         completion = 0 if usage is None else usage.completion_tokens
-        cost = None if record is None else record.cost
+        cost = None if usage is None else usage.cost
         # A record's cost is its answers' price, also when replayed from the cache; the caps
         # count what a run pays, and a replayed answer paid nothing now.
         cached = record is not None and bool(record.cache_hits)

@@ -43,8 +43,8 @@ class RunTotals(BaseModel):
         if record.error_class:
             self.errors += 1
         self.cache_hits += record.cache_hits
-        if record.cost is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + record.cost
+        if record.usage is not None and record.usage.cost is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + record.usage.cost
 
 
 class ModelRun(BaseModel):

@@ -45,11 +45,10 @@ def _provenance(case: Case, model: str, run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _answered(answer: PolicyRecord | JudgmentRecord, latency_s: float) -> dict[str, Any]:
-    """What a record with an answer states even at its default: usage, cost, cache hits,
-    latency, and the failure (redacted) when the program reported one."""
+    """What a record with an answer states even at its default: usage (tokens and USD), cache
+    hits, latency, and the failure (redacted) when the program reported one."""
     fields: dict[str, Any] = {
         "usage": answer.usage or Usage(),
-        "cost": answer.cost,
         "cache_hits": answer.cache_hits,
         "latency_s": round(latency_s, 3),
     }

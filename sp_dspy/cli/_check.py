@@ -148,7 +148,8 @@ def _print_verdict(verdict: Verdict, rule_texts: dict[int, str]) -> None:
     if verdict.reasoning:
         console.print(f"[dim]reasoning:[/dim] {escape(verdict.reasoning)}", highlight=False)
     tokens = verdict.usage.total_tokens
-    cost = "" if verdict.cost is None else f", ${verdict.cost:.4f}"
+    usd = verdict.usage.cost
+    cost = "" if usd is None else f", ${usd:.4f}"
     console.print(
         f"[dim]{escape(verdict.program)} ({verdict.protocol}) on {escape(verdict.model)}; status {verdict.status}; "
         f"{tokens} tokens{cost}[/dim]",
