@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .._lm import classify_error, redact
-from .._metrics import JudgmentRecord, PolicyRecord, Usage
+from .._metrics import JudgmentRecord, PolicyRecord
 from .._protocol._parse_policy import case_rule_numbers, keep_policy_rules
+from .._usage import Usage
 
 if TYPE_CHECKING:
     from .._data import Case
