@@ -1,9 +1,9 @@
 """Runner throughput and client CPU against a loopback stub server with fixed latency.
 
 What it measures (issue 3's benchmark): the official baseline run by ``run_eval``
-exactly as ``sp-dspy eval`` runs it (real HTTP through the engine ``eval`` picks:
-sp-dspy's HTTP engine for a single OpenAI-compatible endpoint, or DSPy's engine with
-``--transport dspy``; durable JSONL writes, no response cache, no progress bar)
+exactly as ``sp-dspy eval`` runs it (real HTTP through DSPy's execution and the engine
+``eval`` picks: sp-dspy's HTTP engine for a single OpenAI-compatible endpoint, or DSPy's
+own with ``--transport dspy``; durable JSONL writes, no response cache, no progress bar)
 against an OpenAI-compatible stub that answers every request after ``--latency``
 seconds. Each measurement sends ``concurrency x --rounds`` calls (50 rounds by
 default), per-policy capped at the 3,000 cases of the full-size file. For each protocol and
@@ -37,6 +37,8 @@ not tokens): what a server's prefix cache could reuse.
     python benchmarks/make_synthetic.py --out benchmarks/_data/synthetic.json
     python benchmarks/bench_runner.py                       # the README table
     python benchmarks/bench_runner.py --concurrency 64 --protocols per-policy
+    python benchmarks/bench_runner.py --latency 0.2 --concurrency 64 --protocols per-policy \
+        --clients sp-dspy,reference-style                   # issue 22's figure: 3,000 cases
     python benchmarks/bench_runner.py --transport dspy      # DSPy's engine instead
     python benchmarks/bench_runner.py --stub threaded       # the tests' StubServer
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from programs import make_program
+from programs import CaseOutput, OfficialPerPolicy, make_program
+from sp_dspy._compile._budget import BudgetExceeded
 from sp_dspy._compile._evaluate import evaluate_on_dev
 from sp_dspy._compile._run import _select
 from sp_dspy._compile._types import Contender, DevScore
+from sp_dspy._data import Case
 from sp_dspy._lm import LMConfig, make_lm
 from sp_dspy._lm._direct import client_of
 from sp_dspy._runner._fake_gold import teach_fake
@@ -35,6 +38,29 @@ def test_oracle_answers_score_full_marks_with_an_interval() -> None:
     teach_fake(lm, cases)
     result = evaluate_on_dev(make_program("dspy"), cases, lm)
     assert result.score == result.rmr_avg_strict == 100.0 and result.ci95 == [100.0, 100.0]
+
+
+class Scripted(OfficialPerPolicy):
+    """Gold plus rule 999 (outside every policy); the budget refuses the case ``refused``."""
+
+    def __init__(self, refused: str = "") -> None:
+        super().__init__()
+        self.refused = refused
+
+    async def acall_case(self, case: Case, lm: Any) -> CaseOutput:
+        if case.id == self.refused:
+            raise BudgetExceeded("max_calls")
+        rules = [*case.ground_truth_violations, 999]
+        return CaseOutput(id=case.id, protocol="per-policy", violated_rules=rules, status="clean")
+
+
+def test_dev_scoring_records_as_eval_does_and_a_refused_case_scores_zero() -> None:
+    cases = sample_cases()[:4]
+    result = evaluate_on_dev(Scripted(), cases, None)
+    # 999 is dropped, as eval records a DSPy program's answer.
+    assert (result.score, result.complete) == (100.0, True)
+    refused = evaluate_on_dev(Scripted(refused=cases[1].id), cases, None)
+    assert (refused.score, refused.excluded, refused.complete) == (75.0, 1, False)
 
 
 def test_dev_evaluation_over_http_closes_its_connection_pool() -> None:

@@ -12,8 +12,7 @@ from typing import Any
 from sp_dspy._compile._budget import BudgetExceeded
 from sp_dspy._compile._types import DevScore
 from sp_dspy._data import Case
-from sp_dspy._metrics import TAUS, PolicyRecord, case_outcomes, compute_cell
-from sp_dspy._metrics._bootstrap import bootstrap_matrix, outcome_matrix
+from sp_dspy._metrics import TAUS, PolicyRecord, bootstrap_matrix, case_outcomes, compute_cell, outcome_matrix
 
 N_BOOT = 1000
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .._errors import OutputError
 from .._user_dirs import default_cache_dir, ensure_writable_dir
-from ._compat import endpoint_cache_class, install_cache, installed_cache
+from ._compat import install_cache, installed_cache
 from ._dspy import ensure_offline_env
 
 DISK_SIZE_LIMIT_BYTES = 30 * 1024**3
@@ -64,8 +64,11 @@ def configure_cache(enabled: bool = True, directory: Path | str | None = None) -
                 f"{exc}; set SP_DSPY_CACHE_DIR to a writable directory or pass --no-cache"
             ) from None
         disk = {"disk_cache_dir": str(path), "disk_size_limit_bytes": DISK_SIZE_LIMIT_BYTES}
-    cache_class = endpoint_cache_class(endpoint_key)
-    install_cache(cache_class(enable_disk_cache=enabled, enable_memory_cache=enabled, **disk))
+    from ._dspy_cache import EndpointAwareCache  # imports DSPy
+
+    install_cache(
+        EndpointAwareCache(endpoint_key, enable_disk_cache=enabled, enable_memory_cache=enabled, **disk)
+    )
     _configured = True
 
 

@@ -1,8 +1,8 @@
 """Raw chat messages through a ``dspy.LM`` (no adapter): the official baseline's path to a model.
 
-:func:`chat` runs DSPy's own execution steps, as ``lm(messages=...)`` does, but keeps the
-``CallResult`` that says whether the answer came from the cache and what it cost; an LM on
-sp-dspy's HTTP engine is asked through that engine's client instead.
+:func:`chat` runs DSPy's own execution steps, as ``lm(messages=...)`` does (DSPy's response
+cache, retries and history, whatever the LM's engine), but keeps the ``CallResult`` that says
+whether the answer came from the cache and what it cost.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._usage import Usage, parse_usage
-from ._compat import acall, call, response_usage
+from ._compat import acall, call
 from ._direct import client_of
 from ._result import ChatResult
 
@@ -29,6 +29,23 @@ def _raw_usage(response: Any) -> dict[str, Any] | None:
     return dict(raw) if raw else None
 
 
+def response_usage(response: Any) -> Usage | None:
+    """The usage an lm15 ``Response`` carries (what DSPy keeps of a cache replay), None if it
+    reports none; prompt tokens as the engine counted them (sp-dspy's include cache reads)."""
+    usage = response.usage
+    if usage.input_tokens is None and usage.output_tokens is None:
+        return None
+    prompt, completion = usage.input_tokens or 0, usage.output_tokens or 0
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=usage.total_tokens or prompt + completion,
+        reasoning_tokens=usage.reasoning_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+    )
+
+
 def history_usage(entry: Mapping[str, Any]) -> tuple[Usage | None, bool]:
     """Tokens of the answer an ``lm.history`` entry records (None: none reported; no cost), and
     whether it came from the cache.
@@ -43,10 +60,12 @@ def history_usage(entry: Mapping[str, Any]) -> tuple[Usage | None, bool]:
 
     response = entry.get("response")
     responses = response if isinstance(response, list | tuple) else [response]
-    raws = (
-        response_usage(r) if isinstance(r, Response) else _raw_usage(r) for r in responses if r is not None
+    found = (
+        response_usage(r) if isinstance(r, Response) else parse_usage(_raw_usage(r))
+        for r in responses
+        if r is not None
     )
-    parts = [part for part in map(parse_usage, raws) if part is not None]
+    parts = [part for part in found if part is not None]
     return (Usage.total(parts) if parts else None), True
 
 
@@ -57,17 +76,22 @@ def answer_price(lm: Any, usage: Usage) -> float | None:
     return None if client is None else client.price(usage)
 
 
-def _to_result(result: Any) -> ChatResult:
-    """Read DSPy's ``CallResult`` (native or LiteLLM-shaped) into a :class:`ChatResult`."""
+def _to_result(lm: Any, result: Any) -> ChatResult:
+    """Read DSPy's ``CallResult`` (native or LiteLLM-shaped) into a :class:`ChatResult`, priced
+    by sp-dspy's HTTP engine where that is ``lm``'s (DSPy leaves its calls unpriced)."""
     output = result.outputs[0] if result.outputs else ""
     text = output.get("text") if isinstance(output, Mapping) else output
     reasoning = output.get("reasoning_content") if isinstance(output, Mapping) else None
     response = result.responses[0] if result.responses else None
-    usage = parse_usage(result.usage or (response_usage(response) if response is not None else None))
+    usage = parse_usage(result.usage)
+    if usage is None and response is not None:
+        usage = response_usage(response)  # a cache replay: DSPy keeps the response, not its usage
     if usage is None and result.raw is not None and not result.responses:
         usage = parse_usage(_raw_usage(result.raw))
-    if result.cost is not None:
-        usage = (usage or Usage()).model_copy(update={"cost": result.cost})
+    client = client_of(lm)
+    cost = result.cost if client is None or usage is None else client.price(usage)
+    if cost is not None:
+        usage = (usage or Usage()).model_copy(update={"cost": cost})
     return ChatResult(
         text=text or "",
         reasoning=reasoning or None,
@@ -85,15 +109,9 @@ def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
     ``response_format``, ``cache=False``, ``rollout_id``...). Errors are DSPy's ``LM*Error``
     classes after DSPy's own retries (see ``classify_error``).
     """
-    client = client_of(lm)
-    if client is not None:
-        return client.chat(messages, **kwargs)
-    return _to_result(call(lm, [dict(m) for m in messages], kwargs))
+    return _to_result(lm, call(lm, [dict(m) for m in messages], kwargs))
 
 
 async def achat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
     """Async :func:`chat`."""
-    client = client_of(lm)
-    if client is not None:
-        return await client.achat(messages, **kwargs)
-    return _to_result(await acall(lm, [dict(m) for m in messages], kwargs))
+    return _to_result(lm, await acall(lm, [dict(m) for m in messages], kwargs))

@@ -10,8 +10,8 @@ public API in DSPy 3.4; ``tests/test_lm_presets.py`` names the use (:data:`USES`
 
 from __future__ import annotations
 
-import functools
 import importlib
+from collections.abc import Callable
 from contextlib import nullcontext
 from types import SimpleNamespace
 from typing import Any
@@ -19,10 +19,7 @@ from typing import Any
 #: ``use name -> ((module, space-separated attribute names), ...)`` that must exist in the
 #: installed DSPy (``Class.method``: a method of a class there).
 USES: dict[str, tuple[tuple[str, str], ...]] = {
-    "call_path": (
-        ("dspy.clients.execution", "prepare execute aexecute finalize"),
-        ("dspy.clients.call_result", "usage_dict"),
-    ),
+    "call_path": (("dspy.clients.execution", "prepare execute aexecute finalize"),),
     "price_table": (("dspy.clients.model_metadata", "model_info rate"),),
     "response_cache": (("dspy.clients.cache", "Cache Cache.cache_key"),),
     "gepa_budget": (("dspy.teleprompt.gepa.gepa", "AUTO_RUN_SETTINGS GEPA GEPA.auto_budget"),),
@@ -42,6 +39,8 @@ SYNC_IDENTIFIERS = {
 }
 #: The request field in which DSPy's cache keys record the function called.
 IDENTIFIER_FIELD = "_fn_identifier"
+#: The request fields in which DSPy's cache keys would carry the endpoint (DSPy leaves them out).
+ENDPOINT_FIELDS = ("api_base", "base_url")
 
 
 def missing_uses() -> list[str]:
@@ -74,22 +73,14 @@ def call(lm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any
 
 
 async def acall(lm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any:
-    """The async :func:`call` (DSPy prepares a request on a thread: it may read files)."""
-    import asyncio
-
+    """The async :func:`call`. Prepared on the event loop, not on a thread as ``lm.acall`` does:
+    that is for media parts read from files, and these messages are text."""
     from dspy.clients.execution import aexecute, finalize, prepare
 
-    prepared = await asyncio.to_thread(prepare, lm, None, messages, kwargs, asynchronous=True)
+    prepared = prepare(lm, None, messages, kwargs, asynchronous=True)
     result = await aexecute(lm, prepared)
     finalize(lm, prepared, result)
     return result
-
-
-def response_usage(response: Any) -> dict[str, Any] | None:
-    """The usage DSPy recorded for one provider response of a ``CallResult``."""
-    from dspy.clients.call_result import usage_dict
-
-    return usage_dict(response)
 
 
 # ----- 2. price_table ----------------------------------------------------------------------
@@ -106,31 +97,30 @@ def price_rates(provider: str, model_id: str) -> tuple[float | None, float | Non
 
 
 # ----- 3. response_cache -------------------------------------------------------------------
-@functools.cache
-def endpoint_cache_class(endpoint_key: Any) -> type[Any]:
-    """DSPy's ``Cache`` whose key keeps the endpoint (``endpoint_key(url)``), never the API key."""
+def cache_class() -> type[Any]:
+    """DSPy's response cache class, the base of sp-dspy's (``_dspy_cache.EndpointAwareCache``)."""
     from dspy.clients.cache import Cache
 
-    endpoint_fields = ("api_base", "base_url")
+    return Cache
 
-    class EndpointAwareCache(Cache):
-        def cache_key(
-            self, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None
-        ) -> str:
-            ignored = [a for a in (ignored_args_for_cache_key or []) if a not in endpoint_fields]
-            if "api_key" not in ignored:
-                ignored.append("api_key")
-            keyed = dict(request)
-            function = keyed.get(IDENTIFIER_FIELD)
-            if isinstance(function, str):
-                keyed[IDENTIFIER_FIELD] = SYNC_IDENTIFIERS.get(function, function)
-            for name in endpoint_fields:
-                value = keyed.get(name)
-                if isinstance(value, str):
-                    keyed[name] = endpoint_key(value)
-            return str(super().cache_key(keyed, ignored))
 
-    return EndpointAwareCache
+def cache_request(
+    request: dict[str, Any], ignored: list[str] | None, endpoint_key: Callable[[str], str]
+) -> tuple[dict[str, Any], list[str]]:
+    """A request as DSPy's cache should key it, and the fields to leave out: an async call as its
+    sync twin, the endpoint (``api_base``, ``base_url``) as ``endpoint_key(url)``, never the API key."""
+    left_out = [name for name in ignored or [] if name not in ENDPOINT_FIELDS]
+    if "api_key" not in left_out:
+        left_out.append("api_key")
+    keyed = dict(request)
+    function = keyed.get(IDENTIFIER_FIELD)
+    if isinstance(function, str):
+        keyed[IDENTIFIER_FIELD] = SYNC_IDENTIFIERS.get(function, function)
+    for name in ENDPOINT_FIELDS:
+        value = keyed.get(name)
+        if isinstance(value, str):
+            keyed[name] = endpoint_key(value)
+    return keyed, left_out
 
 
 def install_cache(cache: Any) -> None:

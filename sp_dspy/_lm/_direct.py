@@ -1,8 +1,9 @@
 """sp-dspy's HTTP engine: each request built from a config and its provider profile, posted as built.
 
 :meth:`DirectChat.request` builds the one :class:`HttpRequest` that is sent, cached and shown
-(``eval --show-request``). DSPy programs use it as a ``dspy.LM`` engine (DSPy owns cache and
-retries); ``achat`` calls :meth:`DirectChat.achat`, which does the same without DSPy's generic path.
+(``eval --show-request``). It is a ``dspy.LM``'s engine, one attempt per request: every call
+(DSPy programs and the official baseline's raw messages alike) goes through DSPy's execution,
+which owns the response cache and the retries.
 """
 
 from __future__ import annotations
@@ -22,23 +23,13 @@ from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
 from ._config import _KEY_HEADERS, LMConfig
 from ._dspy import AsyncEngine, Shared, SyncEngine, request_system
-from ._errors import (
-    RETRY_STATUSES,
-    backoff_seconds,
-    error_message,
-    retry_after_seconds,
-    status_error,
-    transport_error,
-)
+from ._errors import error_message, retry_after_seconds, status_error, transport_error
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
-from ._result import ChatResult
 
 if TYPE_CHECKING:
     import aiohttp
     from dspy.lm15 import Request, Response
 
-#: Bumped when the cached value's layout changes, so old entries are not misread.
-CACHE_IDENTIFIER = "sp_dspy.direct.chat/3"
 #: Request-config fields a DSPy program may set per call, sent under the same name.
 _CALL_FIELDS = ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "response_format")
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_call"}
@@ -152,32 +143,6 @@ class DirectChat(Shared):
             raise RequestCaptured(request)
         return request
 
-    async def achat(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> ChatResult:
-        """One completion for ``messages`` (cached, retried); ``cache=False`` skips the cache."""
-        use_cache = bool(overrides.pop("cache", self.config.cache))
-        rollout = overrides.pop("rollout_id", None)
-        request = self.request(messages, **overrides)
-        import dspy
-
-        cache = getattr(dspy, "cache", None) if use_cache else None
-        key = {
-            "_fn_identifier": CACHE_IDENTIFIER,
-            "api_base": self.api_base,
-            "rollout_id": rollout,
-            **request.body,
-        }
-        hit = cache.get(key) if cache is not None else None
-        if isinstance(hit, dict):
-            return ChatResult.model_validate({**hit, "cached": True})
-        result = self._result(await self._post(request, retries=self.config.num_retries))
-        if cache is not None:
-            cache.put(key, result.model_dump(exclude={"cached"}))
-        return result
-
-    def chat(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> ChatResult:
-        """Blocking :meth:`achat` (see :meth:`run_sync`)."""
-        return self.run_sync(lambda: self.achat(messages, **overrides))
-
     def run_sync(self, make: Any) -> Any:
         """Run the coroutine ``make()`` on a short-lived event loop (its own thread inside a running
         one), opening and closing its connection: the synchronous API is the rare path."""
@@ -196,24 +161,30 @@ class DirectChat(Shared):
             return pool.submit(asyncio.run, once()).result()
 
     async def acomplete(self, request: Request) -> Response:
-        """One attempt for a DSPy request (DSPy owns the cache and the retries)."""
+        """One attempt for a DSPy request (DSPy owns the cache and the retries): the answer's
+        text, reasoning (a thinking part) and usage, its prompt-cache reads included."""
         from dspy import lm15
 
-        http = self.request(request_messages(request), **request_overrides(request))
-        result = self._result(await self._post(http, retries=0))
-        finish = _FINISH.get(result.finish_reason or "", result.finish_reason)
-        usage = result.usage
+        data = await self._post(self.request(request_messages(request), **request_overrides(request)))
+        text, reasoning, finish = _anthropic_answer(data) if self.anthropic else _openai_answer(data)
+        finish = _FINISH.get(finish, finish) if isinstance(finish, str) else None
+        usage = parse_usage(data.get("usage"))
+        parts: list[Any] = [lm15.ThinkingPart(reasoning)] if reasoning else []
+        answer_id = data.get("id")
         return lm15.Response(
-            id=result.id or "",
-            model=result.model or request.model,
-            message=lm15.Message.assistant([lm15.TextPart(result.text)]),
+            id=answer_id if isinstance(answer_id, str) and answer_id else None,
+            model=data["model"] if isinstance(data.get("model"), str) else request.model,
+            message=lm15.Message.assistant([*parts, lm15.TextPart(text)]),
             finish_reason=finish if finish in ("stop", "length", "tool_call", "content_filter") else "stop",
             usage=lm15.Usage()
             if usage is None
             else lm15.Usage(
                 input_tokens=usage.prompt_tokens,
                 output_tokens=usage.completion_tokens,
+                total_tokens=usage.total_tokens,
                 reasoning_tokens=usage.reasoning_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
             ),
         )
 
@@ -239,46 +210,25 @@ class DirectChat(Shared):
             self._sessions[loop] = session
         return session
 
-    async def _post(self, request: HttpRequest, *, retries: int) -> dict[str, Any]:
+    async def _post(self, request: HttpRequest) -> dict[str, Any]:
+        """The answer's JSON, else DSPy's error class for the failure (``Retry-After`` kept)."""
         import aiohttp
         import orjson
 
-        payload = orjson.dumps(request.body)
-        session = self._session()
         model = self.config.model
-        for attempt in range(retries + 1):
-            last = attempt == retries
-            try:
-                async with session.post(request.url, data=payload) as response:
-                    raw = await response.read()
-                    status = response.status
-                    headers = {} if status < 300 else {k.lower(): v for k, v in response.headers.items()}
-            except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
-                if last:
-                    timeout = isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError)
-                    raise transport_error(exc, model=model, timeout=timeout) from exc
-                wait = None
-            else:
-                if status < 300:
-                    self.answered += 1
-                    return _json_object(raw, model)
-                wait = retry_after_seconds(headers)
-                if status not in RETRY_STATUSES or last:
-                    raise status_error(status, error_message(raw), model=model, retry_after=wait)
-            await asyncio.sleep(backoff_seconds(attempt, wait))
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    def _result(self, data: dict[str, Any]) -> ChatResult:
-        text, reasoning, finish = _anthropic_answer(data) if self.anthropic else _openai_answer(data)
-        usage = parse_usage(data.get("usage"))
-        return ChatResult(
-            text=text,
-            reasoning=reasoning,
-            usage=None if usage is None else usage.model_copy(update={"cost": self.price(usage)}),
-            model=data.get("model") if isinstance(data.get("model"), str) else None,
-            finish_reason=finish,
-            id=data.get("id") if isinstance(data.get("id"), str) else None,
-        )
+        try:
+            async with self._session().post(request.url, data=orjson.dumps(request.body)) as response:
+                raw = await response.read()
+                status = response.status
+                headers = {} if status < 300 else {k.lower(): v for k, v in response.headers.items()}
+        except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+            timeout = isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError)
+            raise transport_error(exc, model=model, timeout=timeout) from exc
+        if status >= 300:
+            wait = retry_after_seconds(headers)
+            raise status_error(status, error_message(raw), model=model, retry_after=wait)
+        self.answered += 1
+        return _json_object(raw, model)
 
     def price(self, usage: Usage) -> float | None:
         """USD of an answer that took ``usage`` tokens here (some perhaps read from the provider's

@@ -7,7 +7,6 @@ chain by class name along the MRO (importing none of those libraries) or by HTTP
 from __future__ import annotations
 
 import email.utils
-import random
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -107,15 +106,9 @@ def is_lasting(kind: str) -> bool:
     return kind in LASTING_KINDS
 
 
-#: Statuses worth another attempt: rate limits, timeouts, server-side failures.
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-#: Never wait longer than this for one retry, whatever ``Retry-After`` says.
-MAX_RETRY_WAIT_S = 60.0
-BASE_BACKOFF_S = 0.5
-
-
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` (or ``retry-after-ms``) as seconds, None when absent or unreadable."""
+    """``Retry-After`` (or ``retry-after-ms``) as seconds, None when absent or unreadable: the
+    wait an error carries for DSPy's retries."""
     for raw, scale in ((headers.get("retry-after-ms"), 1000), (headers.get("retry-after"), 1)):
         if raw is not None:
             try:
@@ -127,14 +120,6 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, parsed.timestamp() - time.time())
-
-
-def backoff_seconds(attempt: int, retry_after: float | None) -> float:
-    """Wait before retry number ``attempt`` (0-based): the server's word, else 0.5 s x 2^n +- 25%."""
-    if retry_after is not None:
-        return min(retry_after, MAX_RETRY_WAIT_S)
-    base = min(BASE_BACKOFF_S * 2**attempt, MAX_RETRY_WAIT_S)
-    return base * random.uniform(0.75, 1.25)
 
 
 def error_message(body: bytes) -> str:

@@ -20,4 +20,3 @@ class ChatResult(BaseModel):
     cached: bool = False
     model: str | None = None
     finish_reason: str | None = None
-    id: str | None = None

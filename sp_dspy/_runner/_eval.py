@@ -241,7 +241,7 @@ def run_eval(
                 totals=outcome.totals,
                 errors=outcome.errors,
                 endpoint_requests=endpoint_requests(),
-                transport="direct" if config.program == "official" and client_of(lm) is not None else "dspy",
+                transport="direct" if client_of(lm) is not None else "dspy",
                 metrics=None
                 if outcome.report is None
                 else {k: outcome.report.cells.get(k) for k in ("L0", "L1", "L2", "ALL")},

@@ -63,7 +63,8 @@ class ModelRun(BaseModel):
     #: Units whose latest record is an error, by class (what ``--retry-errors`` re-sends).
     errors: ErrorSummary = Field(default_factory=ErrorSummary)
     endpoint_requests: dict[str, int] = Field(default_factory=dict)
-    #: How raw-message calls went out: ``direct`` (sp-dspy's client) or ``dspy`` (DSPy's engine).
+    #: The LM's engine: ``direct`` (sp-dspy's HTTP engine) or ``dspy`` (DSPy's own, a replica
+    #: router or the fake); every call goes through DSPy's execution (cache, retries) either way.
     transport: str = "dspy"
     metrics: dict[str, Any] | None = None
 
