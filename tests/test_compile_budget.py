@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from programs import load_program
+from sp_dspy._budget import Budget, BudgetExceeded, Spend
 from sp_dspy._compile import BudgetCaps, CompileConfig, CompileStatus, compile_guard
-from sp_dspy._compile._budget import Budget, BudgetExceeded, Tally, budgeted
+from sp_dspy._compile._budgeted_lm import BudgetedLM
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
+from sp_dspy._usage import Usage
 from tests._compile_support import PROPOSAL_REPLY, REFLECTION_REPLY, scripted_prompt_lm
 from tests.test_compile_optimizers import INSTRUCTED, TINY, engine_calls, run_compile
 
@@ -24,17 +26,17 @@ def test_reservations_refuse_past_the_call_cap() -> None:
     with pytest.raises(BudgetExceeded, match="max_calls"):
         budget.reserve("task", 1, 10, 20, 0.0)
     for ticket in tickets:
-        budget.settle(ticket, Tally(calls=1, prompt_tokens=10, completion_tokens=5))
+        budget.settle(ticket, Spend(calls=1, usage=Usage(prompt_tokens=10, completion_tokens=5)))
     assert budget.total().calls == 3 and budget.refusals == 1 and budget.refused_by == "max_calls"
 
 
 def test_hold_back_reserves_budget_for_later() -> None:
     budget = Budget(caps=BudgetCaps(max_calls=5))
     with budget.hold_back(calls=3):
-        budget.settle(budget.reserve("task", 2, 0, 0, 0.0), Tally(calls=2))
+        budget.settle(budget.reserve("task", 2, 0, 0, 0.0), Spend(calls=2))
         with pytest.raises(BudgetExceeded):
             budget.reserve("task", 1, 0, 0, 0.0)
-    budget.settle(budget.reserve("task", 3, 0, 0, 0.0), Tally(calls=3))  # the held-back share
+    budget.settle(budget.reserve("task", 3, 0, 0, 0.0), Spend(calls=3))  # the held-back share
     assert budget.total().calls == 5
 
 
@@ -51,7 +53,7 @@ def test_concurrent_reservations_never_exceed_the_cap() -> None:
                 continue
             with lock:
                 granted.append(1)
-            budget.settle(ticket, Tally(calls=1))
+            budget.settle(ticket, Spend(calls=1))
 
     threads = [threading.Thread(target=worker) for _ in range(8)]
     for thread in threads:
@@ -64,7 +66,8 @@ def test_concurrent_reservations_never_exceed_the_cap() -> None:
 def test_token_and_dollar_caps_use_estimates_before_the_call() -> None:
     budget = Budget(caps=BudgetCaps(max_tokens=100, max_usd=1.0))
     budget.settle(
-        budget.reserve("task", 1, 40, 60, 0.5), Tally(calls=1, prompt_tokens=40, completion_tokens=20)
+        budget.reserve("task", 1, 40, 60, 0.5),
+        Spend(calls=1, usage=Usage(prompt_tokens=40, completion_tokens=20)),
     )
     with pytest.raises(BudgetExceeded, match="max_tokens"):
         budget.reserve("task", 1, 30, 50, 0.1)  # 60 spent + 50 estimated > 100
@@ -74,7 +77,7 @@ def test_token_and_dollar_caps_use_estimates_before_the_call() -> None:
 def test_budgeted_lm_counts_completions_refuses_without_calling_and_shares_the_budget() -> None:
     lm = make_lm(LMConfig(model="fake/oracle"))
     budget = Budget(caps=BudgetCaps(max_calls=4))
-    guarded = budgeted(lm, budget, "task")
+    guarded = BudgetedLM(lm, budget, "task")
     guarded("Is anything violated?", n=3)
     assert budget.total().calls == 3 == len(fake_engine(lm).calls)  # type: ignore[union-attr]
     twin = copy.deepcopy(guarded)
@@ -82,13 +85,13 @@ def test_budgeted_lm_counts_completions_refuses_without_calling_and_shares_the_b
     with pytest.raises(BudgetExceeded):
         guarded.copy(temperature=1.0)("Once more?")
     assert len(fake_engine(lm).calls) == 4 and budget.roles["task"].calls == 4  # type: ignore[union-attr]
-    assert budget.roles["task"].prompt_tokens > 0
+    assert budget.roles["task"].usage.prompt_tokens > 0
 
 
 def test_a_copy_of_the_budgeted_lm_calls_with_its_own_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """SIMBA samples on ``lm.copy(rollout_id=r, temperature=1.0)``: the call carries them."""
     lm = make_lm(LMConfig(model="fake/oracle"))
-    guarded = budgeted(lm, Budget(caps=BudgetCaps()), "task")
+    guarded = BudgetedLM(lm, Budget(caps=BudgetCaps()), "task")
     seen: list[float | None] = []
     engine = fake_engine(lm)
     assert engine is not None
@@ -208,7 +211,7 @@ def test_an_lm_that_fails_stops_the_compile_with_one_line(
 def test_after_ten_lm_failures_every_call_is_refused() -> None:
     budget = Budget()
     for _ in range(budget.max_lm_errors):
-        budget.settle(budget.reserve("task", 1, 0, 0, 0.0), Tally(calls=1))
+        budget.settle(budget.reserve("task", 1, 0, 0, 0.0), Spend(calls=1))
         budget.record_error("task", "LMServerError: 500")
     with pytest.raises(BudgetExceeded, match="10 failed LM calls"):
         budget.reserve("task", 1, 0, 0, 0.0)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from programs import OfficialPerPolicy, PolicyRecord, make_program
-from sp_dspy._compile._budget import BudgetExceeded
+from sp_dspy._budget import BudgetExceeded
 from sp_dspy._compile._evaluate import evaluate_on_dev
 from sp_dspy._compile._run import _select
 from sp_dspy._compile._types import Contender, DevScore

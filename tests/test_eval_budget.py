@@ -64,7 +64,7 @@ def test_the_projection_counts_units_and_scales_with_the_prompts() -> None:
     assert per_policy.estimate.calls == 6
     assert per_rule.estimate.calls == sum(len(build_targets(case)) for case in cases)
     text = sum(len(case.policy) + len(case.conversation) for case in cases)
-    assert 0.8 * text / 4 < per_policy.estimate.prompt_tokens < 1.5 * text / 4
+    assert 0.8 * text / 4 < per_policy.estimate.usage.prompt_tokens < 1.5 * text / 4
     assert per_policy.estimate.usd is not None and per_rule.estimate.usd > per_policy.estimate.usd  # type: ignore[operator]
     unpriced = plan_run(config, LMConfig(model="fake/oracle"))
     assert (unpriced.estimate.usd, unpriced.priced) == (None, False)

@@ -42,7 +42,7 @@ def test_a_priced_model_gets_a_cost_per_record_and_a_run_total(tmp_path: Path) -
         )
         assert record["cost"] == pytest.approx(expected, rel=1e-9) and record["cost"] > 0
     manifest = RunManifest.model_validate_json(outcome.paths.manifest.read_text(encoding="utf-8"))
-    total = manifest.runs["gpt-4o-mini"].totals.cost_usd
+    total = manifest.runs["gpt-4o-mini"].totals.usage.cost
     assert total == pytest.approx(sum(r["cost"] for r in records), abs=1e-6)
 
 
@@ -50,7 +50,7 @@ def test_an_unpriced_model_has_no_cost_rather_than_zero(tmp_path: Path) -> None:
     outcome = evaluate(tmp_path, "openai/stub")
     assert {r["cost"] for r in iter_records(outcome.results_file)} == {None}
     manifest = RunManifest.model_validate_json(outcome.paths.manifest.read_text(encoding="utf-8"))
-    assert manifest.runs["stub"].totals.cost_usd is None
+    assert manifest.runs["stub"].totals.usage.cost is None
 
 
 def test_a_run_leaves_dspys_pricing_functions_as_dspy_wrote_them(tmp_path: Path) -> None:

@@ -146,7 +146,7 @@ def test_eval_says_how_many_answers_came_from_the_cache(
 def test_answers_replayed_from_the_cache_do_not_count_against_max_usd(
     tmp_path: Path, server: StubServer
 ) -> None:
-    from sp_dspy._compile._budget import BudgetCaps
+    from sp_dspy._budget import BudgetCaps
 
     def evaluate(run_id: str, caps: BudgetCaps) -> Any:
         settings = {"output_dir": tmp_path, "run_id": run_id, "concurrency": 1, "caps": caps}
@@ -157,4 +157,4 @@ def test_answers_replayed_from_the_cache_do_not_count_against_max_usd(
     price = sum(r["cost"] for r in iter_records(fresh.results_file))
     replayed = evaluate("replayed", BudgetCaps(max_usd=price / 2))  # a fresh run would stop halfway
     assert replayed.capped_by is None and len(list(iter_records(replayed.results_file))) == 6
-    assert replayed.spent is not None and (replayed.spent.usd_paid, replayed.spent.cache_hits) == (0.0, 6)
+    assert replayed.spent is not None and (replayed.spent.paid, replayed.spent.cache_hits) == (0.0, 6)

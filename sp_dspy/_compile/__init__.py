@@ -3,7 +3,8 @@
 Importing this package does not import DSPy; the functions that need it do.
 """
 
-from sp_dspy._compile._budget import BudgetCaps, CompilePlan
+from sp_dspy._budget import BudgetCaps
+from sp_dspy._compile._budget import CompilePlan
 from sp_dspy._compile._run import compile_guard
 from sp_dspy._compile._types import CompileConfig, CompileOutcome, CompileStatus
 

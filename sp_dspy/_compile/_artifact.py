@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sp_dspy._compile._budget import Budget
+from sp_dspy._budget import Budget
 from sp_dspy._compile._data import ids_hash
 from sp_dspy._compile._types import (
     BudgetRecord,
@@ -28,6 +28,7 @@ from sp_dspy._compile._types import (
     SplitRecord,
 )
 from sp_dspy._errors import ConfigError
+from sp_dspy._provenance import git_commit, package_versions, redacted_argv
 
 DEMO_FIELD_CHARS = 1500
 PROMPT_FILE = "prompt.md"
@@ -184,7 +185,6 @@ def save_artifact(
     warnings: list[str],
 ) -> CompileManifest:
     """Write ``program.json``, ``splits.json``, ``prompt.md`` and ``manifest.json``; return the manifest."""
-    from sp_dspy._runner._manifest import git_commit, package_versions, redacted_argv
 
     config, data, recipe, chosen = setup.config, setup.data, setup.recipe, selection.chosen
     out, budget_limited = config.out, budget.exhausted
@@ -237,7 +237,7 @@ def save_artifact(
         ),
         usage={
             **budget.total().as_dict(),
-            "by_lm": {role: tally.as_dict() for role, tally in sorted(budget.roles.items())},
+            "by_lm": {role: spend.as_dict() for role, spend in sorted(budget.roles.items())},
         },
         budget=BudgetRecord(
             **config.caps.model_dump(), refusals=budget.refusals, refused_by=budget.refused_by

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sp_dspy._compile._budget import BudgetExceeded
+from sp_dspy._budget import BudgetExceeded
 from sp_dspy._compile._types import DevScore
 from sp_dspy._data import Case
 from sp_dspy._metrics import TAUS, PolicyRecord, bootstrap_matrix, case_outcomes, compute_cell, outcome_matrix

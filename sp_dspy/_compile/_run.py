@@ -16,18 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sp_dspy._budget import NO_ERROR_LIMIT, Budget, OptimizerStopped, require_prices
 from sp_dspy._compile._artifact import claim_out, program_state, save_artifact, state_key
-from sp_dspy._compile._budget import (
-    HELPER_COMPLETION,
-    NO_ERROR_LIMIT,
-    Budget,
-    OptimizerStopped,
-    budgeted,
-    build_plan,
-    completion_guess,
-    pricing_for,
-    require_prices,
-)
+from sp_dspy._compile._budget import HELPER_COMPLETION, build_plan
 from sp_dspy._compile._data import load_compile_data
 from sp_dspy._compile._evaluate import evaluate_on_dev
 from sp_dspy._compile._types import (
@@ -41,6 +32,7 @@ from sp_dspy._compile._types import (
 )
 from sp_dspy._errors import ConfigError, SpDspyError
 from sp_dspy._lm import LMConfig, redact
+from sp_dspy._pricing import completion_guess, pricing_for
 
 if TYPE_CHECKING:
     from sp_dspy._compile._recorder import CandidateRecorder
@@ -284,13 +276,15 @@ def compile_guard(
     status = status or CompileStatus()
     budget = Budget(caps=config.caps)
     status.caps, status.budget = config.caps, budget
+    from sp_dspy._compile._budgeted_lm import BudgetedLM  # imports DSPy
+
     with library_log(config.out / LOG_FILE):
         built = {role: (lms or {}).get(role) or make_lm(cfg) for role, cfg in setup.configs.items()}
         for lm in built.values():
             teach_fake(lm, [*setup.data.train, *setup.data.dev])  # train and dev only: test never
-        dev_lm = budgeted(built["task"], budget, "task", setup.pricing["task"])  # refuses case by case
+        dev_lm = BudgetedLM(built["task"], budget, "task", setup.pricing["task"])  # refuses case by case
         optimizer_lms = {  # these stop the optimizer at the first refused call
-            role: budgeted(lm, budget, role, setup.pricing[role], stops_optimizer=True)
+            role: BudgetedLM(lm, budget, role, setup.pricing[role], stops_optimizer=True)
             for role, lm in built.items()
         }
 

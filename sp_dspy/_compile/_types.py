@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sp_dspy._benchmarks import BenchmarkName
-from sp_dspy._compile._budget import Budget, BudgetCaps, CompilePlan
+from sp_dspy._budget import Budget, BudgetCaps
+from sp_dspy._compile._budget import CompilePlan
 from sp_dspy._compile._data import DEFAULT_RATIOS, CompileData
 from sp_dspy._lm import LMConfig
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._benchmarks import BenchmarkName
-from .._compile._budget import BudgetCaps
+from .._budget import BudgetCaps
 from .._errors import ConfigError, validation_problem
 from .._yaml_lines import read_yaml_mapping
 

@@ -1,7 +1,7 @@
 """What an eval run will cost before any call (``--dry-run``), and its caps while it runs.
 
-Compile's mechanism (``_compile._budget``): its prices, prompt tokens as characters / 4
-of the real prompts, and a :class:`Budget` each unit reserves its estimate from.
+The mechanism compile uses too (``sp_dspy._pricing``, ``sp_dspy._budget``): its prices, prompt
+tokens as characters / 4 of the real prompts, and a :class:`Budget` each unit reserves its estimate from.
 """
 
 from __future__ import annotations
@@ -11,25 +11,27 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .._compile._budget import (
+from .._budget import (
     NO_ERROR_LIMIT,
-    PROMPT_SAMPLE,
     Budget,
     BudgetCaps,
     BudgetExceeded,
-    Pricing,
-    RoleEstimate,
-    Tally,
+    Spend,
     Ticket,
-    completion_guess,
-    estimate,
-    estimate_tokens,
-    mean_prompt_tokens,
-    pricing_for,
+    projected,
     require_prices,
+    spent,
 )
 from .._data import Case
 from .._lm import LMConfig
+from .._pricing import (
+    PROMPT_SAMPLE,
+    Pricing,
+    completion_guess,
+    estimate_tokens,
+    mean_prompt_tokens,
+    pricing_for,
+)
 from ._engine import Record
 from ._units import units_of
 
@@ -41,7 +43,7 @@ class EvalPlan(BaseModel):
     program: str
     protocol: str
     cases: int
-    estimate: RoleEstimate
+    estimate: Spend
     priced: bool
     assumptions: list[str] = Field(default_factory=list)
 
@@ -107,7 +109,7 @@ def plan_eval(
         program=label,
         protocol=protocol,
         cases=len(cases),
-        estimate=estimate(len(units), per_call, pricing.completion_guess, pricing),
+        estimate=projected(len(units), per_call, pricing.completion_guess, pricing),
         priced=pricing.known,
         assumptions=[
             f"one call per {'judgment' if protocol == 'per-rule' else 'case'}; an estimate, not a bound",
@@ -135,18 +137,10 @@ class EvalBudget:
         # A record's cost is its answers' price, also when replayed from the cache; the caps
         # count what a run pays, and a replayed answer paid nothing now.
         cached = record is not None and bool(record.cache_hits)
-        usd = 0.0 if cached else float(cost) if cost is not None else self.pricing.usd(prompt, completion)
+        known = cost is not None or self.pricing.known
+        usd = (float(cost) if cost is not None else self.pricing.usd(prompt, completion)) if known else None
         self.budget.settle(
-            ticket,
-            Tally(
-                calls=ticket.calls,
-                cache_hits=ticket.calls if cached else 0,
-                prompt_tokens=prompt,
-                completion_tokens=completion,
-                usd=usd,
-                usd_paid=usd,
-                priced=cost is not None or self.pricing.known,
-            ),
+            ticket, spent(ticket.calls, prompt, completion, usd, cached=cached, replays_count=False)
         )
 
     def wrap(self, work: Callable[[Any], Awaitable[Record]]) -> Callable[[Any], Awaitable[Record]]:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from .._benchmarks import load_benchmark
-from .._compile._budget import BudgetExceeded, Tally, require_prices
+from .._budget import BudgetExceeded, Spend, require_prices
 from .._data import Benchmark, Case, conversation_id, select_split
 from .._data._filters import slice_cases
 from .._errors import ConfigError, DataError, OutputError, validation_problem
@@ -24,6 +24,7 @@ from .._lm import closing_transports
 from .._lm._direct import client_of
 from .._lm._replicas import display_endpoint
 from .._metrics import ResultSet
+from .._provenance import git_commit, package_versions, redacted_argv
 from .._user_dirs import ensure_writable_dir
 from ._config import EvalConfig, parse_shard
 from ._cost import EvalPlan, capped_budget, plan_eval, run_pricing
@@ -34,10 +35,7 @@ from ._manifest import (
     ModelRun,
     RunManifest,
     RunTotals,
-    git_commit,
-    package_versions,
     previous_run,
-    redacted_argv,
     totals_of,
     write_manifest,
 )
@@ -65,7 +63,7 @@ class EvalOutcome:
     report: ScoreReport | None = None
     interrupted: bool = False
     capped_by: str | None = None  # the cap (max_calls, max_tokens, max_usd) that stopped the run
-    spent: Tally | None = None  # what the capped units used (runs with caps only)
+    spent: Spend | None = None  # what the capped units used (runs with caps only)
     failed: bool = False  # a results write failed (a full disk): the run stopped
     stopped: bool = False  # a lasting failure ended the run early (run_eval raised RunStopped)
     skipped_on_resume: int = 0

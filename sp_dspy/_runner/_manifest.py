@@ -3,48 +3,60 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
-import re
-import subprocess
-import sys
-from collections.abc import Iterable
-from importlib import metadata
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_serializer, model_validator
 
 from .._errors import OutputError
-from .._lm import redact
 from .._metrics import JudgmentRecord, PolicyRecord
+from .._usage import Usage
 from ._failures import ErrorSummary
-
-_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-PACKAGES = ("sp-dspy", "dspy", "litellm", "pydantic", "optuna", "gepa", "xllamacpp", "vllm")
 
 
 class RunTotals(BaseModel):
-    """Totals over every record of a result file; answers replayed from the cache count too."""
+    """Totals over every record of a result file; answers replayed from the cache count too.
+
+    Stored flat (``prompt_tokens``, ``completion_tokens``, ``cost_usd`` beside the counts), as
+    manifests have always stored them.
+    """
 
     records: int = 0
     errors: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
+    usage: Usage = Field(default_factory=Usage)
     cache_hits: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_usage(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "usage" not in data:
+            flat = dict(data)
+            usage = {key: flat.pop(key) for key in ("prompt_tokens", "completion_tokens") if key in flat}
+            usage["cost"] = flat.pop("cost_usd", None)
+            return {**flat, "usage": usage}
+        return data
+
+    @model_serializer
+    def _flat(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "errors": self.errors,
+            "prompt_tokens": self.usage.prompt_tokens,
+            "completion_tokens": self.usage.completion_tokens,
+            "cost_usd": self.usage.cost,
+            "cache_hits": self.cache_hits,
+        }
 
     def add(self, record: PolicyRecord | JudgmentRecord) -> None:
         """Count one record in the totals."""
         self.records += 1
         if record.usage is not None:
-            self.prompt_tokens += record.usage.prompt_tokens
-            self.completion_tokens += record.usage.completion_tokens
+            self.usage = self.usage + record.usage
         if record.error_class:
             self.errors += 1
         self.cache_hits += record.cache_hits
-        if record.usage is not None and record.usage.cost is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + record.usage.cost
 
 
 class ModelRun(BaseModel):
@@ -82,40 +94,14 @@ class RunManifest(BaseModel):
     runs: dict[str, ModelRun] = Field(default_factory=dict)
 
 
-def package_versions() -> dict[str, str | None]:
-    versions: dict[str, str | None] = {"python": sys.version.split()[0]}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
-def git_commit() -> str | None:
-    """The checkout's commit (dirty marker included), or None outside a git checkout."""
-    git = functools.partial(subprocess.run, capture_output=True, text=True, timeout=5)
-    try:
-        head = git(["git", "rev-parse", "HEAD"], check=True).stdout.strip()
-        dirty = git(["git", "status", "--porcelain", "--untracked-files=no"]).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{head}{'-dirty' if dirty else ''}" if head else None
-
-
 def totals_of(records: Iterable[PolicyRecord | JudgmentRecord]) -> RunTotals:
     """Totals over ``records`` (every line of a results file: replaced ones used the LM too)."""
     totals = RunTotals()
     for record in records:
         totals.add(record)
-    if totals.cost_usd is not None:
-        totals.cost_usd = round(totals.cost_usd, 6)
+    if totals.usage.cost is not None:
+        totals.usage.cost = round(totals.usage.cost, 6)
     return totals
-
-
-def redacted_argv() -> list[str]:
-    """The command line with known secrets and URL credentials (``user:pass@``) masked."""
-    return [redact(_URL_USERINFO.sub("***@", arg)) for arg in sys.argv]
 
 
 def _read_manifest(path: Path) -> RunManifest | None:

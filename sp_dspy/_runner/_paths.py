@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Self
 
 from .._errors import ConfigError, OutputError
-from ._manifest import redacted_argv
+from .._provenance import redacted_argv
 
 UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -90,9 +90,10 @@ class ProgressView:
 
     def describe(self) -> str:
         totals = self.totals
-        dollars = "$ n/a" if totals.cost_usd is None else f"${totals.cost_usd:.4f}"
+        usage = totals.usage
+        dollars = "$ n/a" if usage.cost is None else f"${usage.cost:.4f}"
         return (
-            f"cases {self.cases_done} | tokens {totals.prompt_tokens:,}+{totals.completion_tokens:,} | "
+            f"cases {self.cases_done} | tokens {usage.prompt_tokens:,}+{usage.completion_tokens:,} | "
             f"{dollars} | errors {totals.errors}"
         )
 

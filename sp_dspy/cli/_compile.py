@@ -198,7 +198,7 @@ def _spend(status: CompileStatus) -> str:
         f"calls {calls:,}" + (f" / {caps.max_calls:,}" if caps.max_calls is not None else ""),
         f"tokens {tokens:,}" + (f" / {caps.max_tokens:,}" if caps.max_tokens is not None else ""),
     ]
-    if total is not None and total.priced:
+    if total is not None and total.usd is not None:
         parts.append(f"USD {total.usd:,.4f}" + (f" / {caps.max_usd:g}" if caps.max_usd is not None else ""))
     return ", ".join(parts)
 

@@ -215,7 +215,7 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
         flag = opt.CAP_FLAGS[outcome.capped_by]
         err_console.print(
             f"[yellow]stopped at {flag}[/yellow]: spent {spent.calls:,} call(s), {spent.tokens:,} tokens"
-            f"{f', ${spent.usd:,.4f}' if spent.priced else ''}; {outcome.units_run} unit(s) written to "
+            f"{f', ${spent.usd:,.4f}' if spent.usd is not None else ''}; {outcome.units_run} unit(s) written to "
             f"{outcome.results_file}; continue with --resume --run-id {outcome.paths.run_id} "
             f"and a larger {flag} (or none)",
             soft_wrap=True,

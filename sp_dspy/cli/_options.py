@@ -81,7 +81,7 @@ def money(value: float | None) -> str:
 def estimate_cells(estimate: Any) -> tuple[str, ...]:
     """An estimate's table cells: calls, prompt tokens, completion tokens, USD."""
     return (
-        f"{estimate.calls:,}", f"{estimate.prompt_tokens:,}", f"{estimate.completion_tokens:,}",
+        f"{estimate.calls:,}", f"{estimate.usage.prompt_tokens:,}", f"{estimate.usage.completion_tokens:,}",
         money(estimate.usd),
     )  # fmt: skip
 

@@ -1,0 +1,90 @@
+"""What an LM call is expected to cost before it is made: USD per token, and token estimates.
+
+Prices come from the snapshot DSPy prices calls with; prompt tokens are estimated as
+characters / 4 of the real prompts. Eval's ``--dry-run`` and caps and compile's plan and
+budget all estimate this way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._lm import LMConfig, import_dspy
+from ._lm._compat import price_rates
+
+CHARS_PER_TOKEN = 4
+# Typical completion lengths (tokens) of one answer.
+COMPLETION_GUESS = {"per-policy": 120, "per-rule": 40}
+COT_EXTRA = 300
+PROMPT_SAMPLE = 200  # prompts whose size a mean is taken over (an even spread is enough)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """USD per prompt and per completion token; ``None`` prices when the model is not priced."""
+
+    prompt: float | None = None
+    completion: float | None = None
+    completion_guess: int = 200
+
+    @property
+    def known(self) -> bool:
+        return self.prompt is not None and self.completion is not None
+
+    def usd(self, prompt_tokens: int, completion_tokens: int) -> float:
+        if self.prompt is None or self.completion is None:
+            return 0.0
+        return prompt_tokens * self.prompt + completion_tokens * self.completion
+
+
+def pricing_for(config: LMConfig, completion_guess: int) -> Pricing:
+    """USD per token from the price map DSPy prices calls with; unpriced for fakes and unknown models."""
+    if config.is_fake or not config.provider:
+        return Pricing(completion_guess=completion_guess)
+    import_dspy()  # the offline price-map environment is set before DSPy loads
+    model = config.model.split("/", 1)[1]
+    try:
+        prompt, completion, _ = price_rates(config.provider, model)
+    except Exception:  # advisory metadata: a malformed entry must not stop a compile
+        prompt = completion = None
+    return Pricing(prompt=prompt, completion=completion, completion_guess=completion_guess)
+
+
+def completion_guess(protocol: str, cot: bool, config: LMConfig) -> int:
+    """The completion tokens one answer is expected to take (capped by the config's ``max_tokens``)."""
+    guess = COMPLETION_GUESS[protocol] + (COT_EXTRA if cot else 0)
+    return min(guess, config.max_tokens) if config.max_tokens else guess
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count of text (characters / 4), for reservations and dry runs."""
+    return max(1, len(text) // CHARS_PER_TOKEN) if text else 0
+
+
+def message_text(prompt: Any, messages: Any) -> str:
+    """The text of a call's messages (or its bare prompt), as its prompt tokens are estimated from."""
+    if messages:
+        parts = []
+        for message in messages:
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if isinstance(content, list):
+                content = "".join(str(p.get("text") or "") for p in content if isinstance(p, Mapping))
+            parts.append(str(content or ""))
+        return "\n".join(parts)
+    return str(prompt or "")
+
+
+def mean_prompt_tokens(student: Any, examples: Sequence[Any]) -> float:
+    """Mean estimated prompt tokens of the student's first predictor over ``examples``."""
+    import dspy
+
+    _, predictor = student.named_predictors()[0]
+    adapter = dspy.settings.adapter or dspy.ChatAdapter()
+    step = max(1, len(examples) // PROMPT_SAMPLE)  # an even spread is enough for a mean
+    sizes = []
+    for example in list(examples)[::step]:
+        messages = adapter.format(predictor.signature, demos=[], inputs=example.inputs().toDict())
+        sizes.append(estimate_tokens(message_text(None, messages)))
+    return sum(sizes) / len(sizes) if sizes else 0.0
