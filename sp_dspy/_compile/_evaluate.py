@@ -13,6 +13,7 @@ from sp_dspy._budget import BudgetExceeded
 from sp_dspy._compile._types import DevScore
 from sp_dspy._data import Case
 from sp_dspy._metrics import TAUS, PolicyRecord, bootstrap_matrix, case_outcomes, compute_cell, outcome_matrix
+from sp_dspy._runner._eval import evaluate_cases
 
 N_BOOT = 1000
 
@@ -24,9 +25,6 @@ def evaluate_on_dev(
 
     A case the budget refused has no record: it scores 0 and leaves the evaluation incomplete.
     """
-    # Here, not at the top: the runner imports this package's budget module.
-    from sp_dspy._runner._eval import evaluate_cases
-
     records = evaluate_cases(program, cases, lm, concurrency=concurrency, skip_on=(BudgetExceeded,))
     outcomes = case_outcomes(cases, {r.id: r for r in records if isinstance(r, PolicyRecord)})
     matched = sum(sum(o.hits[: len(TAUS)]) for o in outcomes if not o.excluded)

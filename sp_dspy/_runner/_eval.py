@@ -25,20 +25,13 @@ from .._lm._direct import client_of
 from .._lm._replicas import display_endpoint
 from .._metrics import ResultSet
 from .._provenance import git_commit, package_versions, redacted_argv
+from .._run_manifest import ErrorSummary, ModelRun, RunManifest, RunTotals, previous_run, write_manifest
 from .._user_dirs import ensure_writable_dir
 from ._config import EvalConfig, parse_shard
 from ._cost import EvalPlan, capped_budget, plan_eval, run_pricing
 from ._engine import Record, Unit, UnitEngine
-from ._failures import EarlyStop, ErrorSummary
+from ._failures import EarlyStop
 from ._fake_gold import teach_fake
-from ._manifest import (
-    ModelRun,
-    RunManifest,
-    RunTotals,
-    previous_run,
-    totals_of,
-    write_manifest,
-)
 from ._paths import RunLock, RunPaths, resolve_run
 from ._progress import ProgressView
 from ._store import JsonlStore, StoreWriteError, read_run_results, repair_torn_tail
@@ -215,7 +208,7 @@ def run_eval(
         work, endpoint_requests = _counting(job.work, lm, lm_config)
 
         def manifest(results: ResultSet) -> None:
-            outcome.totals = totals_of(results.lines)  # over the whole results file
+            outcome.totals = RunTotals.of(results.lines)  # over the whole results file
             wall_s = time.perf_counter() - clock
             split_info = None
             if config.data.split:

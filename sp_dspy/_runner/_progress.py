@@ -15,8 +15,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from .._run_manifest import RunTotals
 from ._engine import Record
-from ._manifest import RunTotals
 
 #: Seconds between two plain progress lines (outside a terminal).
 PLAIN_INTERVAL_S = 5.0

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._data import Case
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet
+from .._run_manifest import ErrorSummary
 from ._engine import Record
-from ._failures import ErrorSummary
 from ._records import error_judgment_record, error_policy_record, judgment_record, policy_record
 
 if TYPE_CHECKING:
