@@ -7,8 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
+from .._data import Source, guard_case
 from .._errors import DataError
+from .._guard import Guard
+from .._lm import configure_cache, is_lasting
 from . import _lm_options as lmo
 from ._console import console, err_console
 
@@ -58,10 +63,6 @@ def check_command(
 
     Exit status: 0 no rule violated, 1 some rule violated, 2 no verdict or bad input.
     """
-    from .._data import Source, guard_case
-    from .._guard import Guard
-    from .._lm import configure_cache, is_lasting
-
     policy_text = _read_text(policy, "--policy")
     raw_conversation = read_conversation(conversation)
     framework_text = _read_text(framework, "--framework") if framework is not None else ""
@@ -124,9 +125,6 @@ def read_conversation(path: Path) -> str | list[Any]:
 
 
 def _print_verdict(verdict: Verdict, rule_texts: dict[int, str]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     if verdict.violated_rules is None:
         console.print(f"[bold red]No verdict[/bold red] (status: {verdict.status})")
         if verdict.error:
