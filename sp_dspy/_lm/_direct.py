@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 #: Request-config fields a DSPy program may set per call, sent under the same name.
 _CALL_FIELDS = ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "response_format")
+#: A nested JSON schema's fields, in the order they are sent.
+_SCHEMA_FIELDS = ("name", "strict", "schema")
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_call"}
 
 _T = TypeVar("_T")
@@ -283,11 +285,14 @@ def request_overrides(request: Request) -> dict[str, Any]:
     config = request.config
     overrides: dict[str, Any] = {name: getattr(config, name) for name in _CALL_FIELDS}
     overrides["max_tokens"] = config.max_tokens
-    # DSPy carries a JSON schema flat ({"type": "json_schema", "name", "schema", ...}); the
-    # chat-completions body nests it under "json_schema".
+    # DSPy carries a JSON schema flat ({"type": "json_schema", "schema", "name", ...}, in its own
+    # order); the chat-completions body nests it under "json_schema", its fields in the order
+    # sp-dspy's formats write them (``_protocol.response_format``: the baseline's bytes).
     form = None if config.response_format is None else dict(config.response_format)
     if form and form.get("type") == "json_schema" and "json_schema" not in form:
-        form = {"type": "json_schema", "json_schema": {k: v for k, v in form.items() if k != "type"}}
+        rest = {k: v for k, v in form.items() if k != "type"}
+        nested = {k: rest.pop(k) for k in _SCHEMA_FIELDS if k in rest} | rest
+        form = {"type": "json_schema", "json_schema": nested}
     overrides["response_format"] = form
     if config.stop:
         overrides["stop"] = list(config.stop)
