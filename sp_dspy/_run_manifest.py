@@ -69,9 +69,6 @@ class ErrorSummary(BaseModel):
                 first = record.error or kind
                 entry = counts.setdefault(kind, ErrorClassCount(error_class=kind, count=0, first_error=first))
                 entry.count += 1
-                size = record.get("prompt_tokens")
-                if isinstance(size, int) and size > (entry.prompt_tokens or 0):
-                    entry.prompt_tokens = size
         classes = sorted(counts.values(), key=lambda c: (-c.count, c.error_class))
         return cls(units=units, errors=sum(c.count for c in classes), classes=classes)
 

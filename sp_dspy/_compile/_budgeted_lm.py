@@ -16,7 +16,7 @@ from typing import Any
 import dspy
 
 from sp_dspy._budget import Budget, spent
-from sp_dspy._compile._failures import CallFailures
+from sp_dspy._compile._failures import CallFailures, CallOutcome
 from sp_dspy._lm import classify_error, history_usage, redact
 from sp_dspy._pricing import Pricing, estimate_tokens, message_text
 
@@ -81,11 +81,12 @@ class BudgetedLM(dspy.BaseLM):
             error = redact(f"{type(exc).__name__}: {first}"[:300])
             if kind not in PER_EXAMPLE_ERRORS:
                 self.budget.record_error(self.role, error)
-            if self.failures.observe(kind, error, prompt_tokens=prompt_tokens, role=self.role):
+            failed = CallOutcome(kind, f"{self.role} LM: {error}", self.role, prompt_tokens)
+            if self.failures.observe(failed):
                 self.budget.halt()
             raise
         else:
-            self.failures.observe(None)
+            self.failures.observe(CallOutcome(role=self.role))
         finally:
             entry = call.history[-1] if call.history else {}
             # Reported tokens (a replayed answer's too); estimates only where none are reported.

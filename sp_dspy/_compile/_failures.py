@@ -16,6 +16,19 @@ from typing import Any
 from sp_dspy._lm import LMConfig
 from sp_dspy._run_manifest import ErrorSummary
 from sp_dspy._runner._failures import EarlyStop
+from sp_dspy._usage import Usage
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """One finished LM call as eval's early stop and error summary read a record."""
+
+    error_class: str | None = None  # None: it answered
+    error: str | None = None
+    role: str = "task"
+    prompt_tokens: int = 0  # estimated
+    usage: Usage | None = None
+    cache_hits: int = 0
 
 
 @dataclass
@@ -23,7 +36,7 @@ class CallFailures:
     """Every LM call of one compile, the failed ones by error class; shared by the LM wrappers."""
 
     calls: int = 0
-    failed: list[dict[str, Any]] = field(default_factory=list)  # error_class, error, prompt_tokens
+    failed: list[CallOutcome] = field(default_factory=list)
     early: EarlyStop = field(default_factory=EarlyStop)
     stopped: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -31,24 +44,23 @@ class CallFailures:
     def __deepcopy__(self, memo: dict[int, Any]) -> CallFailures:
         return self  # shared by every copy of a budgeted LM, as its budget is
 
-    def observe(
-        self, error_class: str | None, error: str = "", *, prompt_tokens: int = 0, role: str = "task"
-    ) -> bool:
-        """Count one finished call (``error_class`` None: it answered); True once the compile must stop."""
+    def observe(self, call: CallOutcome) -> bool:
+        """Count one finished call; True once the compile must stop."""
         with self._lock:
             self.calls += 1
-            record: dict[str, Any] = {}
-            if error_class is not None:
-                record = {"error_class": error_class, "error": f"{role} LM: {error}", "role": role}
-                record["prompt_tokens"] = prompt_tokens
-                self.failed.append(record)
-            self.stopped = self.early.observe(record) or self.stopped
+            if call.error_class is not None:
+                self.failed.append(call)
+            self.stopped = self.early.observe(call) or self.stopped
             return self.stopped
 
     def summary(self) -> ErrorSummary:
-        """The failed calls as ``eval`` summarises its failed units."""
+        """The failed calls as ``eval`` summarises its failed units, with the largest prompt per class."""
         with self._lock:
-            return ErrorSummary.of(dict(enumerate(self.failed)), self.calls)
+            failed = list(self.failed)
+            summary = ErrorSummary.of(dict(enumerate(failed)), self.calls)
+        for entry in summary.classes:
+            entry.prompt_tokens = max(c.prompt_tokens for c in failed if c.error_class == entry.error_class)
+        return summary
 
     def counts(self) -> str:
         """``context_length 12, auth 1``: the failed calls so far by class (empty when none)."""
@@ -56,7 +68,6 @@ class CallFailures:
 
     def stop_line(self, configs: dict[str, LMConfig], log: str) -> str:
         """The one line that ends a compile stopped early: eval's reason, then where to look."""
-        kind = self.early.kind
-        role = next((r["role"] for r in self.failed if r["error_class"] == kind), "task")
+        role = next((c.role for c in self.failed if c.error_class == self.early.kind), "task")
         reason = self.early.reason(configs.get(role) or configs["task"], what="call(s)")
         return f"compile {reason}; details in {log}; after the fix, rerun the same command"

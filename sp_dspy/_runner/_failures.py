@@ -11,7 +11,7 @@ from .._lm import is_lasting
 
 if TYPE_CHECKING:
     from .._lm import LMConfig
-    from .._metrics import JudgmentRecord, PolicyRecord
+    from .._run_manifest import RecordFacts
 
 #: A bad request may be one case's fault; this many in a row (no success between) are the run's.
 BAD_REQUEST_STREAK = 3
@@ -63,7 +63,7 @@ class EarlyStop:
     kind: str | None = None
     first_error: str = ""
 
-    def observe(self, record: PolicyRecord | JudgmentRecord) -> bool:
+    def observe(self, record: RecordFacts) -> bool:
         """Count ``record``; True when the run should take no further units."""
         kind = record.error_class
         if kind is None or not is_lasting(kind):
