@@ -29,11 +29,14 @@ LOWER_PUBLIC = {
     "sp_dspy.protocol",
 }
 
-#: The single-file foundations every layer may use (errors, lazy names, user paths, YAML lines, redaction).
+#: The single-file foundations every layer may use (errors, lazy names, user paths, YAML lines, redaction,
+#: usage, a run's manifest).
 FOUNDATIONS = {
     "sp_dspy/_errors.py",
     "sp_dspy/_lazy.py",
     "sp_dspy/_redact.py",
+    "sp_dspy/_run_manifest.py",
+    "sp_dspy/_usage.py",
     "sp_dspy/_user_dirs.py",
     "sp_dspy/_yaml_lines.py",
 }

@@ -11,6 +11,7 @@ from sp_dspy._benchmarks import load_benchmark
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._metrics import compare_cells, read_result_files, resolve_records, score
 from sp_dspy._report import ComparisonSummary, build_summary
+from sp_dspy._run_manifest import ModelRun, RunManifest, RunTotals, manifest_path, write_manifest
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 FILES = {
@@ -157,16 +158,28 @@ def test_per_rule_costs_sum_over_judgments(summary: ComparisonSummary) -> None:
 
 
 def _manifest(folder: Path, run_id: str, results: Path, wall_s: float, sha256: str) -> None:
-    """A manifest shaped like ``sp-dspy eval``'s (only the fields the report reads matter)."""
-    run = {
-        "model": "m",
-        "lm": {"model": "openai/m", "temperature": 0.0, "api_base": None},
-        "results_file": f"output/results/{results.name}",
-        "wall_s": wall_s,
-    }
-    settings = {"concurrency": 8, "data": {"split": None}}
-    document = {"run_id": run_id, "dataset": {"sha256": sha256}, "settings": settings, "runs": {"m": run}}
-    (folder / f"manifest_{run_id}.json").write_text(json.dumps(document), encoding="utf-8")
+    """A manifest as ``sp-dspy eval`` writes it (the report reads wall time, dataset hash, settings)."""
+    run = ModelRun(
+        model="m",
+        lm={"model": "openai/m", "temperature": 0.0, "api_base": None},
+        results_file=f"output/results/{results.name}",
+        status="completed",
+        started_at="2026-01-01T00:00:00+00:00",
+        wall_s=wall_s,
+        units_total=1,
+        units_skipped_on_resume=0,
+        totals=RunTotals(),
+    )
+    manifest = RunManifest(
+        run_id=run_id,
+        command=["sp-dspy", "eval"],
+        settings={"concurrency": 8, "data": {"split": None}},
+        dataset={"sha256": sha256},
+        versions={},
+        git_commit=None,
+        runs={"m": run},
+    )
+    write_manifest(manifest_path(folder, run_id), manifest)
 
 
 def test_wall_time_and_dataset_hash_come_from_run_manifests(tmp_path: Path) -> None:

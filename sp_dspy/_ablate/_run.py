@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.console import Console
 
 from .._errors import ConfigError
+from .._run_manifest import ErrorSummary, previous_run
 from .._runner import EvalConfig, iter_records, new_run_id, run_eval
 from .._runner._eval import select_cases
-from .._runner._failures import ErrorSummary, RunStopped
-from .._runner._manifest import previous_run
+from .._runner._failures import RunStopped
 from .._runner._paths import RunPaths
 from .._runner._units import unit_errors
 from ._plan import AblationPlan, reconcile, save_plan

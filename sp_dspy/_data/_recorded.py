@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .._errors import DataError
-from ._scan import read_json_file
+from .._run_manifest import manifest_path, read_run_manifest
 
 
 class RecordedData(BaseModel):
@@ -24,13 +24,10 @@ def recorded_data(results_files: Sequence[Path], run_ids: Iterable[str]) -> Reco
     ids = sorted({str(run_id) for run_id in run_ids})
     for results_file in results_files:
         for run_id in ids:
-            path = Path(results_file).parent / f"manifest_{run_id}.json"
-            try:
-                document = read_json_file(path, "run manifest")
-            except DataError:
-                continue  # a missing or unreadable manifest: as if there were none
-            recorded = document.get("dataset") if isinstance(document, dict) else None
-            if isinstance(recorded, dict) and isinstance(recorded.get("source"), str):
+            path = manifest_path(Path(results_file).parent, run_id)
+            manifest = read_run_manifest(path)  # a missing or unreadable one: as if there were none
+            recorded = manifest.dataset if manifest is not None else None
+            if recorded is not None and isinstance(recorded.get("source"), str):
                 benchmark = recorded.get("benchmark")
                 return RecordedData(
                     source=recorded["source"],

@@ -13,6 +13,8 @@ from typing import Any
 
 from .._data._schema import Case
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet
+from .._run_manifest import MANIFEST_GLOB, RunManifest, read_run_manifest
+from .._usage import Usage
 
 #: Record fields shown as "generation settings" (when the runner wrote them).
 SETTING_KEYS: tuple[str, ...] = ("model_name", "program", "protocol", "layout", "parser", "run_id")
@@ -21,11 +23,10 @@ _CALL_KEYS = ("lm_calls", "n_calls")
 
 @dataclass(frozen=True, slots=True)
 class CaseCost:
-    """One case's spending; ``None`` = not reported."""
+    """One case's spending: tokens and dollars (``usage``; None: its records reported neither, a
+    ``None`` cost: unpriced), LM calls, latency, cache hits; ``None`` = not reported."""
 
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    dollars: float | None
+    usage: Usage | None
     calls: int | None
     latency_s: float | None
     cache_hits: int | None = None
@@ -60,12 +61,18 @@ def _int_or_none(value: float | None) -> int | None:
     return None if value is None else int(value)
 
 
+def _usage(part: PolicyRecord | JudgmentRecord) -> Usage | None:
+    """A record's tokens with its dollars (a field of the line, not of its ``usage``)."""
+    cost = _extra(part, "cost")
+    if part.usage is None and cost is None:
+        return None
+    return (part.usage or Usage()).model_copy(update={"cost": cost})
+
+
 def _case_cost(parts: Sequence[PolicyRecord | JudgmentRecord]) -> CaseCost:
-    usages = [p.usage for p in parts if p.usage is not None]
+    usages = [usage for usage in map(_usage, parts) if usage is not None]
     return CaseCost(
-        prompt_tokens=sum(u.prompt_tokens for u in usages) if usages else None,
-        completion_tokens=sum(u.completion_tokens for u in usages) if usages else None,
-        dollars=_summed(_extra(p, "cost") for p in parts),
+        usage=Usage.total(usages) if usages else None,
         calls=_int_or_none(_summed(_calls(p) for p in parts)),
         latency_s=_summed(_extra(p, "latency_s") for p in parts),
         cache_hits=_int_or_none(_summed(_extra(p, "cache_hits") for p in parts)),
@@ -94,15 +101,15 @@ def cell_costs(cases: Sequence[Case], costs: Mapping[str, CaseCost], cell: str) 
     members = [costs[c.id] for c in cases if (cell == "ALL" or c.level == cell) and c.id in costs]
     # A call that failed before any usage came back cost nothing knowable; coverage asks
     # whether the calls that *did* run reported a price.
-    billed = [m for m in members if m.dollars is not None or m.prompt_tokens is not None]
-    priced = sum(m.dollars is not None for m in members)
+    used = [m.usage for m in members if m.usage is not None]
+    priced = sum(usage.cost is not None for usage in used)
     return {
         "cases_with_results": len(members),
         "lm_calls_per_case": _mean((m.calls for m in members), 2),
-        "prompt_tokens_per_case": _mean((m.prompt_tokens for m in members), 1),
-        "completion_tokens_per_case": _mean((m.completion_tokens for m in members), 1),
-        "dollars_per_case": _mean((m.dollars for m in members), 6),
-        "cost_coverage": round(100 * priced / len(billed), 2) if billed else 0.0,
+        "prompt_tokens_per_case": _mean((usage.prompt_tokens for usage in used), 1),
+        "completion_tokens_per_case": _mean((usage.completion_tokens for usage in used), 1),
+        "dollars_per_case": _mean((usage.cost for usage in used), 6),
+        "cost_coverage": round(100 * priced / len(used), 2) if used else 0.0,
         "lm_calls": _int_or_none(_summed(m.calls for m in members)),
         "cache_hits": _int_or_none(_summed(m.cache_hits for m in members)),
     }
@@ -151,47 +158,40 @@ class ManifestInfo:
         return {k: next(iter(v)) if len(v) == 1 else list(v) for k, v in self.settings.items()}
 
 
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {}  # a broken manifest only costs the wall-time column
-    return raw if isinstance(raw, dict) else {}
-
-
 def _mapping(parent: dict[str, Any], key: str) -> dict[str, Any]:
     value = parent.get(key)
     return value if isinstance(value, dict) else {}
 
 
 def manifest_info(paths: Iterable[str | Path]) -> ManifestInfo:
-    """Read every ``manifest_*.json`` next to the files; files of one variant are separate runs, so wall times add up."""
+    """Read every ``manifest_*.json`` next to the files; files of one variant are separate runs, so
+    wall times add up. A broken manifest only costs the wall-time column."""
     info = ManifestInfo()
-    cache: dict[Path, list[dict[str, Any]]] = {}
+    cache: dict[Path, list[RunManifest]] = {}
     for path in map(Path, paths):
         if path.parent not in cache:
-            cache[path.parent] = [_load(m) for m in sorted(path.parent.glob("manifest_*.json"))]
+            found = map(read_run_manifest, sorted(path.parent.glob(MANIFEST_GLOB)))
+            cache[path.parent] = [manifest for manifest in found if manifest is not None]
         # The first run entry whose results file has this name (it holds run id and model).
-        manifest, run = next(
+        entry = next(
             (
                 (manifest, run)
                 for manifest in cache[path.parent]
-                for run in _mapping(manifest, "runs").values()
-                if isinstance(run, dict) and Path(str(run.get("results_file", ""))).name == path.name
+                for run in manifest.runs.values()
+                if Path(run.results_file).name == path.name
             ),
-            ({}, {}),
+            None,
         )
-        if not run:
+        if entry is None:
             continue
-        if (wall := _number(run.get("wall_s"))) is not None:
-            info.wall_s = round((info.wall_s or 0.0) + wall, 3)
-        sha256 = _mapping(manifest, "dataset").get("sha256")
+        manifest, run = entry
+        if run.wall_s is not None:
+            info.wall_s = round((info.wall_s or 0.0) + run.wall_s, 3)
+        sha256 = manifest.dataset.get("sha256")
         if isinstance(sha256, str):
             info.dataset_hashes.add(sha256)
-        lm = _mapping(run, "lm")
         for key in LM_KEYS:
-            info._add("lm" if key == "model" else key, lm.get(key))
-        settings = _mapping(manifest, "settings")
-        info._add("concurrency", settings.get("concurrency"))
-        info._add("split", _mapping(settings, "data").get("split"))
+            info._add("lm" if key == "model" else key, run.lm.get(key))
+        info._add("concurrency", manifest.settings.get("concurrency"))
+        info._add("split", _mapping(manifest.settings, "data").get("split"))
     return info

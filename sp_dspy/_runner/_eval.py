@@ -24,23 +24,16 @@ from .._lm import closing_transports
 from .._lm._direct import client_of
 from .._lm._replicas import display_endpoint
 from .._provenance import git_commit, package_versions, redacted_argv
+from .._run_manifest import ErrorSummary, ModelRun, RunManifest, RunTotals, previous_run, write_manifest
 from .._user_dirs import ensure_writable_dir
 from ._config import EvalConfig, parse_shard
 from ._cost import EvalPlan, capped_budget, plan_eval, run_pricing
 from ._engine import Record, Unit, UnitEngine
-from ._failures import EarlyStop, ErrorSummary
+from ._failures import EarlyStop
 from ._fake_gold import teach_fake
-from ._manifest import (
-    ModelRun,
-    RunManifest,
-    RunTotals,
-    previous_run,
-    totals_of,
-    write_manifest,
-)
 from ._paths import RunLock, RunPaths, resolve_run
 from ._progress import ProgressView
-from ._store import JsonlStore, StoreWriteError
+from ._store import JsonlStore, StoreWriteError, iter_records
 from ._units import PerPolicyJob, PerRuleJob
 
 if TYPE_CHECKING:
@@ -210,7 +203,7 @@ def run_eval(
         work, endpoint_requests = _counting(job.work, lm, lm_config)
 
         def manifest() -> None:
-            outcome.totals = totals_of(results_file)  # over the whole results file
+            outcome.totals = RunTotals.of(iter_records(results_file))  # over the whole results file
             wall_s = time.perf_counter() - clock
             split_info = None
             if config.data.split:

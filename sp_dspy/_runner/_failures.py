@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel, Field
 
 from .._errors import SpDspyError
 from .._lm import is_lasting
@@ -85,41 +83,3 @@ class EarlyStop:
             f"{fix_for(kind, lm)}. {kept} record(s) kept in {results_file}"
         )
         return RunStopped(kind, reason, resume)
-
-
-class ErrorClassCount(BaseModel):
-    """Units of one error class: how many, and the first one's message."""
-
-    error_class: str
-    count: int
-    first_error: str
-
-
-class ErrorSummary(BaseModel):
-    """Units of a run whose latest record is an error (what ``--retry-errors`` would re-send)."""
-
-    units: int = 0
-    errors: int = 0
-    classes: list[ErrorClassCount] = Field(default_factory=list)
-
-    @classmethod
-    def of(cls, latest: Mapping[Hashable, Mapping[str, Any]], units: int) -> ErrorSummary:
-        """Summarise the latest record of each unit (``units``: how many the run has)."""
-        counts: dict[str, ErrorClassCount] = {}
-        for record in latest.values():
-            if kind := record.get("error_class"):
-                first = str(record.get("error") or kind)
-                entry = counts.setdefault(
-                    str(kind), ErrorClassCount(error_class=str(kind), count=0, first_error=first)
-                )
-                entry.count += 1
-        classes = sorted(counts.values(), key=lambda c: (-c.count, c.error_class))
-        return cls(units=units, errors=sum(c.count for c in classes), classes=classes)
-
-    def lines(self, retry: str) -> list[str]:
-        """The summary a command prints (empty when no unit failed); ``retry`` re-sends them."""
-        if not self.errors:
-            return []
-        head = f"errors: {self.errors} of {self.units} unit(s) ended in error"
-        rows = [f"  {c.error_class}: {c.count} (first: {c.first_error})" for c in self.classes]
-        return [head, *rows, f"  re-send them with {retry}"]

@@ -14,6 +14,7 @@ from typing import Self
 
 from .._errors import ConfigError, OutputError
 from .._provenance import redacted_argv
+from .._run_manifest import manifest_path
 
 UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -46,7 +47,7 @@ class RunPaths:
     @property
     def manifest(self) -> Path:
         """One manifest per run id; several models of one run are entries in it."""
-        return self.output_dir / f"manifest_{self.run_id}.json"
+        return manifest_path(self.output_dir, self.run_id)
 
     @property
     def lock(self) -> Path:

@@ -16,7 +16,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from ._manifest import RunTotals
+from .._run_manifest import RunTotals
 
 #: Seconds between two plain progress lines (outside a terminal).
 PLAIN_INTERVAL_S = 5.0

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._data import Case
-from ._failures import ErrorSummary
+from .._run_manifest import ErrorSummary
 from ._records import error_judgment_record, error_policy_record, judgment_record, policy_record
 from ._store import iter_records
 

@@ -1,19 +1,66 @@
-"""``manifest_<RUN_ID>.json``: what produced a run (no secrets), with totals over its whole results files."""
+"""A run's manifest, ``manifest_<RUN_ID>.json``: what produced the run (no secrets), with totals
+over its whole results files. The one model, the one reader (eval's resume, score/show/report
+finding the dataset, the report's wall times and settings) and the writer.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, model_serializer, model_validator
 
-from .._errors import OutputError
-from .._usage import Usage
-from ._failures import ErrorSummary
-from ._store import iter_records
+from ._errors import OutputError
+from ._usage import Usage
+
+#: Every run's manifest in a folder.
+MANIFEST_GLOB = "manifest_*.json"
+
+
+def manifest_path(folder: Path, run_id: str) -> Path:
+    """Where run ``run_id``'s manifest lies: beside its results files, one per run id."""
+    return folder / f"manifest_{run_id}.json"
+
+
+class ErrorClassCount(BaseModel):
+    """Units of one error class: how many, and the first one's message."""
+
+    error_class: str
+    count: int
+    first_error: str
+
+
+class ErrorSummary(BaseModel):
+    """Units of a run whose latest record is an error (what ``--retry-errors`` would re-send)."""
+
+    units: int = 0
+    errors: int = 0
+    classes: list[ErrorClassCount] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, latest: Mapping[Hashable, Mapping[str, Any]], units: int) -> ErrorSummary:
+        """Summarise the latest record of each unit (``units``: how many the run has)."""
+        counts: dict[str, ErrorClassCount] = {}
+        for record in latest.values():
+            if kind := record.get("error_class"):
+                first = str(record.get("error") or kind)
+                entry = counts.setdefault(
+                    str(kind), ErrorClassCount(error_class=str(kind), count=0, first_error=first)
+                )
+                entry.count += 1
+        classes = sorted(counts.values(), key=lambda c: (-c.count, c.error_class))
+        return cls(units=units, errors=sum(c.count for c in classes), classes=classes)
+
+    def lines(self, retry: str) -> list[str]:
+        """The summary a command prints (empty when no unit failed); ``retry`` re-sends them."""
+        if not self.errors:
+            return []
+        head = f"errors: {self.errors} of {self.units} unit(s) ended in error"
+        rows = [f"  {c.error_class}: {c.count} (first: {c.first_error})" for c in self.classes]
+        return [head, *rows, f"  re-send them with {retry}"]
 
 
 class RunTotals(BaseModel):
@@ -33,7 +80,9 @@ class RunTotals(BaseModel):
     def _nest_usage(cls, data: Any) -> Any:
         if isinstance(data, Mapping) and "usage" not in data:
             flat = dict(data)
-            usage = {key: flat.pop(key) for key in ("prompt_tokens", "completion_tokens") if key in flat}
+            usage = {key: flat.pop(key, 0) for key in ("prompt_tokens", "completion_tokens")}
+            if all(isinstance(count, int) for count in usage.values()):  # else validation says why
+                usage["total_tokens"] = sum(usage.values())
             usage["cost"] = flat.pop("cost_usd", None)
             return {**flat, "usage": usage}
         return data
@@ -64,6 +113,16 @@ class RunTotals(BaseModel):
         if record.get("error_class"):
             self.errors += 1
         self.cache_hits += int(record.get("cache_hits") or 0)
+
+    @classmethod
+    def of(cls, records: Iterable[dict[str, Any]]) -> RunTotals:
+        """The totals of these records (dollars rounded to 6 digits, as stored)."""
+        totals = cls()
+        for record in records:
+            totals.add(record)
+        if totals.usage.cost is not None:
+            totals.usage.cost = round(totals.usage.cost, 6)
+        return totals
 
 
 class ModelRun(BaseModel):
@@ -101,26 +160,18 @@ class RunManifest(BaseModel):
     runs: dict[str, ModelRun] = Field(default_factory=dict)
 
 
-def totals_of(path: Path) -> RunTotals:
-    totals = RunTotals()
-    for record in iter_records(path):
-        totals.add(record)
-    if totals.usage.cost is not None:
-        totals.usage.cost = round(totals.usage.cost, 6)
-    return totals
-
-
-def _read_manifest(path: Path) -> RunManifest | None:
-    """The manifest file, or None when there is none or it is unreadable (then it is replaced)."""
+def read_run_manifest(path: Path) -> RunManifest | None:
+    """The manifest at ``path``, or None when there is none or it is unreadable or not a manifest
+    (a reader then goes on as without one; the next run replaces it)."""
     try:
-        return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
+        return RunManifest.model_validate_json(path.read_bytes())
+    except (OSError, ValueError):
         return None
 
 
 def previous_run(path: Path, model: str) -> ModelRun | None:
     """This model's entry in an existing manifest (a resumed run adds to it)."""
-    previous = _read_manifest(path)
+    previous = read_run_manifest(path)
     return previous.runs.get(model) if previous is not None else None
 
 
@@ -129,7 +180,7 @@ def write_manifest(path: Path, manifest: RunManifest) -> None:
 
     A failed write (a full disk) leaves the previous manifest whole and raises ``OutputError``.
     """
-    previous = _read_manifest(path)
+    previous = read_run_manifest(path)
     if previous is not None:
         manifest.runs = {**previous.runs, **manifest.runs}
     tmp = path.with_suffix(".json.tmp")
