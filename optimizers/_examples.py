@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from programs import case_to_example
+from sp_dspy.protocol import build_targets
+
 if TYPE_CHECKING:
     import dspy
 
@@ -17,8 +20,6 @@ if TYPE_CHECKING:
 
 def policy_examples(cases: Iterable[Case]) -> list[dspy.Example]:
     """One per-policy example per case, labelled with ``violated_rules`` and ``uid``."""
-    from programs import case_to_example
-
     examples = [case_to_example(case, "per-policy") for case in cases]
     return [e.copy(violated_rules=list(e.ground_truth_violations), uid=e.id) for e in examples]
 
@@ -26,7 +27,6 @@ def policy_examples(cases: Iterable[Case]) -> list[dspy.Example]:
 def judgment_examples(cases: Iterable[Case]) -> list[dspy.Example]:
     """One example per per-rule target of every case, in the contract's target order."""
     from programs import target_examples
-    from sp_dspy.protocol import build_targets
 
     examples = []
     for case in cases:

@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 
 from optimizers._recipe import CompileJob, Projection, Recipe
 from optimizers._settings import OptimizerSettings
+from sp_dspy.lm import mipro_auto_run
 
 
 class MiproSettings(OptimizerSettings):
@@ -72,7 +73,6 @@ def _trials(settings: MiproSettings, n_val: int) -> tuple[int, int, int, bool]:
     """(candidates, trials, dev examples used, minibatch) as MIPRO will run them."""
     if settings.auto is None:
         return settings.num_candidates, settings.num_trials, n_val, settings.minibatch
-    from sp_dspy.lm import mipro_auto_run
 
     zero_shot = settings.max_bootstrapped_demos == 0 and settings.max_labeled_demos == 0
     return mipro_auto_run(settings.auto, n_val, zero_shot=zero_shot)  # DSPy's own trial formula

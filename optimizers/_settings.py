@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sp_dspy.errors import ConfigError, validation_problem
@@ -44,8 +45,6 @@ def read_settings_file(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
     """``["breadth=3", "auto=null"]`` -> ``{"breadth": 3, "auto": None}`` (values read as YAML)."""
-    import yaml
-
     overrides: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")

@@ -6,6 +6,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ._errors import OutputError
+
 
 def _xdg(variable: str, fallback: str) -> Path:
     return Path(os.path.expanduser(os.environ.get(variable) or fallback)) / "sp-dspy"
@@ -28,8 +30,6 @@ def ensure_writable_dir(directory: Path, *, what: str) -> Path:
     Each problem is one ``OutputError`` line naming ``what`` (``--output-dir``, ...);
     permission bits alone would pass root, and a full disk still creates empty files.
     """
-    from ._errors import OutputError
-
     for parent in (directory, *directory.parents):
         if parent.exists():
             if not parent.is_dir():

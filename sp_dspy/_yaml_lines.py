@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from ._data._scan import decode_utf8
 from ._errors import ConfigError, DataError
 
 
@@ -13,10 +16,6 @@ def read_yaml_text(path: Path, what: str) -> tuple[Any, str]:
 
     Each problem is one ``ConfigError`` line naming the file (and line); callers check the shape.
     """
-    import yaml
-
-    from ._data._scan import decode_utf8
-
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -69,8 +68,6 @@ def repeated_key(text: str, *, under: str | None = None) -> tuple[str, int, int]
 
 def all_key_lines(text: str, *, under: str | None = None) -> dict[str, list[int]]:
     """Every line (1-based) each key stands on, as ``key_lines`` finds them."""
-    import yaml
-
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:

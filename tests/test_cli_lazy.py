@@ -62,6 +62,22 @@ def test_score_does_not_import_other_command_modules(tmp_path: Path) -> None:
         assert f"sp_dspy.cli.{module}" not in loaded
 
 
+HEAVY = ("dspy", "litellm", "numpy", "matplotlib", "aiohttp", "huggingface_hub")
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_a_command_module_imports_nothing_heavy(name: str) -> None:
+    """A command module imports its layers at module level; what is slow to import waits for the command."""
+    code = (
+        "import sys\n"
+        "from sp_dspy.cli import app\n"
+        f"app([{name!r}, '--help'], standalone_mode=False)\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_unknown_command_is_a_usage_error_with_a_suggestion() -> None:
     code = "from sp_dspy.cli import main; main()"
     out = subprocess.run(

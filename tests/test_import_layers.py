@@ -108,6 +108,16 @@ def test_data_needs_only_the_foundations() -> None:
     assert not offences, "\n".join(offences)
 
 
+def test_the_runner_never_reaches_compile() -> None:
+    """Compile runs its dev scoring on the runner; budgets, pricing and provenance sit below both."""
+    offences = [
+        f"{edge.source}:{edge.line}: imports {edge.module} ({edge.kind} import)"
+        for target, edge in sorted(_reached_from("sp_dspy/_runner").items())
+        if target.startswith("sp_dspy/_compile/")
+    ]
+    assert not offences, "\n".join(offences)
+
+
 def test_the_graph_follows_every_kind_of_import(tmp_path: Path) -> None:
     """Function-local, type-only, lazy-table and command-table imports are edges, each with its line."""
     package = tmp_path / "sp_dspy"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -23,6 +24,7 @@ from sp_dspy._lm import (
 from sp_dspy._lm._direct import DirectChat, client_of, env_proxy
 from sp_dspy._lm._errors import retry_after_seconds
 from sp_dspy.lm import achat, chat
+from sp_dspy.protocol import policy_response_format
 from tests._lm_fixtures import per_policy_messages
 from tests._stub_server import StubServer
 
@@ -97,6 +99,15 @@ def test_the_request_carries_the_messages_settings_and_key_and_nothing_else(
     assert result.text and not result.cached
     assert result.usage.prompt_tokens and result.usage.total_tokens
     assert result.finish_reason == "stop"
+
+
+def test_a_response_format_is_sent_as_the_baseline_writes_it_field_order_included() -> None:
+    form = policy_response_format()
+    with StubServer() as server:
+        run(achat(lm_for(server), per_policy_messages(), response_format=form))
+        (request,) = server.chat_requests
+    assert request.body is not None
+    assert json.dumps(request.body["response_format"]) == json.dumps(form)  # the same bytes
 
 
 def test_sync_and_async_share_cache_entries_keyed_by_endpoint(tmp_path: Path) -> None:

@@ -83,6 +83,7 @@ def test_a_cached_answer_reports_the_tokens_and_dollars_of_the_fresh_one(
     totals = manifest["runs"]["gpt-4o-mini"]["totals"]
     assert totals["cache_hits"] == sum(r["cache_hits"] for r in iter_records(replayed.results_file))
     assert totals["prompt_tokens"] == sum(usage["prompt_tokens"] for *_, usage, _ in first)
+    assert manifest["runs"]["gpt-4o-mini"]["transport"] == "direct"  # the LM's engine, whichever program
 
 
 def test_ablation_cost_columns_match_between_a_fresh_and_a_cached_run_and_notes_say_so(

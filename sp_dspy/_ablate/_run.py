@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 
+from programs import load_program
+
 from .._errors import ConfigError
+from .._report import OFFICIAL_PER_POLICY, build_summary, write_html
 from .._run_manifest import ErrorSummary, previous_run
 from .._runner import EvalConfig, iter_records, new_run_id, run_eval
 from .._runner._eval import select_cases
@@ -105,8 +108,6 @@ def _describe(variant: PlannedVariant) -> str:
 
 def _prepare(plan: AblationPlan) -> tuple[list[PlannedVariant], Benchmark, list[Case]]:
     """Everything that can fail fast, before any LM call or file is written."""
-    from programs import load_program
-
     variants = resolve_variants(plan.variants)
     labels = [variant.label for variant in variants]
     if plan.baseline is not None and plan.baseline not in labels:
@@ -142,8 +143,6 @@ def run_ablation(
     variant builds its own. ``retry_errors`` (with ``resume``) re-sends errored units, also
     of finished variants. A variant that stops early raises ``RunStopped``.
     """
-    from .._report import write_html
-
     console = console or Console(stderr=True)
     variants, loaded, cases = _prepare(plan)
     plan = reconcile(plan, out, resume=resume, new_run_id=new_run_id())
@@ -194,8 +193,6 @@ def summarise(
 
     The baseline is the plan's, else ``official-per-policy`` when it ran, else the report's default.
     """
-    from .._report import OFFICIAL_PER_POLICY, build_summary
-
     labels = [run.variant.label for run in runs]
     baseline = plan.baseline or (OFFICIAL_PER_POLICY if OFFICIAL_PER_POLICY in labels else None)
     return build_summary(

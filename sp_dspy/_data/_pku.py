@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from sp_dspy._data._pku_policy import PKU_CATEGORIES, PKU_POLICY, PKU_RULES
 from sp_dspy._data._scan import decode_utf8, read_bytes
 from sp_dspy._data._schema import Case, Rubric, RubricEntry
+from sp_dspy._data._source import fetch_hub_file
 from sp_dspy._errors import ConfigError, DataError
 
 PKU_BENCHMARK: Final = "pku-saferlhf"
@@ -122,8 +123,6 @@ def _resolve(source: str | Path | None, config: str, split: str) -> tuple[str, l
             raise DataError(f"{missing[0]}: no such file (expected a snapshot of {PKU_HUB_ID})")
         return str(path), files
     if isinstance(source, str) and _HUB_ID_RE.fullmatch(source) and not source.endswith((".json", ".jsonl")):
-        from sp_dspy._data._source import fetch_hub_file
-
         files = []
         for filename in pku_hub_files(config, split):
             try:

@@ -19,9 +19,19 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import ValidationError
 
+from programs import OfficialPerPolicy, OfficialPerRule, resolve_program, run_case
+
 from .._data._inputs import guard_case
 from .._errors import ConfigError, validation_problem
-from .._lm import LMConfig, close_transport, closing_transports
+from .._lm import (
+    LMConfig,
+    close_transport,
+    closing_transports,
+    import_dspy,
+    load_configured_models,
+    make_lm,
+    resolve_model_config,
+)
 from .._protocol import case_rule_numbers, keep_policy_rules
 from .._protocol._parse_models import PARSE_MODES
 from ._verdict import Verdict
@@ -88,7 +98,6 @@ class Guard:
         """
         if parser not in PARSE_MODES:
             raise ConfigError(f"parser {parser!r}: expected 'strict' or 'robust'")
-        from programs import OfficialPerPolicy, OfficialPerRule, resolve_program
 
         # A schema-constrained endpoint gets what evaluation sends it: a response_format
         # from the baseline, the JSON adapter for DSPy programs.
@@ -189,8 +198,6 @@ class Guard:
     def _live_lm(self) -> Any:
         lm = self._lm
         if lm is None:
-            from .._lm import import_dspy
-
             lm = import_dspy().settings.lm
             if lm is None:
                 raise ConfigError(
@@ -199,10 +206,6 @@ class Guard:
         return lm
 
     async def _verdict(self, case: Case, lm: Any) -> Verdict:
-        from programs import run_case
-
-        from .._lm import import_dspy
-
         dspy = import_dspy()
         adapter = dspy.JSONAdapter() if self._json_adapter else dspy.settings.adapter
         with dspy.context(adapter=adapter):
@@ -237,8 +240,6 @@ def _resolve_lm(
     lm: LMConfig | str | Any | None, models_file: str | Path | None, settings: dict[str, Any]
 ) -> tuple[Any | None, str | None, bool]:
     """``(dspy LM or None, model string or None, JSON-schema endpoint)`` for what ``load`` got."""
-    from .._lm import make_lm
-
     if lm is None or not isinstance(lm, str | LMConfig):
         if settings:
             raise ConfigError(
@@ -247,8 +248,6 @@ def _resolve_lm(
             )
         if lm is None:
             return None, None, False
-        from .._lm import import_dspy
-
         if isinstance(lm, import_dspy().BaseLM):
             return lm, str(lm.model), False
         raise ConfigError(f"lm: expected an LMConfig, a model string or a dspy.LM, got {type(lm).__name__}")
@@ -265,8 +264,6 @@ def _resolve_lm(
 
 def _named_config(spec: str, models_file: str | Path | None) -> LMConfig:
     """A model string as is, or a name looked up in the models YAML (as ``--lm`` does)."""
-    from .._lm import load_configured_models, resolve_model_config
-
     path = Path(models_file) if models_file is not None else None
     if path is not None and not path.is_file():
         raise ConfigError(f"models_file {str(path)!r}: no such file")

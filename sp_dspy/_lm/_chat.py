@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .._usage import Usage, parse_usage
 from ._compat import acall, call
 from ._direct import client_of
+from ._dspy import import_dspy
 from ._result import ChatResult
 
 if TYPE_CHECKING:
@@ -56,12 +57,11 @@ def history_usage(entry: Mapping[str, Any]) -> tuple[Usage | None, bool]:
     usage = entry.get("usage")
     if usage:
         return parse_usage(usage), False
-    from dspy.lm15 import Response
-
+    response_type = import_dspy().lm15.Response
     response = entry.get("response")
     responses = response if isinstance(response, list | tuple) else [response]
     found = (
-        response_usage(r) if isinstance(r, Response) else parse_usage(_raw_usage(r))
+        response_usage(r) if isinstance(r, response_type) else parse_usage(_raw_usage(r))
         for r in responses
         if r is not None
     )

@@ -11,18 +11,22 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import urllib.parse
+import urllib.request
 import weakref
 from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+import orjson
+
 from .._errors import ConfigError
 from .._usage import Usage, parse_usage
 from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
 from ._config import _KEY_HEADERS, LMConfig
-from ._dspy import AsyncEngine, Shared, SyncEngine, request_system
+from ._dspy import AsyncEngine, Shared, SyncEngine, import_dspy, request_system
 from ._errors import error_message, retry_after_seconds, status_error, transport_error
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
 
 #: Request-config fields a DSPy program may set per call, sent under the same name.
 _CALL_FIELDS = ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "response_format")
+#: A nested JSON schema's fields, in the order they are sent.
+_SCHEMA_FIELDS = ("name", "strict", "schema")
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_call"}
 
 _T = TypeVar("_T")
@@ -163,8 +169,7 @@ class DirectChat(Shared):
     async def acomplete(self, request: Request) -> Response:
         """One attempt for a DSPy request (DSPy owns the cache and the retries): the answer's
         text, reasoning (a thinking part) and usage, its prompt-cache reads included."""
-        from dspy import lm15
-
+        lm15 = import_dspy().lm15
         data = await self._post(self.request(request_messages(request), **request_overrides(request)))
         text, reasoning, finish = _anthropic_answer(data) if self.anthropic else _openai_answer(data)
         finish = _FINISH.get(finish, finish) if isinstance(finish, str) else None
@@ -213,7 +218,6 @@ class DirectChat(Shared):
     async def _post(self, request: HttpRequest) -> dict[str, Any]:
         """The answer's JSON, else DSPy's error class for the failure (``Retry-After`` kept)."""
         import aiohttp
-        import orjson
 
         model = self.config.model
         try:
@@ -281,11 +285,14 @@ def request_overrides(request: Request) -> dict[str, Any]:
     config = request.config
     overrides: dict[str, Any] = {name: getattr(config, name) for name in _CALL_FIELDS}
     overrides["max_tokens"] = config.max_tokens
-    # DSPy carries a JSON schema flat ({"type": "json_schema", "name", "schema", ...}); the
-    # chat-completions body nests it under "json_schema".
+    # DSPy carries a JSON schema flat ({"type": "json_schema", "schema", "name", ...}, in its own
+    # order); the chat-completions body nests it under "json_schema", its fields in the order
+    # sp-dspy's formats write them (``_protocol.response_format``: the baseline's bytes).
     form = None if config.response_format is None else dict(config.response_format)
     if form and form.get("type") == "json_schema" and "json_schema" not in form:
-        form = {"type": "json_schema", "json_schema": {k: v for k, v in form.items() if k != "type"}}
+        rest = {k: v for k, v in form.items() if k != "type"}
+        nested = {k: rest.pop(k) for k in _SCHEMA_FIELDS if k in rest} | rest
+        form = {"type": "json_schema", "json_schema": nested}
     overrides["response_format"] = form
     if config.stop:
         overrides["stop"] = list(config.stop)
@@ -343,9 +350,6 @@ def client_of(lm: Any) -> DirectChat | None:
 def env_proxy(url: str) -> str | None:
     """The proxy ``HTTP(S)_PROXY`` / ``NO_PROXY`` name for ``url``, read once per pool (aiohttp's
     ``trust_env`` would re-read the environment and ``~/.netrc`` on every request)."""
-    import urllib.parse
-    import urllib.request
-
     parts = urllib.parse.urlsplit(url)
     if parts.hostname is None or urllib.request.proxy_bypass(parts.hostname):
         return None

@@ -42,9 +42,7 @@ class SyncEngine(Shared):
         raise NotImplementedError
 
     def stream(self, request: Request) -> Iterator[Any]:
-        from dspy.lm15 import response_to_events
-
-        return iter(response_to_events(self.complete(request)))
+        return iter(import_dspy().lm15.response_to_events(self.complete(request)))
 
     def close(self) -> None:
         """Nothing to release unless an engine says otherwise."""
@@ -57,9 +55,7 @@ class AsyncEngine(Shared):
         raise NotImplementedError
 
     async def stream(self, request: Request) -> AsyncIterator[Any]:
-        from dspy.lm15 import response_to_events
-
-        for event in response_to_events(await self.complete(request)):
+        for event in import_dspy().lm15.response_to_events(await self.complete(request)):
             yield event
 
     async def aclose(self) -> None:

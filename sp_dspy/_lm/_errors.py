@@ -11,6 +11,10 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import orjson
+
+from ._dspy import import_dspy
+
 #: Failures every later call of the run would meet too (wrong key, account, model, address,
 #: or a request form the server rejects); the runner stops early on them (``_runner._failures``).
 LASTING_KINDS = frozenset({"auth", "billing", "not_found", "unreachable", "bad_request", "config"})
@@ -124,8 +128,6 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
 
 def error_message(body: bytes) -> str:
     """The server's own error text (OpenAI's ``{"error": {"message": ...}}`` or raw), bounded."""
-    import orjson
-
     try:
         data: Any = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -148,8 +150,7 @@ def lm_error(
     kind: str, text: str, *, model: str, status: int | None = None, retry_after: float | None = None
 ) -> Exception:
     """DSPy's public ``LM*Error`` for a failure kind of ``classify_error`` (one class per kind, every path)."""
-    import dspy
-
+    dspy = import_dspy()
     fields: dict[str, Any] = {"model": model, "provider": "openai-compatible"}
     if status is not None:
         fields["status"] = status
@@ -166,8 +167,7 @@ def lm_error(
 
 def transport_error(exc: BaseException, *, model: str, timeout: bool) -> Exception:
     """A timeout or a failed connection (no HTTP response) as DSPy's classes name them."""
-    import dspy
-
+    dspy = import_dspy()
     reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
     if timeout:
         return dspy.LMTimeoutError(f"request timed out ({reason})", model=model)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
-from ._dspy import AsyncEngine, SyncEngine, request_system
+from ._dspy import AsyncEngine, SyncEngine, import_dspy, request_system
 from ._fake_prompts import Decision, PromptView, contains_phrase, message_text, read_prompt, render
 
 if TYPE_CHECKING:
@@ -154,21 +154,20 @@ class FakeEngine(SyncEngine):
         return Decision(behaviour, tuple(sorted(set(violated))), view.target)
 
     def complete(self, request: Request) -> Response:
-        from dspy.lm15 import Message, Response, TextPart, Usage
-
+        lm15 = import_dspy().lm15
         system = request_system(request)
         messages = [{"role": "system", "content": system}] if system else []
         messages += [{"role": m.role, "content": m.text or ""} for m in request.messages]
         text = self.reply(
             messages, response_format=request.config.response_format, temperature=request.config.temperature
         )
-        usage = Usage(
+        usage = lm15.Usage(
             input_tokens=sum(count_tokens(m["content"]) for m in messages), output_tokens=count_tokens(text)
         )
-        return Response(
+        return lm15.Response(
             id=f"fake-{len(self.calls)}",
             model=request.model,
-            message=Message.assistant([TextPart(text)]),
+            message=lm15.Message.assistant([lm15.TextPart(text)]),
             finish_reason="stop",
             usage=usage,
         )

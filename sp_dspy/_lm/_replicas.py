@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from ._config import display_endpoint
 from ._direct import request_messages, request_overrides
-from ._dspy import AsyncEngine, Shared, SyncEngine, ensure_offline_env
+from ._dspy import AsyncEngine, Shared, SyncEngine, ensure_offline_env, import_dspy
 from ._errors import classify_error, lm_error
 from ._profiles import SELF_HOSTED_PLACEHOLDER_KEY
 
@@ -95,8 +95,7 @@ class ReplicaPool:
 
     def response(self, raw: Any, request: Request) -> Response:
         """DSPy's ``Response`` for a LiteLLM answer, counted for the replica that gave it."""
-        from dspy.lm15 import response_from_openai_chat
-
+        response_from_openai_chat = import_dspy().lm15.response_from_openai_chat
         hidden = getattr(raw, "_hidden_params", None) or {}
         index = str(hidden.get("model_id", ""))
         if index.isdigit() and int(index) < len(self.endpoints):

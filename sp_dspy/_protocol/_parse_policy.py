@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from sp_dspy._data._scan import rule_line_numbers
 from sp_dspy._protocol._parse_models import ParseMode, PolicyParse, check_parse_mode
 from sp_dspy._protocol._text import (
     balanced_segment,
@@ -216,8 +217,6 @@ def parse_policy_output(text: str | None, mode: ParseMode) -> PolicyParse:
 
 def case_rule_numbers(case: Case) -> set[int]:
     """The rule numbers of a case's policy: its rubric's, else the policy's ``N.`` lines."""
-    from sp_dspy._data._scan import rule_line_numbers
-
     return {entry.rule for entry in case.rubric.entries()} or set(rule_line_numbers(case.policy))
 
 

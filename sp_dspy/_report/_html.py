@@ -22,7 +22,7 @@ from ._html_tables import (
 )
 from ._leaderboard import load_leaderboard
 from ._model import CELLS, ComparisonSummary, write_text
-from ._plots import Plot
+from ._plots import Plot, render_plots
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2330;margin:0;background:#f6f7f9}
@@ -135,8 +135,6 @@ def render_html(
 ) -> str:
     """The whole page as a string; ``plots`` default to ``render_plots(summary)``."""
     if plots is None:
-        from ._plots import render_plots
-
         plots = render_plots(summary)
     title = title or f"sp-dspy report: {summary.benchmark} comparison"
     kind = benchmark_kind(summary.benchmark)

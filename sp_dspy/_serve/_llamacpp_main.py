@@ -17,6 +17,8 @@ import sys
 import threading
 from typing import Any
 
+import xllamacpp
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sp_dspy._serve._llamacpp_main")
@@ -32,8 +34,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _params(args: argparse.Namespace) -> Any:
-    import xllamacpp
-
     params = xllamacpp.CommonParams()
     params.model.path = args.model
     params.model_alias = {args.alias}
@@ -71,8 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     def emit(event: dict[str, Any]) -> None:
         channel.write(json.dumps(event) + "\n")
         channel.flush()
-
-    import xllamacpp
 
     try:
         server = xllamacpp.Server(_params(args))

@@ -7,6 +7,7 @@ parent, which stops the child deliberately, and a stop signal reaches every fork
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -106,7 +107,6 @@ def die_with_parent() -> None:
     *thread* that forked, so start servers from a long-lived thread."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -1,7 +1,8 @@
 """The ``sp-dspy`` command line: one module per command, loaded only when it runs.
 
-Command modules import dspy/litellm inside the command function, and a command's module
-is imported only when that command is invoked: ``--help`` lists the static table below.
+A command's module is imported only when that command is invoked (``--help`` lists the
+static table below), so it imports its layers at module level; only what pulls in numpy
+(the runner, compile, ablations, the report's assembly) waits inside the command.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
+from .. import __version__
 from .._errors import SpDspyError
 from .._redact import install_log_redaction, redact
 from ._console import err_console
@@ -136,8 +139,6 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from .. import __version__
-
         typer.echo(f"sp-dspy {__version__}")
         raise typer.Exit()
 
@@ -162,9 +163,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except SpDspyError as error:
-        from rich.markup import escape  # an error may quote "[model]" or "[1, 2]": not markup
-
-        err_console.print(
+        err_console.print(  # escaped: an error may quote "[model]" or "[1, 2]", which is not markup
             f"[bold red]error:[/bold red] {escape(redact(str(error)))}", highlight=False, soft_wrap=True
         )
         sys.exit(error.exit_code)

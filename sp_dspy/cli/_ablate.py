@@ -9,8 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic import ValidationError
+from rich import box
 
 from .._errors import ConfigError, validation_problem
+from .._lm import LMConfig, configure_cache
+from .._report import render_terminal
+from .._report._html_tables import DASH, count, num
+from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console
@@ -18,7 +24,6 @@ from ._eval import EXIT_UNFINISHED, LOCAL_DEFAULT_LIMIT, SMALL_MODEL_NOTE
 
 if TYPE_CHECKING:
     from .._ablate import AblationOutcome
-    from .._lm import LMConfig
 
 VARIANTS_HELP = (
     "Comma-separated variant names or compiled artifact directories. Default: official-per-policy,"
@@ -44,10 +49,6 @@ def _overlay(base: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
 
 def resolve_lm(spec: object, config_file: Path | None, where: str, **overrides: Any) -> LMConfig:
     """``--lm`` (or the plan's ``lm:``): a model string or name, or a mapping of LM settings."""
-    from pydantic import ValidationError
-
-    from .._lm import LMConfig
-
     if spec is None:
         raise ConfigError("ablate: no model; pass --lm MODEL (or set lm: in the --plan file)")
     if isinstance(spec, str):
@@ -125,7 +126,6 @@ def ablate_command(
     on a failure retrying cannot fix; 3 some units ended in error.
     """
     from .._ablate import PLAN_FILE, build_plan, read_plan_file, run_ablation
-    from .._lm import configure_cache
 
     if plan_file is None and resume and (out / PLAN_FILE).exists():
         plan_file = out / PLAN_FILE
@@ -178,12 +178,7 @@ def ablate_command(
 
 
 def _print_outcome(outcome: AblationOutcome, *, small: bool) -> None:
-    from rich import box
-
     from .._ablate import RESULTS_DIR
-    from .._report import render_terminal
-    from .._report._html_tables import DASH, count, num
-    from .._table import FitTable
 
     summary = outcome.summary
     assert summary is not None  # set unless interrupted

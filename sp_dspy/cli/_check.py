@@ -9,8 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
+from .._data import Source, guard_case, policy_rules, read_guard_lines
 from .._errors import ConfigError, DataError, OutputError
+from .._guard import Guard, check_lines
+from .._lm import configure_cache, is_lasting
 from . import _lm_options as lmo
 from ._console import console, err_console
 
@@ -82,10 +87,6 @@ def check_command(
     Exit status: 0 no rule violated, 1 some rule violated, 2 no verdict or bad input
     (with --batch: the worst line's).
     """
-    from .._data import Source, guard_case, policy_rules, read_guard_lines
-    from .._guard import Guard, check_lines
-    from .._lm import configure_cache
-
     if (conversation is None) == (batch is None):
         raise ConfigError("give one of --conversation FILE (- for standard input) or --batch FILE.jsonl")
     policy_text = _read_text(policy, "--policy") if policy is not None else None
@@ -139,8 +140,6 @@ def exit_code(status: str, violated_rules: list[int] | None) -> int:
 
 def _fix_line(error_class: str | None, live: LMConfig) -> None:
     """The one ``fix:`` line for a failure that retrying does not cure (a key, a model name)."""
-    from .._lm import is_lasting
-
     if error_class is not None and is_lasting(error_class):
         from .._runner._failures import fix_for
 
@@ -229,9 +228,6 @@ def read_conversation(path: Path) -> str | list[Any]:
 
 
 def _print_verdict(verdict: Verdict, rule_texts: dict[int, str]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     if verdict.violated_rules is None:
         console.print(f"[bold red]No verdict[/bold red] (status: {verdict.status})")
         if verdict.error:

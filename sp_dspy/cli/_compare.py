@@ -15,9 +15,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import BaseModel, Field
 
+from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
+from .._data import filter_cases
 from .._errors import ConfigError, DataError
+from .._metrics import read_result_files
+from .._table import FitTable
 from . import _options as opt
 from ._console import console, warn, write_json_report
+from ._dataset import load_for_results
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -79,7 +84,6 @@ def compare_results(
             "wrong --dataset or result files?"
         )
     cells = compare_cells(compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed)
-    from .._benchmarks import DEFAULT_BENCHMARK, kind_of_cases
 
     kind = kind_of_cases(compared)
     extra = {}
@@ -125,10 +129,6 @@ def compare_command(
     n_boot: opt.NBoot = 1000,
 ) -> None:
     """Compare two result sets on the same cases: paired differences with CIs and McNemar's test."""
-    from .._data import filter_cases
-    from .._metrics import read_result_files
-    from ._dataset import load_for_results
-
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
     paths = [_paths(raw, side) for raw, side in ((results_a, "RESULTS_A"), (results_b, "RESULTS_B"))]
@@ -181,8 +181,6 @@ def _present(comparison: Comparison) -> list[str]:
 
 
 def metrics_table(comparison: Comparison) -> Table:
-    from .._table import FitTable
-
     table = FitTable(title="Paired differences (B - A)", caption=NOTE_PAIRED)
     for column in ("Cell", "Metric", "N", "A", "B", "B - A", "95% CI"):
         table.add_column(column, justify="left" if column in ("Cell", "Metric") else "right", no_wrap=True)
@@ -197,8 +195,6 @@ def metrics_table(comparison: Comparison) -> Table:
 
 
 def mcnemar_table(comparison: Comparison) -> Table:
-    from .._table import FitTable
-
     table = FitTable(title="McNemar's test on exact match (RMR@1.0)", caption=NOTE_MCNEMAR)
     columns = ("Cell", "N", "A excl.", "B excl.", "A only", "B only", "p-value", "Test")
     for column in columns:
@@ -223,8 +219,6 @@ def _print(comparison: Comparison) -> None:
     console.print(metrics_table(comparison))
     console.print(mcnemar_table(comparison))
     if comparison.extra:
-        from .._benchmarks import benchmark_kind
-
         table = benchmark_kind(comparison.benchmark).report_terminal(list(comparison.extra.items()))
         if table is not None:
             console.print(table)

@@ -12,13 +12,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
 
+from optimizers import parse_overrides
+
+from .._benchmarks import benchmark_kind
+from .._data import parse_ratios
+from .._errors import ConfigError, validation_problem
+from .._lm import configure_cache
+from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console
 
 if TYPE_CHECKING:
-    from rich.console import Console, RenderableType
+    from rich.console import RenderableType
 
     from .._compile import CompileOutcome, CompilePlan, CompileStatus
     from .._lm import LMConfig
@@ -113,15 +124,7 @@ def compile_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Hide the progress display.")] = False,
 ) -> None:
     """Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact."""
-    from pydantic import ValidationError
-
-    from optimizers import parse_overrides
-
-    from .._benchmarks import benchmark_kind
-    from .._compile import CompileConfig, compile_guard
-    from .._data import parse_ratios
-    from .._errors import ConfigError, validation_problem
-    from .._lm import configure_cache
+    from .._compile import CompileConfig, CompileStatus, compile_guard  # numpy
 
     if program not in COMPILABLE:
         raise ConfigError(f"--program {program!r}: expected {' or '.join(COMPILABLE)}")
@@ -166,10 +169,6 @@ def compile_command(
         _print_plan(outcome.plan, settings.caps)
         return
     configure_cache(enabled=not no_cache)
-    from rich.console import Console
-
-    from .._compile import CompileStatus
-
     status = CompileStatus()
     had_artifact = (out / "manifest.json").exists()
     with contextlib.ExitStack() as stack:
@@ -204,8 +203,6 @@ def _spend(status: CompileStatus) -> str:
 
 
 def _panel(status: CompileStatus) -> RenderableType:
-    from rich.text import Text
-
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
 
@@ -218,8 +215,6 @@ def _panel(status: CompileStatus) -> RenderableType:
 
 def _progress(status: CompileStatus, console: Console) -> contextlib.AbstractContextManager[Any]:
     """One progress display: a live panel on a terminal, else one line per phase."""
-    from rich.live import Live
-
     if console.is_terminal:
         return Live(
             get_renderable=lambda: _panel(status), console=console, refresh_per_second=4,
@@ -248,8 +243,6 @@ def _print_interrupted(status: CompileStatus, out: Path, *, had_artifact: bool, 
 
 
 def _print_plan(plan: CompilePlan, caps: Any) -> None:
-    from .._table import FitTable
-
     table = FitTable(title="Estimated compile (dry run: nothing was sent)")
     for column in ("phase", "LM", "calls", "prompt tokens", "completion tokens", "USD"):
         table.add_column(column, justify="left" if column in ("phase", "LM") else "right")

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._benchmarks import DEFAULT_BENCHMARK, load_benchmark
+from .._data._recorded import check_results_belong, recorded_data
 from .._errors import DataError
 from ._console import err_console
 
@@ -37,9 +39,6 @@ def load_for_results(
     and its benchmark (a dim line on stderr says so), unless ``--benchmark`` names another.
     With ``check``, results none of whose ids is a case are refused, not scored as 100% excluded.
     """
-    from .._benchmarks import DEFAULT_BENCHMARK, load_benchmark
-    from .._data._recorded import check_results_belong, recorded_data
-
     recorded = None
     if dataset is None:
         recorded = recorded_data(files, set().union(*(run_ids(r) for r in results)))

@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
+from .._lm import configure_cache, key_for
+from .._metrics import read_result_files
+from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console
@@ -107,8 +111,7 @@ def eval_command(
     failure retrying cannot fix (key, model, address); 3 some units ended in error, or a
     budget cap stopped the run.
     """
-    from .._lm import configure_cache, key_for
-    from .._runner import build_eval_config, first_request, new_run_id, run_eval
+    from .._runner import build_eval_config, first_request, new_run_id, plan_run, run_eval  # numpy
 
     configs = lmo.lm_configs(lm, models, config, default=lmo.LOCAL, **lm_flags.overrides())
     local = any(lmo.is_local(c) for c in configs)
@@ -126,8 +129,6 @@ def eval_command(
     }  # fmt: skip
     settings = build_eval_config(flags, run_config)
     if dry_run:
-        from .._runner import plan_run
-
         for lm_config in configs:  # no local server is started, no LM built
             _print_plan(plan_run(settings, lm_config), settings.caps)
         return
@@ -176,8 +177,6 @@ def eval_command(
 
 def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
     """The projection of one model's run, and which cap would stop it."""
-    from .._table import FitTable
-
     est = plan.estimate
     table = FitTable(title=f"Projected eval of {plan.model} (dry run: nothing was sent)")
     for column in ("program", "cases", "calls", "prompt tokens", "completion tokens", "USD"):
@@ -221,8 +220,6 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
             soft_wrap=True,
         )
         return
-    from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
-    from .._metrics import read_result_files
     from .._runner import iter_records
 
     if verbose:

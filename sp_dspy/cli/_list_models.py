@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from .._lm import BEHAVIOURS, load_configured_models, models_files
+from .._table import FitTable
 from . import _lm_options as lmo
 from ._console import console
 
@@ -21,9 +23,6 @@ SHOWN_SETTINGS = (
 
 def list_models_command(config: lmo.ModelsConfig = None) -> None:
     """List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones."""
-    from .._lm import BEHAVIOURS, load_configured_models, models_files
-    from .._table import FitTable
-
     files = models_files(config)
     caption = "from " + ", then ".join(map(str, files)) if files else None
     table = FitTable("name", "model", "api_base", "key from", "settings", title="Models", caption=caption)

@@ -13,12 +13,14 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
-if TYPE_CHECKING:
-    from .._lm import LMConfig
+from .._errors import ConfigError, validation_problem
+from .._lm import LMConfig, load_configured_models, resolve_model_config
+from .._serve import ensure_local_server
 
 LOCAL = "local"
 # The embedded server has one slot; more requests in flight only queue there.
@@ -153,9 +155,6 @@ def lm_configs(
     Every model is resolved and validated before any runs, so ``--models a,b`` fails on
     ``b`` before ``a`` runs. ``flag`` named ``lm`` (``--lm``, ``--prompt-lm``): errors name it.
     """
-    from .._errors import ConfigError
-    from .._lm import load_configured_models, resolve_model_config
-
     configured = load_configured_models(config_file)
     if lm and models:
         raise ConfigError("give either --lm or --models, not both")
@@ -174,11 +173,6 @@ def lm_configs(
 
 def _validated(settings: dict[str, Any], name: str, *, changed: Collection[str] = ()) -> LMConfig:
     """``settings`` as an ``LMConfig``; an error names the flag when a flag set the field."""
-    from pydantic import ValidationError
-
-    from .._errors import ConfigError, validation_problem
-    from .._lm import LMConfig
-
     try:
         return LMConfig.model_validate(settings)
     except ValidationError as exc:
@@ -202,7 +196,6 @@ def lm_session(config: LMConfig) -> Iterator[LMConfig]:
     if not is_local(config):
         yield config
         return
-    from .._serve import ensure_local_server
 
     with ensure_local_server() as handle:
         settings = {**config.model_dump(), "model": handle.lm_model, "api_base": handle.api_base}

@@ -7,9 +7,12 @@ from typing import Annotated
 
 import typer
 
+from .._benchmarks import benchmark_kind
 from .._errors import ConfigError
+from .._metrics import read_result_files
 from . import _options as opt
 from ._console import console, err_console
+from ._dataset import load_for_results
 
 
 def register(app: typer.Typer) -> None:
@@ -84,10 +87,7 @@ def report_command(
     n_boot: opt.NBoot = 1000,
 ) -> None:
     """Compare result sets (protocols, programs, models) in one self-contained HTML report."""
-    from .._benchmarks import benchmark_kind
-    from .._metrics import read_result_files
     from .._report import build_summary, render_terminal, write_html
-    from ._dataset import load_for_results
 
     variants = parse_results(results, label or [])
     files = [Path(path) for _, paths in variants for path in paths]

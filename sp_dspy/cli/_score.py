@@ -14,9 +14,13 @@ from typing import Annotated
 
 import typer
 
+from .._benchmarks import benchmark_kind
+from .._data import filter_cases
 from .._errors import ConfigError
+from .._metrics import read_result_files, score
 from . import _options as opt
 from ._console import console, warn, write_json_report
+from ._dataset import load_for_results
 
 
 def register(app: typer.Typer) -> None:
@@ -48,10 +52,6 @@ def score_command(
     """Score result JSONL files (per-policy records or per-rule judgments)."""
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
-    from .._benchmarks import benchmark_kind
-    from .._data import filter_cases
-    from .._metrics import read_result_files, score
-    from ._dataset import load_for_results
 
     results = read_result_files(files, skip_bad_lines=skip_bad_lines, allow_empty=False)
     loaded = load_for_results(

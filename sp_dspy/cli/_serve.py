@@ -9,15 +9,14 @@ import os
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from .._errors import ConfigError, SpDspyError
+from .._serve import LlamaCppServer, ServeState, VLLMServer, clear_state, read_state, state_path, write_state
+from .._serve._process import sigterm_interrupts
 from ._console import console, err_console
-
-if TYPE_CHECKING:
-    from .._serve import LlamaCppServer, VLLMServer
 
 DEFAULT_N_CTX = 8192
 
@@ -69,8 +68,6 @@ def serve(
     ] = None,
 ) -> None:
     """Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile."""
-    from .._serve import LlamaCppServer, VLLMServer
-
     vllm_flags = {
         "--max-model-len": max_model_len,
         "--gpu-memory-utilization": gpu_memory_utilization,
@@ -107,9 +104,6 @@ def _run_foreground(
     server: LlamaCppServer | VLLMServer, backend: Backend, model: str, *, n_ctx: int | None
 ) -> None:
     """Start ``server``, record it, wait for Ctrl-C or SIGTERM, then stop and un-record it."""
-    from .._serve import ServeState, clear_state, read_state, state_path, write_state
-    from .._serve._process import sigterm_interrupts
-
     owner = os.getpid()
     try:
         # `kill PID` must clean up like Ctrl-C: stop the child, remove the state file.

@@ -8,10 +8,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
+from rich.rule import Rule
+from rich.table import Table
 
+from .._benchmarks import benchmark_kind
 from .._errors import DataError
+from .._metrics import case_outcomes, classify_failure, read_result_files, resolve_records
 from . import _options as opt
 from ._console import console
+from ._dataset import load_for_results
 
 if TYPE_CHECKING:
     from .._data import Case
@@ -41,9 +47,6 @@ def show_command(
     lenient: opt.Lenient = False,
 ) -> None:
     """Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer."""
-    from .._metrics import case_outcomes, read_result_files, resolve_records
-    from ._dataset import load_for_results
-
     results = read_result_files(files)
     loaded = load_for_results(
         files, [results], dataset=dataset, benchmark=benchmark, lenient=lenient, check=False
@@ -109,9 +112,6 @@ def _status(view: _View) -> str:
 
 
 def _verdict(view: _View) -> str:
-    from .._benchmarks import benchmark_kind
-    from .._metrics import classify_failure
-
     outcome = view.outcome
     if outcome.excluded:
         return "[red]excluded[/red]"
@@ -124,10 +124,6 @@ def _verdict(view: _View) -> str:
 
 
 def _print_case(view: _View) -> None:
-    from rich.markup import escape
-    from rich.rule import Rule
-    from rich.table import Table
-
     case, outcome = view.case, view.outcome
     console.print(Rule(escape(case.id), align="left"))
     console.print(
@@ -172,8 +168,6 @@ def _mark(rule: int, outcome: CaseOutcome, undecided: set[int]) -> str:
 
 def _print_answer(view: _View, rules: list[int]) -> None:
     """What the model said: the record's answer fields, or the shown judgments' reasons."""
-    from rich.markup import escape
-
     lines: list[tuple[str, Any]] = []
     record = view.record
     if record is not None and not view.judgments:

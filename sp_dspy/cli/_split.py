@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from .._benchmarks import load_benchmark
+from .._data import make_split, parse_ratios
 from . import _options as opt
 from ._console import console
 
@@ -24,9 +26,6 @@ def split(
     lenient: opt.Lenient = False,
 ) -> None:
     """Split a dataset into train/dev/test by conversation (all levels on one side)."""
-    from .._benchmarks import load_benchmark
-    from .._data import make_split, parse_ratios
-
     parsed = parse_ratios(ratios)
     loaded = load_benchmark(dataset, lenient=lenient, benchmark=benchmark)
     result = make_split(loaded.cases, seed=seed, ratios=parsed, dataset_hash=loaded.content_hash)
