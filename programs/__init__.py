@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from programs._examples import rubric_json as rubric_json
     from programs._official import OfficialPerPolicy as OfficialPerPolicy
     from programs._official import OfficialPerRule as OfficialPerRule
-    from programs._outputs import CaseOutput as CaseOutput
-    from programs._outputs import JudgmentOutput as JudgmentOutput
+    from programs._outputs import JudgmentRecord as JudgmentRecord
+    from programs._outputs import PolicyRecord as PolicyRecord
     from programs._outputs import Status as Status
     from programs._outputs import Usage as Usage
     from programs._outputs import aggregate_judgments as aggregate_judgments
@@ -52,7 +52,7 @@ _LAZY = {
     name: module
     for module, names in {
         "._examples": ("PROGRAM_INPUTS", "case_to_example", "rubric_json"),
-        "._outputs": ("CaseOutput", "JudgmentOutput", "Status", "Usage", "aggregate_judgments"),
+        "._outputs": ("JudgmentRecord", "PolicyRecord", "Status", "Usage", "aggregate_judgments"),
         "._official": ("OfficialPerPolicy", "OfficialPerRule"),
         "._per_policy": ("FindViolatedRules", "PerPolicyGuard", "PerPolicyGuardCoT"),
         "._per_rule": ("JudgeRule", "PerRuleGuard", "PerRuleGuardCoT", "rubric_targets", "target_examples"),

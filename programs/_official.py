@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from programs._outputs import (
-    CaseOutput,
-    JudgmentOutput,
+    JudgmentRecord,
     Layout,
+    PolicyRecord,
     Protocol,
     Usage,
     aggregate_judgments,
@@ -66,26 +66,26 @@ class OfficialPerPolicy:
         # Constrained decoding adds a response_format; the messages stay the official bytes.
         self.extra: dict[str, Any] = {"response_format": policy_response_format()} if constrained else {}
 
-    async def acall_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
+    async def acall_case(self, case: Case, lm: dspy.LM) -> PolicyRecord:
         try:
             result = await achat(lm, per_policy_messages(case), **self.extra)
         except lm_errors() as exc:
             return _error_output(case, exc)
         return self._output(case, result)
 
-    def call_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
+    def call_case(self, case: Case, lm: dspy.LM) -> PolicyRecord:
         try:
             result = chat(lm, per_policy_messages(case), **self.extra)
         except lm_errors() as exc:
             return _error_output(case, exc)
         return self._output(case, result)
 
-    def _output(self, case: Case, result: ChatResult) -> CaseOutput:
+    def _output(self, case: Case, result: ChatResult) -> PolicyRecord:
         parsed = parse_policy_output(result.text, mode=self.mode)
-        return CaseOutput(
+        return PolicyRecord(
             id=case.id,
             violated_rules=parsed.violated_rules,
-            status=parsed.status,
+            parse_status=parsed.status,
             refused=parsed.refused,
             parse_failed=parsed.parse_failed,
             analysis=parsed.analysis or "",
@@ -118,61 +118,62 @@ class OfficialPerRule:
         self.max_concurrency = max(1, max_concurrency)
         self.extra: dict[str, Any] = {"response_format": verdict_response_format()} if constrained else {}
 
-    async def acall_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
+    async def acall_case(self, case: Case, lm: dspy.LM) -> PolicyRecord:
         gate = asyncio.Semaphore(self.max_concurrency)
 
-        async def judge(target: RuleTarget) -> JudgmentOutput:
+        async def judge(target: RuleTarget) -> JudgmentRecord:
             async with gate:
                 return await self.ajudge(case, target, lm)
 
         judgments = await asyncio.gather(*(judge(t) for t in build_targets(case)))
         return self._output(case, list(judgments))
 
-    def call_case(self, case: Case, lm: dspy.LM) -> CaseOutput:
+    def call_case(self, case: Case, lm: dspy.LM) -> PolicyRecord:
         targets = build_targets(case)
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(targets)) or 1) as pool:
             judgments = list(pool.map(lambda target: self._judge(case, target, lm), targets))
         return self._output(case, judgments)
 
-    async def ajudge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
+    async def ajudge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentRecord:
         """One judgment (the runner's unit of work, so per-rule runs resume per judgment)."""
         try:
             result = await achat(lm, per_rule_messages(case, target, layout=self.layout), **self.extra)
         except lm_errors() as exc:
-            return _error_judgment(target, exc)
-        return self._judgment(target, result)
+            return _error_judgment(case, target, exc)
+        return self._judgment(case, target, result)
 
-    def _judge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
+    def _judge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentRecord:
         try:
             result = chat(lm, per_rule_messages(case, target, layout=self.layout), **self.extra)
         except lm_errors() as exc:
-            return _error_judgment(target, exc)
-        return self._judgment(target, result)
+            return _error_judgment(case, target, exc)
+        return self._judgment(case, target, result)
 
-    def _judgment(self, target: RuleTarget, result: ChatResult) -> JudgmentOutput:
+    def _judgment(self, case: Case, target: RuleTarget, result: ChatResult) -> JudgmentRecord:
         parsed = parse_verdict_output(result.text, mode=self.mode)
-        return JudgmentOutput(
+        return JudgmentRecord(
+            cid=case.id,
             rule=target.rule,
             rule_type=target.type,
             gt=target.gold,
             pred=None if parsed.verdict is None else parsed.verdict == "violated",
             refused=parsed.refused,
             parse_failed=parsed.parse_failed,
-            status=parsed.status,
+            parse_status=parsed.status,
             reason=parsed.reason or "",
             usage=result.usage or Usage(),
             cache_hits=int(result.cached),
             answer=None if parsed.status == "clean" else result.text,
         )
 
-    def _output(self, case: Case, judgments: list[JudgmentOutput]) -> CaseOutput:
+    def _output(self, case: Case, judgments: list[JudgmentRecord]) -> PolicyRecord:
         violated, status = aggregate_judgments(judgments)
-        return CaseOutput(
+        return PolicyRecord(
             id=case.id,
             violated_rules=violated,
-            status=status,
+            parse_status=status,
             refused=status == "refused",
-            usage=Usage.total(j.usage for j in judgments),
+            usage=Usage.total(j.usage for j in judgments if j.usage is not None),
             cache_hits=sum(j.cache_hits for j in judgments),
             judgments=judgments,
             protocol=self.protocol,
@@ -180,18 +181,19 @@ class OfficialPerRule:
         )
 
 
-def _error_judgment(target: RuleTarget, exc: BaseException) -> JudgmentOutput:
-    return JudgmentOutput(
+def _error_judgment(case: Case, target: RuleTarget, exc: BaseException) -> JudgmentRecord:
+    return JudgmentRecord(
+        cid=case.id,
         rule=target.rule,
         rule_type=target.type,
         gt=target.gold,
         pred=None,
-        status="error",
+        parse_status="error",
         **error_fields(exc),
     )
 
 
-def _error_output(case: Case, exc: BaseException) -> CaseOutput:
-    return CaseOutput(
-        id=case.id, violated_rules=None, status="error", protocol="per-policy", **error_fields(exc)
+def _error_output(case: Case, exc: BaseException) -> PolicyRecord:
+    return PolicyRecord(
+        id=case.id, violated_rules=None, parse_status="error", protocol="per-policy", **error_fields(exc)
     )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import dspy
 from pydantic import ValidationError
 
-from programs._outputs import JudgmentOutput, Protocol, Status, Usage, aggregate_judgments, error_fields
+from programs._outputs import JudgmentRecord, Protocol, Status, Usage, aggregate_judgments, error_fields
 from sp_dspy.data import Case
 from sp_dspy.errors import DataError, validation_problem
 from sp_dspy.lm import parse_usage
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 NONE_TEXT = "(none)"  # shown for an empty context or framework rather than a blank field
 
 RubricInput = str | Sequence[Mapping[str, Any]] | Mapping[str, Any]
-_Result = tuple[JudgmentOutput, Mapping[str, list[Any]]]
+_Result = tuple[JudgmentRecord, Mapping[str, list[Any]]]
 
 
 class JudgeRule(dspy.Signature):
@@ -109,7 +109,8 @@ def target_examples(case: Case) -> list[dspy.Example]:
 class PerRuleGuard(dspy.Module):
     """Judge every target rule of a case and return the violated set.
 
-    The prediction has ``violated_rules``, ``status`` and ``judgments`` (``gt`` unset).
+    The prediction has ``violated_rules``, ``status`` and ``judgments`` (their ``cid`` empty and
+    ``gt`` unset: a conversation judged outside a case has neither).
     """
 
     protocol: ClassVar[Protocol] = "per-rule"
@@ -172,24 +173,24 @@ class PerRuleGuardCoT(PerRuleGuard):
     predictor_type: ClassVar[Any] = dspy.ChainOfThought
 
 
-def _judgment(target: RuleTarget, outcome: Any, usage_data: Mapping[str, list[Any]]) -> JudgmentOutput:
+def _judgment(target: RuleTarget, outcome: Any, usage_data: Mapping[str, list[Any]]) -> JudgmentRecord:
     from sp_dspy.protocol import parse_verdict_output
 
     parts = (parse_usage(entry) for entries in usage_data.values() for entry in entries)
     usage = Usage.total(part for part in parts if part is not None)
-    common: dict[str, Any] = {"rule": target.rule, "rule_type": target.type, "usage": usage}
+    common: dict[str, Any] = {"cid": "", "rule": target.rule, "rule_type": target.type, "usage": usage}
     if isinstance(outcome, dspy.AdapterParseError):
         # The adapter could not read the answer; a refusal is told apart so it is counted as one.
         refused = parse_verdict_output(str(outcome.lm_response or ""), mode="robust").refused
         status: Status = "refused" if refused else "failed"
-        return JudgmentOutput(
-            **common, pred=None, refused=refused, parse_failed=not refused, status=status,
+        return JudgmentRecord(
+            **common, pred=None, refused=refused, parse_failed=not refused, parse_status=status,
             answer=str(outcome.lm_response or ""),
         )  # fmt: skip
     if isinstance(outcome, Exception):
-        return JudgmentOutput(**common, pred=None, status="error", **error_fields(outcome))
+        return JudgmentRecord(**common, pred=None, parse_status="error", **error_fields(outcome))
     reason = str(getattr(outcome, "reasoning", "") or "")
-    return JudgmentOutput(**common, pred=outcome.verdict == "violated", status="clean", reason=reason)
+    return JudgmentRecord(**common, pred=outcome.verdict == "violated", parse_status="clean", reason=reason)
 
 
 def hand_up_usage(parent: Any, usage_data: list[Mapping[str, list[Any]]]) -> None:

@@ -44,7 +44,7 @@ class PkuSeverityGuardCoT(PkuSeverityGuard):
 
 
 def severity_fields(prediction: Any) -> dict[str, Any]:
-    """``predicted_safe`` / ``predicted_severity`` of a prediction, for ``CaseOutput``.
+    """``predicted_safe`` / ``predicted_severity`` of a prediction, for the case's record.
 
     Empty for programs that do not predict them. An off-scale severity is ``None``, not
     clamped: a guard that answers 7 did not answer on the scale.

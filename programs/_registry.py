@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
-from programs._outputs import CaseOutput, JudgmentOutput, Protocol, Status, Usage, error_fields
+from programs._outputs import JudgmentRecord, PolicyRecord, Protocol, Status, Usage, error_fields
 from sp_dspy.errors import ConfigError, DataError, validation_problem
 from sp_dspy.files import read_json_file
 
@@ -223,8 +223,8 @@ def history_accounting(lm: Any) -> tuple[Usage, int]:
     return usage, hits
 
 
-async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> CaseOutput:
-    """Run any guard program on one case with ``lm`` and return its ``CaseOutput``.
+async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> PolicyRecord:
+    """Run any guard program on one case with ``lm`` and return its answer (``PolicyRecord``).
 
     Never raises for what the model does: an answer the adapter cannot parse becomes
     ``failed`` (or ``refused`` when it is a refusal) and a failed LM call ``error``.
@@ -250,30 +250,34 @@ async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> CaseOutput
     if isinstance(prediction, dspy.AdapterParseError):
         refused = parse_policy_output(str(prediction.lm_response or ""), mode="robust").refused
         status: Status = "refused" if refused else "failed"
-        return CaseOutput(
-            **common, violated_rules=None, status=status, refused=refused, parse_failed=not refused,
+        return PolicyRecord(
+            **common, violated_rules=None, parse_status=status, refused=refused, parse_failed=not refused,
             answer=str(prediction.lm_response or ""),
         )  # fmt: skip
     if isinstance(prediction, Exception):
-        return CaseOutput(**common, violated_rules=None, status="error", **error_fields(prediction))
+        return PolicyRecord(**common, violated_rules=None, parse_status="error", **error_fields(prediction))
     reasoning = str(prediction.get("reasoning", "") or "")
     if protocol == "per-policy":
         rules = sorted(set(prediction.violated_rules))
-        return CaseOutput(
-            **common, violated_rules=rules, status="clean", reasoning=reasoning, **severity_fields(prediction)
+        return PolicyRecord(
+            **common,
+            violated_rules=rules,
+            parse_status="clean",
+            reasoning=reasoning,
+            **severity_fields(prediction),
         )
     gold = {target.rule: target.gold for target in build_targets(case)}
-    judgments = [j.model_copy(update={"gt": gold.get(j.rule)}) for j in prediction.judgments]
-    return CaseOutput(
+    judgments = [j.model_copy(update={"cid": case.id, "gt": gold.get(j.rule)}) for j in prediction.judgments]
+    return PolicyRecord(
         **common,
         violated_rules=prediction.violated_rules,
-        status=prediction.status,
+        parse_status=prediction.status,
         refused=prediction.status == "refused",
         judgments=judgments,
     )
 
 
-async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentOutput:
+async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentRecord:
     """One per-rule judgment of ``case`` by a per-rule program (the runner resumes per judgment)."""
     import dspy
 
@@ -289,4 +293,6 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
         judgment, usage_data = await program._ajudge(target, framework_for(case), case.conversation)
     hand_up_usage(dspy.settings.usage_tracker, [usage_data])  # as a whole case's forward() does
     usage, cache_hits = history_accounting(target_lm)
-    return judgment.model_copy(update={"gt": target.gold, "usage": usage, "cache_hits": cache_hits})
+    return judgment.model_copy(
+        update={"cid": case.id, "gt": target.gold, "usage": usage, "cache_hits": cache_hits}
+    )

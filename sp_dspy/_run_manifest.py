@@ -9,7 +9,7 @@ import contextlib
 import json
 from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, model_serializer, model_validator
 
@@ -23,6 +23,19 @@ MANIFEST_GLOB = "manifest_*.json"
 def manifest_path(folder: Path, run_id: str) -> Path:
     """Where run ``run_id``'s manifest lies: beside its results files, one per run id."""
     return folder / f"manifest_{run_id}.json"
+
+
+class RecordFacts(Protocol):
+    """What totals and error summaries read of a result record (``PolicyRecord``/``JudgmentRecord``)."""
+
+    @property
+    def usage(self) -> Usage | None: ...
+    @property
+    def cache_hits(self) -> int: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def error_class(self) -> str | None: ...
 
 
 class ErrorClassCount(BaseModel):
@@ -41,15 +54,13 @@ class ErrorSummary(BaseModel):
     classes: list[ErrorClassCount] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, latest: Mapping[Hashable, Mapping[str, Any]], units: int) -> ErrorSummary:
+    def of(cls, latest: Mapping[Hashable, RecordFacts], units: int) -> ErrorSummary:
         """Summarise the latest record of each unit (``units``: how many the run has)."""
         counts: dict[str, ErrorClassCount] = {}
         for record in latest.values():
-            if kind := record.get("error_class"):
-                first = str(record.get("error") or kind)
-                entry = counts.setdefault(
-                    str(kind), ErrorClassCount(error_class=str(kind), count=0, first_error=first)
-                )
+            if kind := record.error_class:
+                first = record.error or kind
+                entry = counts.setdefault(kind, ErrorClassCount(error_class=kind, count=0, first_error=first))
                 entry.count += 1
         classes = sorted(counts.values(), key=lambda c: (-c.count, c.error_class))
         return cls(units=units, errors=sum(c.count for c in classes), classes=classes)
@@ -98,24 +109,23 @@ class RunTotals(BaseModel):
             "cache_hits": self.cache_hits,
         }
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: RecordFacts) -> None:
         """Count one record in the totals."""
         self.records += 1
-        usage = record.get("usage") or {}
-        prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-        cost = record.get("cost")
-        self.usage = self.usage + Usage(
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            total_tokens=prompt + completion,
-            cost=None if cost is None else float(cost),
-        )
-        if record.get("error_class"):
+        if (usage := record.usage) is not None:  # the counts a manifest stores, and the dollars
+            prompt, completion = usage.prompt_tokens, usage.completion_tokens
+            self.usage = self.usage + Usage(
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                total_tokens=prompt + completion,
+                cost=usage.cost,
+            )
+        if record.error_class:
             self.errors += 1
-        self.cache_hits += int(record.get("cache_hits") or 0)
+        self.cache_hits += record.cache_hits
 
     @classmethod
-    def of(cls, records: Iterable[dict[str, Any]]) -> RunTotals:
+    def of(cls, records: Iterable[RecordFacts]) -> RunTotals:
         """The totals of these records (dollars rounded to 6 digits, as stored)."""
         totals = cls()
         for record in records:

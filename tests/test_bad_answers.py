@@ -19,19 +19,19 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from programs import CaseOutput
+from programs import PolicyRecord
 from sp_dspy import load_benchmark
 from sp_dspy._errors import DataError
 from sp_dspy._guard import Guard
 from sp_dspy._lm._fake_prompts import message_text
 from sp_dspy._protocol import keep_policy_rules, per_policy_messages
-from sp_dspy._runner import iter_records
 from sp_dspy._runner._engine import UnitEngine
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._records import policy_record
 from sp_dspy._runner._store import JsonlStore, StoreWriteError, encode_line
 from sp_dspy.cli import app
 from tests._factories import raw_case, write_dataset
+from tests._results import iter_records
 from tests._stub_server import StubServer
 
 SAMPLE = load_benchmark().cases[:9]  # three conversations (priv-101, spec-102, frau-103) x L0/L1/L2
@@ -80,28 +80,28 @@ def test_keep_policy_rules(
     assert keep_policy_rules([99], set()).rules == [99]  # the policy's rules unknown: nothing dropped
 
 
-def _output(rules: list[int] | None, status: str = "clean") -> CaseOutput:
-    return CaseOutput(id=SAMPLE[0].id, violated_rules=rules, status=status, protocol="per-policy")  # type: ignore[arg-type]
+def _output(rules: list[int] | None, status: str = "clean") -> PolicyRecord:
+    return PolicyRecord(id=SAMPLE[0].id, violated_rules=rules, parse_status=status, protocol="per-policy")  # type: ignore[arg-type]
 
 
 def test_policy_records_drop_numbers_that_are_not_rules_of_the_case() -> None:
     case = SAMPLE[0]
     gold = case.ground_truth_violations
-    record = policy_record(case, 1, _output([*gold, 99, HUGE]), model="m", run={}, latency_s=0.0)
+    record = policy_record(case, 1, _output([*gold, 99, HUGE]), model="m", run={}, latency_s=0.0).line()
     assert (record["violated_rules"], record["parse_status"], record["parse_failed"]) == (
         gold,
         "recovered",
         False,
     )
     assert record["dropped_rules"] == [99, HUGE] and record["scores"]["exact_match"] is True
-    record = policy_record(case, 1, _output([HUGE]), model="m", run={}, latency_s=0.0)
+    record = policy_record(case, 1, _output([HUGE]), model="m", run={}, latency_s=0.0).line()
     assert (record["violated_rules"], record["parse_status"], record["parse_failed"]) == (
         None,
         "failed",
         True,
     )
     assert record["predicted_label"] is None and record["scores"] is None
-    record = policy_record(case, 1, _output(gold), model="m", run={}, latency_s=0.0)
+    record = policy_record(case, 1, _output(gold), model="m", run={}, latency_s=0.0).line()
     assert (record["parse_status"], "dropped_rules" in record) == ("clean", False)
 
 
@@ -110,7 +110,7 @@ def test_strict_records_keep_numbers_the_reference_scores_as_false_positives() -
     case = SAMPLE[0]
     gold = case.ground_truth_violations
     strict = {"parser": "strict"}
-    record = policy_record(case, 1, _output([*gold, 99, HUGE]), model="m", run=strict, latency_s=0.0)
+    record = policy_record(case, 1, _output([*gold, 99, HUGE]), model="m", run=strict, latency_s=0.0).line()
     assert (record["violated_rules"], record["parse_status"], record["parse_failed"]) == (
         [*gold, 99, HUGE],
         "clean",
@@ -118,7 +118,7 @@ def test_strict_records_keep_numbers_the_reference_scores_as_false_positives() -
     )
     assert record["out_of_policy_rules"] == [99, HUGE] and "dropped_rules" not in record
     assert record["scores"]["fp"] == [99, HUGE] and record["scores"]["exact_match"] is False
-    record = policy_record(case, 1, _output([HUGE]), model="m", run=strict, latency_s=0.0)
+    record = policy_record(case, 1, _output([HUGE]), model="m", run=strict, latency_s=0.0).line()
     assert (record["violated_rules"], record["parse_failed"]) == ([HUGE], False)
 
 
@@ -129,32 +129,32 @@ class _FailingStore:
         self.records: list[dict[str, Any]] = []
         self.error = error
 
-    def append(self, record: dict[str, Any]) -> None:
-        if not self.records and record["id"] == 0:
+    def append(self, record: PolicyRecord) -> None:
+        if not self.records and record.id == "0":
             self.records.append({"failed": True})
             raise self.error
-        self.records.append(record)
+        self.records.append(record.line())
 
 
 def test_a_unit_that_cannot_be_stored_lets_the_units_in_flight_finish() -> None:
     started: list[int] = []
 
-    async def work(unit: int) -> dict[str, Any]:
+    async def work(unit: int) -> PolicyRecord:
         started.append(unit)
         await asyncio.sleep(0 if unit == 0 else 0.05)
-        return {"id": unit}
+        return PolicyRecord(id=str(unit))
 
     store = _FailingStore(OSError(22, "Invalid argument"))
     engine: UnitEngine[int] = UnitEngine(
         work=work,
-        on_error=lambda u, e: {"id": u},
+        on_error=lambda u, e: PolicyRecord(id=str(u)),
         store=store,  # type: ignore[arg-type]
         concurrency=4,
     )
     with pytest.raises(OSError, match="Invalid argument"):
         asyncio.run(engine.run(list(range(20))))
     # Units 1-3 were in flight: they finished and were stored; nothing new started.
-    assert sorted(r["id"] for r in store.records[1:]) == [1, 2, 3]
+    assert sorted(r["id"] for r in store.records[1:]) == ["1", "2", "3"]
     assert sorted(started) == [0, 1, 2, 3]
 
 
@@ -162,15 +162,15 @@ def test_a_results_file_that_cannot_be_written_stops_the_run_at_once() -> None:
     """A full disk: the store refuses every later line, so the units in flight are cancelled, not awaited."""
     finished: list[int] = []
 
-    async def work(unit: int) -> dict[str, Any]:
+    async def work(unit: int) -> PolicyRecord:
         await asyncio.sleep(0 if unit == 0 else 30)
         finished.append(unit)
-        return {"id": unit}
+        return PolicyRecord(id=str(unit))
 
     store = _FailingStore(StoreWriteError("cannot write results.jsonl: No space left on device"))
     engine: UnitEngine[int] = UnitEngine(
         work=work,
-        on_error=lambda u, e: {"id": u},
+        on_error=lambda u, e: PolicyRecord(id=str(u)),
         store=store,  # type: ignore[arg-type]
         concurrency=4,
     )
@@ -332,9 +332,9 @@ def test_a_record_that_cannot_be_written_does_not_close_the_pool_under_the_other
     append = JsonlStore.append
     failed: list[str] = []
 
-    def full_disk_once(self: JsonlStore, record: dict[str, Any]) -> None:
+    def full_disk_once(self: JsonlStore, record: PolicyRecord) -> None:
         if not failed:
-            failed.append(record["id"])
+            failed.append(record.id)
             raise OSError(28, "No space left on device")
         append(self, record)
 

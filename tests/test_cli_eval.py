@@ -21,8 +21,8 @@ from sp_dspy import load_benchmark
 from sp_dspy._data import make_split
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._protocol import build_targets
-from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
+from tests._results import iter_records
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("isolated_run")]
 
@@ -282,3 +282,24 @@ def test_bad_flag_value_names_the_flag() -> None:
         build_eval_config({"protocol": "per-foo"})
     with pytest.raises(ConfigError, match=r"^--level: "):
         build_eval_config({"data": {"level": 3}})
+
+
+@pytest.mark.parametrize("protocol", ["per-policy", "per-rule"])
+def test_eval_reads_its_results_file_once_after_the_units(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, protocol: str
+) -> None:
+    """Score, totals, errors, the verbose listing and the tables come from one read; a resume reads once more, before its units."""
+    reads: list[str] = []
+    read_bytes = Path.read_bytes
+
+    def counted(self: Path) -> bytes:
+        if self.suffix == ".jsonl":
+            reads.append(self.name)
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    args = ("--protocol", protocol, "--limit", "3", "--run-id", "once", "--verbose")
+    assert invoke(tmp_path, *args).exit_code == 0
+    assert len(reads) == 1
+    assert invoke(tmp_path, *args, "--resume").exit_code == 0
+    assert len(reads) == 3

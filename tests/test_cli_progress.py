@@ -6,9 +6,12 @@ import io
 
 from rich.console import Console
 
+from sp_dspy._metrics import PolicyRecord
 from sp_dspy._runner._progress import ProgressView
 
-RECORD = {"usage": {"prompt_tokens": 100, "completion_tokens": 5}, "cost": 0.001}
+RECORD = PolicyRecord.model_validate(
+    {"id": "c", "usage": {"prompt_tokens": 100, "completion_tokens": 5}, "cost": 0.001}
+)
 
 
 class Clock:

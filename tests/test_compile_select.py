@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from programs import CaseOutput, OfficialPerPolicy, make_program
+from programs import OfficialPerPolicy, PolicyRecord, make_program
 from sp_dspy._budget import BudgetExceeded
 from sp_dspy._compile._evaluate import evaluate_on_dev
 from sp_dspy._compile._run import _select
@@ -47,11 +47,11 @@ class Scripted(OfficialPerPolicy):
         super().__init__()
         self.refused = refused
 
-    async def acall_case(self, case: Case, lm: Any) -> CaseOutput:
+    async def acall_case(self, case: Case, lm: Any) -> PolicyRecord:
         if case.id == self.refused:
             raise BudgetExceeded("max_calls")
         rules = [*case.ground_truth_violations, 999]
-        return CaseOutput(id=case.id, protocol="per-policy", violated_rules=rules, status="clean")
+        return PolicyRecord(id=case.id, protocol="per-policy", violated_rules=rules, parse_status="clean")
 
 
 def test_dev_scoring_records_as_eval_does_and_a_refused_case_scores_zero() -> None:

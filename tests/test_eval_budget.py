@@ -20,8 +20,8 @@ from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig
 from sp_dspy._protocol import build_targets
 from sp_dspy._runner import DataSelection, EvalConfig, plan_run
-from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
+from tests._results import iter_records
 from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("isolated_run")]

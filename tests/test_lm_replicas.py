@@ -30,9 +30,9 @@ from sp_dspy._lm import (
 from sp_dspy._lm._cache import ENDPOINT_GROUP_KEY
 from sp_dspy._lm._replicas import AsyncReplicaEngine, ReplicaEngine
 from sp_dspy._runner._fake_gold import teach_fake
-from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
 from sp_dspy.lm import achat, chat
+from tests._results import iter_records
 from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(120)]

@@ -29,9 +29,9 @@ import pytest
 from sp_dspy import load_benchmark
 from sp_dspy._lm import configure_cache, make_lm
 from sp_dspy._protocol import build_targets
-from sp_dspy._runner._store import iter_records
 from sp_dspy._serve._process import post_json
 from sp_dspy.cli._lm_options import lm_configs, lm_session
+from tests._results import iter_records
 from tests._stub_server import StubServer
 
 pytestmark = [

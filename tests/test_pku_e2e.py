@@ -26,9 +26,9 @@ from typer.testing import CliRunner, Result
 
 from sp_dspy._data import load_pku
 from sp_dspy._data._splits import Split
-from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
 from sp_dspy.cli._compile import register as register_compile
+from tests._results import iter_records
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("isolated_run")]
 

@@ -14,10 +14,10 @@ import dspy
 import pytest
 
 from programs import (
-    CaseOutput,
     OfficialPerPolicy,
     PkuSeverityGuard,
     PkuSeverityGuardCoT,
+    PolicyRecord,
     load_program,
     make_program,
     program_spec,
@@ -48,8 +48,8 @@ def fake(behaviour: str = "oracle") -> tuple[dspy.LM, FakeEngine]:
     return lm, lm.engine
 
 
-def record(case: Case, output: CaseOutput) -> dict[str, Any]:
-    return policy_record(case, 1, output, model="fake", run={}, latency_s=0.0)
+def record(case: Case, output: PolicyRecord) -> dict[str, Any]:
+    return policy_record(case, 1, output, model="fake", run={}, latency_s=0.0).line()
 
 
 def test_official_prompt_carries_the_19_rule_policy_and_the_exchange() -> None:
@@ -57,7 +57,7 @@ def test_official_prompt_carries_the_19_rule_policy_and_the_exchange() -> None:
     assert PKU_POLICY in system and "\n19. The chatbot must not" in system
     assert UNSAFE.conversation in user and user.count("Turn 1 - ") == 2
     output = asyncio.run(run_case(make_program("official"), UNSAFE, fake()[0]))
-    assert (output.status, output.violated_rules) == ("clean", UNSAFE.ground_truth_violations)
+    assert (output.parse_status, output.violated_rules) == ("clean", UNSAFE.ground_truth_violations)
     assert output.predicted_safe is None  # the official prompt asks for no label
 
 

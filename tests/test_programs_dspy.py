@@ -10,11 +10,11 @@ import dspy
 import pytest
 
 from programs import (
-    CaseOutput,
     PerPolicyGuard,
     PerPolicyGuardCoT,
     PerRuleGuard,
     PerRuleGuardCoT,
+    PolicyRecord,
     case_to_example,
     make_program,
     rubric_json,
@@ -60,7 +60,7 @@ def fake_lm(behaviour: str = "oracle", *cases: Case) -> tuple[dspy.LM, FakeEngin
     return lm, engine
 
 
-def run(program: Any, case: Case, lm: dspy.LM) -> CaseOutput:
+def run(program: Any, case: Case, lm: dspy.LM) -> PolicyRecord:
     return asyncio.run(run_case(program, case, lm))
 
 
@@ -103,7 +103,7 @@ def test_per_policy_program_returns_the_gold_set_with_the_oracle(program_type: t
         prediction = program_type()(**case_to_example(case).inputs())
     assert sorted(prediction.violated_rules) == [1, 2]
     output = run(program_type(), case, lm)
-    assert (output.violated_rules, output.status, output.protocol) == ([1, 2], "clean", "per-policy")
+    assert (output.violated_rules, output.parse_status, output.protocol) == ([1, 2], "clean", "per-policy")
     assert output.usage.prompt_tokens > 0 and output.usage.completion_tokens > 0
     assert bool(output.reasoning) == (program_type is PerPolicyGuardCoT)
 
@@ -117,7 +117,7 @@ def test_per_policy_program_follows_the_lm() -> None:
 def test_unparseable_answer_is_a_failed_case_not_an_exception() -> None:
     case = interaction_case()
     output = run(PerPolicyGuard(), case, fake_lm("garbage")[0])
-    assert (output.violated_rules, output.status, output.parse_failed, output.refused) == (
+    assert (output.violated_rules, output.parse_status, output.parse_failed, output.refused) == (
         None,
         "failed",
         True,
@@ -127,7 +127,7 @@ def test_unparseable_answer_is_a_failed_case_not_an_exception() -> None:
 
 def test_refusal_is_told_apart_from_a_parse_failure() -> None:
     output = run(PerPolicyGuard(), interaction_case(), fake_lm("refuse")[0])
-    assert (output.violated_rules, output.status, output.refused, output.parse_failed) == (
+    assert (output.violated_rules, output.parse_status, output.refused, output.parse_failed) == (
         None,
         "refused",
         True,
@@ -143,7 +143,7 @@ def test_failed_lm_call_is_an_error_case(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.setattr(engine, "complete", fail)
     output = run(PerPolicyGuard(), interaction_case(), lm)
-    assert (output.violated_rules, output.status) == (None, "error")
+    assert (output.violated_rules, output.parse_status) == (None, "error")
     assert output.error is not None and "upstream exploded" in output.error
 
 
@@ -184,7 +184,7 @@ def test_per_rule_async_and_sync_paths_agree_and_fill_the_gold() -> None:
     case = interaction_case(gt=[2, 3])
     lm, _ = fake_lm("oracle", case)
     output = run(PerRuleGuard(), case, lm)
-    assert (output.violated_rules, output.status, output.protocol) == ([2, 3], "clean", "per-rule")
+    assert (output.violated_rules, output.parse_status, output.protocol) == ([2, 3], "clean", "per-rule")
     assert output.judgments is not None
     assert {j.rule: (j.gt, j.pred) for j in output.judgments} == {
         1: (False, False),
@@ -203,15 +203,15 @@ def test_one_unreadable_judgment_leaves_the_case_scored() -> None:
     engine.enqueue("no idea", "still no idea")  # the ChatAdapter and its JSON fallback both fail
     output = run(PerRuleGuard(max_concurrency=1), case, lm)
     assert output.judgments is not None
-    assert [j.status for j in output.judgments].count("failed") == 1
-    assert output.status == "recovered" and output.violated_rules is not None
+    assert [j.parse_status for j in output.judgments].count("failed") == 1
+    assert output.parse_status == "recovered" and output.violated_rules is not None
     assert not output.parse_failed
 
 
 def test_all_judgments_refused_excludes_the_case() -> None:
     output = run(PerRuleGuard(), interaction_case(), fake_lm("refuse")[0])
-    assert output.judgments is not None and {j.status for j in output.judgments} == {"refused"}
-    assert (output.violated_rules, output.status, output.refused) == (None, "refused", True)
+    assert output.judgments is not None and {j.parse_status for j in output.judgments} == {"refused"}
+    assert (output.violated_rules, output.parse_status, output.refused) == (None, "refused", True)
 
 
 def test_per_rule_usage_rolls_up_into_an_enclosing_tracker() -> None:

@@ -8,7 +8,7 @@ import json
 import dspy
 import pytest
 
-from programs import CaseOutput, OfficialPerPolicy, OfficialPerRule, make_program, run_case
+from programs import OfficialPerPolicy, OfficialPerRule, PolicyRecord, make_program, run_case
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig, make_lm
@@ -42,7 +42,7 @@ def fake_lm(behaviour: str, case: Case) -> tuple[dspy.LM, FakeEngine]:
     return lm, engine
 
 
-def run(program: OfficialPerPolicy | OfficialPerRule, case: Case, lm: dspy.LM) -> CaseOutput:
+def run(program: OfficialPerPolicy | OfficialPerRule, case: Case, lm: dspy.LM) -> PolicyRecord:
     return asyncio.run(run_case(program, case, lm))
 
 
@@ -51,7 +51,7 @@ def test_per_policy_sends_the_contract_messages_and_parses_the_answer() -> None:
     lm, engine = fake_lm("oracle", case)
     output = run(OfficialPerPolicy(), case, lm)
     assert engine.calls[0].messages == per_policy_messages(case)
-    assert (output.violated_rules, output.status, output.protocol, output.layout) == (
+    assert (output.violated_rules, output.parse_status, output.protocol, output.layout) == (
         [1, 3],
         "clean",
         "per-policy",
@@ -78,13 +78,17 @@ def test_parse_mode_decides_whether_prose_wrapped_json_counts(
     lm, engine = fake_lm("oracle", case)
     engine.enqueue("Here is my audit: " + json.dumps({"analysis": "x", "violated_rules": [{"rule": 2}]}))
     output = run(OfficialPerPolicy(mode=mode), case, lm)  # type: ignore[arg-type]
-    assert (output.status, output.violated_rules, output.parse_failed) == (status, rules, status == "failed")
+    assert (output.parse_status, output.violated_rules, output.parse_failed) == (
+        status,
+        rules,
+        status == "failed",
+    )
 
 
 def test_refusal_and_transport_failure_are_statuses(monkeypatch: pytest.MonkeyPatch) -> None:
     case = paired_case(gt=[1])
     refused = run(OfficialPerPolicy(), case, fake_lm("refuse", case)[0])
-    assert (refused.status, refused.refused, refused.violated_rules) == ("refused", True, None)
+    assert (refused.parse_status, refused.refused, refused.violated_rules) == ("refused", True, None)
 
     lm, engine = fake_lm("oracle", case)
 
@@ -94,7 +98,7 @@ def test_refusal_and_transport_failure_are_statuses(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(engine, "complete", fail)
     for program in (OfficialPerPolicy(), OfficialPerRule()):
         errored = run(program, case, lm)
-        assert (errored.status, errored.violated_rules) == ("error", None)
+        assert (errored.parse_status, errored.violated_rules) == ("error", None)
     assert OfficialPerPolicy().call_case(case, lm).error == "LMServerError: bad gateway"
 
 
@@ -106,7 +110,7 @@ def test_per_rule_sends_one_contract_message_per_target(layout: str) -> None:
     expected = [per_rule_messages(case, t, layout=layout) for t in build_targets(case)]  # type: ignore[arg-type]
     sent = [call.messages for call in engine.calls]
     assert sorted(sent, key=json.dumps) == sorted(expected, key=json.dumps)
-    assert (output.violated_rules, output.status, output.layout) == ([1, 2], "clean", layout)
+    assert (output.violated_rules, output.parse_status, output.layout) == ([1, 2], "clean", layout)
     assert output.judgments is not None
     assert [(j.rule, j.rule_type, j.gt, j.pred) for j in output.judgments] == [
         (1, "decisive", True, True),
@@ -120,12 +124,12 @@ def test_per_rule_sends_one_contract_message_per_target(layout: str) -> None:
 def test_per_rule_unparseable_verdicts_count_as_not_flagged() -> None:
     case = paired_case(gt=[1, 2])
     output = run(OfficialPerRule(), case, fake_lm("garbage", case)[0])
-    assert output.judgments is not None and {j.status for j in output.judgments} == {"failed"}
+    assert output.judgments is not None and {j.parse_status for j in output.judgments} == {"failed"}
     # The reference harness scores such a case as predicting no violation.
     assert (output.violated_rules, output.parse_failed) == ([], False)
 
     refused = run(OfficialPerRule(), case, fake_lm("refuse", case)[0])
-    assert (refused.violated_rules, refused.status, refused.refused) == (None, "refused", True)
+    assert (refused.violated_rules, refused.parse_status, refused.refused) == (None, "refused", True)
 
 
 def test_official_options_are_checked() -> None:

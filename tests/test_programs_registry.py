@@ -15,12 +15,12 @@ import dspy
 import pytest
 
 from programs import (
-    CaseOutput,
-    JudgmentOutput,
+    JudgmentRecord,
     OfficialPerPolicy,
     PerPolicyGuard,
     PerPolicyGuardCoT,
     PerRuleGuard,
+    PolicyRecord,
     Usage,
     aggregate_judgments,
     load_program,
@@ -197,23 +197,28 @@ def test_missing_artifact_is_a_data_error(tmp_path: Path) -> None:
         load_program(tmp_path)
 
 
-def test_case_output_round_trips_through_json() -> None:
-    judgment = JudgmentOutput(rule=2, rule_type="decisive", gt=True, pred=True, status="clean")
-    output = CaseOutput(
+def test_a_case_answer_round_trips_through_its_result_line() -> None:
+    judgment = JudgmentRecord(
+        cid="a-l0", rule=2, rule_type="decisive", gt=True, pred=True, parse_status="clean"
+    )
+    output = PolicyRecord(
         id="a-l0",
         violated_rules=[2],
-        status="clean",
+        parse_status="clean",
         usage=Usage(prompt_tokens=3, completion_tokens=2, total_tokens=5),
         judgments=[judgment],
         protocol="per-rule",
         layout="official",
     )
-    assert CaseOutput.model_validate_json(output.model_dump_json()) == output
+    line = output.model_dump_json(exclude_unset=True)
+    assert list(json.loads(line))[:2] == ["id", "violated_rules"]  # a line starts with its kind's fields
+    assert PolicyRecord.model_validate_json(line) == output.model_copy(update={"judgments": None})
+    assert JudgmentRecord.model_validate_json(judgment.model_dump_json(exclude_unset=True)) == judgment
 
 
 def test_aggregation_rules() -> None:
-    def judgment(rule: int, status: str, pred: bool | None) -> JudgmentOutput:
-        return JudgmentOutput(rule=rule, rule_type="decisive", pred=pred, status=status)  # type: ignore[arg-type]
+    def judgment(rule: int, status: str, pred: bool | None) -> JudgmentRecord:
+        return JudgmentRecord(cid="c", rule=rule, rule_type="decisive", pred=pred, parse_status=status)  # type: ignore[arg-type]
 
     assert aggregate_judgments([]) == (None, "failed")
     assert aggregate_judgments([judgment(1, "refused", None), judgment(2, "error", None)]) == (None, "error")
@@ -243,7 +248,7 @@ def test_history_accounting_counts_a_cached_answer_like_a_fresh_one() -> None:
 
 def test_importing_programs_and_running_the_baseline_setup_does_not_import_dspy() -> None:
     code = (
-        "import sys, programs; programs.make_program('official', 'per-rule'); programs.CaseOutput; "
+        "import sys, programs; programs.make_program('official', 'per-rule'); programs.PolicyRecord; "
         "assert 'dspy' not in sys.modules and 'litellm' not in sys.modules"
     )
     root = Path(__file__).resolve().parents[1]

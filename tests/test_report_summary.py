@@ -153,7 +153,7 @@ def test_per_rule_costs_sum_over_judgments(summary: ComparisonSummary) -> None:
     own = [j for j in results.judgments if j.cid in l2]
     cell = summary.variants[2].cells["L2"]
     assert cell.lm_calls_per_case == round(len(own) / len(l2), 2)
-    expected = sum((j.model_extra or {})["cost"] for j in own) / len(l2)
+    expected = sum(j.usage.cost or 0.0 for j in own if j.usage is not None) / len(l2)
     assert cell.dollars_per_case == pytest.approx(expected, abs=1e-6)
 
 

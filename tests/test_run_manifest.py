@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sp_dspy._metrics import PolicyRecord
 from sp_dspy._run_manifest import (
     ModelRun,
     RunManifest,
@@ -39,8 +40,11 @@ def _manifest(totals: RunTotals) -> RunManifest:
 
 def test_totals_are_written_flat_and_read_back_whole(tmp_path: Path) -> None:
     records = [
-        {"usage": {"prompt_tokens": 10, "completion_tokens": 2}, "cost": 0.1, "cache_hits": 1},
-        {"usage": {"prompt_tokens": 5}, "cost": None, "error_class": "timeout"},
+        PolicyRecord.model_validate(line)
+        for line in [
+            {"id": "a", "usage": {"prompt_tokens": 10, "completion_tokens": 2}, "cost": 0.1, "cache_hits": 1},
+            {"id": "b", "usage": {"prompt_tokens": 5}, "cost": None, "error_class": "timeout"},
+        ]
     ]
     totals = RunTotals.of(records)
     path = manifest_path(tmp_path, "r")
@@ -56,7 +60,8 @@ def test_totals_are_written_flat_and_read_back_whole(tmp_path: Path) -> None:
     }
     read = read_run_manifest(path)
     assert read is not None and read.runs["m"].totals == totals
-    assert RunTotals.of([{"usage": {"prompt_tokens": 1}}]).usage.cost is None  # unpriced stays unknown
+    unpriced = PolicyRecord.model_validate({"id": "c", "usage": {"prompt_tokens": 1}})
+    assert RunTotals.of([unpriced]).usage.cost is None  # unpriced stays unknown
 
 
 def test_a_missing_broken_or_foreign_manifest_reads_as_none(tmp_path: Path) -> None:

@@ -21,12 +21,13 @@ from sp_dspy import load_benchmark
 from sp_dspy._ablate import run_ablation
 from sp_dspy._ablate._plan import AblationPlan
 from sp_dspy._lm import LMConfig
+from sp_dspy._metrics import PolicyRecord
 from sp_dspy._runner import DataSelection, EvalConfig, run_eval
 from sp_dspy._runner._eval import EvalOutcome
 from sp_dspy._runner._failures import BAD_REQUEST_STREAK, EarlyStop, RunStopped
 from sp_dspy._runner._fake_gold import teach_fake
-from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import main
+from tests._results import iter_records
 from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(120)]
@@ -135,14 +136,14 @@ def test_transient_failures_and_one_case_overflow_never_stop_a_run(tmp_path: Pat
 
 def test_a_bad_request_streak_is_broken_by_a_success() -> None:
     stop = EarlyStop()
-    bad = {"error_class": "bad_request", "error": "HTTP 400: no"}
+    bad = PolicyRecord(id="c", error_class="bad_request", error="HTTP 400: no")
     for _ in range(BAD_REQUEST_STREAK - 1):
         assert not stop.observe(bad)
-    assert not stop.observe({"id": "ok"})
-    assert not stop.observe(bad) and not stop.observe({"error_class": "server_error"})
+    assert not stop.observe(PolicyRecord(id="ok"))
+    assert not stop.observe(bad) and not stop.observe(PolicyRecord(id="c", error_class="server_error"))
     assert not stop.observe(bad) and not stop.observe(bad)
     assert stop.observe(bad)
-    assert stop.observe({"error_class": "auth", "error": "HTTP 401"}) and stop.kind == "auth"
+    assert stop.observe(PolicyRecord(id="c", error_class="auth", error="HTTP 401")) and stop.kind == "auth"
 
 
 def test_resume_counts_errored_units_and_retry_errors_completes_a_stopped_run(tmp_path: Path) -> None:

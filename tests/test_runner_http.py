@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 from sp_dspy import load_benchmark
 from sp_dspy._data import Case
 from sp_dspy._protocol import build_targets, per_policy_messages, per_rule_messages
-from sp_dspy._runner._store import iter_records
 from sp_dspy.cli import app
 from tests._lm_fixtures import oracle_stub
+from tests._results import iter_records
 from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(120)]

@@ -19,7 +19,7 @@ from sp_dspy._protocol import build_targets
 from sp_dspy._runner import DataSelection, EvalConfig, run_eval
 from sp_dspy._runner._eval import EvalOutcome
 from sp_dspy._runner._fake_gold import teach_fake
-from sp_dspy._runner._store import iter_records
+from tests._results import iter_records
 from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(120)]

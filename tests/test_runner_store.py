@@ -16,8 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from sp_dspy._runner import iter_records
-from sp_dspy._runner._store import SYNC_INTERVAL_S, JsonlStore, StoreWriteError, repair_torn_tail
+from sp_dspy._errors import DataError
+from sp_dspy._runner._store import (
+    SYNC_INTERVAL_S,
+    JsonlStore,
+    StoreWriteError,
+    read_run_results,
+    repair_torn_tail,
+)
+from tests._results import iter_records
 
 
 class SlowDisk:
@@ -173,14 +180,17 @@ def test_repair_torn_tail_cuts_exactly_the_unterminated_line(
 
 def test_repair_of_a_missing_file_does_nothing(tmp_path: Path) -> None:
     assert repair_torn_tail(tmp_path / "none.jsonl") == 0
-    assert list(iter_records(tmp_path / "none.jsonl")) == []
+    assert read_run_results(tmp_path / "none.jsonl").lines == []
 
 
-def test_iter_records_skips_a_torn_tail_and_unreadable_lines(tmp_path: Path) -> None:
+def test_a_run_read_skips_a_torn_tail_and_unreadable_lines(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     path.write_text('{"id": "a"}\nnot json\n[1, 2]\n{"id": "b"}\n{"id": "c', encoding="utf-8")
-    assert [r["id"] for r in iter_records(path)] == ["a", "b"]
+    results = read_run_results(path)
+    assert [r.id for r in results.records.values()] == ["a", "b"] and results.bad_lines == 3
+    with pytest.raises(DataError, match=r"r\.jsonl:2: invalid JSON"):
+        read_run_results(path, strict=True)
     with JsonlStore(path) as store:  # opening repairs the tail before appending
         store.append({"id": "c"})
-    assert [r["id"] for r in iter_records(path)] == ["a", "b", "c"]
+    assert list(read_run_results(path).records) == ["a", "b", "c"]
     assert path.read_text(encoding="utf-8").endswith('{"id":"c"}\n')

@@ -20,8 +20,8 @@ from sp_dspy._ablate import run_ablation
 from sp_dspy._ablate._plan import AblationPlan
 from sp_dspy._lm import LMConfig, configure_cache
 from sp_dspy._runner import DataSelection, EvalConfig, run_eval
-from sp_dspy._runner._store import iter_records
 from tests._lm_fixtures import oracle_stub
+from tests._results import iter_records
 from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("restore_dspy_cache"), pytest.mark.network, pytest.mark.timeout(180)]

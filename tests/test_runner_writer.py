@@ -29,10 +29,11 @@ from typer.testing import CliRunner, Result
 from sp_dspy import load_benchmark
 from sp_dspy._errors import ConfigError, DataError, OutputError
 from sp_dspy._runner._paths import RunLock, RunLockedError, RunPaths
-from sp_dspy._runner._store import JsonlStore, iter_records
+from sp_dspy._runner._store import JsonlStore
 from sp_dspy._user_dirs import ensure_writable_dir
 from sp_dspy.cli import app
 from tests._lm_fixtures import oracle_stub
+from tests._results import iter_records
 from tests._stub_server import StubServer
 
 pytestmark = [pytest.mark.usefixtures("isolated_run"), pytest.mark.timeout(180)]

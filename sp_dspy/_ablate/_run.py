@@ -19,7 +19,7 @@ from programs import load_program
 from .._errors import ConfigError
 from .._report import OFFICIAL_PER_POLICY, build_summary, write_html
 from .._run_manifest import ErrorSummary, previous_run
-from .._runner import EvalConfig, iter_records, new_run_id, run_eval
+from .._runner import EvalConfig, new_run_id, read_run_results, run_eval
 from .._runner._eval import select_cases
 from .._runner._failures import RunStopped
 from .._runner._paths import RunPaths
@@ -30,6 +30,7 @@ from ._variants import PlannedVariant, resolve_variants
 if TYPE_CHECKING:
     from .._data import Benchmark, Case
     from .._lm import LMConfig
+    from .._metrics import ResultSet
     from .._report import ComparisonSummary
 
 RESULTS_DIR = "results"
@@ -92,12 +93,13 @@ def variant_config(
     )
 
 
-def _finished(paths: RunPaths, results_file: Path, model: str) -> bool:
-    """The manifest says this model's run completed, and the results file is as it left it."""
+def _finished(paths: RunPaths, results_file: Path, model: str) -> ResultSet | None:
+    """The run's results when the manifest says this model's run completed and the file is as it left it."""
     run = previous_run(paths.manifest, model)
     if run is None or run.status != "complete" or not results_file.exists():
-        return False
-    return run.totals.records == sum(1 for _ in iter_records(results_file))
+        return None
+    results = read_run_results(results_file)
+    return results if run.totals.records == len(results.lines) else None
 
 
 def _describe(variant: PlannedVariant) -> str:
@@ -155,8 +157,9 @@ def run_ablation(
                 run = VariantRun(variant, paths.run_id, paths.results_for(variant.protocol), "skipped")
                 outcome.runs.append(run)
                 head = f"[{number}/{len(variants)}] {variant.label}: {_describe(variant)}"
-                if resume and _finished(paths, run.results_file, live.display_name()):
-                    run.errors = unit_errors(run.results_file, cases, variant.protocol)
+                earlier = _finished(paths, run.results_file, live.display_name()) if resume else None
+                if earlier is not None:
+                    run.errors = unit_errors(earlier, cases, variant.protocol)
                     if not (retry_errors and run.errors.errors):
                         console.print(f"{head}: finished earlier, not run again", highlight=False)
                         continue

@@ -26,7 +26,7 @@ def evaluate_on_dev(
     A case the budget refused has no record: it scores 0 and leaves the evaluation incomplete.
     """
     records = evaluate_cases(program, cases, lm, concurrency=concurrency, skip_on=(BudgetExceeded,))
-    outcomes = case_outcomes(cases, {r["id"]: PolicyRecord.model_validate(r) for r in records})
+    outcomes = case_outcomes(cases, {r.id: r for r in records if isinstance(r, PolicyRecord)})
     matched = sum(sum(o.hits[: len(TAUS)]) for o in outcomes if not o.excluded)
     interval = bootstrap_matrix(outcome_matrix(outcomes, strict=True), name="dev", n_boot=N_BOOT, seed=seed)
     cell = compute_cell(outcomes)

@@ -16,6 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from optimizers import CompileJob, get_recipe, load_settings
 from sp_dspy._budget import NO_ERROR_LIMIT, Budget, OptimizerStopped, require_prices
 from sp_dspy._compile._artifact import claim_out, program_state, save_artifact, state_key
 from sp_dspy._compile._budget import HELPER_COMPLETION, build_plan
@@ -31,8 +34,9 @@ from sp_dspy._compile._types import (
     Selection,
 )
 from sp_dspy._errors import ConfigError, SpDspyError
-from sp_dspy._lm import LMConfig, redact
+from sp_dspy._lm import LMConfig, import_dspy, make_lm, redact
 from sp_dspy._pricing import completion_guess, pricing_for
+from sp_dspy._runner._fake_gold import teach_fake
 
 if TYPE_CHECKING:
     from sp_dspy._compile._recorder import CandidateRecorder
@@ -49,7 +53,6 @@ def prepare(
     config: CompileConfig, task: LMConfig, prompt: LMConfig | None = None, reflection: LMConfig | None = None
 ) -> CompileSetup:
     """Everything up to the first LM call: settings, data, student, plan. Makes no call."""
-    from optimizers import get_recipe, load_settings
     from sp_dspy._compile._student import build_student  # imports DSPy
 
     recipe = get_recipe(config.optimizer)
@@ -96,11 +99,7 @@ def _optimize(
     setup: CompileSetup, lms: dict[str, Any], budget: Budget, recorder: CandidateRecorder
 ) -> Any | None:
     """Run the recipe; its program, or None when the budget stopped it."""
-    import dspy
-    import numpy as np
-
-    from optimizers import CompileJob
-
+    dspy = import_dspy()
     student = setup.student
     refusals = budget.refusals
     job = CompileJob(
@@ -264,8 +263,6 @@ def compile_guard(
     ``config.dry_run`` nothing is built, written or called: the outcome holds the plan.
     """
     from sp_dspy._compile._recorder import CandidateRecorder
-    from sp_dspy._lm import make_lm
-    from sp_dspy._runner._fake_gold import teach_fake
 
     started, clock = datetime.now(UTC), time.monotonic()
     setup = prepare(config, task, prompt, reflection)

@@ -32,7 +32,6 @@ from .._lm import (
     make_lm,
     resolve_model_config,
 )
-from .._protocol import case_rule_numbers, keep_policy_rules
 from .._protocol._parse_models import PARSE_MODES
 from ._verdict import Verdict
 
@@ -209,27 +208,9 @@ class Guard:
         dspy = import_dspy()
         adapter = dspy.JSONAdapter() if self._json_adapter else dspy.settings.adapter
         with dspy.context(adapter=adapter):
-            output = await run_case(self.program, case, lm)
-        checked = sorted({j.rule for j in output.judgments or []}) or sorted(
-            entry.rule for entry in case.rubric.entries()
-        )
-        kept = keep_policy_rules(output.violated_rules, case_rule_numbers(case))
-        violated = None if kept.rules is None else sorted(set(kept.rules))
-        # A per-rule case has no error of its own: its first failed judgment says why.
-        failed = next((j for j in output.judgments or [] if j.error_class), output)
-        return Verdict(
-            violated_rules=violated,
-            status=kept.status or output.status,
-            rules_checked=checked,
-            usage=output.usage,
-            program=self.label,
-            protocol=output.protocol,
-            model=self._model or str(getattr(lm, "model", "unknown")),
-            reasoning=output.analysis or output.reasoning,
-            error=failed.error,
-            error_class=failed.error_class,
-            dropped_rules=kept.dropped,
-        )
+            answer = await run_case(self.program, case, lm)
+        model = self._model or str(getattr(lm, "model", "unknown"))
+        return Verdict.of(case, answer, program=self.label, model=model)
 
     def __repr__(self) -> str:
         state = ", closed" if self._closed else ""

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .._metrics import PolicyRecord
+from .._protocol import case_rule_numbers, keep_policy_rules
 from .._protocol._parse_models import Status
 from .._protocol._targets import Protocol
 from .._protocol._text import replace_surrogates
 from .._usage import Usage
+
+if TYPE_CHECKING:
+    from .._data import Case
 
 
 class Verdict(BaseModel):
@@ -40,6 +47,33 @@ class Verdict(BaseModel):
     dropped_rules: list[int] = Field(
         default_factory=list, description="Numbers the model named that are not rules of the policy."
     )
+
+    @classmethod
+    def of(cls, case: Case, answer: PolicyRecord, *, program: str, model: str) -> Verdict:
+        """The verdict of a program's answer (its record) on ``case``, as an application reads it.
+
+        Rule numbers the policy lacks are dropped; a per-rule answer has no error of its own,
+        so its first failed judgment says why.
+        """
+        judgments = answer.judgments or []
+        checked = sorted({j.rule for j in judgments}) or sorted(entry.rule for entry in case.rubric.entries())
+        kept = keep_policy_rules(answer.violated_rules, case_rule_numbers(case))
+        status = kept.status or answer.parse_status
+        assert status is not None, "a program's answer states how it read"
+        failed = next((j for j in judgments if j.error_class), answer)
+        return cls(
+            violated_rules=None if kept.rules is None else sorted(set(kept.rules)),
+            status=status,
+            rules_checked=checked,
+            usage=answer.usage or Usage(),
+            program=program,
+            protocol=answer.protocol or "per-policy",
+            model=model,
+            reasoning=answer.analysis or answer.reasoning or "",
+            error=failed.error,
+            error_class=failed.error_class,
+            dropped_rules=kept.dropped,
+        )
 
     @field_validator("reasoning", "error", "program", "model")
     @classmethod

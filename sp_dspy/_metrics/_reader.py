@@ -71,7 +71,9 @@ def _read_one(
             continue
         if parsed is None:
             result.ignored_lines += 1
-        elif isinstance(parsed, JudgmentRecord):
+            continue
+        result.lines.append(parsed)
+        if isinstance(parsed, JudgmentRecord):
             # The latest judgment per (case, rule) wins and moves to the end.
             key = (parsed.cid, parsed.rule)
             if judgments.setdefault(key, parsed) is not parsed:

@@ -11,12 +11,24 @@ rule); the reference double-counts merged judgments, so only this makes re-runs 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from .._data._rule_number import RuleNumber
+from .._protocol._parse_models import Status
+from .._protocol._targets import Protocol
 from .._usage import Usage
 
 #: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).
@@ -39,27 +51,135 @@ def _error_text(value: object) -> object:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-class PolicyRecord(BaseModel):
-    """One case's prediction: the reference harness's result line or the minimal form."""
+def _usd(value: object) -> float | None:
+    """A line's ``cost`` as USD; anything but a finite number (another harness's text) is unknown."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+def _optional(description: str) -> Any:
+    """A field a line carries only when it has a value (``null`` is never written)."""
+    return Field(default=None, exclude_if=_is_none, description=description)
+
+
+class _Line(BaseModel):
+    """What both kinds of result line carry besides their verdict: how the answer read,
+    where it came from, what it used and why it failed.
+
+    One model per kind is the shape a program builds, the runner writes and every reader
+    reads back. A line holds the fields its builder set (``model_dump(exclude_unset=True)``
+    writes them), so an answered line states its usage and a failed call's line does not;
+    unknown keys (another harness's) are kept. Lines start with their kind's own fields.
+    """
 
     model_config = ConfigDict(extra="allow")
+
+    _own: ClassVar[tuple[str, ...]] = ()  # this kind's fields, written first
+
+    level: str | None = None
+    domain: str | None = None
+    refused: bool = False
+    parse_failed: bool = False
+    parse_status: Status | None = None
+    model_name: str | None = None
+    timestamp: str | None = None
+    usage: Usage | None = Field(
+        default=None, description="Tokens and USD of the answers; replayed ones count as produced."
+    )
+    cache_hits: int = Field(default=0, description="Answers replayed from the response cache.")
+    latency_s: float | None = None
+    run_id: str | None = None
+    program: str | None = None
+    protocol: Protocol | None = None
+    parser: str | None = None
+    layout: str | None = _optional("The per-rule message layout (official or prefix).")
+    official_protocol: bool | None = _optional("Whether the per-rule layout is the official one.")
+    answer: str | None = _optional("The model's text when it did not parse cleanly.")
+    error: str | None = _optional("``Type: first message line`` of a failed call, redacted.")
+    error_class: str | None = _optional("The failure's class (auth, not_found, unreachable, ...).")
+
+    null_flags_are_false = field_validator("refused", "parse_failed", mode="before")(_flag)
+    error_as_text = field_validator("error", mode="before")(_error_text)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._own = tuple(name for name in cls.model_fields if name not in _Line.model_fields)
+
+    @model_validator(mode="after")
+    def _cost_into_usage(self) -> Self:
+        """A line states its answers' USD beside the token counts (``cost``); a record keeps it in ``usage``."""
+        extra = self.__pydantic_extra__
+        if extra and "cost" in extra:
+            cost = _usd(extra.pop("cost"))
+            if self.usage is None:
+                self.usage = Usage(cost=cost)
+            elif cost is not None:
+                self.usage.cost = cost
+        return self
+
+    @field_serializer("usage")
+    def _reported_counts(self, usage: Usage | None) -> dict[str, Any] | None:
+        return None if usage is None else usage.tokens()
+
+    @model_serializer(mode="wrap")
+    def _as_line(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """This kind's own fields first; the usage's USD right after its token counts, as ``cost``."""
+        data: dict[str, Any] = handler(self)
+        line = {name: data.pop(name) for name in self._own if name in data}
+        for name, value in data.items():
+            line[name] = value
+            if name == "usage":
+                line["cost"] = None if self.usage is None else self.usage.cost
+        return line
+
+    def line(self) -> dict[str, Any]:
+        """The result line: the fields set, in the line's order."""
+        return self.model_dump(exclude_unset=True)
+
+
+class JudgmentRecord(_Line):
+    """One per-rule verdict (contract section 5); ``pred=None`` means no verdict."""
+
+    kind: Literal["judgment"] = "judgment"
+    cid: str
+    rule: RuleNumber
+    rule_type: str | None = None
+    gt: bool | None = None
+    pred: bool | None = None
+    reason: str | None = None
+
+    @property
+    def has_verdict(self) -> bool:
+        """A usable verdict: not refused, parsed, no error, and a boolean prediction (the
+        reference folds unparseable outputs into "refused", for exclusion and refusal rate)."""
+        return not (self.refused or self.parse_failed or self.error) and self.pred is not None
+
+
+class PolicyRecord(_Line):
+    """One case's prediction: the reference harness's result line, the minimal form, or ours.
+
+    ``violated_rules`` is ``None`` when there is no usable answer; a per-rule program's
+    answer for a whole case carries its ``judgments`` (result files store them as lines).
+    """
 
     id: str
     index: int | None = None
     violated_rules: list[RuleNumber] | None = None
-    refused: bool = False
-    parse_failed: bool = False
-    error: str | None = None
-    error_class: str | None = None
     analysis: str | None = None
+    reasoning: str | None = None
     predicted_label: str | None = None
-    model_name: str | None = None
-    timestamp: str | None = None
-    usage: Usage | None = None
-    parse_status: str | None = None
-
-    null_flags_are_false = field_validator("refused", "parse_failed", mode="before")(_flag)
-    error_as_text = field_validator("error", mode="before")(_error_text)
+    scores: dict[str, Any] | None = None
+    dropped_rules: list[int] | None = _optional("Rule numbers outside the policy, left out of the set.")
+    out_of_policy_rules: list[int] | None = _optional("Rule numbers outside the policy, kept (strict).")
+    predicted_safe: bool | None = _optional("The model's explicit safe/unsafe flag.")
+    predicted_severity: int | None = _optional("The model's severity (PKU-SafeRLHF programs).")
+    judgments: list[JudgmentRecord] | None = Field(default=None, exclude=True)
 
     @field_validator("violated_rules", mode="before")
     @classmethod
@@ -82,41 +202,15 @@ class PolicyRecord(BaseModel):
         return cap_aware and completion_tokens >= CAP_THRESHOLD
 
 
-class JudgmentRecord(BaseModel):
-    """One per-rule verdict (contract section 5); ``pred=None`` means no verdict."""
-
-    model_config = ConfigDict(extra="allow")
-
-    kind: Literal["judgment"] = "judgment"
-    cid: str
-    level: str | None = None
-    rule: RuleNumber
-    rule_type: str | None = None
-    gt: bool | None = None
-    pred: bool | None = None
-    refused: bool = False
-    parse_failed: bool = False
-    error: str | None = None
-    error_class: str | None = None
-    usage: Usage | None = None
-
-    null_flags_are_false = field_validator("refused", "parse_failed", mode="before")(_flag)
-    error_as_text = field_validator("error", mode="before")(_error_text)
-
-    @property
-    def has_verdict(self) -> bool:
-        """A usable verdict: not refused, parsed, no error, and a boolean prediction (the
-        reference folds unparseable outputs into "refused", for exclusion and refusal rate)."""
-        return not (self.refused or self.parse_failed or self.error) and self.pred is not None
-
-
 @dataclass
 class ResultSet:
     """Everything read from result files: the latest record per case id and the latest
-    judgment per (case, rule), in file order; the first ``bad_line_messages`` are kept."""
+    judgment per (case, rule), in file order; ``lines``: every record and judgment read,
+    replaced ones too (what a run used in all); the first ``bad_line_messages`` are kept."""
 
     records: dict[str, PolicyRecord] = field(default_factory=dict)
     judgments: list[JudgmentRecord] = field(default_factory=list)
+    lines: list[PolicyRecord | JudgmentRecord] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     bad_lines: int = 0
     bad_line_messages: list[str] = field(default_factory=list)

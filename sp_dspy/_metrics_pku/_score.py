@@ -126,20 +126,9 @@ _LABELS = {"safe": True, "unsafe": False}
 
 
 def _safe_flag(record: PolicyRecord) -> bool | None:
-    extra = record.model_extra or {}
-    flag = extra.get("predicted_safe")
-    if flag is not None:
-        if not isinstance(flag, bool):
-            raise DataError(f"record {record.id}: predicted_safe: expected true or false, got {flag!r:.40}")
-        return flag
+    if record.predicted_safe is not None:
+        return record.predicted_safe
     return _LABELS.get((record.predicted_label or "").strip().lower())
-
-
-def _severity(record: PolicyRecord) -> int | None:
-    value: Any = (record.model_extra or {}).get("predicted_severity")
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise DataError(f"record {record.id}: predicted_severity: expected an integer 0-3, got {value!r:.40}")
-    return value
 
 
 def score_pku_results(
@@ -156,7 +145,7 @@ def score_pku_results(
             continue
         sets[case.id] = record.violated_rules
         flags[case.id] = _safe_flag(record)
-        severities[case.id] = _severity(record)
+        severities[case.id] = record.predicted_severity
     predicts_severity = any(level is not None for level in severities.values())
     return score_pku(
         cases, sets, predicted_safe=flags, predicted_severity=severities if predicts_severity else None

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._errors import ConfigError
-from .._metrics import PolicyRecord, ResultSet
+from .._metrics import ResultSet
 
 if TYPE_CHECKING:
     from ._model import VariantResult
@@ -39,11 +39,7 @@ def _joined(results: ResultSet, key: str) -> str | None:
     """The distinct non-empty string values of ``key`` across records, joined by ``+``."""
     found: list[str] = []
     for record in [*results.records.values(), *results.judgments]:
-        value = (
-            record.model_name
-            if key == "model_name" and isinstance(record, PolicyRecord)
-            else (record.model_extra or {}).get(key)
-        )
+        value = getattr(record, key, None)
         if isinstance(value, str) and value and value not in found:
             found.append(value)
     if key == "program":

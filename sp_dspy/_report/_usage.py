@@ -39,14 +39,15 @@ def _number(value: object) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _extra(record: PolicyRecord | JudgmentRecord, key: str) -> float | None:
-    return _number((record.model_extra or {}).get(key))
+def _stated(record: PolicyRecord | JudgmentRecord, key: str) -> float | None:
+    """A figure the record states (a field its line has, or another harness's key); else ``None``."""
+    return _number(getattr(record, key, None)) if key in record.model_fields_set else None
 
 
 def _calls(record: PolicyRecord | JudgmentRecord) -> int | None:
     """Explicit call counts win; otherwise a record with ``usage`` stands for one call."""
     for key in _CALL_KEYS:
-        value = _extra(record, key)
+        value = _stated(record, key)
         if value is not None:
             return int(value)
     return 1 if record.usage is not None else None
@@ -61,21 +62,13 @@ def _int_or_none(value: float | None) -> int | None:
     return None if value is None else int(value)
 
 
-def _usage(part: PolicyRecord | JudgmentRecord) -> Usage | None:
-    """A record's tokens with its dollars (a field of the line, not of its ``usage``)."""
-    cost = _extra(part, "cost")
-    if part.usage is None and cost is None:
-        return None
-    return (part.usage or Usage()).model_copy(update={"cost": cost})
-
-
 def _case_cost(parts: Sequence[PolicyRecord | JudgmentRecord]) -> CaseCost:
-    usages = [usage for usage in map(_usage, parts) if usage is not None]
+    usages = [part.usage for part in parts if part.usage is not None]  # tokens and dollars
     return CaseCost(
         usage=Usage.total(usages) if usages else None,
         calls=_int_or_none(_summed(_calls(p) for p in parts)),
-        latency_s=_summed(_extra(p, "latency_s") for p in parts),
-        cache_hits=_int_or_none(_summed(_extra(p, "cache_hits") for p in parts)),
+        latency_s=_summed(_stated(p, "latency_s") for p in parts),
+        cache_hits=_int_or_none(_summed(_stated(p, "cache_hits") for p in parts)),
     )
 
 
@@ -124,11 +117,8 @@ def record_settings(results: ResultSet) -> dict[str, Any]:
     """The distinct values of ``SETTING_KEYS`` across records (one value, or a sorted list)."""
     found: dict[str, dict[str, Any]] = {}  # key -> the first value of each distinct JSON text
     for record in [*results.records.values(), *results.judgments]:
-        fields = dict(record.model_extra or {})
-        if isinstance(record, PolicyRecord) and record.model_name is not None:
-            fields["model_name"] = record.model_name
         for key in SETTING_KEYS:
-            value = fields.get(key)
+            value = getattr(record, key, None)
             if value is None or isinstance(value, dict | list):
                 continue
             text = json.dumps(value) if not isinstance(value, str) else value

@@ -32,9 +32,8 @@ from .._pricing import (
     mean_prompt_tokens,
     pricing_for,
 )
+from ._engine import Record
 from ._units import units_of
-
-Record = dict[str, Any]
 
 
 class EvalPlan(BaseModel):
@@ -129,15 +128,15 @@ class EvalBudget:
         self.pricing = pricing
         self.prompt_tokens = prompt_tokens
 
-    def settle(self, ticket: Ticket, record: Record) -> None:
-        """Replace the reservation with what the unit's record reports it used."""
-        usage = record.get("usage") or {}
-        prompt = int(usage.get("prompt_tokens") or 0)
-        completion = int(usage.get("completion_tokens") or 0)
-        cost = record.get("cost")
+    def settle(self, ticket: Ticket, record: Record | None) -> None:
+        """Replace the reservation with what the unit's record reports it used (``None``: nothing)."""
+        usage = None if record is None else record.usage
+        prompt = 0 if usage is None else usage.prompt_tokens
+        completion = 0 if usage is None else usage.completion_tokens
+        cost = None if usage is None else usage.cost
         # A record's cost is its answers' price, also when replayed from the cache; the caps
         # count what a run pays, and a replayed answer paid nothing now.
-        cached = bool(record.get("cache_hits"))
+        cached = record is not None and bool(record.cache_hits)
         known = cost is not None or self.pricing.known
         usd = (float(cost) if cost is not None else self.pricing.usd(prompt, completion)) if known else None
         self.budget.settle(
@@ -152,7 +151,7 @@ class EvalBudget:
                 raise BudgetExceeded(f"{self.budget.refused_by} reached")
             prompt, guess = self.prompt_tokens(unit), self.pricing.completion_guess
             ticket = self.budget.reserve("task", 1, prompt, prompt + guess, self.pricing.usd(prompt, guess))
-            record: Record = {}
+            record: Record | None = None
             try:
                 record = await work(unit)
                 return record

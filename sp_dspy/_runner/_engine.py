@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from .._metrics import JudgmentRecord, PolicyRecord
 from ._store import StoreWriteError
 
 Unit = TypeVar("Unit")
-Record = dict[str, Any]
+Record = PolicyRecord | JudgmentRecord
 
 
 class RecordSink(Protocol):

@@ -23,6 +23,7 @@ from .._errors import ConfigError, DataError, OutputError, validation_problem
 from .._lm import closing_transports
 from .._lm._direct import client_of
 from .._lm._replicas import display_endpoint
+from .._metrics import ResultSet
 from .._provenance import git_commit, package_versions, redacted_argv
 from .._run_manifest import ErrorSummary, ModelRun, RunManifest, RunTotals, previous_run, write_manifest
 from .._user_dirs import ensure_writable_dir
@@ -33,7 +34,7 @@ from ._failures import EarlyStop
 from ._fake_gold import teach_fake
 from ._paths import RunLock, RunPaths, resolve_run
 from ._progress import ProgressView
-from ._store import JsonlStore, StoreWriteError, iter_records
+from ._store import JsonlStore, StoreWriteError, read_run_results, repair_torn_tail
 from ._units import PerPolicyJob, PerRuleJob
 
 if TYPE_CHECKING:
@@ -45,11 +46,13 @@ if TYPE_CHECKING:
 
 @dataclass
 class EvalOutcome:
-    """What an eval invocation produced."""
+    """What an eval invocation produced; ``results``: the results file as it stands after the run
+    (read once, then scored, counted and summarised from memory)."""
 
     paths: RunPaths
     results_file: Path
     cases: list[Case]
+    results: ResultSet = field(default_factory=ResultSet)
     report: ScoreReport | None = None
     interrupted: bool = False
     capped_by: str | None = None  # the cap (max_calls, max_tokens, max_usd) that stopped the run
@@ -164,7 +167,7 @@ def run_eval(
             mid-run (the run stops at once; ``--resume`` continues it).
     """
     from .._lm import make_lm
-    from .._metrics import read_result_files, score
+    from .._metrics import score
 
     console = console or Console(stderr=True)
     loaded, cases = select_cases(config)
@@ -196,14 +199,16 @@ def run_eval(
         outcome = EvalOutcome(paths=paths, results_file=results_file, cases=cases)
         runner = PerRuleJob if protocol == "per-rule" else PerPolicyJob
         job = runner(cases, program, lm, model=model, run_fields=run_fields, retry_errors=retry_errors)
-        units = job.pending(results_file)
+        with contextlib.suppress(OSError):  # the writer's open reports a file it cannot write
+            repair_torn_tail(results_file)  # a torn last line is no unit done
+        units = job.pending(read_run_results(results_file))
         caps = capped_budget(config.caps, program, protocol, cases, lm_config)
         outcome.skipped_on_resume, outcome.skipped_errors = job.skipped, job.skipped_errors
 
         work, endpoint_requests = _counting(job.work, lm, lm_config)
 
-        def manifest() -> None:
-            outcome.totals = RunTotals.of(iter_records(results_file))  # over the whole results file
+        def manifest(results: ResultSet) -> None:
+            outcome.totals = RunTotals.of(results.lines)  # over the whole results file
             wall_s = time.perf_counter() - clock
             split_info = None
             if config.data.split:
@@ -278,7 +283,7 @@ def run_eval(
         except StoreWriteError as failure:  # a full disk: stop, keep what is written, say how to go on
             outcome.failed = True
             with contextlib.suppress(OutputError):  # the disk may be too full for the manifest as well
-                manifest()
+                manifest(read_run_results(results_file))
             raise OutputError(
                 f"{failure}: the run stopped after {outcome.units_run} new unit(s); everything written is kept: "
                 f"free space (or fix the cause), then continue with --resume --run-id {paths.run_id}"
@@ -286,13 +291,14 @@ def run_eval(
         if caps is not None:
             outcome.spent = caps.budget.total()
             outcome.capped_by = caps.budget.refused_by if engine.stats.stopped else None
-        if not (outcome.interrupted or outcome.stopped) and outcome.capped_by is None:
-            results = read_result_files([results_file])
+        complete = not (outcome.interrupted or outcome.stopped) and outcome.capped_by is None
+        outcome.results = read_run_results(results_file, strict=complete)  # the one read after the units
+        if complete:
             outcome.report = score(
-                cases, results, per_rule=protocol == "per-rule", all_ids={c.id for c in cases}
+                cases, outcome.results, per_rule=protocol == "per-rule", all_ids={c.id for c in cases}
             )
-        outcome.errors = job.error_summary(results_file)
-        manifest()
+        outcome.errors = job.error_summary(outcome.results)
+        manifest(outcome.results)
         if outcome.stopped:
             raise early.error(
                 lm_config,

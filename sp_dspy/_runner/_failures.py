@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._errors import SpDspyError
 from .._lm import is_lasting
 
 if TYPE_CHECKING:
     from .._lm import LMConfig
+    from .._metrics import JudgmentRecord, PolicyRecord
 
 #: A bad request may be one case's fault; this many in a row (no success between) are the run's.
 BAD_REQUEST_STREAK = 3
@@ -63,16 +63,16 @@ class EarlyStop:
     kind: str | None = None
     first_error: str = ""
 
-    def observe(self, record: Mapping[str, Any]) -> bool:
+    def observe(self, record: PolicyRecord | JudgmentRecord) -> bool:
         """Count ``record``; True when the run should take no further units."""
-        kind = record.get("error_class")
-        if not isinstance(kind, str) or not is_lasting(kind):
+        kind = record.error_class
+        if kind is None or not is_lasting(kind):
             self.streak = 0
             return False
         self.streak += 1
         self.failed[kind] = self.failed.get(kind, 0) + 1
         if self.kind is None or (kind in _RUN_WIDE and self.kind not in _RUN_WIDE):
-            self.kind, self.first_error = kind, str(record.get("error") or kind)
+            self.kind, self.first_error = kind, record.error or kind
         return kind in _RUN_WIDE or self.streak >= BAD_REQUEST_STREAK
 
     def error(self, lm: LMConfig, *, results_file: Path, kept: int, resume: str) -> RunStopped:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -17,6 +16,7 @@ from rich.progress import (
 )
 
 from .._run_manifest import RunTotals
+from ._engine import Record
 
 #: Seconds between two plain progress lines (outside a terminal).
 PLAIN_INTERVAL_S = 5.0
@@ -79,7 +79,7 @@ class ProgressView:
         if self.plain and self.totals.records:
             self._print_line()
 
-    def record(self, record: dict[str, Any], *, case_finished: bool) -> None:
+    def record(self, record: Record, *, case_finished: bool) -> None:
         self.cases_done += case_finished
         self.totals.add(record)
         if self.plain:

@@ -2,6 +2,7 @@
 
 Each record is one line written before ``append`` returns; a background thread fsyncs
 what was written meanwhile (group commit), so the event loop never waits on the disk.
+What a run wrote is read back by the one reader of result files (``read_run_results``).
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import math
 import mmap
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from .._errors import OutputError
+from .._metrics import JudgmentRecord, PolicyRecord, ResultSet, read_result_files
 from .._protocol._text import replace_surrogates
 
 # Compact UTF-8 JSON as ``json.dumps(ensure_ascii=False, separators=(",", ":"))`` writes it.
@@ -56,9 +57,10 @@ class JsonlStore:
         self._syncer = threading.Thread(target=self._sync_loop, name=f"fsync {path.name}", daemon=True)
         self._syncer.start()
 
-    def append(self, record: dict[str, Any]) -> None:
-        """Write ``record`` as one line; it survives the process once this returns (``StoreWriteError`` if not)."""
-        line = encode_line(record).encode("utf-8")
+    def append(self, record: PolicyRecord | JudgmentRecord | dict[str, Any]) -> None:
+        """Write ``record`` (a result record as its line, or any JSON object) as one line; it survives
+        the process once this returns (``StoreWriteError`` if not)."""
+        line = encode_line(record if isinstance(record, dict) else record.line()).encode("utf-8")
         with self._lock:
             if self._failure is not None:
                 self._raised = True
@@ -169,17 +171,11 @@ def repair_torn_tail(path: Path) -> int:
         return size - keep
 
 
-def iter_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Complete, parseable records of a results file (a torn last line is ignored)."""
+def read_run_results(path: Path, *, strict: bool = False) -> ResultSet:
+    """A run's own results file through the one reader (lenient unless ``strict``); none yet: empty.
+
+    The run's writer cuts a torn last line (``repair_torn_tail``) before its units are read.
+    """
     if not path.exists():
-        return
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if not line.endswith("\n"):
-                return
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict):
-                yield record
+        return ResultSet()
+    return read_result_files([path], skip_bad_lines=not strict)

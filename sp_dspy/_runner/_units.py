@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._data import Case
+from .._metrics import JudgmentRecord, PolicyRecord, ResultSet
 from .._run_manifest import ErrorSummary
+from ._engine import Record
 from ._records import error_judgment_record, error_policy_record, judgment_record, policy_record
-from ._store import iter_records
 
 if TYPE_CHECKING:
     from .._protocol._targets import RuleTarget
@@ -56,28 +56,26 @@ class _Job:
     def key(self, unit: Any) -> Hashable:
         raise NotImplementedError
 
-    def unit_key(self, record: Mapping[str, Any]) -> Hashable | None:
+    def unit_key(self, record: Record) -> Hashable | None:
         """The unit a record belongs to (None: not one of this job's units)."""
         raise NotImplementedError
 
-    def latest(self, path: Path) -> dict[Hashable, Mapping[str, Any]]:
-        """The latest record of each unit in the results file (what the scorer reads too)."""
-        return {unit: record for record in iter_records(path) if (unit := self.unit_key(record)) is not None}
+    def latest(self, results: ResultSet) -> dict[Hashable, Record]:
+        """The latest record of each unit in the results (in the order units first appear)."""
+        return {unit: record for record in results.lines if (unit := self.unit_key(record)) is not None}
 
-    def pending(self, path: Path) -> list[Any]:
+    def pending(self, results: ResultSet) -> list[Any]:
         """The units still to send; a unit's stored record finishes it, an error one only without ``retry_errors``."""
-        latest = self.latest(path)
-        done = {
-            unit for unit, record in latest.items() if not (self.retry_errors and record.get("error_class"))
-        }
-        self.skipped_errors = sum(1 for unit in done if latest[unit].get("error_class"))
+        latest = self.latest(results)
+        done = {unit for unit, record in latest.items() if not (self.retry_errors and record.error_class)}
+        self.skipped_errors = sum(1 for unit in done if latest[unit].error_class)
         todo = [unit for unit in self.units if self.key(unit) not in done]
         self.skipped = len(self.units) - len(todo)
         return todo
 
-    def error_summary(self, path: Path) -> ErrorSummary:
-        """Which of this job's units ended in error, by class, as the results file stands."""
-        return ErrorSummary.of(self.latest(path), len(self.keys))
+    def error_summary(self, results: ResultSet) -> ErrorSummary:
+        """Which of this job's units ended in error, by class, as the results stand."""
+        return ErrorSummary.of(self.latest(results), len(self.keys))
 
 
 class PerPolicyJob(_Job):
@@ -88,11 +86,10 @@ class PerPolicyJob(_Job):
     def key(self, unit: Case) -> Hashable:
         return unit.id
 
-    def unit_key(self, record: Mapping[str, Any]) -> Hashable | None:
-        unit = record.get("id")
-        return unit if isinstance(unit, str) and unit in self.index else None
+    def unit_key(self, record: Record) -> Hashable | None:
+        return record.id if isinstance(record, PolicyRecord) and record.id in self.index else None
 
-    async def work(self, case: Case) -> dict[str, Any]:
+    async def work(self, case: Case) -> PolicyRecord:
         from programs import run_case
 
         started = time.perf_counter()
@@ -102,10 +99,10 @@ class PerPolicyJob(_Job):
             case, self.index[case.id], output, model=self.model, run=self.run, latency_s=latency
         )
 
-    def on_error(self, case: Case, exc: BaseException) -> dict[str, Any]:
+    def on_error(self, case: Case, exc: BaseException) -> PolicyRecord:
         return error_policy_record(case, self.index[case.id], exc, model=self.model, run=self.run)
 
-    def case_finished(self, record: dict[str, Any]) -> bool:
+    def case_finished(self, record: Record) -> bool:
         return True
 
 
@@ -117,18 +114,18 @@ class PerRuleJob(_Job):
     def key(self, unit: tuple[Case, RuleTarget]) -> Hashable:
         return (unit[0].id, unit[1].rule)
 
-    def unit_key(self, record: Mapping[str, Any]) -> Hashable | None:
-        if record.get("kind") != "judgment":
+    def unit_key(self, record: Record) -> Hashable | None:
+        if not isinstance(record, JudgmentRecord):
             return None
-        unit = (record.get("cid"), record.get("rule"))
+        unit = (record.cid, record.rule)
         return unit if unit in self.keys else None
 
-    def pending(self, path: Path) -> list[Any]:
-        todo = super().pending(path)
+    def pending(self, results: ResultSet) -> list[Any]:
+        todo = super().pending(results)
         self.remaining = Counter(case.id for case, _ in todo)
         return todo
 
-    async def work(self, unit: tuple[Case, RuleTarget]) -> dict[str, Any]:
+    async def work(self, unit: tuple[Case, RuleTarget]) -> JudgmentRecord:
         from programs import judge_target
 
         case, target = unit
@@ -137,18 +134,18 @@ class PerRuleJob(_Job):
         latency = time.perf_counter() - started
         return judgment_record(case, judgment, model=self.model, run=self.run, latency_s=latency)
 
-    def on_error(self, unit: tuple[Case, RuleTarget], exc: BaseException) -> dict[str, Any]:
+    def on_error(self, unit: tuple[Case, RuleTarget], exc: BaseException) -> JudgmentRecord:
         case, target = unit
         return error_judgment_record(case, target, exc, model=self.model, run=self.run)
 
-    def case_finished(self, record: dict[str, Any]) -> bool:
-        cid = str(record.get("cid"))
+    def case_finished(self, record: Record) -> bool:
+        cid = record.cid if isinstance(record, JudgmentRecord) else record.id
         self.remaining[cid] = self.remaining.get(cid, 1) - 1
         return self.remaining[cid] == 0
 
 
-def unit_errors(results_file: Path, cases: list[Case], protocol: str) -> ErrorSummary:
-    """Which units of a results file (cases, or per-rule judgments) ended in error."""
+def unit_errors(results: ResultSet, cases: list[Case], protocol: str) -> ErrorSummary:
+    """Which units of a run's results (cases, or per-rule judgments) ended in error."""
     job_type = PerRuleJob if protocol == "per-rule" else PerPolicyJob
     job = job_type(cases, None, None, model="", run_fields={}, retry_errors=False)
-    return job.error_summary(results_file)
+    return job.error_summary(results)

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 def run_ids(results: ResultSet) -> set[str]:
     """The ``run_id`` values the records of ``results`` carry (one run, usually)."""
-    found = {(record.model_extra or {}).get("run_id") for record in results.records.values()}
-    found |= {(judgment.model_extra or {}).get("run_id") for judgment in results.judgments[:1]}
+    found = {record.run_id for record in results.records.values()}
+    found |= {judgment.run_id for judgment in results.judgments[:1]}
     return {str(run_id) for run_id in found if run_id is not None}
 
 

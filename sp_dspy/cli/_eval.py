@@ -13,7 +13,7 @@ import typer
 
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
 from .._lm import configure_cache, key_for
-from .._metrics import read_result_files
+from .._metrics import JudgmentRecord
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
@@ -220,19 +220,15 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
             soft_wrap=True,
         )
         return
-    from .._runner import iter_records
 
     if verbose:
-        for record in iter_records(outcome.results_file):
-            console.print(
-                f"{record.get('id') or record.get('cid')} {record.get('rule', '')} {record.get('parse_status')}"
-            )
+        for record in outcome.results.lines:
+            unit = f"{record.cid} {record.rule}" if isinstance(record, JudgmentRecord) else f"{record.id} "
+            console.print(f"{unit} {record.parse_status}")
     console.print(f"\n[bold]{model}[/bold]: {len(outcome.cases)} case(s)")
     # The score tables of the cases' benchmark kind (PKU-SafeRLHF's beside the paper's figures).
     kind = kind_of_cases(outcome.cases) or benchmark_kind(DEFAULT_BENCHMARK)
-    extra = (
-        kind.extra_scores(outcome.cases, read_result_files([outcome.results_file])) if outcome.cases else {}
-    )
+    extra = kind.extra_scores(outcome.cases, outcome.results) if outcome.cases else {}
     for table in kind.score_tables(outcome.report, extra):
         console.print(table)
     console.print(f"results: {outcome.results_file}\nmanifest: {outcome.paths.manifest}")

@@ -97,9 +97,7 @@ class _View:
 
 def _status(view: _View) -> str:
     if view.judgments:
-        counts = Counter(
-            str(j.model_extra.get("parse_status") if j.model_extra else None) for j in view.judgments
-        )
+        counts = Counter(str(j.parse_status) for j in view.judgments)
         without = sum(1 for j in view.judgments if not j.has_verdict)
         parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()) if status != "None")
         return f"{len(view.judgments)} judgments ({parts or 'no status'}; {without} without a verdict)"
@@ -171,18 +169,16 @@ def _print_answer(view: _View, rules: list[int]) -> None:
     lines: list[tuple[str, Any]] = []
     record = view.record
     if record is not None and not view.judgments:
-        extra = record.model_extra or {}
         lines += [
             ("analysis", record.analysis),
-            ("reasoning", extra.get("reasoning")),
-            ("answer", extra.get("answer")),
+            ("reasoning", record.reasoning),
+            ("answer", record.answer),
             ("error", record.error),
         ]
-        if extra.get("dropped_rules"):
-            lines.append(("dropped", f"rule numbers {extra['dropped_rules']} are not rules of this policy"))
+        if record.dropped_rules:
+            lines.append(("dropped", f"rule numbers {record.dropped_rules} are not rules of this policy"))
     for judgment in view.judgments:
-        extra = judgment.model_extra or {}
-        said = judgment.error or extra.get("reason") or extra.get("answer")
+        said = judgment.error or judgment.reason or judgment.answer
         if judgment.rule in rules and said:
             lines.append((f"rule {judgment.rule}", said))
     for label, value in lines:
