@@ -48,7 +48,7 @@ async def check_lines(
     def on_error(line: GuardLine | BadLine, error: BaseException) -> LineAnswer:
         return {**_head(line), "error": str(error)}
 
-    engine: UnitEngine[GuardLine | BadLine] = UnitEngine(
+    engine: UnitEngine[GuardLine | BadLine, LineAnswer] = UnitEngine(
         work=work, on_error=on_error, store=[], concurrency=concurrency, on_record=finish
     )
     async with guard:
