@@ -366,6 +366,14 @@ async def closing_transports(awaitable: Awaitable[_T]) -> _T:
             await client.aclose()
 
 
+async def close_transport(lm: Any) -> None:
+    """Close the pool this event loop holds for ``lm``'s HTTP engine (none: nothing to do): what
+    an owner of one LM (``Guard``) ends, where :func:`closing_transports` ends every engine's."""
+    client = client_of(lm)
+    if client is not None:
+        await client.aclose()
+
+
 def _json_object(raw: bytes, model: str) -> dict[str, Any]:
     """A 2xx body as a JSON object, else DSPy's error for a 502. The standard library reads it as
     DSPy's engine does (a lone surrogate escape included): a model answer is always recorded."""

@@ -263,7 +263,7 @@ def run_eval(
                     len(units), label=f"{model} {protocol}", console=console, enabled=show_progress
                 ) as view,
             ):
-                engine: UnitEngine[Any] = UnitEngine(
+                engine: UnitEngine[Any, Record] = UnitEngine(
                     work=work if caps is None else caps.wrap(work),
                     stop_on=(BudgetExceeded,),
                     on_error=job.on_error,
@@ -326,7 +326,7 @@ def evaluate_cases(
         list(cases), program, lm, model=str(getattr(lm, "model", "")), run_fields={}, retry_errors=False
     )
     records: list[Record] = []
-    engine: UnitEngine[Case] = UnitEngine(
+    engine: UnitEngine[Case, Record] = UnitEngine(
         work=job.work, on_error=job.on_error, store=records, concurrency=concurrency, skip_on=skip_on
     )
     asyncio.run(closing_transports(engine.run(job.units)))

@@ -45,7 +45,7 @@ COMMANDS: dict[str, str] = {
 PANELS: dict[str, tuple[str, ...]] = {
     "Data": (
         "--dataset", "--benchmark", "--level", "--domain", "--split", "--splits", "--ratios", "--limit",
-        "--start-idx", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation",
+        "--start-idx", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation", "--batch",
         "--framework", "--id", "--failed",
     ),
     "Guard": ("--program", "--protocol", "--parser", "--per-rule-layout", "--variants"),
