@@ -65,7 +65,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Run and output": (
         "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
-        "--concurrency", "--quiet", "--verbose",
+        "--concurrency", "--quiet", "--verbose", "--log-requests",
     ),
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",
