@@ -92,15 +92,22 @@ def message_text(prompt: Any, messages: Any) -> str:
     return str(prompt or "")
 
 
-def mean_prompt_tokens(student: Any, examples: Sequence[Any]) -> float:
-    """Mean estimated prompt tokens of the student's first predictor over ``examples``."""
+def prompt_sizes(student: Any, examples: Sequence[Any]) -> list[int]:
+    """Estimated prompt tokens (no demos) of the student's first predictor on an even spread of
+    at most :data:`PROMPT_SAMPLE` of ``examples``: enough for a mean, and for the largest of a spread."""
     import dspy
 
     _, predictor = student.named_predictors()[0]
     adapter = dspy.settings.adapter or dspy.ChatAdapter()
-    step = max(1, len(examples) // PROMPT_SAMPLE)  # an even spread is enough for a mean
+    step = max(1, len(examples) // PROMPT_SAMPLE)
     sizes = []
     for example in list(examples)[::step]:
         messages = adapter.format(predictor.signature, demos=[], inputs=example.inputs().toDict())
         sizes.append(estimate_tokens(message_text(None, messages)))
+    return sizes
+
+
+def mean_prompt_tokens(student: Any, examples: Sequence[Any]) -> float:
+    """Mean estimated prompt tokens of the student's first predictor over ``examples``."""
+    sizes = prompt_sizes(student, examples)
     return sum(sizes) / len(sizes) if sizes else 0.0

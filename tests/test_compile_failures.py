@@ -116,3 +116,45 @@ def test_the_error_summary_never_offers_retry_errors_for_context_overflows() -> 
     only = ErrorSummary(units=5, errors=2, classes=[overflow]).lines("RETRY")
     assert not any("RETRY" in line for line in only)
     assert "context window;" in only[-1]  # no window known, none stated: not invented
+
+
+def test_a_compile_dry_run_caps_the_demos_to_the_models_context_window(tmp_path: Path) -> None:
+    # gpt-4's 8,192-token window (LiteLLM's offline map) holds the largest case and one demo, not seven.
+    result = invoke(
+        "--lm", "openai/gpt-4", "--optimizer", "bootstrap", "--out", str(tmp_path / "a"), "--dry-run"
+    )
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert "demonstrations capped (max_bootstrapped_demos 1, max_labeled_demos 0; asked 7)" in flat
+    assert "context window of 8,192 tokens" in flat and not (tmp_path / "a").exists()
+    unknown = invoke(
+        "--lm", "fake/instructed", "--optimizer", "bootstrap", "--out", str(tmp_path / "b"), "--dry-run"
+    )
+    assert unknown.exit_code == 0 and "capped" not in unknown.output  # no window known: nothing invented
+
+
+def test_an_eval_dry_run_warns_when_its_largest_prompt_overflows_the_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runner = CliRunner()
+    fits = runner.invoke(_app(), ["eval", "--lm", "openai/gpt-4", "--dry-run"])
+    assert fits.exit_code == 0, fits.output
+    assert "of 8,192 context tokens" in fits.output and "does not fit" not in fits.output
+    monkeypatch.setattr("sp_dspy._pricing.context_window", lambda config: 2000)
+    small = runner.invoke(_app(), ["eval", "--lm", "openai/gpt-4", "--dry-run"])
+    flat = " ".join(small.output.split())
+    assert small.exit_code == 0 and "does not fit gpt-4's context window of 2,000 tokens" in flat
+    assert "fail with context_length" in flat
+
+
+def _app() -> typer.Typer:
+    from sp_dspy.cli._eval import register as register_eval
+
+    app = typer.Typer()
+
+    @app.callback()
+    def _group() -> None:
+        """Test group."""
+
+    register_eval(app)
+    return app

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from optimizers import CompileJob, get_recipe, load_settings
 from sp_dspy._budget import NO_ERROR_LIMIT, Budget, OptimizerStopped, require_prices
@@ -36,7 +37,7 @@ from sp_dspy._compile._types import (
 )
 from sp_dspy._errors import ConfigError, SpDspyError
 from sp_dspy._lm import LMConfig, import_dspy, make_lm, redact
-from sp_dspy._pricing import completion_guess, context_window, pricing_for
+from sp_dspy._pricing import completion_guess, context_window, pricing_for, prompt_sizes
 from sp_dspy._run_manifest import ErrorSummary
 from sp_dspy._runner._fake_gold import teach_fake
 
@@ -52,9 +53,17 @@ class CompileError(SpDspyError):
 
 
 def prepare(
-    config: CompileConfig, task: LMConfig, prompt: LMConfig | None = None, reflection: LMConfig | None = None
+    config: CompileConfig,
+    task: LMConfig,
+    prompt: LMConfig | None = None,
+    reflection: LMConfig | None = None,
+    *,
+    window: int | None = None,
 ) -> CompileSetup:
-    """Everything up to the first LM call: settings, data, student, plan. Makes no call."""
+    """Everything up to the first LM call: settings, data, student, plan. Makes no call.
+
+    ``window``: the task LM's context window, when known; the demonstrations are capped to fit it.
+    """
     from sp_dspy._compile._student import build_student  # imports DSPy
 
     recipe = get_recipe(config.optimizer)
@@ -73,12 +82,15 @@ def prepare(
         )
     student = build_student(config.protocol, config.cot, data.train, data.dev)
     settings = recipe.fit(settings, len(student.train), len(student.dev))
+    guesses = {"task": completion_guess(config.protocol, config.cot, task)}
+    if window:
+        settings, capped = _fit_demos(settings, student, window, guesses["task"])
+        warnings.extend(capped)
     configs = {"task": task}
     if recipe.helper == "prompt":
         configs["prompt"] = prompt or task
     elif recipe.helper == "reflection":
         configs["reflection"] = reflection or prompt or task
-    guesses = {"task": completion_guess(config.protocol, config.cot, task)}
     pricing = {role: pricing_for(cfg, guesses.get(role, HELPER_COMPLETION)) for role, cfg in configs.items()}
     require_prices(
         config.caps, {f"the {role} LM {cfg.model}": pricing[role] for role, cfg in configs.items()}
@@ -95,6 +107,42 @@ def prepare(
             "program and the final candidate(s) on dev; the compile will stop early"
         )
     return CompileSetup(config, recipe, settings, data, student, configs, pricing, plan, warnings)
+
+
+#: The settings that bound the demonstrations of a compiled prompt, bootstrapped ones first.
+DEMO_SETTINGS = ("max_bootstrapped_demos", "max_labeled_demos", "max_demos")
+
+
+def _fit_demos(settings: Any, student: Any, window: int, completion: int) -> tuple[Any, list[str]]:
+    """``settings`` with at most as many demonstrations as fit the context window beside the
+    largest case and the answer (pricing's estimates: a demonstration ~ a mean train prompt),
+    and a warning saying so; unchanged (no warning) when they already fit."""
+    values = settings.model_dump()
+    asked = {name: values[name] for name in DEMO_SETTINGS if isinstance(values.get(name), int)}
+    sizes = prompt_sizes(student.module, [*student.train, *student.dev])
+    train = prompt_sizes(student.module, student.train) or sizes
+    if not asked or not sizes:
+        return settings, []
+    largest, per_demo = max(sizes), max(1.0, sum(train) / len(train))
+    fits = max(0, int((window - largest - completion) // per_demo))
+    if sum(asked.values()) <= fits:
+        return settings, []
+    left, capped = fits, {}
+    for name, count in asked.items():
+        capped[name] = min(count, left)
+        left -= capped[name]
+    try:
+        settings = type(settings).model_validate({**values, **capped})
+    except ValidationError:  # the optimizer needs more (one bootstrapped demo at least): as low as it goes
+        floors = {name: max(count, 1) for name, count in capped.items()}
+        settings = type(settings).model_validate({**values, **floors})
+        capped = floors
+    shown = ", ".join(f"{name} {count}" for name, count in capped.items())
+    return settings, [
+        f"demonstrations capped ({shown}; asked {sum(asked.values())}) so a compiled prompt fits the task "
+        f"LM's context window of {window:,} tokens: the largest case takes ~{largest:,} tokens, a "
+        f"demonstration ~{round(per_demo):,}, the answer {completion}"
+    ]
 
 
 def _optimize(
@@ -283,11 +331,11 @@ def compile_guard(
     from sp_dspy._compile._recorder import CandidateRecorder
 
     started, clock = datetime.now(UTC), time.monotonic()
-    setup = prepare(config, task, prompt, reflection)
-    task_lm = setup.configs["task"]
+    window = window or context_window(task)
+    setup = prepare(config, task, prompt, reflection, window=window)
     outcome = CompileOutcome(
-        plan=setup.plan, config=config, score_command=eval_command(config.out, task_lm),
-        window=window or context_window(task_lm), warnings=list(setup.warnings),
+        plan=setup.plan, config=config, score_command=eval_command(config.out, task), window=window,
+        warnings=list(setup.warnings),
     )  # fmt: skip
     if config.dry_run:
         return outcome

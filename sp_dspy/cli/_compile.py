@@ -168,6 +168,8 @@ def compile_command(
     if dry_run:
         outcome = compile_guard(settings, task, prompt, reflection, window=lmo.context_window(task))
         _print_plan(outcome.plan, settings.caps)
+        for warning in outcome.warnings:  # before anything is spent: capped demos, a foreign split
+            err_console.print(f"[yellow]warning:[/yellow] {warning}")
         return
     configure_cache(enabled=not no_cache)
     status = CompileStatus()
