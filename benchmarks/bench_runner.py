@@ -101,7 +101,7 @@ def sp_dspy_client(settings: dict[str, Any], results: Any) -> None:
 
     timings: dict[str, float] = {}
 
-    class TimedEngine(UnitEngine[Any]):
+    class TimedEngine(UnitEngine[Any, Any]):
         async def run(self, units: Any) -> Any:
             timings["units"] = len(units)
             wall, cpu = time.perf_counter(), time.process_time()
