@@ -11,8 +11,11 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from programs import judge_target, run_case
+
 from .._data import Case
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet
+from .._protocol import build_targets
 from .._run_manifest import ErrorSummary
 from ._engine import Record
 from ._records import error_judgment_record, error_policy_record, judgment_record, policy_record
@@ -25,7 +28,6 @@ def units_of(cases: Sequence[Case], protocol: str) -> list[Any]:
     """The units a run of ``cases`` sends: cases, or (case, target) judgments per-rule."""
     if protocol != "per-rule":
         return list(cases)
-    from .._protocol import build_targets
 
     return [(case, target) for case in cases for target in build_targets(case)]
 
@@ -90,8 +92,6 @@ class PerPolicyJob(_Job):
         return record.id if isinstance(record, PolicyRecord) and record.id in self.index else None
 
     async def work(self, case: Case) -> PolicyRecord:
-        from programs import run_case
-
         started = time.perf_counter()
         output = await run_case(self.program, case, self.lm)
         latency = time.perf_counter() - started
@@ -126,8 +126,6 @@ class PerRuleJob(_Job):
         return todo
 
     async def work(self, unit: tuple[Case, RuleTarget]) -> JudgmentRecord:
-        from programs import judge_target
-
         case, target = unit
         started = time.perf_counter()
         judgment = await judge_target(self.program, case, target, self.lm)

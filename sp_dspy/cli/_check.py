@@ -14,6 +14,7 @@ from .._data import Source, guard_case
 from .._errors import DataError
 from .._guard import Guard
 from .._lm import configure_cache, is_lasting
+from .._runner._failures import fix_for
 from . import _lm_options as lmo
 from ._console import console, err_console
 
@@ -84,8 +85,6 @@ def check_command(
     else:
         _print_verdict(verdict, {entry.rule: entry.text for entry in case.rubric.entries()})
     if verdict.error_class is not None and is_lasting(verdict.error_class):
-        from .._runner._failures import fix_for
-
         err_console.print(
             f"fix: {fix_for(verdict.error_class, live)}", markup=False, highlight=False, soft_wrap=True
         )
