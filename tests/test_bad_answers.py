@@ -25,7 +25,7 @@ from sp_dspy._errors import DataError
 from sp_dspy._guard import Guard
 from sp_dspy._lm._fake_prompts import message_text
 from sp_dspy._protocol import keep_policy_rules, per_policy_messages
-from sp_dspy._runner._engine import UnitEngine
+from sp_dspy._runner._engine import Record, UnitEngine
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._records import policy_record
 from sp_dspy._runner._store import JsonlStore, StoreWriteError, encode_line
@@ -145,7 +145,7 @@ def test_a_unit_that_cannot_be_stored_lets_the_units_in_flight_finish() -> None:
         return PolicyRecord(id=str(unit))
 
     store = _FailingStore(OSError(22, "Invalid argument"))
-    engine: UnitEngine[int] = UnitEngine(
+    engine: UnitEngine[int, Record] = UnitEngine(
         work=work,
         on_error=lambda u, e: PolicyRecord(id=str(u)),
         store=store,  # type: ignore[arg-type]
@@ -168,7 +168,7 @@ def test_a_results_file_that_cannot_be_written_stops_the_run_at_once() -> None:
         return PolicyRecord(id=str(unit))
 
     store = _FailingStore(StoreWriteError("cannot write results.jsonl: No space left on device"))
-    engine: UnitEngine[int] = UnitEngine(
+    engine: UnitEngine[int, Record] = UnitEngine(
         work=work,
         on_error=lambda u, e: PolicyRecord(id=str(u)),
         store=store,  # type: ignore[arg-type]

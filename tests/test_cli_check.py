@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +165,134 @@ def test_policy_errors_name_the_file(files: Path) -> None:
     assert str(error).startswith("rules.txt: no numbered rules found")
     _, _, error = run("--policy", "missing.txt", "--conversation", "chat.txt", "--lm", "fake/all")
     assert str(error) == "--policy missing.txt: no such file"
+
+
+def test_conversation_dash_reads_standard_input(files: Path) -> None:
+    for stdin in (TEXT, json.dumps(MESSAGES), json.dumps({"messages": MESSAGES})):
+        result = CliRunner().invoke(
+            make_app(),
+            [
+                "check",
+                "--policy",
+                "policy.txt",
+                "--conversation",
+                "-",
+                "--lm",
+                "fake/all",
+                "--json",
+                "--no-cache",
+            ],
+            input=stdin,
+        )
+        assert result.exit_code == 1, result.output
+        assert Verdict.model_validate_json(result.stdout).violated_rules == [1, 2, 3]
+    result = CliRunner().invoke(
+        make_app(),
+        ["check", "--policy", "policy.txt", "--conversation", "-", "--lm", "fake/all"],
+        input="[1,",
+    )
+    assert isinstance(result.exception, DataError)
+    assert str(result.exception).startswith("<stdin>:1:4: invalid JSON")
+
+
+def batch(files: Path, *lines: object) -> Path:
+    path = files / "in.jsonl"
+    path.write_text(
+        "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines), encoding="utf-8"
+    )
+    return path
+
+
+def test_batch_writes_one_verdict_per_line_in_order_with_the_worst_status(files: Path) -> None:
+    other = "Rules:\n1. The chatbot must be polite.\n"
+    batch(
+        files,
+        {"id": "a", "messages": MESSAGES},
+        {"policy": other, "conversation": TEXT},
+        "",
+        '{"messages": [}',
+        {"id": "d", "messages": [MESSAGES[0], {"role": "bot", "content": "x"}]},
+        {"messages": "hello"},
+        {"conversation": TEXT, "rules": []},
+    )
+    result = CliRunner().invoke(
+        make_app(),
+        ["check", "--policy", "policy.txt", "--batch", "in.jsonl", "--lm", "fake/all", "--no-cache",
+         "--out", "verdicts.jsonl"],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output  # the worst line: bad input
+    answers = [
+        json.loads(line) for line in (files / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    assert [a["line"] for a in answers] == [1, 2, 4, 5, 6, 7]
+    assert (answers[0]["id"], answers[0]["violated_rules"], answers[1]["violated_rules"]) == (
+        "a",
+        [1, 2, 3],
+        [1],
+    )
+    errors = [a["error"] for a in answers[2:]]
+    assert errors == [
+        "in.jsonl:4: invalid JSON: Expecting value (column 15)",
+        "in.jsonl:5: messages[1].role: expected 'user' or 'assistant', got 'bot'",
+        "in.jsonl:6: messages: expected a list of chat messages, got str",
+        "in.jsonl:7: unknown field(s) rules (expected conversation, framework, id, messages, policy)",
+    ]
+    assert answers[3]["id"] == "d"
+    for error in errors:
+        assert f"error: {error}" in result.stderr
+    assert "6 lines: 2 violated, 4 bad input" in result.stderr
+
+
+@pytest.mark.parametrize(("behaviour", "code"), [("empty", 0), ("all", 1), ("garbage", 2)])
+def test_batch_exit_status_is_the_worst_line(files: Path, behaviour: str, code: int) -> None:
+    batch(files, {"messages": MESSAGES}, {"conversation": TEXT})
+    result = CliRunner().invoke(
+        make_app(),
+        ["check", "--policy", "policy.txt", "--batch", "in.jsonl", "--lm", f"fake/{behaviour}", "--no-cache"],
+    )
+    assert result.exit_code == code, result.output
+    assert [json.loads(line)["line"] for line in result.stdout.splitlines()] == [1, 2]
+
+
+def test_batch_lines_without_a_policy_need_one(files: Path) -> None:
+    batch(files, {"messages": MESSAGES})
+    result = CliRunner().invoke(
+        make_app(), ["check", "--batch", "in.jsonl", "--lm", "fake/all", "--no-cache"]
+    )
+    assert result.exit_code == 2
+    assert json.loads(result.stdout)["error"] == (
+        "in.jsonl:1: policy: missing (give it on the line or once with --policy)"
+    )
+
+
+@pytest.mark.network
+def test_batch_runs_lines_concurrently_and_answers_in_input_order(files: Path) -> None:
+    """The first line answers last, yet is written first; more than one request was in flight."""
+    state = {"now": 0, "most": 0}
+    lock = threading.Lock()
+
+    def responder(body: dict[str, Any]) -> str:
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        time.sleep(0.6 if "slow" in json.dumps(body) else 0.15)
+        with lock:
+            state["now"] -= 1
+        return server.fake.reply(body["messages"])
+
+    slow = [{"role": "user", "content": "slow"}, {"role": "assistant", "content": "ok"}]
+    batch(files, *[{"id": str(n), "messages": slow if n == 0 else MESSAGES} for n in range(6)])
+    with StubServer(responder=responder) as server:
+        result = CliRunner().invoke(
+            make_app(),
+            ["check", "--policy", "policy.txt", "--batch", "in.jsonl", "--lm", "openai/stub", "--api-base",
+             server.url, "--concurrency", "4", "--no-cache"],
+        )  # fmt: skip
+    assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == ["0", "1", "2", "3", "4", "5"]
+    assert 1 < state["most"] <= 4
+
+
+def test_conversation_or_batch(files: Path) -> None:
+    _, _, error = run("--policy", "policy.txt", "--lm", "fake/all")
+    assert isinstance(error, ConfigError)
+    assert str(error) == "give one of --conversation FILE (- for standard input) or --batch FILE.jsonl"

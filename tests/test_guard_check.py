@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -297,3 +299,69 @@ def test_lm_setting_errors_are_one_line(
         Guard.load("official", **kwargs)
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def _unclosed_warnings(script: str) -> str:
+    """What a script using a guard on a loopback server prints (aiohttp warns on stderr)."""
+    code = (
+        "import asyncio, gc\n"
+        "from sp_dspy import Guard\n"
+        "from sp_dspy._lm import LMConfig\n"
+        "from tests._stub_server import StubServer\n"
+        f"POLICY = {POLICY!r}\nMESSAGES = {MESSAGES!r}\n"
+        "with StubServer() as server:\n"
+        "    config = LMConfig(model='openai/stub', api_base=server.url, cache=False)\n"
+        + "".join(f"    {line}\n" for line in script.splitlines())
+        + "    gc.collect()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "default", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout + out.stderr
+
+
+@pytest.mark.network
+@pytest.mark.parametrize(
+    "script",
+    [
+        "async def main():\n    async with Guard.load('official', lm=config) as guard:\n"
+        "        print((await guard.acheck(POLICY, MESSAGES)).status)\nasyncio.run(main())",
+        "async def main():\n    guard = Guard.load('official', lm=config)\n"
+        "    print((await guard.acheck(POLICY, MESSAGES)).status)\n    await guard.aclose()\n"
+        "    await guard.aclose()\nasyncio.run(main())",
+        "with Guard.load('official', lm=config) as guard:\n    print(guard.check(POLICY, MESSAGES).status)",
+    ],
+)
+def test_a_guard_closes_its_connections(script: str) -> None:
+    out = _unclosed_warnings(script)
+    assert "clean" in out
+    assert "Unclosed" not in out, out
+
+
+def test_a_closed_guard_refuses_checks() -> None:
+    guard = Guard.load("official", lm="fake/oracle")
+    with guard:
+        teach(guard)
+        assert guard.check(POLICY, MESSAGES).violated_rules == GOLD
+    guard.close()  # closing again is a no-op
+    assert guard.closed
+    with pytest.raises(ConfigError, match=r"^Guard: closed; load a new guard"):
+        guard.check(POLICY, MESSAGES)
+    with pytest.raises(ConfigError, match=r"^Guard: closed"):
+        asyncio.run(guard.acheck(POLICY, MESSAGES))
+
+
+def test_close_inside_the_loop_of_acheck_points_to_aclose() -> None:
+    async def main() -> None:
+        guard = Guard.load("official", lm="fake/oracle")
+        await guard.acheck(POLICY, MESSAGES)
+        with pytest.raises(ConfigError, match=r"await guard\.aclose\(\)"):
+            guard.close()
+        await guard.aclose()
+
+    asyncio.run(main())

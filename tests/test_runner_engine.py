@@ -42,7 +42,7 @@ def test_every_unit_gets_one_record_with_at_most_concurrency_in_flight(
 ) -> None:
     work, seen = Work(), []
     with JsonlStore(tmp_path / "r.jsonl") as store:
-        engine: UnitEngine[int] = UnitEngine(
+        engine: UnitEngine[int, Record] = UnitEngine(
             work=work, on_error=on_error, store=store, concurrency=concurrency, on_record=seen.append
         )
         stats = asyncio.run(engine.run(list(range(20))))
@@ -58,7 +58,7 @@ def test_cancellation_keeps_what_finished_and_marks_the_run_interrupted(tmp_path
         await asyncio.sleep(0 if unit < 3 else 30)
         return PolicyRecord(id=str(unit))
 
-    async def main(engine: UnitEngine[int]) -> None:
+    async def main(engine: UnitEngine[int, Record]) -> None:
         task = asyncio.create_task(engine.run(list(range(10))))
         while engine.stats.done < 3:
             await asyncio.sleep(0.01)
@@ -67,7 +67,7 @@ def test_cancellation_keeps_what_finished_and_marks_the_run_interrupted(tmp_path
             await task
 
     with JsonlStore(tmp_path / "r.jsonl") as store:
-        engine: UnitEngine[int] = UnitEngine(work=slow, on_error=on_error, store=store, concurrency=4)
+        engine: UnitEngine[int, Record] = UnitEngine(work=slow, on_error=on_error, store=store, concurrency=4)
         asyncio.run(asyncio.wait_for(main(engine), timeout=10))
     assert engine.stats.interrupted and engine.stats.done == 3
     assert sorted(r["id"] for r in iter_records(tmp_path / "r.jsonl")) == ["0", "1", "2"]
@@ -75,7 +75,7 @@ def test_cancellation_keeps_what_finished_and_marks_the_run_interrupted(tmp_path
 
 def test_no_units_is_a_no_op(tmp_path: Path) -> None:
     with JsonlStore(tmp_path / "r.jsonl") as store:
-        engine: UnitEngine[int] = UnitEngine(work=Work(), on_error=on_error, store=store)
+        engine: UnitEngine[int, Record] = UnitEngine(work=Work(), on_error=on_error, store=store)
         assert asyncio.run(engine.run([])).done == 0
     assert list(iter_records(tmp_path / "r.jsonl")) == []
 
@@ -90,7 +90,9 @@ def test_a_skipped_unit_has_no_record_and_the_others_run_into_a_list() -> None:
         return PolicyRecord(id=str(unit))
 
     records: list[Record] = []
-    engine: UnitEngine[int] = UnitEngine(work=work, on_error=on_error, store=records, skip_on=(Refused,))
+    engine: UnitEngine[int, Record] = UnitEngine(
+        work=work, on_error=on_error, store=records, skip_on=(Refused,)
+    )
     stats = asyncio.run(engine.run(list(range(6))))
     assert sorted(r.id for r in records if isinstance(r, PolicyRecord)) == ["0", "2", "4"]
     assert (stats.done, stats.stopped) == (3, False)

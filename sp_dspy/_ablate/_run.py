@@ -133,6 +133,7 @@ def run_ablation(
     *,
     resume: bool = False,
     retry_errors: bool = False,
+    log_requests: bool = False,
     session: Callable[[LMConfig], AbstractContextManager[LMConfig]] | None = None,
     lm: Any = None,
     console: Console | None = None,
@@ -143,7 +144,8 @@ def run_ablation(
     ``session`` turns ``plan.lm`` into the config to call with, for the whole ablation.
     ``lm`` is one ``dspy.LM`` for every variant (tests pass the fake); by default each
     variant builds its own. ``retry_errors`` (with ``resume``) re-sends errored units, also
-    of finished variants. A variant that stops early raises ``RunStopped``.
+    of finished variants; ``log_requests`` keeps each unit's requests with its record. A
+    variant that stops early raises ``RunStopped``.
     """
     console = console or Console(stderr=True)
     variants, loaded, cases = _prepare(plan)
@@ -172,6 +174,7 @@ def run_ablation(
                     lm=lm,
                     show_progress=show_progress,
                     retry_errors=retry_errors,
+                    log_requests=log_requests,
                 )
                 run.status = "interrupted" if result.interrupted else "complete"
                 run.units_run = result.units_run

@@ -14,7 +14,8 @@ from .._lazy import lazy_getattr
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "._filters": ("filter_cases",),
-    "._inputs": ("Source", "guard_case"),
+    "._guard_lines": ("BadLine", "GuardLine", "read_guard_lines"),
+    "._inputs": ("Source", "guard_case", "policy_rules"),
     "._loader": ("Benchmark",),
     "._pku": ("load_pku",),
     "._schema": ("Case", "conversation_id"),
@@ -24,8 +25,12 @@ _EXPORTS = {name: module for module, names in _MODULES.items() for name in names
 
 if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._filters import filter_cases as filter_cases
+    from ._guard_lines import BadLine as BadLine
+    from ._guard_lines import GuardLine as GuardLine
+    from ._guard_lines import read_guard_lines as read_guard_lines
     from ._inputs import Source as Source
     from ._inputs import guard_case as guard_case
+    from ._inputs import policy_rules as policy_rules
     from ._loader import Benchmark as Benchmark
     from ._pku import load_pku as load_pku
     from ._schema import Case as Case

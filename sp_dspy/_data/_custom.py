@@ -7,14 +7,13 @@ gold answer; a bad line is one error naming ``FILE:LINE``, the case id and the f
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any, Final
 
 from .._errors import DataError
 from ._inputs import Source, guard_case
 from ._loader import Benchmark, check_unicode
-from ._scan import decode_utf8, read_bytes
+from ._scan import decode_utf8, json_object_line, read_bytes
 from ._schema import Case, Rubric
 from ._source import sample_path
 
@@ -43,7 +42,7 @@ def load_custom(dataset: str | None, *, lenient: bool = False) -> Benchmark:
         if not line.strip():
             continue
         try:
-            case = custom_case(_object(line, f"{path}:{number}"), where=f"{path}:{number}")
+            case = custom_case(json_object_line(line, f"{path}:{number}"), where=f"{path}:{number}")
             if case.id in seen:
                 raise DataError(
                     f"{path}:{number}: case {case.id}: id: duplicate (first on line {seen[case.id]})"
@@ -65,18 +64,6 @@ def load_custom(dataset: str | None, *, lenient: bool = False) -> Benchmark:
         skipped_reasons=reasons,
         benchmark=CUSTOM_BENCHMARK,
     )
-
-
-def _object(line: str, where: str) -> dict[str, Any]:
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-    except RecursionError:
-        raise DataError(f"{where}: invalid JSON: arrays and objects nested too deeply") from None
-    if not isinstance(value, dict):
-        raise DataError(f"{where}: expected a JSON object per line, got {type(value).__name__}")
-    return value
 
 
 def custom_case(row: dict[str, Any], *, where: str) -> Case:

@@ -75,6 +75,19 @@ def parse_json(text: str, path: Path) -> Any:
         ) from None
 
 
+def json_object_line(line: str, where: str) -> dict[str, Any]:
+    """One JSON-lines line as an object; anything else is one ``DataError`` naming ``where`` (``FILE:LINE``)."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise DataError(f"{where}: invalid JSON: arrays and objects nested too deeply") from None
+    if not isinstance(value, dict):
+        raise DataError(f"{where}: expected a JSON object per line, got {type(value).__name__}")
+    return value
+
+
 def _nesting_exceeded_at(text: str, limit: int) -> int | None:
     """Where ``[`` and ``{`` (outside strings) first nest deeper than ``limit``, or None."""
     depth = 0

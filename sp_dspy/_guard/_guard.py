@@ -2,6 +2,8 @@
 
 Checks run through ``programs.run_case``, the evaluation's path. Bad inputs are a one-line
 ``DataError`` before any LM call; what the model does is a ``Verdict`` status, never raised.
+A guard owns the connection pools its checks open: ``with``/``async with`` or ``close``/``aclose``
+end them (a pool belongs to the event loop that opened it, so ``acheck``'s close on that loop).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import contextvars
 import threading
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import ValidationError
 
@@ -22,6 +25,7 @@ from .._data._inputs import guard_case
 from .._errors import ConfigError, validation_problem
 from .._lm import (
     LMConfig,
+    close_transport,
     closing_transports,
     import_dspy,
     load_configured_models,
@@ -55,6 +59,8 @@ class Guard:
         self._lm = lm
         self._model = model
         self._json_adapter = json_adapter
+        self._used: list[Any] = []  # the LMs acheck called: their pools on its loop are the guard's to close
+        self._closed = False
 
     @classmethod
     def load(
@@ -123,28 +129,80 @@ class Guard:
 
         Raises:
             DataError: a malformed policy or conversation (before any LM call).
-            ConfigError: no LM was given and none is configured in DSPy.
+            ConfigError: the guard is closed, or no LM was given and none is configured in DSPy.
         """
+        self._refuse_closed()
         case = self.case(policy, conversation, framework=framework)
-        return _run_sync(self._verdict(case, self._live_lm()))
+        return _run_sync(self._verdict(case, self._live_lm()))  # its loop's pools close with it
 
     async def acheck(
         self, policy: str, conversation: str | list[dict[str, Any]], *, framework: str = ""
     ) -> Verdict:
-        """The async twin of :meth:`check`."""
+        """The async twin of :meth:`check`; close the guard on this loop (``async with``, ``aclose``)."""
+        self._refuse_closed()
         case = self.case(policy, conversation, framework=framework)
-        return await self._verdict(case, self._live_lm())
+        lm = self._live_lm()
+        if all(lm is not known for known in self._used):
+            self._used.append(lm)  # its pool on this loop stays open for the next check, until aclose
+        return await self._verdict(case, lm)
+
+    @property
+    def closed(self) -> bool:
+        """``True`` once :meth:`close` or :meth:`aclose` ran: further checks are refused."""
+        return self._closed
+
+    async def aclose(self) -> None:
+        """Close the connection pools this guard's ``acheck`` calls opened on the running event
+        loop; a closed guard refuses further checks. Closing twice is a no-op."""
+        self._closed = True
+        used, self._used = self._used, []
+        for lm in used:
+            await close_transport(lm)
+
+    def close(self) -> None:
+        """Close the guard: ``check`` closes its pools as each call ends; pools ``acheck`` opened
+        belong to their event loop, so inside one this refuses (``await guard.aclose()`` there)."""
+        self._closed = True
+        if self._used:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:  # their loop has ended: nothing of them is left to close
+                self._used = []
+            else:
+                raise ConfigError(
+                    "Guard.close: acheck opened connections on this event loop; "
+                    "close them with `await guard.aclose()` (or `async with Guard.load(...)`)"
+                )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def _refuse_closed(self) -> None:
+        if self._closed:
+            raise ConfigError("Guard: closed; load a new guard with Guard.load(...) to check again")
 
     def _live_lm(self) -> Any:
-        if self._lm is not None:
-            return self._lm
-
-        configured = import_dspy().settings.lm
-        if configured is None:
-            raise ConfigError(
-                "Guard: no LM; pass lm= to Guard.load or configure one with dspy.configure(lm=...)"
-            )
-        return configured
+        lm = self._lm
+        if lm is None:
+            lm = import_dspy().settings.lm
+            if lm is None:
+                raise ConfigError(
+                    "Guard: no LM; pass lm= to Guard.load or configure one with dspy.configure(lm=...)"
+                )
+        return lm
 
     async def _verdict(self, case: Case, lm: Any) -> Verdict:
         dspy = import_dspy()
@@ -155,7 +213,8 @@ class Guard:
         return Verdict.of(case, answer, program=self.label, model=model)
 
     def __repr__(self) -> str:
-        return f"Guard(program={self.label!r}, protocol={self.protocol!r}, model={self._model!r})"
+        state = ", closed" if self._closed else ""
+        return f"Guard(program={self.label!r}, protocol={self.protocol!r}, model={self._model!r}{state})"
 
 
 def _resolve_lm(

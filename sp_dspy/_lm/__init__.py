@@ -5,7 +5,7 @@ from .._redact import redact
 from ._cache import configure_cache
 from ._chat import history_usage
 from ._config import LMConfig, load_configured_models, models_files, resolve_model_config
-from ._direct import HttpRequest, closing_transports
+from ._direct import HttpRequest, close_transport, closing_transports, logging_requests
 from ._dspy import import_dspy
 from ._errors import classify_error, is_lasting
 from ._factory import fake_engine, make_lm
@@ -17,6 +17,7 @@ __all__ = [
     "HttpRequest",
     "LMConfig",
     "classify_error",
+    "close_transport",
     "closing_transports",
     "configure_cache",
     "fake_engine",
@@ -25,6 +26,7 @@ __all__ = [
     "is_lasting",
     "key_for",
     "load_configured_models",
+    "logging_requests",
     "make_lm",
     "models_files",
     "redact",

@@ -9,12 +9,14 @@ which owns the response cache and the retries.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
 import json
 import urllib.parse
 import urllib.request
 import weakref
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -42,6 +44,10 @@ _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", 
 
 _T = TypeVar("_T")
 _clients: weakref.WeakSet[DirectChat] = weakref.WeakSet()
+#: The requests built in this context while :func:`logging_requests` collects them.
+_request_log: contextvars.ContextVar[list[HttpRequest] | None] = contextvars.ContextVar(
+    "sp_dspy_request_log", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,9 @@ class DirectChat(Shared):
         body.update({k: v for k, v in overrides.items() if v is not None})
         body.update(self.config.extra_body or {})
         request = HttpRequest(self.url, self.headers, body)
+        log = _request_log.get()
+        if log is not None:
+            log.append(request)
         if self.capturing:
             raise RequestCaptured(request)
         return request
@@ -364,6 +373,27 @@ async def closing_transports(awaitable: Awaitable[_T]) -> _T:
     finally:
         for client in list(_clients):
             await client.aclose()
+
+
+@contextlib.contextmanager
+def logging_requests() -> Iterator[list[HttpRequest]]:
+    """The requests this engine builds inside the block, in this context and the tasks it starts
+    (``--log-requests``: a unit's requests kept with its record); an answer replayed from the
+    response cache builds none."""
+    log: list[HttpRequest] = []
+    token = _request_log.set(log)
+    try:
+        yield log
+    finally:
+        _request_log.reset(token)
+
+
+async def close_transport(lm: Any) -> None:
+    """Close the pool this event loop holds for ``lm``'s HTTP engine (none: nothing to do): what
+    an owner of one LM (``Guard``) ends, where :func:`closing_transports` ends every engine's."""
+    client = client_of(lm)
+    if client is not None:
+        await client.aclose()
 
 
 def _json_object(raw: bytes, model: str) -> dict[str, Any]:

@@ -102,6 +102,9 @@ class _Line(BaseModel):
     answer: str | None = _optional("The model's text when it did not parse cleanly.")
     error: str | None = _optional("``Type: first message line`` of a failed call, redacted.")
     error_class: str | None = _optional("The failure's class (auth, not_found, unreachable, ...).")
+    requests: list[dict[str, Any]] | None = _optional(
+        "The requests sent for this answer as --show-request prints them, redacted (--log-requests)."
+    )
 
     null_flags_are_false = field_validator("refused", "parse_failed", mode="before")(_flag)
     error_as_text = field_validator("error", mode="before")(_error_text)

@@ -1,5 +1,6 @@
 """Run units concurrently (at most ``concurrency`` in flight), storing each record as it lands
-(in a results file, or a list when nothing is written: compile's dev scoring).
+(in a results file, or a list when nothing is written: compile's dev scoring). A record is the
+runner's answer record; ``check --batch`` runs its lines here too, each answer a JSON object.
 
 A failed results write (``StoreWriteError``) stops the run at once; any other stop lets the
 units in flight finish and be written (ending them would make each a false ``connection`` error).
@@ -17,12 +18,14 @@ from ._store import StoreWriteError
 
 Unit = TypeVar("Unit")
 Record = PolicyRecord | JudgmentRecord
+Done = TypeVar("Done")  # what a unit ends as: a Record for the runner
+Done_contra = TypeVar("Done_contra", contravariant=True)
 
 
-class RecordSink(Protocol):
+class RecordSink(Protocol[Done_contra]):
     """Where finished records go: a ``JsonlStore`` (durable) or a plain list."""
 
-    def append(self, record: Record, /) -> None: ...
+    def append(self, record: Done_contra, /) -> None: ...
 
 
 @dataclass
@@ -34,7 +37,7 @@ class EngineStats:
 
 
 @dataclass
-class UnitEngine(Generic[Unit]):
+class UnitEngine(Generic[Unit, Done]):
     """Runs ``work`` on every unit; ``on_error`` turns an exception into a record.
 
     ``stop_when(record)`` True ends the run early; ``stop_on``: what ``work`` raises to
@@ -42,12 +45,12 @@ class UnitEngine(Generic[Unit]):
     ``skip_on``: what refuses that unit alone (no record), the others still run.
     """
 
-    work: Callable[[Unit], Awaitable[Record]]
-    on_error: Callable[[Unit, BaseException], Record]
-    store: RecordSink
+    work: Callable[[Unit], Awaitable[Done]]
+    on_error: Callable[[Unit, BaseException], Done]
+    store: RecordSink[Done]
     concurrency: int = 16
-    on_record: Callable[[Record], None] | None = None
-    stop_when: Callable[[Record], bool] | None = None
+    on_record: Callable[[Done], None] | None = None
+    stop_when: Callable[[Done], bool] | None = None
     stats: EngineStats = field(default_factory=EngineStats)
     stop_on: tuple[type[Exception], ...] = ()
     skip_on: tuple[type[Exception], ...] = ()
@@ -97,7 +100,7 @@ class UnitEngine(Generic[Unit]):
                 self._stopping = True  # no new units; the others finish the ones they hold
                 raise
 
-    async def _record(self, unit: Unit) -> Record | None:
+    async def _record(self, unit: Unit) -> Done | None:
         try:
             return await self.work(unit)
         except self.stop_on:
@@ -107,7 +110,7 @@ class UnitEngine(Generic[Unit]):
         except Exception as exc:  # one failed unit must never stop the run
             return self.on_error(unit, exc)
 
-    def _finish(self, record: Record) -> None:
+    def _finish(self, record: Done) -> None:
         self.store.append(record)
         self.stats.done += 1
         if self.on_record is not None:

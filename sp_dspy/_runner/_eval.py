@@ -156,8 +156,11 @@ def run_eval(
     lm: dspy.LM | None = None,
     show_progress: bool = True,
     retry_errors: bool = False,
+    log_requests: bool = False,
 ) -> EvalOutcome:
     """Run one model over the selected cases, append results durably, score them.
+
+    ``log_requests`` keeps with each record the requests its unit sent (``--log-requests``).
 
     Raises:
         RunStopped: the run stopped early on a lasting failure (after writing the
@@ -195,7 +198,10 @@ def run_eval(
         started, clock = datetime.now(UTC), time.perf_counter()
         outcome = EvalOutcome(paths=paths, results_file=results_file, cases=cases)
         runner = PerRuleJob if protocol == "per-rule" else PerPolicyJob
-        job = runner(cases, program, lm, model=model, run_fields=run_fields, retry_errors=retry_errors)
+        job = runner(
+            cases, program, lm, model=model, run_fields=run_fields, retry_errors=retry_errors,
+            log_requests=log_requests,
+        )  # fmt: skip
         with contextlib.suppress(OSError):  # the writer's open reports a file it cannot write
             repair_torn_tail(results_file)  # a torn last line is no unit done
         units = job.pending(read_run_results(results_file))
@@ -260,7 +266,7 @@ def run_eval(
                     len(units), label=f"{model} {protocol}", console=console, enabled=show_progress
                 ) as view,
             ):
-                engine: UnitEngine[Any] = UnitEngine(
+                engine: UnitEngine[Any, Record] = UnitEngine(
                     work=work if caps is None else caps.wrap(work),
                     stop_on=(BudgetExceeded,),
                     on_error=job.on_error,
@@ -323,7 +329,7 @@ def evaluate_cases(
         list(cases), program, lm, model=str(getattr(lm, "model", "")), run_fields={}, retry_errors=False
     )
     records: list[Record] = []
-    engine: UnitEngine[Case] = UnitEngine(
+    engine: UnitEngine[Case, Record] = UnitEngine(
         work=job.work, on_error=job.on_error, store=records, concurrency=concurrency, skip_on=skip_on
     )
     asyncio.run(closing_transports(engine.run(job.units)))

@@ -8,10 +8,12 @@ A unit whose call failed outright gets an error record of the same model, withou
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .._lm import classify_error, redact
+from .._lm import HttpRequest, classify_error, redact
 from .._metrics import JudgmentRecord, PolicyRecord
 from .._protocol._parse_policy import case_rule_numbers, keep_policy_rules
 from .._usage import Usage
@@ -32,6 +34,12 @@ def case_scores(case: Case, violated: list[int] | None) -> dict[str, Any] | None
         "fn": sorted(gold - pred),
         "exact_match": pred == gold,
     }
+
+
+def sent_requests(requests: Sequence[HttpRequest]) -> list[dict[str, Any]]:
+    """A record's ``requests`` (``--log-requests``): each as ``--show-request`` prints it (keys
+    masked), then redacted as every text the runner writes."""
+    return [json.loads(redact(json.dumps(request.shown(), ensure_ascii=False))) for request in requests]
 
 
 def _provenance(case: Case, model: str, run: dict[str, Any]) -> dict[str, Any]:

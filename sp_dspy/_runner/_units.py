@@ -6,22 +6,32 @@ nothing twice), how to run and record one unit, and which units ended in error.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
-from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from programs import judge_target, run_case
 
 from .._data import Case
+from .._lm import HttpRequest, logging_requests
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet
 from .._protocol import build_targets
 from .._run_manifest import ErrorSummary
 from ._engine import Record
-from ._records import error_judgment_record, error_policy_record, judgment_record, policy_record
+from ._records import (
+    error_judgment_record,
+    error_policy_record,
+    judgment_record,
+    policy_record,
+    sent_requests,
+)
 
 if TYPE_CHECKING:
     from .._protocol._targets import RuleTarget
+
+_R = TypeVar("_R", PolicyRecord, JudgmentRecord)
 
 
 def units_of(cases: Sequence[Case], protocol: str) -> list[Any]:
@@ -46,9 +56,12 @@ class _Job:
         model: str,
         run_fields: dict[str, Any],
         retry_errors: bool,
+        log_requests: bool = False,
     ) -> None:
         self.program, self.lm, self.model, self.run = program, lm, model, run_fields
         self.retry_errors = retry_errors
+        self.log_requests = log_requests  # keep each unit's requests with its record
+        self._sent: dict[Hashable, list[HttpRequest]] = {}  # a unit's requests until its record is built
         self.index = {case.id: i for i, case in enumerate(cases, 1)}
         self.units = units_of(cases, self.protocol)
         self.keys = {self.key(unit) for unit in self.units}
@@ -75,6 +88,23 @@ class _Job:
         self.skipped = len(self.units) - len(todo)
         return todo
 
+    @contextlib.contextmanager
+    def sending(self, unit: Any) -> Iterator[None]:
+        """Collect the requests ``unit`` sends (with ``log_requests``) for :meth:`with_requests`."""
+        if not self.log_requests:
+            yield
+            return
+        with logging_requests() as sent:
+            self._sent[self.key(unit)] = sent
+            yield
+
+    def with_requests(self, unit: Any, record: _R) -> _R:
+        """``record`` with the requests its unit sent (an answer or a failed call alike); none, none."""
+        sent = self._sent.pop(self.key(unit), None)
+        if sent:
+            record.requests = sent_requests(sent)
+        return record
+
     def error_summary(self, results: ResultSet) -> ErrorSummary:
         """Which of this job's units ended in error, by class, as the results stand."""
         return ErrorSummary.of(self.latest(results), len(self.keys))
@@ -93,14 +123,17 @@ class PerPolicyJob(_Job):
 
     async def work(self, case: Case) -> PolicyRecord:
         started = time.perf_counter()
-        output = await run_case(self.program, case, self.lm)
+        with self.sending(case):
+            output = await run_case(self.program, case, self.lm)
         latency = time.perf_counter() - started
-        return policy_record(
+        record = policy_record(
             case, self.index[case.id], output, model=self.model, run=self.run, latency_s=latency
         )
+        return self.with_requests(case, record)
 
     def on_error(self, case: Case, exc: BaseException) -> PolicyRecord:
-        return error_policy_record(case, self.index[case.id], exc, model=self.model, run=self.run)
+        record = error_policy_record(case, self.index[case.id], exc, model=self.model, run=self.run)
+        return self.with_requests(case, record)
 
     def case_finished(self, record: Record) -> bool:
         return True
@@ -128,13 +161,16 @@ class PerRuleJob(_Job):
     async def work(self, unit: tuple[Case, RuleTarget]) -> JudgmentRecord:
         case, target = unit
         started = time.perf_counter()
-        judgment = await judge_target(self.program, case, target, self.lm)
+        with self.sending(unit):
+            judgment = await judge_target(self.program, case, target, self.lm)
         latency = time.perf_counter() - started
-        return judgment_record(case, judgment, model=self.model, run=self.run, latency_s=latency)
+        record = judgment_record(case, judgment, model=self.model, run=self.run, latency_s=latency)
+        return self.with_requests(unit, record)
 
     def on_error(self, unit: tuple[Case, RuleTarget], exc: BaseException) -> JudgmentRecord:
         case, target = unit
-        return error_judgment_record(case, target, exc, model=self.model, run=self.run)
+        record = error_judgment_record(case, target, exc, model=self.model, run=self.run)
+        return self.with_requests(unit, record)
 
     def case_finished(self, record: Record) -> bool:
         cid = record.cid if isinstance(record, JudgmentRecord) else record.id

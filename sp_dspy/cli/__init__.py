@@ -45,7 +45,7 @@ COMMANDS: dict[str, str] = {
 PANELS: dict[str, tuple[str, ...]] = {
     "Data": (
         "--dataset", "--benchmark", "--level", "--domain", "--split", "--splits", "--ratios", "--limit",
-        "--start-idx", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation",
+        "--start-idx", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation", "--batch",
         "--framework", "--id", "--failed",
     ),
     "Guard": ("--program", "--protocol", "--parser", "--per-rule-layout", "--variants"),
@@ -65,7 +65,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Run and output": (
         "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
-        "--concurrency", "--quiet", "--verbose",
+        "--concurrency", "--quiet", "--verbose", "--log-requests",
     ),
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",

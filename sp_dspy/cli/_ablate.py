@@ -107,6 +107,7 @@ def ablate_command(
             "--retry-errors", help="On --resume, re-send errored units (also of finished variants)."
         ),
     ] = False,
+    log_requests: opt.LogRequests = False,
     baseline: Annotated[
         str | None,
         typer.Option("--baseline", help="Variant to compare against (default official-per-policy)."),
@@ -160,6 +161,7 @@ def ablate_command(
         out,
         resume=resume,
         retry_errors=retry_errors,
+        log_requests=log_requests,
         session=lmo.lm_session,
         console=err_console,
         show_progress=not quiet,

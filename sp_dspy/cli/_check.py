@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .._data import Source, guard_case
-from .._errors import DataError
-from .._guard import Guard
+from .._data import Source, guard_case, policy_rules, read_guard_lines
+from .._errors import ConfigError, DataError, OutputError
+from .._guard import Guard, check_lines
 from .._lm import configure_cache, is_lasting
 from .._runner._failures import fix_for
 from . import _lm_options as lmo
 from ._console import console, err_console
 
 if TYPE_CHECKING:
-    from .._guard import Verdict
+    from .._guard import LineAnswer, Verdict
+    from .._lm import LMConfig
 
 NO_ANSWER = ("failed", "refused", "error")
 EXIT_VIOLATED = 1
@@ -33,15 +36,34 @@ def register(app: typer.Typer) -> None:
 @lmo.with_lm_flags
 def check_command(
     policy: Annotated[
-        Path, typer.Option("--policy", help="Policy text file: numbered rules, one per line ('1. ...').")
-    ],
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="Policy text file: numbered rules, one per line ('1. ...'); with --batch, for lines without one.",
+        ),
+    ] = None,
     conversation: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--conversation",
-            help="'Turn N - User/Chatbot: ...' text, or a .json list of {role, content} chat messages.",
+            help="'Turn N - User/Chatbot: ...' text, or a .json list of {role, content} chat messages; "
+            "- reads standard input.",
         ),
-    ],
+    ] = None,
+    batch: Annotated[
+        Path | None,
+        typer.Option(
+            "--batch",
+            help="JSON lines, one check per line ({policy, messages or conversation, id, framework}): "
+            "one verdict per line, in order.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="With --batch: write the verdicts here, not to stdout.")
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="With --batch: conversations checked at once.")
+    ] = 16,
     program: Annotated[
         str, typer.Option("--program", help="A compiled artifact directory, official, dspy or dspy-cot.")
     ] = "official",
@@ -62,36 +84,110 @@ def check_command(
 ) -> None:
     """Check one conversation against a policy with a guard and print the violated rules.
 
-    Exit status: 0 no rule violated, 1 some rule violated, 2 no verdict or bad input.
+    With --batch, many conversations (JSON lines), checked concurrently: one verdict per line.
+    Exit status: 0 no rule violated, 1 some rule violated, 2 no verdict or bad input
+    (with --batch: the worst line's).
     """
-    policy_text = _read_text(policy, "--policy")
-    raw_conversation = read_conversation(conversation)
+    if (conversation is None) == (batch is None):
+        raise ConfigError("give one of --conversation FILE (- for standard input) or --batch FILE.jsonl")
+    policy_text = _read_text(policy, "--policy") if policy is not None else None
     framework_text = _read_text(framework, "--framework") if framework is not None else ""
     # Checked before a local server or an LM starts: bad input costs nothing.
-    case = guard_case(
-        policy_text,
-        raw_conversation,
-        framework=framework_text,
-        policy_source=Source("policy", str(policy)),
-        conversation_source=Source("conversation", str(conversation)),
-    )
+    if policy_text is not None:
+        rule_texts = policy_rules(policy_text, source=Source("policy", str(policy)))
+    if batch is not None:
+        lines = read_guard_lines(batch, policy=policy_text)
+    elif policy_text is None:
+        raise ConfigError("--policy: missing (the policy the conversation is checked against)")
+    else:
+        raw_conversation = read_conversation(Path(str(conversation)))
+        where = "<stdin>" if _is_stdin(Path(str(conversation))) else str(conversation)
+        guard_case(policy_text, raw_conversation, framework=framework_text,
+                   conversation_source=Source("conversation", where))  # fmt: skip
     (lm_config,) = lmo.lm_configs(lm, None, config, default=lmo.LOCAL, **lm_flags.overrides())
     configure_cache(enabled=not lm_flags.no_cache)
     with lmo.lm_session(lm_config) as live:
         guard = Guard.load(program, lm=live, protocol=protocol, parser=parser)
-        verdict = guard.check(policy_text, raw_conversation, framework=framework_text)
+        if batch is None:
+            with guard:
+                verdict = guard.check(str(policy_text), raw_conversation, framework=framework_text)
+        else:
+            if lmo.is_local(lm_config):
+                concurrency = min(concurrency, lmo.LOCAL_CONCURRENCY)
+            output = _BatchOutput(out)
+            try:
+                asyncio.run(
+                    check_lines(guard, lines, output.emit, concurrency=concurrency, framework=framework_text)
+                )
+            finally:
+                output.close()
+    if batch is not None:
+        _fix_line(output.error_class, live)
+        raise typer.Exit(output.code)
     if json_output:
         typer.echo(verdict.model_dump_json(indent=2))
     else:
-        _print_verdict(verdict, {entry.rule: entry.text for entry in case.rubric.entries()})
-    if verdict.error_class is not None and is_lasting(verdict.error_class):
-        err_console.print(
-            f"fix: {fix_for(verdict.error_class, live)}", markup=False, highlight=False, soft_wrap=True
-        )
-    if verdict.status in NO_ANSWER or verdict.violated_rules is None:
-        raise typer.Exit(EXIT_NO_VERDICT)
-    if verdict.violated_rules:
-        raise typer.Exit(EXIT_VIOLATED)
+        _print_verdict(verdict, rule_texts)
+    _fix_line(verdict.error_class, live)
+    raise typer.Exit(exit_code(verdict.status, verdict.violated_rules))
+
+
+def exit_code(status: str, violated_rules: list[int] | None) -> int:
+    """``check``'s documented exit status for one verdict: 0 compliant, 1 violated, 2 no verdict."""
+    if status in NO_ANSWER or violated_rules is None:
+        return EXIT_NO_VERDICT
+    return EXIT_VIOLATED if violated_rules else 0
+
+
+def _fix_line(error_class: str | None, live: LMConfig) -> None:
+    """The one ``fix:`` line for a failure that retrying does not cure (a key, a model name)."""
+    if error_class is not None and is_lasting(error_class):
+        err_console.print(f"fix: {fix_for(error_class, live)}", markup=False, highlight=False, soft_wrap=True)
+
+
+class _BatchOutput:
+    """Where ``--batch`` answers go (stdout or ``--out``), one JSON line each as they come in order;
+    it keeps the worst line's exit status, the first lasting failure, and a count per outcome."""
+
+    def __init__(self, out: Path | None) -> None:
+        self.sink: TextIO | None = _open_out(out) if out is not None else None
+        self.code = 0
+        self.error_class: str | None = None
+        self.counts: dict[str, int] = {}
+
+    def emit(self, answer: LineAnswer) -> None:
+        line = json.dumps(answer, ensure_ascii=False)
+        if self.sink is None:
+            typer.echo(line)
+        else:
+            self.sink.write(line + "\n")
+            self.sink.flush()
+        if "status" not in answer:  # a bad line: its FILE:LINE error
+            err_console.print(f"error: {answer['error']}", markup=False, highlight=False, soft_wrap=True)
+            outcome, code = "bad input", EXIT_NO_VERDICT
+        else:
+            code = exit_code(answer["status"], answer["violated_rules"])
+            outcome = ("compliant", "violated", "no verdict")[code]
+            self.error_class = self.error_class or answer.get("error_class")
+        self.code = max(self.code, code)
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+
+    def close(self) -> None:
+        if self.sink is not None:
+            self.sink.close()
+        summary = ", ".join(f"{n} {outcome}" for outcome, n in self.counts.items())
+        err_console.print(f"{sum(self.counts.values())} lines: {summary}", markup=False, highlight=False)
+
+
+def _open_out(path: Path) -> TextIO:
+    try:
+        return path.open("w", encoding="utf-8")
+    except OSError as exc:
+        raise OutputError(f"--out {path}: cannot write ({exc.strerror or type(exc).__name__})") from None
+
+
+def _is_stdin(path: Path) -> bool:
+    return str(path) == "-"
 
 
 def _read_text(path: Path, flag: str) -> str:
@@ -105,10 +201,17 @@ def _read_text(path: Path, flag: str) -> str:
 
 
 def read_conversation(path: Path) -> str | list[Any]:
-    """A ``.json`` file's message list (a bare list or ``{"messages": [...]}``), else the text."""
-    text = _read_text(path, "--conversation")
-    if path.suffix.lower() != ".json":
-        return text
+    """A ``.json`` file's message list (a bare list or ``{"messages": [...]}``), else the text;
+    ``-`` reads standard input, JSON when it starts with ``[`` or ``{``."""
+    if _is_stdin(path):
+        text = sys.stdin.read()
+        path = Path("<stdin>")
+        if not text.lstrip().startswith(("[", "{")):
+            return text
+    else:
+        text = _read_text(path, "--conversation")
+        if path.suffix.lower() != ".json":
+            return text
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -102,6 +102,7 @@ def eval_command(
             "body) and send nothing.",
         ),
     ] = False,
+    log_requests: opt.LogRequests = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
 ) -> None:
@@ -160,8 +161,9 @@ def eval_command(
             if verbose:
                 err_console.print(f"[dim]LM settings: {live.public_dict()}[/dim]")
             outcome = run_eval(
-                settings, live, console=err_console, show_progress=not quiet, retry_errors=retry_errors
-            )
+                settings, live, console=err_console, show_progress=not quiet, retry_errors=retry_errors,
+                log_requests=log_requests,
+            )  # fmt: skip
         _print_outcome(outcome, live.display_name(), small=lmo.is_local(lm_config), verbose=verbose)
         if outcome.interrupted:
             # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.

@@ -66,6 +66,14 @@ MaxTotalTokens = Annotated[
     typer.Option("--max-total-tokens", min=1, help="Cap on prompt + completion tokens, all calls together."),
 ]
 MaxUsd = Annotated[float | None, typer.Option("--max-usd", help="Cap on dollars (priced models).")]
+LogRequests = Annotated[
+    bool,
+    typer.Option(
+        "--log-requests",
+        help="Keep with each record the requests its unit sent (as --show-request prints them, "
+        "redacted); off by default (size).",
+    ),
+]
 DryRun = Annotated[
     bool, typer.Option("--dry-run", help="Print projected calls, tokens and dollars; send nothing.")
 ]

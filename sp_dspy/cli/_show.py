@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,3 +185,12 @@ def _print_answer(view: _View, rules: list[int]) -> None:
     for label, value in lines:
         if value not in (None, ""):
             console.print(f"[dim]{label}:[/dim] {escape(str(value))}", highlight=False)
+    sent: list[tuple[int | None, PolicyRecord | JudgmentRecord]] = (
+        [(None, record)] if record is not None and not view.judgments else []
+    )
+    sent += [(j.rule, j) for j in view.judgments if j.rule in rules]
+    for rule, line in sent:  # kept by --log-requests: what the model was sent, as --show-request prints it
+        for request in line.requests or []:
+            label = "request" if rule is None else f"rule {rule} request"
+            text = json.dumps(request, ensure_ascii=False, indent=2)
+            console.print(f"[dim]{label}:[/dim] {escape(text)}", highlight=False)
