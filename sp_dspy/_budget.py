@@ -152,6 +152,7 @@ class Budget:
     max_lm_errors: int = 10
     lm_errors: int = 0
     last_error: str | None = None
+    halted: bool = False  # a lasting failure (``halt``): every later call is refused
     _held: tuple[int, int, float] = (0, 0, 0.0)
     _reserved: tuple[int, int, float] = (0, 0, 0.0)
     _lock: threading.Condition = field(default_factory=threading.Condition)
@@ -165,8 +166,14 @@ class Budget:
 
     @property
     def failing(self) -> bool:
-        """Whether the LM errors reached ``max_lm_errors`` (calls are refused from then on)."""
-        return self.lm_errors >= self.max_lm_errors
+        """Whether the LM errors reached ``max_lm_errors``, or a lasting failure halted the calls
+        (calls are refused from then on)."""
+        return self.halted or self.lm_errors >= self.max_lm_errors
+
+    def halt(self) -> None:
+        """Refuse every later call: a failure no retry fixes (a refused key, a dead server) was met."""
+        with self._lock:
+            self.halted = True
 
     def record_error(self, role: str, error: str) -> None:
         """Count a call that raised (after DSPy's own retries)."""
@@ -200,7 +207,8 @@ class Budget:
                     raise BudgetExceeded(f"the optimizer was stopped: {role} LM call refused")
                 if self.failing:
                     self.optimizer_stopped = self.optimizer_stopped or optimizer
-                    raise BudgetExceeded(f"{self.lm_errors} failed LM calls: {role} LM call refused")
+                    why = "a lasting LM failure" if self.halted else f"{self.lm_errors} failed LM calls"
+                    raise BudgetExceeded(f"{why}: {role} LM call refused")
                 spent, reserved = self.total(), self._reserved
                 after = (
                     spent.calls + reserved[0] + calls,

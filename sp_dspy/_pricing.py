@@ -52,6 +52,22 @@ def pricing_for(config: LMConfig, completion_guess: int) -> Pricing:
     return Pricing(prompt=prompt, completion=completion, completion_guess=completion_guess)
 
 
+def context_window(config: LMConfig) -> int | None:
+    """The prompt tokens the model accepts, from LiteLLM's model map (``max_input_tokens``, else
+    ``max_tokens``); None for fakes and models the map does not know (a local server's: its ``n_ctx``)."""
+    if config.is_fake or not config.provider:
+        return None
+    import_dspy()  # the offline model-map environment is set before LiteLLM loads
+    import litellm
+
+    try:
+        info = litellm.get_model_info(config.model)
+    except Exception:  # not in the map (a custom or served model): unknown, as for prices
+        return None
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(window) if window else None
+
+
 def completion_guess(protocol: str, cot: bool, config: LMConfig) -> int:
     """The completion tokens one answer is expected to take (capped by the config's ``max_tokens``)."""
     guess = COMPLETION_GUESS[protocol] + (COT_EXTRA if cot else 0)
@@ -76,15 +92,22 @@ def message_text(prompt: Any, messages: Any) -> str:
     return str(prompt or "")
 
 
-def mean_prompt_tokens(student: Any, examples: Sequence[Any]) -> float:
-    """Mean estimated prompt tokens of the student's first predictor over ``examples``."""
+def prompt_sizes(student: Any, examples: Sequence[Any]) -> list[int]:
+    """Estimated prompt tokens (no demos) of the student's first predictor on an even spread of
+    at most :data:`PROMPT_SAMPLE` of ``examples``: enough for a mean, and for the largest of a spread."""
     import dspy
 
     _, predictor = student.named_predictors()[0]
     adapter = dspy.settings.adapter or dspy.ChatAdapter()
-    step = max(1, len(examples) // PROMPT_SAMPLE)  # an even spread is enough for a mean
+    step = max(1, len(examples) // PROMPT_SAMPLE)
     sizes = []
     for example in list(examples)[::step]:
         messages = adapter.format(predictor.signature, demos=[], inputs=example.inputs().toDict())
         sizes.append(estimate_tokens(message_text(None, messages)))
+    return sizes
+
+
+def mean_prompt_tokens(student: Any, examples: Sequence[Any]) -> float:
+    """Mean estimated prompt tokens of the student's first predictor over ``examples``."""
+    sizes = prompt_sizes(student, examples)
     return sum(sizes) / len(sizes) if sizes else 0.0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -15,6 +16,11 @@ from pydantic import BaseModel, Field, model_serializer, model_validator
 
 from ._errors import OutputError
 from ._usage import Usage
+
+#: The error class of a prompt over the model's context window (``sp_dspy._lm.classify_error``).
+CONTEXT_LENGTH = "context_length"
+#: How providers state the window in a context-length error (OpenAI, vLLM, llama.cpp).
+_STATED_WINDOW = re.compile(r"(?:context length|context window|context size)\D{0,20}?(\d[\d,]*) tokens", re.I)
 
 #: Every run's manifest in a folder.
 MANIFEST_GLOB = "manifest_*.json"
@@ -44,6 +50,7 @@ class ErrorClassCount(BaseModel):
     error_class: str
     count: int
     first_error: str
+    prompt_tokens: int | None = None  # the largest estimated prompt among them, where it is known
 
 
 class ErrorSummary(BaseModel):
@@ -65,13 +72,34 @@ class ErrorSummary(BaseModel):
         classes = sorted(counts.values(), key=lambda c: (-c.count, c.error_class))
         return cls(units=units, errors=sum(c.count for c in classes), classes=classes)
 
-    def lines(self, retry: str) -> list[str]:
-        """The summary a command prints (empty when no unit failed); ``retry`` re-sends them."""
+    def lines(self, retry: str, *, window: int | None = None, what: str = "unit(s)") -> list[str]:
+        """The summary a command prints (empty when none failed); ``retry`` re-sends them, except
+        prompts over the context window (``window``: the model's, when known), which would fail again."""
         if not self.errors:
             return []
-        head = f"errors: {self.errors} of {self.units} unit(s) ended in error"
+        head = f"errors: {self.errors} of {self.units} {what} ended in error"
         rows = [f"  {c.error_class}: {c.count} (first: {c.first_error})" for c in self.classes]
-        return [head, *rows, f"  re-send them with {retry}"]
+        overflow = self.lasting_notes(window)
+        if len(overflow) < len(self.classes):
+            rows.append(f"  re-send {'the others' if overflow else 'them'} with {retry}")
+        return [head, *rows, *overflow]
+
+    def lasting_notes(self, window: int | None = None) -> list[str]:
+        """What to change for prompts the model's context window refused: sending them again fails."""
+        notes = []
+        for c in self.classes:
+            if c.error_class == CONTEXT_LENGTH:
+                size = f" (the largest ~{c.prompt_tokens:,} tokens)" if c.prompt_tokens else ""
+                stated = _STATED_WINDOW.search(c.first_error)  # "maximum context length is 4096 tokens"
+                known = window or (int(stated.group(1).replace(",", "")) if stated else None)
+                limit = f" of {known:,} tokens" if known else ""
+                notes.append(
+                    f"  {c.count} prompt(s){size} do not fit the model's context window{limit}; sending "
+                    "them again fails the same way: shrink them with fewer demonstrations (a smaller "
+                    "max_bootstrapped_demos/max_labeled_demos when compiling), a smaller --max-tokens, "
+                    "or use a model with a larger context window"
+                )
+        return notes
 
 
 class RunTotals(BaseModel):

@@ -129,9 +129,11 @@ def test_transient_failures_and_one_case_overflow_never_stop_a_run(tmp_path: Pat
     manifest = json.loads(outcome.paths.manifest.read_text(encoding="utf-8"))
     assert manifest["runs"]["stub"]["errors"] == summary.model_dump(mode="json")
     lines = summary.lines("RETRY")
-    assert lines[0] == "errors: 4 of 6 unit(s) ended in error" and lines[-1].endswith(
-        "re-send them with RETRY"
+    assert (
+        lines[0] == "errors: 4 of 6 unit(s) ended in error" and lines[-2] == "  re-send the others with RETRY"
     )
+    # An overflow is lasting for its prompt: not re-sent, but what shrinks it (the stub states its window).
+    assert lines[-1].startswith("  1 prompt(s) do not fit the model's context window of 4,096 tokens")
 
 
 def test_a_bad_request_streak_is_broken_by_a_success() -> None:

@@ -28,6 +28,7 @@ from sp_dspy._compile._types import (
     SplitRecord,
 )
 from sp_dspy._errors import ConfigError
+from sp_dspy._lm import LMConfig
 from sp_dspy._provenance import git_commit, package_versions, redacted_argv
 
 DEMO_FIELD_CHARS = 1500
@@ -166,10 +167,13 @@ def _header(setup: CompileSetup, start: Contender, selection: Selection, budget_
         lines.append(f"{selection.reason[0].upper()}{selection.reason[1:]}.")
     if budget_limited:
         lines.append("Budget-limited: a cap stopped the compile; this is the best program found before it.")
-    lines.append(
-        f"Run it: `sp-dspy eval --program {config.out} --lm MODEL --split {config.out}/{SPLITS_FILE}:test`"
-    )
+    lines.append(f"Run it: `{eval_command(config.out, setup.configs['task'])}`")
     return lines
+
+
+def eval_command(out: Path, task: LMConfig) -> str:
+    """The command that scores an artifact on its test part with the LM it was compiled for."""
+    return f"sp-dspy eval --program {out} {task.command_flags()} --split {out}/{SPLITS_FILE}:test"
 
 
 def save_artifact(

@@ -16,6 +16,7 @@ from typing import Any
 import dspy
 
 from sp_dspy._budget import Budget, spent
+from sp_dspy._compile._failures import CallFailures, CallOutcome
 from sp_dspy._lm import classify_error, history_usage, redact
 from sp_dspy._pricing import Pricing, estimate_tokens, message_text
 
@@ -40,6 +41,7 @@ class BudgetedLM(dspy.BaseLM):
         pricing: Pricing | None = None,
         *,
         stops_optimizer: bool = False,
+        failures: CallFailures | None = None,
     ) -> None:
         super().__init__(
             model=inner.model, model_type=inner.model_type, cache=inner.cache, **dict(inner.kwargs)
@@ -51,6 +53,7 @@ class BudgetedLM(dspy.BaseLM):
         self.role = role
         self.pricing = pricing or Pricing()
         self.stops_optimizer = stops_optimizer
+        self.failures = failures or CallFailures()
 
     # Adapters read the LM's capabilities: the inner LM's (``BaseLM`` properties, so set here).
     supports_function_calling = property(operator.attrgetter("inner.supports_function_calling"))
@@ -73,10 +76,17 @@ class BudgetedLM(dspy.BaseLM):
         try:
             yield call
         except Exception as exc:
-            if classify_error(exc) not in PER_EXAMPLE_ERRORS:
-                first = (str(exc).strip().splitlines() or [""])[0]
-                self.budget.record_error(self.role, redact(f"{type(exc).__name__}: {first}"[:300]))
+            kind = classify_error(exc)
+            first = (str(exc).strip().splitlines() or [""])[0]
+            error = redact(f"{type(exc).__name__}: {first}"[:300])
+            if kind not in PER_EXAMPLE_ERRORS:
+                self.budget.record_error(self.role, error)
+            failed = CallOutcome(kind, f"{self.role} LM: {error}", self.role, prompt_tokens)
+            if self.failures.observe(failed):
+                self.budget.halt()
             raise
+        else:
+            self.failures.observe(CallOutcome(role=self.role))
         finally:
             entry = call.history[-1] if call.history else {}
             # Reported tokens (a replayed answer's too); estimates only where none are reported.

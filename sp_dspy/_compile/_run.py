@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from optimizers import CompileJob, get_recipe, load_settings
 from sp_dspy._budget import NO_ERROR_LIMIT, Budget, OptimizerStopped, require_prices
-from sp_dspy._compile._artifact import claim_out, program_state, save_artifact, state_key
+from sp_dspy._compile._artifact import claim_out, eval_command, program_state, save_artifact, state_key
 from sp_dspy._compile._budget import HELPER_COMPLETION, build_plan
 from sp_dspy._compile._data import load_compile_data
 from sp_dspy._compile._evaluate import evaluate_on_dev
+from sp_dspy._compile._failures import CallFailures
 from sp_dspy._compile._types import (
     CompileConfig,
     CompileOutcome,
@@ -35,7 +37,8 @@ from sp_dspy._compile._types import (
 )
 from sp_dspy._errors import ConfigError, SpDspyError
 from sp_dspy._lm import LMConfig, import_dspy, make_lm, redact
-from sp_dspy._pricing import completion_guess, pricing_for
+from sp_dspy._pricing import completion_guess, context_window, pricing_for, prompt_sizes
+from sp_dspy._run_manifest import ErrorSummary
 from sp_dspy._runner._fake_gold import teach_fake
 
 if TYPE_CHECKING:
@@ -50,9 +53,17 @@ class CompileError(SpDspyError):
 
 
 def prepare(
-    config: CompileConfig, task: LMConfig, prompt: LMConfig | None = None, reflection: LMConfig | None = None
+    config: CompileConfig,
+    task: LMConfig,
+    prompt: LMConfig | None = None,
+    reflection: LMConfig | None = None,
+    *,
+    window: int | None = None,
 ) -> CompileSetup:
-    """Everything up to the first LM call: settings, data, student, plan. Makes no call."""
+    """Everything up to the first LM call: settings, data, student, plan. Makes no call.
+
+    ``window``: the task LM's context window, when known; the demonstrations are capped to fit it.
+    """
     from sp_dspy._compile._student import build_student  # imports DSPy
 
     recipe = get_recipe(config.optimizer)
@@ -71,12 +82,15 @@ def prepare(
         )
     student = build_student(config.protocol, config.cot, data.train, data.dev)
     settings = recipe.fit(settings, len(student.train), len(student.dev))
+    guesses = {"task": completion_guess(config.protocol, config.cot, task)}
+    if window:
+        settings, capped = _fit_demos(settings, student, window, guesses["task"])
+        warnings.extend(capped)
     configs = {"task": task}
     if recipe.helper == "prompt":
         configs["prompt"] = prompt or task
     elif recipe.helper == "reflection":
         configs["reflection"] = reflection or prompt or task
-    guesses = {"task": completion_guess(config.protocol, config.cot, task)}
     pricing = {role: pricing_for(cfg, guesses.get(role, HELPER_COMPLETION)) for role, cfg in configs.items()}
     require_prices(
         config.caps, {f"the {role} LM {cfg.model}": pricing[role] for role, cfg in configs.items()}
@@ -95,8 +109,48 @@ def prepare(
     return CompileSetup(config, recipe, settings, data, student, configs, pricing, plan, warnings)
 
 
+#: The settings that bound the demonstrations of a compiled prompt, bootstrapped ones first.
+DEMO_SETTINGS = ("max_bootstrapped_demos", "max_labeled_demos", "max_demos")
+
+
+def _fit_demos(settings: Any, student: Any, window: int, completion: int) -> tuple[Any, list[str]]:
+    """``settings`` with at most as many demonstrations as fit the context window beside the
+    largest case and the answer (pricing's estimates: a demonstration ~ a mean train prompt),
+    and a warning saying so; unchanged (no warning) when they already fit."""
+    values = settings.model_dump()
+    asked = {name: values[name] for name in DEMO_SETTINGS if isinstance(values.get(name), int)}
+    sizes = prompt_sizes(student.module, [*student.train, *student.dev])
+    train = prompt_sizes(student.module, student.train) or sizes
+    if not asked or not sizes:
+        return settings, []
+    largest, per_demo = max(sizes), max(1.0, sum(train) / len(train))
+    fits = max(0, int((window - largest - completion) // per_demo))
+    if sum(asked.values()) <= fits:
+        return settings, []
+    left, capped = fits, {}
+    for name, count in asked.items():
+        capped[name] = min(count, left)
+        left -= capped[name]
+    try:
+        settings = type(settings).model_validate({**values, **capped})
+    except ValidationError:  # the optimizer needs more (one bootstrapped demo at least): as low as it goes
+        floors = {name: max(count, 1) for name, count in capped.items()}
+        settings = type(settings).model_validate({**values, **floors})
+        capped = floors
+    shown = ", ".join(f"{name} {count}" for name, count in capped.items())
+    return settings, [
+        f"demonstrations capped ({shown}; asked {sum(asked.values())}) so a compiled prompt fits the task "
+        f"LM's context window of {window:,} tokens: the largest case takes ~{largest:,} tokens, a "
+        f"demonstration ~{round(per_demo):,}, the answer {completion}"
+    ]
+
+
 def _optimize(
-    setup: CompileSetup, lms: dict[str, Any], budget: Budget, recorder: CandidateRecorder
+    setup: CompileSetup,
+    lms: dict[str, Any],
+    budget: Budget,
+    recorder: CandidateRecorder,
+    failures: CallFailures,
 ) -> Any | None:
     """Run the recipe; its program, or None when the budget stopped it."""
     dspy = import_dspy()
@@ -118,7 +172,7 @@ def _optimize(
         except OptimizerStopped:
             program = None
         except Exception as exc:
-            _raise_failure(budget, setup.config.out)
+            _raise_failure(setup, budget, failures)
             if not budget.optimizer_stopped:
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 raise CompileError(
@@ -130,12 +184,15 @@ def _optimize(
         finally:
             budget.optimizer_stopped = True  # calls of lingering optimizer threads stop too
             budget.wait_idle()  # and the calls they already started are counted
-    _raise_failure(budget, setup.config.out)
+    _raise_failure(setup, budget, failures)
     return program if budget.refusals == refusals else None
 
 
-def _raise_failure(budget: Budget, out: Path) -> None:
-    """Stop the compile when the LM itself kept failing (a cap is not a failure)."""
+def _raise_failure(setup: CompileSetup, budget: Budget, failures: CallFailures) -> None:
+    """Stop the compile when the LM itself failed for good, or kept failing (a cap is not a failure)."""
+    out = setup.config.out
+    if failures.stopped:
+        raise CompileError(failures.stop_line(setup.configs, str(out / LOG_FILE)))
     if budget.failing:
         raise CompileError(
             f"compile stopped: {budget.lm_errors} LM calls failed (last: {budget.last_error}); "
@@ -237,6 +294,13 @@ def _select(contenders: list[Contender], start: Contender) -> Selection:
             f"kept {ORIGIN_WORDS[best.origin]}: it scored {best_score:.2f} on dev, "
             f"better than the starting program's {start_score:.2f}",
         )
+    if best_score == start_score and (start.dev.excluded or best.dev.excluded):
+        return Selection(
+            start,
+            f"kept the starting program: its dev score and the best candidate's ({start_score:.2f} and "
+            f"{best_score:.2f}) rest on excluded answers ({start.dev.excluded} and {best.dev.excluded} of "
+            f"{start.dev.n} dev cases), so they do not show which is better",
+        )
     relation = "tied with" if best_score == start_score else "scored below"
     return Selection(
         start,
@@ -253,6 +317,7 @@ def compile_guard(
     *,
     lms: dict[str, Any] | None = None,
     status: CompileStatus | None = None,
+    window: int | None = None,
 ) -> CompileOutcome:
     """Compile a guard program as ``config`` says and write the artifact to ``config.out``.
 
@@ -261,27 +326,35 @@ def compile_guard(
     recorded by their configs). ``status`` is kept up to date for a progress display.
     An existing artifact in ``config.out`` is refused unless ``config.force``. With
     ``config.dry_run`` nothing is built, written or called: the outcome holds the plan.
+    ``window``: the task LM's context window (a local server's ``n_ctx``); default: LiteLLM's map.
     """
     from sp_dspy._compile._recorder import CandidateRecorder
 
     started, clock = datetime.now(UTC), time.monotonic()
-    setup = prepare(config, task, prompt, reflection)
-    outcome = CompileOutcome(plan=setup.plan, config=config, warnings=list(setup.warnings))
+    window = window or context_window(task)
+    setup = prepare(config, task, prompt, reflection, window=window)
+    outcome = CompileOutcome(
+        plan=setup.plan, config=config, score_command=eval_command(config.out, task), window=window,
+        warnings=list(setup.warnings),
+    )  # fmt: skip
     if config.dry_run:
         return outcome
     claim_out(config.out, force=config.force)
     status = status or CompileStatus()
     budget = Budget(caps=config.caps)
-    status.caps, status.budget = config.caps, budget
+    failures = CallFailures()
+    status.caps, status.budget, status.failures = config.caps, budget, failures
     from sp_dspy._compile._budgeted_lm import BudgetedLM  # imports DSPy
 
     with library_log(config.out / LOG_FILE):
         built = {role: (lms or {}).get(role) or make_lm(cfg) for role, cfg in setup.configs.items()}
         for lm in built.values():
             teach_fake(lm, [*setup.data.train, *setup.data.dev])  # train and dev only: test never
-        dev_lm = BudgetedLM(built["task"], budget, "task", setup.pricing["task"])  # refuses case by case
+        dev_lm = BudgetedLM(  # refuses case by case
+            built["task"], budget, "task", setup.pricing["task"], failures=failures
+        )
         optimizer_lms = {  # these stop the optimizer at the first refused call
-            role: BudgetedLM(lm, budget, role, setup.pricing[role], stops_optimizer=True)
+            role: BudgetedLM(lm, budget, role, setup.pricing[role], stops_optimizer=True, failures=failures)
             for role, lm in built.items()
         }
 
@@ -300,18 +373,40 @@ def compile_guard(
             status.scored(start.dev, start=True)
             status.recorder = recorder
             status.enter(f"optimizing with {setup.recipe.name} on train")
-            program = _optimize(setup, optimizer_lms, budget, recorder)
+            program = _optimize(setup, optimizer_lms, budget, recorder, failures)
         contenders = _contenders(setup, program, recorder, state_key(start.state))
         status.enter(f"scoring {len(contenders)} candidate(s) on dev")
         for contender in contenders:
             contender.dev = score(contender.state)
             status.scored(contender.dev)
-        _raise_failure(budget, config.out)
+        _raise_failure(setup, budget, failures)
         selection = _select(contenders, start)
+        outcome.errors = failures.summary()
+        outcome.warnings.extend(_excluded_warnings(start))
         status.enter("saving the artifact")
         outcome.manifest = save_artifact(
             setup, budget, start=start, contenders=contenders, selection=selection,
             recorded=len(recorder.states), started=started, wall_s=time.monotonic() - clock,
-            warnings=outcome.warnings,
+            warnings=[*outcome.warnings, *_failure_warnings(outcome.errors, outcome.window)],
         )  # fmt: skip
     return outcome
+
+
+def _failure_warnings(errors: ErrorSummary, window: int | None) -> list[str]:
+    """What the manifest keeps of the failed calls (the summary prints them as ``eval`` does)."""
+    warnings = [
+        f"{c.count} of {errors.units} LM call(s) failed with {c.error_class} (first: {c.first_error})"
+        for c in errors.classes
+    ]
+    return warnings + [note.strip() for note in errors.lasting_notes(window)]
+
+
+def _excluded_warnings(start: Contender) -> list[str]:
+    """A dev score that rests on excluded answers says so."""
+    dev = start.dev
+    if dev is None or not dev.excluded:
+        return []
+    return [
+        f"{dev.excluded} of {dev.n} dev answers of the starting program were excluded (failed calls "
+        "or unreadable answers): its dev score counts them as wrong"
+    ]

@@ -14,8 +14,10 @@ from sp_dspy._budget import Budget, BudgetCaps
 from sp_dspy._compile._budget import CompilePlan
 from sp_dspy._compile._data import DEFAULT_RATIOS, CompileData
 from sp_dspy._lm import LMConfig
+from sp_dspy._run_manifest import ErrorSummary
 
 if TYPE_CHECKING:
+    from sp_dspy._compile._failures import CallFailures
     from sp_dspy._compile._student import Student
 
 SCHEMA_VERSION = 1
@@ -64,6 +66,7 @@ class CompileStatus:
     start_score: float | None = None
     best_score: float | None = None
     recorder: Any = None
+    failures: CallFailures | None = None
     on_phase: Callable[[CompileStatus], None] | None = None
 
     def enter(self, phase: str) -> None:
@@ -220,5 +223,8 @@ class CompileOutcome:
 
     plan: CompilePlan
     config: CompileConfig
+    score_command: str  # the eval of the artifact's test part, with the task LM it was compiled for
+    window: int | None = None  # the task LM's context window, where it is known
     manifest: CompileManifest | None = None
     warnings: list[str] = field(default_factory=list)
+    errors: ErrorSummary = field(default_factory=ErrorSummary)  # the failed LM calls, by class

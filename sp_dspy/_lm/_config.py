@@ -136,6 +136,18 @@ class LMConfig(BaseModel):
         """The configured ``name``, else :meth:`short_name`."""
         return self.name or self.short_name()
 
+    def command_flags(self) -> str:
+        """How a command line names this LM: ``--lm NAME`` (a configured or the embedded model), else
+        ``--lm MODEL`` with the endpoint and key-variable flags that reach it (never a secret)."""
+        if self.name:
+            return f"--lm {self.name}"
+        flags = [f"--lm {self.model}"]
+        if self.api_base:
+            flags.append(f"--api-base {','.join(display_endpoint(url) for url in self.api_bases)}")
+        if self.api_key_env:
+            flags.append(f"--api-key-env {self.api_key_env}")
+        return " ".join(flags)
+
     def public_dict(self) -> dict[str, Any]:
         """Settings safe to write next to results: no secrets, no URL credentials."""
         return {key: _public(value) for key, value in self.model_dump().items()}

@@ -31,8 +31,8 @@ from .._pricing import (
     Pricing,
     completion_guess,
     estimate_tokens,
-    mean_prompt_tokens,
     pricing_for,
+    prompt_sizes,
 )
 from .._protocol import per_policy_messages, per_rule_messages
 from ._engine import Record
@@ -48,6 +48,8 @@ class EvalPlan(BaseModel):
     cases: int
     estimate: Spend
     priced: bool
+    largest_prompt: int = 0  # estimated tokens of the largest prompt among those sampled
+    completion_guess: int = 0  # the tokens an answer is expected to take beside it
     assumptions: list[str] = Field(default_factory=list)
 
 
@@ -65,8 +67,9 @@ def official_prompt_tokens(program: Any, unit: Any) -> int:
     return estimate_tokens("\n".join(message["content"] for message in messages))
 
 
-def dspy_prompt_tokens(program: Any, cases: Sequence[Case], protocol: str) -> float:
-    """Mean estimated prompt tokens of a DSPy program's call over ``cases``, demos included."""
+def dspy_prompt_tokens(program: Any, cases: Sequence[Case], protocol: str) -> tuple[float, int]:
+    """Mean and largest estimated prompt tokens of a DSPy program's call over ``cases``, demos
+    included (each demo counted as a mean prompt)."""
     from programs import case_to_example, target_examples
 
     step = max(1, len(cases) // PROMPT_SAMPLE)
@@ -76,7 +79,10 @@ def dspy_prompt_tokens(program: Any, cases: Sequence[Case], protocol: str) -> fl
     else:
         examples = [case_to_example(case, "per-policy") for case in sampled]
     _, predictor = program.named_predictors()[0]
-    return mean_prompt_tokens(program, examples) * (1 + len(getattr(predictor, "demos", None) or []))
+    demos = len(getattr(predictor, "demos", None) or [])
+    sizes = prompt_sizes(program, examples) or [0]
+    mean = sum(sizes) / len(sizes)
+    return mean * (1 + demos), round(max(sizes) + mean * demos)
 
 
 def run_pricing(program: Any, protocol: str, lm_config: LMConfig) -> Pricing:
@@ -93,11 +99,12 @@ def plan_eval(
     units = units_of(cases, protocol)
     if _is_official(program):
         sampled = units[:: max(1, len(units) // PROMPT_SAMPLE)]
-        per_call = sum(official_prompt_tokens(program, unit) for unit in sampled) / max(1, len(sampled))
+        sizes = [official_prompt_tokens(program, unit) for unit in sampled] or [0]
+        per_call, largest = sum(sizes) / len(sizes), max(sizes)
         basis = "characters / 4 of the official messages"
         sample = f" (mean of {len(sampled)} calls spread over the run)" if len(sampled) < len(units) else ""
     else:
-        per_call = dspy_prompt_tokens(program, cases, protocol)
+        per_call, largest = dspy_prompt_tokens(program, cases, protocol)
         basis = "characters / 4 of the prompts the DSPy adapter builds, demos included"
         shown = len(cases[:: max(1, len(cases) // PROMPT_SAMPLE)])
         sample = f" (mean over {shown} cases spread over the run)" if shown < len(cases) else ""
@@ -108,6 +115,8 @@ def plan_eval(
         cases=len(cases),
         estimate=projected(len(units), per_call, pricing.completion_guess, pricing),
         priced=pricing.known,
+        largest_prompt=largest,
+        completion_guess=pricing.completion_guess,
         assumptions=[
             f"one call per {'judgment' if protocol == 'per-rule' else 'case'}; an estimate, not a bound",
             f"prompt tokens ~ {basis}{sample}",
@@ -168,5 +177,5 @@ def capped_budget(
     require_prices(caps, {lm_config.model: pricing})
     if _is_official(program):
         return EvalBudget(caps, pricing, lambda unit: official_prompt_tokens(program, unit))
-    mean = round(dspy_prompt_tokens(program, cases, protocol))
+    mean = round(dspy_prompt_tokens(program, cases, protocol)[0])
     return EvalBudget(caps, pricing, lambda unit: mean)

@@ -11,7 +11,7 @@ from .._lm import is_lasting
 
 if TYPE_CHECKING:
     from .._lm import LMConfig
-    from .._metrics import JudgmentRecord, PolicyRecord
+    from .._run_manifest import RecordFacts
 
 #: A bad request may be one case's fault; this many in a row (no success between) are the run's.
 BAD_REQUEST_STREAK = 3
@@ -63,7 +63,7 @@ class EarlyStop:
     kind: str | None = None
     first_error: str = ""
 
-    def observe(self, record: PolicyRecord | JudgmentRecord) -> bool:
+    def observe(self, record: RecordFacts) -> bool:
         """Count ``record``; True when the run should take no further units."""
         kind = record.error_class
         if kind is None or not is_lasting(kind):
@@ -75,11 +75,15 @@ class EarlyStop:
             self.kind, self.first_error = kind, record.error or kind
         return kind in _RUN_WIDE or self.streak >= BAD_REQUEST_STREAK
 
+    def reason(self, lm: LMConfig, *, what: str = "unit(s)") -> str:
+        """``stopped early: 1 unit(s) failed with auth (...); FIX``: the stop, as eval and compile say it."""
+        kind = self.kind or "bad_request"
+        return (
+            f"stopped early: {self.failed.get(kind, 0)} {what} failed with {kind} ({self.first_error}); "
+            f"{fix_for(kind, lm)}"
+        )
+
     def error(self, lm: LMConfig, *, results_file: Path, kept: int, resume: str) -> RunStopped:
         """The one-line error that ends a stopped run."""
-        kind = self.kind or "bad_request"
-        reason = (
-            f"run stopped early: {self.failed.get(kind, 0)} unit(s) failed with {kind} ({self.first_error}); "
-            f"{fix_for(kind, lm)}. {kept} record(s) kept in {results_file}"
-        )
-        return RunStopped(kind, reason, resume)
+        reason = f"run {self.reason(lm)}. {kept} record(s) kept in {results_file}"
+        return RunStopped(self.kind or "bad_request", reason, resume)

@@ -4,7 +4,7 @@ API on 127.0.0.1 from child processes that a ``with`` block (or ``sp-dspy serve`
 from __future__ import annotations
 
 from ._llamacpp import LlamaCppServer
-from ._local import ensure_local_server
+from ._local import ensure_local_server, local_context_window
 from ._state import ServeState, clear_state, read_state, state_path, write_state
 from ._vllm import VLLMServer
 
@@ -14,6 +14,7 @@ __all__ = [
     "VLLMServer",
     "clear_state",
     "ensure_local_server",
+    "local_context_window",
     "read_state",
     "state_path",
     "write_state",

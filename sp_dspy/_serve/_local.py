@@ -29,10 +29,23 @@ class ServerHandle(contextlib.ExitStack):
         return f"openai/{self.model_name}"
 
 
+#: Context tokens per request of the embedded server (SmolLM2 was trained with 8192).
+DEFAULT_N_CTX = 8192
+
+
+def local_context_window() -> int:
+    """The context window ``--lm local`` gets: the recorded ``sp-dspy serve`` server's when it is
+    reusable by that measure, else the embedded server's :data:`DEFAULT_N_CTX`. Starts nothing."""
+    state = read_state()
+    if state is not None and state.backend == "llama-cpp" and state.n_ctx and state.n_ctx >= DEFAULT_N_CTX:
+        return state.n_ctx
+    return DEFAULT_N_CTX
+
+
 def ensure_local_server(
     model: Path | None = None,
     *,
-    n_ctx: int = 8192,
+    n_ctx: int = DEFAULT_N_CTX,
     threads: int | None = None,
     n_parallel: int = 1,
     startup_timeout: float = 60.0,

@@ -27,6 +27,7 @@ from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console
+from ._eval import EXIT_UNFINISHED
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -165,8 +166,10 @@ def compile_command(
         flag = opt.CAP_FLAGS.get(name, "--" + name.replace("_", "-"))  # caps.max_tokens: --max-total-tokens
         raise ConfigError(f"{flag}: {message}") from None
     if dry_run:
-        outcome = compile_guard(settings, task, prompt, reflection)
+        outcome = compile_guard(settings, task, prompt, reflection, window=lmo.context_window(task))
         _print_plan(outcome.plan, settings.caps)
+        for warning in outcome.warnings:  # before anything is spent: capped demos, a foreign split
+            err_console.print(f"[yellow]warning:[/yellow] {warning}")
         return
     configure_cache(enabled=not no_cache)
     status = CompileStatus()
@@ -179,13 +182,17 @@ def compile_command(
         if not quiet:
             stack.enter_context(_progress(status, Console(file=sys.stderr)))
         try:
-            outcome = compile_guard(settings, live[0] or task, live[1], live[2], status=status)
+            outcome = compile_guard(
+                settings, live[0] or task, live[1], live[2], status=status, window=lmo.context_window(task)
+            )
         except KeyboardInterrupt:
             stack.close()  # the display first, then the message below it
             cached = not no_cache and not task.is_fake  # the fake's answers are never cached
             _print_interrupted(status, out, had_artifact=had_artifact, cached=cached)
             raise typer.Exit(130) from None
     _print_outcome(outcome)
+    if outcome.errors.errors:  # an artifact was saved, but on answers its failed calls left out
+        raise SystemExit(EXIT_UNFINISHED)
 
 
 def _spend(status: CompileStatus) -> str:
@@ -199,7 +206,8 @@ def _spend(status: CompileStatus) -> str:
     ]
     if total is not None and total.usd is not None:
         parts.append(f"USD {total.usd:,.4f}" + (f" / {caps.max_usd:g}" if caps.max_usd is not None else ""))
-    return ", ".join(parts)
+    failed = status.failures.counts() if status.failures is not None else ""
+    return ", ".join(parts) + (f"; failed calls: {failed}" if failed else "")
 
 
 def _panel(status: CompileStatus) -> RenderableType:
@@ -280,5 +288,8 @@ def _print_outcome(outcome: CompileOutcome) -> None:
                       "program found before the cap[/yellow]")  # fmt: skip
     for warning in outcome.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {warning}")
+    retry = "the same command (the calls that answered come from the response cache)"
+    for line in outcome.errors.lines(retry, window=outcome.window, what="LM call(s)"):
+        err_console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"artifact: {out} (program.json, manifest.json, prompt.md, splits.json; log: compile.log)")
-    console.print(f"score on test: sp-dspy eval --program {out} --lm MODEL --split {out}/splits.json:test")
+    console.print(f"score on test: {outcome.score_command}", soft_wrap=True)

@@ -129,7 +129,7 @@ def eval_command(
     settings = build_eval_config(flags, run_config)
     if dry_run:
         for lm_config in configs:  # no local server is started, no LM built
-            _print_plan(plan_run(settings, lm_config), settings.caps)
+            _print_plan(plan_run(settings, lm_config), settings.caps, window=lmo.context_window(lm_config))
         return
     if settings.run_id is None and not settings.resume:
         # One run id for every model of this invocation, so they share one manifest.
@@ -164,7 +164,10 @@ def eval_command(
                 settings, live, console=err_console, show_progress=not quiet, retry_errors=retry_errors,
                 log_requests=log_requests,
             )  # fmt: skip
-        _print_outcome(outcome, live.display_name(), small=lmo.is_local(lm_config), verbose=verbose)
+        window = lmo.context_window(live) if outcome.errors.errors else None
+        _print_outcome(
+            outcome, live.display_name(), small=lmo.is_local(lm_config), verbose=verbose, window=window
+        )
         if outcome.interrupted:
             # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.
             raise SystemExit(130)
@@ -175,8 +178,9 @@ def eval_command(
         raise SystemExit(EXIT_UNFINISHED)
 
 
-def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
-    """The projection of one model's run, and which cap would stop it."""
+def _print_plan(plan: EvalPlan, caps: BudgetCaps, *, window: int | None) -> None:
+    """The projection of one model's run, which cap would stop it, and whether its largest
+    prompt fits the model's context window (``window``, where known)."""
     est = plan.estimate
     table = FitTable(title=f"Projected eval of {plan.model} (dry run: nothing was sent)")
     for column in ("program", "cases", "calls", "prompt tokens", "completion tokens", "USD"):
@@ -188,11 +192,23 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps) -> None:
             f"[yellow]{flag} {cap:g} is below the projection: the run would stop there, keep its "
             "records and say how to continue[/yellow]"
         )
+    needed = plan.largest_prompt + plan.completion_guess
+    if window and needed > window:
+        console.print(
+            f"[yellow]the largest projected prompt (~{plan.largest_prompt:,} tokens, with its "
+            f"{plan.completion_guess}-token answer) does not fit {plan.model}'s context window of "
+            f"{window:,} tokens: such calls would fail with context_length; shrink them with fewer "
+            "demonstrations or a smaller --max-tokens, or use a larger-context model[/yellow]"
+        )
+    elif window:
+        console.print(
+            f"[dim]largest projected prompt ~{plan.largest_prompt:,} of {window:,} context tokens[/dim]"
+        )
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
 
 
-def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> None:
+def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool, window: int | None) -> None:
     if outcome.skipped_on_resume:
         errors = (
             f" ({outcome.skipped_errors} of them ended in error; --retry-errors re-sends them)"
@@ -240,7 +256,7 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool) -> N
             soft_wrap=True,
         )
     retry = f"the same command plus --resume --retry-errors --run-id {outcome.paths.run_id}"
-    for line in outcome.errors.lines(retry):
+    for line in outcome.errors.lines(retry, window=window):
         err_console.print(line, markup=False, highlight=False, soft_wrap=True)
     if small:
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")

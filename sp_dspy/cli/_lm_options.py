@@ -186,6 +186,19 @@ def is_local(config: LMConfig) -> bool:
     return config.name == LOCAL
 
 
+def context_window(config: LMConfig) -> int | None:
+    """The prompt tokens the model accepts, where known: the embedded server's ``n_ctx``, else
+    LiteLLM's model map (None for models it does not know)."""
+    # Deferred as the server and the LM layer are everywhere here: --help loads neither.
+    if is_local(config):
+        from .._serve import local_context_window
+
+        return local_context_window()
+    from .._pricing import context_window as mapped
+
+    return mapped(config)
+
+
 @contextmanager
 def lm_session(config: LMConfig) -> Iterator[LMConfig]:
     """The config to use while the command runs; ``local`` starts (or reuses) llama.cpp.
