@@ -9,6 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any, Final
 
 from programs._outputs import Protocol
+from sp_dspy.protocol import framework_for
 
 if TYPE_CHECKING:
     import dspy
@@ -34,8 +35,6 @@ def rubric_json(case: Case) -> str:
 def case_to_example(case: Case, protocol: Protocol = "per-policy") -> dspy.Example:
     """One case as a ``dspy.Example`` with ``protocol``'s program inputs; the other fields are labels."""
     import dspy
-
-    from sp_dspy.protocol import framework_for
 
     metadata = case.failure_mode_metadata
     fields: dict[str, Any] = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sp_dspy.lm import classify_error, redact
 from sp_dspy.metrics import JudgmentRecord, PolicyRecord, Usage
 from sp_dspy.protocol import Layout, Protocol, Status, TargetType
 
@@ -43,8 +44,6 @@ def aggregate_judgments(judgments: list[JudgmentRecord]) -> tuple[list[int] | No
 
 def error_fields(exc: BaseException) -> dict[str, Any]:
     """``error`` (``Type: first message line``, redacted) and ``error_class`` of a failure."""
-    from sp_dspy.lm import classify_error, redact
-
     lines = str(exc).strip().splitlines()
     error = f"{type(exc).__name__}: {lines[0] if lines else ''}"[:500]
     return {"error": redact(error), "error_class": classify_error(exc)}

@@ -20,6 +20,7 @@ from programs._outputs import JudgmentRecord, Protocol, Status, Usage, aggregate
 from sp_dspy.data import Case
 from sp_dspy.errors import DataError, validation_problem
 from sp_dspy.lm import parse_usage
+from sp_dspy.protocol import build_targets, framework_for, parse_verdict_output
 
 if TYPE_CHECKING:
     from sp_dspy.protocol import RuleTarget
@@ -68,8 +69,6 @@ def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
     Accepts a JSON list of rules (``case_to_example``'s), the list itself, or a mapping
     with ``violations``/``non_violations``.
     """
-    from sp_dspy.protocol import build_targets
-
     try:
         data = json.loads(rubric) if isinstance(rubric, str) else rubric
         if isinstance(data, Mapping):
@@ -92,8 +91,6 @@ def rubric_targets(rubric: RubricInput) -> list[RuleTarget]:
 
 def target_examples(case: Case) -> list[dspy.Example]:
     """One ``dspy.Example`` per target of ``case``, labelled with ``verdict``, to compile the judge alone."""
-    from sp_dspy.protocol import build_targets, framework_for
-
     examples = []
     for target in build_targets(case):
         inputs = judge_inputs(target, framework=framework_for(case), conversation=case.conversation)
@@ -174,8 +171,6 @@ class PerRuleGuardCoT(PerRuleGuard):
 
 
 def _judgment(target: RuleTarget, outcome: Any, usage_data: Mapping[str, list[Any]]) -> JudgmentRecord:
-    from sp_dspy.protocol import parse_verdict_output
-
     parts = (parse_usage(entry) for entries in usage_data.values() for entry in entries)
     usage = Usage.total(part for part in parts if part is not None)
     common: dict[str, Any] = {"cid": "", "rule": target.rule, "rule_type": target.type, "usage": usage}

@@ -11,10 +11,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from programs._examples import case_to_example
 from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
 from programs._outputs import JudgmentRecord, PolicyRecord, Protocol, Status, Usage, error_fields
 from sp_dspy.errors import ConfigError, DataError, validation_problem
 from sp_dspy.files import read_json_file
+from sp_dspy.lm import answer_price, history_usage
+from sp_dspy.protocol import build_targets, framework_for, parse_policy_output
 
 if TYPE_CHECKING:
     import dspy
@@ -211,8 +214,6 @@ def history_accounting(lm: Any) -> tuple[Usage, int]:
     Counted as the official path counts them: a replayed answer keeps its tokens and
     cost, and a call DSPy left unpriced (sp-dspy's HTTP engine) is priced by that engine.
     """
-    from sp_dspy.lm import answer_price, history_usage
-
     usage, hits = Usage(), 0
     for entry in getattr(lm, "history", []):
         tokens, cached = history_usage(entry)
@@ -233,9 +234,7 @@ async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> PolicyReco
         return await program.acall_case(case, lm)
     import dspy
 
-    from programs._examples import case_to_example
     from programs._pku import severity_fields
-    from sp_dspy.protocol import build_targets, parse_policy_output
 
     protocol: Protocol = program.protocol
     inputs = case_to_example(case, protocol).inputs().toDict()
@@ -282,7 +281,6 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
     import dspy
 
     from programs._per_rule import PerRuleGuard, hand_up_usage
-    from sp_dspy.protocol import framework_for
 
     if isinstance(program, OfficialPerRule):
         return await program.ajudge(case, target, lm)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .._benchmarks import BenchmarkName
 from .._budget import BudgetCaps
@@ -77,8 +77,6 @@ def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> 
     A flag left at its default does not override the YAML value; every error names
     the file (or flag) and the field.
     """
-    from pydantic import ValidationError
-
     base: dict[str, Any] = {}
     where = "flags"
     if run_config is not None:

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from programs import OfficialPerPolicy, OfficialPerRule, program_spec
+
 from .._budget import (
     NO_ERROR_LIMIT,
     Budget,
@@ -32,6 +34,7 @@ from .._pricing import (
     pricing_for,
     prompt_sizes,
 )
+from .._protocol import per_policy_messages, per_rule_messages
 from ._engine import Record
 from ._units import units_of
 
@@ -51,15 +54,11 @@ class EvalPlan(BaseModel):
 
 
 def _is_official(program: Any) -> bool:
-    from programs import OfficialPerPolicy, OfficialPerRule
-
     return isinstance(program, OfficialPerPolicy | OfficialPerRule)
 
 
 def official_prompt_tokens(program: Any, unit: Any) -> int:
     """Estimated prompt tokens of one official-baseline unit: its exact messages / 4."""
-    from .._protocol import per_policy_messages, per_rule_messages
-
     if isinstance(unit, tuple):
         case, target = unit
         messages = per_rule_messages(case, target, layout=program.layout)
@@ -88,8 +87,6 @@ def dspy_prompt_tokens(program: Any, cases: Sequence[Case], protocol: str) -> tu
 
 def run_pricing(program: Any, protocol: str, lm_config: LMConfig) -> Pricing:
     """USD per token of this model, with the completion length a unit of this program reserves."""
-    from programs import program_spec
-
     cot = not _is_official(program) and program_spec(program)["program"].endswith("-cot")
     return pricing_for(lm_config, completion_guess(protocol, cot, lm_config))
 

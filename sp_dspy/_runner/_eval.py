@@ -15,18 +15,22 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
+from programs import judge_target, resolve_program, run_case
+
 from .._benchmarks import load_benchmark
 from .._budget import BudgetExceeded, Spend, require_prices
 from .._data import Benchmark, Case, conversation_id, select_split
 from .._data._filters import slice_cases
 from .._errors import ConfigError, DataError, OutputError, validation_problem
-from .._lm import closing_transports
-from .._lm._direct import client_of
+from .._lm import closing_transports, import_dspy, make_lm
+from .._lm._direct import RequestCaptured, client_of
 from .._lm._replicas import display_endpoint
-from .._metrics import ResultSet
+from .._metrics import ResultSet, score
+from .._protocol import build_targets
 from .._provenance import git_commit, package_versions, redacted_argv
 from .._run_manifest import ErrorSummary, ModelRun, RunManifest, RunTotals, previous_run, write_manifest
 from .._user_dirs import ensure_writable_dir
+from ..files import read_json_file
 from ._config import EvalConfig, parse_shard
 from ._cost import EvalPlan, capped_budget, plan_eval, run_pricing
 from ._engine import Record, Unit, UnitEngine
@@ -89,8 +93,6 @@ def build_program(
     ``constrained``: the official baselines send a JSON-schema ``response_format``.
     An artifact is refused on ``cases`` of its own train/dev split (unless ``allow_overlap``).
     """
-    from programs import resolve_program
-
     program, artifact = resolve_program(
         config.program, config.protocol, parser=config.parser, constrained=constrained,
         layout=config.per_rule_layout, flags=True,
@@ -109,8 +111,6 @@ class _ArtifactSplit(BaseModel):
 
 def check_no_overlap(artifact_dir: Path, cases: list[Case]) -> None:
     """Refuse (one ``ConfigError``) the cases an artifact was compiled on, or sharing their conversation."""
-    from ..files import read_json_file
-
     path = artifact_dir / "manifest.json"
     split = read_json_file(path, "artifact manifest").get("split")  # a JSON object: load_program checked it
     if split is None:
@@ -169,9 +169,6 @@ def run_eval(
         OutputError: the output directory cannot be written, or a write failed
             mid-run (the run stops at once; ``--resume`` continues it).
     """
-    from .._lm import make_lm
-    from .._metrics import score
-
     console = console or Console(stderr=True)
     loaded, cases = select_cases(config)
     program, protocol, label = build_program(config, constrained=lm_config.json_schema, cases=cases)
@@ -342,12 +339,6 @@ def evaluate_cases(
 def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
     """The first request ``run_eval`` would send, captured by sp-dspy's HTTP engine, not sent (cache off);
     ``ConfigError`` when no case is selected or the LM goes through another engine."""
-    from programs import judge_target, run_case
-
-    from .._lm import make_lm
-    from .._lm._direct import RequestCaptured
-    from .._protocol import build_targets
-
     _, cases = select_cases(config)
     if not cases:
         raise ConfigError("--show-request: no case selected")
@@ -378,8 +369,7 @@ def _adapter_context(json_adapter: bool) -> contextlib.AbstractContextManager[An
     """DSPy programs on a schema-constrained server use the JSON adapter (it sends the schema)."""
     if not json_adapter:
         return contextlib.nullcontext()
-    import dspy
-
+    dspy = import_dspy()
     return dspy.context(adapter=dspy.JSONAdapter())
 
 
@@ -410,10 +400,8 @@ def _counting(
     calls = 0
 
     async def tracked(unit: Unit) -> Record:
-        import dspy
-
         nonlocal calls
-        with dspy.track_usage() as tracker:
+        with import_dspy().track_usage() as tracker:
             try:
                 return await work(unit)
             finally:

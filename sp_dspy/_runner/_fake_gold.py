@@ -6,13 +6,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._data import Case
+from .._lm import fake_engine
+from .._protocol import build_targets
 
 
 def teach_fake(lm: Any, cases: Iterable[Case]) -> None:
     """Register gold answers on ``lm`` when it runs the fake engine (else nothing)."""
-    from .._lm import fake_engine
-    from .._protocol import build_targets
-
     engine = fake_engine(lm)
     if engine is None:
         return

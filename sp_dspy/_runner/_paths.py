@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -72,8 +73,6 @@ class RunLock:
 
     def acquire(self) -> Self:
         """Take the run, or raise :class:`RunLockedError` naming the process that has it."""
-        import fcntl
-
         while True:
             try:
                 fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)

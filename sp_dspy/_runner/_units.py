@@ -12,9 +12,12 @@ from collections import Counter
 from collections.abc import Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from programs import judge_target, run_case
+
 from .._data import Case
 from .._lm import HttpRequest, logging_requests
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet
+from .._protocol import build_targets
 from .._run_manifest import ErrorSummary
 from ._engine import Record
 from ._records import (
@@ -35,7 +38,6 @@ def units_of(cases: Sequence[Case], protocol: str) -> list[Any]:
     """The units a run of ``cases`` sends: cases, or (case, target) judgments per-rule."""
     if protocol != "per-rule":
         return list(cases)
-    from .._protocol import build_targets
 
     return [(case, target) for case in cases for target in build_targets(case)]
 
@@ -120,8 +122,6 @@ class PerPolicyJob(_Job):
         return record.id if isinstance(record, PolicyRecord) and record.id in self.index else None
 
     async def work(self, case: Case) -> PolicyRecord:
-        from programs import run_case
-
         started = time.perf_counter()
         with self.sending(case):
             output = await run_case(self.program, case, self.lm)
@@ -159,8 +159,6 @@ class PerRuleJob(_Job):
         return todo
 
     async def work(self, unit: tuple[Case, RuleTarget]) -> JudgmentRecord:
-        from programs import judge_target
-
         case, target = unit
         started = time.perf_counter()
         with self.sending(unit):

@@ -16,6 +16,7 @@ from .._data import Source, guard_case, policy_rules, read_guard_lines
 from .._errors import ConfigError, DataError, OutputError
 from .._guard import Guard, check_lines
 from .._lm import configure_cache, is_lasting
+from .._runner._failures import fix_for
 from . import _lm_options as lmo
 from ._console import console, err_console
 
@@ -141,8 +142,6 @@ def exit_code(status: str, violated_rules: list[int] | None) -> int:
 def _fix_line(error_class: str | None, live: LMConfig) -> None:
     """The one ``fix:`` line for a failure that retrying does not cure (a key, a model name)."""
     if error_class is not None and is_lasting(error_class):
-        from .._runner._failures import fix_for
-
         err_console.print(f"fix: {fix_for(error_class, live)}", markup=False, highlight=False, soft_wrap=True)
 
 

@@ -14,6 +14,7 @@ import typer
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
 from .._lm import configure_cache, key_for
 from .._metrics import JudgmentRecord
+from .._runner import EvalPlan, build_eval_config, first_request, new_run_id, plan_run, run_eval
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
@@ -21,7 +22,6 @@ from ._console import console, err_console
 
 if TYPE_CHECKING:
     from .._compile import BudgetCaps
-    from .._runner import EvalPlan
 
 # Some units ended in error, or a budget cap stopped the run.
 EXIT_UNFINISHED = 3
@@ -112,8 +112,6 @@ def eval_command(
     failure retrying cannot fix (key, model, address); 3 some units ended in error, or a
     budget cap stopped the run.
     """
-    from .._runner import build_eval_config, first_request, new_run_id, plan_run, run_eval  # numpy
-
     configs = lmo.lm_configs(lm, models, config, default=lmo.LOCAL, **lm_flags.overrides())
     local = any(lmo.is_local(c) for c in configs)
     local_default = local and limit is None and dataset is None and split is None
