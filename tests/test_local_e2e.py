@@ -129,6 +129,6 @@ def test_dspy_program_sends_its_schema_to_llama_cpp_and_the_answer_parses() -> N
     response_format = request.body["response_format"]
     assert response_format["type"] == "json_schema"
     assert "violated_rules" in response_format["json_schema"]["schema"]["properties"]
-    assert output.status != "failed" and output.error is None
+    assert output.parse_status != "failed" and output.error is None
     assert output.violated_rules is not None
     assert all(isinstance(rule, int) for rule in output.violated_rules)
