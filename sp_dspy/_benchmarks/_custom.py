@@ -23,7 +23,6 @@ class CustomKind(BenchmarkKind):
 
     name: ClassVar[str] = "custom"
     task: ClassVar[str] = "name every rule of your application's policy that a conversation violates"
-    extra_metrics: ClassVar[bool] = True
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         if with_evidence:

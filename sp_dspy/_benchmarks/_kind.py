@@ -41,11 +41,6 @@ class BenchmarkKind(Protocol):
         """Whether SafePyramid's published leaderboard and failure modes apply."""
         return False
 
-    @property
-    def extra_metrics(self) -> bool:
-        """Whether ``extra_scores`` adds anything (callers skip re-reading results when not)."""
-        return False
-
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         """Load and validate every case of ``dataset`` (``None``: this kind's default data)."""
 

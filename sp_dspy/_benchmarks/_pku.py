@@ -26,7 +26,6 @@ class PkuSafeRlhfKind(BenchmarkKind):
     task: ClassVar[str] = (
         "name the harm categories (rules of a fixed 19-rule policy) that a chatbot's response violates"
     )
-    extra_metrics: ClassVar[bool] = True
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         pku = load_pku(dataset, lenient=lenient)
