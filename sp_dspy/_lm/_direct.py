@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import orjson
 
 from .._errors import ConfigError
+from .._redact import redact_data
 from .._usage import Usage, parse_usage
 from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
@@ -179,7 +180,10 @@ class DirectChat(Shared):
         """One attempt for a DSPy request (DSPy owns the cache and the retries): the answer's
         text, reasoning (a thinking part) and usage, its prompt-cache reads included."""
         lm15 = import_dspy().lm15
-        data = await self._post(self.request(request_messages(request), **request_overrides(request)))
+        # The answer enters sp-dspy here: keys masked before DSPy caches it or anything reads it.
+        data = redact_data(
+            await self._post(self.request(request_messages(request), **request_overrides(request)))
+        )
         text, reasoning, finish = _anthropic_answer(data) if self.anthropic else _openai_answer(data)
         finish = _FINISH.get(finish, finish) if isinstance(finish, str) else None
         usage = parse_usage(data.get("usage"))
