@@ -20,6 +20,7 @@ from sp_dspy._lm import LMConfig, classify_error, import_dspy, make_lm
 from sp_dspy._lm._compat import missing_uses
 from sp_dspy._lm._config import load_model_configs
 from sp_dspy._lm._direct import client_of
+from sp_dspy._redact import MASK, redact
 from sp_dspy._runner import DataSelection, EvalConfig, run_eval
 from sp_dspy.cli import app
 from tests._stub_server import StubServer
@@ -174,6 +175,19 @@ def test_only_self_hosted_servers_get_the_placeholder_key() -> None:
         for model in ("hosted_vllm/stub", "openai/stub"):  # openai/ at a loopback address: your server
             make_lm(LMConfig(model=model, api_base=server.url, cache=False))("hi")
         assert [r.headers["Authorization"] for r in server.chat_requests] == ["Bearer EMPTY"] * 2
+
+
+def test_show_request_masks_credentials_in_the_url(tmp_path: Path) -> None:
+    with StubServer() as server:
+        port = server.port
+        base = f"http://probe:url-secret-4c9e1a7b@127.0.0.1:{port}/v1"
+        shown = CliRunner().invoke(app, ["eval", "--lm", "openai/stub", "--api-base", base, "--show-request"])
+        assert shown.exit_code == 0, shown.output
+        assert server.requests == []
+    printed = json.loads(shown.stdout)
+    assert printed["url"] == f"http://***@127.0.0.1:{port}/v1/chat/completions"
+    assert "url-secret" not in shown.stdout
+    assert redact("echoed url-secret-4c9e1a7b") == f"echoed {MASK}"  # the password is a key sent too
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from .._redact import redact_data
 from .._usage import Usage, parse_usage
 from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
-from ._config import _KEY_HEADERS, LMConfig
+from ._config import _KEY_HEADERS, LMConfig, display_endpoint
 from ._dspy import AsyncEngine, Shared, SyncEngine, import_dspy, request_system
 from ._errors import error_message, retry_after_seconds, status_error, transport_error
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
@@ -60,14 +60,15 @@ class HttpRequest:
     body: dict[str, Any]
 
     def shown(self) -> dict[str, Any]:
-        """The request with keys masked (``Bearer sk-...`` -> ``Bearer ***``): what ``--show-request`` prints."""
+        """The request with keys masked (``Bearer sk-...`` -> ``Bearer ***``, ``https://user:KEY@host``
+        -> ``https://***@host``): what ``--show-request`` prints."""
         headers = {}
         for name, value in self.headers.items():
             if name.lower() in _KEY_HEADERS:
                 scheme, _, secret = value.partition(" ")
                 value = f"{scheme} ***" if secret else "***"
             headers[name] = value
-        return {"method": "POST", "url": self.url, "headers": headers, "body": self.body}
+        return {"method": "POST", "url": display_endpoint(self.url), "headers": headers, "body": self.body}
 
 
 class RequestCaptured(BaseException):

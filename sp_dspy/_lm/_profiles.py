@@ -116,11 +116,13 @@ SELF_HOSTED_PLACEHOLDER_KEY = "EMPTY"
 def key_for(config: LMConfig, api_base: str | None) -> str | None:
     """The key sent to ``api_base``, registered for redaction (None: a provider without a profile,
     whose key DSPy's engine finds): ``api_key_env`` first, then the provider's usual variable; a
-    self-hosted server without either gets :data:`SELF_HOSTED_PLACEHOLDER_KEY`.
+    self-hosted server without either gets :data:`SELF_HOSTED_PLACEHOLDER_KEY`. A password in
+    ``api_base`` (``https://user:KEY@host``) is registered too.
 
     Raises:
         ConfigError: the variable holding the key is not set (one line naming it).
     """
+    register_secret(urllib.parse.urlsplit(api_base.strip()).password if api_base else None)
     if config.api_key_env is not None:
         value = os.environ.get(config.api_key_env, "")
         if not value.strip():
