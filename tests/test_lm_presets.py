@@ -177,6 +177,19 @@ def test_only_self_hosted_servers_get_the_placeholder_key() -> None:
         assert [r.headers["Authorization"] for r in server.chat_requests] == ["Bearer EMPTY"] * 2
 
 
+def test_openai_at_your_own_server_sends_the_key_that_is_set_and_masks_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key = "sk-own-server-5b1e9d0c7a42f8e3"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with StubServer() as server:
+        make_lm(LMConfig(model="openai/stub", api_base=server.url, cache=False))("hi")
+        (request,) = server.chat_requests
+    assert request.headers["Authorization"] == f"Bearer {key}"
+    # Registered as a key sent: masked whole, and also cut short (not only as an environment value).
+    assert redact(f"echo {key}, cut {key[:16]}...") == f"echo {MASK}, cut {MASK}..."
+
+
 def test_show_request_masks_credentials_in_the_url(tmp_path: Path) -> None:
     with StubServer() as server:
         port = server.port
