@@ -10,12 +10,13 @@ validation message, a truncated answer) loses its tail too.
 from __future__ import annotations
 
 import functools
+import io
 import logging
 import os
 import re
 import threading
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TextIO
 
 MASK = "***"
 SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET")
@@ -151,6 +152,24 @@ class RedactingFilter(logging.Filter):
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
         setattr(record, _REDACTED, True)
+        return True
+
+
+class RedactingWriter(io.TextIOBase):
+    """A text stream that writes to ``target`` what :func:`redact` leaves of each write: where
+    ``print`` output and progress bars go to a file (``compile.log``), past any log filter."""
+
+    def __init__(self, target: TextIO) -> None:
+        self.target = target
+
+    def write(self, text: str) -> int:
+        self.target.write(redact(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def writable(self) -> bool:
         return True
 
 

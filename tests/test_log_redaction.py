@@ -180,3 +180,22 @@ def test_the_cli_error_line_is_redacted_too(tmp_path: Path) -> None:
         [sys.executable, "-c", code, "boom"], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2 and done.stderr.strip() == f"error: server said: bad key {MASK}"
+
+
+def test_compile_log_masks_printed_text_log_lines_and_the_stopping_traceback(tmp_path: Path) -> None:
+    """``compile.log`` takes the optimizers' prints and progress bars past any log filter, and
+    library log lines also where the command line did not install redaction."""
+    from sp_dspy._compile._run import library_log
+
+    key = "sk-compile-log-3e8b0f6a1c9d2e7b"
+    register_secret(key)
+    path = tmp_path / "compile.log"
+    with pytest.raises(RuntimeError), library_log(path):
+        print(f"proposed instruction: use Bearer {key}")
+        sys.stderr.write(f"progress {key[:20]}...\n")
+        logging.getLogger("dspy").warning("cut: %s...", key[:14])
+        raise RuntimeError(f"server said {key}")
+    written = path.read_text(encoding="utf-8")
+    assert f"proposed instruction: use Bearer {MASK}" in written and f"server said {MASK}" in written
+    assert f"progress {MASK}..." in written and f"cut: {MASK}..." in written
+    assert key[:MIN_FRAGMENT_LENGTH] not in written
