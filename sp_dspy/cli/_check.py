@@ -86,7 +86,7 @@ def check_command(
 
     With --batch, many conversations (JSON lines), checked concurrently: one verdict per line.
     Exit status: 0 no rule violated, 1 some rule violated, 2 no verdict or bad input
-    (with --batch: the worst line's).
+    (with --batch: the worst line's); 130 Ctrl-C, 143 SIGTERM.
     """
     if (conversation is None) == (batch is None):
         raise ConfigError("give one of --conversation FILE (- for standard input) or --batch FILE.jsonl")
