@@ -138,3 +138,19 @@ def test_answers_through_replicas_keep_no_part_of_an_echoed_key(server: StubServ
     answer = chat(lm, [{"role": "user", "content": f"{POLICY}\n\n{CONVERSATION}"}])
     assert "echo: Bearer ***" in answer.text
     assert leaks(answer.model_dump_json() + repr(lm.history)) == []
+
+
+def test_every_ablate_variant_keeps_no_part_of_an_echoed_key(
+    server: StubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sp_dspy._report._plots.render_plots", lambda summary: [])
+    variants = (
+        "official-per-policy,official-per-rule,official-per-rule-prefix,dspy-cot-per-policy,dspy-cot-per-rule"
+    )
+    out = tmp_path / "ab"
+    args = ["ablate", *lm_flags(server), "--limit", "1", "--variants", variants, "--out", str(out)]
+    result = CliRunner().invoke(app, [*args, "--no-cache", "--n-boot", "20", "-q"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    kept = written(out)
+    assert kept.count("echo: Bearer ***") >= 5  # each variant kept its answers, without the key
+    assert leaks(kept + result.output) == []
