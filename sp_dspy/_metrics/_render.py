@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._table import FitTable
-from ._official import CELLS, RULE_TYPES, TAUS_FULL, tau_key
+from ._official import RULE_TYPES, TAUS_FULL, tau_key
 from ._score import ScoreReport
 
 
@@ -33,7 +33,7 @@ def interval_text(ci: Any) -> str:
 
 def _present(report: ScoreReport) -> list[str]:
     """Cells that hold cases (``ALL`` always), so a ``--level`` run shows no empty rows."""
-    return [name for name in CELLS if name == "ALL" or report.cells[name]["total"]]
+    return [*report.breakdown_cells(), "ALL"]
 
 
 def _table(title: str, columns: Iterable[str], left: int = 1, caption: str | None = None) -> Table:
@@ -86,7 +86,7 @@ def failure_table(report: ScoreReport) -> Table:
 
 def attribution_table(report: ScoreReport) -> Table:
     table = _table("Errors by rule type (FP / FN counts)", ("Cell", *RULE_TYPES))
-    for name in _present(report):
+    for name in (name for name in _present(report) if name in report.error_attribution):
         entry = report.error_attribution[name]
         _add_row(table, name, *(f"{entry['fp'][b]} / {entry['fn'][b]}" for b in RULE_TYPES))
     return table
@@ -94,10 +94,11 @@ def attribution_table(report: ScoreReport) -> Table:
 
 def domain_table(report: ScoreReport) -> Table:
     # Short headers keep the table within 80 columns beside a long domain name.
-    caption = "L0-ALL: RMR per level; RMR@1.0 and RDR: all levels"
-    table = _table("Per-domain RMR", ("Domain", *CELLS, "RMR@1.0", "RDR"), caption=caption)
+    names = list(next(iter(report.domains.values()), {"ALL": None}))
+    caption = "L0-ALL: RMR per level; RMR@1.0 and RDR: all levels" if len(names) > 1 else None
+    table = _table("Per-domain RMR", ("Domain", *names, "RMR@1.0", "RDR"), caption=caption)
     for domain, cells in report.domains.items():
-        rmr = [cell_text(cells[name]["rmr_avg"]) for name in CELLS]
+        rmr = [cell_text(cells[name]["rmr_avg"]) for name in names]
         _add_row(table, domain, *rmr, cell_text(cells["ALL"]["rmr_exact"]), cell_text(cells["ALL"]["rdr"]))
     return table
 

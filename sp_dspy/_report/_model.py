@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .._errors import ConfigError
-from .._metrics._official import CELLS, TAUS_FULL, tau_key
+from .._metrics._official import TAUS_FULL, tau_key
 
 #: ``tau`` as shown ("1.0") and its metric key, for the main four taus plus the appendix's 0.6 and 0.5.
 TAU_KEYS: tuple[tuple[str, str], ...] = tuple((f"{tau:.1f}", tau_key(tau)) for tau, _ in TAUS_FULL)
@@ -105,6 +105,7 @@ class ComparisonSummary(BaseModel):
     dataset: str = ""
     content_hash: str = ""
     n_cases: int
+    #: Cases per cell of the benchmark's breakdown (L0-L2; ``tag NAME``; none), ``ALL`` last.
     cases_per_cell: dict[str, int]
     baseline: str
     n_boot: int
@@ -120,14 +121,15 @@ class ComparisonSummary(BaseModel):
         return {entry.label: entry for entry in self.variants}[label]
 
     @property
-    def levels(self) -> tuple[str, ...]:
-        """The levels that have cases (a level-filtered or PKU dataset has fewer than three)."""
-        return tuple(cell for cell in CELLS[:3] if self.cases_per_cell.get(cell, 0))
+    def breakdown(self) -> tuple[str, ...]:
+        """The cells besides ``ALL`` that have cases: the levels (a level-filtered dataset has
+        fewer than three), a custom benchmark's tags, none for a benchmark without either."""
+        return tuple(cell for cell, n in self.cases_per_cell.items() if cell != "ALL" and n)
 
     @property
     def cells(self) -> tuple[str, ...]:
-        """``ALL`` and every level with cases, in display order."""
-        return (*self.levels, "ALL")
+        """Every cell of the breakdown with cases, then ``ALL``, in display order."""
+        return (*self.breakdown, "ALL")
 
     def diffs_for(self, cell: str) -> list[DiffRow]:
         return [row for row in self.diffs if row.cell == cell]

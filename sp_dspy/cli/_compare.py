@@ -1,6 +1,7 @@
 """``sp-dspy compare``: is B better than A on the same cases, beyond noise?
 
-Per level and pooled (``ALL``), over the cases both sides have results for: ``B - A`` with
+Per cell of the benchmark's breakdown (SafePyramid's levels, a custom benchmark's tags, none
+for PKU-SafeRLHF) and pooled (``ALL``), over the cases both sides have results for: ``B - A`` with
 paired bootstrap intervals, and McNemar's test on exact match, a case a side excluded
 counting as wrong for it (a guard must not win by declining the hard cases).
 """
@@ -83,9 +84,11 @@ def compare_results(
             f"{dataset or 'the dataset'}: no case has results on both sides (A: {len(in_a)}, B: {len(in_b)}); "
             "wrong --dataset or result files?"
         )
-    cells = compare_cells(compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed)
-
     kind = kind_of_cases(compared)
+    by = (kind or benchmark_kind(DEFAULT_BENCHMARK)).breakdown
+    cells = compare_cells(
+        compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed, by=by
+    )
     extra = {}
     for side, results in (("A", results_a), ("B", results_b)):
         report = None if kind is None else kind.variant_report(compared, results, cap_aware=cap_aware)
