@@ -141,14 +141,23 @@ def test_a_pku_run_has_no_level_cell(tmp_path: Path) -> None:
     document = json.loads((tmp_path / "score.json").read_text(encoding="utf-8"))
     no_level_cell(json.dumps(sorted(keys(document))))
     assert "tags" not in document and document["ALL"]["rmr_exact"] == 100.0
+    # Gold sets of a few categories: every RMR@tau repeats RMR@1.0, so no tau table or curve.
+    assert "RMR@tau" not in scored.output and "RMR@tau" not in evaluated.output
+    assert "over unsafe responses only" in scored.output.replace("\n", " ")
+    assert document["pku"]["categories"]["exact_match_unsafe"] == 100.0
+    assert document["pku"]["categories"]["n_eval_unsafe"] == 8
     compared = cli(
         "compare", str(results), str(results), "--json", str(tmp_path / "cmp.json"), "--n-boot", "0"
     )
     no_level_cell(compared.output)
     assert list(json.loads((tmp_path / "cmp.json").read_text(encoding="utf-8"))["cells"]) == ["ALL"]
     page = tmp_path / "report.html"
-    no_level_cell(cli("report", str(results), "--out", str(page), "--n-boot", "0").output)
-    no_level_cell(page.read_text(encoding="utf-8"))
+    reported = cli("report", str(results), "--out", str(page), "--n-boot", "0").output
+    no_level_cell(reported)
+    assert "Cat EM unsafe" in reported
+    html = page.read_text(encoding="utf-8")
+    no_level_cell(html)
+    assert 'id="rmr_tau"' not in html and "Category exact match (unsafe responses)" in html
     no_level_cell(cli("show", str(results)).output)
 
 
