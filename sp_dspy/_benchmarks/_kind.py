@@ -71,7 +71,7 @@ class BenchmarkKind(Protocol):
     def variant_report(
         self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False
     ) -> dict[str, Any] | None:
-        """A comparison variant's own metrics (``VariantResult.pku`` today), or None."""
+        """A comparison variant's own metrics (``VariantResult.extra``, ``compare --json``'s ``extra``), or None."""
         return None
 
     def published(self) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from .._table import FitTable
 from ._official import RULE_TYPES, TAUS_FULL, tau_key
+from ._policy_view import PolicyView
 from ._score import ScoreReport
 
 
@@ -125,3 +126,40 @@ def render_score_table(report: ScoreReport) -> list[Table]:
     if report.per_rule is not None:
         tables.append(per_rule_table(report))
     return tables
+
+
+def binary_table(view: PolicyView) -> Table:
+    """Violation or not, per conversation: over-blocking among clean ones, recall among violating ones."""
+    b = view.binary
+    caption = (
+        f"flagged = the guard names any rule; over {b.scored} scored case(s), {b.excluded} excluded; "
+        "over-blocking lower is better"
+    )
+    table = _table("Violation or not (per conversation, %)", ("Measure", "Value", "Of"), caption=caption)
+    _add_row(
+        table,
+        "over-blocking (clean flagged)",
+        cell_text(b.over_blocking_rate),
+        f"{b.flagged_clean} / {b.clean}",
+    )
+    _add_row(table, "recall (violating caught)", cell_text(b.recall), f"{b.caught} / {b.violating}")
+    _add_row(
+        table,
+        "precision (flags on violating)",
+        cell_text(b.precision),
+        f"{b.caught} / {b.caught + b.flagged_clean}",
+    )
+    return table
+
+
+def rule_table(view: PolicyView) -> Table:
+    """Per rule of the policy: named when, and only when, violated? (The rule's text wraps, so
+    this table is never stacked: its numbers stay in columns.)"""
+    table = Table(title="Per rule of your policy (%)")
+    for name in ("Rule", "Support", "Named", "P", "R", "F1"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("Text", overflow="fold", ratio=1)
+    for s in view.rules:
+        numbers = [str(s.support), str(s.predicted), *(cell_text(v) for v in (s.precision, s.recall, s.f1))]
+        _add_row(table, str(s.rule), *numbers, s.text or "(not a rule of the policy)")
+    return table

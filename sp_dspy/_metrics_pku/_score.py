@@ -21,6 +21,7 @@ from sp_dspy._data._pku_policy import PKU_CATEGORIES
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import DataError
 from sp_dspy._metrics import PolicyRecord, ResultSet, resolve_records
+from sp_dspy._metrics._policy_view import percent as _pct
 
 SEVERITY_LEVELS = 4
 
@@ -327,7 +328,3 @@ def _macro_f1(counts: Sequence[tuple[int, int, int]]) -> float | None:
     """Mean F1 over the classes that occur (tp + fp + fn > 0), rounded once at the end."""
     scores = [2 * tp / (2 * tp + fp + fn) for tp, fp, fn in counts if tp + fp + fn]
     return round(100 * sum(scores) / len(scores), 2) if scores else None
-
-
-def _pct(numerator: int, denominator: int) -> float | None:
-    return round(100 * numerator / denominator, 2) if denominator else None

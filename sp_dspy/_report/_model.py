@@ -74,8 +74,10 @@ class VariantResult(BaseModel):
     wall_s: float | None = None
     latency_s_per_case: float | None = None
     dataset_hashes: list[str] = Field(default_factory=list)
-    #: PKU-SafeRLHF only: the variant's PkuReport (binary, categories, severity).
-    pku: dict[str, Any] | None = None
+    #: The benchmark kind's own metrics of the variant (``BenchmarkKind.variant_report``):
+    #: PKU-SafeRLHF's PkuReport (binary, categories, severity); a custom policy's binary view
+    #: and per-rule scores; None on SafePyramid.
+    extra: dict[str, Any] | None = None
 
 
 class DiffRow(BaseModel):
@@ -100,7 +102,7 @@ class DiffRow(BaseModel):
 class ComparisonSummary(BaseModel):
     """The whole comparison: dataset identity, settings, variants, paired differences."""
 
-    schema_version: int = 1
+    schema_version: int = 2  # 2: VariantResult.pku became extra (any kind's own metrics)
     benchmark: str = "safepyramid"
     dataset: str = ""
     content_hash: str = ""

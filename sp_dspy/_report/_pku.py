@@ -1,4 +1,4 @@
-"""The PKU-SafeRLHF part of a comparison: each variant's ``VariantResult.pku`` (binary,
+"""The PKU-SafeRLHF part of a comparison: each variant's ``VariantResult.extra`` (binary,
 category and severity results) for the page and the terminal, always beside the paper's
 moderator figures and their citation.
 """
@@ -48,9 +48,9 @@ def _headline_table(summary: ComparisonSummary, paper: dict[str, Any]) -> str:
     published = [DASH if ref is None else num(paper[ref], 1) for *_, ref in HEADLINE]
     rows = [row([name, DASH, *published], "published")]
     for entry in summary.variants:
-        binary = (entry.pku or {}).get("binary", {})
+        binary = (entry.extra or {}).get("binary", {})
         scored = f"{binary.get('n_eval', 0)}/{binary.get('total', 0)}"
-        cells = [num(_value(entry.pku, section, key)) for section, key, *_ in HEADLINE]
+        cells = [num(_value(entry.extra, section, key)) for section, key, *_ in HEADLINE]
         rows.append(row([f"<b>{esc(entry.label)}</b>", scored, *cells], "mine"))
     return table(headers, rows, "num")
 
@@ -58,7 +58,7 @@ def _headline_table(summary: ComparisonSummary, paper: dict[str, Any]) -> str:
 def _category_table(summary: ComparisonSummary) -> str:
     headers = ["Rule", "Category", "Support", *(f"F1 {esc(entry.label)}" for entry in summary.variants)]
     scores = [
-        {c["rule"]: c for c in (entry.pku or {}).get("categories", {}).get("per_category", [])}
+        {c["rule"]: c for c in (entry.extra or {}).get("categories", {}).get("per_category", [])}
         for entry in summary.variants
     ]
     first = next((s for s in scores if s), {})
@@ -72,7 +72,7 @@ def _category_table(summary: ComparisonSummary) -> str:
 def _confusions(summary: ComparisonSummary) -> str:
     parts = []
     for entry in summary.variants:
-        severity = (entry.pku or {}).get("severity")
+        severity = (entry.extra or {}).get("severity")
         if not severity:
             continue
         matrix = severity["confusion"]

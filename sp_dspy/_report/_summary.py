@@ -220,7 +220,7 @@ def build_summary(
     for label, (_, files, results, report) in zip(labels, loaded, strict=True):
         built.append(_variant(label, files, cases, results, report))
         if kind is not None:
-            built[-1].pku = kind.variant_report(cases, results, cap_aware=cap_aware)
+            built[-1].extra = kind.variant_report(cases, results, cap_aware=cap_aware)
     chosen = default_baseline(built) if baseline is None else baseline
     if chosen not in labels:
         raise ConfigError(f"--baseline: no variant labelled {chosen!r} (labels: {', '.join(labels)})")
