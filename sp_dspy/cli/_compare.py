@@ -55,7 +55,8 @@ class Comparison(BaseModel):
     bootstrap: dict[str, Any]
     cap_aware: bool = False
     benchmark: str = "safepyramid"  # the benchmark kind the cases belong to
-    #: The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports).
+    #: The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports;
+    #: custom: each side's binary view and per-rule scores).
     extra: dict[str, dict[str, Any]] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_MCNEMAR])
 
