@@ -134,9 +134,17 @@ def _plots(plots: Sequence[Plot]) -> str:
 
 
 def render_html(
-    summary: ComparisonSummary, plots: Sequence[Plot] | None = None, *, title: str | None = None
+    summary: ComparisonSummary,
+    plots: Sequence[Plot] | None = None,
+    *,
+    title: str | None = None,
+    lead: str = "",
 ) -> str:
-    """The whole page as a string; ``plots`` default to ``render_plots(summary)``."""
+    """The whole page as a string; ``plots`` default to ``render_plots(summary)``.
+
+    ``lead``: HTML sections shown first after the header and notes (an experiment's verdict
+    across seeds), escaped by whoever built them.
+    """
     if plots is None:
         plots = render_plots(summary)
     title = title or f"sp-dspy report: {summary.benchmark} comparison"
@@ -144,6 +152,7 @@ def render_html(
     body = [
         _header(summary, title),
         _notes(summary),
+        lead,
         "<h2>Variants</h2>",
         variants_table(summary),
         _headline(summary),
@@ -163,6 +172,8 @@ def render_html(
     )
 
 
-def write_html(summary: ComparisonSummary, path: str | Path, *, title: str | None = None) -> Path:
+def write_html(
+    summary: ComparisonSummary, path: str | Path, *, title: str | None = None, lead: str = ""
+) -> Path:
     """Write the page; an unwritable path is a one-line ``ConfigError``."""
-    return write_text(path, render_html(summary, title=title), "--out")
+    return write_text(path, render_html(summary, title=title, lead=lead), "--out")
