@@ -470,6 +470,11 @@ REFUSED: list[tuple[str, Callable[[Path], list[str]], str]] = [
         "--run-id: '..' is not a run id: use letters, digits, '.', '_' and '-', starting with a letter or digit",
     ),
     (
+        "ablate --run-id ..",
+        lambda t: ["ablate", "--lm", "fake", "--run-id", "..", "--out", "abl"],
+        "field run_id: '..' is not a run id",
+    ),
+    (
         "results path is a directory",
         lambda t: ["score", str(_dir(t / "runs"))],
         "runs: a directory, not a result file (name the results_*.jsonl in it)",
