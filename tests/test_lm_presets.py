@@ -190,16 +190,18 @@ def test_openai_at_your_own_server_sends_the_key_that_is_set_and_masks_it(
     assert redact(f"echo {key}, cut {key[:16]}...") == f"echo {MASK}, cut {MASK}..."
 
 
-def test_show_request_masks_credentials_in_the_url(tmp_path: Path) -> None:
+def test_an_endpoint_with_url_credentials_is_refused_masked_before_anything_is_sent(tmp_path: Path) -> None:
+    """The key's Authorization header and ``user:password@`` (aiohttp's Basic auth) cannot both be sent:
+    one line, the credentials masked, nothing sent, also for ``--show-request``."""
     with StubServer() as server:
         port = server.port
         base = f"http://probe:url-secret-4c9e1a7b@127.0.0.1:{port}/v1"
-        shown = CliRunner().invoke(app, ["eval", "--lm", "openai/stub", "--api-base", base, "--show-request"])
-        assert shown.exit_code == 0, shown.output
+        for extra in (["--show-request"], ["--limit", "1", "--output-dir", str(tmp_path)]):
+            shown = CliRunner().invoke(app, ["eval", "--lm", "openai/stub", "--api-base", base, *extra])
+            assert isinstance(shown.exception, ConfigError)  # the CLI's main prints it and exits 2
+            assert f"endpoint http://***@127.0.0.1:{port}/v1 carries credentials" in str(shown.exception)
+            assert "url-secret" not in str(shown.exception) + shown.output
         assert server.requests == []
-    printed = json.loads(shown.stdout)
-    assert printed["url"] == f"http://***@127.0.0.1:{port}/v1/chat/completions"
-    assert "url-secret" not in shown.stdout
     assert redact("echoed url-secret-4c9e1a7b") == f"echoed {MASK}"  # the password is a key sent too
 
 

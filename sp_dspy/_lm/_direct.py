@@ -87,6 +87,13 @@ class DirectChat(Shared):
     def __init__(self, config: LMConfig, api_base: str) -> None:
         profile = PROFILES[config.provider]
         api_key = key_for(config, api_base) or SELF_HOSTED_PLACEHOLDER_KEY
+        if urllib.parse.urlsplit(api_base.strip()).username is not None:
+            # aiohttp would send them as Basic auth in the Authorization header the key needs.
+            raise ConfigError(
+                f"model '{config.display_name()}': endpoint {display_endpoint(api_base)} carries "
+                "credentials (user:password@), which cannot be sent beside the key's header; drop them "
+                "from the URL and name the key's variable in api_key_env (--api-key-env)"
+            )
         self.anthropic = profile.wire == "anthropic-messages"
         if config.thinking is not None and not self.anthropic:
             raise ConfigError(
