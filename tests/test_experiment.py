@@ -1,0 +1,266 @@
+"""``sp-dspy experiment``: split, compiles per optimizer x seed, the baseline and every artifact on
+test, the seeds' spread and verdict; killed and resumed, priced without a call, capped as a whole.
+
+The ``fake/instructed`` guard reports every violation only when its instructions say "check every
+rule", and proposes that phrase itself on some optimizer seeds: a seed whose compiled program holds
+the phrase must score RMR 100 on test, any other seed exactly what the baseline scores.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from sp_dspy._ablate._experiment import ExperimentPlan, build_experiment, price_experiment, run_experiment
+from sp_dspy._ablate._seeds import SeedResult, verdict
+from sp_dspy._errors import ConfigError
+from sp_dspy._lm import LMConfig, fake_engine, make_lm
+from sp_dspy._lm._fake import INSTRUCTION_PHRASE
+from sp_dspy.cli._experiment import register
+from tests._compile_support import improving_stub
+from tests._factories import command_app
+
+CLI = [sys.executable, "-c", "from sp_dspy.cli import main; main()"]
+#: The cheapest settings that still let each optimizer propose an instruction.
+TINY = [
+    "--set", "copro.breadth=2", "--set", "copro.depth=1", "--set", "copro.num_threads=2",
+    "--set", "mipro.num_candidates=2", "--set", "mipro.num_trials=2",
+    "--set", "mipro.max_bootstrapped_demos=0", "--set", "mipro.max_labeled_demos=0",
+]  # fmt: skip
+SETTINGS = {
+    "copro": {"breadth": 2, "depth": 1, "num_threads": 2},
+    "mipro": {"num_candidates": 2, "num_trials": 2, "max_bootstrapped_demos": 0, "max_labeled_demos": 0},
+}
+FAST = ["--ratios", "0.25,0.25,0.5", "--n-boot", "50", "-q"]
+
+
+@pytest.fixture(autouse=True)
+def no_plots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plots are the report package's job (its own tests); here they would only cost seconds."""
+    monkeypatch.setattr("sp_dspy._report._plots.render_plots", lambda summary: [])
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(command_app(register), ["experiment", *args], env={"COLUMNS": "200"})
+
+
+def experiment_args(out: Path, *args: str) -> list[str]:
+    return ["--out", str(out), "--lm", "fake/instructed", "--optimizers", "copro,mipro", "--seeds", "0,1,2",
+            *TINY, *FAST, *args]  # fmt: skip
+
+
+def finished(out: Path) -> dict[str, int]:
+    """Each finished compile's manifest and its modification time (ns)."""
+    return {path.parent.name: path.stat().st_mtime_ns for path in (out / "artifacts").glob("*/manifest.json")}
+
+
+def wait_for_a_compile(process: subprocess.Popen[str], out: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not finished(out):
+        if process.poll() is not None:
+            _, err = process.communicate()
+            pytest.fail(
+                f"experiment ended (rc {process.returncode}) before a compile finished: {err[-2000:]}"
+            )
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"no compile finished in {out} after {timeout} s")
+        time.sleep(0.01)
+
+
+def check_figures(summary: dict[str, Any], out: Path) -> None:
+    """Every figure is what the fake implies: 100 with the instruction, the baseline's without."""
+    base = summary["baseline_test"]
+    assert base["rmr_avg"] < 100
+    for result in summary["optimizers"]:
+        assert [seed["seed"] for seed in result["seeds"]] == [0, 1, 2]
+        instructed = []
+        for seed in result["seeds"]:
+            program = (out / "artifacts" / seed["label"] / "program.json").read_text(encoding="utf-8")
+            told = INSTRUCTION_PHRASE in program.lower()
+            instructed.append(told)
+            expected = 100.0 if told else base["rmr_avg"]
+            assert seed["test"]["rmr_avg"] == expected, seed["label"]
+            assert seed["diff"]["rmr_avg"] == pytest.approx(expected - base["rmr_avg"])
+            assert seed["beats_baseline"] is told and not seed["worse_than_baseline"]
+            assert (
+                seed["compile"]["calls"] > 0
+                and seed["evaluation"]["calls"] == summary["comparison"]["n_cases"]
+            )
+            assert seed["prompt"].startswith("# Compiled guard")
+        gains = [(100.0 - base["rmr_avg"]) if told else 0.0 for told in instructed]
+        assert result["seeds_beating"] == sum(instructed)
+        assert result["diff"]["rmr_avg"]["mean"] == pytest.approx(sum(gains) / 3, abs=1e-3)
+        assert result["diff"]["rmr_avg"]["min"] == min(gains) and result["diff"]["rmr_avg"]["max"] == max(
+            gains
+        )
+        assert result["verdict"].startswith(f"{result['optimizer']}: {sum(instructed)} of 3 seeds beat")
+
+
+def test_an_experiment_killed_mid_way_resumes_without_redoing_finished_work(tmp_path: Path) -> None:
+    out = tmp_path / "exp"
+    process = subprocess.Popen(
+        [*CLI, "experiment", *experiment_args(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    wait_for_a_compile(process, out)
+    assert process.poll() is None, "the experiment ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    before = finished(out)
+    assert 0 < len(before) < 6 and not (out / "summary.json").exists()
+
+    resumed = invoke(*experiment_args(out, "--resume"))
+    assert resumed.exit_code == 0, (resumed.output, resumed.exception)
+    assert resumed.output.count("finished earlier, not run again") == len(before)
+    after = finished(out)
+    assert len(after) == 6 and all(after[name] == mtime for name, mtime in before.items())
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    check_figures(summary, out)
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert "Across optimizer seeds" in report and summary["optimizers"][0]["verdict"] in report
+    assert "copro-s0 beside copro-s1" in report  # the prompts side by side
+
+    results = sorted((out / "results").glob("results_*.jsonl"))
+    lines = {path.name: path.read_bytes() for path in results}
+    again = invoke(*experiment_args(out, "--resume"))  # everything finished: nothing is run again
+    assert again.exit_code == 0, again.output
+    assert again.output.count("finished earlier, not run again") == 6 + 7
+    assert {path.name: path.read_bytes() for path in results} == lines
+    assert (
+        json.loads((out / "summary.json").read_text(encoding="utf-8"))["optimizers"] == summary["optimizers"]
+    )
+
+
+def test_a_dry_run_prices_every_compile_and_test_evaluation_and_sends_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "exp"
+    with improving_stub() as stub:
+        result = invoke(
+            "--out", str(out), "--lm", "openai/stub", "--api-base", stub.url, "--optimizers", "copro,mipro",
+            "--seeds", "0,1,2", *TINY, *FAST, "--dry-run", "--max-calls", "5",
+        )  # fmt: skip
+        assert result.exit_code == 0, (result.output, result.exception)
+        assert stub.requests == []
+    assert not out.exists()
+    assert "Estimated experiment" in result.output and "mipro-s2" in result.output
+    assert "--max-calls 5 is below the estimate" in result.output
+
+
+def test_a_dry_run_of_a_priced_model_totals_every_step(tmp_path: Path) -> None:
+    plan = build_experiment(
+        {
+            "lm": {"model": "openai/gpt-4o-mini"},
+            "optimizers": "copro,mipro",
+            "seeds": "0,1,2",
+            "settings": SETTINGS,
+            "ratios": [0.25, 0.25, 0.5],
+        }
+    )
+    price = price_experiment(plan, tmp_path / "exp")
+    assert [(s.step, s.name) for s in price.steps][:7] == [
+        *(("compile", f"{o}-s{s}") for o in ("copro", "mipro") for s in (0, 1, 2)),
+        ("test", "official-per-policy"),
+    ]
+    assert len(price.steps) == 13 and not any(step.done for step in price.steps)
+    assert price.total.calls == sum(step.estimate.calls for step in price.steps)
+    assert price.total.usd == pytest.approx(sum(step.estimate.usd or 0 for step in price.steps))
+    assert price.total.usd and price.left == price.total
+    assert not (tmp_path / "exp").exists()
+
+
+def manifest(out: Path, name: str) -> dict[str, Any]:
+    return json.loads((out / "artifacts" / name / "manifest.json").read_text(encoding="utf-8"))
+
+
+def fake_plan(**changes: Any) -> ExperimentPlan:
+    settings = {"lm": {"model": "fake/instructed"}, "optimizers": "copro,mipro", "seeds": "0,1,2",
+                "settings": SETTINGS, "ratios": [0.25, 0.25, 0.5], "n_boot": 20, **changes}  # fmt: skip
+    return build_experiment(settings)
+
+
+@pytest.mark.parametrize("cap", [60, 170])  # stopped within the compiles; within the test evaluations
+def test_the_cap_holds_for_the_whole_experiment_and_a_raised_cap_resumes(tmp_path: Path, cap: int) -> None:
+    out = tmp_path / "exp"
+    lm = make_lm(LMConfig(model="fake/instructed"))
+    engine = fake_engine(lm)
+    assert engine is not None
+    lms = {"task": lm, "prompt": lm}
+    plan = fake_plan(seeds=[0, 1], caps={"max_calls": cap})
+    stopped = run_experiment(plan, out, lms=lms, show_progress=False)
+    assert stopped.capped_by == "max_calls" and stopped.summary is None
+    assert len(engine.calls) <= cap  # no call past the cap, across compiles and evaluations
+    sent = len(engine.calls)
+    done = finished(out)
+    limited = {name for name in done if manifest(out, name)["budget_limited"]}
+    assert len(limited) <= 1  # the compile the cap stopped, if the cap stopped a compile
+    if cap == 170:  # every compile finished within the cap: it stopped in the test evaluations
+        assert len(done) == 4 and not limited and stopped.ablation is not None
+
+    resumed = run_experiment(fake_plan(seeds=[0, 1]), out, resume=True, lms=lms, show_progress=False)
+    assert resumed.summary is not None and resumed.capped_by is None
+    after = finished(out)
+    assert all(after[name] == done[name] for name in done if name not in limited)  # not compiled again
+    assert all(not manifest(out, name)["budget_limited"] for name in after)
+    assert len(engine.calls) > sent
+
+
+def test_resuming_asks_for_the_same_setup_and_a_saved_experiment_needs_resume(tmp_path: Path) -> None:
+    out = tmp_path / "exp"
+    run_experiment(fake_plan(seeds=[0], optimizers=["copro"]), out, show_progress=False)
+    with pytest.raises(ConfigError, match="already holds an experiment"):
+        run_experiment(fake_plan(seeds=[0], optimizers=["copro"]), out, show_progress=False)
+    with pytest.raises(
+        ConfigError, match=r"--resume: .*experiment.json ran with seeds=\[0\], this run asks for \[0, 1\]"
+    ):
+        run_experiment(fake_plan(seeds=[0, 1], optimizers=["copro"]), out, resume=True, show_progress=False)
+    with pytest.raises(ConfigError, match="no experiment to continue"):
+        run_experiment(fake_plan(), tmp_path / "other", resume=True, show_progress=False)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--optimizers", "mipro,nope"], "flags: field optimizers: unknown optimizer 'nope'"),
+        (["--seeds", "0,0"], "a seed is listed twice"),
+        (["--set", "num_trials=2"], "expected OPTIMIZER.KEY=VALUE"),
+        (["--set", "mipro.bogus=2"], "field 'bogus'"),
+        (["--ratios", "0.5,0.5,0.5"], "--ratios"),
+    ],
+)
+def test_bad_input_is_one_line_before_anything_runs(tmp_path: Path, args: list[str], message: str) -> None:
+    out = tmp_path / "exp"
+    result = invoke("--out", str(out), "--lm", "fake/instructed", *args, "-q")
+    assert result.exception is not None and message in str(result.exception), (
+        result.output,
+        result.exception,
+    )
+    assert "\n" not in str(result.exception) and not out.exists()
+
+
+def seed(diff: float, ci: list[float] | None, number: int = 0) -> SeedResult:
+    return SeedResult(
+        optimizer="mipro", seed=number, label=f"mipro-s{number}", artifact="", test={}, diff={"rmr_avg": diff},
+        ci={"rmr_avg": ci}, beats_baseline=bool(ci) and ci[0] > 0, worse_than_baseline=bool(ci) and ci[1] < 0,
+    )  # fmt: skip
+
+
+def test_the_verdict_says_how_many_seeds_beat_the_baseline_and_their_range() -> None:
+    seeds = [seed(1.0, [-0.5, 2.5]), seed(7.2, [3.0, 11.0], 1), seed(4.1, [0.4, 7.9], 2)]
+    assert verdict("mipro", seeds, "official-per-policy") == (
+        "mipro: 2 of 3 seeds beat official-per-policy (RMR, 95% paired CI excluding 0); "
+        "the mean gain +4.1 RMR, seeds ranging +1.0 to +7.2."
+    )
+    worse = verdict("mipro", [seed(-3.0, [-5.0, -1.0]), seed(0.5, [-1.0, 2.0], 1)], "b")
+    assert (
+        worse
+        == "mipro: 0 of 2 seeds beat b (RMR, 95% paired CI excluding 0), 1 did worse; the mean difference -1.2 RMR, seeds ranging -3.0 to +0.5."
+    )
+    one = verdict("gepa", [seed(5.0, None)], "b")
+    assert one.startswith("gepa: none of 1 seed has a confidence interval") and "luck of one compile" in one
