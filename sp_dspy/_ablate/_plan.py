@@ -18,10 +18,13 @@ from .._lm import LMConfig
 from .._runner import DataSelection
 from .._runner._config import Parser
 from .._user_dirs import ensure_writable_dir
+from .._writer_lock import WriterLock
 from .._yaml_lines import read_yaml_mapping
 from ._variants import DEFAULT_VARIANTS
 
 PLAN_FILE = "plan.json"
+#: Held while an ablation writes its ``--out`` (removed when it ends).
+LOCK_FILE = "ablate.lock"
 #: LM settings that change answers; transport settings (endpoint, key variable,
 #: timeout, retries, cache) may change between a run and its resumption.
 LM_IDENTITY = ("model", "name", "temperature", "max_tokens", "reasoning_effort", "json_schema")
@@ -100,6 +103,15 @@ def load_saved_plan(out: Path) -> AblationPlan | None:
     if not isinstance(document, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return build_plan(document, str(path))
+
+
+def ablation_lock(out: Path) -> WriterLock:
+    """The one-writer lock of the ablation in ``out`` (take it with ``with``)."""
+    return WriterLock(
+        out / LOCK_FILE,
+        f"the ablation in {out}",
+        "one ablation has one writer; wait for it to end (or stop it), then --resume",
+    )
 
 
 def save_plan(plan: AblationPlan, out: Path) -> Path:
