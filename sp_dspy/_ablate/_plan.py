@@ -6,14 +6,14 @@ its rows would silently compare two different setups.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .._compile._artifact import write_json
-from .._errors import ConfigError, validation_problem
+from .._data._scan import read_json_file
+from .._errors import ConfigError, DataError, validation_problem
 from .._lm import LMConfig
 from .._runner import DataSelection
 from .._runner._config import Parser
@@ -95,11 +95,9 @@ def load_saved_plan(out: Path) -> AblationPlan | None:
     if not path.exists():
         return None
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(
-            f"{path}: not readable JSON ({exc}); move it away or choose another --out"
-        ) from None
+        document = read_json_file(path, "ablation plan")
+    except DataError as exc:
+        raise ConfigError(f"{exc}; move it away or choose another --out") from None
     if not isinstance(document, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return build_plan(document, str(path))

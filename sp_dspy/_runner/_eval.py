@@ -21,6 +21,7 @@ from .._benchmarks import load_benchmark
 from .._budget import BudgetExceeded, Spend, require_prices
 from .._data import Benchmark, Case, conversation_id, select_split
 from .._data._filters import slice_cases
+from .._data._scan import read_regular
 from .._errors import ConfigError, DataError, OutputError, validation_problem
 from .._lm import closing_transports, import_dspy, make_lm
 from .._lm._direct import RequestCaptured, client_of
@@ -215,7 +216,7 @@ def run_eval(
             wall_s = time.perf_counter() - clock
             split_info = None
             if config.data.split:
-                split_bytes = Path(config.data.split.rpartition(":")[0]).read_bytes()
+                split_bytes = read_regular(Path(config.data.split.rpartition(":")[0]), "split file")
                 split_info = {"spec": config.data.split, "sha256": hashlib.sha256(split_bytes).hexdigest()}
             earlier = previous_run(paths.manifest, model) if config.resume else None
             started_at = started.isoformat(timespec="seconds")

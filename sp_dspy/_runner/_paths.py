@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .._errors import ConfigError
+from .._data._scan import open_regular
+from .._errors import ConfigError, DataError
 from .._run_manifest import manifest_path
 from .._writer_lock import WriterLock, WriterLockedError
 
@@ -99,11 +100,11 @@ def _run_id_of(path: Path, prefix: str, model: str) -> str | None:
     """
     stem = path.name[len(prefix) + 1 : -len(f"_{safe_name(model)}.jsonl")]
     try:
-        with path.open(encoding="utf-8") as handle:
-            first = handle.readline()
-        recorded = json.loads(first).get("run_id") if first.endswith("\n") else None
-    except (OSError, ValueError, AttributeError):
-        recorded = None
+        with open_regular(path, "result file") as handle:  # a FIFO here must not block the search
+            first = handle.readline(1 << 20)
+        recorded = json.loads(first).get("run_id") if first.endswith(b"\n") else None
+    except (DataError, OSError, ValueError, AttributeError, RecursionError):
+        recorded = None  # reading the run's results says what is wrong with the file
     if recorded is None:
         return stem  # an empty or foreign-format file: trust its name
     return stem if recorded == stem else None

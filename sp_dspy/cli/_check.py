@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._data import Source, guard_case, policy_rules, read_guard_lines
+from .._data._scan import MAX_JSON_FILE_BYTES, decode_utf8, read_regular
 from .._errors import ConfigError, DataError, OutputError
 from .._guard import Guard, check_lines
 from .._lm import configure_cache, is_lasting
@@ -191,21 +192,23 @@ def _is_stdin(path: Path) -> bool:
 
 
 def _read_text(path: Path, flag: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{flag} {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise DataError(f"{flag} {path}: cannot read ({reason})") from None
+    """The text of a ``flag`` file, read as every file is (a regular file of at most ``MAX_JSON_FILE_BYTES``)."""
+    if not path.exists():
+        raise DataError(f"{flag} {path}: no such file")
+    return decode_utf8(read_regular(path, f"{flag} file"), path)
 
 
 def read_conversation(path: Path) -> str | list[Any]:
     """A ``.json`` file's message list (a bare list or ``{"messages": [...]}``), else the text;
     ``-`` reads standard input, JSON when it starts with ``[`` or ``{``."""
     if _is_stdin(path):
-        text = sys.stdin.read()
         path = Path("<stdin>")
+        raw = sys.stdin.buffer.read(MAX_JSON_FILE_BYTES + 1)
+        if len(raw) > MAX_JSON_FILE_BYTES:
+            raise DataError(
+                f"--conversation -: standard input holds more than {MAX_JSON_FILE_BYTES >> 20} MiB"
+            )
+        text = decode_utf8(raw, path)
         if not text.lstrip().startswith(("[", "{")):
             return text
     else:
