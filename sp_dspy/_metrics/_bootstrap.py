@@ -35,6 +35,12 @@ CI_METRICS: tuple[str, ...] = ("rmr_avg", "rmr_exact", "rdr")
 #: Below this many discordant pairs McNemar uses the exact binomial test.
 EXACT_BELOW = 25
 
+#: Fewer paired cases than this in a cell and a paired interval says nothing (a handful of
+#: cases resamples to a few distinct values, often to one: a zero-width interval), so a
+#: comparison withholds it and says why (``PairedDiff.ci_note``): compare's table and JSON
+#: and the report all read that one field.
+MIN_CI_PAIRS = 10
+
 #: Draws taken per chunk (small enough for the CPU cache).
 _CHUNK_DRAWS = 1 << 16
 _WORD_BITS = 63
@@ -205,6 +211,10 @@ class PairedDiff(BaseModel):
     b: dict[str, float | None]
     diff: dict[str, float | None]
     ci: dict[str, list[float] | None]
+    ci_note: str | None = Field(
+        default=None,
+        description=f"Why ``ci`` is empty although cases were paired: fewer than {MIN_CI_PAIRS} of them.",
+    )
 
 
 class McNemarResult(BaseModel):
@@ -274,7 +284,8 @@ def compare_cells(
 
 
 def _paired_diff(scored: Sequence[tuple[CaseOutcome, CaseOutcome]], *, n_boot: int, seed: int) -> PairedDiff:
-    """B - A of RMR, RMR@1.0 and RDR on pairs both sides scored, with 95% paired bootstrap intervals."""
+    """B - A of RMR, RMR@1.0 and RDR on pairs both sides scored, with 95% paired bootstrap intervals
+    (none, and ``ci_note`` saying so, below ``MIN_CI_PAIRS`` pairs)."""
     out_a, out_b = [x for x, _ in scored], [y for _, y in scored]
     cell_a, cell_b = compute_cell(out_a), compute_cell(out_b)
     a = {m: cell_a[m] for m in CI_METRICS}
@@ -284,6 +295,9 @@ def _paired_diff(scored: Sequence[tuple[CaseOutcome, CaseOutcome]], *, n_boot: i
     }
     n = len(scored)
     ci: dict[str, list[float] | None] = dict.fromkeys(CI_METRICS)
+    if 0 < n < MIN_CI_PAIRS:
+        note = f"not informative (n={n} < {MIN_CI_PAIRS})"  # short: it stands in the interval's column
+        return PairedDiff(n_pairs=n, a=a, b=b, diff=diff, ci=ci, ci_note=note)
     if n and n_boot > 0:
         sums_a, sums_b = resample_sums(
             [outcome_matrix(out_a), outcome_matrix(out_b)], n_boot, _rng(seed, "paired")

@@ -87,6 +87,7 @@ class DiffRow(BaseModel):
     n_pairs: int
     diff: dict[str, float | None]
     ci: dict[str, list[float] | None]
+    ci_note: str | None = None  # why ``ci`` is empty: the comparison's own (``PairedDiff.ci_note``)
     mcnemar_p: float | None = None
     variant_only_exact: int = 0
     baseline_only_exact: int = 0

@@ -231,6 +231,7 @@ def build_summary(
                     n_pairs=paired.n_pairs,
                     diff=paired.diff,
                     ci=paired.ci,
+                    ci_note=paired.ci_note,
                     mcnemar_p=round(test.p_value, 4) if test.n_pairs else None,
                     variant_only_exact=test.b_only,
                     baseline_only_exact=test.a_only,

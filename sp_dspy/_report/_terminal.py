@@ -26,7 +26,8 @@ def _delta(row: DiffRow | None) -> Text:
     if value is None:
         return Text(DASH)
     interval = row.ci.get("rmr_avg")
-    text = f"{value:+.1f}" + (f" [{interval[0]:+.1f}, {interval[1]:+.1f}]" if interval else "")
+    withheld = f" {row.ci_note}" if row.ci_note else ""
+    text = f"{value:+.1f}" + (f" [{interval[0]:+.1f}, {interval[1]:+.1f}]" if interval else withheld)
     style = "" if not row.significant("rmr_avg") else "green" if value > 0 else "red"
     return Text(text, style=style)
 

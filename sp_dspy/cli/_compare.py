@@ -31,7 +31,10 @@ if TYPE_CHECKING:
     from .._metrics import CellComparison, ResultSet
 
 METRIC_LABELS = {"rmr_avg": "RMR", "rmr_exact": "RMR@1.0", "rdr": "RDR"}
-NOTE_PAIRED = "B - A over the cases both sides scored; 95% paired bootstrap interval; RDR: lower is better."
+NOTE_PAIRED = (
+    "B - A over the cases both sides scored; 95% paired bootstrap interval (none where too few "
+    "cases are paired for it to be informative); RDR: lower is better."
+)
 NOTE_MCNEMAR = (
     "McNemar's test on exact match over every compared case; a case a side excluded "
     "(refused, unparseable, errored) counts as wrong for that side. "
@@ -188,7 +191,7 @@ def metrics_table(comparison: Comparison) -> Table:
         paired = comparison.cells[name].paired
         for metric, label in METRIC_LABELS.items():
             ci = paired.ci.get(metric)
-            interval = "-" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+            interval = (paired.ci_note or "-") if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
             values = (_num(paired.a[metric]), _num(paired.b[metric]), _num(paired.diff[metric], "+.2f"))
             table.add_row(name if metric == "rmr_avg" else "", label, str(paired.n_pairs), *values, interval)
     return table
