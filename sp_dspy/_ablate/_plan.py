@@ -15,6 +15,7 @@ from .._compile._artifact import write_json
 from .._data._scan import read_json_file
 from .._errors import ConfigError, DataError, validation_problem
 from .._lm import LMConfig
+from .._lm._config import ANSWER_SETTINGS
 from .._runner import DataSelection
 from .._runner._config import Parser
 from .._user_dirs import ensure_writable_dir
@@ -25,9 +26,6 @@ from ._variants import DEFAULT_VARIANTS
 PLAN_FILE = "plan.json"
 #: Held while an ablation writes its ``--out`` (removed when it ends).
 LOCK_FILE = "ablate.lock"
-#: LM settings that change answers; transport settings (endpoint, key variable,
-#: timeout, retries, cache) may change between a run and its resumption.
-LM_IDENTITY = ("model", "name", "temperature", "max_tokens", "reasoning_effort", "json_schema")
 
 
 class AblationPlan(BaseModel):
@@ -69,7 +67,7 @@ class AblationPlan(BaseModel):
     def identity(self) -> dict[str, Any]:
         """What a resumed ablation must share with the run it continues."""
         public = self.public_dict()
-        lm = {key: public["lm"].get(key) for key in LM_IDENTITY}
+        lm = {key: public["lm"].get(key) for key in ANSWER_SETTINGS}
         return {"lm": lm, **{key: public[key] for key in ("data", "parser", "run_id")}}
 
 

@@ -29,7 +29,15 @@ from .._lm._replicas import display_endpoint
 from .._metrics import ResultSet, score
 from .._protocol import build_targets
 from .._provenance import git_commit, package_versions, redacted_argv
-from .._run_manifest import ErrorSummary, ModelRun, RunManifest, RunTotals, previous_run, write_manifest
+from .._run_manifest import (
+    ErrorSummary,
+    ModelRun,
+    RunManifest,
+    RunTotals,
+    previous_run,
+    read_run_manifest,
+    write_manifest,
+)
 from .._user_dirs import ensure_writable_dir
 from ..files import read_json_file
 from ._config import EvalConfig, parse_shard
@@ -39,6 +47,7 @@ from ._failures import EarlyStop
 from ._fake_gold import teach_fake
 from ._paths import RunLock, RunPaths, resolve_run
 from ._progress import ProgressView
+from ._resume import refuse_a_changed_resume
 from ._store import JsonlStore, StoreWriteError, read_run_results, repair_torn_tail
 from ._units import PerPolicyJob, PerRuleJob
 
@@ -185,6 +194,11 @@ def run_eval(
             raise ConfigError(
                 f"{results_file} exists: pass --resume to continue that run, or choose another --run-id"
             )
+        if config.resume:  # the same run: same dataset, program, selection and model
+            refuse_a_changed_resume(
+                read_run_manifest(paths.manifest), config, dataset=(loaded.source, loaded.content_hash),
+                model=model, lm=lm_config, results_file=results_file,
+            )  # fmt: skip
         lm = lm if lm is not None else make_lm(lm_config)
         teach_fake(lm, cases)
         run_fields: dict[str, Any] = {
