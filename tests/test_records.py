@@ -277,3 +277,16 @@ def test_a_results_line_is_bounded_and_read_line_by_line(tmp_path: Path) -> None
         DataError, match=r"r\.jsonl:2: line longer than 32 bytes, the most a line of a result file"
     ):
         list(read_regular_lines(path, "result file", max_line_bytes=32))
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0, "violated", "true"])
+@pytest.mark.parametrize("field", ["pred", "gt"])
+def test_a_judgment_verdict_is_true_false_or_null(field: str, value: object) -> None:
+    """Lax pydantic would read ``"yes"`` or ``1`` as a verdict; a judgment line must say true or false."""
+    with pytest.raises(ValueError, match=r"expected true \(violated\), false \(not violated\) or null"):
+        JudgmentRecord.model_validate_json(json.dumps({"cid": "a-1-l0", "rule": 1, field: value}))
+    for verdict in (True, False, None):
+        assert (
+            getattr(JudgmentRecord.model_validate({"cid": "a-1-l0", "rule": 1, field: verdict}), field)
+            is verdict
+        )

@@ -46,6 +46,8 @@ def _read_one(
     allow_empty: bool,
 ) -> None:
     result.files.append(str(path))
+    if path.is_dir():
+        raise DataError(f"{path}: a directory, not a result file (name the results_*.jsonl in it)")
     empty = True
     for number, line in read_regular_lines(path, "result file"):
         if not line or line.isspace():
