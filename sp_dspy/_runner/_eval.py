@@ -176,6 +176,8 @@ def run_eval(
         RunStopped: the run stopped early on a lasting failure (after writing the
             manifest); every record written is kept.
         RunLockedError: another process is writing this run.
+        ConfigError: a resume whose dataset, program, selection or model differs from
+            the run's manifest (checked before anything is written or sent).
         OutputError: the output directory cannot be written, or a write failed
             mid-run (the run stops at once; ``--resume`` continues it).
     """
