@@ -19,11 +19,18 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from sp_dspy._ablate._experiment import ExperimentPlan, build_experiment, price_experiment, run_experiment
+from sp_dspy._ablate._experiment import (
+    LOCK_FILE,
+    ExperimentPlan,
+    build_experiment,
+    price_experiment,
+    run_experiment,
+)
 from sp_dspy._ablate._seeds import SeedResult, verdict
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from sp_dspy._lm._fake import INSTRUCTION_PHRASE
+from sp_dspy._writer_lock import WriterLock, WriterLockedError
 from sp_dspy.cli._experiment import register
 from tests._compile_support import improving_stub
 from tests._factories import command_app
@@ -264,3 +271,14 @@ def test_the_verdict_says_how_many_seeds_beat_the_baseline_and_their_range() -> 
     )
     one = verdict("gepa", [seed(5.0, None)], "b")
     assert one.startswith("gepa: none of 1 seed has a confidence interval") and "luck of one compile" in one
+
+
+def test_a_second_writer_of_the_same_experiment_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "exp"
+    out.mkdir()
+    with (
+        WriterLock(out / LOCK_FILE, "the experiment", "one writer"),
+        pytest.raises(WriterLockedError, match="the experiment"),
+    ):
+        run_experiment(fake_plan(seeds=[0], optimizers=["copro"]), out, show_progress=False)
+    assert not (out / "splits.json").exists() and not (out / "artifacts").exists()

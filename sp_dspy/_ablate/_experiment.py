@@ -32,6 +32,7 @@ from .._compile._data import DEFAULT_RATIOS
 from .._data import make_split
 from .._errors import ConfigError, validation_problem
 from .._lm import LMConfig
+from .._lm._config import ANSWER_SETTINGS
 from .._pricing import completion_guess, pricing_for
 from .._run_manifest import previous_run
 from .._runner import DataSelection, EvalConfig
@@ -39,7 +40,8 @@ from .._runner._config import Protocol
 from .._runner._paths import RunPaths
 from .._runner._units import units_of
 from .._user_dirs import ensure_writable_dir
-from ._plan import LM_IDENTITY, AblationPlan, first_difference
+from .._writer_lock import WriterLock
+from ._plan import AblationPlan, first_difference
 from ._run import REPORT_FILE, RESULTS_DIR, SUMMARY_FILE, AblationOutcome, run_ablation
 from ._seeds import (
     ExperimentSummary,
@@ -51,6 +53,7 @@ from ._seeds import (
 )
 
 EXPERIMENT_FILE = "experiment.json"
+LOCK_FILE = "experiment.lock"
 SPLIT_FILE = "splits.json"
 ARTIFACTS_DIR = "artifacts"
 #: The ablation's run id: its variants' results are ``results/results_experiment-<label>_<model>.jsonl``.
@@ -143,7 +146,7 @@ class ExperimentPlan(BaseModel):
         public = self.public_dict()
         for role in ("lm", "prompt_lm", "reflection_lm"):
             if public[role] is not None:
-                public[role] = {key: public[role].get(key) for key in LM_IDENTITY}
+                public[role] = {key: public[role].get(key) for key in ANSWER_SETTINGS}
         return {key: value for key, value in public.items() if key not in MAY_CHANGE}
 
     def steps(self) -> list[tuple[str, int]]:
@@ -448,11 +451,32 @@ def run_experiment(
     its own from the configs. A step a cap stops ends the experiment there (``capped_by``); a
     compile the cap limited is compiled again on ``--resume`` (its answers from the cache).
     """
+    console = console or Console(stderr=True)
+    reconcile(plan, out, resume=resume)  # fails fast: nothing written yet
+    ensure_writable_dir(out, what="--out")
+    lock = WriterLock(
+        out / LOCK_FILE,
+        f"the experiment in {out}",
+        "one experiment has one writer; wait for it to end (or stop it), then --resume",
+    )
+    with lock:  # a second --resume would compile the same seeds and write the same report under it
+        return _run_locked(plan, out, session=session, lms=lms, console=console, show_progress=show_progress,
+                           window=window)  # fmt: skip
+
+
+def _run_locked(
+    plan: ExperimentPlan,
+    out: Path,
+    *,
+    session: Session | None,
+    lms: dict[str, Any] | None,
+    console: Console,
+    show_progress: bool,
+    window: int | None,
+) -> ExperimentOutcome:
+    """``run_experiment`` once it holds the experiment's lock."""
     from .._compile import compile_guard
 
-    console = console or Console(stderr=True)
-    reconcile(plan, out, resume=resume)
-    ensure_writable_dir(out, what="--out")
     write_json(out / EXPERIMENT_FILE, plan.public_dict())
     outcome = ExperimentOutcome(plan=plan, out=out)
     split = out / SPLIT_FILE

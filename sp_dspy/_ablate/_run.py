@@ -171,7 +171,8 @@ def run_ablation(
     with ablation_lock(out):  # one writer: a second --resume would rewrite the plan and report under it
         return _run_locked(
             plan, out, prepared, resume=resume, retry_errors=retry_errors, log_requests=log_requests,
-            session=session, lm=lm, console=console, show_progress=show_progress,
+            session=session, lm=lm, console=console, show_progress=show_progress, caps=caps,
+            write_report=write_report,
         )  # fmt: skip
 
 
@@ -187,6 +188,8 @@ def _run_locked(
     lm: Any = None,
     console: Console | None = None,
     show_progress: bool = True,
+    caps: Callable[[], BudgetCaps] | None = None,
+    write_report: bool = True,
 ) -> AblationOutcome:
     """``run_ablation`` once it holds the ablation's lock (``prepared``: what ``_prepare`` found)."""
     console = console or Console(stderr=True)
