@@ -282,3 +282,48 @@ def test_a_second_writer_of_the_same_experiment_is_refused(tmp_path: Path) -> No
     ):
         run_experiment(fake_plan(seeds=[0], optimizers=["copro"]), out, show_progress=False)
     assert not (out / "splits.json").exists() and not (out / "artifacts").exists()
+
+
+def test_a_plan_file_says_what_the_flags_say_and_seed_lm_sends_each_compile_its_seed(tmp_path: Path) -> None:
+    out = tmp_path / "exp"
+    plan = tmp_path / "plan.yaml"
+    with improving_stub() as stub:
+        plan.write_text(
+            f"lm: {{model: openai/stub, api_base: '{stub.url}', num_retries: 0, cache: false}}\n"
+            "optimizers: [copro]\nseeds: [3, 4]\nseed_lm: true\nratios: [0.25, 0.25, 0.5]\nn_boot: 20\n"
+            "settings: {copro: {breadth: 2, depth: 1, num_threads: 2}}\n",
+            encoding="utf-8",
+        )
+        result = invoke("--out", str(out), "--plan", str(plan), "-q")
+        assert result.exit_code == 0, (result.output, result.exception)
+        seeds = [(request.body or {}).get("seed") for request in stub.chat_requests]
+    saved = json.loads((out / "experiment.json").read_text(encoding="utf-8"))
+    assert saved["seeds"] == [3, 4] and saved["settings"] == {
+        "copro": {"breadth": 2, "depth": 1, "num_threads": 2}
+    }
+    assert {manifest(out, name)["seed"] for name in ("copro-s3", "copro-s4")} == {3, 4}
+    assert seeds.count(3) > 0 and seeds.count(4) > 0  # each compile's calls carry its seed
+    test_calls = 3 * json.loads((out / "summary.json").read_text(encoding="utf-8"))["comparison"]["n_cases"]
+    assert seeds.count(None) == test_calls  # the test evaluations are not seeded: one LM for every variant
+
+
+def test_rerunning_a_seed_from_the_cache_gives_the_same_artifact_and_sends_nothing(tmp_path: Path) -> None:
+    with improving_stub() as stub:
+        args = ["--lm", "openai/stub", "--api-base", stub.url, "--num-retries", "0", "--optimizers", "copro",
+                "--seeds", "1", *TINY[:6], *FAST]  # fmt: skip
+        first = invoke("--out", str(tmp_path / "a"), *args)
+        assert first.exit_code == 0, (first.output, first.exception)
+        sent = len(stub.requests)
+        again = invoke("--out", str(tmp_path / "b"), *args)
+        assert again.exit_code == 0, (again.output, again.exception)
+        assert len(stub.requests) == sent  # every compile and test call answered from the response cache
+
+    def program(out: Path) -> dict[str, Any]:
+        state = json.loads((out / "artifacts" / "copro-s1" / "program.json").read_text(encoding="utf-8"))
+        return {key: value for key, value in state.items() if key != "metadata"}
+
+    assert program(tmp_path / "a") == program(tmp_path / "b")
+    assert (
+        manifest(tmp_path / "b", "copro-s1")["usage"]["cache_hits"]
+        == manifest(tmp_path / "b", "copro-s1")["usage"]["calls"]
+    )

@@ -67,6 +67,8 @@ class ExperimentPlan(BaseModel):
 
     ``settings``: per optimizer, settings over the optimizer file's (``{"mipro": {"num_trials": 2}}``).
     ``split_seed``: the one split every optimizer seed compiles on (the seeds vary the optimizer only).
+    ``seed_lm``: each compile's LMs are sent its seed as well (the request body's ``seed``), so a
+    provider that samples by seed samples differently per seed and alike when a seed is rerun.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -82,6 +84,7 @@ class ExperimentPlan(BaseModel):
     optimizers: list[str] = Field(default_factory=lambda: ["mipro"], min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     split_seed: int = 0
+    seed_lm: bool = False  # the compiles' LMs get the seed too (providers that take one: OpenAI-compatible)
     ratios: tuple[float, float, float] = DEFAULT_RATIOS
     settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
     optimizer_config: Path | None = None
@@ -434,6 +437,13 @@ def _live(plan: ExperimentPlan, session: Session | None) -> Iterator[dict[str, L
         }
 
 
+def _seeded(config: LMConfig | None, seed: int, seed_lm: bool) -> LMConfig | None:
+    """``config`` sending ``seed`` in every request body when ``seed_lm`` (else unchanged)."""
+    if config is None or not seed_lm:
+        return config
+    return config.model_copy(update={"extra_body": {**(config.extra_body or {}), "seed": seed}})
+
+
 def run_experiment(
     plan: ExperimentPlan,
     out: Path,
@@ -505,7 +515,11 @@ def _run_locked(
                 return outcome
             console.print(f"{head} -> {step.out}", highlight=False)
             config = compile_config(plan, out, optimizer, seed, split, caps=caps, force=True)
-            compiled = compile_guard(config, task, live["prompt"], live["reflection"], lms=lms, window=window)
+            task_lm, prompt_lm, reflection_lm = (
+                _seeded(live[role], seed, plan.seed_lm) for role in ("task", "prompt", "reflection")
+            )
+            assert task_lm is not None
+            compiled = compile_guard(config, task_lm, prompt_lm, reflection_lm, lms=lms, window=window)
             step.warnings = compiled.warnings
             assert compiled.manifest is not None
             if compiled.manifest.budget_limited:

@@ -57,7 +57,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--show-request",
     ),
     "Optimizer": (
-        "--optimizer", "--optimizers", "--seeds", "--optimizer-config", "--set", "--top-k", "--prompt-lm", "--prompt-api-base",
+        "--optimizer", "--optimizers", "--seeds", "--seed-lm", "--optimizer-config", "--set", "--top-k", "--prompt-lm", "--prompt-api-base",
         "--prompt-api-key-env", "--reflection-lm", "--reflection-api-base", "--reflection-api-key-env",
     ),
     "Budget": ("--max-calls", "--max-total-tokens", "--max-usd", "--dry-run"),

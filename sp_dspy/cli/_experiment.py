@@ -85,6 +85,12 @@ def experiment_command(
     split_seed: Annotated[
         int | None, typer.Option("--split-seed", help="Seed of the one train/dev/test split (default 0).")
     ] = None,
+    seed_lm: Annotated[
+        bool,
+        typer.Option(
+            "--seed-lm", help="Send each compile's seed to its LMs too (providers that take a seed)."
+        ),
+    ] = False,
     ratios: Annotated[
         str | None, typer.Option("--ratios", help="train,dev,test ratios of the split (default 0.1,0.1,0.8).")
     ] = None,
@@ -148,7 +154,7 @@ def experiment_command(
     caps = {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd}
     flags: dict[str, Any] = {
         "dataset": dataset, "benchmark": benchmark, "lenient": lenient or None, "protocol": protocol,
-        "program": program, "optimizers": optimizers, "seeds": seeds, "split_seed": split_seed,
+        "program": program, "optimizers": optimizers, "seeds": seeds, "split_seed": split_seed, "seed_lm": seed_lm or None,
         "ratios": None if ratios is None else parse_ratios(ratios), "optimizer_config": optimizer_config,
         "top_k": top_k, "concurrency": concurrency, "n_boot": n_boot,
         "settings": parse_settings(set_ or []) or None,
