@@ -215,6 +215,8 @@ def test_the_cap_holds_for_the_whole_experiment_and_a_raised_cap_resumes(tmp_pat
     after = finished(out)
     assert all(after[name] == done[name] for name in done if name not in limited)  # not compiled again
     assert all(not manifest(out, name)["budget_limited"] for name in after)
+    price = price_experiment(fake_plan(seeds=[0, 1]), out)  # what is left to run: nothing
+    assert all(step.done for step in price.steps) and price.left.calls == 0 < price.total.calls
     assert len(engine.calls) > sent
 
 
@@ -326,4 +328,18 @@ def test_rerunning_a_seed_from_the_cache_gives_the_same_artifact_and_sends_nothi
     assert (
         manifest(tmp_path / "b", "copro-s1")["usage"]["cache_hits"]
         == manifest(tmp_path / "b", "copro-s1")["usage"]["calls"]
+    )
+
+
+def test_a_capped_experiment_exits_3_and_says_how_to_continue(tmp_path: Path) -> None:
+    out = tmp_path / "exp"
+    result = invoke(*experiment_args(out, "--max-calls", "10"))
+    assert result.exit_code == 3, (result.output, result.exception)
+    assert (
+        f"--max-calls 10 was reached: finished compiles and evaluations are kept; raise the cap and continue with sp-dspy experiment --out {out} --resume"
+        in " ".join(result.output.split())
+    )
+    assert (
+        manifest(out, "copro-s0")["budget"]["refused_by"] == "max_calls"
+        and not (out / "summary.json").exists()
     )
