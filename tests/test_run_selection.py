@@ -74,6 +74,7 @@ def test_score_compare_report_and_show_agree_with_eval_on_a_split(tmp_path: Path
     summary = json.loads(Path("summary.json").read_text(encoding="utf-8"))
     (variant,) = summary["variants"]
     assert summary["n_cases"] == len(test_ids)
+    assert variant["settings"]["split"] == "splits.json:test"  # as typed; the manifest resolves its file
     assert (variant["cells"]["ALL"]["rmr"], variant["cells"]["ALL"]["excluded_pct"]) == (
         ran["rmr_avg"],
         ran["refusal"],

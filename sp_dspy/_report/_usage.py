@@ -171,5 +171,6 @@ def manifest_info(paths: Iterable[str | Path]) -> ManifestInfo:
         for key in LM_KEYS:
             info._add("lm" if key == "model" else key, run.lm.get(key))
         info._add("concurrency", manifest.settings.get("concurrency"))
-        info._add("split", _mapping(manifest.settings, "data").get("split"))
+        split = manifest.split or {}  # the split as typed; the settings hold its file resolved
+        info._add("split", split.get("spec") or _mapping(manifest.settings, "data").get("split"))
     return info
