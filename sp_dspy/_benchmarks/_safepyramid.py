@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from rich.console import RenderableType
 
@@ -23,6 +23,7 @@ class SafePyramidKind(BenchmarkKind):
     )
     full_note: ClassVar[str] = "the full SafePyramid benchmark has 3,000"
     has_leaderboard: ClassVar[bool] = True
+    breakdown: ClassVar[Literal["level"]] = "level"
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         return load_file(resolve_dataset(dataset, with_evidence=with_evidence), lenient=lenient)

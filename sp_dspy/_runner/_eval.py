@@ -17,7 +17,7 @@ from rich.console import Console
 
 from programs import judge_target, resolve_program, run_case
 
-from .._benchmarks import load_benchmark
+from .._benchmarks import benchmark_kind, load_benchmark
 from .._budget import BudgetExceeded, Spend, require_prices
 from .._data import Benchmark, Case, conversation_id
 from .._data._selection import resolved_path
@@ -245,9 +245,8 @@ def run_eval(
                 errors=outcome.errors,
                 endpoint_requests=endpoint_requests(),
                 transport="direct" if client_of(lm) is not None else "dspy",
-                metrics=None
-                if outcome.report is None
-                else {k: outcome.report.cells.get(k) for k in ("L0", "L1", "L2", "ALL")},
+                # The benchmark's own cells: no level cell for a kind without levels.
+                metrics=None if outcome.report is None else dict(outcome.report.cells),
             )
             dataset = {
                 "source": resolved_path(loaded.source),  # the file scored from any directory
@@ -309,7 +308,11 @@ def run_eval(
         outcome.results = read_run_results(results_file, strict=complete)  # the one read after the units
         if complete:
             outcome.report = score(
-                cases, outcome.results, per_rule=protocol == "per-rule", all_ids={c.id for c in cases}
+                cases,
+                outcome.results,
+                per_rule=protocol == "per-rule",
+                all_ids={c.id for c in cases},
+                by=benchmark_kind(loaded.benchmark).breakdown,
             )
         outcome.errors = job.error_summary(outcome.results)
         manifest(outcome.results)

@@ -19,6 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from .. import __version__
 from .._errors import SpDspyError
+from .._interrupt import interrupted_exit_code, sigterm_interrupts
 from .._redact import install_log_redaction, redact
 from ._console import err_console
 
@@ -157,11 +158,13 @@ def _group(
 
 
 def main() -> None:
-    """Console-script entry point: every ``SpDspyError`` becomes one line and exit 2."""
+    """Console-script entry point: every ``SpDspyError`` becomes one line and exit 2; SIGTERM
+    stops a command as Ctrl-C does (records kept, manifest ``interrupted``), exit 143 vs 130."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     install_log_redaction()  # no library log line (DSPy's, LiteLLM's) may print a key
     try:
-        code = app(standalone_mode=False)
+        with sigterm_interrupts():
+            code = app(standalone_mode=False)
     except SpDspyError as error:
         err_console.print(  # escaped: an error may quote "[model]" or "[1, 2]", which is not markup
             f"[bold red]error:[/bold red] {escape(redact(str(error)))}", highlight=False, soft_wrap=True
@@ -169,7 +172,7 @@ def main() -> None:
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted")
-        sys.exit(130)
+        sys.exit(interrupted_exit_code())
     except typer.Exit as exit_:
         sys.exit(exit_.exit_code)
     except typer.Abort:

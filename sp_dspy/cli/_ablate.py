@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from rich import box
 
 from .._errors import ConfigError, validation_problem
+from .._interrupt import interrupted_exit_code
 from .._lm import LMConfig, configure_cache
 from .._report import render_terminal
 from .._report._html_tables import DASH, count, num
@@ -124,7 +125,8 @@ def ablate_command(
     """Run several guard variants on one LM and the same cases; write summary.json and report.html.
 
     Exit status: 0 every unit answered; 2 bad input, an error, or a variant stopped early
-    on a failure retrying cannot fix; 3 some units ended in error.
+    on a failure retrying cannot fix; 3 some units ended in error; 130 Ctrl-C, 143 SIGTERM
+    (finished units kept: --resume continues).
     """
     from .._ablate import PLAN_FILE, build_plan, read_plan_file, run_ablation
 
@@ -173,7 +175,7 @@ def ablate_command(
             highlight=False,
         )
         # SystemExit, not typer.Exit: ``main`` runs the app with standalone_mode=False.
-        raise SystemExit(130)
+        raise SystemExit(interrupted_exit_code())
     _print_outcome(outcome, small=lmo.is_local(lm_config))
     if outcome.units_failed:
         raise SystemExit(EXIT_UNFINISHED)

@@ -86,7 +86,7 @@ def check_command(
 
     With --batch, many conversations (JSON lines), checked concurrently: one verdict per line.
     Exit status: 0 no rule violated, 1 some rule violated, 2 no verdict or bad input
-    (with --batch: the worst line's).
+    (with --batch: the worst line's); 130 Ctrl-C, 143 SIGTERM.
     """
     if (conversation is None) == (batch is None):
         raise ConfigError("give one of --conversation FILE (- for standard input) or --batch FILE.jsonl")
@@ -107,7 +107,9 @@ def check_command(
     (lm_config,) = lmo.lm_configs(lm, None, config, default=lmo.LOCAL, **lm_flags.overrides())
     configure_cache(enabled=not lm_flags.no_cache)
     with lmo.lm_session(lm_config) as live:
-        guard = Guard.load(program, lm=live, protocol=protocol, parser=parser)
+        # No deadline: --timeout and --num-retries are this command's bound on a check (the
+        # embedded model may need minutes on a CPU); Guard.load's default would cut them short.
+        guard = Guard.load(program, lm=live, protocol=protocol, parser=parser, deadline=None)
         if batch is None:
             with guard:
                 verdict = guard.check(str(policy_text), raw_conversation, framework=framework_text)

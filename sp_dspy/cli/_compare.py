@@ -1,6 +1,7 @@
 """``sp-dspy compare``: is B better than A on the same cases, beyond noise?
 
-Per level and pooled (``ALL``), over the cases both sides have results for: ``B - A`` with
+Per cell of the benchmark's breakdown (SafePyramid's levels, a custom benchmark's tags, none
+for PKU-SafeRLHF) and pooled (``ALL``), over the cases both sides have results for: ``B - A`` with
 paired bootstrap intervals, and McNemar's test on exact match, a case a side excluded
 counting as wrong for it (a guard must not win by declining the hard cases).
 """
@@ -31,7 +32,10 @@ if TYPE_CHECKING:
     from .._metrics import CellComparison, ResultSet
 
 METRIC_LABELS = {"rmr_avg": "RMR", "rmr_exact": "RMR@1.0", "rdr": "RDR"}
-NOTE_PAIRED = "B - A over the cases both sides scored; 95% paired bootstrap interval; RDR: lower is better."
+NOTE_PAIRED = (
+    "B - A over the cases both sides scored; 95% paired bootstrap interval (none where too few "
+    "cases are paired for it to be informative); RDR: lower is better."
+)
 NOTE_MCNEMAR = (
     "McNemar's test on exact match over every compared case; a case a side excluded "
     "(refused, unparseable, errored) counts as wrong for that side. "
@@ -54,7 +58,8 @@ class Comparison(BaseModel):
     bootstrap: dict[str, Any]
     cap_aware: bool = False
     benchmark: str = "safepyramid"  # the benchmark kind the cases belong to
-    #: The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports).
+    #: The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports;
+    #: custom: each side's binary view and per-rule scores).
     extra: dict[str, dict[str, Any]] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_MCNEMAR])
 
@@ -83,9 +88,11 @@ def compare_results(
             f"{dataset or 'the dataset'}: no case has results on both sides (A: {len(in_a)}, B: {len(in_b)}); "
             "wrong --dataset or result files?"
         )
-    cells = compare_cells(compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed)
-
     kind = kind_of_cases(compared)
+    by = (kind or benchmark_kind(DEFAULT_BENCHMARK)).breakdown
+    cells = compare_cells(
+        compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed, by=by
+    )
     extra = {}
     for side, results in (("A", results_a), ("B", results_b)):
         report = None if kind is None else kind.variant_report(compared, results, cap_aware=cap_aware)
@@ -191,7 +198,7 @@ def metrics_table(comparison: Comparison) -> Table:
         paired = comparison.cells[name].paired
         for metric, label in METRIC_LABELS.items():
             ci = paired.ci.get(metric)
-            interval = "-" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+            interval = (paired.ci_note or "-") if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
             values = (_num(paired.a[metric]), _num(paired.b[metric]), _num(paired.diff[metric], "+.2f"))
             table.add_row(name if metric == "rmr_avg" else "", label, str(paired.n_pairs), *values, interval)
     return table

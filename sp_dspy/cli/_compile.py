@@ -22,6 +22,7 @@ from optimizers import parse_overrides
 from .._benchmarks import benchmark_kind
 from .._data import parse_ratios
 from .._errors import ConfigError, validation_problem
+from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache
 from .._table import FitTable
 from . import _lm_options as lmo
@@ -189,7 +190,7 @@ def compile_command(
             stack.close()  # the display first, then the message below it
             cached = not no_cache and not task.is_fake  # the fake's answers are never cached
             _print_interrupted(status, out, had_artifact=had_artifact, cached=cached)
-            raise typer.Exit(130) from None
+            raise typer.Exit(interrupted_exit_code()) from None
     _print_outcome(outcome)
     if outcome.errors.errors:  # an artifact was saved, but on answers its failed calls left out
         raise SystemExit(EXIT_UNFINISHED)

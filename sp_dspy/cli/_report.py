@@ -117,12 +117,11 @@ def report_command(
         all_ids=[case.id for case in loaded.cases],
     )
     console.print(render_terminal(summary))
-    if summary.pku_published is not None:
-        kind_table = benchmark_kind(summary.benchmark).report_terminal(
-            [(entry.label, entry.pku) for entry in summary.variants]
-        )
-        if kind_table is not None:
-            console.print(kind_table)
+    kind_table = benchmark_kind(summary.benchmark).report_terminal(
+        [(entry.label, entry.extra) for entry in summary.variants]
+    )
+    if kind_table is not None:
+        console.print(kind_table)
     notes = list(summary.notes)
     if loaded.skipped:
         notes.append(f"{loaded.skipped} malformed dataset case(s) skipped (--lenient)")

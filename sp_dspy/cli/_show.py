@@ -16,6 +16,7 @@ from rich.table import Table
 from .._benchmarks import benchmark_kind
 from .._errors import DataError
 from .._metrics import case_outcomes, classify_failure, read_result_files, resolve_records
+from .._metrics._official import cells_of
 from . import _options as opt
 from ._console import console
 from ._dataset import load_for_results
@@ -125,11 +126,21 @@ def _verdict(view: _View) -> str:
     return f"[yellow]FP {outcome.fp}, FN {outcome.fn}[/yellow]" + (f" ({modes})" if modes else "")
 
 
+def _where(case: Case) -> str:
+    """The case's level and domain (``L0 finance``); a benchmark without levels names no level,
+    but the case's tags where it breaks down by them (``custom (tag refunds)``)."""
+    by = benchmark_kind(case.benchmark).breakdown
+    cells = cells_of(case.level, case.tags, by)
+    if by == "level":
+        return " ".join([*cells, case.domain])
+    return case.domain + (f" ({', '.join(cells)})" if cells else "")
+
+
 def _print_case(view: _View) -> None:
     case, outcome = view.case, view.outcome
     console.print(Rule(escape(case.id), align="left"))
     console.print(
-        f"{case.level} {escape(case.domain)}; status {escape(_status(view))}; {_verdict(view)}",
+        f"{escape(_where(case))}; status {escape(_status(view))}; {_verdict(view)}",
         highlight=False,
     )
     console.print(
