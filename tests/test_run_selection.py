@@ -179,8 +179,10 @@ def test_runs_with_different_selections_scored_together_say_which_cases(
     assert "scored on the 2 case(s) every side selected" in compared.stderr
 
     reported = cli("report", two, five, "--json", "summary.json", "--out", "r.html", "--n-boot", "0")
-    assert json.loads(Path("summary.json").read_text(encoding="utf-8"))["n_cases"] == 2
-    assert "scored on the 2 case(s) every side selected" in reported.stderr
+    summary = json.loads(Path("summary.json").read_text(encoding="utf-8"))
+    assert summary["n_cases"] == 2 and "scored on the 2 case(s) every side selected" in summary["notes"][0]
+    assert reported.stderr.count("every side selected") == 1  # once, with the report's notes
+    assert "every side selected" in Path("r.html").read_text(encoding="utf-8")
 
     same = cli("score", two, evaluate("again", "--dataset", dataset, "--limit", "2"), "--n-boot", "0")
     assert "note:" not in same.stderr and "the run's selection: --limit 2" in same.stdout

@@ -24,11 +24,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ScoredData:
     """``loaded``: the whole dataset (ids outside the selection are not unknown); ``cases``: the
-    cases the results are scored on, in dataset order; ``described``: which cases, in words."""
+    cases the results are scored on, in dataset order; ``described``: which cases, in words;
+    ``note``: what the runs selected and which set is scored, when their selections differ."""
 
     loaded: Benchmark
     cases: list[Case]
     described: str
+    note: str | None = None
 
 
 def load_for_results(
@@ -41,6 +43,7 @@ def load_for_results(
     with_evidence: bool = False,
     lenient: bool = False,
     check: bool = True,
+    announce: bool = True,
 ) -> ScoredData:
     """Load the dataset and the cases the result files of ``sides`` (one per variant) are scored on.
 
@@ -54,7 +57,8 @@ def load_for_results(
     A file without a manifest selected every case. ``select`` (the command's flags): ``--split``,
     ``--start-idx``, ``--limit`` or ``--shard`` replace the recorded selections; ``--level`` and
     ``--domain`` alone narrow them. With ``check``, results none of whose ids is a case are
-    refused, not scored as 100% excluded.
+    refused, not scored as 100% excluded. ``announce``: print the note on differing selections
+    (``report`` keeps it with its summary's notes instead).
     """
     files = [file for side in sides for file in side]
     beside: dict[Path, list[tuple[Path, RunManifest]]] = {}
@@ -87,16 +91,19 @@ def load_for_results(
             check_results_belong(result_set.result_ids(), ids, where=where, source=loaded.source)
     if select is not None and select.takes_part:
         return ScoredData(loaded, select.apply(loaded), f"the cases {select.describe()} selects")
-    cases, described = _selected(loaded, sides, recorded)
+    cases, described, note = _selected(loaded, sides, recorded)
     if select is not None and (select.level or select.domain):
         cases = filter_cases(cases, level=select.level, domain=select.domain)
-    return ScoredData(loaded, cases, described)
+    if note is not None and announce:
+        _note(f"note: {note}")
+    return ScoredData(loaded, cases, described, note)
 
 
 def _selected(
     loaded: Benchmark, sides: Sequence[Sequence[Path]], recorded: dict[Path, RecordedData]
-) -> tuple[list[Case], str]:
-    """The cases the runs of ``sides`` selected, and which set that is in words (see ``load_for_results``)."""
+) -> tuple[list[Case], str, str | None]:
+    """The cases the runs of ``sides`` selected, which set that is in words, and a note when the
+    runs' selections differ (see ``load_for_results``)."""
     picked: dict[Path, tuple[str, set[str]]] = {}  # per manifest: its selection in words, its case ids
     per_file: dict[Path, tuple[str, set[str]] | None] = {}
     for file in {file for side in sides for file in side}:
@@ -125,17 +132,16 @@ def _selected(
     cases = list(loaded.cases) if wanted is None else [case for case in loaded.cases if case.id in wanted]
     distinct = {part[0] for part in per_file.values() if part is not None}
     if not distinct:
-        return cases, "every case"
+        return cases, "every case", None
     if len(distinct) == 1 and all(part is not None for part in per_file.values()):
-        return cases, f"the run's selection: {distinct.pop()}"
+        return cases, f"the run's selection: {distinct.pop()}", None
     listed = "; ".join(
         f"{file.name}: {part[0] if part else 'every case'} ({len(part[1]) if part else len(loaded.cases)})"
         for file, part in sorted(per_file.items())
     )
     which = "every side" if len(sides) > 1 else "any of them"
     words = f"the {len(cases)} case(s) {which} selected"
-    _note(f"note: the runs selected different cases ({listed}): scored on {words}")
-    return cases, words
+    return cases, words, f"the runs selected different cases ({listed}): scored on {words}"
 
 
 def _note(text: str, *, dim: bool = False) -> None:

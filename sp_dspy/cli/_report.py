@@ -100,7 +100,7 @@ def report_command(
     select = CaseSelection(split=split, limit=limit, start_idx=start_idx, shard=shard)
     data = load_for_results(
         [paths for _, paths in variants], [first], dataset=dataset, benchmark=benchmark, select=select,
-        lenient=lenient,
+        lenient=lenient, announce=False,
     )  # fmt: skip
     loaded = data.loaded
     summary = build_summary(
@@ -115,6 +115,7 @@ def report_command(
         seed=seed,
         skip_bad_lines=skip_bad_lines,
         all_ids=[case.id for case in loaded.cases],
+        cases_note=data.note,
     )
     console.print(render_terminal(summary))
     kind_table = benchmark_kind(summary.benchmark).report_terminal(
