@@ -212,3 +212,25 @@ def test_a_run_is_scored_from_another_directory(
     scored = score_json(results)["ALL"]
     assert (scored["total"], scored["excluded"]) == (len(test_ids), 0)
     assert f"{len(test_ids)} selected" in cli("show", results).output
+
+
+def test_report_on_an_ablations_results_agrees_with_its_summary(tmp_path: Path, dataset: Path) -> None:
+    cli("split", "--dataset", dataset, "--ratios", "0.25,0.25,0.5", "--out", "splits.json")
+    variants = "official-per-policy,official-per-rule"
+    cli("ablate", "--lm", "fake/random", "--dataset", dataset, "--split", "splits.json:test", "--variants",
+        variants, "--out", "ablation", "--n-boot", "0", "-q")  # fmt: skip
+    ablated = json.loads(Path("ablation/summary.json").read_text(encoding="utf-8"))
+    labelled = [
+        f"{label}={next(Path('ablation/results').glob(f'*-{label}_*.jsonl'))}"
+        for label in variants.split(",")
+    ]
+    cli("report", *labelled, "--json", "again.json", "--out", "again.html", "--n-boot", "0")
+    again = json.loads(Path("again.json").read_text(encoding="utf-8"))
+    assert (
+        again["n_cases"]
+        == ablated["n_cases"]
+        == len(json.loads(Path("splits.json").read_text("utf-8"))["test"])
+    )
+    cells = {v["label"]: v["cells"]["ALL"] for v in ablated["variants"]}
+    for variant in again["variants"]:
+        assert variant["cells"]["ALL"] == cells[variant["label"]]
