@@ -38,10 +38,14 @@ def read_yaml_text(path: Path, what: str) -> tuple[Any, str]:
 
 
 def read_yaml_mapping(path: Path, what: str, expected: str) -> dict[str, Any]:
-    """The mapping a settings file holds (``{}`` when empty); anything else is ``{path}: expected {expected}``."""
+    """The mapping a settings file holds; anything else is ``{path}: expected {expected}``.
+
+    A file given on purpose that sets nothing (empty, only comments, ``{}``) is refused: it is
+    more likely the wrong file than a wish for every default.
+    """
     document, _ = read_yaml_text(path, what)
-    if document is None:
-        return {}
+    if document is None or document == {}:
+        raise ConfigError(f"{path}: empty {what} (it sets nothing)")
     if not isinstance(document, dict):
         raise ConfigError(f"{path}: expected {expected}")
     return document

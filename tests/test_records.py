@@ -260,3 +260,16 @@ def test_bytes_that_are_not_utf8_name_line_and_column(tmp_path: Path) -> None:
     with pytest.raises(DataError) as info:
         read_result_files([path])
     assert str(info.value) == f"{path}:2:30: not UTF-8 (byte 0xe9); save the file as UTF-8"
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0, "violated", "true"])
+@pytest.mark.parametrize("field", ["pred", "gt"])
+def test_a_judgment_verdict_is_true_false_or_null(field: str, value: object) -> None:
+    """Lax pydantic would read ``"yes"`` or ``1`` as a verdict; a judgment line must say true or false."""
+    with pytest.raises(ValueError, match=r"expected true \(violated\), false \(not violated\) or null"):
+        JudgmentRecord.model_validate_json(json.dumps({"cid": "a-1-l0", "rule": 1, field: value}))
+    for verdict in (True, False, None):
+        assert (
+            getattr(JudgmentRecord.model_validate({"cid": "a-1-l0", "rule": 1, field: verdict}), field)
+            is verdict
+        )

@@ -17,6 +17,7 @@ from .._errors import ConfigError, validation_problem
 from .._lm import LMConfig
 from .._runner import DataSelection
 from .._runner._config import Parser
+from .._runner._paths import RunId
 from .._user_dirs import ensure_writable_dir
 from .._yaml_lines import read_yaml_mapping
 from ._variants import DEFAULT_VARIANTS
@@ -38,7 +39,7 @@ class AblationPlan(BaseModel):
     parser: Parser = "strict"
     allow_overlap: bool = False  # run artifact variants on cases of their own train/dev split
     concurrency: int = Field(default=16, ge=1, le=1024)
-    run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
+    run_id: RunId | None = None
     baseline: str | None = None
     n_boot: int = Field(default=1000, ge=0)
     seed: int = 0

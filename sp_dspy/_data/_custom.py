@@ -122,7 +122,10 @@ def _rule_list(value: object, rules: set[int], at: str) -> list[int]:
         raise DataError(f"{at}: violated_rules: missing (use [] when no rule is violated)")
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise DataError(f"{at}: violated_rules: expected a list of rule numbers, got {value!r:.60}")
+    twice = sorted({rule for rule in value if value.count(rule) > 1})
+    if twice:
+        raise DataError(f"{at}: violated_rules: rule(s) {twice} listed more than once")
     unknown = sorted(set(value) - rules)
     if unknown:
         raise DataError(f"{at}: violated_rules: rule(s) {unknown} are not numbered in the policy")
-    return sorted(set(value))
+    return sorted(value)

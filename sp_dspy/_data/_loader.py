@@ -106,6 +106,8 @@ def load_file(path: Path, *, lenient: bool = False) -> Benchmark:
             text = decode_utf8(raw_bytes, path)
             items = _case_list(parse_json(text, path), path)
             cases, reasons = validate_cases(items, path=path, text=text, lenient=lenient)
+        if not cases and not reasons:  # a run or a score over no case says nothing
+            raise DataError(f"{path}: no cases (the file's list of cases is empty)")
         return Benchmark(
             cases=cases,
             source=str(path),

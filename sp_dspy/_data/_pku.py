@@ -85,8 +85,11 @@ def load_pku(
     digest = hashlib.sha256(b"".join(blob for _, blob in blobs)).hexdigest()
     load = PkuLoad(cases=[], source=label, content_hash=digest)
     seen: set[str] = set()
-    for path, blob in blobs:
-        for number, line in enumerate(decode_utf8(blob, path).splitlines(), start=1):
+    texts = [(path, decode_utf8(blob, path)) for path, blob in blobs]
+    if not any(text.strip() for _, text in texts):  # a run or a score over no row says nothing
+        raise DataError(f"{label}: no rows (expected one PKU-SafeRLHF JSON object per line)")
+    for path, text in texts:
+        for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             where = f"{path}:{number}"

@@ -52,7 +52,7 @@ class CaseSelection(BaseModel):
     level: str | None = None
     domain: str | None = None
     split: str | None = None
-    limit: int | None = Field(default=None, ge=0)
+    limit: int | None = Field(default=None, ge=1)
     start_idx: int = Field(default=0, ge=0)
     shard: str | None = None
 

@@ -48,6 +48,8 @@ def _read_one(
     result.files.append(str(path))
     try:
         raw = path.read_bytes()
+    except IsADirectoryError:
+        raise DataError(f"{path}: a directory, not a result file (name the results_*.jsonl in it)") from None
     except OSError as exc:
         raise DataError(f"{path}: cannot read result file: {exc}") from None
     text = decode_utf8(raw, path)

@@ -12,6 +12,7 @@ from .._budget import BudgetCaps
 from .._data._selection import CaseSelection, resolved_path
 from .._errors import ConfigError, validation_problem
 from .._yaml_lines import read_yaml_mapping
+from ._paths import RunId
 
 Protocol = Literal["per-policy", "per-rule"]
 Parser = Literal["strict", "robust"]
@@ -48,7 +49,7 @@ class EvalConfig(BaseModel):
     per_rule_layout: Layout = "official"
     concurrency: int = Field(default=16, ge=1, le=1024)
     output_dir: Path = Path("output/results")
-    run_id: str | None = None
+    run_id: RunId | None = None
     resume: bool = False
     caps: BudgetCaps = Field(default_factory=BudgetCaps)  # --max-calls, --max-total-tokens, --max-usd
 

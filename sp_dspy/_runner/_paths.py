@@ -11,13 +11,36 @@ import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Self
+from typing import Annotated, Self
+
+from pydantic import AfterValidator
 
 from .._errors import ConfigError, OutputError
 from .._provenance import redacted_argv
 from .._run_manifest import manifest_path
 
 UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+#: A run id names files (``results_<RUN_ID>_<model>.jsonl``): no empty one, no ``..``, no dot file.
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+def run_id_problem(run_id: str) -> str | None:
+    """Why ``run_id`` cannot name a run's files, or None when it can."""
+    if re.fullmatch(RUN_ID_PATTERN, run_id):
+        return None
+    return (
+        f"{run_id!r} is not a run id: use letters, digits, '.', '_' and '-', starting with a letter or digit"
+    )
+
+
+def _valid_run_id(run_id: str) -> str:
+    if problem := run_id_problem(run_id):
+        raise ValueError(problem)
+    return run_id
+
+
+RunId = Annotated[str, AfterValidator(_valid_run_id)]
+"""A run id in a settings model (eval's, an ablation plan's): an error names the field."""
 
 
 def safe_name(text: str) -> str:
@@ -31,7 +54,10 @@ def _prefix(protocol: str) -> str:
 
 def new_run_id() -> str:
     """``RUN_ID`` from the environment, else a UTC timestamp."""
-    return os.environ.get("RUN_ID") or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    run_id = os.environ.get("RUN_ID")
+    if run_id and (problem := run_id_problem(run_id)):
+        raise ConfigError(f"RUN_ID (environment): {problem}")
+    return run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
 @dataclass(frozen=True)
@@ -161,11 +187,9 @@ def _read_holder(fd: int) -> dict[str, object]:
 
 def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: bool, protocol: str) -> RunPaths:
     """Pick the run id: the given one, or on ``--resume`` the newest run of this model."""
-    if run_id:
-        if UNSAFE_CHARS.search(run_id):
-            raise ConfigError(
-                f"--run-id: only letters, digits, '.', '_' and '-' are allowed (got {run_id!r})"
-            )
+    if run_id is not None:
+        if problem := run_id_problem(run_id):
+            raise ConfigError(f"--run-id: {problem}")
         return RunPaths(output_dir, run_id, model)
     if resume:
         prefix = _prefix(protocol)

@@ -44,7 +44,7 @@ Domain = Annotated[
     str | None, typer.Option("--domain", help="Only these domains (comma-separated).", show_default="all")
 ]
 Limit = Annotated[
-    int | None, typer.Option("--limit", min=0, help="At most this many cases.", show_default="all")
+    int | None, typer.Option("--limit", min=1, help="At most this many cases.", show_default="all")
 ]
 StartIdx = Annotated[int, typer.Option("--start-idx", min=0, help="Skip this many cases first.")]
 WithEvidence = Annotated[
@@ -67,7 +67,7 @@ ScoreSplit = Annotated[
 ]
 ScoreLimit = Annotated[
     int | None,
-    typer.Option("--limit", min=0, help=f"Score on at most this many cases{_INSTEAD}.", show_default="all"),
+    typer.Option("--limit", min=1, help=f"Score on at most this many cases{_INSTEAD}.", show_default="all"),
 ]
 ScoreStartIdx = Annotated[
     int, typer.Option("--start-idx", min=0, help=f"Skip this many cases first{_INSTEAD}.")
