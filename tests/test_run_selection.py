@@ -234,3 +234,33 @@ def test_report_on_an_ablations_results_agrees_with_its_summary(tmp_path: Path, 
     cells = {v["label"]: v["cells"]["ALL"] for v in ablated["variants"]}
     for variant in again["variants"]:
         assert variant["cells"]["ALL"] == cells[variant["label"]]
+
+
+def test_an_ablation_resumes_from_another_directory(
+    tmp_path: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    write_dataset(work / "mine.json", CASES)
+    cli("split", "--dataset", "mine.json", "--ratios", "0.25,0.25,0.5", "--out", "parts.json")
+    common = ("--variants", "official-per-policy", "--n-boot", "0", "-q")
+    cli(
+        "ablate",
+        "--lm",
+        "fake",
+        "--dataset",
+        "mine.json",
+        "--split",
+        "parts.json:test",
+        "--out",
+        "abl",
+        *common,
+    )
+    plan = json.loads((work / "abl" / "plan.json").read_text(encoding="utf-8"))
+    assert plan["data"]["dataset"] == str(work / "mine.json")
+    assert plan["data"]["split"] == f"{work / 'parts.json'}:test"
+
+    monkeypatch.chdir(tmp_path)
+    resumed = cli("ablate", "--out", work / "abl", "--resume", *common)
+    assert "finished earlier, not run again" in resumed.output

@@ -148,6 +148,8 @@ def run_ablation(
     variant that stops early raises ``RunStopped``.
     """
     console = console or Console(stderr=True)
+    # The plan saved records its dataset and split files resolved: --resume works from any directory.
+    plan = plan.model_copy(update={"data": plan.data.resolved()})
     variants, loaded, cases = _prepare(plan)
     plan = reconcile(plan, out, resume=resume, new_run_id=new_run_id())
     save_plan(plan, out)
