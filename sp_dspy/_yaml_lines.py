@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from ._data._scan import decode_utf8
+from ._data._scan import decode_utf8, read_regular
 from ._errors import ConfigError, DataError
 
 
@@ -16,14 +16,10 @@ def read_yaml_text(path: Path, what: str) -> tuple[Any, str]:
 
     Each problem is one ``ConfigError`` line naming the file (and line); callers check the shape.
     """
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file")
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    try:
-        text = decode_utf8(raw, path)
+        text = decode_utf8(read_regular(path, what), path)
     except DataError as exc:  # a settings file, not data: the same line, as a ConfigError
         raise ConfigError(str(exc)) from None
     try:

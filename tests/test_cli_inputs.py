@@ -181,7 +181,7 @@ def test_a_split_of_another_dataset_is_refused(tmp_path: Path, dataset: Path) ->
             lambda p: p.write_text("data: L1\n"),
             "{p}: field data: expected a mapping of data settings, got str",
         ),
-        (lambda p: p.mkdir(), "{p}: cannot read run config (Is a directory)"),
+        (lambda p: p.mkdir(), "{p}: run config is a directory, not a regular file"),
         (lambda p: p.write_text("data: " + DEEP), "{p}: invalid YAML: nested too deeply"),
         (
             lambda p: p.write_bytes(b"program: official\nrun_id: caf\xe9\n"),
@@ -292,6 +292,85 @@ def test_split_out_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["split", "--out", str(taken / "splits.json")])
     assert isinstance(result.exception, OutputError), result.output
     assert str(result.exception).startswith(f"{taken / 'splits.json'}: cannot write the split (")
+
+
+def _fifo_inputs(tmp_path: Path) -> dict[str, tuple[list[str | Path], Path]]:
+    """Each input the tool reads, made a FIFO: the command, and the FIFO it must refuse."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "policy.txt").write_text("Rules:\n1. The chatbot must not swear.\n", encoding="utf-8")
+    (tmp_path / "chat.txt").write_text("Turn 1 - User: hi\nTurn 1 - Chatbot: hello\n", encoding="utf-8")
+    run = tmp_path / "run"
+    assert (
+        invoke("eval", "--lm", "fake", "-q", "--limit", "1", "--run-id", "r1", "--output-dir", run).exit_code
+        == 0
+    )
+    (run / "manifest_r1.json").unlink()
+    os.mkfifo(run / "manifest_r1.json")
+    ablation = tmp_path / "ablation"
+    ablation.mkdir()
+    os.mkfifo(ablation / "plan.json")
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    os.mkfifo(resumed / "results_r2_fake.jsonl")
+    check = ["check", "--lm", "fake"]
+    return {
+        "--dataset": (["eval", "--lm", "fake", "-q", "--dataset", fifo], fifo),
+        "custom --dataset": (
+            ["eval", "--lm", "fake", "-q", "--benchmark", "custom", "--dataset", fifo],
+            fifo,
+        ),
+        "score's results": (["score", fifo], fifo),
+        "check --policy": ([*check, "--policy", fifo, "--conversation", "chat.txt"], fifo),
+        "check --conversation": ([*check, "--policy", "policy.txt", "--conversation", fifo], fifo),
+        "check --batch": ([*check, "--batch", fifo], fifo),
+        "a run's manifest": (["score", run / "results_r1_fake.jsonl"], run / "manifest_r1.json"),
+        "plan.json": (
+            ["ablate", "--lm", "fake", "-q", "--out", ablation, "--resume"],
+            ablation / "plan.json",
+        ),
+        "a results file found by --resume": (
+            ["eval", "--lm", "fake", "-q", "--output-dir", resumed, "--resume"],
+            resumed / "results_r2_fake.jsonl",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "which",
+    [
+        "--dataset",
+        "custom --dataset",
+        "score's results",
+        "check --policy",
+        "check --conversation",
+        "check --batch",
+        "a run's manifest",
+        "plan.json",
+        "a results file found by --resume",
+    ],
+)
+def test_a_fifo_as_any_input_is_one_line_at_once(tmp_path: Path, which: str) -> None:
+    args, fifo = _fifo_inputs(tmp_path)[which]
+    command = [sys.executable, "-c", "from sp_dspy.cli import main; main()", *map(str, args)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path)  # a hang fails
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert (
+        len(lines) == 1
+        and lines[0].startswith(f"error: {fifo}: ")
+        and "is a FIFO, not a regular file" in lines[0]
+    )
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
+def test_dev_zero_as_the_dataset_is_one_line(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "from sp_dspy.cli import main; main()", "eval", "--lm", "fake", "-q"]
+    done = subprocess.run(
+        [*command, "--dataset", "/dev/zero"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "error: /dev/zero: dataset is a device or socket, not a regular file"
 
 
 def _custom_line(

@@ -264,3 +264,19 @@ def test_an_ablation_resumes_from_another_directory(
     monkeypatch.chdir(tmp_path)
     resumed = cli("ablate", "--out", work / "abl", "--resume", *common)
     assert "finished earlier, not run again" in resumed.output
+
+
+def test_a_run_recorded_with_its_split_as_typed_still_resumes(tmp_path: Path, dataset: Path) -> None:
+    cli("split", "--dataset", dataset, "--ratios", "0.25,0.25,0.5", "--out", "splits.json")
+    args = ("--dataset", dataset, "--split", "splits.json:test", "--limit", "2")
+    results = evaluate("old", *args, lm="fake")
+    manifest_file = results.parent / "manifest_old.json"
+    manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+    manifest["settings"]["data"]["split"] = "splits.json:test"  # as versions before resolving wrote it
+    manifest_file.write_text(json.dumps(manifest), encoding="utf-8")
+    evaluate("old", *args, "--resume", lm="fake")
+    other = tmp_path / "other.json"
+    other.write_bytes(Path("splits.json").read_bytes())
+    refused = cli("eval", "--lm", "fake", "--output-dir", "runs", "--run-id", "old", "-q", "--dataset", dataset,
+                  "--split", f"{other}:test", "--limit", "2", "--resume", fails=True)  # fmt: skip
+    assert "--resume: run old ran with --split" in str(refused.exception)

@@ -341,14 +341,13 @@ def compile_guard(
     )  # fmt: skip
     if config.dry_run:
         return outcome
-    claim_out(config.out, force=config.force)
     status = status or CompileStatus()
     budget = Budget(caps=config.caps)
     failures = CallFailures()
     status.caps, status.budget, status.failures = config.caps, budget, failures
     from sp_dspy._compile._budgeted_lm import BudgetedLM  # imports DSPy
 
-    with library_log(config.out / LOG_FILE):
+    with claim_out(config.out, force=config.force), library_log(config.out / LOG_FILE):
         built = {role: (lms or {}).get(role) or make_lm(cfg) for role, cfg in setup.configs.items()}
         for lm in built.values():
             teach_fake(lm, [*setup.data.train, *setup.data.dev])  # train and dev only: test never

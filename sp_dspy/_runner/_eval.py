@@ -20,6 +20,7 @@ from programs import judge_target, resolve_program, run_case
 from .._benchmarks import benchmark_kind, load_benchmark
 from .._budget import BudgetExceeded, Spend, require_prices
 from .._data import Benchmark, Case, conversation_id
+from .._data._scan import read_regular
 from .._data._selection import resolved_path
 from .._errors import ConfigError, DataError, OutputError, validation_problem
 from .._lm import closing_transports, import_dspy, make_lm
@@ -35,6 +36,7 @@ from .._run_manifest import (
     RunManifest,
     RunTotals,
     previous_run,
+    read_run_manifest,
     write_manifest,
 )
 from .._user_dirs import ensure_writable_dir
@@ -46,6 +48,7 @@ from ._failures import EarlyStop
 from ._fake_gold import teach_fake
 from ._paths import RunLock, RunPaths, resolve_run
 from ._progress import ProgressView
+from ._resume import refuse_a_changed_resume
 from ._store import JsonlStore, StoreWriteError, read_run_results, repair_torn_tail
 from ._units import PerPolicyJob, PerRuleJob
 
@@ -168,6 +171,8 @@ def run_eval(
         RunStopped: the run stopped early on a lasting failure (after writing the
             manifest); every record written is kept.
         RunLockedError: another process is writing this run.
+        ConfigError: a resume whose dataset, program, selection or model differs from
+            the run's manifest (checked before anything is written or sent).
         OutputError: the output directory cannot be written, or a write failed
             mid-run (the run stops at once; ``--resume`` continues it).
     """
@@ -188,6 +193,11 @@ def run_eval(
             raise ConfigError(
                 f"{results_file} exists: pass --resume to continue that run, or choose another --run-id"
             )
+        if config.resume:  # the same run: same dataset, program, selection and model
+            refuse_a_changed_resume(
+                read_run_manifest(paths.manifest), config, dataset=(loaded.source, loaded.content_hash),
+                model=model, lm=lm_config, results_file=results_file,
+            )  # fmt: skip
         lm = lm if lm is not None else make_lm(lm_config)
         teach_fake(lm, cases)
         run_fields: dict[str, Any] = {
@@ -225,7 +235,7 @@ def run_eval(
             wall_s = time.perf_counter() - clock
             split_info = None
             if config.data.split:
-                split_bytes = Path(config.data.split.rpartition(":")[0]).read_bytes()
+                split_bytes = read_regular(Path(config.data.split.rpartition(":")[0]), "split file")
                 split_info = {"spec": typed.split, "sha256": hashlib.sha256(split_bytes).hexdigest()}
             started_at = started.isoformat(timespec="seconds")
             if earlier is not None:  # a resumed run: its time and start include the earlier invocations
