@@ -166,6 +166,8 @@ def run_ablation(
     variant a cap stops ends the ablation there (status ``capped``, no summary).
     ``write_report`` False leaves ``summary.json`` and ``report.html`` to the caller.
     """
+    # The plan saved records its dataset and split files resolved: --resume works from any directory.
+    plan = plan.model_copy(update={"data": plan.data.resolved()})
     prepared = _prepare(plan)  # fails fast: nothing written yet
     ensure_writable_dir(out, what="--out")
     with ablation_lock(out):  # one writer: a second --resume would rewrite the plan and report under it
