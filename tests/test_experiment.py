@@ -343,3 +343,24 @@ def test_a_capped_experiment_exits_3_and_says_how_to_continue(tmp_path: Path) ->
         manifest(out, "copro-s0")["budget"]["refused_by"] == "max_calls"
         and not (out / "summary.json").exists()
     )
+
+
+def test_resume_works_from_another_directory_with_a_relative_dataset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "rows.jsonl").write_bytes(
+        (Path(__file__).parent / "fixtures" / "pku" / "rows.jsonl").read_bytes()
+    )
+    monkeypatch.chdir(data)
+    args = ["--benchmark", "pku-saferlhf", "--optimizers", "copro", "--seeds", "0", *TINY[:6], *FAST]
+    first = invoke("--out", "../exp", "--lm", "fake/instructed", "--dataset", "rows.jsonl", *args)
+    assert first.exit_code == 0, (first.output, first.exception)
+    assert json.loads((tmp_path / "exp" / "experiment.json").read_text())["dataset"] == str(
+        data / "rows.jsonl"
+    )
+    monkeypatch.chdir(tmp_path)
+    resumed = invoke("--out", "exp", "--resume", "-q")
+    assert resumed.exit_code == 0, (resumed.output, resumed.exception)
+    assert resumed.output.count("finished earlier, not run again") == 3  # one compile, two evaluations

@@ -30,6 +30,7 @@ from .._budget import CAP_NAMES, BudgetCaps, Spend, projected
 from .._compile._artifact import write_json
 from .._compile._data import DEFAULT_RATIOS
 from .._data import make_split
+from .._data._selection import resolved_path
 from .._errors import ConfigError, validation_problem
 from .._lm import LMConfig
 from .._lm._config import ANSWER_SETTINGS
@@ -152,6 +153,15 @@ class ExperimentPlan(BaseModel):
                 public[role] = {key: public[role].get(key) for key in ANSWER_SETTINGS}
         return {key: value for key, value in public.items() if key not in MAY_CHANGE}
 
+    def resolved(self) -> ExperimentPlan:
+        """The dataset and optimizer files as absolute paths (a Hub id stays as it is), so the saved
+        plan means the same from any working directory (``--resume`` from elsewhere)."""
+        dataset = None if self.dataset is None else resolved_path(self.dataset)
+        settings_file = (
+            None if self.optimizer_config is None else self.optimizer_config.expanduser().resolve()
+        )
+        return self.model_copy(update={"dataset": dataset, "optimizer_config": settings_file})
+
     def steps(self) -> list[tuple[str, int]]:
         """Every (optimizer, seed) compile, in the order they run."""
         return [(optimizer, seed) for optimizer in self.optimizers for seed in self.seeds]
@@ -201,6 +211,8 @@ def load_saved(out: Path) -> ExperimentPlan | None:
 def reconcile(plan: ExperimentPlan, out: Path, *, resume: bool) -> None:
     """Refuse to mix two experiments in one ``out``: a saved one needs ``resume`` and the same setup."""
     saved = load_saved(out)
+    saved = None if saved is None else saved.resolved()
+    plan = plan.resolved()
     where = out / EXPERIMENT_FILE
     if saved is None:
         if resume:
@@ -462,6 +474,7 @@ def run_experiment(
     compile the cap limited is compiled again on ``--resume`` (its answers from the cache).
     """
     console = console or Console(stderr=True)
+    plan = plan.resolved()
     reconcile(plan, out, resume=resume)  # fails fast: nothing written yet
     ensure_writable_dir(out, what="--out")
     lock = WriterLock(
