@@ -23,13 +23,18 @@ from sp_dspy._ablate._experiment import (
     LOCK_FILE,
     ExperimentPlan,
     build_experiment,
+    caps_left,
     price_experiment,
     run_experiment,
+    spent_so_far,
 )
 from sp_dspy._ablate._seeds import SeedResult, verdict
+from sp_dspy._budget import BudgetCaps
+from sp_dspy._compile._artifact import write_json
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from sp_dspy._lm._fake import INSTRUCTION_PHRASE
+from sp_dspy._runner._failures import RunStopped
 from sp_dspy._writer_lock import WriterLock, WriterLockedError
 from sp_dspy.cli._experiment import register
 from tests._compile_support import improving_stub
@@ -364,3 +369,39 @@ def test_resume_works_from_another_directory_with_a_relative_dataset(
     resumed = invoke("--out", "exp", "--resume", "-q")
     assert resumed.exit_code == 0, (resumed.output, resumed.exception)
     assert resumed.output.count("finished earlier, not run again") == 3  # one compile, two evaluations
+
+
+def test_a_compile_the_cap_cut_short_does_not_count_twice_against_the_cap(tmp_path: Path) -> None:
+    out = tmp_path / "exp"
+    plan = fake_plan(optimizers=["copro"], seeds=[0, 1])
+    for seed, limited in ((0, False), (1, True)):
+        write_json(
+            out / "artifacts" / f"copro-s{seed}" / "manifest.json",
+            {
+                "budget_limited": limited,
+                "usage": {"calls": 10 + seed, "prompt_tokens": 5, "completion_tokens": 1},
+            },
+        )
+    spent = spent_so_far(plan, out)  # copro-s1 is compiled again: its replays count in its own budget
+    assert (spent.calls, spent.tokens) == (10, 6)
+    assert caps_left(BudgetCaps(max_calls=25), spent).max_calls == 15
+
+
+def test_a_stopped_test_evaluation_names_the_experiment_command_that_continues_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def stopped(*args: Any, **kwargs: Any) -> None:
+        seen.update(kwargs)
+        raise RunStopped("auth", "the key was refused", "sp-dspy ablate --out X --resume --retry-errors")
+
+    monkeypatch.setattr("sp_dspy._ablate._experiment.run_ablation", stopped)
+    out = tmp_path / "exp"
+    with pytest.raises(RunStopped) as raised:
+        run_experiment(fake_plan(optimizers=["copro"], seeds=[0]), out, show_progress=False)
+    assert str(raised.value) == (
+        f"the key was refused; after the fix, continue with sp-dspy experiment --out {out} --resume --retry-errors"
+    )
+    run = invoke("--out", str(out), "--resume", "--retry-errors", "-q")
+    assert isinstance(run.exception, RunStopped) and seen["retry_errors"] is True

@@ -38,6 +38,7 @@ from .._pricing import completion_guess, pricing_for
 from .._run_manifest import previous_run
 from .._runner import DataSelection, EvalConfig
 from .._runner._config import Protocol
+from .._runner._failures import RunStopped
 from .._runner._paths import RunPaths
 from .._runner._units import units_of
 from .._user_dirs import ensure_writable_dir
@@ -243,13 +244,15 @@ def spent_so_far(plan: ExperimentPlan, out: Path) -> Spend:
     """What the experiment's finished compiles and every unit its evaluations recorded used.
 
     Replayed answers count at their price (a compile counts every call, so its rerun is a
-    replay): the total is the experiment's, however many invocations it took.
+    replay): the total is the experiment's, however many invocations it took. A compile a cap
+    cut short is left out: it is compiled again, and its own budget counts the replayed calls.
     """
     total = Spend()
     for optimizer, seed in plan.steps():
         manifest = artifact_dir(out, optimizer, seed) / "manifest.json"
-        if manifest.exists():
-            total += manifest_spend(json.loads(manifest.read_text(encoding="utf-8")))
+        document = json.loads(manifest.read_text(encoding="utf-8")) if manifest.exists() else None
+        if document is not None and not document.get("budget_limited"):  # a limited one is compiled again
+            total += manifest_spend(document)
     for label in [plan.baseline, *(artifact_dir(out, o, s).name for o, s in plan.steps())]:
         total += results_spend(_paths(out, label, plan).results_for(plan.protocol))
     return total
@@ -461,6 +464,7 @@ def run_experiment(
     out: Path,
     *,
     resume: bool = False,
+    retry_errors: bool = False,
     session: Session | None = None,
     lms: dict[str, Any] | None = None,
     console: Console | None = None,
@@ -472,6 +476,8 @@ def run_experiment(
     ``lms``: ready ``dspy.LM`` objects by role (tests pass the fake); by default each step builds
     its own from the configs. A step a cap stops ends the experiment there (``capped_by``); a
     compile the cap limited is compiled again on ``--resume`` (its answers from the cache).
+    ``retry_errors`` (with ``resume``) re-sends the test units that ended in error. A test
+    evaluation that stops early raises ``RunStopped`` naming the command that continues it.
     """
     console = console or Console(stderr=True)
     plan = plan.resolved()
@@ -484,7 +490,7 @@ def run_experiment(
     )
     with lock:  # a second --resume would compile the same seeds and write the same report under it
         return _run_locked(plan, out, session=session, lms=lms, console=console, show_progress=show_progress,
-                           window=window)  # fmt: skip
+                           window=window, retry_errors=retry_errors)  # fmt: skip
 
 
 def _run_locked(
@@ -496,6 +502,7 @@ def _run_locked(
     console: Console,
     show_progress: bool,
     window: int | None,
+    retry_errors: bool,
 ) -> ExperimentOutcome:
     """``run_experiment`` once it holds the experiment's lock."""
     from .._compile import compile_guard
@@ -552,12 +559,15 @@ def _run_locked(
 
         try:
             outcome.ablation = run_ablation(
-                ablation_plan(plan, out), out, resume=(out / "plan.json").exists(),
+                ablation_plan(plan, out), out, resume=(out / "plan.json").exists(), retry_errors=retry_errors,
                 session=lambda _config: nullcontext(task), lm=(lms or {}).get("task"), console=console,
                 show_progress=show_progress, caps=remaining, write_report=False,
             )  # fmt: skip
         except CapReached:
             return outcome
+        except RunStopped as stopped:
+            command = f"sp-dspy experiment --out {out} --resume --retry-errors"
+            raise RunStopped(stopped.kind, stopped.reason, command) from None
     ablation = outcome.ablation
     if ablation.capped_by is not None:
         outcome.capped_by = ablation.capped_by

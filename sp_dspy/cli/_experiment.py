@@ -124,6 +124,9 @@ def experiment_command(
             "--resume", help="Continue the experiment in --out; finished compiles and evaluations are kept."
         ),
     ] = False,
+    retry_errors: Annotated[
+        bool, typer.Option("--retry-errors", help="On --resume, re-send test units that ended in error.")
+    ] = False,
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
@@ -168,7 +171,7 @@ def experiment_command(
     configure_cache(enabled=plan.lm.cache)
     try:
         outcome = run_experiment(
-            plan, out, resume=resume, session=lmo.lm_session, console=err_console, show_progress=not quiet,
+            plan, out, resume=resume, retry_errors=retry_errors, session=lmo.lm_session, console=err_console, show_progress=not quiet,
             window=lmo.context_window(plan.lm),
         )  # fmt: skip
     except KeyboardInterrupt:
@@ -261,6 +264,12 @@ def _print_outcome(outcome: ExperimentOutcome) -> None:
         console.print(result.verdict, highlight=False, soft_wrap=True)
     for note in summary.comparison.notes:
         err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    if outcome.ablation is not None:
+        retry = f"sp-dspy experiment --out {outcome.out} --resume --retry-errors"
+        for run in outcome.ablation.runs:
+            for number, line in enumerate(run.errors.lines(retry)):
+                text = f"{run.variant.label}: {line}" if number == 0 else line
+                err_console.print(text, markup=False, highlight=False, soft_wrap=True)
     console.print(
         f"Summary written to {outcome.summary_file}\nReport written to {outcome.report_file}",
         markup=False,
