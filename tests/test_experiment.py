@@ -37,6 +37,7 @@ from sp_dspy._lm._fake import INSTRUCTION_PHRASE
 from sp_dspy._runner._failures import RunStopped
 from sp_dspy._writer_lock import WriterLock, WriterLockedError
 from sp_dspy.cli._experiment import register
+from sp_dspy.cli._lm_options import LOCAL_CONCURRENCY
 from tests._compile_support import improving_stub
 from tests._factories import command_app
 
@@ -348,6 +349,21 @@ def test_a_capped_experiment_exits_3_and_says_how_to_continue(tmp_path: Path) ->
         manifest(out, "copro-s0")["budget"]["refused_by"] == "max_calls"
         and not (out / "summary.json").exists()
     )
+    assert "copro seed 0: warning: --max-calls 10 is below the" in " ".join(result.output.split())
+
+
+def test_the_embedded_model_runs_one_call_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[ExperimentPlan] = []
+
+    def capture(plan: ExperimentPlan, *args: Any, **kwargs: Any) -> None:
+        seen.append(plan)
+        raise SystemExit(0)
+
+    monkeypatch.setattr("sp_dspy.cli._experiment.lmo.is_local", lambda config: True)
+    monkeypatch.setattr("sp_dspy.cli._experiment.lmo.context_window", lambda config: 4096)
+    monkeypatch.setattr("sp_dspy._ablate._experiment.run_experiment", capture)
+    invoke("--out", str(tmp_path / "exp"), "--lm", "fake/instructed", "--concurrency", "16", "-q")
+    assert seen[0].concurrency == LOCAL_CONCURRENCY
 
 
 def test_resume_works_from_another_directory_with_a_relative_dataset(

@@ -541,6 +541,8 @@ def _run_locked(
             assert task_lm is not None
             compiled = compile_guard(config, task_lm, prompt_lm, reflection_lm, lms=lms, window=window)
             step.warnings = compiled.warnings
+            for warning in compiled.warnings:  # capped demos, failed calls: the manifest keeps them too
+                console.print(f"{head}: warning: {warning}", highlight=False, soft_wrap=True)
             assert compiled.manifest is not None
             if compiled.manifest.budget_limited:
                 step.status = "capped"

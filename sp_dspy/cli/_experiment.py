@@ -164,6 +164,8 @@ def experiment_command(
         "caps": caps if any(value is not None for value in caps.values()) else None,
     }  # fmt: skip
     settings = {**_overlay(base, flags), **{role: c and c.model_dump() for role, c in lms.items()}}
+    if lmo.is_local(lms["lm"]):  # one llama.cpp slot: more requests in flight only wait in its queue
+        settings["concurrency"] = min(settings.get("concurrency") or 8, lmo.LOCAL_CONCURRENCY)
     plan = build_experiment(settings, where)
     if dry_run:
         _print_price(price_experiment(plan, out, window=lmo.context_window(plan.lm)), plan)
