@@ -421,3 +421,25 @@ def test_a_stopped_test_evaluation_names_the_experiment_command_that_continues_i
     )
     run = invoke("--out", str(out), "--resume", "--retry-errors", "-q")
     assert isinstance(run.exception, RunStopped) and seen["retry_errors"] is True
+
+
+def test_split_per_seed_compiles_each_seed_on_its_own_split_and_tests_on_cases_none_saw(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "exp"
+    plan = fake_plan(optimizers=["copro"], seeds=[0, 1], split_per_seed=True)
+    price = price_experiment(plan, out)  # the dry run prices the common test part
+    outcome = run_experiment(plan, out, show_progress=False)
+    assert outcome.summary is not None
+    splits = {seed: json.loads((out / f"splits-s{seed}.json").read_text(encoding="utf-8")) for seed in (0, 1)}
+    assert splits[0]["test"] != splits[1]["test"] and (splits[0]["seed"], splits[1]["seed"]) == (0, 1)
+    common = json.loads((out / "splits.json").read_text(encoding="utf-8"))
+    assert set(common["test"]) == set(splits[0]["test"]) & set(splits[1]["test"]) and not common["train"]
+    for seed in (0, 1):
+        compiled = manifest(out, f"copro-s{seed}")["split"]
+        assert compiled["seed"] == seed and not set(compiled["train"] + compiled["dev"]) & set(common["test"])
+    assert outcome.summary.comparison.n_cases == len(common["test"]) > 0
+    tested = next(step for step in price.steps if step.name == "official-per-policy")
+    assert tested.estimate.calls == len(common["test"])
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert "a train/dev split of its own" in report

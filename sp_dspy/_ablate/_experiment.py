@@ -29,7 +29,7 @@ from .._benchmarks import BenchmarkName, load_benchmark
 from .._budget import CAP_NAMES, BudgetCaps, Spend, projected
 from .._compile._artifact import write_json
 from .._compile._data import DEFAULT_RATIOS
-from .._data import make_split
+from .._data import Split, make_split
 from .._data._selection import resolved_path
 from .._errors import ConfigError, validation_problem
 from .._lm import LMConfig
@@ -69,6 +69,8 @@ class ExperimentPlan(BaseModel):
 
     ``settings``: per optimizer, settings over the optimizer file's (``{"mipro": {"num_trials": 2}}``).
     ``split_seed``: the one split every optimizer seed compiles on (the seeds vary the optimizer only).
+    ``split_per_seed``: each seed compiles on a split of its own, made with that seed; every variant
+    is then tested on the cases in all of their test parts (no compile saw them).
     ``seed_lm``: each compile's LMs are sent its seed as well (the request body's ``seed``), so a
     provider that samples by seed samples differently per seed and alike when a seed is rerun.
     """
@@ -86,6 +88,7 @@ class ExperimentPlan(BaseModel):
     optimizers: list[str] = Field(default_factory=lambda: ["mipro"], min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     split_seed: int = 0
+    split_per_seed: bool = False  # each seed compiles on a split of its own (seed = the optimizer seed)
     seed_lm: bool = False  # the compiles' LMs get the seed too (providers that take one: OpenAI-compatible)
     ratios: tuple[float, float, float] = DEFAULT_RATIOS
     settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -305,13 +308,40 @@ def ablation_plan(plan: ExperimentPlan, out: Path) -> AblationPlan:
     )  # fmt: skip
 
 
-def write_split(plan: ExperimentPlan, path: Path) -> None:
-    """The experiment's grouped split, written atomically (a killed run never leaves half of it)."""
+def split_file(folder: Path, plan: ExperimentPlan, seed: int) -> Path:
+    """The split the compile of ``seed`` trains and selects on."""
+    return folder / (f"splits-s{seed}.json" if plan.split_per_seed else SPLIT_FILE)
+
+
+def write_splits(plan: ExperimentPlan, folder: Path) -> None:
+    """The experiment's grouped split(s), written atomically, ``splits.json`` (the test part) last.
+
+    With ``split_per_seed`` each seed's split is ``splits-sSEED.json``, and ``splits.json`` holds
+    as its test part the cases every one of them tests on (no train or dev part).
+    """
     loaded = load_benchmark(plan.dataset, lenient=plan.lenient, benchmark=plan.benchmark)
-    split = make_split(
-        loaded.cases, seed=plan.split_seed, ratios=plan.ratios, dataset_hash=loaded.content_hash
+
+    def split(seed: int) -> Split:
+        return make_split(loaded.cases, seed=seed, ratios=plan.ratios, dataset_hash=loaded.content_hash)
+
+    if not plan.split_per_seed:
+        write_json(folder / SPLIT_FILE, split(plan.split_seed).model_dump())
+        return
+    tested: set[str] | None = None
+    for seed in plan.seeds:
+        own = split(seed)
+        write_json(split_file(folder, plan, seed), own.model_dump())
+        tested = set(own.test) if tested is None else tested & set(own.test)
+    common = [case.id for case in loaded.cases if case.id in (tested or set())]
+    everywhere = Split(
+        train=[],
+        dev=[],
+        test=common,
+        seed=plan.split_seed,
+        ratios=plan.ratios,
+        dataset_hash=loaded.content_hash,
     )
-    write_json(path, split.model_dump())
+    write_json(folder / SPLIT_FILE, everywhere.model_dump())
 
 
 # --- pricing (--dry-run) ----------------------------------------------------------------------
@@ -346,12 +376,14 @@ def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = No
 
     steps: list[PricedStep] = []
     with tempfile.TemporaryDirectory() as scratch:
-        split = out / SPLIT_FILE
-        if not split.exists():
-            split = Path(scratch) / SPLIT_FILE
-            write_split(plan, split)
+        folder = out if (out / SPLIT_FILE).exists() else Path(scratch)
+        if folder != out:
+            write_splits(plan, folder)
         data = DataSelection(
-            dataset=plan.dataset, benchmark=plan.benchmark, lenient=plan.lenient, split=f"{split}:test"
+            dataset=plan.dataset,
+            benchmark=plan.benchmark,
+            lenient=plan.lenient,
+            split=f"{folder / SPLIT_FILE}:test",
         )
         baseline = EvalConfig(data=data, program="official", protocol=plan.protocol, caps=plan.caps)
         _, test_cases = select_cases(baseline)
@@ -359,6 +391,7 @@ def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = No
         pricing = pricing_for(plan.lm, completion_guess(plan.protocol, plan.program == "dspy-cot", plan.lm))
         evaluations: list[PricedStep] = []
         for optimizer, seed in plan.steps():
+            split = split_file(folder, plan, seed)
             config = compile_config(plan, out, optimizer, seed, split, dry_run=True, caps=plan.caps)
             compiled = compile_guard(config, plan.lm, plan.prompt_lm, plan.reflection_lm, window=window).plan
             name = artifact_dir(out, optimizer, seed).name
@@ -509,10 +542,9 @@ def _run_locked(
 
     write_json(out / EXPERIMENT_FILE, plan.public_dict())
     outcome = ExperimentOutcome(plan=plan, out=out)
-    split = out / SPLIT_FILE
-    if not split.exists():
-        write_split(plan, split)
-        console.print(f"split: {split}", highlight=False)
+    if not (out / SPLIT_FILE).exists():
+        write_splits(plan, out)
+        console.print(f"split: {out / SPLIT_FILE}", highlight=False)
     steps = plan.steps()
     with _live(plan, session) as live:
         task = live["task"]
@@ -534,6 +566,7 @@ def _run_locked(
                 outcome.capped_by = reached.cap
                 return outcome
             console.print(f"{head} -> {step.out}", highlight=False)
+            split = split_file(out, plan, seed)
             config = compile_config(plan, out, optimizer, seed, split, caps=caps, force=True)
             task_lm, prompt_lm, reflection_lm = (
                 _seeded(live[role], seed, plan.seed_lm) for role in ("task", "prompt", "reflection")

@@ -322,9 +322,14 @@ def experiment_html(summary: ExperimentSummary) -> str:
     ]
     base = summary.baseline_test
     spend = summary.baseline_evaluation
+    split = (
+        "a train/dev split of its own (test: the cases no seed's split trains or selects on)"
+        if summary.plan.get("split_per_seed")
+        else "the same train/dev split"
+    )
     parts = [
         DIFF_CSS,
-        "<h2>Across optimizer seeds</h2><p class=lead>Each seed compiled on the same train/dev split and "
+        f"<h2>Across optimizer seeds</h2><p class=lead>Each seed compiled on {split} and "
         f"scored on the same test cases as the baseline {esc(summary.baseline)} (RMR {num(base.get('rmr_avg'))}, "
         f"RMR@1.0 {num(base.get('rmr_exact'))}, RDR {num(base.get('rdr'))}; {spend.get('calls', 0):,} calls, "
         f"{_money(spend.get('usd'))}). Δ is seed minus baseline on the cases both scored with its paired "

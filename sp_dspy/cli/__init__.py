@@ -47,7 +47,7 @@ COMMANDS: dict[str, str] = {
 PANELS: dict[str, tuple[str, ...]] = {
     "Data": (
         "--dataset", "--benchmark", "--level", "--domain", "--split", "--splits", "--ratios", "--limit",
-        "--start-idx", "--split-seed", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation", "--batch",
+        "--start-idx", "--split-seed", "--split-per-seed", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation", "--batch",
         "--framework", "--id", "--failed",
     ),
     "Guard": ("--program", "--protocol", "--parser", "--per-rule-layout", "--variants"),

@@ -85,6 +85,12 @@ def experiment_command(
     split_seed: Annotated[
         int | None, typer.Option("--split-seed", help="Seed of the one train/dev/test split (default 0).")
     ] = None,
+    split_per_seed: Annotated[
+        bool,
+        typer.Option(
+            "--split-per-seed", help="A split of its own per seed; test on the cases every split tests on."
+        ),
+    ] = False,
     seed_lm: Annotated[
         bool,
         typer.Option(
@@ -158,6 +164,7 @@ def experiment_command(
     flags: dict[str, Any] = {
         "dataset": dataset, "benchmark": benchmark, "lenient": lenient or None, "protocol": protocol,
         "program": program, "optimizers": optimizers, "seeds": seeds, "split_seed": split_seed, "seed_lm": seed_lm or None,
+        "split_per_seed": split_per_seed or None,
         "ratios": None if ratios is None else parse_ratios(ratios), "optimizer_config": optimizer_config,
         "top_k": top_k, "concurrency": concurrency, "n_boot": n_boot,
         "settings": parse_settings(set_ or []) or None,
