@@ -16,13 +16,14 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pydantic
 import pytest
 from typer.testing import CliRunner
 
 from sp_dspy._guard import Guard
 from sp_dspy._lm import LMConfig, make_lm
 from sp_dspy._lm._cache import configure_cache
-from sp_dspy._redact import MIN_FRAGMENT_LENGTH, install_log_redaction
+from sp_dspy._redact import MIN_FRAGMENT_LENGTH, install_log_redaction, register_secret
 from sp_dspy.cli import app
 from sp_dspy.lm import chat
 from tests._stub_server import StubRequest, StubServer
@@ -194,3 +195,18 @@ def test_answers_on_dspys_engine_keep_no_part_of_an_echoed_key(
     assert all("echo: Bearer ***" in answer for answer in answers)
     assert any(p.is_file() for p in cache.rglob("*"))
     assert leaks(json.dumps(answers) + written(cache) + repr([e["outputs"] for e in lm.history])) == []
+
+
+def test_the_response_cache_stores_answers_masked_and_skips_one_it_cannot_mask() -> None:
+    from sp_dspy._lm._dspy_cache import EndpointAwareCache
+
+    class Token(pydantic.BaseModel):  # a response object whose field refuses the mask
+        value: str = pydantic.Field(pattern="^sk-")
+
+    register_secret(KEY)  # as the LM layer registers each key it sends
+    cache = EndpointAwareCache(str, enable_disk_cache=False, enable_memory_cache=True, disk_cache_dir=None)
+    request = {"model": "openai/stub", "messages": [{"role": "user", "content": "hi"}]}
+    cache.put(request, {"outputs": [f"echo: Bearer {KEY}"]})
+    assert cache.get(request) == {"outputs": ["echo: Bearer ***"]}
+    cache.put({**request, "n": 2}, Token(value=KEY))
+    assert cache.get({**request, "n": 2}) is None  # not stored rather than stored with the key

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from .._redact import redact_data
 from ._compat import cache_class, cache_request
@@ -36,13 +36,22 @@ class EndpointAwareCache(cache_class()):  # type: ignore[misc]  # DSPy's Cache, 
         enable_memory_cache: bool = True,
     ) -> None:
         """Store ``value`` masked (:func:`stored_answer`): on DSPy's own engine (``--transport dspy``,
-        providers without a profile) DSPy caches the answer before sp-dspy reads it."""
-        super().put(request, stored_answer(value), ignored_args_for_cache_key, enable_memory_cache)
+        providers without a profile) DSPy caches the answer before sp-dspy reads it. An answer
+        that cannot be stored masked is not stored (the call keeps it; a rerun asks again)."""
+        try:
+            masked = stored_answer(value)
+        except ValidationError:
+            return
+        super().put(request, masked, ignored_args_for_cache_key, enable_memory_cache)
 
 
 def stored_answer(value: Any) -> Any:
     """``value`` (DSPy's cache record: plain data on its native engine, LiteLLM's response object
-    on its compatibility engine) with every known key masked; the object itself when none is in it."""
+    on its compatibility engine) with every known key masked; the object itself when none is in it.
+
+    Raises:
+        ValidationError: a response object that does not accept its masked fields.
+    """
     if isinstance(value, BaseModel):
         data = value.model_dump()
         masked = redact_data(data)
