@@ -14,6 +14,7 @@ from .._data._schema import Case
 from .._errors import ConfigError
 from .._metrics import ResultSet, ScoreReport, compare_cells, read_result_files, resolve_records, score
 from .._metrics._official import LEVELS, Breakdown, grouped
+from ._cases import ViewedRun, cases_document
 from ._labels import assign_labels, default_baseline, describe
 from ._model import FAILURE_MODES, TAU_KEYS, CellStats, ComparisonSummary, DiffRow, VariantResult
 from ._usage import case_costs, cell_costs, latency_per_case, manifest_info, record_settings
@@ -249,7 +250,14 @@ def build_summary(
                     baseline_only_exact=test.a_only,
                 )
             )
+    runs = [
+        ViewedRun(label, entry.variant, loaded_entry[2], records[label])
+        for label, entry, loaded_entry in zip(labels, built, loaded, strict=True)
+    ]
     return ComparisonSummary(
+        cases_view=cases_document(
+            cases, runs, kind=kind or benchmark_kind(benchmark), baseline=chosen, cap_aware=cap_aware
+        ),
         benchmark=benchmark,
         dataset=dataset,
         content_hash=content_hash,

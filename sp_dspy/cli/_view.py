@@ -1,0 +1,85 @@
+"""``sp-dspy view``: the report's page for a quick look at the cases, without the plots."""
+
+from __future__ import annotations
+
+import webbrowser
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .._metrics import read_result_files
+from . import _options as opt
+from ._console import console, err_console
+from ._dataset import load_for_results
+from ._report import parse_results
+
+
+def register(app: typer.Typer) -> None:
+    app.command("view")(view_command)
+
+
+def view_command(
+    results: Annotated[
+        list[str],
+        typer.Argument(
+            help="Result JSONL files, one run each, or LABEL=file1,file2 to read files as one run.",
+            show_default=False,
+        ),
+    ],
+    dataset: opt.RecordedDataset = None,
+    benchmark: opt.RecordedBenchmark = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label", help="Label of a plain RESULTS file (repeat, in order). Default: from the records."
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="Run that the others are compared against (A). Default: official-per-policy if present, else the first.",
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="HTML page to write.")] = Path("view.html"),
+    open_page: Annotated[
+        bool, typer.Option("--open", help="Open the page in the default web browser.")
+    ] = False,
+    cap_aware: opt.CapAware = False,
+    skip_bad_lines: opt.SkipBadLines = False,
+    lenient: opt.Lenient = False,
+    seed: opt.Seed = 0,
+    n_boot: opt.NBoot = 1000,
+) -> None:
+    """See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.
+
+    Writes the page ``report`` writes (its Cases view and tables) without the plots.
+    """
+    from .._report import build_summary, write_html
+
+    variants = parse_results(results, label or [])
+    files = [Path(path) for _, paths in variants for path in paths]
+    # RESULTS is required, and no variant is empty.
+    first = read_result_files(variants[0][1], skip_bad_lines=True)
+    loaded = load_for_results(files, [first], dataset=dataset, benchmark=benchmark, lenient=lenient)
+    summary = build_summary(
+        loaded.cases,
+        variants,
+        baseline,
+        benchmark=loaded.benchmark,
+        dataset=loaded.source,
+        content_hash=loaded.content_hash,
+        cap_aware=cap_aware,
+        n_boot=n_boot,
+        seed=seed,
+        skip_bad_lines=skip_bad_lines,
+        all_ids=[case.id for case in loaded.cases],
+    )
+    for note in summary.notes:
+        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    title = f"sp-dspy view: {', '.join(entry.label for entry in summary.variants)}"
+    page = write_html(summary, out, title=title, plots=[])
+    console.print(f"Cases view of {summary.n_cases} case(s) written to {page}", markup=False, highlight=False)
+    if open_page:
+        webbrowser.open(page.resolve().as_uri())
