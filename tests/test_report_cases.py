@@ -95,7 +95,10 @@ def test_per_rule_runs_keep_each_judgment_and_failure_modes_show(document: dict[
     judged = next(result for result in per_rule if result and result.get("j"))
     assert all(verdict in (0, 1, None) for _, verdict, _ in judged["j"])
     assert document["modes"] is True and any(result and result.get("m") for result in per_rule)
-    assert document["breakdown"] == "level" and document["facts"] == ["framework"]
+    assert document["breakdown"] == "level" and document["facts"] == []
+    # A regulatory framework is the case's text (opened with the case), not a column.
+    l2 = next(case for case in document["cases"] if case["lv"] == "L2")
+    assert "Regulatory Framework" in document["S"][l2["fw"]]
 
 
 def test_texts_sit_once_in_the_string_table(document: dict[str, Any]) -> None:
@@ -115,7 +118,7 @@ def test_the_data_block_cannot_end_the_script_or_open_a_comment() -> None:
 def test_pku_cases_show_their_label_severity_and_categories() -> None:
     cases = load_benchmark(str(PKU_FIXTURE), benchmark="pku-saferlhf").cases
     results = ResultSet(records={case.id: PolicyRecord(id=case.id, violated_rules=[]) for case in cases})
-    run = ViewedRun("guard", "official-per-policy", results, dict(results.records))
+    run = ViewedRun("guard", "official-per-policy", results, dict(results.records), {})
     document = cases_document(cases, [run], kind=benchmark_kind("pku-saferlhf"), baseline="guard")
     assert document["facts"] == ["label", "severity", "categories"]
     assert document["breakdown"] == "none" and document["modes"] is False

@@ -87,10 +87,10 @@ class BenchmarkKind(Protocol):
         return ""
 
     def case_facts(self, case: Case) -> dict[str, list[str]]:
-        """What the report's Cases view shows of one case besides its id, domain, breakdown cell,
-        rules, conversation and outcome: each fact a column and, when it takes few values, a
-        filter (a list: a case can have several categories). SafePyramid: the framework."""
-        return {"framework": [case.framework]} if case.framework else {}
+        """Short facts the report's Cases view shows of one case besides its id, domain, breakdown
+        cell, rules, framework, conversation and outcome: each fact a column and, when it takes
+        few values, a filter (a list: a case can have several categories). None by default."""
+        return {}
 
 
 def first_json_line(path: Path) -> object:

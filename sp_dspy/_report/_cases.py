@@ -19,7 +19,7 @@ from .._benchmarks._kind import BenchmarkKind
 from .._data._schema import Case
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet, case_outcomes, classify_failure
 from .._metrics._official import TAUS, CaseOutcome, error_types
-from ._usage import CaseCost, case_costs
+from ._usage import CaseCost
 
 #: Outcome codes: exact match, within the tolerance of some tau < 1.0, beyond it, excluded.
 EXACT, WITHIN, WRONG, EXCLUDED = "x", "t", "w", "e"
@@ -27,12 +27,14 @@ EXACT, WITHIN, WRONG, EXCLUDED = "x", "t", "w", "e"
 
 @dataclass(frozen=True, slots=True)
 class ViewedRun:
-    """One variant as the view reads it: its label and what ``build_summary`` read and resolved."""
+    """One variant as the view reads it: its label and what ``build_summary`` read, resolved and
+    costed (``case_costs``)."""
 
     label: str
     variant: str
     results: ResultSet
     records: Mapping[str, PolicyRecord]
+    costs: Mapping[str, CaseCost]
 
 
 class _Strings:
@@ -173,6 +175,8 @@ def _case(case: Case, strings: _Strings, facts: dict[str, list[str]]) -> dict[st
         entry["tg"] = list(case.tags)
     if facts:
         entry["f"] = facts
+    if case.framework:
+        entry["fw"] = strings(case.framework)
     if not rules:  # the policy's rules are known only as its text
         entry["pol"] = strings(case.policy)
     return entry
@@ -200,7 +204,6 @@ def cases_document(
         judged: dict[str, list[JudgmentRecord]] = {}
         for judgment in run.results.judgments:
             judged.setdefault(judgment.cid, []).append(judgment)
-        costs = case_costs(cases, run.results)
         outcomes = case_outcomes(cases, run.records, cap_aware=cap_aware)
         results.append(
             [
@@ -209,7 +212,7 @@ def cases_document(
                     outcome,
                     run,
                     sorted(judged.get(case.id, []), key=lambda j: j.rule),
-                    costs.get(case.id),
+                    run.costs.get(case.id),
                     strings,
                     modes=kind.has_leaderboard,
                     cap_aware=cap_aware,

@@ -5,7 +5,7 @@
   var root = document.getElementById("sp-cases");
   var D = JSON.parse(document.getElementById("sp-cases-data").textContent);
   var S = D.S, C = D.cases, R = D.res, RUNS = D.runs, NR = RUNS.length, BASE = D.baseline;
-  var PAGE = 200;
+  var PAGE = 100;
   var LEVELS = D.breakdown === "level", TAGS = D.breakdown === "tag";
   var OUTCOMES = [["", "any outcome"], ["x", "exact match"], ["t", "within tolerance"],
     ["w", "beyond tolerance"], ["fp", "has a false positive"], ["fn", "has a false negative"],
@@ -66,7 +66,7 @@
   function haystack(i) {
     if (!haystacks) haystacks = new Array(C.length);
     if (haystacks[i] === undefined) {
-      var c = C[i], parts = [c.id, c.d, str(c.cv), str(c.pol)];
+      var c = C[i], parts = [c.id, c.d, str(c.cv), str(c.pol), str(c.fw)];
       for (var a = 0; a < c.r.length; a++) parts.push(str(c.r[a][1]));
       for (var name in c.f || {}) parts.push(c.f[name].join(" "));
       for (var k = 0; k < NR; k++) {
@@ -385,6 +385,11 @@
     add(box, runs);
     if (c.r.length || NR) add(box, el("div", "cv-label", "Policy rules"), rulesTable(c, i));
     if (c.pol !== undefined) add(box, el("div", "cv-label", "Policy"), el("div", "cv-text", str(c.pol)));
+    if (c.fw !== undefined) {
+      var framework = el("details", "cv-fw");
+      add(framework, el("summary", null, "Regulatory framework"), el("div", "cv-text", str(c.fw)));
+      add(box, framework);
+    }
     var conv = el("details", "cv-conv");
     conv.open = true;
     add(conv, el("summary", null, "Conversation"), el("div", "cv-text", str(c.cv)));
@@ -399,4 +404,6 @@
   add(root, controls, count, table, more);
   render();
   root.setAttribute("data-ready", "1");
+  // For profiling (benchmarks/bench_viewer.py): when the first rows are on the page.
+  if (window.performance && performance.mark) performance.mark("sp-cases-ready");
 })();

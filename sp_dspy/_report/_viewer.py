@@ -44,7 +44,8 @@ background:#f8f9fb;border:1px solid #eceff3;padding:6px 8px;max-height:360px;ove
 #sp-cases .cv-more{margin:6px 0;padding:4px 12px}
 #sp-cases dl.cv-meta{display:grid;grid-template-columns:max-content 1fr;gap:1px 12px;margin:4px 0;font-size:13px}
 #sp-cases dl.cv-meta dt{color:#5b6475}#sp-cases dl.cv-meta dd{margin:0;overflow-wrap:anywhere}
-#sp-cases table.cv-list td:first-child{white-space:nowrap}#sp-cases table{table-layout:auto}
+#sp-cases table.cv-list tr.cv-row td:first-child{white-space:nowrap}
+#sp-cases table.cv-list tr.cv-row td{max-width:260px;overflow:hidden;text-overflow:ellipsis}#sp-cases table{table-layout:auto}
 """
 
 
