@@ -24,7 +24,8 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from sp_dspy._benchmarks import load_benchmark
-from sp_dspy._metrics import case_outcomes, read_result_files, resolve_records
+from sp_dspy._metrics import case_outcomes, classify_failure, read_result_files, resolve_records
+from sp_dspy._metrics._official import error_types
 from sp_dspy._report import build_summary, write_html
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
@@ -98,6 +99,11 @@ def _outcomes(path: Path) -> dict[str, Any]:
     return {o.id: o for o in case_outcomes(CASES, records)}
 
 
+def _types(case: Any, outcome: Any) -> set[str]:
+    fps, fns = error_types(case, outcome)
+    return {*fps.values(), *fns.values()}
+
+
 def _open(driver: WebDriver, uri: str) -> None:
     driver.get(uri)
     WebDriverWait(driver, 30).until(
@@ -140,6 +146,16 @@ def test_filters_search_and_sorting(browser: WebDriver, page: str, runs: dict[st
     with_fp = [cid for cid, o in _outcomes(runs["A"]).items() if not o.excluded and o.fp]
     assert with_fp and _shown(browser) == with_fp
     _choose(browser, "o", "")
+    by_id = {case.id: case for case in CASES}
+    outcomes = _outcomes(runs["A"])
+    _choose(browser, "m", "FM-D1")
+    flagged = [cid for cid, o in outcomes.items() if "FM-D1" in classify_failure(by_id[cid], o)]
+    assert flagged and _shown(browser) == flagged
+    _choose(browser, "m", "")
+    _choose(browser, "et", "exception")
+    exception = [cid for cid, o in outcomes.items() if "exception" in _types(by_id[cid], o)]
+    assert exception and _shown(browser) == exception
+    _choose(browser, "et", "")
     # A phrase of priv-101's conversation: its three levels share it.
     _search(browser, "GPS history for her sick days")
     assert _shown(browser) == ["priv-101-l0", "priv-101-l1", "priv-101-l2"]
