@@ -174,6 +174,10 @@ def _paths(raw: str, side: str) -> list[Path]:
     if not paths:
         raise ConfigError(f"{side}: no result file given")
     for path in paths:
+        if path.is_dir():
+            raise DataError(
+                f"{side}: {path}: a directory, not a result file (name the results_*.jsonl in it)"
+            )
         if not path.is_file():
             raise DataError(f"{side}: {path}: no such file")
     return paths

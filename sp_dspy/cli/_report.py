@@ -31,6 +31,10 @@ def parse_results(arguments: list[str], labels: list[str]) -> list[tuple[str | N
             variants.append((None, [Path(argument)]))
             continue
         label, sep, listed = argument.partition("=")
+        if Path(argument).is_dir():
+            raise ConfigError(
+                f"RESULTS: {argument}: a directory, not a result file (name the results_*.jsonl in it)"
+            )
         if not sep:
             raise ConfigError(f"RESULTS: no such file: {argument}")
         if not label.strip():

@@ -18,7 +18,7 @@ from .._errors import DataError
 from .._metrics import case_outcomes, classify_failure, read_result_files, resolve_records
 from .._metrics._official import cells_of
 from . import _options as opt
-from ._console import console
+from ._console import console, visible
 from ._dataset import load_for_results
 
 if TYPE_CHECKING:
@@ -135,9 +135,9 @@ def _where(case: Case) -> str:
 
 def _print_case(view: _View) -> None:
     case, outcome = view.case, view.outcome
-    console.print(Rule(escape(case.id), align="left"))
+    console.print(Rule(escape(visible(case.id)), align="left"))
     console.print(
-        f"{escape(_where(case))}; status {escape(_status(view))}; {_verdict(view)}",
+        f"{escape(visible(_where(case)))}; status {escape(visible(_status(view)))}; {_verdict(view)}",
         highlight=False,
     )
     console.print(
@@ -161,8 +161,8 @@ def _print_case(view: _View) -> None:
                 "yes" if rule in outcome.gt else "-",
                 "?" if rule in undecided else "yes" if rule in outcome.pred else "-",
                 _mark(rule, outcome, undecided),
-                entry.type if entry is not None else "",
-                escape(entry.text) if entry is not None else "(not a rule of this policy)",
+                escape(visible(entry.type)) if entry is not None else "",
+                escape(visible(entry.text)) if entry is not None else "(not a rule of this policy)",
             )
         console.print(table)
     _print_answer(view, rules)
@@ -195,7 +195,7 @@ def _print_answer(view: _View, rules: list[int]) -> None:
             lines.append((f"rule {judgment.rule}", said))
     for label, value in lines:
         if value not in (None, ""):
-            console.print(f"[dim]{label}:[/dim] {escape(str(value))}", highlight=False)
+            console.print(f"[dim]{label}:[/dim] {escape(visible(str(value)))}", highlight=False)
     sent: list[tuple[int | None, PolicyRecord | JudgmentRecord]] = (
         [(None, record)] if record is not None and not view.judgments else []
     )
@@ -204,4 +204,4 @@ def _print_answer(view: _View, rules: list[int]) -> None:
         for request in line.requests or []:
             label = "request" if rule is None else f"rule {rule} request"
             text = json.dumps(request, ensure_ascii=False, indent=2)
-            console.print(f"[dim]{label}:[/dim] {escape(text)}", highlight=False)
+            console.print(f"[dim]{label}:[/dim] {escape(visible(text))}", highlight=False)
