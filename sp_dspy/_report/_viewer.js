@@ -203,7 +203,7 @@
     var types = {};
     R.forEach(function (run) { run.forEach(function (r) { if (r && r.et) for (var x in r.et) types[r.et[x]] = 1; }); });
     var typeList = Object.keys(types).sort();
-    if (typeList.length) select("Error on a rule of type", values(typeList, "any"), "et", function (v) { state.et = v; });
+    if (typeList.length > 1) select("Error on a rule of type", values(typeList, "any"), "et", function (v) { state.et = v; });
     if (others.length) {
       if (others.length > 1) {
         select("B", runOptions(others), "b", function (v) {
@@ -339,7 +339,8 @@
       for (var k3 = 0; k3 < NR; k3++) {
         var r3 = res(k3, i), m = mark(c, r3, rule), td = el("td", "cv-mark");
         add(td, el("span", "cv-b cv-" + m[1], m[0]));
-        if (r3 && r3.et && r3.et[rule]) add(td, el("div", "cv-sub", "counts as " + r3.et[rule]));
+        // An error's type where it is not the rule's own (a flagged waived rule is an exception error).
+        if (r3 && r3.et && r3.et[rule] && r3.et[rule] !== x[2]) add(td, el("div", "cv-sub", "counts as " + r3.et[rule]));
         var j = judgmentOf(r3, rule);
         if (j) {
           add(td, el("div", "cv-verdict", j[1] === null ? "no verdict" : j[1] ? "violated" : "not violated"));
