@@ -20,6 +20,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -187,9 +188,12 @@ def test_a_case_opens_with_each_run_side_by_side(browser: WebDriver, page: str) 
     rule_1 = detail.find_element(By.CSS_SELECTOR, 'tr[data-rule="1"]').text
     assert "violated" in rule_1 and "reason for rule 1 of priv-101-l0" in rule_1
     assert "decisive" in rule_1 and "gold" in rule_1
-    # Closing it removes the detail row.
-    browser.find_element(By.CSS_SELECTOR, 'tr.cv-row[data-case="priv-101-l0"]').click()
+    # Closing it removes the detail row; Enter opens it from the keyboard.
+    row = browser.find_element(By.CSS_SELECTOR, 'tr.cv-row[data-case="priv-101-l0"]')
+    row.click()
     assert not browser.find_elements(By.CSS_SELECTOR, "tr.cv-detail")
+    row.send_keys(Keys.ENTER)
+    assert len(browser.find_elements(By.CSS_SELECTOR, "tr.cv-detail .cv-run")) == 3
 
 
 def test_run_against_run_filters_and_header(browser: WebDriver, page: str, runs: dict[str, Path]) -> None:

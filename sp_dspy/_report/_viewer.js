@@ -263,8 +263,12 @@
       var i = chosen[n], c = C[i], tr = el("tr", "cv-row");
       tr.setAttribute("data-case", c.id);
       columns.forEach(function (col) { add(tr, cell(col, c, i)); });
+      tr.tabIndex = 0;  // Enter or Space opens the case from the keyboard too
       (function (row, index) {
         row.addEventListener("click", function () { toggle(row, index); });
+        row.addEventListener("keydown", function (e) {
+          if (e.key === "Enter" || e.key === " ") { e.preventDefault(); toggle(row, index); }
+        });
       })(tr, i);
       add(tbody, tr);
       if (state.open[i]) add(tbody, detailRow(i)), tr.classList.add("cv-open");
