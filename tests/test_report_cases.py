@@ -113,6 +113,10 @@ def test_the_data_block_cannot_end_the_script_or_open_a_comment() -> None:
     text = json_for_script(hostile)
     assert "<" not in text and ">" not in text and "&" not in text
     assert json.loads(text) == hostile
+    # An answer cut inside an emoji (a lone surrogate) still writes as UTF-8 and reads back.
+    cut = {"a": "x\ud83d y 🙂"}
+    text = json_for_script(cut)
+    assert text.encode("utf-8") and json.loads(text) == cut
 
 
 def test_pku_cases_show_their_label_severity_and_categories() -> None:

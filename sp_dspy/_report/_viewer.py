@@ -11,6 +11,7 @@ script that renders them (``_viewer.js``) is inline. The script builds every ele
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib import resources
 
@@ -55,10 +56,17 @@ def viewer_script() -> str:
     return resources.files(__package__).joinpath("_viewer.js").read_text(encoding="utf-8")
 
 
+#: A surrogate code point on its own (a model's answer cut inside an emoji, read from a ``\\ud83d``
+#: escape): UTF-8 cannot encode it, JSON can escape it.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def json_for_script(document: object) -> str:
-    """``document`` as JSON text that is inert inside ``<script>``: ``<``, ``>`` and ``&`` escaped."""
+    """``document`` as JSON text that is inert inside ``<script>`` (``<``, ``>`` and ``&`` escaped)
+    and writable as UTF-8 (a lone surrogate escaped, as ``JSON.parse`` reads it back)."""
     text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def _paired(summary: ComparisonSummary) -> str:
