@@ -140,7 +140,7 @@ def test_view_writes_the_page_without_plots_and_opens_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     opened: list[str] = []
-    monkeypatch.setattr("webbrowser.open", opened.append)
+    monkeypatch.setattr("webbrowser.open", lambda uri: opened.append(uri) or True)
     out = tmp_path / "view.html"
     files = [str(FIXTURES / name) for name in RUNS[:2]]
     result = CliRunner().invoke(
@@ -150,4 +150,9 @@ def test_view_writes_the_page_without_plots_and_opens_it(
     assert f"Cases view of {len(CASES)} case(s) written to {out}" in result.output
     page = out.read_text(encoding="utf-8")
     assert 'id="sp-cases-data"' in page and "<img" not in page and "McNemar p =" in page
-    assert opened == [out.resolve().as_uri()]
+    assert opened == [out.resolve().as_uri()] and "no web browser" not in result.output
+    monkeypatch.setattr("webbrowser.open", lambda uri: False)  # a machine without a browser
+    result = CliRunner().invoke(app, ["view", files[0], "--out", str(out), "--open"], env={"COLUMNS": "300"})
+    assert (
+        result.exit_code == 0 and f"note: no web browser found to open it; open {out} in one" in result.output
+    )

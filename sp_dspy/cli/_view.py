@@ -81,5 +81,7 @@ def view_command(
     title = f"sp-dspy view: {', '.join(entry.label for entry in summary.variants)}"
     page = write_html(summary, out, title=title, plots=[])
     console.print(f"Cases view of {summary.n_cases} case(s) written to {page}", markup=False, highlight=False)
-    if open_page:
-        webbrowser.open(page.resolve().as_uri())
+    if open_page and not webbrowser.open(page.resolve().as_uri()):
+        err_console.print(
+            f"note: no web browser found to open it; open {page} in one", markup=False, highlight=False
+        )
