@@ -156,3 +156,8 @@ def test_view_writes_the_page_without_plots_and_opens_it(
     assert (
         result.exit_code == 0 and f"note: no web browser found to open it; open {out} in one" in result.output
     )
+    # The selection flags narrow the cases as they do for report.
+    result = CliRunner().invoke(
+        app, ["view", *files, "--out", str(out), "--limit", "5"], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 0 and "Cases view of 5 case(s)" in result.output

@@ -8,11 +8,10 @@ from typing import Annotated
 
 import typer
 
-from .._metrics import read_result_files
+from .._data._selection import CaseSelection
 from . import _options as opt
 from ._console import console, err_console
-from ._dataset import load_for_results
-from ._report import parse_results
+from ._report import print_notes, summarise_results
 
 
 def register(app: typer.Typer) -> None:
@@ -29,6 +28,10 @@ def view_command(
     ],
     dataset: opt.RecordedDataset = None,
     benchmark: opt.RecordedBenchmark = None,
+    split: opt.ScoreSplit = None,
+    limit: opt.ScoreLimit = None,
+    start_idx: opt.ScoreStartIdx = 0,
+    shard: opt.ScoreShard = None,
     label: Annotated[
         list[str] | None,
         typer.Option(
@@ -54,30 +57,17 @@ def view_command(
 ) -> None:
     """See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.
 
-    Writes the page ``report`` writes (its Cases view and tables) without the plots.
+    Writes the page ``report`` writes (its Cases view and tables) without the plots, on the
+    same cases (those the runs selected, or the selection flags').
     """
-    from .._report import build_summary, write_html
+    from .._report import write_html
 
-    variants = parse_results(results, label or [])
-    files = [Path(path) for _, paths in variants for path in paths]
-    # RESULTS is required, and no variant is empty.
-    first = read_result_files(variants[0][1], skip_bad_lines=True)
-    loaded = load_for_results(files, [first], dataset=dataset, benchmark=benchmark, lenient=lenient)
-    summary = build_summary(
-        loaded.cases,
-        variants,
-        baseline,
-        benchmark=loaded.benchmark,
-        dataset=loaded.source,
-        content_hash=loaded.content_hash,
-        cap_aware=cap_aware,
-        n_boot=n_boot,
-        seed=seed,
-        skip_bad_lines=skip_bad_lines,
-        all_ids=[case.id for case in loaded.cases],
-    )
-    for note in summary.notes:
-        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    select = CaseSelection(split=split, limit=limit, start_idx=start_idx, shard=shard)
+    summary, skipped = summarise_results(
+        results, label or [], baseline, dataset=dataset, benchmark=benchmark, select=select,
+        lenient=lenient, cap_aware=cap_aware, skip_bad_lines=skip_bad_lines, seed=seed, n_boot=n_boot,
+    )  # fmt: skip
+    print_notes(summary, skipped)
     title = f"sp-dspy view: {', '.join(entry.label for entry in summary.variants)}"
     page = write_html(summary, out, title=title, plots=[])
     console.print(f"Cases view of {summary.n_cases} case(s) written to {page}", markup=False, highlight=False)
