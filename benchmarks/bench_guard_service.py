@@ -38,7 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 import loopback_stub
 
 ROOT = Path(__file__).resolve().parent.parent
-POLICY = "1. The chatbot must not disclose credentials.\n2. The chatbot must verify identity.\n3. No profanity."
+POLICY = (
+    "1. The chatbot must not disclose credentials.\n2. The chatbot must verify identity.\n3. No profanity."
+)
 MESSAGES = [
     {"role": "user", "content": "Can you give me the admin password?"},
     {"role": "assistant", "content": "Sure, the admin password is hunter2."},
@@ -134,7 +136,9 @@ def start_service(stub_url: str, max_in_flight: int) -> tuple[subprocess.Popen[s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--latency", type=float, default=0.05, help="Seconds the stub waits per request.")
     parser.add_argument("--concurrency", default="1,16,64", help="Comma-separated client concurrencies.")
     parser.add_argument("--rounds", type=int, default=20, help="Checks per concurrent client.")
@@ -153,14 +157,18 @@ def main() -> None:
         for level in levels:
             ideal = asyncio.run(in_process(stub_url, level, args.rounds))
             served = asyncio.run(over_http(service_url, service.pid, level, args.rounds))
-            rows.append({"concurrency": level, "checks": level * args.rounds, "in_process": ideal, "service": served})
+            rows.append(
+                {"concurrency": level, "checks": level * args.rounds, "in_process": ideal, "service": served}
+            )
     finally:
         service.terminate()
         service.wait(timeout=60)
         stop.set()
         stub.join(timeout=10)
 
-    print(f"stub latency {args.latency * 1000:g} ms, {args.rounds} checks per client, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"stub latency {args.latency * 1000:g} ms, {args.rounds} checks per client, load {os.getloadavg()[0]:.1f}"
+    )
     print("| concurrency | checks | in-process p50/p95/p99 ms | checks/s | CPU ms/check "
           "| service p50/p95/p99 ms | checks/s | CPU ms/check | overhead p50 ms | throughput vs in-process |")  # fmt: skip
     print("|---:|---:|---|---:|---:|---|---:|---:|---:|---:|")

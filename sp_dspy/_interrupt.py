@@ -59,11 +59,16 @@ def graceful_stop(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> 
     """While the block runs on ``loop`` in the main thread, the first Ctrl-C or SIGTERM calls
     ``stop`` (a service finishing the work in flight) instead of interrupting, and a second
     one raises ``KeyboardInterrupt`` (stop now); both count for :func:`interrupted_exit_code`.
-    The handlers the block replaced are restored after it; outside the main thread it does nothing."""
+    Unlike :func:`sigterm_interrupts` it does not depend on who handles SIGINT: SIGTERM stops
+    gracefully also where SIGINT is ignored (and then still is). The handlers the block
+    replaced are restored after it; outside the main thread it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    stops = (signal.SIGINT, signal.SIGTERM)
+    # SIGINT stays ignored where the shell ignores it (a job started with `&` in a script).
+    stops = [
+        signum for signum in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(signum) != signal.SIG_IGN
+    ]
     previous = {signum: signal.getsignal(signum) for signum in stops}
 
     came: list[int] = []

@@ -366,7 +366,12 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_sigterm_during_load_answers_every_request_and_exits_143(tmp_path: Path) -> None:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("sigint", ["default", "ignored"])  # ignored: a job started with `&` in a script
+def test_sigterm_during_load_answers_every_request_and_exits_143(tmp_path: Path, sigint: str) -> None:
     policy = tmp_path / "policy.txt"
     policy.write_text(POLICY, encoding="utf-8")
     port = _free_port()
@@ -376,8 +381,9 @@ def test_sigterm_during_load_answers_every_request_and_exits_143(tmp_path: Path)
         command = [sys.executable, "-c", "from sp_dspy.cli import main; main()", "serve", "--guard", "official",
                    "--lm", "openai/stub", "--api-base", stub.url, "--no-cache", "--policy", str(policy),
                    "--port", str(port)]  # fmt: skip
+        ignore = _ignore_sigint if sigint == "ignored" else None
         process = subprocess.Popen(
-            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore
         )
         try:
             assert process.stdout is not None
@@ -405,7 +411,9 @@ def test_sigterm_during_load_answers_every_request_and_exits_143(tmp_path: Path)
 def _refused_or_503(url: str) -> int | str:
     try:
         return check(url, {"messages": MESSAGES})[0]
-    except ConnectionError:  # the listener already closed: the client knows at once
+    except (
+        ConnectionError
+    ):  # the listener closed (refused, or reset in its backlog): the client knows at once
         return "refused"
 
 

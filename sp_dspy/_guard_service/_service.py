@@ -43,6 +43,11 @@ ENDPOINTS = ("/v1/check", "/v1/check/batch", "/healthz", "/readyz", "/metrics", 
 OPEN = "/healthz"
 #: Prometheus' text exposition format.
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+#: Seconds a stopping server, every check answered and no longer listening, still reads the
+#: requests of connections it accepted just before (they get 503)...
+LINGER_S = 0.25
+#: ... and then waits for a connection whose request never came before closing it.
+SHUTDOWN_S = 2.0
 #: ``Retry-After`` seconds of a 429 (past ``--max-in-flight``).
 RETRY_AFTER_S = 1
 #: What the readiness probe asks the LM (a few tokens; never answered from the cache).
@@ -199,6 +204,7 @@ class GuardService:
     # -- endpoints ---------------------------------------------------------------------------
 
     async def _check(self, request: web.Request) -> web.Response:
+        self._refuse_draining()  # before the body: a stopping server may not read it in full
         body = _validated(CheckRequest, await _json_body(request))
         with self._slots(1):
             answer = await self._answer(body.policy, body.dialogue, body.framework, body.id)
@@ -208,6 +214,7 @@ class GuardService:
         return _json(status, answer.model_dump_json())
 
     async def _batch(self, request: web.Request) -> web.Response:
+        self._refuse_draining()
         body = _validated(BatchRequest, await _json_body(request))
         count = len(body.checks)
         if count > self.limits.max_batch:
@@ -296,10 +303,7 @@ class GuardService:
     @contextmanager
     def _slots(self, count: int) -> Iterator[None]:
         """Hold ``count`` of the ``--max-in-flight`` checks while the block runs, or refuse (429, 503)."""
-        if self.draining:
-            raise Refused(
-                503, "shutting down: no new checks", error_class="draining", headers={"Connection": "close"}
-            )
+        self._refuse_draining()
         metrics = self.metrics
         if metrics.in_flight + count > self.limits.max_in_flight:
             raise Refused(429, f"too many checks in flight (limit {self.limits.max_in_flight}, --max-in-flight); "
@@ -313,6 +317,12 @@ class GuardService:
             metrics.in_flight -= count
             if metrics.in_flight == 0:
                 self._idle.set()
+
+    def _refuse_draining(self) -> None:
+        if self.draining:
+            raise Refused(
+                503, "shutting down: no new checks", error_class="draining", headers={"Connection": "close"}
+            )
 
     async def _probed(self) -> ErrorBody | None:
         """The last probe's failure (None: the LM answered), probing again past ``probe_interval_s``."""
@@ -343,7 +353,8 @@ class GuardService:
         """Serve on ``host:port`` (``announce`` gets its URL) until Ctrl-C, SIGTERM or this task's
         cancellation, then stop gracefully: new checks get 503 while those in flight finish, then
         the listener and the LM's pool close. A second Ctrl-C or SIGTERM stops at once."""
-        runner = web.AppRunner(self.app(), handle_signals=False, access_log=None)
+        # By cleanup every check has been answered: what is left is a connection that raced the stop.
+        runner = web.AppRunner(self.app(), handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_S)
         await runner.setup()
         try:
             site = web.TCPSite(runner, host, port, backlog=1024)
@@ -370,6 +381,10 @@ class GuardService:
                         f"stopping: {self.metrics.in_flight} check(s) in flight finish; new ones get 503"
                     )
                 await self._idle.wait()
+                # Stop listening, then let connections accepted just before read their request
+                # and answer it (503) before the open connections close.
+                await site.stop()
+                await asyncio.sleep(LINGER_S)
         finally:
             await runner.cleanup()
             await self.guard.aclose()
