@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 
 from sp_dspy._budget import BudgetCaps
 from sp_dspy._errors import ConfigError
-from sp_dspy._guard_service import GuardService, ServiceLimits, build_service, openapi_document
+from sp_dspy._guard_service import CheckAnswer, GuardService, ServiceLimits, build_service, openapi_document
 from sp_dspy._lm import LMConfig
 from sp_dspy.cli import _serve as serve_cli
 from tests._lm_fixtures import RULE_TEXTS
@@ -134,6 +134,7 @@ def test_a_check_answers_the_verdict_with_the_violated_rules_texts() -> None:
     assert (verdict["status"], verdict["id"], verdict["model"]) == ("recovered", "c-1", "openai/stub")
     assert verdict["usage"]["total_tokens"] > 0 and verdict["latency_ms"] > 0
     assert by_text["violated_rules"] == [1]
+    assert CheckAnswer.model_validate(verdict).model_dump(mode="json") == verdict  # the API's schema, exactly
 
 
 def test_a_batch_answers_every_check_in_order_bad_ones_with_their_error() -> None:
@@ -201,8 +202,8 @@ def _refs(node: Any) -> Iterator[str]:
 @pytest.mark.parametrize(
     ("request_", "status", "message"),
     [
-        ({"raw": b'{"policy": '}, 400, "body: invalid JSON at line 1 column 12: Expecting value"),
-        ({"raw": b"\xff\xfe{"}, 400, "body: not UTF-8 JSON"),
+        ({"raw": b'{"policy": '}, 400, "body: invalid JSON at line 1 column 12: unexpected end of data"),
+        ({"raw": b"\xff\xfe{"}, 400, "body: invalid JSON at line 1 column 1: str is not valid UTF-8"),
         ({"body": [1, 2]}, 422, "body: expected a JSON object, got list"),
         ({"body": {"policy": POLICY}}, 422, "body: give exactly one of messages (chat messages) or conversation"),
         ({"body": {"policy": POLICY, "messages": MESSAGES, "extra": 1}}, 422, "extra: Extra inputs are not permitted"),
