@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, model_serializer, model_validator
 
+from ._data._scan import read_regular
 from ._errors import OutputError
 from ._usage import Usage
 
@@ -199,11 +200,17 @@ class RunManifest(BaseModel):
 
 
 def read_run_manifest(path: Path) -> RunManifest | None:
-    """The manifest at ``path``, or None when there is none or it is unreadable or not a manifest
-    (a reader then goes on as without one; the next run replaces it)."""
+    """The manifest at ``path``, or None when there is none or it is not a manifest (a reader
+    then goes on as without one; the next run replaces it).
+
+    It is read as every file is (``read_regular``): a FIFO, a device or a file over
+    ``MAX_JSON_FILE_BYTES`` there is one ``DataError``, not a hang.
+    """
+    if not path.exists():
+        return None
     try:
-        return RunManifest.model_validate_json(path.read_bytes())
-    except (OSError, ValueError):
+        return RunManifest.model_validate_json(read_regular(path, "run manifest"))
+    except ValueError:
         return None
 
 

@@ -89,7 +89,7 @@ def test_write_html_reports_unwritable_paths(tmp_path: Path, monkeypatch: pytest
 def test_levels_without_cases_are_left_out() -> None:
     only_l0 = [c for c in CASES if c.level == "L0"]
     summary = build_summary(only_l0, [(None, [FIXTURES / "official_per_policy.jsonl"])], n_boot=50)
-    assert summary.levels == ("L0",) and summary.cells == ("L0", "ALL")
+    assert summary.breakdown == ("L0",) and summary.cells == ("L0", "ALL")
     plot = rmr_tau_curve(summary)
     html = render_html(summary, plots=[plot])
     assert "<h3>L0</h3>" in html and "<h3>L1</h3>" not in html and "<th>FM-C1 L1</th>" not in html

@@ -25,7 +25,7 @@ def recorded_data(results_files: Sequence[Path], run_ids: Iterable[str]) -> Reco
     for results_file in results_files:
         for run_id in ids:
             path = manifest_path(Path(results_file).parent, run_id)
-            manifest = read_run_manifest(path)  # a missing or unreadable one: as if there were none
+            manifest = read_run_manifest(path)  # a missing one or not a manifest: as if there were none
             recorded = manifest.dataset if manifest is not None else None
             if recorded is not None and isinstance(recorded.get("source"), str):
                 benchmark = recorded.get("benchmark")

@@ -21,7 +21,7 @@ from ._html_tables import (
     variants_table,
 )
 from ._leaderboard import load_leaderboard
-from ._model import CELLS, ComparisonSummary, write_text
+from ._model import ComparisonSummary, write_text
 from ._plots import Plot, render_plots
 
 CSS = """
@@ -46,14 +46,14 @@ footer{margin-top:36px;color:#667085;font-size:12px}
 
 
 def _header(summary: ComparisonSummary, title: str) -> str:
-    per_cell = ", ".join(f"{cell} {summary.cases_per_cell.get(cell, 0)}" for cell in CELLS[:3])
+    per_cell = ", ".join(f"{esc(cell)} {n}" for cell, n in summary.cases_per_cell.items() if cell != "ALL")
     ci = f"{summary.n_boot} paired bootstrap resamples, seed {summary.seed}" if summary.n_boot else "none"
     exclusion = "refusal-aware" + (" + cap-aware (completion ≥ 65,000 tokens)" if summary.cap_aware else "")
     items = [
         ("Benchmark", f"{esc(summary.benchmark)}: {esc(benchmark_kind(summary.benchmark).task)}"),
         ("Dataset", f"<code>{esc(summary.dataset or 'unknown')}</code>"),
         ("Content hash", f"<code>{esc(summary.content_hash or 'unknown')}</code>"),
-        ("Cases", f"{summary.n_cases} ({per_cell})"),
+        ("Cases", f"{summary.n_cases} ({per_cell})" if per_cell else str(summary.n_cases)),
         ("Baseline", esc(summary.baseline)),
         ("95% CIs", esc(ci)),
         ("Exclusion", exclusion),
@@ -71,9 +71,10 @@ def _notes(summary: ComparisonSummary) -> str:
 
 
 def _headline(summary: ComparisonSummary) -> str:
+    pooled = "All levels (pooled)" if benchmark_kind(summary.benchmark).breakdown == "level" else "All cases"
     tables = "".join(
-        f"<h3>{'All levels (pooled)' if cell == 'ALL' else cell}</h3>{level_table(summary, cell)}"
-        for cell in ("ALL", *summary.levels)
+        f"<h3>{pooled if cell == 'ALL' else esc(cell)}</h3>{level_table(summary, cell)}"
+        for cell in ("ALL", *summary.breakdown)
     )
     return (
         "<h2>Headline metrics</h2><p class=lead>RMR (higher is better) averages RMR@tau over tau = 1.0, 0.9, "
@@ -86,7 +87,9 @@ def _headline(summary: ComparisonSummary) -> str:
 def _diffs(summary: ComparisonSummary) -> str:
     if not summary.diffs:
         return ""
-    tables = "".join(f"<h3>{cell}</h3>{diff_table(summary, cell)}" for cell in ("ALL", *summary.levels))
+    tables = "".join(
+        f"<h3>{esc(cell)}</h3>{diff_table(summary, cell)}" for cell in ("ALL", *summary.breakdown)
+    )
     return (
         f"<h2>Differences to the baseline ({esc(summary.baseline)})</h2><p class=lead>Variant minus baseline "
         "on the cases both scored, with a 95% paired bootstrap CI; coloured when the interval excludes 0 "
@@ -102,7 +105,7 @@ def _published(summary: ComparisonSummary) -> str:
     tables = "".join(
         f"<details{' open' if cell == 'ALL' else ''}><summary>{cell}</summary>"
         f"{published_table(summary, board, cell)}</details>"
-        for cell in ("ALL", *summary.levels)
+        for cell in ("ALL", *summary.breakdown)
     )
     return (
         "<h2>Beside the published leaderboard</h2><p class=lead>Rows marked <span class='tag pub'>published</span> "

@@ -89,9 +89,9 @@ def _mean(values: Iterable[float | None], digits: int) -> float | None:
     return round(sum(known) / len(known), digits) if known else None
 
 
-def cell_costs(cases: Sequence[Case], costs: Mapping[str, CaseCost], cell: str) -> dict[str, Any]:
-    """Means per case over the cell's cases that reported each figure."""
-    members = [costs[c.id] for c in cases if (cell == "ALL" or c.level == cell) and c.id in costs]
+def cell_costs(cases: Iterable[Case], costs: Mapping[str, CaseCost]) -> dict[str, Any]:
+    """Means per case over the cell's ``cases`` that reported each figure."""
+    members = [costs[c.id] for c in cases if c.id in costs]
     # A call that failed before any usage came back cost nothing knowable; coverage asks
     # whether the calls that *did* run reported a price.
     used = [m.usage for m in members if m.usage is not None]

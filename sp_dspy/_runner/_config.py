@@ -11,6 +11,7 @@ from .._benchmarks import BenchmarkName
 from .._budget import BudgetCaps
 from .._errors import ConfigError, validation_problem
 from .._yaml_lines import read_yaml_mapping
+from ._paths import RunId
 
 Protocol = Literal["per-policy", "per-rule"]
 Parser = Literal["strict", "robust"]
@@ -27,7 +28,7 @@ class DataSelection(BaseModel):
     level: str | None = None
     domain: str | None = None
     split: str | None = None
-    limit: int | None = Field(default=None, ge=0)
+    limit: int | None = Field(default=None, ge=1)
     start_idx: int = Field(default=0, ge=0)
     shard: str | None = None
     lenient: bool = False
@@ -54,7 +55,7 @@ class EvalConfig(BaseModel):
     per_rule_layout: Layout = "official"
     concurrency: int = Field(default=16, ge=1, le=1024)
     output_dir: Path = Path("output/results")
-    run_id: str | None = None
+    run_id: RunId | None = None
     resume: bool = False
     caps: BudgetCaps = Field(default_factory=BudgetCaps)  # --max-calls, --max-total-tokens, --max-usd
 

@@ -17,10 +17,11 @@ from rich.console import Console
 
 from programs import judge_target, resolve_program, run_case
 
-from .._benchmarks import load_benchmark
+from .._benchmarks import benchmark_kind, load_benchmark
 from .._budget import BudgetExceeded, Spend, require_prices
 from .._data import Benchmark, Case, conversation_id, select_split
 from .._data._filters import slice_cases
+from .._data._scan import read_regular
 from .._errors import ConfigError, DataError, OutputError, validation_problem
 from .._lm import closing_transports, import_dspy, make_lm
 from .._lm._direct import RequestCaptured, client_of
@@ -28,7 +29,15 @@ from .._lm._replicas import display_endpoint
 from .._metrics import ResultSet, score
 from .._protocol import build_targets
 from .._provenance import git_commit, package_versions, redacted_argv
-from .._run_manifest import ErrorSummary, ModelRun, RunManifest, RunTotals, previous_run, write_manifest
+from .._run_manifest import (
+    ErrorSummary,
+    ModelRun,
+    RunManifest,
+    RunTotals,
+    previous_run,
+    read_run_manifest,
+    write_manifest,
+)
 from .._user_dirs import ensure_writable_dir
 from ..files import read_json_file
 from ._config import EvalConfig, parse_shard
@@ -38,6 +47,7 @@ from ._failures import EarlyStop
 from ._fake_gold import teach_fake
 from ._paths import RunLock, RunPaths, resolve_run
 from ._progress import ProgressView
+from ._resume import refuse_a_changed_resume
 from ._store import JsonlStore, StoreWriteError, read_run_results, repair_torn_tail
 from ._units import PerPolicyJob, PerRuleJob
 
@@ -166,6 +176,8 @@ def run_eval(
         RunStopped: the run stopped early on a lasting failure (after writing the
             manifest); every record written is kept.
         RunLockedError: another process is writing this run.
+        ConfigError: a resume whose dataset, program, selection or model differs from
+            the run's manifest (checked before anything is written or sent).
         OutputError: the output directory cannot be written, or a write failed
             mid-run (the run stops at once; ``--resume`` continues it).
     """
@@ -184,6 +196,11 @@ def run_eval(
             raise ConfigError(
                 f"{results_file} exists: pass --resume to continue that run, or choose another --run-id"
             )
+        if config.resume:  # the same run: same dataset, program, selection and model
+            refuse_a_changed_resume(
+                read_run_manifest(paths.manifest), config, dataset=(loaded.source, loaded.content_hash),
+                model=model, lm=lm_config, results_file=results_file,
+            )  # fmt: skip
         lm = lm if lm is not None else make_lm(lm_config)
         teach_fake(lm, cases)
         run_fields: dict[str, Any] = {
@@ -215,7 +232,7 @@ def run_eval(
             wall_s = time.perf_counter() - clock
             split_info = None
             if config.data.split:
-                split_bytes = Path(config.data.split.rpartition(":")[0]).read_bytes()
+                split_bytes = read_regular(Path(config.data.split.rpartition(":")[0]), "split file")
                 split_info = {"spec": config.data.split, "sha256": hashlib.sha256(split_bytes).hexdigest()}
             earlier = previous_run(paths.manifest, model) if config.resume else None
             started_at = started.isoformat(timespec="seconds")
@@ -236,9 +253,8 @@ def run_eval(
                 errors=outcome.errors,
                 endpoint_requests=endpoint_requests(),
                 transport="direct" if client_of(lm) is not None else "dspy",
-                metrics=None
-                if outcome.report is None
-                else {k: outcome.report.cells.get(k) for k in ("L0", "L1", "L2", "ALL")},
+                # The benchmark's own cells: no level cell for a kind without levels.
+                metrics=None if outcome.report is None else dict(outcome.report.cells),
             )
             dataset = {
                 "source": loaded.source,
@@ -298,7 +314,11 @@ def run_eval(
         outcome.results = read_run_results(results_file, strict=complete)  # the one read after the units
         if complete:
             outcome.report = score(
-                cases, outcome.results, per_rule=protocol == "per-rule", all_ids={c.id for c in cases}
+                cases,
+                outcome.results,
+                per_rule=protocol == "per-rule",
+                all_ids={c.id for c in cases},
+                by=benchmark_kind(loaded.benchmark).breakdown,
             )
         outcome.errors = job.error_summary(outcome.results)
         manifest(outcome.results)

@@ -1,6 +1,7 @@
 """``sp-dspy compare``: is B better than A on the same cases, beyond noise?
 
-Per level and pooled (``ALL``), over the cases both sides have results for: ``B - A`` with
+Per cell of the benchmark's breakdown (SafePyramid's levels, a custom benchmark's tags, none
+for PKU-SafeRLHF) and pooled (``ALL``), over the cases both sides have results for: ``B - A`` with
 paired bootstrap intervals, and McNemar's test on exact match, a case a side excluded
 counting as wrong for it (a guard must not win by declining the hard cases).
 """
@@ -57,7 +58,8 @@ class Comparison(BaseModel):
     bootstrap: dict[str, Any]
     cap_aware: bool = False
     benchmark: str = "safepyramid"  # the benchmark kind the cases belong to
-    #: The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports).
+    #: The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports;
+    #: custom: each side's binary view and per-rule scores).
     extra: dict[str, dict[str, Any]] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_MCNEMAR])
 
@@ -86,9 +88,11 @@ def compare_results(
             f"{dataset or 'the dataset'}: no case has results on both sides (A: {len(in_a)}, B: {len(in_b)}); "
             "wrong --dataset or result files?"
         )
-    cells = compare_cells(compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed)
-
     kind = kind_of_cases(compared)
+    by = (kind or benchmark_kind(DEFAULT_BENCHMARK)).breakdown
+    cells = compare_cells(
+        compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed, by=by
+    )
     extra = {}
     for side, results in (("A", results_a), ("B", results_b)):
         report = None if kind is None else kind.variant_report(compared, results, cap_aware=cap_aware)
@@ -170,6 +174,10 @@ def _paths(raw: str, side: str) -> list[Path]:
     if not paths:
         raise ConfigError(f"{side}: no result file given")
     for path in paths:
+        if path.is_dir():
+            raise DataError(
+                f"{side}: {path}: a directory, not a result file (name the results_*.jsonl in it)"
+            )
         if not path.is_file():
             raise DataError(f"{side}: {path}: no such file")
     return paths

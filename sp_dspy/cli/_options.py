@@ -44,7 +44,7 @@ Domain = Annotated[
     str | None, typer.Option("--domain", help="Only these domains (comma-separated).", show_default="all")
 ]
 Limit = Annotated[
-    int | None, typer.Option("--limit", min=0, help="At most this many cases.", show_default="all")
+    int | None, typer.Option("--limit", min=1, help="At most this many cases.", show_default="all")
 ]
 StartIdx = Annotated[int, typer.Option("--start-idx", min=0, help="Skip this many cases first.")]
 WithEvidence = Annotated[

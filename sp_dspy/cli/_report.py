@@ -31,6 +31,10 @@ def parse_results(arguments: list[str], labels: list[str]) -> list[tuple[str | N
             variants.append((None, [Path(argument)]))
             continue
         label, sep, listed = argument.partition("=")
+        if Path(argument).is_dir():
+            raise ConfigError(
+                f"RESULTS: {argument}: a directory, not a result file (name the results_*.jsonl in it)"
+            )
         if not sep:
             raise ConfigError(f"RESULTS: no such file: {argument}")
         if not label.strip():
@@ -108,12 +112,11 @@ def report_command(
         all_ids=[case.id for case in loaded.cases],
     )
     console.print(render_terminal(summary))
-    if summary.pku_published is not None:
-        kind_table = benchmark_kind(summary.benchmark).report_terminal(
-            [(entry.label, entry.pku) for entry in summary.variants]
-        )
-        if kind_table is not None:
-            console.print(kind_table)
+    kind_table = benchmark_kind(summary.benchmark).report_terminal(
+        [(entry.label, entry.extra) for entry in summary.variants]
+    )
+    if kind_table is not None:
+        console.print(kind_table)
     notes = list(summary.notes)
     if loaded.skipped:
         notes.append(f"{loaded.skipped} malformed dataset case(s) skipped (--lenient)")

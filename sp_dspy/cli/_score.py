@@ -3,7 +3,8 @@
 The benchmark kind (``--benchmark``) chooses the tables and adds its own JSON
 sections: PKU-SafeRLHF prints (and ``--json`` holds, under ``pku``) harm categories,
 safe/unsafe and severity beside the paper's figures; ``custom`` prints RMR/RDR over
-all cases and per tag (``tags``). Nothing here touches dspy or litellm.
+all cases and per tag (``tags``). A kind without levels has no level cell. Nothing here
+touches dspy or litellm.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def score_command(
         seed=seed,
         n_boot=n_boot,
         all_ids=[c.id for c in loaded.cases],
+        by=kind.breakdown,
     )
 
     data = report.to_json_dict()
