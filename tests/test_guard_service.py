@@ -438,6 +438,7 @@ def app() -> typer.Typer:
         (["--lm", "fake", "--max-usd", "1"], "--max-usd, --lm: an option of the guard service; add --guard"),
         (["--host", "0.0.0.0"], "--host: an option of the guard service"),
         (["--guard", "official"], "--lm: missing"),
+        (["--guard", "official", "--lm", "fake", "--max-usd", "-1"], "--max-usd: Input should be greater than 0"),
         (["--guard", "official", "--lm", "fake", "--host", "0.0.0.0"],
          "--host 0.0.0.0: serving beyond this machine needs --auth-token-env VAR"),
         (["--guard", "official", "--lm", "fake", "--auth-token-env", "SP_TEST_UNSET_TOKEN"],

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from .._budget import BudgetCaps
 from .._data import Source, policy_rules
-from .._errors import ConfigError, SpDspyError
+from .._errors import ConfigError, SpDspyError, validation_problem
 from .._guard_service import ServiceLimits
 from .._interrupt import interrupted_exit_code, sigterm_interrupts
 from .._lm import configure_cache, redact
@@ -213,7 +214,7 @@ def serve(
         limits = {"max_in_flight": max_in_flight, "max_messages": max_messages, "max_rules": max_rules,
                   "max_batch": max_batch, "max_body_bytes": None if max_body_kb is None else max_body_kb * 1024,
                   "request_timeout_s": request_timeout}  # fmt: skip
-        caps = BudgetCaps(max_calls=max_calls, max_tokens=max_total_tokens, max_usd=max_usd)
+        caps = _caps(max_calls=max_calls, max_tokens=max_total_tokens, max_usd=max_usd)
         _serve_guard(
             guard, lm=lm, config=config, lm_flags=lm_flags, protocol=protocol, parser=parser or "robust",
             policy=policy, host=host or "127.0.0.1", port=port or DEFAULT_GUARD_PORT, token_env=auth_token_env,
@@ -361,6 +362,15 @@ def _serve_guard(
         serve_service(service, host, port, announce=announce)
     err_console.print("stopped: every check in flight was answered", highlight=False)
     raise typer.Exit(interrupted_exit_code())
+
+
+def _caps(**caps: Any) -> BudgetCaps:
+    """The guard service's budget caps; a refused value names its flag."""
+    try:
+        return BudgetCaps(**caps)
+    except ValidationError as exc:
+        field, message = validation_problem(exc)
+        raise ConfigError(f"{opt.CAP_FLAGS.get(field, field)}: {message}") from None
 
 
 def _log(line: str) -> None:
