@@ -337,6 +337,34 @@ def test_a_budget_cap_refuses_further_checks_and_readiness() -> None:
                          "since it started)", "error_class": "budget"}  # fmt: skip
 
 
+def test_a_bad_input_costs_no_call_of_the_budget() -> None:
+    with (
+        StubServer(responder=_answer) as stub,
+        running(_service(stub.url, caps=BudgetCaps(max_calls=1))) as url,
+    ):
+        bad = check(url, {"policy": POLICY, "messages": [{"role": "robot", "content": "x"}]})
+        good = check(url)
+    assert (bad[0], good[0]) == (422, 200)
+
+
+def test_an_unexpected_failure_is_a_500_line_and_a_redacted_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STUB_API_KEY", KEY)
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"boom with {KEY}")
+
+    with StubServer(responder=_answer) as stub:
+        service = _service(stub.url)
+        monkeypatch.setattr(service.guard, "acheck", broken)
+        with running(service) as url:
+            answer = check(url)
+    assert answer[0] == 500
+    assert answer[2] == {"error": "internal error (RuntimeError); the service's log has the details"}
+    (line,) = service.lines  # type: ignore[attr-defined]
+    assert line.startswith("internal error on POST /v1/check: Traceback") and "boom with ***" in line
+    assert KEY not in line
+
+
 def test_a_stop_finishes_the_checks_in_flight_and_refuses_new_ones() -> None:
     with StubServer(latency_s=1, responder=_answer) as stub:
         service = _service(stub.url)

@@ -22,7 +22,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from .._budget import Budget, BudgetCaps, BudgetExceeded, Ticket, spent
+from .._budget import NO_ERROR_LIMIT, Budget, BudgetCaps, BudgetExceeded, Ticket, spent
 from .._data import BadLine, GuardLine, Source, policy_rules
 from .._errors import ConfigError, DataError, validation_problem
 from .._guard import Guard, LineAnswer, Verdict, answer_lines
@@ -71,7 +71,7 @@ class CheckBudget:
     calls, tokens and dollars before it runs and settles what its verdict reports it used."""
 
     def __init__(self, caps: BudgetCaps, pricing: Pricing, *, per_rule: bool) -> None:
-        self.budget = Budget(caps=caps)
+        self.budget = Budget(caps=caps, max_lm_errors=NO_ERROR_LIMIT)  # a failing LM: 502s, /readyz
         self.pricing = pricing
         self.per_rule = per_rule
 
@@ -81,6 +81,8 @@ class CheckBudget:
         prompt = estimate_tokens(text) * calls
         guess = self.pricing.completion_guess * calls
         try:
+            if self.budget.exhausted:  # once a cap is met no further check runs, small or not (as eval)
+                raise BudgetExceeded(f"{self.budget.refused_by} reached")
             return self.budget.reserve(
                 "guard", calls, prompt, prompt + guess, self.pricing.usd(prompt, guess)
             )
@@ -89,18 +91,18 @@ class CheckBudget:
                           error_class="budget") from None  # fmt: skip
 
     def settle(self, ticket: Ticket, verdict: Verdict | None) -> None:
-        """Replace the check's reservation with what its verdict used (``None``: it raised, nothing)."""
-        prompt = completion = 0
+        """Replace the check's reservation with what its verdict used (``None``: it raised before
+        any call, a bad input: nothing)."""
+        calls = prompt = completion = 0
         usd: float | None = None
         if verdict is not None:
+            calls = ticket.calls
             prompt, completion = verdict.usage.prompt_tokens, verdict.usage.completion_tokens
             usd = verdict.usage.cost
             if usd is None and self.pricing.known:
                 usd = self.pricing.usd(prompt, completion)
         # A verdict does not say which answers were replayed from the cache: every answer counts.
-        self.budget.settle(
-            ticket, spent(ticket.calls, prompt, completion, usd, cached=False, replays_count=True)
-        )
+        self.budget.settle(ticket, spent(calls, prompt, completion, usd, cached=False, replays_count=True))
 
     @property
     def exhausted(self) -> bool:
