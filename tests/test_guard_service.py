@@ -56,15 +56,19 @@ def _config(url: str, **settings: Any) -> LMConfig:
 
 
 def _service(
-    url: str, *, caps: BudgetCaps = BudgetCaps(), token: str | None = None, **limits: Any
+    url: str,
+    *,
+    caps: BudgetCaps = BudgetCaps(),
+    token: str | None = None,
+    log: list[str] | None = None,
+    **limits: Any,
 ) -> GuardService:
-    lines: list[str] = []
-    service = build_service(
+    """The official guard's service on the stub at ``url``; its log lines go to ``log``."""
+    lines = log if log is not None else []
+    return build_service(
         "official", _config(url), protocol=None, parser="robust", policy=None, caps=caps,
         limits=ServiceLimits(**limits), token=token, log=lines.append,
     )  # fmt: skip
-    service.lines = lines  # type: ignore[attr-defined]
-    return service
 
 
 def _until(condition: Callable[[], bool]) -> None:
@@ -354,20 +358,22 @@ def test_an_unexpected_failure_is_a_500_line_and_a_redacted_log(monkeypatch: pyt
         raise RuntimeError(f"boom with {KEY}")
 
     with StubServer(responder=_answer) as stub:
-        service = _service(stub.url)
+        log: list[str] = []
+        service = _service(stub.url, log=log)
         monkeypatch.setattr(service.guard, "acheck", broken)
         with running(service) as url:
             answer = check(url)
     assert answer[0] == 500
     assert answer[2] == {"error": "internal error (RuntimeError); the service's log has the details"}
-    (line,) = service.lines  # type: ignore[attr-defined]
+    (line,) = log
     assert line.startswith("internal error on POST /v1/check: Traceback") and "boom with ***" in line
     assert KEY not in line
 
 
 def test_a_stop_finishes_the_checks_in_flight_and_refuses_new_ones() -> None:
     with StubServer(latency_s=1, responder=_answer) as stub:
-        service = _service(stub.url)
+        log: list[str] = []
+        service = _service(stub.url, log=log)
         urls: list[str] = []
         loop = asyncio.new_event_loop()
         task = loop.create_task(service.run("127.0.0.1", 0, announce=urls.append))
@@ -386,7 +392,7 @@ def test_a_stop_finishes_the_checks_in_flight_and_refuses_new_ones() -> None:
     assert late[0] == 503 and late[2] == {"error": "shutting down: no new checks", "error_class": "draining"}
     assert [answer[0] for answer in done] == [200, 200, 200]
     assert task.done() and not task.cancelled() and service.guard.closed
-    assert service.lines == ["stopping: 3 check(s) in flight finish; new ones get 503"]  # type: ignore[attr-defined]
+    assert log == ["stopping: 3 check(s) in flight finish; new ones get 503"]
 
 
 def _free_port() -> int:
