@@ -107,8 +107,8 @@ def serve(
         str | None,
         typer.Option(
             "--parser",
-            help="--guard: the official baseline's parser, strict or robust.",
-            show_default="robust",
+            help="--guard: the official baseline's parser, strict (the reference's) or robust.",
+            show_default="strict",
         ),
     ] = None,
     policy: Annotated[
@@ -216,7 +216,7 @@ def serve(
                   "request_timeout_s": request_timeout}  # fmt: skip
         caps = _caps(max_calls=max_calls, max_tokens=max_total_tokens, max_usd=max_usd)
         _serve_guard(
-            guard, lm=lm, config=config, lm_flags=lm_flags, protocol=protocol, parser=parser or "robust",
+            guard, lm=lm, config=config, lm_flags=lm_flags, protocol=protocol, parser=parser or "strict",
             policy=policy, host=host or "127.0.0.1", port=port or DEFAULT_GUARD_PORT, token_env=auth_token_env,
             caps=caps,
             limits={key: value for key, value in limits.items() if value is not None},
