@@ -123,7 +123,7 @@ def start_service(stub_url: str, max_in_flight: int) -> tuple[subprocess.Popen[s
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     command = [
         sys.executable, "-c", "from sp_dspy.cli import main; main()", "serve", "--guard", "official",
-        "--lm", "openai/stub", "--api-base", stub_url, "--no-cache", "--num-retries", "0",
+        "--parser", "robust", "--lm", "openai/stub", "--api-base", stub_url, "--no-cache", "--num-retries", "0",
         "--port", str(port), "--max-in-flight", str(max_in_flight),
     ]  # fmt: skip
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
