@@ -119,10 +119,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=256)
+#: Policies up to this many characters are parsed once each (at most 128 kept: a few MiB).
+CACHED_POLICY_CHARS = 32 * 1024
+
+
 def _rules_of(policy: str) -> dict[int, str]:
-    """``{rule: text}`` of a policy (checks repeat a few policies: parsed once each)."""
+    """``{rule: text}`` of a policy: checks repeat a few policies, so those are parsed once each."""
+    return _cached_rules(policy) if len(policy) <= CACHED_POLICY_CHARS else _parsed_rules(policy)
+
+
+def _parsed_rules(policy: str) -> dict[int, str]:
     return policy_rules(policy, source=Source("policy"))
+
+
+_cached_rules = functools.lru_cache(maxsize=128)(_parsed_rules)
 
 
 class GuardService:
