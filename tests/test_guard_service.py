@@ -370,6 +370,24 @@ def test_an_unexpected_failure_is_a_500_line_and_a_redacted_log(monkeypatch: pyt
     assert KEY not in line
 
 
+def test_a_batch_check_that_raises_is_its_answers_error_without_the_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STUB_API_KEY", KEY)
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"boom with {KEY}")
+
+    with StubServer(responder=_answer) as stub:
+        service = _service(stub.url)
+        monkeypatch.setattr(service.guard, "acheck", broken)
+        with running(service) as url:
+            status, _, body = call(
+                url, "POST", "/v1/check/batch", {"checks": [{"policy": POLICY, "messages": MESSAGES}]}
+            )
+    assert status == 200 and body == {"answers": [{"line": 1, "error": "boom with ***"}]}
+
+
 def test_a_stop_finishes_the_checks_in_flight_and_refuses_new_ones() -> None:
     with StubServer(latency_s=1, responder=_answer) as stub:
         log: list[str] = []

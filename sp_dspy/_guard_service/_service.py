@@ -248,7 +248,7 @@ class GuardService:
             return found
 
         with self._slots(count):
-            await answer_lines(lines, answer, answers.append, concurrency=count)
+            await answer_lines(lines, answer, lambda done: answers.append(_masked(done)), concurrency=count)
         return _json(200, {"answers": answers})
 
     async def _healthz(self, request: web.Request) -> web.Response:
@@ -414,6 +414,13 @@ def _error(
 ) -> web.Response:
     body = ErrorBody(error=redact(message), error_class=error_class)
     return _json(status, body.model_dump(exclude_none=True), headers)
+
+
+def _masked(answer: LineAnswer) -> LineAnswer:
+    """A batch answer whose error (a check that raised: its exception's text) shows no key."""
+    if "status" not in answer and "error" in answer:
+        answer["error"] = redact(answer["error"])
+    return answer
 
 
 def _json(status: int, document: Mapping[str, Any], headers: Mapping[str, str] = {}) -> web.Response:
