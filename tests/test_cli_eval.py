@@ -170,6 +170,7 @@ def test_manifest_records_what_produced_the_run_and_no_secret(
     manifest = json.loads(text)
     assert manifest["dataset"] == {
         "source": LOADED.source,
+        "typed": None,  # no --dataset: the bundled sample
         "sha256": hashlib.sha256(Path(LOADED.source).read_bytes()).hexdigest(),
         "benchmark": "safepyramid",
         "cases": len(SAMPLE),

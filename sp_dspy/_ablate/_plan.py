@@ -143,6 +143,8 @@ def reconcile(plan: AblationPlan, out: Path, *, resume: bool, new_run_id: str) -
     may change. An omitted run id is the saved plan's on resume, else ``new_run_id``.
     """
     saved = load_saved_plan(out)
+    if saved is not None:  # a plan saved with its files as typed (older versions) compares resolved
+        saved = saved.model_copy(update={"data": saved.data.resolved()})
     where = out / PLAN_FILE
     if saved is None:
         if resume and plan.run_id is None:

@@ -148,6 +148,8 @@ def run_ablation(
     of finished variants; ``log_requests`` keeps each unit's requests with its record. A
     variant that stops early raises ``RunStopped``.
     """
+    # The plan saved records its dataset and split files resolved: --resume works from any directory.
+    plan = plan.model_copy(update={"data": plan.data.resolved()})
     prepared = _prepare(plan)  # fails fast: nothing written yet
     ensure_writable_dir(out, what="--out")
     with ablation_lock(out):  # one writer: a second --resume would rewrite the plan and report under it

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .._data._selection import CaseSelection
 from .._errors import ConfigError
 from .._lm._config import ANSWER_SETTINGS, LMConfig
 from .._run_manifest import RunManifest
@@ -59,7 +60,9 @@ def refuse_a_changed_resume(
     for key, flag in _RUN_SETTINGS:
         if key in settings and not _same_setting(key, settings[key], now[key]):
             refuse(flag, settings[key], now[key])
-    data_then, data_now = settings.get("data") or {}, now["data"]
+    data_then, data_now = dict(settings.get("data") or {}), now["data"]
+    if isinstance(data_then.get("split"), str):  # a manifest of an older version holds it as typed
+        data_then["split"] = CaseSelection(split=data_then["split"]).resolved_split()
     for key in _SELECTION:
         if key in data_then and data_then[key] != data_now[key]:
             refuse(f"--{key.replace('_', '-')}", data_then[key], data_now[key])

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "check": "Check one conversation against a policy with a guard and print the violated rules.",
     "ablate": "Run several guard variants on one LM and the same cases; write summary.json and report.html.",
     "report": "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
+    "view": "See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.",
     "list-models": "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
     "serve": "Serve a model (llama.cpp, vLLM) or, with --guard, a guard over HTTP until Ctrl-C.",
 }
@@ -66,7 +67,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Run and output": (
         "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
-        "--concurrency", "--quiet", "--verbose", "--log-requests",
+        "--concurrency", "--quiet", "--verbose", "--log-requests", "--open",
     ),
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",

@@ -47,7 +47,7 @@ def eval_command(
     split: opt.Split = None,
     limit: opt.Limit = None,
     start_idx: opt.StartIdx = 0,
-    shard: Annotated[str | None, typer.Option("--shard", help="I/N: run every N-th case from I.")] = None,
+    shard: opt.Shard = None,
     lenient: opt.Lenient = False,
     with_evidence: opt.WithEvidence = False,
     program: Annotated[

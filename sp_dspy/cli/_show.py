@@ -50,14 +50,15 @@ def show_command(
 ) -> None:
     """Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer."""
     results = read_result_files(files)
-    loaded = load_for_results(
-        files, [results], dataset=dataset, benchmark=benchmark, lenient=lenient, check=False
+    data = load_for_results(
+        [files], [results], dataset=dataset, benchmark=benchmark, lenient=lenient, check=False
     )
-    by_id = {case.id: case for case in loaded.cases}
+    loaded = data.loaded
+    by_id = {case.id: case for case in data.cases}  # the run's selected cases
     # Case ids in the order the results file first mentions them.
     in_order = dict.fromkeys([*results.records, *(judgment.cid for judgment in results.judgments)])
     present = [cid for cid in in_order if cid in by_id]
-    unknown = sorted(results.result_ids() - set(by_id))
+    unknown = sorted(results.result_ids() - {case.id for case in loaded.cases})
     if unknown:
         raise DataError(
             f"{files[0]}: {len(unknown)} case id(s) not in the dataset {loaded.source} ({', '.join(unknown[:3])}); "
@@ -83,7 +84,9 @@ def show_command(
         _print_case(view)
     which = "failed " if failed else ""
     console.print(
-        f"[dim]{len(views)} {which}case(s) shown of {len(present)} with results[/dim]", highlight=False
+        f"[dim]{len(views)} {which}case(s) shown of {len(present)} with results "
+        f"({len(data.cases)} selected: {escape(data.described)})[/dim]",
+        highlight=False,
     )
 
 
