@@ -38,7 +38,7 @@ COMMANDS: dict[str, str] = {
     "report": "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
     "view": "See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.",
     "list-models": "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
-    "serve": "Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile.",
+    "serve": "Serve a model (llama.cpp, vLLM) or, with --guard, a guard over HTTP until Ctrl-C.",
 }
 
 
@@ -50,7 +50,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--start-idx", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation", "--batch",
         "--framework", "--id", "--failed",
     ),
-    "Guard": ("--program", "--protocol", "--parser", "--per-rule-layout", "--variants"),
+    "Guard": ("--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants"),
     "Model": (
         "--lm", "--models", "--config", "--api-base", "--api-key-env", "--temperature", "--max-tokens",
         "--reasoning-effort", "--timeout", "--num-retries", "--no-cache", "--json-schema", "--transport",
@@ -71,7 +71,8 @@ PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",
-        "--gpu-memory-utilization", "--tensor-parallel-size",
+        "--gpu-memory-utilization", "--tensor-parallel-size", "--host", "--auth-token-env", "--request-timeout",
+        "--max-in-flight", "--max-body-kb", "--max-messages", "--max-rules", "--max-batch",
     ),
 }  # fmt: skip
 PANEL_ORDER = tuple(PANELS)
