@@ -140,6 +140,7 @@ def test_an_experiment_killed_mid_way_resumes_without_redoing_finished_work(tmp_
     report = (out / "report.html").read_text(encoding="utf-8")
     assert "Across optimizer seeds" in report and summary["optimizers"][0]["verdict"] in report
     assert "copro-s0 beside copro-s1" in report  # the prompts side by side
+    assert "id=sp-cases" in report  # the per-case viewer: every case, every seed's answer
 
     results = sorted((out / "results").glob("results_*.jsonl"))
     lines = {path.name: path.read_bytes() for path in results}
