@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 import orjson
 
@@ -78,6 +78,15 @@ class RequestCaptured(BaseException):
         self.request = request
 
 
+class PresetAnswers(Protocol):
+    """Answers obtained in advance (a run's batch results, ``sp_dspy._batch``): consulted instead of
+    the network, so that each request is built and cached exactly as when it is sent alone."""
+
+    def answer(self, request: HttpRequest) -> dict[str, Any]:
+        """The answer's JSON, or raise what sending would have raised (or :class:`RequestCaptured`)."""
+        ...
+
+
 class DirectChat(Shared):
     """Requests to one endpoint on its provider's wire: body, cache, retries, usage, cost; an
     LM's copies share it (it holds connection pools, one per event loop)."""
@@ -115,6 +124,9 @@ class DirectChat(Shared):
         if config.thinking is not None:
             self.params["thinking"] = dict(config.thinking)
         self.capturing = False  # eval --show-request: raise RequestCaptured instead of sending
+        #: ``eval --batch``: answers from the provider's batch API, read instead of sending; their
+        #: prices are the batch rates.
+        self.preset: PresetAnswers | None = None
         self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
             weakref.WeakKeyDictionary()
         )
@@ -122,9 +134,9 @@ class DirectChat(Shared):
         self.answered = 0
         _clients.add(self)
 
-    @functools.cached_property
+    @property
     def _rates(self) -> tuple[float | None, float | None, float | None]:
-        return price_rates(self.config.provider, self.model_id)
+        return _rates_of(self.config.provider, self.model_id, batch=self.preset is not None)
 
     def request(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> HttpRequest:
         """The request for ``messages``; ``overrides`` (``max_tokens``, ``temperature``, ...) win,
@@ -229,6 +241,8 @@ class DirectChat(Shared):
         import aiohttp
 
         model = self.config.model
+        if self.preset is not None:
+            return self.preset.answer(request)
         try:
             async with self._session().post(request.url, data=orjson.dumps(request.body)) as response:
                 raw = await response.read()
@@ -256,6 +270,12 @@ class DirectChat(Shared):
             + cached * (cached_rate or input_rate)
             + usage.completion_tokens * output_rate
         )
+
+
+@functools.cache
+def _rates_of(provider: str, model: str, *, batch: bool) -> tuple[float | None, float | None, float | None]:
+    """USD per (input, output, cached input) token, at the batch API's rates where ``batch``."""
+    return price_rates(provider, model, batch=batch)
 
 
 def _openai_answer(data: dict[str, Any]) -> tuple[str, str | None, Any]:

@@ -57,6 +57,7 @@ class EvalConfig(BaseModel):
     run_id: str | None = None
     resume: bool = False
     caps: BudgetCaps = Field(default_factory=BudgetCaps)  # --max-calls, --max-total-tokens, --max-usd
+    batch: bool = False  # --batch: every request through the provider's batch API, at its rate
 
 
 def parse_shard(text: str) -> tuple[int, int]:

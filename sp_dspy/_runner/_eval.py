@@ -257,6 +257,14 @@ def run_eval(
             )
             write_manifest(paths.manifest, written)
 
+        if config.batch:  # the provider's batch API answers the units first; the runner reads those
+            try:
+                _fill_by_batch(
+                    config, job, units, lm, paths=paths, console=console, retry_errors=retry_errors,
+                    json_adapter=lm_config.json_schema and config.program != "official",
+                )  # fmt: skip
+            except KeyboardInterrupt:  # left while batches run: --resume collects them
+                outcome.interrupted, units = True, []
         early = EarlyStop()
         try:
             with (
@@ -366,6 +374,52 @@ def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
     finally:
         client.capturing = False
     raise ConfigError(f"--show-request: case {case.id} sent no request")  # a program that never calls its LM
+
+
+def _fill_by_batch(
+    config: EvalConfig,
+    job: PerPolicyJob | PerRuleJob,
+    units: list[Any],
+    lm: Any,
+    *,
+    paths: RunPaths,
+    console: Console,
+    retry_errors: bool,
+    json_adapter: bool,
+) -> None:
+    """``--batch``: the pending units' requests answered through the provider's batch API, logged
+    beside the results file (``sp_dspy._batch``). Caps are refused: a batch is paid as a whole,
+    not call by call."""
+    from .._batch import fill_by_batch
+
+    caps = [
+        flag
+        for flag, value in (
+            ("--max-calls", config.caps.max_calls),
+            ("--max-total-tokens", config.caps.max_tokens),
+            ("--max-usd", config.caps.max_usd),
+        )
+        if value is not None
+    ]
+    if caps:
+        raise ConfigError(
+            f"--batch: {', '.join(caps)} stop a run call by call, and a batch is paid as a whole; "
+            "see its price with --dry-run --batch, then run without the cap"
+        )
+    protocol = str(config.protocol)
+    try:  # the run exists from its first batch on: --resume finds it whatever stops this invocation
+        paths.results_for(protocol).touch()
+    except OSError as exc:
+        raise OutputError(f"cannot write {paths.results_for(protocol)}: {exc.strerror or exc}") from None
+    fill_by_batch(
+        job.work, units, job.key, lm,
+        directory=paths.batch_dir_for(protocol),
+        console=console,
+        resume_hint=f"--resume --run-id {paths.run_id}",
+        retry_errors=retry_errors,
+        concurrency=config.concurrency,
+        context=lambda: _adapter_context(json_adapter),
+    )  # fmt: skip
 
 
 def _adapter_context(json_adapter: bool) -> contextlib.AbstractContextManager[Any]:
