@@ -70,10 +70,10 @@ def canonical(bodies: list[dict[str, Any]]) -> list[str]:
     return sorted(json.dumps(body, sort_keys=True) for body in bodies)
 
 
-def one_at_a_time_bodies(tmp_path: Path, *args: str) -> list[dict[str, Any]]:
+def one_at_a_time_bodies(tmp_path: Path, *args: str, lm: str = "openai/stub") -> list[dict[str, Any]]:
     """The bodies the same run posts without --batch."""
     with oracle_stub() as stub:
-        invoke(eval_args(stub.url, tmp_path / "single", *args))
+        invoke(eval_args(stub.url, tmp_path / "single", *args, lm=lm))
         return [r.body for r in stub.chat_requests if r.body is not None]
 
 
@@ -89,24 +89,28 @@ def server() -> Iterator[BatchServer]:
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("lm", "args"),
     [
-        (),
-        ("--program", "dspy"),
-        ("--protocol", "per-rule"),
-        ("--protocol", "per-rule", "--per-rule-layout", "prefix"),
+        ("openai/stub", ()),
+        ("openai/stub", ("--program", "dspy")),
+        ("openai/stub", ("--protocol", "per-rule")),
+        ("openai/stub", ("--protocol", "per-rule", "--per-rule-layout", "prefix")),
+        ("anthropic/stub", ()),
+        ("anthropic/stub", ("--program", "dspy", "--protocol", "per-rule")),
     ],
-    ids=["official", "dspy", "per-rule", "per-rule-prefix"],
+    ids=["official", "dspy", "per-rule", "per-rule-prefix", "anthropic-official", "anthropic-dspy-per-rule"],
 )
 def test_batched_run_sends_each_one_at_a_time_body_once_through_the_batch_api(
-    server: BatchServer, tmp_path: Path, args: tuple[str, ...]
+    server: BatchServer, tmp_path: Path, lm: str, args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     out = tmp_path / "batched"
-    invoke(eval_args(server.url, out, "--batch", *args))
-    assert server.chat_requests == []  # nothing went to /chat/completions
+    invoke(eval_args(server.url, out, "--batch", *args, lm=lm))
+    assert server.chat_requests == []  # nothing went to /chat/completions or /v1/messages
+    assert {batch.wire for batch in server.created} == {lm.partition("/")[0]}
     batched = canonical(server.answered_bodies)
     assert len(batched) == len(set(batched))  # identical requests (a rule judged alike twice) go once
-    assert set(batched) == set(canonical(one_at_a_time_bodies(tmp_path, *args)))
+    assert set(batched) == set(canonical(one_at_a_time_bodies(tmp_path, *args, lm=lm)))
     lines = records(out)
     assert lines and not any(line.get("error_class") for line in lines)
     unit_keys = [(line.get("cid") or line.get("id"), line.get("rule")) for line in lines]
@@ -134,14 +138,18 @@ def test_partly_failed_batch_records_error_classes_and_retry_errors_resubmits_on
     assert server.chat_requests == []
 
 
-def test_expired_batch_says_so_keeps_its_answers_and_resume_submits_the_rest(tmp_path: Path) -> None:
+@pytest.mark.parametrize("lm", ["openai/stub", "anthropic/stub"])
+def test_expired_batch_says_so_keeps_its_answers_and_resume_submits_the_rest(
+    tmp_path: Path, lm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     out = tmp_path / "out"
     with batch_server(expire_after=1) as server:
-        error = fails(eval_args(server.url, out, "--batch"))
+        error = fails(eval_args(server.url, out, "--batch", lm=lm))
         assert "batch batch-1 expired: 2 of 3 request(s) unanswered (1 answer(s) kept)" in error
         assert "--resume --run-id" in error
         server.expire_after = None
-        invoke(eval_args(server.url, out, "--batch", "--resume"))
+        invoke(eval_args(server.url, out, "--batch", "--resume", lm=lm))
         assert [len(batch.lines) for batch in server.created] == [3, 2]
         assert len(records(out)) == 3
     assert server.chat_requests == []
