@@ -24,7 +24,9 @@ from typer.testing import CliRunner
 
 from sp_dspy import load_benchmark
 from sp_dspy._errors import SpDspyError
+from sp_dspy._lm import LMConfig
 from sp_dspy._protocol import per_policy_messages
+from sp_dspy._runner import EvalConfig, plan_run
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy.cli import app
 from tests._batch_server import BatchServer
@@ -223,3 +225,30 @@ def test_run_config_batch_true_batches_the_run(server: BatchServer, tmp_path: Pa
     config.write_text("batch: true\n", encoding="utf-8")
     invoke(eval_args(server.url, tmp_path / "out", "--run-config", str(config)))
     assert len(server.created) == 1 and server.chat_requests == []
+
+
+def test_batched_answers_are_priced_at_the_batch_rate(server: BatchServer, tmp_path: Path) -> None:
+    """The same answers cost half through the batch API (the price map's batch prices of gpt-5-mini)."""
+    invoke(eval_args(server.url, tmp_path / "batched", "--batch", lm="openai/gpt-5-mini"))
+    with oracle_stub() as stub:
+        invoke(eval_args(stub.url, tmp_path / "single", lm="openai/gpt-5-mini"))
+    batched = {line["id"]: line for line in records(tmp_path / "batched")}
+    single = {line["id"]: line for line in records(tmp_path / "single")}
+    assert batched.keys() == single.keys()
+    for case_id, line in single.items():
+        assert batched[case_id]["usage"]["prompt_tokens"] == line["usage"]["prompt_tokens"] > 0
+        assert batched[case_id]["cost"] == pytest.approx(line["cost"] / 2)
+
+
+@pytest.mark.parametrize(
+    ("model", "basis"),
+    [
+        ("openai/gpt-5-mini", "the price map's batch prices"),
+        ("openai/gpt-3.5-turbo", "batch discount (50% of"),
+    ],
+)
+def test_dry_run_batch_shows_both_prices_and_where_the_batch_price_comes_from(model: str, basis: str) -> None:
+    output = invoke(["eval", "--dry-run", "--batch", "--lm", model, "--protocol", "per-rule"]).output
+    assert "USD batched" in output and basis in output
+    plan = plan_run(EvalConfig(protocol="per-rule", batch=True), LMConfig(model=model))
+    assert plan.batch_usd == pytest.approx(plan.estimate.usd / 2)

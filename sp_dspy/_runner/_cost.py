@@ -29,6 +29,7 @@ from .._lm import LMConfig
 from .._pricing import (
     PROMPT_SAMPLE,
     Pricing,
+    batch_price_basis,
     completion_guess,
     estimate_tokens,
     pricing_for,
@@ -51,6 +52,8 @@ class EvalPlan(BaseModel):
     largest_prompt: int = 0  # estimated tokens of the largest prompt among those sampled
     completion_guess: int = 0  # the tokens an answer is expected to take beside it
     assumptions: list[str] = Field(default_factory=list)
+    #: ``--dry-run --batch``: the same calls' USD through the provider's batch API (None: unpriced or not asked).
+    batch_usd: float | None = None
 
 
 def _is_official(program: Any) -> bool:
@@ -85,16 +88,24 @@ def dspy_prompt_tokens(program: Any, cases: Sequence[Case], protocol: str) -> tu
     return mean * (1 + demos), round(max(sizes) + mean * demos)
 
 
-def run_pricing(program: Any, protocol: str, lm_config: LMConfig) -> Pricing:
-    """USD per token of this model, with the completion length a unit of this program reserves."""
+def run_pricing(program: Any, protocol: str, lm_config: LMConfig, *, batch: bool = False) -> Pricing:
+    """USD per token of this model (``batch``: through its batch API), with the completion length
+    a unit of this program reserves."""
     cot = not _is_official(program) and program_spec(program)["program"].endswith("-cot")
-    return pricing_for(lm_config, completion_guess(protocol, cot, lm_config))
+    return pricing_for(lm_config, completion_guess(protocol, cot, lm_config), batch=batch)
 
 
 def plan_eval(
-    program: Any, protocol: str, label: str, cases: Sequence[Case], lm_config: LMConfig
+    program: Any,
+    protocol: str,
+    label: str,
+    cases: Sequence[Case],
+    lm_config: LMConfig,
+    *,
+    batch: bool = False,
 ) -> EvalPlan:
-    """The projected calls, tokens and dollars of running ``program`` on ``cases``. Sends nothing."""
+    """The projected calls, tokens and dollars of running ``program`` on ``cases`` (``batch``: also
+    priced at the batch rate). Sends nothing."""
     pricing = run_pricing(program, protocol, lm_config)
     units = units_of(cases, protocol)
     if _is_official(program):
@@ -108,12 +119,20 @@ def plan_eval(
         basis = "characters / 4 of the prompts the DSPy adapter builds, demos included"
         shown = len(cases[:: max(1, len(cases) // PROMPT_SAMPLE)])
         sample = f" (mean over {shown} cases spread over the run)" if shown < len(cases) else ""
+    estimate = projected(len(units), per_call, pricing.completion_guess, pricing)
+    assumptions = []
+    batch_usd = None
+    if batch and pricing.known:
+        batched = run_pricing(program, protocol, lm_config, batch=True)
+        batch_usd = projected(len(units), per_call, batched.completion_guess, batched).usd
+        assumptions.append(f"batched USD at {batch_price_basis(lm_config)}")
     return EvalPlan(
         model=lm_config.display_name(),
         program=label,
         protocol=protocol,
         cases=len(cases),
-        estimate=projected(len(units), per_call, pricing.completion_guess, pricing),
+        estimate=estimate,
+        batch_usd=batch_usd,
         priced=pricing.known,
         largest_prompt=largest,
         completion_guess=pricing.completion_guess,
@@ -122,6 +141,7 @@ def plan_eval(
             f"prompt tokens ~ {basis}{sample}",
             f"{pricing.completion_guess} completion tokens per call (reasoning models may write many more)",
             "answers already in the response cache cost nothing; --resume sends only missing units",
+            *assumptions,
         ],
     )
 

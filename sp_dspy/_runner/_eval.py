@@ -143,7 +143,11 @@ def plan_run(config: EvalConfig, lm_config: LMConfig) -> EvalPlan:
     """What ``run_eval`` would send (``eval --dry-run``), after the checks a run makes before its first call."""
     _, cases = select_cases(config)
     program, protocol, label = build_program(config, constrained=lm_config.json_schema, cases=cases)
-    plan = plan_eval(program, protocol, label, cases, lm_config)
+    if config.batch:  # a provider without a batch API: one line, as the run would say
+        from .._batch import wire_class
+
+        wire_class(lm_config.provider, lm_config.display_name())
+    plan = plan_eval(program, protocol, label, cases, lm_config, batch=config.batch)
     require_prices(config.caps, {lm_config.model: run_pricing(program, protocol, lm_config)})
     return plan
 

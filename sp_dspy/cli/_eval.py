@@ -211,9 +211,11 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps, *, window: int | None) -> None
     prompt fits the model's context window (``window``, where known)."""
     est = plan.estimate
     table = FitTable(title=f"Projected eval of {plan.model} (dry run: nothing was sent)")
-    for column in ("program", "cases", "calls", "prompt tokens", "completion tokens", "USD"):
+    batched = ("USD batched",) if plan.batch_usd is not None else ()
+    for column in ("program", "cases", "calls", "prompt tokens", "completion tokens", "USD", *batched):
         table.add_column(column, justify="left" if column == "program" else "right")
-    table.add_row(f"{plan.program} {plan.protocol}", f"{plan.cases:,}", *opt.estimate_cells(est))
+    cells = opt.estimate_cells(est) + ((opt.money(plan.batch_usd),) if batched else ())
+    table.add_row(f"{plan.program} {plan.protocol}", f"{plan.cases:,}", *cells)
     console.print(table)
     for flag, cap in opt.caps_below(caps, est):
         console.print(
