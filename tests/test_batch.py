@@ -252,3 +252,11 @@ def test_dry_run_batch_shows_both_prices_and_where_the_batch_price_comes_from(mo
     assert "USD batched" in output and basis in output
     plan = plan_run(EvalConfig(protocol="per-rule", batch=True), LMConfig(model=model))
     assert plan.batch_usd == pytest.approx(plan.estimate.usd / 2)
+
+
+def test_ablate_batch_batches_every_variant(server: BatchServer, tmp_path: Path) -> None:
+    variants = "official-per-policy,dspy-per-policy"
+    args = ["ablate", "--out", str(tmp_path / "abl"), "--lm", "openai/stub", "--api-base", server.url]
+    invoke([*args, "--variants", variants, "--limit", LIMIT, "--batch", "-q", "--n-boot", "0"])
+    assert server.chat_requests == []
+    assert [len(batch.lines) for batch in server.created] == [3, 3]
