@@ -11,6 +11,7 @@ import typer
 from typer.testing import CliRunner, Result
 
 from sp_dspy._benchmarks import load_benchmark
+from sp_dspy._compile._artifact import claim_out
 from sp_dspy._data import make_split
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy.cli._compile import register
@@ -286,3 +287,14 @@ def test_ctrl_c_says_what_was_kept_and_how_to_continue(
         " ".join(result.output.split())
     )
     assert not (out / "manifest.json").exists() and "KeyboardInterrupt" in (out / "compile.log").read_text()
+
+
+def test_a_second_compile_into_an_out_being_written_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "art"
+    with claim_out(out, force=False):  # what a running compile holds until it ends
+        result = invoke("--lm", "fake/oracle", *TINY_COPRO, "--out", str(out), "--quiet")
+    assert isinstance(result.exception, ConfigError), result.output
+    message = str(result.exception)
+    assert "\n" not in message and message.startswith(f"--out {out} is being written by process ")
+    assert "one compile writes an --out at a time" in message
+    assert sorted(p.name for p in out.iterdir()) == []  # nothing of the second's, and the lock is gone

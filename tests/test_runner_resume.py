@@ -154,6 +154,14 @@ def test_sigkill_mid_run_then_resume_finishes_without_loss_or_repeat(
     first_requests = len(server.chat_requests)
     done_first = set(read_units(path, protocol))
     assert kill_after <= len(done_first) < len(units), "the kill must land mid-run"
+    # The manifest written as the run started: scored on the run's own cases, not the whole sample.
+    assert json.loads((tmp_path / "manifest_k1.json").read_text(encoding="utf-8"))["runs"]["stub"][
+        "status"
+    ] == ("running")
+    scored = CliRunner().invoke(app, ["score", str(path), "--json", "-", "--n-boot", "0"])
+    assert scored.exit_code == 0, scored.output
+    cases = 2 if protocol == "per-rule" else 12
+    assert json.loads(scored.stdout)["ALL"]["total"] == cases
     # A process killed inside a write leaves half a line; resume must cut it off.
     with path.open("ab") as handle:
         handle.write(b'{"kind": "judgment", "cid": "torn", "id": "torn", "rul')

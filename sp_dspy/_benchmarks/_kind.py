@@ -89,9 +89,17 @@ class BenchmarkKind(Protocol):
 
 def first_json_line(path: Path) -> object:
     """The first line of ``path`` as JSON, or None (for ``recognises``: never an error)."""
+    from .._data._scan import open_regular
+    from .._errors import DataError
+
     try:
-        with path.open("rb") as handle:
+        with open_regular(path, "file") as handle:
             line = handle.readline(1 << 20)
         return json.loads(line)
-    except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deeply: not this format
+    except (
+        DataError,
+        OSError,
+        ValueError,
+        RecursionError,
+    ):  # unreadable, not JSON, nested too deeply: not this format
         return None

@@ -8,7 +8,9 @@ from typing import Any, ClassVar, Literal
 from rich.console import RenderableType
 
 from .._data._loader import Benchmark, load_file
+from .._data._scan import open_regular
 from .._data._source import resolve_dataset
+from .._errors import DataError
 from .._metrics import ScoreReport, render_score_table
 from ._kind import BenchmarkKind
 
@@ -30,9 +32,9 @@ class SafePyramidKind(BenchmarkKind):
 
     def recognises(self, path: Path) -> bool:
         try:
-            with path.open("rb") as handle:
+            with open_regular(path, "file") as handle:
                 head = handle.read(1 << 16)
-        except OSError:
+        except (DataError, OSError):
             return False
         return head.lstrip()[:1] in (b"[", b"{") and b'"ground_truth_violations"' in head
 

@@ -38,6 +38,7 @@ from sp_dspy._compile._types import (
 from sp_dspy._errors import ConfigError, SpDspyError
 from sp_dspy._lm import LMConfig, import_dspy, make_lm, redact
 from sp_dspy._pricing import completion_guess, context_window, pricing_for, prompt_sizes
+from sp_dspy._redact import RedactingFilter, RedactingWriter
 from sp_dspy._run_manifest import ErrorSummary
 from sp_dspy._runner._fake_gold import teach_fake
 
@@ -237,8 +238,9 @@ def library_log(path: Path) -> Iterator[None]:
             f"--out {path.parent}: cannot write {path.name} there ({exc.strerror or exc})"
         ) from None
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    stream = handler.stream  # opened now (not delayed): stdout/stderr go to it as well
-    assert stream is not None
+    handler.addFilter(RedactingFilter())  # also when sp-dspy is used as a library, not the CLI
+    assert handler.stream is not None  # opened now (not delayed): stdout/stderr go to it as well
+    stream = RedactingWriter(handler.stream)  # printed text passes no log filter
     saved = []
     try:
         for name in LIBRARY_LOGGERS:
@@ -339,14 +341,13 @@ def compile_guard(
     )  # fmt: skip
     if config.dry_run:
         return outcome
-    claim_out(config.out, force=config.force)
     status = status or CompileStatus()
     budget = Budget(caps=config.caps)
     failures = CallFailures()
     status.caps, status.budget, status.failures = config.caps, budget, failures
     from sp_dspy._compile._budgeted_lm import BudgetedLM  # imports DSPy
 
-    with library_log(config.out / LOG_FILE):
+    with claim_out(config.out, force=config.force), library_log(config.out / LOG_FILE):
         built = {role: (lms or {}).get(role) or make_lm(cfg) for role, cfg in setup.configs.items()}
         for lm in built.values():
             teach_fake(lm, [*setup.data.train, *setup.data.dev])  # train and dev only: test never

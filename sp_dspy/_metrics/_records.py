@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
@@ -49,6 +50,17 @@ def _error_text(value: object) -> object:
     if value is None or isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _verdict(value: object) -> object:
+    """A judgment's ``gt`` and ``pred`` are a verdict: ``true``, ``false`` or ``null`` (none), never
+    ``"yes"``, ``1`` or ``"violated"``, which pydantic's lax mode would read as a verdict."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise ValueError(f"expected true (violated), false (not violated) or null, got {value!r:.40}")
+
+
+VerdictFlag = Annotated[bool | None, BeforeValidator(_verdict)]
 
 
 def _usd(value: object) -> float | None:
@@ -153,8 +165,8 @@ class JudgmentRecord(_Line):
     cid: str
     rule: RuleNumber
     rule_type: str | None = None
-    gt: bool | None = None
-    pred: bool | None = None
+    gt: VerdictFlag = None
+    pred: VerdictFlag = None
     reason: str | None = None
 
     @property

@@ -186,9 +186,11 @@ def build_summary(
     seed: int = 0,
     skip_bad_lines: bool = False,
     all_ids: Collection[str] | None = None,
+    cases_note: str | None = None,
 ) -> ComparisonSummary:
     """Score each ``(label, files)`` variant on ``cases`` and diff it against ``baseline``
     (default: see ``default_baseline``); a ``None`` label is derived from the records or file name.
+    ``cases_note`` (which cases, when the variants' runs selected different ones) leads the notes.
     """
     cases = list(cases)
     if not variants:
@@ -261,8 +263,11 @@ def build_summary(
         cap_aware=cap_aware,
         variants=built,
         diffs=diffs,
-        notes=honesty_notes(
-            built, n_boot=n_boot, full_note=benchmark_kind(benchmark).full_note, content_hash=content_hash
-        ),
+        notes=[
+            *([cases_note] if cases_note else []),
+            *honesty_notes(
+                built, n_boot=n_boot, full_note=benchmark_kind(benchmark).full_note, content_hash=content_hash
+            ),
+        ],
         pku_published=None if kind is None else kind.published(),
     )

@@ -18,7 +18,7 @@ from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
 from .. import __version__
-from .._errors import SpDspyError
+from .._errors import ConfigError, SpDspyError
 from .._interrupt import interrupted_exit_code, sigterm_interrupts
 from .._redact import install_log_redaction, redact
 from ._console import err_console
@@ -126,6 +126,23 @@ class LazyGroup(TyperGroup):
             assign_panels(name, command)
             self.commands[name] = command
         return name, command, rest
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; a value the flag's own type refuses (``--concurrency 0``) is a
+        ``ConfigError``, so it prints as every other bad input does: one ``error:`` line, exit 2."""
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as error:
+            raise ConfigError(bad_parameter_line(error)) from None
+
+
+def bad_parameter_line(error: typer.BadParameter) -> str:
+    """click's ``Invalid value for '--limit': why`` as ``--limit: why``, on one line."""
+    param = error.param
+    if type(error) is not typer.BadParameter or param is None:  # a missing value, or no flag to name
+        return " ".join(error.format_message().split())
+    name = next((opt for opt in param.opts if opt.startswith("--")), None)
+    return f"{name or param.get_error_hint()}: {' '.join(error.message.split())}"
 
 
 app = typer.Typer(

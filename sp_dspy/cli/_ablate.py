@@ -20,7 +20,7 @@ from .._report._html_tables import DASH, count, num
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
-from ._console import console, err_console
+from ._console import console, err_console, visible
 from ._eval import EXIT_UNFINISHED, LOCAL_DEFAULT_LIMIT, SMALL_MODEL_NOTE
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ def _print_outcome(outcome: AblationOutcome, *, small: bool) -> None:
     for run in outcome.runs:
         for number, line in enumerate(run.errors.lines(retry)):
             text = f"{run.variant.label}: {line}" if number == 0 else line
-            err_console.print(text, markup=False, highlight=False, soft_wrap=True)
+            err_console.print(visible(text), markup=False, highlight=False, soft_wrap=True)
     if small:
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")
     console.print(

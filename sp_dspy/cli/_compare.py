@@ -17,7 +17,7 @@ import typer
 from pydantic import BaseModel, Field
 
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
-from .._data import filter_cases
+from .._data._selection import CaseSelection
 from .._errors import ConfigError, DataError
 from .._metrics import read_result_files
 from .._table import FitTable
@@ -125,6 +125,10 @@ def compare_command(
     benchmark: opt.RecordedBenchmark = None,
     level: opt.Level = None,
     domain: opt.Domain = None,
+    split: opt.ScoreSplit = None,
+    limit: opt.ScoreLimit = None,
+    start_idx: opt.ScoreStartIdx = 0,
+    shard: opt.ScoreShard = None,
     cap_aware: opt.CapAware = False,
     json_out: Annotated[
         str | None, typer.Option("--json", help="Write the comparison as JSON to this file ('-' = stdout).")
@@ -140,15 +144,14 @@ def compare_command(
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
     paths = [_paths(raw, side) for raw, side in ((results_a, "RESULTS_A"), (results_b, "RESULTS_B"))]
     sides = [read_result_files(side, skip_bad_lines=skip_bad_lines) for side in paths]
-    loaded = load_for_results(
-        [*paths[0], *paths[1]],
-        sides,
-        dataset=dataset,
-        benchmark=benchmark,
-        with_evidence=with_evidence,
-        lenient=lenient,
+    select = CaseSelection(
+        level=level, domain=domain, split=split, limit=limit, start_idx=start_idx, shard=shard
     )
-    cases = filter_cases(loaded.cases, level=level, domain=domain)
+    data = load_for_results(
+        paths, sides, dataset=dataset, benchmark=benchmark, select=select, with_evidence=with_evidence,
+        lenient=lenient,
+    )  # fmt: skip
+    loaded, cases = data.loaded, data.cases
     comparison = compare_results(
         cases, *sides, dataset=loaded.source, cap_aware=cap_aware, n_boot=n_boot, seed=seed
     )
@@ -174,6 +177,10 @@ def _paths(raw: str, side: str) -> list[Path]:
     if not paths:
         raise ConfigError(f"{side}: no result file given")
     for path in paths:
+        if path.is_dir():
+            raise DataError(
+                f"{side}: {path}: a directory, not a result file (name the results_*.jsonl in it)"
+            )
         if not path.is_file():
             raise DataError(f"{side}: {path}: no such file")
     return paths

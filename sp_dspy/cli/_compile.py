@@ -27,7 +27,7 @@ from .._lm import configure_cache
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
-from ._console import console, err_console
+from ._console import console, err_console, visible
 from ._eval import EXIT_UNFINISHED
 
 if TYPE_CHECKING:
@@ -291,6 +291,6 @@ def _print_outcome(outcome: CompileOutcome) -> None:
         err_console.print(f"[yellow]warning:[/yellow] {warning}")
     retry = "the same command (the calls that answered come from the response cache)"
     for line in outcome.errors.lines(retry, window=outcome.window, what="LM call(s)"):
-        err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+        err_console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
     console.print(f"artifact: {out} (program.json, manifest.json, prompt.md, splits.json; log: compile.log)")
     console.print(f"score on test: {outcome.score_command}", soft_wrap=True)

@@ -19,7 +19,7 @@ from .._runner import EvalPlan, build_eval_config, first_request, new_run_id, pl
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
-from ._console import console, err_console
+from ._console import console, err_console, visible
 
 if TYPE_CHECKING:
     from .._compile import BudgetCaps
@@ -48,7 +48,7 @@ def eval_command(
     split: opt.Split = None,
     limit: opt.Limit = None,
     start_idx: opt.StartIdx = 0,
-    shard: Annotated[str | None, typer.Option("--shard", help="I/N: run every N-th case from I.")] = None,
+    shard: opt.Shard = None,
     lenient: opt.Lenient = False,
     with_evidence: opt.WithEvidence = False,
     program: Annotated[
@@ -287,6 +287,6 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool, wind
         )
     retry = f"the same command plus --resume --retry-errors --run-id {outcome.paths.run_id}"
     for line in outcome.errors.lines(retry, window=window):
-        err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+        err_console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
     if small:
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")

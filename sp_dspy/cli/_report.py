@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from .._benchmarks import benchmark_kind
+from .._data._selection import CaseSelection
 from .._errors import ConfigError
 from .._metrics import read_result_files
 from . import _options as opt
@@ -31,6 +32,10 @@ def parse_results(arguments: list[str], labels: list[str]) -> list[tuple[str | N
             variants.append((None, [Path(argument)]))
             continue
         label, sep, listed = argument.partition("=")
+        if Path(argument).is_dir():
+            raise ConfigError(
+                f"RESULTS: {argument}: a directory, not a result file (name the results_*.jsonl in it)"
+            )
         if not sep:
             raise ConfigError(f"RESULTS: no such file: {argument}")
         if not label.strip():
@@ -63,6 +68,10 @@ def report_command(
     ],
     dataset: opt.RecordedDataset = None,
     benchmark: opt.RecordedBenchmark = None,
+    split: opt.ScoreSplit = None,
+    limit: opt.ScoreLimit = None,
+    start_idx: opt.ScoreStartIdx = 0,
+    shard: opt.ScoreShard = None,
     label: Annotated[
         list[str] | None,
         typer.Option(
@@ -90,12 +99,16 @@ def report_command(
     from .._report import build_summary, render_terminal, write_html
 
     variants = parse_results(results, label or [])
-    files = [Path(path) for _, paths in variants for path in paths]
     # RESULTS is required, and no variant is empty.
     first = read_result_files(variants[0][1], skip_bad_lines=True)
-    loaded = load_for_results(files, [first], dataset=dataset, benchmark=benchmark, lenient=lenient)
+    select = CaseSelection(split=split, limit=limit, start_idx=start_idx, shard=shard)
+    data = load_for_results(
+        [paths for _, paths in variants], [first], dataset=dataset, benchmark=benchmark, select=select,
+        lenient=lenient, announce=False,
+    )  # fmt: skip
+    loaded = data.loaded
     summary = build_summary(
-        loaded.cases,
+        data.cases,
         variants,
         baseline,
         benchmark=loaded.benchmark,
@@ -106,6 +119,7 @@ def report_command(
         seed=seed,
         skip_bad_lines=skip_bad_lines,
         all_ids=[case.id for case in loaded.cases],
+        cases_note=data.note,
     )
     console.print(render_terminal(summary))
     kind_table = benchmark_kind(summary.benchmark).report_terminal(
