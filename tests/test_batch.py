@@ -150,6 +150,8 @@ def test_expired_batch_says_so_keeps_its_answers_and_resume_submits_the_rest(
         error = fails(eval_args(server.url, out, "--batch", lm=lm))
         assert "batch batch-1 expired: 2 of 3 request(s) unanswered (1 answer(s) kept)" in error
         assert "--resume --run-id" in error
+        (manifest,) = out.glob("manifest_*.json")
+        assert json.loads(manifest.read_text())["runs"]["stub"]["status"] == "failed"
         server.expire_after = None
         invoke(eval_args(server.url, out, "--batch", "--resume", lm=lm))
         assert [len(batch.lines) for batch in server.created] == [3, 2]

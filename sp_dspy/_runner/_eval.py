@@ -290,6 +290,11 @@ def run_eval(
                 )  # fmt: skip
             except KeyboardInterrupt:  # left while batches run: --resume collects them
                 outcome.interrupted, units = True, []
+            except OutputError:  # a batch ended unanswered (or a write failed): the manifest says so
+                outcome.failed = True
+                with contextlib.suppress(OutputError):
+                    manifest(read_run_results(results_file))
+                raise
         early = EarlyStop()
         try:
             with (
