@@ -32,6 +32,7 @@ from ._config import _KEY_HEADERS, LMConfig, display_endpoint
 from ._dspy import AsyncEngine, Shared, SyncEngine, import_dspy, request_system
 from ._errors import error_message, retry_after_seconds, status_error, transport_error
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
+from ._prompt_cache import cache_marked
 
 if TYPE_CHECKING:
     import aiohttp
@@ -158,6 +159,7 @@ class DirectChat(Shared):
             if system:
                 body["system"] = "\n\n".join(system)
             body["messages"] = [m for m in plain if m.get("role") != "system"]
+            body = cache_marked(body, plain, self.model_id)  # DSPy programs' stable prefix, where long enough
         else:
             body["messages"] = plain
         body.update(self.params)

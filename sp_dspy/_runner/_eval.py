@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,9 +25,11 @@ from .._data._selection import resolved_path
 from .._errors import ConfigError, DataError, OutputError, validation_problem
 from .._lm import closing_transports, import_dspy, make_lm
 from .._lm._direct import RequestCaptured, client_of
+from .._lm._prompt_cache import before_last_message, marking_prefix
 from .._lm._replicas import display_endpoint
 from .._metrics import ResultSet, score
 from .._protocol import build_targets
+from .._protocol._targets import prefix_layout_end
 from .._provenance import git_commit, package_versions, redacted_argv
 from .._run_manifest import (
     RUNNING,
@@ -313,7 +315,10 @@ def run_eval(
                     stop_when=early.observe,
                 )
                 try:
-                    with _adapter_context(lm_config.json_schema and config.program != "official"):
+                    with (
+                        _adapter_context(lm_config.json_schema and config.program != "official"),
+                        _prompt_marks(config),
+                    ):
                         asyncio.run(closing_transports(engine.run(units)))
                 except KeyboardInterrupt:
                     outcome.interrupted = True
@@ -394,7 +399,7 @@ def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
     case = cases[0]
     client.capturing = True
     try:
-        with _adapter_context(lm_config.json_schema and config.program != "official"):
+        with _adapter_context(lm_config.json_schema and config.program != "official"), _prompt_marks(config):
             if protocol == "per-rule":
                 asyncio.run(closing_transports(judge_target(program, case, build_targets(case)[0], lm)))
             else:
@@ -448,8 +453,26 @@ def _fill_by_batch(
         resume_hint=f"--resume --run-id {paths.run_id}",
         retry_errors=retry_errors,
         concurrency=config.concurrency,
-        context=lambda: _adapter_context(json_adapter),
+        context=lambda: _in_both(_adapter_context(json_adapter), _prompt_marks(config)),
     )  # fmt: skip
+
+
+def _prompt_marks(config: EvalConfig) -> contextlib.AbstractContextManager[Any]:
+    """Anthropic prompt-cache marks: a DSPy program's instructions and demonstrations, the
+    ``prefix`` layout's per-case prefix; none in the official baselines' bytes."""
+    if config.program != "official":
+        return marking_prefix(before_last_message)
+    if config.protocol == "per-rule" and config.per_rule_layout == "prefix":
+        return marking_prefix(prefix_layout_end)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _in_both(
+    first: contextlib.AbstractContextManager[Any], second: contextlib.AbstractContextManager[Any]
+) -> Iterator[None]:
+    with first, second:
+        yield
 
 
 def _adapter_context(json_adapter: bool) -> contextlib.AbstractContextManager[Any]:
