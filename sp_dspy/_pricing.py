@@ -13,6 +13,7 @@ from typing import Any
 
 from ._lm import LMConfig, import_dspy
 from ._lm._compat import BATCH_DISCOUNT, has_batch_prices, price_rates
+from ._usage import Usage
 
 CHARS_PER_TOKEN = 4
 # Typical completion lengths (tokens) of one answer.
@@ -47,10 +48,25 @@ def pricing_for(config: LMConfig, completion_guess: int, *, batch: bool = False)
     import_dspy()  # the offline price-map environment is set before DSPy loads
     model = config.model.split("/", 1)[1]
     try:
-        prompt, completion, _ = price_rates(config.provider, model, batch=batch)
+        prompt, completion, *_ = price_rates(config.provider, model, batch=batch)
     except Exception:  # advisory metadata: a malformed entry must not stop a compile
         prompt = completion = None
     return Pricing(prompt=prompt, completion=completion, completion_guess=completion_guess)
+
+
+def cache_savings(config: LMConfig, usage: Usage, *, batch: bool = False) -> float | None:
+    """USD the provider's prompt cache saved on answers of ``usage`` tokens: cache reads below the
+    input price, less cache writes above it (None: unpriced)."""
+    if config.is_fake or not config.provider:
+        return None
+    import_dspy()
+    model = config.model.split("/", 1)[1]
+    input_rate, _, read_rate, write_rate = price_rates(config.provider, model, batch=batch)
+    if input_rate is None:
+        return None
+    read, written = usage.cache_read_tokens or 0, usage.cache_write_tokens or 0
+    saved = read * (input_rate - (read_rate if read_rate is not None else input_rate))
+    return saved - written * ((write_rate if write_rate is not None else input_rate) - input_rate)
 
 
 def batch_price_basis(config: LMConfig) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,11 +15,16 @@ from typer.testing import CliRunner
 from programs import case_to_example, make_program, program_spec
 from sp_dspy import load_benchmark
 from sp_dspy._lm import import_dspy
+from sp_dspy._lm._config import LMConfig
+from sp_dspy._lm._direct import DirectChat
 from sp_dspy._lm._prompt_cache import MARK, cache_marked, marking_prefix, minimum_tokens
 from sp_dspy._protocol import per_policy_messages
 from sp_dspy._protocol._targets import CONVERSATION_HEADER, PREFIX_PRIORITY, PREFIX_VERDICT_LOGIC
+from sp_dspy._usage import Usage
 from sp_dspy.cli import app
 from tests._lm_fixtures import oracle_stub
+from tests._results import iter_records
+from tests._stub_server import StubServer, chat_completion
 
 pytestmark = [pytest.mark.usefixtures("isolated_run"), pytest.mark.network, pytest.mark.timeout(180)]
 
@@ -124,3 +130,30 @@ def test_a_prefix_below_the_cacheable_minimum_is_not_marked() -> None:
         marked = cache_marked({**body, "system": long}, messages, "claude-sonnet-4-5")
     assert marked["system"] == [{"type": "text", "text": long, "cache_control": MARK}]
     assert minimum_tokens("claude-haiku-4-5") == 4096 and minimum_tokens("claude-3-5-haiku") == 2048
+
+
+def test_cache_reads_and_writes_are_priced_at_their_own_rates_and_batch_rates() -> None:
+    client = DirectChat(LMConfig(model="anthropic/claude-sonnet-4-5"), "https://api.anthropic.com")
+    usage = Usage(
+        prompt_tokens=10_000, completion_tokens=100, cache_read_tokens=6_000, cache_write_tokens=3_000
+    )
+    listed = 1_000 * 3e-6 + 6_000 * 3e-7 + 3_000 * 3.75e-6 + 100 * 1.5e-5
+    assert client.price(usage) == pytest.approx(listed)
+    client.preset = SimpleNamespace(answer=lambda request: {})  # batch answers: the batch rates
+    assert client.price(usage) == pytest.approx(listed / 2)
+
+
+def test_openai_cached_tokens_are_recorded_per_unit_and_priced_lower(tmp_path: Path) -> None:
+    def cached_answer(body: dict[str, Any]) -> dict[str, Any]:
+        answer = chat_completion("[]", model="gpt-5-mini", prompt_tokens=2_000, completion_tokens=10)
+        answer["usage"]["prompt_tokens_details"] = {"cached_tokens": 1_536}
+        return answer
+
+    with StubServer(responder=cached_answer) as stub:
+        command = ["eval", "--lm", "openai/gpt-5-mini", "--api-base", stub.url, "--output-dir", str(tmp_path)]
+        result = CliRunner().invoke(app, [*command, "-q", "--limit", "1"])
+        assert result.exit_code == 0, (result.output, result.exception)
+    (line,) = iter_records(next(tmp_path.glob("results_*.jsonl")))
+    assert line["usage"]["cache_read_tokens"] == 1_536
+    assert line["cost"] == pytest.approx(464 * 2.5e-7 + 1_536 * 2.5e-8 + 10 * 2e-6)
+    assert "prompt cache: 1,536 of 2,000 prompt tokens read from the provider's cache" in result.output

@@ -87,15 +87,20 @@ async def acall(lm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any])
 #: What the providers' batch APIs charge of the list price (OpenAI, Anthropic, Gemini: half),
 #: for a model the price snapshot gives no batch prices.
 BATCH_DISCOUNT = 0.5
-_RATE_FIELDS = ("input_cost_per_token", "output_cost_per_token", "cache_read_input_token_cost")
+_RATE_FIELDS = (
+    "input_cost_per_token",
+    "output_cost_per_token",
+    "cache_read_input_token_cost",
+    "cache_creation_input_token_cost",
+)
 
 
 def price_rates(
     provider: str, model_id: str, *, batch: bool = False
-) -> tuple[float | None, float | None, float | None]:
-    """(input, output, cached-input) USD per token of ``provider/model_id``; None where unpriced.
-    ``batch``: through the provider's batch API (the snapshot's ``*_batches`` price, else
-    :data:`BATCH_DISCOUNT` of the list price)."""
+) -> tuple[float | None, float | None, float | None, float | None]:
+    """(input, output, cache-read, cache-write) USD per token of ``provider/model_id``; None where
+    unpriced. ``batch``: through the provider's batch API (the snapshot's ``*_batches`` price,
+    else :data:`BATCH_DISCOUNT` of the list price)."""
     from dspy.clients.model_metadata import model_info, rate
 
     info = model_info(provider, model_id) or {}
@@ -106,7 +111,7 @@ def price_rates(
             b if b is not None else None if r is None else r * BATCH_DISCOUNT
             for b, r in zip(batched, listed, strict=True)
         ]
-    return listed[0], listed[1], listed[2]
+    return listed[0], listed[1], listed[2], listed[3]
 
 
 def has_batch_prices(provider: str, model_id: str) -> bool:

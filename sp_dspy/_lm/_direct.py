@@ -145,7 +145,7 @@ class DirectChat(Shared):
         _clients.add(self)
 
     @property
-    def _rates(self) -> tuple[float | None, float | None, float | None]:
+    def _rates(self) -> tuple[float | None, float | None, float | None, float | None]:
         return _rates_of(self.config.provider, self.model_id, batch=self.preset is not None)
 
     def request(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> HttpRequest:
@@ -272,23 +272,29 @@ class DirectChat(Shared):
         return _json_object(raw, model)
 
     def price(self, usage: Usage) -> float | None:
-        """USD of an answer that took ``usage`` tokens here (some perhaps read from the provider's
-        prompt cache) at the snapshot's prices; None if unpriced."""
-        input_rate, output_rate, cached_rate = self._rates
+        """USD of an answer that took ``usage`` tokens here at the snapshot's prices (the batch
+        API's for batch answers): prompt tokens read from the provider's prompt cache at its
+        cache-read rate, those written to it at its cache-write rate; None if unpriced."""
+        input_rate, output_rate, read_rate, write_rate = self._rates
         if input_rate is None or output_rate is None:
             return None
-        prompt, cached = usage.prompt_tokens, usage.cache_read_tokens or 0
-        cached = cached if 0 <= cached <= prompt else 0
+        prompt = usage.prompt_tokens
+        read, written = usage.cache_read_tokens or 0, usage.cache_write_tokens or 0
+        if not (read >= 0 and written >= 0 and read + written <= prompt):
+            read = written = 0
         return (
-            (prompt - cached) * input_rate
-            + cached * (cached_rate or input_rate)
+            (prompt - read - written) * input_rate
+            + read * (read_rate if read_rate is not None else input_rate)
+            + written * (write_rate if write_rate is not None else input_rate)
             + usage.completion_tokens * output_rate
         )
 
 
 @functools.cache
-def _rates_of(provider: str, model: str, *, batch: bool) -> tuple[float | None, float | None, float | None]:
-    """USD per (input, output, cached input) token, at the batch API's rates where ``batch``."""
+def _rates_of(
+    provider: str, model: str, *, batch: bool
+) -> tuple[float | None, float | None, float | None, float | None]:
+    """USD per (input, output, cache-read, cache-write) token, at the batch API's rates where ``batch``."""
     return price_rates(provider, model, batch=batch)
 
 

@@ -182,6 +182,7 @@ def eval_command(
         _print_outcome(
             outcome, live.display_name(), small=lmo.is_local(lm_config), verbose=verbose, window=window
         )
+        _print_prompt_cache(outcome, live, batch=settings.batch)
         if outcome.interrupted:
             # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.
             raise SystemExit(interrupted_exit_code())
@@ -236,6 +237,25 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps, *, window: int | None) -> None
         )
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
+
+
+def _print_prompt_cache(outcome: Any, lm_config: LMConfig, *, batch: bool) -> None:
+    """The prompt tokens the provider's prompt cache served (and wrote), and what that saved."""
+    from .._pricing import cache_savings
+
+    usage = outcome.totals.usage
+    read, written = usage.cache_read_tokens or 0, usage.cache_write_tokens or 0
+    if not (read or written):
+        return
+    saved = cache_savings(lm_config, usage, batch=batch)
+    wrote = f", {written:,} written to it" if written else ""
+    worth = f"; it saved {opt.money(saved)} at the price map's rates" if saved is not None else ""
+    err_console.print(
+        f"prompt cache: {read:,} of {usage.prompt_tokens:,} prompt tokens read from the provider's cache"
+        f"{wrote}{worth}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool, window: int | None) -> None:
