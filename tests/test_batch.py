@@ -195,6 +195,8 @@ def test_run_killed_between_submit_and_collect_resumes_without_submitting_again(
         else:
             _kill_when(process, lambda: bool(server.created))
         server.polls_before_end, server.create_delay_s = 0, 0.0
+        unbatched = [arg for arg in args if arg != "--batch"]
+        assert "resume it with --batch to collect them" in fails([*unbatched, "--resume"])
         invoke([*args, "--resume"])
         assert len(server.created) == 1  # polled (or found by its file), never submitted twice
         assert len(server.created[0].lines) == 3

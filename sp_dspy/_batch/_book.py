@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from .._errors import DataError, OutputError
+from .._errors import ConfigError, DataError, OutputError
 from .._lm._direct import HttpRequest, RequestCaptured
 from .._lm._errors import status_error
 from ._wire import BatchAnswer, BatchState
@@ -186,4 +186,22 @@ class AnswerBook:
             raise RequestCaptured(request)
         raise status_error(
             500, "the batch returned no answer to this request", model=self.model, retry_after=0.0
+        )
+
+
+def refuse_open_batches(directory: Path) -> None:
+    """Refuse to resume a batched run one request at a time while its batches may still answer:
+    they are paid for, and sending their requests again would pay twice.
+
+    Raises:
+        ConfigError: the run has submitted batches not yet collected.
+    """
+    if not (directory / "batches.jsonl").exists():
+        return
+    book = AnswerBook(directory)
+    pending = [batch.batch_id for batch in book.open_batches()] + list(book.uploads)
+    if pending:
+        raise ConfigError(
+            f"--resume: this run has {len(pending)} batch(es) still open ({', '.join(pending[:3])}); "
+            "resume it with --batch to collect them (sending their requests alone would pay for them twice)"
         )

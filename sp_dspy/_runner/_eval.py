@@ -283,6 +283,10 @@ def run_eval(
             )
             write_manifest(paths.manifest, written)
 
+        if config.resume and not config.batch:  # a batched run's open batches are collected with --batch only
+            from .._batch import refuse_open_batches
+
+            refuse_open_batches(paths.batch_dir_for(protocol))
         manifest(existing, status=RUNNING)
         if config.batch:  # the provider's batch API answers the units first; the runner reads those
             try:
