@@ -20,6 +20,7 @@ from sp_dspy._lm._direct import DirectChat
 from sp_dspy._lm._prompt_cache import MARK, cache_marked, marking_prefix, minimum_tokens
 from sp_dspy._protocol import per_policy_messages
 from sp_dspy._protocol._targets import CONVERSATION_HEADER, PREFIX_PRIORITY, PREFIX_VERDICT_LOGIC
+from sp_dspy._runner import EvalConfig, plan_run
 from sp_dspy._usage import Usage
 from sp_dspy.cli import app
 from tests._lm_fixtures import oracle_stub
@@ -157,3 +158,21 @@ def test_openai_cached_tokens_are_recorded_per_unit_and_priced_lower(tmp_path: P
     assert line["usage"]["cache_read_tokens"] == 1_536
     assert line["cost"] == pytest.approx(464 * 2.5e-7 + 1_536 * 2.5e-8 + 10 * 2e-6)
     assert "prompt cache: 1,536 of 2,000 prompt tokens read from the provider's cache" in result.output
+
+
+def test_dry_run_estimates_what_the_prompt_cache_serves_and_saves(tmp_path: Path) -> None:
+    def plan(model: str, **settings: Any) -> Any:
+        return plan_run(EvalConfig(**settings), LMConfig(model=model))
+
+    prefix = plan("anthropic/claude-sonnet-4-5", protocol="per-rule", per_rule_layout="prefix")
+    assert 0 < prefix.cache_read_tokens < prefix.estimate.usage.prompt_tokens
+    assert prefix.cache_saved_usd is not None and 0 < prefix.cache_saved_usd < prefix.estimate.usd
+    assert plan("anthropic/claude-sonnet-4-5", protocol="per-rule").cache_read_tokens == 0  # official bytes
+    demos = plan("openai/gpt-5-mini", program=str(artifact_with_demos(tmp_path)))
+    assert demos.cache_read_tokens > 0
+    assert plan("openai/gpt-5-mini", program="dspy").cache_read_tokens == 0  # no demos: prefix too short
+    output = CliRunner().invoke(
+        app, ["eval", "--dry-run", "--lm", "anthropic/claude-sonnet-4-5", "--protocol", "per-rule",
+              "--per-rule-layout", "prefix"], env={"COLUMNS": "300"},
+    ).output  # fmt: skip
+    assert "prompt cache: ~" in output and "the provider's cache can serve" in output

@@ -26,16 +26,20 @@ from .._budget import (
 )
 from .._data import Case
 from .._lm import LMConfig
+from .._lm._prompt_cache import minimum_tokens
 from .._pricing import (
     PROMPT_SAMPLE,
     Pricing,
     batch_price_basis,
+    cache_savings,
     completion_guess,
     estimate_tokens,
     pricing_for,
     prompt_sizes,
 )
-from .._protocol import per_policy_messages, per_rule_messages
+from .._protocol import build_targets, per_policy_messages, per_rule_messages
+from .._protocol._targets import prefix_layout_end
+from .._usage import Usage
 from ._engine import Record
 from ._units import units_of
 
@@ -54,6 +58,9 @@ class EvalPlan(BaseModel):
     assumptions: list[str] = Field(default_factory=list)
     #: ``--dry-run --batch``: the same calls' USD through the provider's batch API (None: unpriced or not asked).
     batch_usd: float | None = None
+    #: Prompt tokens the provider's prompt cache could serve (a stable prefix reused), and the USD that saves.
+    cache_read_tokens: int = 0
+    cache_saved_usd: float | None = None
 
 
 def _is_official(program: Any) -> bool:
@@ -126,8 +133,12 @@ def plan_eval(
         batched = run_pricing(program, protocol, lm_config, batch=True)
         batch_usd = projected(len(units), per_call, batched.completion_guess, batched).usd
         assumptions.append(f"batched USD at {batch_price_basis(lm_config)}")
+    read, written = cacheable_prefix(program, protocol, cases, lm_config, per_call, len(units))
+    saved = cache_savings(lm_config, Usage(cache_read_tokens=read, cache_write_tokens=written), batch=batch)
     return EvalPlan(
         model=lm_config.display_name(),
+        cache_read_tokens=read,
+        cache_saved_usd=saved if read else None,
         program=label,
         protocol=protocol,
         cases=len(cases),
@@ -144,6 +155,40 @@ def plan_eval(
             *assumptions,
         ],
     )
+
+
+def cacheable_prefix(
+    program: Any, protocol: str, cases: Sequence[Case], lm_config: LMConfig, per_call: float, calls: int
+) -> tuple[int, int]:
+    """Estimated prompt tokens the provider's cache would serve (reads) and store (writes, which
+    Anthropic bills) over a run: a DSPy program's demonstrations on every call after the first,
+    the ``prefix`` layout's system message and conversation on every judgment of a case after
+    its first; nothing for the official layouts or a prefix shorter than the provider caches."""
+    provider = lm_config.provider
+    if lm_config.is_fake or provider not in ("openai", "anthropic", "gemini"):
+        return 0, 0
+    smallest = minimum_tokens(lm_config.model.split("/", 1)[1]) if provider == "anthropic" else 1024
+    writes = provider == "anthropic"
+    if not _is_official(program):
+        demos = len(getattr(program.named_predictors()[0][1], "demos", None) or [])
+        prefix = round(per_call * demos / (1 + demos))
+        if prefix < smallest or calls < 2:
+            return 0, 0
+        return prefix * (calls - 1), prefix if writes else 0
+    if protocol != "per-rule" or program.layout != "prefix":
+        return 0, 0
+    read = written = 0
+    for case in cases:
+        targets = build_targets(case)
+        messages = per_rule_messages(case, targets[0], layout="prefix") if targets else []
+        end = prefix_layout_end(messages)
+        if end is None or len(targets) < 2:
+            continue
+        prefix = estimate_tokens(messages[0]["content"] + messages[-1]["content"][: end[1]])
+        if prefix >= smallest:
+            read += prefix * (len(targets) - 1)
+            written += prefix if writes else 0
+    return read, written
 
 
 class EvalBudget:

@@ -235,6 +235,13 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps, *, window: int | None) -> None
         console.print(
             f"[dim]largest projected prompt ~{plan.largest_prompt:,} of {window:,} context tokens[/dim]"
         )
+    if plan.cache_read_tokens:
+        saved = "" if plan.cache_saved_usd is None else f", saving ~{opt.money(plan.cache_saved_usd)}"
+        console.print(
+            f"prompt cache: ~{plan.cache_read_tokens:,} of the {est.usage.prompt_tokens:,} prompt tokens "
+            f"repeat a stable prefix the provider's cache can serve{saved} (not subtracted from the USD shown)",
+            highlight=False,
+        )
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
 
