@@ -212,9 +212,12 @@ def test_show_request_batch_prints_the_batch_line_of_the_first_request(server: B
     assert server.chat_requests == [] and server.created == []
 
 
-def test_provider_without_a_batch_api_is_one_line_before_anything_is_sent(server: BatchServer) -> None:
-    error = fails(eval_args(server.url, Path("o"), "--batch", lm="hosted_vllm/stub"))
-    assert "provider 'hosted_vllm' has no batch API sp-dspy can use" in error
+def test_provider_without_a_batch_api_is_one_line_before_anything_is_sent(
+    server: BatchServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XAI_API_KEY", "xai-test")
+    error = fails(eval_args(server.url, Path("o"), "--batch", lm="xai/stub"))
+    assert "provider 'xai' has no batch API sp-dspy can use" in error
     assert server.requests == [] and server.created == []
 
 
@@ -264,3 +267,41 @@ def test_ablate_batch_batches_every_variant(server: BatchServer, tmp_path: Path)
     invoke([*args, "--variants", variants, "--limit", LIMIT, "--batch", "-q", "--n-boot", "0"])
     assert server.chat_requests == []
     assert [len(batch.lines) for batch in server.created] == [3, 3]
+
+
+FAKE_RUN_BATCH = """
+import json, sys
+args = sys.argv[1:]
+source, out = args[args.index("-i") + 1], args[args.index("-o") + 1]
+with open(out + ".argv", "w") as handle:
+    json.dump(args, handle)
+with open(out, "w") as handle:
+    for text in open(source):
+        line = json.loads(text)
+        body = {"id": "x", "object": "chat.completion", "model": line["body"]["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "[]"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
+        answer = {"id": "r", "custom_id": line["custom_id"], "response": {"status_code": 200, "body": body}, "error": None}
+        handle.write(json.dumps(answer) + "\\n")
+"""
+
+
+def test_hosted_vllm_batch_runs_vllm_run_batch_on_the_openai_batch_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "fake_run_batch.py"
+    script.write_text(FAKE_RUN_BATCH, encoding="utf-8")
+    monkeypatch.setenv("SP_DSPY_VLLM_RUN_BATCH", f"{sys.executable} {script}")
+    out = tmp_path / "out"
+    lm = "hosted_vllm/Qwen/Qwen3-8B"
+    invoke(eval_args("http://127.0.0.1:9/v1", out, "--batch", lm=lm))  # no server: offline
+    assert len(records(out)) == 3
+    (batch_dir,) = out.glob("*.batch")
+    (argv_file,) = batch_dir.glob("vllm-1.out.jsonl.argv")
+    argv = json.loads(argv_file.read_text())
+    assert argv == ["-i", str(batch_dir / "vllm-1.in.jsonl"), "-o", str(batch_dir / "vllm-1.out.jsonl"),
+                    "--model", "Qwen/Qwen3-8B"]  # fmt: skip
+    lines = [json.loads(text) for text in (batch_dir / "vllm-1.in.jsonl").read_text().splitlines()]
+    shown = json.loads(invoke(eval_args("http://127.0.0.1:9/v1", out, "--show-request", lm=lm)).stdout)
+    assert lines[0]["url"] == "/v1/chat/completions"
+    assert shown["body"] in [line["body"] for line in lines]

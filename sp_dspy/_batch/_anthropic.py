@@ -11,6 +11,8 @@ from .._lm._profiles import SELF_HOSTED_PLACEHOLDER_KEY, key_for
 from ._wire import BatchAnswer, BatchState
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .._lm._direct import DirectChat, HttpRequest
 
 #: HTTP statuses of Anthropic's error types (a failed request is recorded as sending it would have).
@@ -33,7 +35,7 @@ class AnthropicBatches:
     max_requests = 100_000
     max_bytes = 256 * 1024 * 1024
 
-    def __init__(self, client: DirectChat) -> None:
+    def __init__(self, client: DirectChat, directory: Path) -> None:
         try:
             from anthropic import Anthropic
         except ImportError:

@@ -11,6 +11,8 @@ from .._lm._profiles import SELF_HOSTED_PLACEHOLDER_KEY, key_for
 from ._wire import BatchAnswer, BatchState
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .._lm._direct import DirectChat, HttpRequest
 
 #: The endpoint every line posts to (the one-at-a-time path's ``/chat/completions``).
@@ -26,7 +28,7 @@ class OpenAIBatches:
     max_requests = 50_000
     max_bytes = 200 * 1024 * 1024
 
-    def __init__(self, client: DirectChat) -> None:
+    def __init__(self, client: DirectChat, directory: Path) -> None:
         from openai import OpenAI
 
         key = key_for(client.config, client.api_base) or SELF_HOSTED_PLACEHOLDER_KEY
@@ -82,12 +84,12 @@ class OpenAIBatches:
                 continue
             for text in self.sdk.files.content(file_id).text.splitlines():
                 if text.strip():
-                    answer = _answer(json.loads(text))
+                    answer = answer_of(json.loads(text))
                     if answer is not None:
                         yield answer
 
 
-def _answer(line: dict[str, Any]) -> BatchAnswer | None:
+def answer_of(line: dict[str, Any]) -> BatchAnswer | None:
     """One output/error-file line as an answer; None for a request the batch never ran."""
     custom_id = str(line.get("custom_id"))
     response = line.get("response") or {}

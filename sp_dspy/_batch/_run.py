@@ -82,8 +82,8 @@ def fill_by_batch(
             f"--batch: model '{getattr(lm, 'model', lm)}' does not go through sp-dspy's HTTP engine "
             "(fake, replicas or --transport dspy), which builds the requests a batch holds"
         )
-    wire = wire_for(client)
     book = AnswerBook(directory, keep_errors=not retry_errors)
+    wire = wire_for(client, directory)
     book.model = client.config.model
     client.preset = book
     interval = poll_interval()
