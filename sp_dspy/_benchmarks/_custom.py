@@ -81,3 +81,7 @@ class CustomKind(BenchmarkKind):
 
     def report_html(self, summary: ComparisonSummary) -> str:
         return custom_html_section(summary)
+
+    def case_facts(self, case: Case) -> dict[str, list[str]]:
+        """The case's group (its split unit) when the file names one; tags are the breakdown's column."""
+        return {"group": [case.group]} if case.group else {}

@@ -86,6 +86,12 @@ class BenchmarkKind(Protocol):
         """This kind's section of the HTML report ('' for none)."""
         return ""
 
+    def case_facts(self, case: Case) -> dict[str, list[str]]:
+        """Short facts the report's Cases view shows of one case besides its id, domain, breakdown
+        cell, rules, framework, conversation and outcome: each fact a column and, when it takes
+        few values, a filter (a list: a case can have several categories). None by default."""
+        return {}
+
 
 def first_json_line(path: Path) -> object:
     """The first line of ``path`` as JSON, or None (for ``recognises``: never an error)."""

@@ -10,6 +10,7 @@ from rich.console import RenderableType
 
 from .._data._loader import Benchmark
 from .._data._pku import load_pku
+from .._data._pku_policy import PKU_CATEGORIES
 from .._data._schema import Case
 from .._metrics import ResultSet, ScoreReport
 from .._metrics._render import headline_table, per_rule_table
@@ -74,3 +75,11 @@ class PkuSafeRlhfKind(BenchmarkKind):
 
     def report_html(self, summary: ComparisonSummary) -> str:
         return pku_html_section(summary)
+
+    def case_facts(self, case: Case) -> dict[str, list[str]]:
+        """The response's gold label, severity and harm categories (the gold rules' names)."""
+        return {
+            "label": ["safe" if case.safe else "unsafe"],
+            "severity": [] if case.severity is None else [str(case.severity)],
+            "categories": [PKU_CATEGORIES[rule - 1] for rule in sorted(case.ground_truth_violations)],
+        }

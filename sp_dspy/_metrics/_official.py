@@ -273,16 +273,36 @@ def failure_modes(
     return report
 
 
+def error_types(case: Case, outcome: CaseOutcome) -> tuple[dict[int, str], dict[int, str]]:
+    """The rule type each error of one scored case counts as: ``(FP rule -> type, FN rule -> type)``.
+
+    FP: a waived rule counts as ``exception``, otherwise its rubric type (``decisive``
+    when the rule is not in the rubric or its type is none of ``RULE_TYPES``). FN: a
+    contradicted rule counts as ``conditional``, an exception-typed rule as ``exception``,
+    else ``decisive``. Empty for an excluded case.
+    """
+    if outcome.excluded or not (outcome.fp or outcome.fn):
+        return {}, {}
+    types = case.rule_types
+    meta = case.failure_mode_metadata
+    fps: dict[int, str] = {}
+    for rule in sorted(outcome.pred - outcome.gt):
+        bucket = "exception" if rule in meta.waived_rules else types.get(rule, "decisive")
+        fps[rule] = bucket if bucket in RULE_TYPES else "decisive"
+    fns: dict[int, str] = {}
+    for rule in sorted(outcome.gt - outcome.pred):
+        if rule in meta.contradicted_rules:
+            fns[rule] = "conditional"
+        else:
+            fns[rule] = "exception" if types.get(rule) == "exception" else "decisive"
+    return fps, fns
+
+
 def error_attribution(
     cases: Sequence[Case], outcomes: Sequence[CaseOutcome], by: Breakdown = "level"
 ) -> dict[str, dict[str, Any]]:
     """Per cell (L0/L1/L2/ALL; ``ALL`` alone without levels): summed FP and FN counts by rule
-    type over scored cases.
-
-    FP: a waived rule counts as ``exception``, otherwise its rubric type (``decisive``
-    when the rule is not in the rubric). FN: a contradicted rule counts as
-    ``conditional``, an exception-typed rule as ``exception``, else ``decisive``.
-    """
+    type over scored cases (each error's type as ``error_types`` gives it)."""
     names = CELLS if by == "level" else ("ALL",)
     report = {
         cell: {"fp": dict.fromkeys(RULE_TYPES, 0), "fn": dict.fromkeys(RULE_TYPES, 0)} for cell in names
@@ -290,18 +310,10 @@ def error_attribution(
     for case, outcome in zip(cases, outcomes, strict=True):
         if outcome.excluded or not (outcome.fp or outcome.fn):
             continue
-        types = case.rule_types
-        meta = case.failure_mode_metadata
+        fps, fns = error_types(case, outcome)
         cells = (outcome.level, "ALL") if by == "level" else ("ALL",)
-        for rule in outcome.pred - outcome.gt:
-            bucket = "exception" if rule in meta.waived_rules else types.get(rule, "decisive")
-            for cell in cells:
-                report[cell]["fp"][bucket if bucket in RULE_TYPES else "decisive"] += 1
-        for rule in outcome.gt - outcome.pred:
-            if rule in meta.contradicted_rules:
-                bucket = "conditional"
-            else:
-                bucket = "exception" if types.get(rule) == "exception" else "decisive"
-            for cell in cells:
-                report[cell]["fn"][bucket] += 1
+        for side, found in (("fp", fps), ("fn", fns)):
+            for bucket in found.values():
+                for cell in cells:
+                    report[cell][side][bucket] += 1
     return report

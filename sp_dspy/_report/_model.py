@@ -119,6 +119,9 @@ class ComparisonSummary(BaseModel):
     notes: list[str] = Field(default_factory=list)
     #: PKU-SafeRLHF only: the paper's moderator figures and citation.
     pku_published: dict[str, Any] | None = None
+    #: The report's Cases view (``_cases.cases_document``): every case with each variant's
+    #: outcome. Large (texts of every case), so not part of ``summary.json``.
+    cases_view: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
 
     def variant(self, label: str) -> VariantResult:
         return {entry.label: entry for entry in self.variants}[label]

@@ -14,9 +14,10 @@ from .._data._schema import Case
 from .._errors import ConfigError
 from .._metrics import ResultSet, ScoreReport, compare_cells, read_result_files, resolve_records, score
 from .._metrics._official import LEVELS, Breakdown, grouped
+from ._cases import ViewedRun, cases_document
 from ._labels import assign_labels, default_baseline, describe
 from ._model import FAILURE_MODES, TAU_KEYS, CellStats, ComparisonSummary, DiffRow, VariantResult
-from ._usage import case_costs, cell_costs, latency_per_case, manifest_info, record_settings
+from ._usage import CaseCost, case_costs, cell_costs, latency_per_case, manifest_info, record_settings
 
 VariantSpec = tuple[str | None, Sequence[str | Path]]
 
@@ -149,10 +150,14 @@ def _rule_types(report: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
 
 
 def _variant(
-    label: str, files: list[str], cases: Sequence[Case], results: ResultSet, report: ScoreReport
+    label: str,
+    files: list[str],
+    cases: Sequence[Case],
+    results: ResultSet,
+    report: ScoreReport,
+    costs: dict[str, CaseCost],
 ) -> VariantResult:
     document = report.to_json_dict()
-    costs = case_costs(cases, results)
     members = grouped(cases, report.breakdown)
     who = describe(results, report.mode)
     manifests = manifest_info(files)
@@ -219,8 +224,9 @@ def build_summary(
         loaded.append((label, files, results, report))
     labels = assign_labels([(label, files, results, report.mode) for label, files, results, report in loaded])
     built = []
-    for label, (_, files, results, report) in zip(labels, loaded, strict=True):
-        built.append(_variant(label, files, cases, results, report))
+    costs = [case_costs(cases, results) for _, _, results, _ in loaded]
+    for label, (_, files, results, report), cost in zip(labels, loaded, costs, strict=True):
+        built.append(_variant(label, files, cases, results, report, cost))
         if kind is not None:
             built[-1].extra = kind.variant_report(cases, results, cap_aware=cap_aware)
     chosen = default_baseline(built) if baseline is None else baseline
@@ -251,7 +257,14 @@ def build_summary(
                     baseline_only_exact=test.a_only,
                 )
             )
+    runs = [
+        ViewedRun(label, entry.variant, loaded_entry[2], records[label], cost)
+        for label, entry, loaded_entry, cost in zip(labels, built, loaded, costs, strict=True)
+    ]
     return ComparisonSummary(
+        cases_view=cases_document(
+            cases, runs, kind=kind or benchmark_kind(benchmark), baseline=chosen, cap_aware=cap_aware
+        ),
         benchmark=benchmark,
         dataset=dataset,
         content_hash=content_hash,

@@ -36,8 +36,9 @@ COMMANDS: dict[str, str] = {
     "check": "Check one conversation against a policy with a guard and print the violated rules.",
     "ablate": "Run several guard variants on one LM and the same cases; write summary.json and report.html.",
     "report": "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
+    "view": "See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.",
     "list-models": "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
-    "serve": "Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile.",
+    "serve": "Serve a model (llama.cpp, vLLM) or, with --guard, a guard over HTTP until Ctrl-C.",
 }
 
 
@@ -49,7 +50,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--start-idx", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation", "--batch",
         "--framework", "--id", "--failed",
     ),
-    "Guard": ("--program", "--protocol", "--parser", "--per-rule-layout", "--variants"),
+    "Guard": ("--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants"),
     "Model": (
         "--lm", "--models", "--config", "--api-base", "--api-key-env", "--temperature", "--max-tokens",
         "--reasoning-effort", "--timeout", "--num-retries", "--no-cache", "--json-schema", "--transport",
@@ -66,11 +67,12 @@ PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Run and output": (
         "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
-        "--concurrency", "--quiet", "--verbose", "--log-requests",
+        "--concurrency", "--quiet", "--verbose", "--log-requests", "--open",
     ),
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",
-        "--gpu-memory-utilization", "--tensor-parallel-size",
+        "--gpu-memory-utilization", "--tensor-parallel-size", "--host", "--auth-token-env", "--request-timeout",
+        "--max-in-flight", "--max-body-kb", "--max-messages", "--max-rules", "--max-batch",
     ),
 }  # fmt: skip
 PANEL_ORDER = tuple(PANELS)
