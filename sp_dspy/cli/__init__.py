@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "compare": "Compare two result sets on the same cases: paired differences with CIs and McNemar's test.",
     "check": "Check one conversation against a policy with a guard and print the violated rules.",
     "ablate": "Run several guard variants on one LM and the same cases; write summary.json and report.html.",
+    "experiment": "Compile guards with several optimizers and seeds and compare each to the official baseline on test.",
     "report": "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
     "view": "See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.",
     "list-models": "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
@@ -47,7 +48,7 @@ COMMANDS: dict[str, str] = {
 PANELS: dict[str, tuple[str, ...]] = {
     "Data": (
         "--dataset", "--benchmark", "--level", "--domain", "--split", "--splits", "--ratios", "--limit",
-        "--start-idx", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation", "--batch",
+        "--start-idx", "--split-seed", "--split-per-seed", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation", "--batch",
         "--framework", "--id", "--failed",
     ),
     "Guard": ("--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants"),
@@ -57,7 +58,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--show-request",
     ),
     "Optimizer": (
-        "--optimizer", "--optimizer-config", "--set", "--top-k", "--prompt-lm", "--prompt-api-base",
+        "--optimizer", "--optimizers", "--seeds", "--seed-lm", "--optimizer-config", "--set", "--top-k", "--prompt-lm", "--prompt-api-base",
         "--prompt-api-key-env", "--reflection-lm", "--reflection-api-base", "--reflection-api-key-env",
     ),
     "Budget": ("--max-calls", "--max-total-tokens", "--max-usd", "--dry-run"),
