@@ -20,6 +20,7 @@ from sp_dspy._lm._direct import DirectChat
 from sp_dspy._lm._prompt_cache import MARK, cache_marked, marking_prefix, minimum_tokens
 from sp_dspy._protocol import per_policy_messages
 from sp_dspy._protocol._targets import CONVERSATION_HEADER, PREFIX_PRIORITY, PREFIX_VERDICT_LOGIC
+from sp_dspy._report import build_summary
 from sp_dspy._runner import EvalConfig, plan_run
 from sp_dspy._usage import Usage
 from sp_dspy.cli import app
@@ -158,6 +159,10 @@ def test_openai_cached_tokens_are_recorded_per_unit_and_priced_lower(tmp_path: P
     assert line["usage"]["cache_read_tokens"] == 1_536
     assert line["cost"] == pytest.approx(464 * 2.5e-7 + 1_536 * 2.5e-8 + 10 * 2e-6)
     assert "prompt cache: 1,536 of 2,000 prompt tokens read from the provider's cache" in result.output
+    results = next(tmp_path.glob("results_*.jsonl"))
+    summary = build_summary(SAMPLE, [(None, [results])], n_boot=0)
+    assert summary.variants[0].cells["ALL"].cache_read_tokens == 1_536
+    assert any("1,536 prompt tokens were read from the provider's prompt cache" in n for n in summary.notes)
 
 
 def test_dry_run_estimates_what_the_prompt_cache_serves_and_saves(tmp_path: Path) -> None:
