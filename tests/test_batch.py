@@ -305,3 +305,63 @@ def test_hosted_vllm_batch_runs_vllm_run_batch_on_the_openai_batch_file(
     shown = json.loads(invoke(eval_args("http://127.0.0.1:9/v1", out, "--show-request", lm=lm)).stdout)
     assert lines[0]["url"] == "/v1/chat/completions"
     assert shown["body"] in [line["body"] for line in lines]
+
+
+EXPERIMENT_TINY = ["--optimizers", "copro", "--seeds", "1", "--set", "copro.breadth=2", "--set", "copro.depth=1",
+                   "--set", "copro.num_threads=2", "--ratios", "0.25,0.25,0.5", "--n-boot", "20", "-q"]  # fmt: skip
+
+
+def experiment_args(url: str, out: Path, *args: str) -> list[str]:
+    return ["experiment", "--out", str(out), "--lm", "openai/stub", "--api-base", url, "--num-retries", "0",
+            *EXPERIMENT_TINY, *args]  # fmt: skip
+
+
+def test_experiment_batch_sends_the_test_evaluations_as_batches_and_compiles_one_call_at_a_time(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "exp"
+    with batch_server(behaviour="instructed") as server:
+        invoke(experiment_args(server.url, out, "--batch"))
+        n_cases = json.loads((out / "summary.json").read_text(encoding="utf-8"))["comparison"]["n_cases"]
+        assert [len(batch.lines) for batch in server.created] == [n_cases, n_cases]  # baseline, artifact
+        compiled = canonical([r.body for r in server.chat_requests if r.body is not None])
+        assert compiled  # the compile called one at a time
+        assert not set(compiled) & set(canonical(server.answered_bodies))  # no test call went alone
+    assert json.loads((out / "experiment.json").read_text(encoding="utf-8"))["batch"] is True
+
+
+def test_experiment_dry_run_batch_prices_the_test_evaluations_both_ways(tmp_path: Path) -> None:
+    args = ["experiment", "--out", str(tmp_path / "exp"), "--lm", "openai/gpt-5-mini", *EXPERIMENT_TINY]
+    output = " ".join(invoke([*args, "--dry-run", "--batch"], code=0).output.split())
+    assert "USD batched" in output and "(not batched)" in output
+    assert "batched USD: the test evaluations at the price map's batch prices" in output
+    from sp_dspy._ablate._experiment import build_experiment, price_experiment
+
+    settings = {"lm": {"model": "openai/gpt-5-mini"}, "optimizers": ["copro"], "seeds": [1],
+                "ratios": [0.25, 0.25, 0.5], "batch": True}  # fmt: skip
+    price = price_experiment(build_experiment(settings), tmp_path / "exp")
+    tests = [step for step in price.steps if step.step == "test"]
+    assert len(tests) == 2 and all(s.batch_usd == pytest.approx((s.estimate.usd or 0) / 2) for s in tests)
+    compiles = sum(step.estimate.usd or 0 for step in price.steps if step.step == "compile")
+    assert price.total_batch_usd == pytest.approx(compiles + sum(s.batch_usd or 0 for s in tests))
+    assert not (tmp_path / "exp").exists()
+
+
+def test_experiment_batch_submits_no_test_evaluation_its_cap_cannot_cover(tmp_path: Path) -> None:
+    """A batch is paid as a whole: a step whose projection exceeds what is left of the cap is not sent."""
+    with batch_server(behaviour="instructed") as server:
+        invoke(experiment_args(server.url, tmp_path / "a", "--batch"))
+        manifest = tmp_path / "a" / "artifacts" / "copro-s1" / "manifest.json"
+        compile_calls = json.loads(manifest.read_text(encoding="utf-8"))["usage"]["calls"]
+        n_cases = len(server.created[0].lines)
+        cap = str(compile_calls + n_cases - 1)  # the compile fits, the baseline's batch does not
+        result = CliRunner().invoke(
+            app, experiment_args(server.url, tmp_path / "b", "--batch", "--max-calls", cap)
+        )
+        assert result.exit_code == 3, (result.output, result.exception)
+        assert len(server.created) == 2  # the first experiment's two batches only
+        assert (
+            f"--max-calls {cap} would be overrun: the batched test evaluation of official-per-policy is "
+            f"projected at {n_cases} call(s) at the batch rate ({n_cases} unit(s) left), more than the "
+            f"{n_cases - 1} left of the cap; a batch is paid as a whole, so it was not submitted"
+        ) in " ".join(result.output.split())

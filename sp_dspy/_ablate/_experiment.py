@@ -34,7 +34,7 @@ from .._data._selection import resolved_path
 from .._errors import ConfigError, validation_problem
 from .._lm import LMConfig
 from .._lm._config import ANSWER_SETTINGS
-from .._pricing import completion_guess, pricing_for
+from .._pricing import batch_price_basis, completion_guess, pricing_for
 from .._run_manifest import previous_run
 from .._runner import DataSelection, EvalConfig
 from .._runner._config import Protocol
@@ -60,8 +60,9 @@ SPLIT_FILE = "splits.json"
 ARTIFACTS_DIR = "artifacts"
 #: The ablation's run id: its variants' results are ``results/results_experiment-<label>_<model>.jsonl``.
 RUN_ID = "experiment"
-#: Settings a resumed experiment may change: they change what it may spend or how fast, not its answers.
-MAY_CHANGE = ("caps", "concurrency")
+#: Settings a resumed experiment may change: they change what it may spend, how fast or how it is
+#: paid (``batch``), not its answers.
+MAY_CHANGE = ("caps", "concurrency", "batch")
 
 
 class ExperimentPlan(BaseModel):
@@ -73,6 +74,8 @@ class ExperimentPlan(BaseModel):
     is then tested on the cases in all of their test parts (no compile saw them).
     ``seed_lm``: each compile's LMs are sent its seed as well (the request body's ``seed``), so a
     provider that samples by seed samples differently per seed and alike when a seed is rerun.
+    ``batch``: the test evaluations go through the provider's batch API (ablate's ``--batch``);
+    the compiles call one at a time, since an optimizer's next call depends on earlier answers.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -96,6 +99,7 @@ class ExperimentPlan(BaseModel):
     top_k: int = Field(default=1, ge=1)
     caps: BudgetCaps = Field(default_factory=BudgetCaps)
     concurrency: int = Field(default=8, ge=1, le=1024)
+    batch: bool = False  # the test evaluations through the provider's batch API (compiles never)
     n_boot: int = Field(default=1000, ge=0)
 
     @field_validator("optimizers", "seeds", mode="before")
@@ -236,11 +240,12 @@ def reconcile(plan: ExperimentPlan, out: Path, *, resume: bool) -> None:
 
 
 class CapReached(Exception):
-    """The experiment's cap is spent: no further step may start."""
+    """The experiment's cap is spent (or, ``why``, a batched step would overrun it): no further step may start."""
 
-    def __init__(self, cap: str) -> None:
+    def __init__(self, cap: str, why: str | None = None) -> None:
         super().__init__(cap)
         self.cap = cap
+        self.why = why
 
 
 def spent_so_far(plan: ExperimentPlan, out: Path) -> Spend:
@@ -281,6 +286,57 @@ def caps_left(caps: BudgetCaps, spent: Spend) -> BudgetCaps:
     return BudgetCaps(**left)
 
 
+def batch_caps(config: EvalConfig, lm_config: LMConfig, left: BudgetCaps) -> BudgetCaps:
+    """The caps of a batched test evaluation: none, once its units not yet answered, projected at
+    the batch rate, fit in what is ``left`` of the experiment's caps.
+
+    A batch is paid as a whole, so eval refuses per-call caps with ``--batch``; the experiment's
+    cap is kept by checking each batched step before it is submitted instead.
+
+    Raises:
+        CapReached: the projection exceeds a cap left (``why`` says by how much); nothing is sent.
+        ConfigError: ``--max-usd`` is set and the model has no batch price to check it with.
+    """
+    if not left.any:
+        return BudgetCaps()
+    from .._runner import read_run_results
+    from .._runner._eval import plan_run
+
+    priced = plan_run(config, lm_config)
+    units = priced.estimate.calls
+    results = RunPaths(config.output_dir, config.run_id or RUN_ID, lm_config.short_name())
+    path = results.results_for(str(config.protocol))  # an ablation variant's: always set
+    answered = (
+        sum(1 for record in read_run_results(path).lines if not record.error_class) if path.exists() else 0
+    )
+    pending = max(0, units - answered)
+    share = pending / units if units else 0.0
+    name = (config.run_id or "").removeprefix(f"{RUN_ID}-")  # the variant's label
+    if left.max_usd is not None and priced.batch_usd is None:
+        raise ConfigError(
+            f"--max-usd with --batch: model '{lm_config.display_name()}' has no batch price, so the "
+            f"batched test evaluation of {name} cannot be held to the cap; drop --max-usd or --batch"
+        )
+    tokens, usd = round(priced.estimate.tokens * share), (priced.batch_usd or 0.0) * share
+    projected_use: dict[str, tuple[float, str]] = {
+        "max_calls": (pending, f"{pending} call(s)"),
+        "max_tokens": (tokens, f"{tokens:,} tokens"),
+        "max_usd": (usd, f"{usd:.4f} USD"),
+    }
+    for cap in CAP_NAMES:
+        limit = getattr(left, cap)
+        use, shown = projected_use[cap]
+        if limit is not None and use > limit:
+            remaining = f"{limit:.4f} USD" if cap == "max_usd" else f"{limit:,}"
+            raise CapReached(
+                cap,
+                f"the batched test evaluation of {name} is projected at {shown} at the batch rate "
+                f"({pending} unit(s) left), more than the {remaining} left of the cap; a batch is paid "
+                "as a whole, so it was not submitted",
+            )
+    return BudgetCaps()
+
+
 def compile_config(
     plan: ExperimentPlan, out: Path, optimizer: str, seed: int, split: Path, **extra: Any
 ) -> Any:
@@ -304,7 +360,7 @@ def ablation_plan(plan: ExperimentPlan, out: Path) -> AblationPlan:
     )
     return AblationPlan(
         lm=plan.lm, variants=[plan.baseline, *artifacts], data=data, concurrency=plan.concurrency,
-        run_id=RUN_ID, baseline=plan.baseline, n_boot=plan.n_boot, seed=0,
+        run_id=RUN_ID, baseline=plan.baseline, n_boot=plan.n_boot, seed=0, batch=plan.batch,
     )  # fmt: skip
 
 
@@ -354,6 +410,7 @@ class PricedStep(BaseModel):
     name: str
     estimate: Spend
     done: bool = False
+    batch_usd: float | None = None  # a test evaluation's USD through the batch API (``batch`` plans)
 
 
 class ExperimentPrice(BaseModel):
@@ -363,13 +420,17 @@ class ExperimentPrice(BaseModel):
     total: Spend
     left: Spend  # the steps not finished yet
     assumptions: list[str] = Field(default_factory=list)
+    #: ``batch`` plans: the totals' USD with every test evaluation at the batch rate (None: unpriced).
+    total_batch_usd: float | None = None
+    left_batch_usd: float | None = None
 
 
 def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = None) -> ExperimentPrice:
     """Project every compile and every test evaluation. Sends nothing and writes nothing in ``out``.
 
     A test evaluation of an artifact is priced as its compile prices the final dev scoring
-    per call (the compiled prompt: instructions and demonstrations), times the test units.
+    per call (the compiled prompt: instructions and demonstrations), times the test units. A
+    ``batch`` plan prices the test evaluations at the batch rate too (compiles never batch).
     """
     from .._compile import compile_guard
     from .._runner._eval import plan_run, select_cases
@@ -385,10 +446,13 @@ def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = No
             lenient=plan.lenient,
             split=f"{folder / SPLIT_FILE}:test",
         )
-        baseline = EvalConfig(data=data, program="official", protocol=plan.protocol, caps=plan.caps)
+        baseline = EvalConfig(
+            data=data, program="official", protocol=plan.protocol, caps=plan.caps, batch=plan.batch
+        )
         _, test_cases = select_cases(baseline)
         units = len(units_of(test_cases, plan.protocol))
-        pricing = pricing_for(plan.lm, completion_guess(plan.protocol, plan.program == "dspy-cot", plan.lm))
+        guess = completion_guess(plan.protocol, plan.program == "dspy-cot", plan.lm)
+        pricing, batched = pricing_for(plan.lm, guess), pricing_for(plan.lm, guess, batch=True)
         evaluations: list[PricedStep] = []
         for optimizer, seed in plan.steps():
             split = split_file(folder, plan, seed)
@@ -404,10 +468,13 @@ def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = No
                     step="test",
                     name=name,
                     estimate=projected(units, per_call, pricing.completion_guess, pricing),
+                    batch_usd=projected(units, per_call, guess, batched).usd if plan.batch else None,
                 )
             )
         base = plan_run(baseline, plan.lm)
-        steps.append(PricedStep(step="test", name=plan.baseline, estimate=base.estimate))
+        steps.append(
+            PricedStep(step="test", name=plan.baseline, estimate=base.estimate, batch_usd=base.batch_usd)
+        )
         steps.extend(evaluations)
     for step in steps:
         if step.step == "test":
@@ -416,17 +483,37 @@ def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = No
     left = sum((step.estimate for step in steps if not step.done), Spend())
     if any(step.estimate.usd is None for step in steps):  # a partly priced total would understate it
         total.usage.cost = left.usage.cost = None
+    total_batch = left_batch = None
+    if (
+        plan.batch
+        and total.usd is not None
+        and all(s.batch_usd is not None for s in steps if s.step == "test")
+    ):
+        total_batch = sum(_batched_usd(step) for step in steps)
+        left_batch = sum(_batched_usd(step) for step in steps if not step.done)
+    batch_lines = [
+        f"batched USD: the test evaluations at {batch_price_basis(plan.lm)}; compiles one call at a time "
+        "(an optimizer's next call depends on earlier answers)"
+    ]
     return ExperimentPrice(
         steps=steps,
         total=total,
         left=left,
+        total_batch_usd=total_batch,
+        left_batch_usd=left_batch,
         assumptions=[
+            *(batch_lines if plan.batch else []),
             "compiles: as sp-dspy compile --dry-run projects them (optimizer calls are upper estimates)",
             f"test evaluations: one call per {'judgment' if plan.protocol == 'per-rule' else 'case'} of the "
             f"{len(test_cases)} test cases; an artifact's prompt as its compile's final dev scoring prices it",
             "answers already in the response cache cost nothing; --resume runs only what is not finished",
         ],
     )
+
+
+def _batched_usd(step: PricedStep) -> float:
+    """A step's USD with a test evaluation at the batch rate (a compile at its own)."""
+    return (step.batch_usd if step.batch_usd is not None else step.estimate.usd) or 0.0
 
 
 def _evaluated(out: Path, label: str, plan: ExperimentPlan) -> bool:
@@ -458,6 +545,7 @@ class ExperimentOutcome:
     compiles: list[CompileStep] = field(default_factory=list)
     ablation: AblationOutcome | None = None
     capped_by: str | None = None  # the cap that stopped the experiment
+    cap_note: str | None = None  # why a batched step was not submitted under the cap
     summary: ExperimentSummary | None = None
     summary_file: Path | None = None
     report_file: Path | None = None
@@ -515,6 +603,10 @@ def run_experiment(
     console = console or Console(stderr=True)
     plan = plan.resolved()
     reconcile(plan, out, resume=resume)  # fails fast: nothing written yet
+    if plan.batch:  # a provider without a batch API fails before the compiles, not after them
+        from .._batch import wire_class
+
+        wire_class(plan.lm.provider, plan.lm.display_name())
     ensure_writable_dir(out, what="--out")
     lock = WriterLock(
         out / LOCK_FILE,
@@ -585,11 +677,12 @@ def _run_locked(
             console.print(f"{head}: dev {compiled.manifest.dev.before.score:.2f} -> "
                           f"{compiled.manifest.dev.after.score:.2f}", highlight=False)  # fmt: skip
 
-        def remaining() -> BudgetCaps:
+        def remaining(config: EvalConfig) -> BudgetCaps:
             try:
-                return caps_left(plan.caps, spent_so_far(plan, out))
+                left = caps_left(plan.caps, spent_so_far(plan, out))
+                return batch_caps(config, task, left) if plan.batch else left
             except CapReached as reached:
-                outcome.capped_by = reached.cap
+                outcome.capped_by, outcome.cap_note = reached.cap, reached.why
                 raise
 
         try:

@@ -153,7 +153,7 @@ def run_ablation(
     lm: Any = None,
     console: Console | None = None,
     show_progress: bool = True,
-    caps: Callable[[], BudgetCaps] | None = None,
+    caps: Callable[[EvalConfig], BudgetCaps] | None = None,
     write_report: bool = True,
 ) -> AblationOutcome:
     """Run the plan's variants one after another in ``out`` (skipping finished ones), then write the report.
@@ -163,7 +163,8 @@ def run_ablation(
     variant builds its own. ``retry_errors`` (with ``resume``) re-sends errored units, also
     of finished variants; ``log_requests`` keeps each unit's requests with its record. A
     variant that stops early raises ``RunStopped``. ``caps`` gives each variant, when it
-    starts, the caps it may spend up to (an experiment's one budget: what is left of it); a
+    starts, the caps it may spend up to (an experiment's one budget: what is left of it), from
+    the variant's eval settings (a batched one is checked as a whole before it is submitted); a
     variant a cap stops ends the ablation there (status ``capped``, no summary).
     ``write_report`` False leaves ``summary.json`` and ``report.html`` to the caller.
     """
@@ -191,7 +192,7 @@ def _run_locked(
     lm: Any = None,
     console: Console | None = None,
     show_progress: bool = True,
-    caps: Callable[[], BudgetCaps] | None = None,
+    caps: Callable[[EvalConfig], BudgetCaps] | None = None,
     write_report: bool = True,
 ) -> AblationOutcome:
     """``run_ablation`` once it holds the ablation's lock (``prepared``: what ``_prepare`` found)."""
@@ -214,8 +215,9 @@ def _run_locked(
                         console.print(f"{head}: finished earlier, not run again", highlight=False)
                         continue
                 console.print(head, highlight=False)
-                limits = caps() if caps is not None else None
-                config = variant_config(plan, variant, paths, resume=resume, caps=limits)
+                config = variant_config(plan, variant, paths, resume=resume)
+                if caps is not None:
+                    config = config.model_copy(update={"caps": caps(config)})
                 result = run_eval(
                     config,
                     live,

@@ -117,6 +117,14 @@ def experiment_command(
     max_total_tokens: opt.MaxTotalTokens = None,
     max_usd: opt.MaxUsd = None,
     dry_run: opt.DryRun = False,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Send the test evaluations through the provider's batch API (OpenAI, Anthropic): half "
+            "price; compiles still call one at a time (an optimizer's next call depends on earlier answers).",
+        ),
+    ] = False,
     concurrency: Annotated[
         int | None, typer.Option("--concurrency", min=1, help="LM calls in flight (default 8).")
     ] = None,
@@ -166,7 +174,7 @@ def experiment_command(
         "program": program, "optimizers": optimizers, "seeds": seeds, "split_seed": split_seed, "seed_lm": seed_lm or None,
         "split_per_seed": split_per_seed or None,
         "ratios": None if ratios is None else parse_ratios(ratios), "optimizer_config": optimizer_config,
-        "top_k": top_k, "concurrency": concurrency, "n_boot": n_boot,
+        "top_k": top_k, "concurrency": concurrency, "n_boot": n_boot, "batch": batch or None,
         "settings": parse_settings(set_ or []) or None,
         "caps": caps if any(value is not None for value in caps.values()) else None,
     }  # fmt: skip
@@ -191,7 +199,9 @@ def experiment_command(
         raise SystemExit(interrupted_exit_code())
     if outcome.capped_by is not None:
         flag = opt.CAP_FLAGS.get(outcome.capped_by, outcome.capped_by)
-        _stopped(out, f"{flag} {getattr(plan.caps, outcome.capped_by)} was reached", cap=True)
+        cap = f"{flag} {getattr(plan.caps, outcome.capped_by)}"
+        why = f"{cap} would be overrun: {outcome.cap_note}" if outcome.cap_note else f"{cap} was reached"
+        _stopped(out, why, cap=True)
         raise SystemExit(EXIT_UNFINISHED)
     _print_outcome(outcome)
     if outcome.ablation is not None and outcome.ablation.units_failed:
@@ -210,15 +220,29 @@ def _stopped(out: Path, why: str, *, cap: bool = False) -> None:
 
 def _print_price(price: ExperimentPrice, plan: ExperimentPlan) -> None:
     table = FitTable(title="Estimated experiment (dry run: nothing was sent)")
-    for column in ("step", "variant", "calls", "prompt tokens", "completion tokens", "USD", ""):
+    batched = ("USD batched",) if plan.batch else ()
+    columns = ("step", "variant", "calls", "prompt tokens", "completion tokens", "USD", *batched, "")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("step", "variant", "") else "right")
+
+    def batch_cell(usd: float | None, step: str = "test") -> tuple[str, ...]:
+        """The batched price: a test evaluation's own, a compile's is its one-at-a-time price."""
+        return (opt.money(usd) if step == "test" else "(not batched)",) if plan.batch else ()
+
     for step in price.steps:
-        table.add_row(step.step, step.name, *opt.estimate_cells(step.estimate), "done" if step.done else "")
-    table.add_row("total", "", *opt.estimate_cells(price.total), "", style="bold")
+        cells = opt.estimate_cells(step.estimate) + batch_cell(step.batch_usd, step.step)
+        table.add_row(step.step, step.name, *cells, "done" if step.done else "")
+    table.add_row(
+        "total", "", *opt.estimate_cells(price.total), *batch_cell(price.total_batch_usd), "", style="bold"
+    )
     if price.left != price.total:
-        table.add_row("left to run", "", *opt.estimate_cells(price.left), "", style="bold")
+        cells = opt.estimate_cells(price.left) + batch_cell(price.left_batch_usd)
+        table.add_row("left to run", "", *cells, "", style="bold")
     console.print(table)
-    for flag, cap in opt.caps_below(plan.caps, price.left):
+    left = price.left
+    if plan.batch:  # the cap counts batched evaluations at the batch rate
+        left = left.model_copy(update={"usage": left.usage.model_copy(update={"cost": price.left_batch_usd})})
+    for flag, cap in opt.caps_below(plan.caps, left):
         console.print(
             f"[yellow]{flag} {cap:g} is below the estimate: the experiment would stop at the cap "
             "(raise it and --resume to continue)[/yellow]"
@@ -227,6 +251,11 @@ def _print_price(price: ExperimentPrice, plan: ExperimentPlan) -> None:
         "[dim]Estimates, not limits; --max-calls, --max-total-tokens and --max-usd bound the whole "
         "experiment (every compile and every evaluation together).[/dim]"
     )
+    if plan.batch:
+        console.print(
+            "[dim]With --batch the caps count the test evaluations at the batch rate; a batch is paid as a "
+            "whole, so each is checked against what is left of the caps before it is submitted.[/dim]"
+        )
     for line in price.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
 
