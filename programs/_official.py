@@ -92,6 +92,7 @@ class OfficialPerPolicy:
             reasoning=result.reasoning or parsed.reasoning or "",
             usage=result.usage or Usage(),
             cache_hits=int(result.cached),
+            batched=int(result.batched),
             protocol=self.protocol,
             # The official JSON may carry the model's own "label"; it is its explicit safe flag.
             predicted_safe=None if parsed.predicted_label is None else parsed.predicted_label == "safe",
@@ -163,6 +164,7 @@ class OfficialPerRule:
             reason=parsed.reason or "",
             usage=result.usage or Usage(),
             cache_hits=int(result.cached),
+            batched=int(result.batched),
             answer=None if parsed.status == "clean" else result.text,
         )
 
@@ -175,6 +177,7 @@ class OfficialPerRule:
             refused=status == "refused",
             usage=Usage.total(j.usage for j in judgments if j.usage is not None),
             cache_hits=sum(j.cache_hits for j in judgments),
+            batched=sum(j.batched for j in judgments),
             judgments=judgments,
             protocol=self.protocol,
             layout=self.layout,

@@ -16,7 +16,7 @@ from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
 from programs._outputs import JudgmentRecord, PolicyRecord, Protocol, Status, Usage, error_fields
 from sp_dspy.errors import ConfigError, DataError, validation_problem
 from sp_dspy.files import read_json_file
-from sp_dspy.lm import answer_price, history_usage
+from sp_dspy.lm import answer_price, history_batched, history_usage
 from sp_dspy.protocol import build_targets, framework_for, parse_policy_output
 
 if TYPE_CHECKING:
@@ -222,20 +222,23 @@ def resolve_program(
     return make_program(spec, protocol, **options), None
 
 
-def history_accounting(lm: Any) -> tuple[Usage, int]:
-    """Tokens and USD (``None``: unpriced) and cache hits of the answers in ``lm.history``.
+def history_accounting(lm: Any) -> tuple[Usage, int, int]:
+    """Tokens and USD (``None``: unpriced), cache hits and batch answers of the answers in ``lm.history``.
 
     Counted as the official path counts them: a replayed answer keeps its tokens and
-    cost, and a call DSPy left unpriced (sp-dspy's HTTP engine) is priced by that engine.
+    cost, a call DSPy left unpriced (sp-dspy's HTTP engine) is priced by that engine, and
+    one of the run's batch answers counts as batched, not as a cache hit, however DSPy handed it over.
     """
-    usage, hits = Usage(), 0
+    usage, hits, batched = Usage(), 0, 0
     for entry in getattr(lm, "history", []):
         tokens, cached = history_usage(entry)
         tokens = tokens or Usage()
         cost = entry.get("cost")
         usage = usage + tokens.model_copy(update={"cost": answer_price(lm, tokens) if cost is None else cost})
-        hits += cached
-    return usage, hits
+        from_batch = history_batched(lm, entry)
+        hits += cached and not from_batch
+        batched += from_batch
+    return usage, hits, batched
 
 
 async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> PolicyRecord:
@@ -258,8 +261,10 @@ async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> PolicyReco
             prediction = await program.acall(**inputs)
         except (dspy.AdapterParseError, *lm_errors()) as exc:
             prediction = exc
-    usage, cache_hits = history_accounting(case_lm)
-    common: dict[str, Any] = dict(id=case.id, protocol=protocol, usage=usage, cache_hits=cache_hits)
+    usage, cache_hits, batched = history_accounting(case_lm)
+    common: dict[str, Any] = dict(
+        id=case.id, protocol=protocol, usage=usage, cache_hits=cache_hits, batched=batched
+    )
     if isinstance(prediction, dspy.AdapterParseError):
         refused = parse_policy_output(str(prediction.lm_response or ""), mode="robust").refused
         status: Status = "refused" if refused else "failed"
@@ -304,7 +309,13 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
     with dspy.context(lm=target_lm):
         judgment, usage_data = await program._ajudge(target, framework_for(case), case.conversation)
     hand_up_usage(dspy.settings.usage_tracker, [usage_data])  # as a whole case's forward() does
-    usage, cache_hits = history_accounting(target_lm)
+    usage, cache_hits, batched = history_accounting(target_lm)
     return judgment.model_copy(
-        update={"cid": case.id, "gt": target.gold, "usage": usage, "cache_hits": cache_hits}
+        update={
+            "cid": case.id,
+            "gt": target.gold,
+            "usage": usage,
+            "cache_hits": cache_hits,
+            "batched": batched,
+        }
     )

@@ -43,6 +43,8 @@ class RecordFacts(Protocol):
     @property
     def cache_hits(self) -> int: ...
     @property
+    def batched(self) -> int: ...
+    @property
     def error(self) -> str | None: ...
     @property
     def error_class(self) -> str | None: ...
@@ -117,6 +119,7 @@ class RunTotals(BaseModel):
     errors: int = 0
     usage: Usage = Field(default_factory=Usage)
     cache_hits: int = 0
+    batched: int = 0  # answers from the run's provider batches (--batch), at the batch rate
 
     @model_validator(mode="before")
     @classmethod
@@ -141,6 +144,7 @@ class RunTotals(BaseModel):
             "completion_tokens": self.usage.completion_tokens,
             "cost_usd": self.usage.cost,
             "cache_hits": self.cache_hits,
+            **({"batched": self.batched} if self.batched else {}),
             **{
                 key: count
                 for key in ("cache_read_tokens", "cache_write_tokens")
@@ -164,6 +168,7 @@ class RunTotals(BaseModel):
         if record.error_class:
             self.errors += 1
         self.cache_hits += record.cache_hits
+        self.batched += record.batched
 
     @classmethod
     def of(cls, records: Iterable[RecordFacts]) -> RunTotals:

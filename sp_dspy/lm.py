@@ -4,7 +4,7 @@ provider's usage dict), a failure's kind, secrets masked,
 and the budgets of GEPA's and MIPROv2's ``auto`` presets. Importing this does not import DSPy.
 """
 
-from sp_dspy._lm._chat import achat, answer_price, chat, history_usage
+from sp_dspy._lm._chat import achat, answer_price, chat, history_batched, history_usage
 from sp_dspy._lm._compat import gepa_auto_metric_calls, mipro_auto_run
 from sp_dspy._lm._errors import classify_error
 from sp_dspy._lm._result import ChatResult
@@ -19,6 +19,7 @@ __all__ = [
     "chat",
     "classify_error",
     "gepa_auto_metric_calls",
+    "history_batched",
     "history_usage",
     "mipro_auto_run",
     "parse_usage",

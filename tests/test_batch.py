@@ -365,3 +365,44 @@ def test_experiment_batch_submits_no_test_evaluation_its_cap_cannot_cover(tmp_pa
             f"projected at {n_cases} call(s) at the batch rate ({n_cases} unit(s) left), more than the "
             f"{n_cases - 1} left of the cap; a batch is paid as a whole, so it was not submitted"
         ) in " ".join(result.output.split())
+
+
+def manifest_run(out: Path) -> dict[str, Any]:
+    (manifest,) = out.glob("manifest_*.json")
+    (run,) = json.loads(manifest.read_text(encoding="utf-8"))["runs"].values()
+    return dict(run)
+
+
+@pytest.mark.parametrize("program", ["official", "dspy"])
+def test_batched_answers_count_as_batched_not_as_cache_hits_and_their_replays_as_cache_hits(
+    server: BatchServer, tmp_path: Path, program: str
+) -> None:
+    batched = invoke(eval_args(server.url, tmp_path / "batched", "--batch", "--program", program)).output
+    assert [(line["cache_hits"], line["batched"]) for line in records(tmp_path / "batched")] == [(0, 1)] * 3
+    run = manifest_run(tmp_path / "batched")
+    assert (run["totals"]["cache_hits"], run["totals"]["batched"]) == (0, 3)
+    assert run["endpoint_requests"] == {f"{server.url} (batch)": 3, server.url: 0}
+    assert "batch: 3 LM answer(s) came from the provider's batch API, priced at" in batched
+    assert "response cache" not in batched
+
+    replayed = invoke(eval_args(server.url, tmp_path / "replayed", "--program", program)).output
+    again = invoke(eval_args(server.url, tmp_path / "again", "--batch", "--program", program)).output
+    assert len(server.created) == 1 and server.chat_requests == []  # both from the response cache
+    for out, output in ((tmp_path / "replayed", replayed), (tmp_path / "again", again)):
+        lines = records(out)
+        assert [line["cache_hits"] for line in lines] == [1] * 3 and not any(
+            "batched" in line for line in lines
+        )
+        assert manifest_run(out)["totals"]["cache_hits"] == 3 and "batched" not in manifest_run(out)["totals"]
+        assert "3 LM answer(s) came from the response cache" in output and "batch API" not in output
+
+
+def test_an_ablation_report_says_its_answers_came_by_batch(server: BatchServer, tmp_path: Path) -> None:
+    out = tmp_path / "abl"
+    args = ["ablate", "--out", str(out), "--lm", "openai/stub", "--api-base", server.url, "--batch", "-q"]
+    invoke([*args, "--variants", "official-per-policy,dspy-per-policy", "--limit", LIMIT, "--n-boot", "0"])
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    notes = " ".join(summary["notes"])
+    for label in ("official-per-policy", "dspy-per-policy"):
+        assert f"{label}: 3 of 3 LM answers came from the provider's batch API" in notes
+    assert "response cache" not in notes

@@ -240,10 +240,10 @@ def test_history_accounting_counts_a_cached_answer_like_a_fresh_one() -> None:
             {"usage": {"prompt_tokens": 5, "completion_tokens": 1}, "cost": None},
         ]
 
-    usage, hits = history_accounting(Recorded())
+    usage, hits, batched = history_accounting(Recorded())
     assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (25, 5, 30)
-    assert (usage.cost, hits) == (0.5, 1)
-    assert history_accounting(object()) == (Usage(), 0)
+    assert (usage.cost, hits, batched) == (0.5, 1, 0)
+    assert history_accounting(object()) == (Usage(), 0, 0)
 
 
 def test_importing_programs_and_running_the_baseline_setup_does_not_import_dspy() -> None:

@@ -71,6 +71,7 @@ class AnswerBook:
         self.wanted: dict[str, Wanted] = {}
         self.collecting = False
         self.model = ""
+        self.received = 0  # answers collected by this invocation: the manifest's batch endpoint_requests
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -164,6 +165,7 @@ class AnswerBook:
         self._append(self.answers_path, lines)
         for answer in answers:
             self.answers[answer.custom_id] = answer
+        self.received += sum(1 for answer in answers if answer.body is not None)
 
     def open_batches(self) -> list[Submitted]:
         """Batches submitted and not yet collected (this invocation's or an earlier one's)."""
@@ -174,6 +176,13 @@ class AnswerBook:
         return ids | {cid for cids in self.uploads.values() for cid in cids}
 
     # ----- sp-dspy's HTTP engine reads answers here --------------------------------------------
+    def key(self, request: HttpRequest) -> str:
+        return custom_id(request)
+
+    def holds(self, key: str) -> bool:
+        found = self.answers.get(key)
+        return found is not None and found.body is not None
+
     def answer(self, request: HttpRequest) -> dict[str, Any]:
         key = custom_id(request)
         found = self.answers.get(key)

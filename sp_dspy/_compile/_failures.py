@@ -29,6 +29,7 @@ class CallOutcome:
     prompt_tokens: int = 0  # estimated
     usage: Usage | None = None
     cache_hits: int = 0
+    batched: int = 0  # compiles call one at a time: never a batch answer
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._usage import Usage, parse_usage
 from ._compat import acall, call
-from ._direct import client_of
+from ._direct import BATCHED, client_of
 from ._dspy import import_dspy
 from ._result import ChatResult
 
@@ -69,6 +69,25 @@ def history_usage(entry: Mapping[str, Any]) -> tuple[Usage | None, bool]:
     return (Usage.total(parts) if parts else None), True
 
 
+def batched_answer(lm: Any, response: Any) -> bool:
+    """Whether ``response`` is one of the answers ``lm``'s run got from the provider's batch API
+    (``eval --batch``), fresh or replayed from the response cache: paid at the batch rate by
+    this run, not a cache hit. An answer of another run's batches replays as a cache hit."""
+    client = client_of(lm)
+    if client is None or client.preset is None:
+        return False
+    data = getattr(response, "provider_data", None)
+    key = data.get(BATCHED) if isinstance(data, Mapping) else None
+    return isinstance(key, str) and client.preset.holds(key)
+
+
+def history_batched(lm: Any, entry: Mapping[str, Any]) -> bool:
+    """Whether an ``lm.history`` entry's answer came from the run's batches (:func:`batched_answer`)."""
+    response = entry.get("response")
+    responses = response if isinstance(response, list | tuple) else [response]
+    return any(batched_answer(lm, r) for r in responses if r is not None)
+
+
 def answer_price(lm: Any, usage: Usage) -> float | None:
     """USD of an answer of ``usage`` tokens from ``lm``, for a call DSPy recorded unpriced (it
     leaves sp-dspy's HTTP engine's calls unpriced); None if unpriced or another engine."""
@@ -92,11 +111,13 @@ def _to_result(lm: Any, result: Any) -> ChatResult:
     cost = result.cost if client is None or usage is None else client.price(usage)
     if cost is not None:
         usage = (usage or Usage()).model_copy(update={"cost": cost})
+    batched = response is not None and batched_answer(lm, response)
     return ChatResult(
         text=text or "",
         reasoning=reasoning or None,
         usage=usage,
-        cached=bool(result.cache_hit),
+        cached=bool(result.cache_hit) and not batched,
+        batched=batched,
         model=result.response_model,
         finish_reason=getattr(response, "finish_reason", None),
     )

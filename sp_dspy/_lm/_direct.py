@@ -89,6 +89,19 @@ class PresetAnswers(Protocol):
         """The answer's JSON, or raise what sending would have raised (or :class:`RequestCaptured`)."""
         ...
 
+    def key(self, request: HttpRequest) -> str:
+        """The request's id among these answers (an answer carries it: :data:`BATCHED`)."""
+        ...
+
+    def holds(self, key: str) -> bool:
+        """Whether ``key`` names one of these answers: a replay of it is this run's batch answer."""
+        ...
+
+
+#: The ``provider_data`` key of an answer read from :attr:`DirectChat.preset` (its request's id
+#: there): DSPy's response cache keeps it, so a replay of a batch answer is still known as one.
+BATCHED = "sp_dspy_batched"
+
 
 class DirectChat(Shared):
     """Requests to one endpoint on its provider's wire: body, cache, retries, usage, cost; an
@@ -202,10 +215,10 @@ class DirectChat(Shared):
         """One attempt for a DSPy request (DSPy owns the cache and the retries): the answer's
         text, reasoning (a thinking part) and usage, its prompt-cache reads included."""
         lm15 = import_dspy().lm15
+        sent = self.request(request_messages(request), **request_overrides(request))
         # The answer enters sp-dspy here: keys masked before DSPy caches it or anything reads it.
-        data = redact_data(
-            await self._post(self.request(request_messages(request), **request_overrides(request)))
-        )
+        data = redact_data(await self._post(sent))
+        batched = None if self.preset is None else {BATCHED: self.preset.key(sent)}
         text, reasoning, finish = _anthropic_answer(data) if self.anthropic else _openai_answer(data)
         finish = _FINISH.get(finish, finish) if isinstance(finish, str) else None
         usage = parse_usage(data.get("usage"))
@@ -226,6 +239,7 @@ class DirectChat(Shared):
                 cache_read_tokens=usage.cache_read_tokens,
                 cache_write_tokens=usage.cache_write_tokens,
             ),
+            provider_data=batched,
         )
 
     async def aclose(self) -> None:

@@ -11,12 +11,15 @@ class ChatResult(BaseModel):
     """One model answer to raw messages.
 
     ``usage`` (with its ``cost``) describes the answer as produced, also when replayed from the
-    cache; ``None``: the provider reported none. ``cached`` says this call paid nothing.
+    cache; ``None``: the provider reported none. ``cached`` says this call paid nothing;
+    ``batched``: the answer is one of the run's batch answers (paid at the batch rate), never
+    ``cached`` as well, even when DSPy's cache handed it over.
     """
 
     text: str
     reasoning: str | None = None
     usage: Usage | None = None
     cached: bool = False
+    batched: bool = False
     model: str | None = None
     finish_reason: str | None = None

@@ -104,6 +104,11 @@ class _Line(BaseModel):
         default=None, description="Tokens and USD of the answers; replayed ones count as produced."
     )
     cache_hits: int = Field(default=0, description="Answers replayed from the response cache.")
+    batched: int = Field(
+        default=0,
+        exclude_if=lambda count: not count,
+        description="Answers from the run's provider batches (--batch), at the batch rate; not cache hits.",
+    )
     latency_s: float | None = None
     run_id: str | None = None
     program: str | None = None

@@ -95,6 +95,11 @@ def honesty_notes(
                 f"{entry.label}: {hits} of {total.lm_calls} LM answers came from the response cache; their tokens"
                 " and dollars are counted as when first produced."
             )
+        if batched := total.batched:
+            notes.append(
+                f"{entry.label}: {batched} of {total.lm_calls} LM answers came from the provider's batch API"
+                " (--batch); their dollars are at its batch rate."
+            )
     return notes
 
 

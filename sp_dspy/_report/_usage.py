@@ -24,12 +24,13 @@ _CALL_KEYS = ("lm_calls", "n_calls")
 @dataclass(frozen=True, slots=True)
 class CaseCost:
     """One case's spending: tokens and dollars (``usage``; None: its records reported neither, a
-    ``None`` cost: unpriced), LM calls, latency, cache hits; ``None`` = not reported."""
+    ``None`` cost: unpriced), LM calls, latency, cache hits, batch answers; ``None`` = not reported."""
 
     usage: Usage | None
     calls: int | None
     latency_s: float | None
     cache_hits: int | None = None
+    batched: int | None = None  # answers from the run's provider batches (--batch)
 
 
 def _number(value: object) -> float | None:
@@ -69,6 +70,7 @@ def _case_cost(parts: Sequence[PolicyRecord | JudgmentRecord]) -> CaseCost:
         calls=_int_or_none(_summed(_calls(p) for p in parts)),
         latency_s=_summed(_stated(p, "latency_s") for p in parts),
         cache_hits=_int_or_none(_summed(_stated(p, "cache_hits") for p in parts)),
+        batched=_int_or_none(_summed(_stated(p, "batched") for p in parts)),
     )
 
 
@@ -105,6 +107,7 @@ def cell_costs(cases: Iterable[Case], costs: Mapping[str, CaseCost]) -> dict[str
         "cost_coverage": round(100 * priced / len(used), 2) if used else 0.0,
         "lm_calls": _int_or_none(_summed(m.calls for m in members)),
         "cache_hits": _int_or_none(_summed(m.cache_hits for m in members)),
+        "batched": _int_or_none(_summed(m.batched for m in members)),
         "cache_read_tokens": _int_or_none(_summed(usage.cache_read_tokens for usage in used)),
     }
 

@@ -57,6 +57,7 @@ from ._units import PerPolicyJob, PerRuleJob
 if TYPE_CHECKING:
     import dspy
 
+    from .._batch import AnswerBook
     from .._lm import HttpRequest, LMConfig
     from .._metrics import ScoreReport
 
@@ -231,6 +232,7 @@ def run_eval(
 
         work, endpoint_requests = _counting(job.work, lm, lm_config)
 
+        batch_answers: dict[str, int] = {}  # answers the provider's batch API sent this invocation
         # Read before this invocation's start entry replaces it: a resumed run's time adds up.
         earlier = previous_run(paths.manifest, model) if config.resume else None
 
@@ -259,7 +261,7 @@ def run_eval(
                 units_skipped_on_resume=outcome.skipped_on_resume,
                 totals=outcome.totals,
                 errors=outcome.errors,
-                endpoint_requests=endpoint_requests(),
+                endpoint_requests={**endpoint_requests(), **batch_answers},
                 transport="direct" if client_of(lm) is not None else "dspy",
                 # The benchmark's own cells: no level cell for a kind without levels.
                 metrics=None if outcome.report is None else dict(outcome.report.cells),
@@ -290,10 +292,12 @@ def run_eval(
         manifest(existing, status=RUNNING)
         if config.batch:  # the provider's batch API answers the units first; the runner reads those
             try:
-                _fill_by_batch(
+                book = _fill_by_batch(
                     config, job, units, lm, paths=paths, console=console, retry_errors=retry_errors,
                     json_adapter=lm_config.json_schema and config.program != "official",
                 )  # fmt: skip
+                if (client := client_of(lm)) is not None:  # always: the batch path needs sp-dspy's engine
+                    batch_answers[f"{display_endpoint(client.api_base)} (batch)"] = book.received
             except KeyboardInterrupt:  # left while batches run: --resume collects them
                 outcome.interrupted, units = True, []
             except OutputError:  # a batch ended unanswered (or a write failed): the manifest says so
@@ -425,10 +429,10 @@ def _fill_by_batch(
     console: Console,
     retry_errors: bool,
     json_adapter: bool,
-) -> None:
+) -> AnswerBook:
     """``--batch``: the pending units' requests answered through the provider's batch API, logged
-    beside the results file (``sp_dspy._batch``). Caps are refused: a batch is paid as a whole,
-    not call by call."""
+    beside the results file (``sp_dspy._batch``); the book of the run's batch answers. Caps are
+    refused: a batch is paid as a whole, not call by call."""
     from .._batch import fill_by_batch
 
     caps = [
@@ -450,7 +454,7 @@ def _fill_by_batch(
         paths.results_for(protocol).touch()
     except OSError as exc:
         raise OutputError(f"cannot write {paths.results_for(protocol)}: {exc.strerror or exc}") from None
-    fill_by_batch(
+    return fill_by_batch(
         job.work, units, job.key, lm,
         directory=paths.batch_dir_for(protocol),
         console=console,

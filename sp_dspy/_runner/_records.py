@@ -55,10 +55,11 @@ def _provenance(case: Case, model: str, run: dict[str, Any]) -> dict[str, Any]:
 
 def _answered(answer: PolicyRecord | JudgmentRecord, latency_s: float) -> dict[str, Any]:
     """What a record with an answer states even at its default: usage (tokens and USD), cache
-    hits, latency, and the failure (redacted) when the program reported one."""
+    hits (and batch answers, when there are any), latency, and the failure (redacted) when the program reported one."""
     fields: dict[str, Any] = {
         "usage": answer.usage or Usage(),
         "cache_hits": answer.cache_hits,
+        "batched": answer.batched,
         "latency_s": round(latency_s, 3),
     }
     if answer.error:

@@ -182,6 +182,7 @@ def eval_command(
         _print_outcome(
             outcome, live.display_name(), small=lmo.is_local(lm_config), verbose=verbose, window=window
         )
+        _print_batched(outcome, live)
         _print_prompt_cache(outcome, live, batch=settings.batch)
         if outcome.interrupted:
             # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.
@@ -244,6 +245,19 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps, *, window: int | None) -> None
         )
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
+
+
+def _print_batched(outcome: Any, lm_config: LMConfig) -> None:
+    """How many answers came through the provider's batch API, and at what rate (not cache hits)."""
+    if outcome.totals.batched:
+        from .._pricing import batch_price_basis
+
+        err_console.print(
+            f"batch: {outcome.totals.batched} LM answer(s) came from the provider's batch API, priced at "
+            f"{batch_price_basis(lm_config)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _print_prompt_cache(outcome: Any, lm_config: LMConfig, *, batch: bool) -> None:
