@@ -406,3 +406,43 @@ def test_an_ablation_report_says_its_answers_came_by_batch(server: BatchServer, 
     for label in ("official-per-policy", "dspy-per-policy"):
         assert f"{label}: 3 of 3 LM answers came from the provider's batch API" in notes
     assert "response cache" not in notes
+
+
+def test_an_experiment_counts_a_batched_evaluation_at_the_batch_rate_against_its_cap(tmp_path: Path) -> None:
+    """Projected at the batch rate: a cap between the batch price and the full price lets it run."""
+    from sp_dspy._ablate._experiment import CapReached, batch_caps
+    from sp_dspy._budget import BudgetCaps
+
+    lm = LMConfig(model="openai/gpt-5-mini")
+    config = EvalConfig(output_dir=tmp_path, run_id="experiment-official-per-policy", protocol="per-policy",
+                        batch=True)  # fmt: skip
+    price = plan_run(config, lm)
+    assert price.estimate.usd and price.batch_usd
+    between = (price.batch_usd + price.estimate.usd) / 2
+    assert batch_caps(config, lm, BudgetCaps(max_usd=between)) == BudgetCaps()  # no per-call caps
+    with pytest.raises(CapReached) as reached:
+        batch_caps(config, lm, BudgetCaps(max_usd=price.batch_usd * 0.9))
+    assert reached.value.cap == "max_usd"
+    assert f"official-per-policy is projected at {price.batch_usd:.4f} USD at the batch rate" in str(
+        reached.value.why
+    )
+    with pytest.raises(SpDspyError, match="has no batch price"):
+        batch_caps(config, LMConfig(model="openai/stub"), BudgetCaps(max_usd=1.0))
+
+
+def test_an_experiment_resumed_over_an_open_batch_collects_it_whatever_its_cap_left(tmp_path: Path) -> None:
+    """A batch submitted before a kill is paid already: its collection is not refused by the cap."""
+    from sp_dspy._ablate._experiment import CapReached, batch_caps
+    from sp_dspy._batch import AnswerBook
+    from sp_dspy._budget import BudgetCaps
+    from sp_dspy._runner._paths import RunPaths
+
+    lm = LMConfig(model="openai/gpt-5-mini")
+    config = EvalConfig(output_dir=tmp_path, run_id="experiment-official-per-policy", protocol="per-policy",
+                        batch=True)  # fmt: skip
+    tight = BudgetCaps(max_usd=1e-9)
+    with pytest.raises(CapReached):
+        batch_caps(config, lm, tight)
+    paths = RunPaths(tmp_path, "experiment-official-per-policy", lm.short_name())
+    AnswerBook(paths.batch_dir_for("per-policy")).note_submitted("batch-1", ["a", "b"])
+    assert batch_caps(config, lm, tight) == BudgetCaps()

@@ -299,13 +299,19 @@ def batch_caps(config: EvalConfig, lm_config: LMConfig, left: BudgetCaps) -> Bud
     """
     if not left.any:
         return BudgetCaps()
+    from .._batch import AnswerBook
     from .._runner import read_run_results
     from .._runner._eval import plan_run
 
+    results = RunPaths(config.output_dir, config.run_id or RUN_ID, lm_config.short_name())
+    protocol = str(config.protocol)  # an ablation variant's: always set
+    batches = results.batch_dir_for(protocol)
+    book = AnswerBook(batches) if batches.is_dir() else None
+    if book is not None and (book.open_batches() or book.uploads):
+        return BudgetCaps()  # submitted before a kill: paid already, collecting it costs nothing more
     priced = plan_run(config, lm_config)
     units = priced.estimate.calls
-    results = RunPaths(config.output_dir, config.run_id or RUN_ID, lm_config.short_name())
-    path = results.results_for(str(config.protocol))  # an ablation variant's: always set
+    path = results.results_for(protocol)
     answered = (
         sum(1 for record in read_run_results(path).lines if not record.error_class) if path.exists() else 0
     )
