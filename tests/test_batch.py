@@ -446,3 +446,12 @@ def test_an_experiment_resumed_over_an_open_batch_collects_it_whatever_its_cap_l
     paths = RunPaths(tmp_path, "experiment-official-per-policy", lm.short_name())
     AnswerBook(paths.batch_dir_for("per-policy")).note_submitted("batch-1", ["a", "b"])
     assert batch_caps(config, lm, tight) == BudgetCaps()
+
+
+def test_experiment_batch_on_a_provider_without_a_batch_api_is_one_line_before_any_compile(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "exp"
+    error = fails(["experiment", "--out", str(out), "--lm", "fake/instructed", *EXPERIMENT_TINY, "--batch"])
+    assert "provider 'fake' has no batch API sp-dspy can use" in error
+    assert not out.exists()
