@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -286,3 +288,34 @@ def test_ctrl_c_says_what_was_kept_and_how_to_continue(
         " ".join(result.output.split())
     )
     assert not (out / "manifest.json").exists() and "KeyboardInterrupt" in (out / "compile.log").read_text()
+
+
+def compile_in_a_process(server: StubServer, out: Path) -> subprocess.CompletedProcess[str]:
+    """The console script on a real process, so a compile that hangs at exit fails the test."""
+    command = [sys.executable, "-c", "from sp_dspy.cli import main; main()", "compile", *stub_lm(server)]
+    command += [*TINY_COPRO, "--out", str(out), "--quiet"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("full", "says"),
+    [
+        # The optimizer's threads write their progress bars and logs to compile.log: a write that fails
+        # there once left a progress bar's lock held, and the compile hung at exit.
+        ("compile.log", "cannot write compile.log (No space left on device); the compile stopped"),
+        ("program.json.tmp", "cannot write program.json (No space left on device); the artifact was not"),
+    ],
+)
+def test_a_full_disk_stops_a_compile_with_one_line_and_no_half_written_file(
+    stub: StubServer, tmp_path: Path, full: str, says: str
+) -> None:
+    out = tmp_path / "art"
+    out.mkdir()
+    (out / full).symlink_to("/dev/full")  # every write there fails with ENOSPC, as on a full disk
+    done = compile_in_a_process(stub, out)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"error: --out {out}: {says}"), done.stderr
+    assert "rerun the same command" in lines[0]
+    left = sorted(path.name for path in out.iterdir())
+    assert left == ["compile.log"], left  # no artifact file, whole or half, and no temporary file
