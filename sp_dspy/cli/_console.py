@@ -12,9 +12,9 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-def warn(message: str) -> None:
-    """One plain line on stderr (no rich markup: paths and ids may contain brackets)."""
-    err_console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+def warn(message: str, *, on: Console | None = None) -> None:
+    """One plain line on stderr, or ``on`` a console of it (no rich markup: paths and ids may contain brackets)."""
+    (on or err_console).print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
 
 
 def write_json_report(json_out: str, document: str) -> Path:
