@@ -32,17 +32,26 @@ from tests._stub_server import StubServer, chat_completion  # noqa: E402
 CLI = [sys.executable, "-c", "from sp_dspy.cli import main; main()"]
 
 
+#: Runs a command and prints its peak RSS (KiB) last on stderr. A process forked from this one
+#: would report this one's RSS as its own peak (``ru_maxrss`` survives ``exec``), so a small,
+#: fresh process starts each command and reads its peak.
+MEASURE = (
+    "import os, subprocess, sys\n"
+    "child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+    "_, status, usage = os.wait4(child.pid, 0)\n"
+    "print(usage.ru_maxrss, file=sys.stderr)\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
 def peak_rss_mb(command: list[str], cwd: Path) -> tuple[float, int]:
     """Run ``command``; its peak RSS in MB (the kernel's ``ru_maxrss``) and its exit status."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert process.stderr is not None
-    error = process.stderr.read()
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode not in (0, 3):
-        sys.stderr.write(error.decode(errors="replace"))
-    return usage.ru_maxrss / 1024, process.returncode
+    done = subprocess.run([sys.executable, "-c", MEASURE, *command], cwd=cwd, env=env, capture_output=True)
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    if done.returncode not in (0, 3):
+        sys.stderr.write("\n".join(lines[:-1]) + "\n")
+    return int(lines[-1]) / 1024, done.returncode
 
 
 def huge_verdicts(size: int) -> Any:
