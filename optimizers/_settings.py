@@ -64,8 +64,11 @@ def load_settings(
 
     A bad file, key or value is a ``ConfigError`` naming the file and line, or ``--set``.
     """
+    data, lines = read_settings_file(path or DEFAULT_OPTIMIZERS_FILE)
+    if path is not None and name not in data:  # a file given on purpose: it must set this optimizer
+        has = ", ".join(map(str, data)) or "no section"
+        raise ConfigError(f"{path}: no section for optimizer '{name}' (the file has: {has})")
     path = path or DEFAULT_OPTIMIZERS_FILE
-    data, lines = read_settings_file(path)
     section = data.get(name) or {}
     if not isinstance(section, dict):
         raise ConfigError(f"{path}:{lines.get(name, 1)}: section '{name}' must be a mapping of settings")

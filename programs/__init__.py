@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from programs._pku import PkuSeverityGuard as PkuSeverityGuard
     from programs._pku import PkuSeverityGuardCoT as PkuSeverityGuardCoT
     from programs._pku import severity_fields as severity_fields
+    from programs._registry import ARTIFACT_KIND as ARTIFACT_KIND
     from programs._registry import PROGRAM_NAMES as PROGRAM_NAMES
     from programs._registry import PROTOCOLS as PROTOCOLS
     from programs._registry import SEVERITY_PROGRAMS as SEVERITY_PROGRAMS
@@ -58,6 +59,7 @@ _LAZY = {
         "._per_rule": ("JudgeRule", "PerRuleGuard", "PerRuleGuardCoT", "rubric_targets", "target_examples"),
         "._pku": ("AssessResponse", "PkuSeverityGuard", "PkuSeverityGuardCoT", "severity_fields"),
         "._registry": (
+            "ARTIFACT_KIND",
             "PROGRAM_NAMES",
             "PROTOCOLS",
             "SEVERITY_PROGRAMS",

@@ -30,6 +30,8 @@ SEVERITY_PROGRAMS: Final = ("dspy-severity", "dspy-severity-cot")
 """Per-policy only: they predict a response's safe flag and severity besides its rule set."""
 PROTOCOLS: Final[tuple[Protocol, ...]] = ("per-policy", "per-rule")
 MANIFEST_FILE: Final = "manifest.json"
+ARTIFACT_KIND: Final = "sp-dspy-compiled-guard"
+"""The ``kind`` of a compiled artifact's manifest (a run's manifest, a split file are other kinds)."""
 STATE_FILE: Final = "program.json"
 
 GuardProgram: TypeAlias = "OfficialPerPolicy | OfficialPerRule | dspy.Module"
@@ -120,6 +122,11 @@ def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
     manifest = read_json_file(manifest_path, "artifact manifest")
     if not isinstance(manifest, dict):
         raise DataError(f"{manifest_path}: expected a JSON object")
+    kind = manifest.get("kind", ARTIFACT_KIND)  # the first artifacts wrote no kind
+    if kind != ARTIFACT_KIND:
+        raise DataError(
+            f"{manifest_path}: field 'kind' is {kind!r:.60}, expected {ARTIFACT_KIND!r} (not an artifact)"
+        )
     name, protocol = manifest.get("program"), manifest.get("protocol")
     if name == "official" or name not in PROGRAM_NAMES:
         expected = ", ".join(repr(n) for n in PROGRAM_NAMES if n != "official")
@@ -133,8 +140,9 @@ def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
     state = read_json_file(state_path, "artifact program state")
     if not isinstance(state, dict):
         raise DataError(f"{state_path}: expected a JSON object of predictor states")
+    predictors = [predictor_name for predictor_name, _ in program.named_predictors()]
     checked: dict[str, Any] = {}
-    for predictor_name, _ in program.named_predictors():
+    for predictor_name in predictors:
         if predictor_name not in state:
             raise DataError(
                 f"{state_path}: no state for predictor {predictor_name!r} of a {name} {protocol} program"
@@ -147,6 +155,12 @@ def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
                 f"{state_path}: predictor {predictor_name!r}, field '{where}': {message}"
             ) from None
         checked[predictor_name] = parsed.model_dump(exclude_none=True) | {"lm": None}
+    extra = [key for key in state if key not in checked and key != "metadata"]  # DSPy's save block
+    if extra:  # ``load_state`` would ignore it: the state of another program, silently half-loaded
+        raise DataError(
+            f"{state_path}: predictor {extra[0]!r:.60} is not one of a {name} {protocol} program "
+            f"(it has {', '.join(map(repr, predictors))})"
+        )
     try:
         program.load_state(checked)
     except (KeyError, ValueError, TypeError) as exc:

@@ -10,10 +10,11 @@ import json
 import re
 from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pydantic import BaseModel, Field, model_serializer, model_validator
 
+from ._data._scan import read_regular
 from ._errors import OutputError
 from ._usage import Usage
 
@@ -21,6 +22,9 @@ from ._usage import Usage
 CONTEXT_LENGTH = "context_length"
 #: How providers state the window in a context-length error (OpenAI, vLLM, llama.cpp).
 _STATED_WINDOW = re.compile(r"(?:context length|context window|context size)\D{0,20}?(\d[\d,]*) tokens", re.I)
+
+#: A run's status from its start until it ends (a run killed outright keeps it).
+RUNNING = "running"
 
 #: Every run's manifest in a folder.
 MANIFEST_GLOB = "manifest_*.json"
@@ -199,12 +203,49 @@ class RunManifest(BaseModel):
 
 
 def read_run_manifest(path: Path) -> RunManifest | None:
-    """The manifest at ``path``, or None when there is none or it is unreadable or not a manifest
-    (a reader then goes on as without one; the next run replaces it)."""
-    try:
-        return RunManifest.model_validate_json(path.read_bytes())
-    except (OSError, ValueError):
+    """The manifest at ``path``, or None when there is none or it is not a manifest (a reader
+    then goes on as without one; the next run replaces it).
+
+    It is read as every file is (``read_regular``): a FIFO, a device or a file over
+    ``MAX_JSON_FILE_BYTES`` there is one ``DataError``, not a hang.
+    """
+    if not path.exists():
         return None
+    try:
+        return RunManifest.model_validate_json(read_regular(path, "run manifest"))
+    except ValueError:
+        return None
+
+
+class RecordedRun(NamedTuple):
+    """A results file's entry in a run manifest beside it, and that manifest."""
+
+    path: Path
+    manifest: RunManifest
+    run: ModelRun
+
+
+def run_of(
+    results_file: Path, beside: dict[Path, list[tuple[Path, RunManifest]]] | None = None
+) -> RecordedRun | None:
+    """The manifest beside ``results_file`` whose run wrote a file of that name, or None.
+
+    Matched by file name, so a folder of many runs, copied or moved as a whole, or read from
+    another directory, still pairs each file with its own run. ``beside`` caches each folder's
+    manifests across calls (a report reads many files of one folder).
+    """
+    folder = results_file.parent
+    found = beside.get(folder) if beside is not None else None
+    if found is None:
+        manifests = ((path, read_run_manifest(path)) for path in sorted(folder.glob(MANIFEST_GLOB)))
+        found = [(path, manifest) for path, manifest in manifests if manifest is not None]
+        if beside is not None:
+            beside[folder] = found
+    for path, manifest in found:
+        for run in manifest.runs.values():
+            if Path(run.results_file).name == results_file.name:
+                return RecordedRun(path, manifest, run)
+    return None
 
 
 def previous_run(path: Path, model: str) -> ModelRun | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from ._data._scan import decode_utf8
+from ._data._scan import decode_utf8, read_regular
 from ._errors import ConfigError, DataError
 
 
@@ -16,14 +16,10 @@ def read_yaml_text(path: Path, what: str) -> tuple[Any, str]:
 
     Each problem is one ``ConfigError`` line naming the file (and line); callers check the shape.
     """
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file")
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    try:
-        text = decode_utf8(raw, path)
+        text = decode_utf8(read_regular(path, what), path)
     except DataError as exc:  # a settings file, not data: the same line, as a ConfigError
         raise ConfigError(str(exc)) from None
     try:
@@ -38,10 +34,14 @@ def read_yaml_text(path: Path, what: str) -> tuple[Any, str]:
 
 
 def read_yaml_mapping(path: Path, what: str, expected: str) -> dict[str, Any]:
-    """The mapping a settings file holds (``{}`` when empty); anything else is ``{path}: expected {expected}``."""
+    """The mapping a settings file holds; anything else is ``{path}: expected {expected}``.
+
+    A file given on purpose that sets nothing (empty, only comments, ``{}``) is refused: it is
+    more likely the wrong file than a wish for every default.
+    """
     document, _ = read_yaml_text(path, what)
-    if document is None:
-        return {}
+    if document is None or document == {}:
+        raise ConfigError(f"{path}: empty {what} (it sets nothing)")
     if not isinstance(document, dict):
         raise ConfigError(f"{path}: expected {expected}")
     return document

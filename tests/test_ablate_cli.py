@@ -9,6 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
+from sp_dspy._ablate._plan import ablation_lock
 from sp_dspy._errors import ConfigError
 from sp_dspy.cli._ablate import register
 from tests._factories import command_app
@@ -108,3 +109,31 @@ def test_bad_invocations_are_one_line_errors_and_write_nothing(
     result = invoke(app, *args, "--out", str(out), "-q")
     assert message in config_error(result)
     assert not out.exists()
+
+
+def test_a_second_resume_while_the_ablation_runs_is_refused_and_changes_nothing(
+    app: typer.Typer, tmp_path: Path
+) -> None:
+    out = tmp_path / "ablation"
+    first = invoke(
+        app,
+        "--lm",
+        "fake/random",
+        "--limit",
+        "2",
+        "--variants",
+        "official-per-policy",
+        "--out",
+        str(out),
+        *FAST,
+    )
+    assert first.exit_code == 0, first.output
+    plan = (out / "plan.json").read_bytes()
+    with ablation_lock(out):  # what a running ablation holds until it ends
+        second = invoke(
+            app, "--out", str(out), "--resume", "--variants", "official-per-policy,dspy-per-rule", "-q"
+        )
+    message = config_error(second)
+    assert message.startswith(f"the ablation in {out} is being written by process ") and "--resume" in message
+    assert (out / "plan.json").read_bytes() == plan
+    assert not (out / "ablate.lock").exists()

@@ -83,6 +83,10 @@ def test_four_default_variants_write_plan_summary_and_report(default_ablation: A
     assert html.startswith("<!DOCTYPE html>") and all(label in html for label in DEFAULT_VARIANTS)
     images = html.count('<img src="data:image/png;base64,')
     assert images >= 4 and images == html.count("<img ")  # every plot embedded, none fetched
+    # The Cases view: the six cases with each of the four variants' result.
+    assert outcome.summary.cases_view is not None and 'id="sp-cases-data"' in html
+    assert len(outcome.summary.cases_view["cases"]) == 6
+    assert [len(results) for results in outcome.summary.cases_view["res"]] == [6] * len(DEFAULT_VARIANTS)
     saved = json.loads((out / "plan.json").read_text(encoding="utf-8"))
     assert saved["variants"] == list(DEFAULT_VARIANTS) and saved["run_id"] == outcome.plan.run_id
     for run in outcome.runs:

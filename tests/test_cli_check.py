@@ -296,3 +296,24 @@ def test_conversation_or_batch(files: Path) -> None:
     _, _, error = run("--policy", "policy.txt", "--lm", "fake/all")
     assert isinstance(error, ConfigError)
     assert str(error) == "give one of --conversation FILE (- for standard input) or --batch FILE.jsonl"
+
+
+def test_control_characters_in_the_answer_and_policy_are_printed_escaped(
+    files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sp_dspy._guard import Guard
+
+    (files / "policy.txt").write_text(
+        POLICY.replace("credentials.", "credentials.\x1b]0;owned\x07"), encoding="utf-8"
+    )
+    real = Guard.check
+
+    def answering(self: Guard, *args: Any, **kwargs: Any) -> Verdict:
+        verdict = real(self, *args, **kwargs)
+        return verdict.model_copy(update={"reasoning": "done\x1b[2J\x00 after the table"})
+
+    monkeypatch.setattr(Guard, "check", answering)
+    code, out, _ = run("--policy", "policy.txt", "--conversation", "chat.txt", "--lm", "fake/all")
+    assert code == 1
+    assert not any(char in out for char in "\x1b\x00\x07")
+    assert "done\\x1b[2J\\x00 after the table" in out and "credentials.\\x1b]0;owned\\x07" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -10,13 +11,14 @@ from typing import Any
 
 import pytest
 import typer
+from rich.console import Console
 from typer.testing import CliRunner
 
 from sp_dspy._benchmarks import load_benchmark
 from sp_dspy._data import Case
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._metrics import read_result_files, score
-from sp_dspy._metrics._bootstrap import CELL_KEYS
+from sp_dspy._metrics._bootstrap import CELL_KEYS, MIN_CI_PAIRS
 from sp_dspy.cli import _compare
 from tests._factories import raw_case, write_dataset
 
@@ -131,6 +133,9 @@ def test_differences_are_b_minus_a_of_the_official_scores(setup: dict[str, Path]
             assert paired["a"][metric] == cells_a[name][metric]
             assert paired["b"][metric] == cells_b[name][metric]
             assert paired["diff"][metric] == round(cells_b[name][metric] - cells_a[name][metric], 2)
+            if paired["n_pairs"] < MIN_CI_PAIRS:  # a level's 3 or 4 pairs: no interval
+                assert paired["ci"][metric] is None
+                continue
             low, high = paired["ci"][metric]
             assert low <= paired["diff"][metric] <= high
     # Each side's own cell is the official score on the compared cases (B's exclusion shows).
@@ -169,6 +174,35 @@ def test_level_filter_and_no_bootstrap(setup: dict[str, Path]) -> None:
     assert document["compared"] == 3
     assert document["cells"]["L0"]["n"] == 0
     assert document["cells"]["ALL"]["paired"]["ci"] == {"rmr_avg": None, "rmr_exact": None, "rdr": None}
+
+
+def test_a_handful_of_cases_says_the_interval_is_not_informative(setup: dict[str, Path]) -> None:
+    """3 paired cases: no zero-width interval, the same words in compare's table, its JSON and the report."""
+    from sp_dspy._data import filter_cases
+    from sp_dspy._report import build_summary, render_terminal
+    from sp_dspy._report._html_tables import diff_table
+
+    note = "not informative (n=3 < 10)"
+    a = f"{setup['a1']},{setup['a2']}"
+    document = comparison(setup, "--level", "L2")
+    paired = document["cells"]["ALL"]["paired"]
+    assert (paired["n_pairs"], paired["ci_note"]) == (3, note)
+    assert paired["ci"] == {"rmr_avg": None, "rmr_exact": None, "rdr": None}
+    table = run(a, setup["b"], "--dataset", setup["dataset"], "--level", "L2", "--n-boot", "200")
+    assert table.exit_code == 0, table.output
+    assert table.stdout.count(note) == 6  # RMR, RMR@1.0 and RDR of L2 and of ALL (the same 3 cases)
+    assert "[+0.00, +0.00]" not in table.stdout
+
+    cases = filter_cases(load_benchmark(setup["dataset"]).cases, level="L2")
+    summary = build_summary(
+        cases, [("A", [setup["a1"], setup["a2"]]), ("B", [setup["b"]])], baseline="A", n_boot=200
+    )
+    (row,) = summary.diffs_for("ALL")
+    assert (row.n_pairs, row.ci_note, row.significant("rmr_avg")) == (3, note, False)
+    assert html.escape(note) in diff_table(summary, "ALL")
+    console = Console(width=250, record=True)
+    console.print(render_terminal(summary))
+    assert note in console.export_text()
 
 
 def test_errors(setup: dict[str, Path], tmp_path: Path) -> None:

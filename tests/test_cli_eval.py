@@ -11,6 +11,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,7 @@ def test_manifest_records_what_produced_the_run_and_no_secret(
     manifest = json.loads(text)
     assert manifest["dataset"] == {
         "source": LOADED.source,
+        "typed": None,  # no --dataset: the bundled sample
         "sha256": hashlib.sha256(Path(LOADED.source).read_bytes()).hexdigest(),
         "benchmark": "safepyramid",
         "cases": len(SAMPLE),
@@ -289,17 +291,55 @@ def test_eval_reads_its_results_file_once_after_the_units(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, protocol: str
 ) -> None:
     """Score, totals, errors, the verbose listing and the tables come from one read; a resume reads once more, before its units."""
+    from sp_dspy._metrics import _reader
+
     reads: list[str] = []
-    read_bytes = Path.read_bytes
+    read_lines = _reader.read_regular_lines
 
-    def counted(self: Path) -> bytes:
-        if self.suffix == ".jsonl":
-            reads.append(self.name)
-        return read_bytes(self)
+    def counted(path: Path, what: str) -> Iterator[tuple[int, str]]:
+        reads.append(path.name)
+        return read_lines(path, what)
 
-    monkeypatch.setattr(Path, "read_bytes", counted)
+    monkeypatch.setattr(_reader, "read_regular_lines", counted)
     args = ("--protocol", protocol, "--limit", "3", "--run-id", "once", "--verbose")
     assert invoke(tmp_path, *args).exit_code == 0
     assert len(reads) == 1
     assert invoke(tmp_path, *args, "--resume").exit_code == 0
     assert len(reads) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "setting"),
+    [
+        (("--dataset", "other.json"), "--dataset"),
+        (("--program", "dspy"), "--program"),
+        (("--protocol", "per-rule"), "--protocol"),
+        (("--parser", "robust"), "--parser"),
+        (("--level", "L1"), "--level"),
+        (("--limit", "1"), "--limit"),
+        (("--temperature", "0.5"), "the model's temperature"),
+    ],
+)
+def test_a_resume_with_other_settings_is_refused_naming_the_setting(
+    tmp_path: Path, args: tuple[str, ...], setting: str
+) -> None:
+    from sp_dspy._data._source import sample_path
+
+    (tmp_path / "other.json").write_bytes(sample_path().read_bytes() + b"\n")  # the same cases, another file
+    ok(tmp_path, "--run-id", "r", "--limit", "2")
+    results = tmp_path / "results_r_fake.jsonl"
+    before = results.read_bytes()
+    resumed = invoke(tmp_path, "--run-id", "r", "--limit", "2", "--resume", *args)
+    assert isinstance(resumed.exception, ConfigError), (resumed.output, resumed.exception)
+    message = str(resumed.exception)
+    assert "\n" not in message and message.startswith(f"--resume: run r ran with {setting} ")
+    assert "resuming would mix two setups in one results file" in message
+    assert results.read_bytes() == before
+
+
+def test_a_resume_may_extend_the_run_to_more_cases(tmp_path: Path) -> None:
+    ok(tmp_path, "--run-id", "r", "--limit", "2")
+    ok(tmp_path, "--run-id", "r", "--limit", "4", "--resume")
+    assert ids(tmp_path / "results_r_fake.jsonl") == sorted(IDS[:4])
+    ok(tmp_path, "--run-id", "r", "--resume")  # every case
+    assert ids(tmp_path / "results_r_fake.jsonl") == sorted(IDS)

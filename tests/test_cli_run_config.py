@@ -10,6 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from sp_dspy._compile import BudgetCaps
+from sp_dspy._errors import ConfigError
 from sp_dspy._runner import EvalConfig, build_eval_config
 from sp_dspy._runner._config import DataSelection
 from sp_dspy.cli import app
@@ -56,3 +57,19 @@ def test_eval_runs_the_example_and_a_flag_overrides_it(tmp_path: Path) -> None:
     lines = (out / "results_example_fake.jsonl").read_text(encoding="utf-8").splitlines()
     records = [json.loads(line) for line in lines]
     assert len(records) == 2 and {r["id"].rsplit("-", 1)[1] for r in records} <= {"l1", "l2"}
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ('run_id: ".."\n', "field run_id: '..' is not a run id: use letters, digits, '.', '_' and '-'"),
+        ('run_id: ""\n', "field run_id: '' is not a run id"),
+        ("data:\n  limit: 0\n", "field data.limit: Input should be greater than or equal to 1"),
+    ],
+)
+def test_a_run_config_names_a_bad_run_id_or_limit(tmp_path: Path, yaml_text: str, message: str) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml_text, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        build_eval_config({}, path)
+    assert str(caught.value).startswith(f"{path}: {message}")

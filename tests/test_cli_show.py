@@ -144,3 +144,13 @@ def test_a_recorded_dataset_that_no_longer_loads_is_named_with_its_manifest(tmp_
     message = str(failed.exception)
     assert message.startswith(f"{results.parent / 'manifest_d.json'}: the run's dataset does not load (")
     assert message.endswith("; pass --dataset") and "\n" not in message
+
+
+def test_control_characters_in_an_answer_are_printed_escaped(tmp_path: Path) -> None:
+    results = run_eval(tmp_path, "fake/oracle", "--limit", "1", "--run-id", "esc")
+    (record,) = iter_records(results)
+    record["analysis"] = "clear\x1b[2J nul\x00 title\x1b]0;owned\x07 csi\x9b end"
+    results.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    out = show(str(results)).output
+    assert not any(char in out for char in "\x1b\x00\x07\x9b")
+    assert "clear\\x1b[2J nul\\x00 title\\x1b]0;owned\\x07 csi\\x9b end" in out

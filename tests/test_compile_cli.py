@@ -13,6 +13,7 @@ import typer
 from typer.testing import CliRunner, Result
 
 from sp_dspy._benchmarks import load_benchmark
+from sp_dspy._compile._artifact import claim_out
 from sp_dspy._data import make_split
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy.cli._compile import register
@@ -319,3 +320,14 @@ def test_a_full_disk_stops_a_compile_with_one_line_and_no_half_written_file(
     assert "rerun the same command" in lines[0]
     left = sorted(path.name for path in out.iterdir())
     assert left == ["compile.log"], left  # no artifact file, whole or half, and no temporary file
+
+
+def test_a_second_compile_into_an_out_being_written_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "art"
+    with claim_out(out, force=False):  # what a running compile holds until it ends
+        result = invoke("--lm", "fake/oracle", *TINY_COPRO, "--out", str(out), "--quiet")
+    assert isinstance(result.exception, ConfigError), result.output
+    message = str(result.exception)
+    assert "\n" not in message and message.startswith(f"--out {out} is being written by process ")
+    assert "one compile writes an --out at a time" in message
+    assert sorted(p.name for p in out.iterdir()) == []  # nothing of the second's, and the lock is gone

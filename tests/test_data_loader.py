@@ -290,3 +290,27 @@ def test_a_filter_that_selects_no_case_is_an_error(tmp_path: Path) -> None:
         load_benchmark(path, level="L0", start_idx=1)
     assert [c.id for c in load_benchmark(path, start_idx=1).cases] == ["c-1-l1"]
     assert load_benchmark(path, limit=0).cases == []  # asked for none: not a filter that missed
+
+
+@pytest.mark.parametrize("document", ['{"data": []}', "[]"])
+def test_a_file_without_cases_is_refused(tmp_path: Path, document: str) -> None:
+    path = tmp_path / "empty.json"
+    path.write_text(document, encoding="utf-8")
+    with pytest.raises(DataError, match=r"empty\.json: no cases \(the file's list of cases is empty\)$"):
+        load_file(path)
+
+
+def test_a_case_rule_is_numbered_from_1(tmp_path: Path) -> None:
+    """Rule 0 in a rubric (and its policy) is refused; a result line may still name 0 (strict parity)."""
+    path = write_dataset(tmp_path / "d.json", [raw_case("z-1-l0", rules={0: "Zero.", 1: "One."}, gt=[1])])
+    with pytest.raises(
+        DataError, match=r"field rubric\.non_violations\.0\.rule: rule 0: rules are numbered from 1$"
+    ):
+        load_file(path)
+    path = write_dataset(
+        tmp_path / "gt.json", [raw_case("z-1-l0", gt=[1], extra={"ground_truth_violations": [-1]})]
+    )
+    with pytest.raises(
+        DataError, match=r"field ground_truth_violations\.0: rule -1: rules are numbered from 1$"
+    ):
+        load_file(path)

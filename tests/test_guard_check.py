@@ -114,6 +114,30 @@ def test_a_failed_call_is_an_error_verdict_not_an_exception(name: str) -> None:
     assert verdict.error and "\n" not in verdict.error
 
 
+@pytest.mark.network
+@pytest.mark.timeout(60)  # without the deadline: 4 calls x 120 s
+@pytest.mark.parametrize(
+    ("name", "protocol"), [("official", "per-policy"), ("dspy", "per-policy"), ("official", "per-rule")]
+)
+def test_a_server_that_never_answers_ends_the_check_at_its_deadline(name: str, protocol: str) -> None:
+    """The LM's default timeout and retries bound each call; the guard's deadline bounds the check."""
+    with StubServer(latency_s=3600) as server:  # accepts every request, answers none
+        config = LMConfig(model="openai/stub", api_base=server.url, cache=False)
+        assert (config.timeout, config.num_retries) == (120, 3)
+        guard = Guard.load(name, lm=config, protocol=protocol, deadline=0.5)
+        verdict = guard.check(POLICY, MESSAGES)
+
+        async def check_async() -> Verdict:
+            async with guard:
+                return await guard.acheck(POLICY, MESSAGES)
+
+        later = asyncio.run(check_async())
+    for ended in (verdict, later):
+        assert (ended.violated_rules, ended.status, ended.error_class) == (None, "error", "deadline")
+        assert ended.error is not None and "deadline of 0.5 s" in ended.error
+    assert Guard.load("official", lm="fake/oracle").deadline == 60
+
+
 def test_async_twin_runs_checks_concurrently() -> None:
     guard = Guard.load("dspy", lm="fake/oracle")
     other = [{"role": "user", "content": "Tell me a joke."}, {"role": "assistant", "content": "No, damn it."}]
@@ -221,6 +245,11 @@ def test_without_an_lm_the_configured_dspy_lm_is_used() -> None:
         ),
         ({"dir_or_name": "official", "lm": "local"}, "lm='local': the embedded model is started by the CLI"),
         ({"dir_or_name": "official", "lm": "fake/clever"}, "unknown fake behaviour"),
+        (
+            {"dir_or_name": "official", "deadline": 0},
+            "deadline 0: expected a positive number of seconds or None",
+        ),
+        ({"dir_or_name": "official", "deadline": True}, "deadline True: expected a positive number"),
     ],
 )
 def test_load_errors_are_one_line_config_errors(kwargs: dict[str, Any], message: str) -> None:

@@ -168,3 +168,8 @@ def test_importing_the_guard_and_its_commands_does_not_import_dspy() -> None:
     )
     root = Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-c", code], cwd=root, check=True, timeout=60)
+
+
+def test_a_policy_rule_numbered_0_is_refused_naming_its_line() -> None:
+    with pytest.raises(DataError, match=r"^policy line 3: rule 0: rules are numbered from 1$"):
+        policy_rules("Rules:\n1. Be polite.\n0. Never swear.")

@@ -20,6 +20,7 @@ from sp_dspy._lm import LMConfig, classify_error, import_dspy, make_lm
 from sp_dspy._lm._compat import missing_uses
 from sp_dspy._lm._config import load_model_configs
 from sp_dspy._lm._direct import client_of
+from sp_dspy._redact import MASK, redact
 from sp_dspy._runner import DataSelection, EvalConfig, run_eval
 from sp_dspy.cli import app
 from tests._stub_server import StubServer
@@ -174,6 +175,34 @@ def test_only_self_hosted_servers_get_the_placeholder_key() -> None:
         for model in ("hosted_vllm/stub", "openai/stub"):  # openai/ at a loopback address: your server
             make_lm(LMConfig(model=model, api_base=server.url, cache=False))("hi")
         assert [r.headers["Authorization"] for r in server.chat_requests] == ["Bearer EMPTY"] * 2
+
+
+def test_openai_at_your_own_server_sends_the_key_that_is_set_and_masks_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key = "sk-own-server-5b1e9d0c7a42f8e3"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with StubServer() as server:
+        make_lm(LMConfig(model="openai/stub", api_base=server.url, cache=False))("hi")
+        (request,) = server.chat_requests
+    assert request.headers["Authorization"] == f"Bearer {key}"
+    # Registered as a key sent: masked whole, and also cut short (not only as an environment value).
+    assert redact(f"echo {key}, cut {key[:16]}...") == f"echo {MASK}, cut {MASK}..."
+
+
+def test_an_endpoint_with_url_credentials_is_refused_masked_before_anything_is_sent(tmp_path: Path) -> None:
+    """The key's Authorization header and ``user:password@`` (aiohttp's Basic auth) cannot both be sent:
+    one line, the credentials masked, nothing sent, also for ``--show-request``."""
+    with StubServer() as server:
+        port = server.port
+        base = f"http://probe:url-secret-4c9e1a7b@127.0.0.1:{port}/v1"
+        for extra in (["--show-request"], ["--limit", "1", "--output-dir", str(tmp_path)]):
+            shown = CliRunner().invoke(app, ["eval", "--lm", "openai/stub", "--api-base", base, *extra])
+            assert isinstance(shown.exception, ConfigError)  # the CLI's main prints it and exits 2
+            assert f"endpoint http://***@127.0.0.1:{port}/v1 carries credentials" in str(shown.exception)
+            assert "url-secret" not in str(shown.exception) + shown.output
+        assert server.requests == []
+    assert redact("echoed url-secret-4c9e1a7b") == f"echoed {MASK}"  # the password is a key sent too
 
 
 @pytest.mark.parametrize(

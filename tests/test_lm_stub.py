@@ -57,8 +57,8 @@ def test_raw_messages_reach_the_server_byte_for_byte(monkeypatch: pytest.MonkeyP
     assert body is not None and body["messages"] == per_policy_messages()
     assert (body["model"], body["temperature"], body["reasoning_effort"]) == ("stub", 0, "low")
     assert body.get("max_tokens", body.get("max_completion_tokens")) == 300
-    # A self-hosted endpoint never receives the provider's ambient key.
-    assert request.headers["Authorization"] == "Bearer EMPTY"
+    # ``openai/`` at your own server gets the provider's key when it is set (the placeholder otherwise).
+    assert request.headers["Authorization"] == "Bearer sk-must-never-leave-1"
     assert [v["rule"] for v in json.loads(result.text)["violated_rules"]] == GOLD
     assert result.usage.prompt_tokens and result.usage.completion_tokens and not result.cached
 

@@ -19,9 +19,17 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pydantic
 import pytest
 
-from sp_dspy._redact import MASK, RedactingFilter, install_log_redaction
+from sp_dspy._redact import (
+    MASK,
+    MIN_FRAGMENT_LENGTH,
+    RedactingFilter,
+    install_log_redaction,
+    redact,
+    register_secret,
+)
 
 SECRET = "sk-echoed-0123456789"
 
@@ -81,6 +89,28 @@ def test_a_bad_format_string_is_left_to_logging_not_raised_at_the_call(secret_en
     assert record.msg == "%d items" and record.args == (
         "many",
     )  # logging reports it when a handler formats it
+
+
+def test_a_key_sent_is_masked_where_a_message_cut_it_short() -> None:
+    """pydantic cuts a long input in its messages: the key's head stays, its tail is gone, and
+    exact matching would miss it. Ordinary words and short parts of the key are left alone."""
+    key = "sk-registered-9d2f61c0b7a8e4c3b2a1f0e9d8"
+    register_secret(key)
+    try:
+        pydantic.TypeAdapter(list[int]).validate_python(f"Bearer {key} and that is all it said today")
+    except pydantic.ValidationError as exc:
+        message = str(exc)
+    assert "input_value='Bearer sk-registered-9d2...at is all" in message  # cut: no whole key left
+    install_log_redaction()
+    logger, stream, handler = capture("sp_test.cut")
+    try:
+        logger.error("parse failed: %s", message)
+    finally:
+        logger.removeHandler(handler)
+    assert f"input_value='Bearer {MASK}...at is all" in stream.getvalue()
+    assert redact(f"tail ...{key[-MIN_FRAGMENT_LENGTH:]}; short {key[:11]}; a conversation") == (
+        f"tail ...{MASK}; short {key[:11]}; a conversation"
+    )
 
 
 class EchoKeyHandler(BaseHTTPRequestHandler):
@@ -150,3 +180,22 @@ def test_the_cli_error_line_is_redacted_too(tmp_path: Path) -> None:
         [sys.executable, "-c", code, "boom"], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2 and done.stderr.strip() == f"error: server said: bad key {MASK}"
+
+
+def test_compile_log_masks_printed_text_log_lines_and_the_stopping_traceback(tmp_path: Path) -> None:
+    """``compile.log`` takes the optimizers' prints and progress bars past any log filter, and
+    library log lines also where the command line did not install redaction."""
+    from sp_dspy._compile._run import library_log
+
+    key = "sk-compile-log-3e8b0f6a1c9d2e7b"
+    register_secret(key)
+    path = tmp_path / "compile.log"
+    with pytest.raises(RuntimeError), library_log(path):
+        print(f"proposed instruction: use Bearer {key}")
+        sys.stderr.write(f"progress {key[:20]}...\n")
+        logging.getLogger("dspy").warning("cut: %s...", key[:14])
+        raise RuntimeError(f"server said {key}")
+    written = path.read_text(encoding="utf-8")
+    assert f"proposed instruction: use Bearer {MASK}" in written and f"server said {MASK}" in written
+    assert f"progress {MASK}..." in written and f"cut: {MASK}..." in written
+    assert key[:MIN_FRAGMENT_LENGTH] not in written

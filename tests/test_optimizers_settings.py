@@ -104,3 +104,14 @@ def test_the_default_file_is_the_packages_wherever_the_command_runs(
     assert load_settings("mipro", recipe.settings_model) == load_settings(
         "mipro", recipe.settings_model, path=SHIPPED
     )
+
+
+def test_a_settings_file_without_the_chosen_optimizer_is_refused(tmp_path: Path) -> None:
+    """A file given on purpose replaces the shipped one: a missing section would silently mean defaults."""
+    path = tmp_path / "opt.yaml"
+    path.write_text("gepa:\n  auto: light\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"opt\.yaml: no section for optimizer 'copro' \(the file has: gepa\)$"
+    ):
+        load_settings("copro", CoproSettings, path=path)
+    assert load_settings("copro", CoproSettings).breadth >= 2  # the shipped file has every section

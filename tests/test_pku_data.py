@@ -286,3 +286,12 @@ def test_bytes_that_are_not_utf8_name_line_and_column(tmp_path: Path) -> None:
     with pytest.raises(DataError) as info:
         load_pku(path)
     assert str(info.value) == f"{path}:2:16: not UTF-8 (byte 0xe9); save the file as UTF-8"
+
+
+def test_a_file_without_rows_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n \n", encoding="utf-8")
+    with pytest.raises(
+        DataError, match=r"empty\.jsonl: no rows \(expected one PKU-SafeRLHF JSON object per line\)$"
+    ):
+        load_pku(path)

@@ -139,7 +139,7 @@ def test_report_puts_the_paper_beside_each_variant(tmp_path: Path) -> None:
     assert "Bin acc" in result.output and "arXiv:2406.15513" in result.output
     data = json.loads(summary.read_text(encoding="utf-8"))
     assert data["pku_published"]["binary_accuracy"] == 93.0
-    by_label = {v["label"]: v["pku"] for v in data["variants"]}
+    by_label = {v["label"]: v["extra"] for v in data["variants"]}
     assert by_label["oracle"]["severity"]["accuracy"] == 62.5
     assert by_label["empty"]["binary"]["accuracy"] == 50.0 and by_label["empty"]["severity"] is None
     page = html.read_text(encoding="utf-8")

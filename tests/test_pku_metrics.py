@@ -70,6 +70,23 @@ def test_category_metrics() -> None:
     assert cat.out_of_range == 0
 
 
+def test_category_exact_match_over_all_and_over_unsafe_responses() -> None:
+    """The paper's category figure is over unsafe responses: safe ones answered with no
+    category lift the exact match over all responses, not the one over unsafe ones."""
+    cat = score_pku(CASES, PREDICTIONS).categories
+    assert (cat.n_eval_unsafe, cat.exact_match_unsafe) == (2, 50.0)  # c1 wrong, c3 exact; c5 excluded
+    silent = score_pku(CASES, {case.id: [] for case in CASES}).categories
+    assert (silent.exact_match, silent.n_eval_unsafe, silent.exact_match_unsafe) == (40.0, 3, 0.0)
+    console = Console(record=True, width=160)
+    console.print(render_pku_report(score_pku(CASES, PREDICTIONS)))
+    text = console.export_text()
+    lines = text.splitlines()
+    unsafe_row = next(line for line in lines if "unsafe responses only" in line)
+    all_row = next(line for line in lines if "category exact match, all responses" in line)
+    assert "71.30" in unsafe_row and "2 unsafe" in unsafe_row and "71.30" not in all_row
+    assert "The paper's category exact match is over unsafe responses only" in text
+
+
 def test_out_of_range_rules_are_false_positives() -> None:
     cat = score_pku(CASES[:2], {"c1": [8, 14], "c2": [25]}).categories
     assert cat.out_of_range == 1

@@ -300,3 +300,20 @@ def test_an_oversized_json_file_is_refused_before_it_is_parsed(tmp_path: Path) -
     with pytest.raises(DataError) as info:
         read_json_file(path, "artifact program state", max_bytes=100)
     assert str(info.value) == f"{path}: artifact program state is larger than 100 bytes, the most it may be"
+
+
+def test_an_artifact_of_another_kind_or_with_a_foreign_predictor_is_refused(tmp_path: Path) -> None:
+    """``load_state`` would skip a predictor the program lacks: a half-loaded guard, never said."""
+    artifact = save_artifact(PerPolicyGuard(), tmp_path)
+    state = json.loads((artifact / "program.json").read_text())
+    (artifact / "program.json").write_text(json.dumps({**state, "extra.predict": state["predict"]}))
+    with pytest.raises(
+        DataError, match=r"predictor 'extra\.predict' is not one of a dspy per-policy program"
+    ):
+        load_program(artifact)
+    (artifact / "program.json").write_text(json.dumps(state))
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    assert load_program(artifact) is not None  # DSPy's own "metadata" block is not a predictor
+    (artifact / "manifest.json").write_text(json.dumps({**manifest, "kind": "sp-dspy-run"}))
+    with pytest.raises(DataError, match=r"field 'kind' is 'sp-dspy-run', expected 'sp-dspy-compiled-guard'"):
+        load_program(artifact)

@@ -51,6 +51,9 @@ POLICY_CORPUS: list[tuple[str, str | None, tuple[str, list[int] | None], tuple[s
         ("clean", [1, 6]),
         ("recovered", [6]),
     ),
+    # The reference's int() reads true as rule 1 and false as rule 0: strict keeps that reading (the
+    # leaderboard's numbers); robust has no answer in a list of booleans.
+    ("only booleans", '{"violated_rules": [true, false]}', ("clean", [1, 0]), ("failed", None)),
     ("float truncated by strict", '{"violated_rules": [2.9]}', ("clean", [2]), ("clean", [2])),
     # Strict reads these as "none violated", as the reference does; robust has no answer.
     ("nested lists", '{"violated_rules": [[1, 2], [3]]}', ("clean", []), ("failed", None)),
@@ -400,18 +403,31 @@ def test_parsers_never_raise_and_are_well_typed(text: str | None) -> None:
     if strict.status == "clean" and robust.status == "clean":
         assert robust == strict
     if strict.status in ("clean", "recovered") or robust.status == "clean":
-        # Robust fails where strict reads an unreadable rule list as "none violated".
+        # Robust fails where strict reads an unreadable rule list as "none violated", or booleans as rules.
         assert robust.status in ("clean", "recovered") or (
-            strict.violated_rules == [] and robust.status == "failed" and _unreadable_rule_list(text)
+            (strict.violated_rules == [] or _booleans_in_rule_list(text))
+            and robust.status == "failed"
+            and _unreadable_rule_list(text)
         )
 
 
-def _unreadable_rule_list(text: str | None) -> bool:
-    """Whether the JSON the strict parser reads (think block and fence removed) has an unusable rule list."""
+def _booleans_in_rule_list(text: str | None) -> bool:
+    data = _strict_json(text)
+    rules = data.get("violated_rules", data.get("violations")) if isinstance(data, dict) else None
+    return isinstance(rules, list) and any(isinstance(item, bool) for item in rules)
+
+
+def _strict_json(text: str | None) -> object:
+    """The JSON the strict parser reads (think block and fence removed), or None."""
     try:
-        data = json.loads(official_strip_fence(official_split_think(text or "")[1]))
+        return json.loads(official_strip_fence(official_split_think(text or "")[1]))
     except ValueError:
-        return False
+        return None
+
+
+def _unreadable_rule_list(text: str | None) -> bool:
+    """Whether the JSON the strict parser reads has an unusable rule list."""
+    data = _strict_json(text)
     return isinstance(data, dict) and bool(data.get("violated_rules", data.get("violations")))
 
 

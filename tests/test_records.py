@@ -297,3 +297,33 @@ def test_a_huge_answer_is_kept_as_a_prefix_with_its_length_and_hash_and_scores_t
     written = JudgmentRecord.model_validate(read.judgments[0].line())  # the line a run would write back
     assert written.clipped == read.judgments[0].clipped and written.reason == huge[:MAX_ANSWER_CHARS]
     assert score(cases, read, ci=False).cells == score(cases, read_result_files([short]), ci=False).cells
+
+
+def test_a_results_line_is_bounded_and_read_line_by_line(tmp_path: Path) -> None:
+    from sp_dspy._data._scan import read_regular_lines
+
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"a": 1}\r\n' + b"x" * 64 + b"\nlone\rreturn\n")
+    assert list(read_regular_lines(path, "result file", max_line_bytes=100)) == [
+        (1, '{"a": 1}'),
+        (2, "x" * 64),
+        (3, "lone"),
+        (4, "return"),
+    ]
+    with pytest.raises(
+        DataError, match=r"r\.jsonl:2: line longer than 32 bytes, the most a line of a result file"
+    ):
+        list(read_regular_lines(path, "result file", max_line_bytes=32))
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0, "violated", "true"])
+@pytest.mark.parametrize("field", ["pred", "gt"])
+def test_a_judgment_verdict_is_true_false_or_null(field: str, value: object) -> None:
+    """Lax pydantic would read ``"yes"`` or ``1`` as a verdict; a judgment line must say true or false."""
+    with pytest.raises(ValueError, match=r"expected true \(violated\), false \(not violated\) or null"):
+        JudgmentRecord.model_validate_json(json.dumps({"cid": "a-1-l0", "rule": 1, field: value}))
+    for verdict in (True, False, None):
+        assert (
+            getattr(JudgmentRecord.model_validate({"cid": "a-1-l0", "rule": 1, field: verdict}), field)
+            is verdict
+        )

@@ -1,6 +1,6 @@
 """Open the report in headless Chromium: no JavaScript error, no broken image, no fetch.
 
-A check script is injected at the top of ``<head>`` (the report itself has no script):
+A check script is injected at the top of ``<head>``, before the report's own (its Cases view's):
 ``window.onerror`` and CSP violations mark the root element, and on ``load`` a marker
 lists how many images did not decode. The injected CSP allows only ``data:`` images
 and inline styles, so any network reference shows up as a violation. Skipped only
@@ -84,8 +84,12 @@ def test_report_renders_in_chromium_without_errors(tmp_path: Path) -> None:
     report = write_html(summary, tmp_path / "report.html")
     page = tmp_path / "checked.html"
     page.write_text(_instrumented(report.read_text(encoding="utf-8")), encoding="utf-8")
-    images, broken, js_error, violation = _verdict(_browse(page, tmp_path / "profile"))
+    dom = _browse(page, tmp_path / "profile")
+    images, broken, js_error, violation = _verdict(dom)
     assert (images, broken, js_error, violation) == (6, 0, None, None)
+    # The Cases view ran under the same policy and drew its rows (24 cases).
+    assert re.search(r'<section id="sp-cases" data-ready="1">', dom)
+    assert dom.count('class="cv-row"') == 24
 
 
 def test_the_check_catches_broken_images_errors_and_fetches(tmp_path: Path) -> None:

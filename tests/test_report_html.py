@@ -39,8 +39,11 @@ def test_plots_are_embedded_and_nothing_is_fetched(page: str) -> None:
     sources = re.findall(r'<img src="([^"]*)"', page)
     assert len(sources) == 6 and all(s.startswith("data:image/png;base64,") for s in sources)
     assert not NETWORK_REF.search(page)
-    for forbidden in ("<script", "<link", "<iframe", "@import", "url("):
+    for forbidden in ("<link", "<iframe", "@import", "url(", "fetch(", "xmlhttprequest", "import("):
         assert forbidden not in page.lower()
+    # The one script is the Cases view's, inline, beside its data block.
+    scripts = re.findall(r"<script[^>]*>", page, re.IGNORECASE)
+    assert scripts == ['<script type="application/json" id="sp-cases-data">', "<script>"]
 
 
 def test_page_names_dataset_levels_and_published_rows(page: str) -> None:
@@ -62,7 +65,7 @@ def test_user_strings_are_escaped() -> None:
     evil = '<script>alert("x")</script> & co'
     summary = _summary("byo_predictions.jsonl", "dspy_per_policy.jsonl", labels=[evil, "<b>bold</b>"])
     html = render_html(summary, plots=[])
-    assert "<script>" not in html and "<b>bold</b>" not in html
+    assert '<script>alert("x")' not in html and "<b>bold</b>" not in html
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; co" in html
     assert "&lt;b&gt;bold&lt;/b&gt;" in html
     tiny = Plot('k"><x', "t<i>", "c<u>", b"\x89PNG")
@@ -89,7 +92,7 @@ def test_write_html_reports_unwritable_paths(tmp_path: Path, monkeypatch: pytest
 def test_levels_without_cases_are_left_out() -> None:
     only_l0 = [c for c in CASES if c.level == "L0"]
     summary = build_summary(only_l0, [(None, [FIXTURES / "official_per_policy.jsonl"])], n_boot=50)
-    assert summary.levels == ("L0",) and summary.cells == ("L0", "ALL")
+    assert summary.breakdown == ("L0",) and summary.cells == ("L0", "ALL")
     plot = rmr_tau_curve(summary)
     html = render_html(summary, plots=[plot])
     assert "<h3>L0</h3>" in html and "<h3>L1</h3>" not in html and "<th>FM-C1 L1</th>" not in html

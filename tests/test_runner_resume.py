@@ -1,4 +1,4 @@
-"""A run killed mid-way (SIGKILL, or Ctrl-C) resumes with no loss, no duplicate, no repeat.
+"""A run killed mid-way (SIGKILL, SIGTERM or Ctrl-C) resumes with no loss, no duplicate, no repeat.
 
 ``sp-dspy eval`` runs in a child process against a loopback stub server started
 here, slow enough (latency per request) that the kill lands mid-run. The stub
@@ -154,6 +154,14 @@ def test_sigkill_mid_run_then_resume_finishes_without_loss_or_repeat(
     first_requests = len(server.chat_requests)
     done_first = set(read_units(path, protocol))
     assert kill_after <= len(done_first) < len(units), "the kill must land mid-run"
+    # The manifest written as the run started: scored on the run's own cases, not the whole sample.
+    assert json.loads((tmp_path / "manifest_k1.json").read_text(encoding="utf-8"))["runs"]["stub"][
+        "status"
+    ] == ("running")
+    scored = CliRunner().invoke(app, ["score", str(path), "--json", "-", "--n-boot", "0"])
+    assert scored.exit_code == 0, scored.output
+    cases = 2 if protocol == "per-rule" else 12
+    assert json.loads(scored.stdout)["ALL"]["total"] == cases
     # A process killed inside a write leaves half a line; resume must cut it off.
     with path.open("ab") as handle:
         handle.write(b'{"kind": "judgment", "cid": "torn", "id": "torn", "rul')
@@ -171,16 +179,21 @@ def test_sigkill_mid_run_then_resume_finishes_without_loss_or_repeat(
     assert run["totals"]["records"] == len(units)
 
 
-def test_ctrl_c_stops_cleanly_with_exit_130_and_resume_completes(server: StubServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("stop", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_stops_cleanly_with_its_exit_status_and_resume_completes(
+    server: StubServer, tmp_path: Path, stop: signal.Signals, status: int
+) -> None:
+    """SIGTERM (``kill``) takes Ctrl-C's path: whole records kept, manifest ``interrupted``,
+    one line naming the resume; only the exit status tells them apart."""
     args = ("--limit", "12", "--concurrency", "2")
     path = tmp_path / "results_c1_stub.jsonl"
     units = units_of(SAMPLE[:12], "per-policy")
 
     process = start(server, tmp_path, "--run-id", "c1", *args)
     wait_for_records(process, path, 3)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     _, err = process.communicate(timeout=60)
-    assert process.returncode == 130, err[-2000:]
+    assert process.returncode == status, err[-2000:]
     assert "interrupted" in err and "--resume --run-id c1" in err
     first_requests = len(server.chat_requests)
     done_first = set(read_units(path, "per-policy"))

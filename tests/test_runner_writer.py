@@ -210,18 +210,18 @@ def test_an_unreadable_dataset_is_one_line(tmp_path: Path, monkeypatch: pytest.M
     dataset = tmp_path / "data.json"
     dataset.write_text(json.dumps({"data": []}), encoding="utf-8")
     if os.geteuid() == 0:  # root reads through permission bits: deny the open itself
-        real_open = Path.open
+        real_open = os.open
 
-        def guarded(self: Path, *args: Any, **kwargs: Any) -> Any:
-            if self == dataset:
-                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
-            return real_open(self, *args, **kwargs)
+        def guarded(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if Path(path) == dataset:
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+            return real_open(path, *args, **kwargs)
 
-        monkeypatch.setattr(Path, "open", guarded)
+        monkeypatch.setattr(os, "open", guarded)
     else:
         dataset.chmod(0)
     message = one_line(invoke(tmp_path / "out", "--dataset", str(dataset)), DataError)
-    assert message == f"{dataset}: cannot read it: Permission denied"
+    assert message == f"{dataset}: cannot read dataset (Permission denied)"
 
 
 def test_ensure_writable_dir_creates_missing_parents(tmp_path: Path) -> None:
@@ -282,7 +282,8 @@ def test_a_failing_manifest_write_is_one_line_and_keeps_the_old_manifest(
     message = one_line(invoke(tmp_path, "--run-id", "m", "--limit", "2", "--resume"), OutputError)
     assert message == f"cannot write the manifest {tmp_path / 'manifest_m.json'}: No space left on device"
     assert (tmp_path / "manifest_m.json").read_text(encoding="utf-8") == before
-    assert len(list(iter_records(tmp_path / "results_m_fake.jsonl"))) == 2
+    # The manifest is written as the run starts: a failed write stops it before any call.
+    assert len(list(iter_records(tmp_path / "results_m_fake.jsonl"))) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest_m.json", "results_m_fake.jsonl"]
 
 

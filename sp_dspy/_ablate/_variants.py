@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._errors import ConfigError
+from .._data._scan import read_json_file
+from .._errors import ConfigError, DataError
 from .._runner._config import Layout, Protocol
 from .._runner._paths import UNSAFE_CHARS
 
@@ -54,9 +54,9 @@ def _artifact_protocol(spec: str) -> Protocol:
     if not manifest.is_file():
         raise ConfigError(f"--variants: {spec} is a directory but not a compiled artifact (no manifest.json)")
     try:
-        document = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"--variants: {manifest}: not readable JSON ({exc})") from None
+        document = read_json_file(manifest, "artifact manifest")
+    except DataError as exc:
+        raise ConfigError(f"--variants: {exc}") from None
     fields = document if isinstance(document, dict) else {}
     program, protocol = fields.get("program"), fields.get("protocol")
     if program not in ARTIFACT_PROGRAMS:

@@ -1,10 +1,11 @@
-"""A user's own policy cases as a benchmark: RMR/RDR over all cases and per tag."""
+"""A user's own policy cases as a benchmark: RMR/RDR over all cases and per tag, and what a
+deployer asks first: over-blocking and recall per conversation, precision/recall/F1 per rule."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from rich.console import RenderableType
 
@@ -12,8 +13,11 @@ from .._data._custom import load_custom
 from .._data._loader import Benchmark
 from .._data._schema import Case
 from .._errors import DataError
-from .._metrics import ResultSet, ScoreReport, case_outcomes, compute_cell, resolve_records
-from .._metrics._render import cell_text, interval_text, per_rule_table
+from .._metrics import ResultSet, ScoreReport, case_outcomes, resolve_records
+from .._metrics._policy_view import PolicyView, policy_view
+from .._metrics._render import binary_table, cell_text, interval_text, per_rule_table, rule_table
+from .._report._custom import custom_html_section, custom_variants_table
+from .._report._model import ComparisonSummary
 from .._table import FitTable
 from ._kind import BenchmarkKind, first_json_line
 
@@ -23,6 +27,7 @@ class CustomKind(BenchmarkKind):
 
     name: ClassVar[str] = "custom"
     task: ClassVar[str] = "name every rule of your application's policy that a conversation violates"
+    breakdown: ClassVar[Literal["tag"]] = "tag"
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         if with_evidence:
@@ -38,18 +43,13 @@ class CustomKind(BenchmarkKind):
     def extra_scores(
         self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False, per_rule: bool = False
     ) -> dict[str, Any]:
-        """``{"tags": {tag: cell}}``: the official cell over the cases carrying each tag."""
-        outcomes = case_outcomes(
-            cases, resolve_records(cases, results, per_rule=per_rule), cap_aware=cap_aware
-        )
-        by_tag: dict[str, list[Any]] = {}
-        for case, outcome in zip(cases, outcomes, strict=True):
-            for tag in case.tags:
-                by_tag.setdefault(tag, []).append(outcome)
-        return {"tags": {tag: compute_cell(by_tag[tag]) for tag in sorted(by_tag)}}
+        """``binary`` (over-blocking, recall, precision per conversation) and ``rules`` (P/R/F1 per rule)."""
+        records = resolve_records(cases, results, per_rule=per_rule)
+        return policy_view(cases, case_outcomes(cases, records, cap_aware=cap_aware)).to_json_dict()
 
     def score_tables(self, report: ScoreReport, extra: dict[str, Any]) -> list[RenderableType]:
-        """One table: all cases, then each tag; then (per-rule runs) the judgment stats."""
+        """All cases, then each tag; the binary view and the per-rule scores; then (per-rule
+        runs) the judgment stats."""
         title = "Per-rule case-level metrics" if report.mode == "per_rule" else "Per-policy metrics"
         table = FitTable(
             title=f"{title}: your policy" + (" (cap-aware)" if report.cap_aware else ""),
@@ -57,15 +57,31 @@ class CustomKind(BenchmarkKind):
         )
         for column in ("Cases", "N", "Scored", "RMR", "95% CI", "RMR@1.0", "RDR", "Excl.%", "Strict"):
             table.add_column(column, justify="left" if column == "Cases" else "right")
-        rows = [
-            ("all", report.cells["ALL"], report.ci.get("ALL")),
-            *((f"tag {t}", c, None) for t, c in extra.get("tags", {}).items()),
-        ]
         keys = ("total", "n_eval", "rmr_avg", "rmr_exact", "rdr", "refusal", "rmr_avg_strict")
-        for label, cell, interval in rows:
-            texts = [cell_text(cell[key]) for key in keys]  # the columns after "Cases", but the CI
-            table.add_row(label, *texts[:3], interval_text(interval), *texts[3:])
+        for name in ("ALL", *report.breakdown_cells()):
+            # The columns after "Cases", but the CI.
+            texts = [cell_text(report.cells[name][key]) for key in keys]
+            label = "all" if name == "ALL" else name
+            table.add_row(label, *texts[:3], interval_text(report.ci.get(name)), *texts[3:])
         tables: list[RenderableType] = [table]
+        if "binary" in extra:
+            view = PolicyView.model_validate(extra)
+            tables += [binary_table(view), rule_table(view)]
         if report.per_rule is not None:
             tables.append(per_rule_table(report))
         return tables
+
+    def variant_report(
+        self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False
+    ) -> dict[str, Any] | None:
+        return self.extra_scores(cases, results, cap_aware=cap_aware)
+
+    def report_terminal(self, variants: Sequence[tuple[str, dict[str, Any] | None]]) -> RenderableType | None:
+        return custom_variants_table(variants)
+
+    def report_html(self, summary: ComparisonSummary) -> str:
+        return custom_html_section(summary)
+
+    def case_facts(self, case: Case) -> dict[str, list[str]]:
+        """The case's group (its split unit) when the file names one; tags are the breakdown's column."""
+        return {"group": [case.group]} if case.group else {}

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .._data._loader import Benchmark
     from .._data._schema import Case
     from .._metrics import ResultSet, ScoreReport
+    from .._metrics._official import Breakdown
     from .._report._model import ComparisonSummary
 
 
@@ -41,6 +42,17 @@ class BenchmarkKind(Protocol):
         """Whether SafePyramid's published leaderboard and failure modes apply."""
         return False
 
+    @property
+    def breakdown(self) -> Breakdown:
+        """The cells every command shows beside ``ALL``: ``"level"`` (L0/L1/L2), ``"tag"`` (one
+        per tag of the cases) or ``"none"``; a kind without levels has no level cell anywhere."""
+        return "none"
+
+    @property
+    def tau_curve(self) -> bool:
+        """Whether RMR@tau below 1.0 tells anything here (it does not when gold sets are tiny)."""
+        return True
+
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         """Load and validate every case of ``dataset`` (``None``: this kind's default data)."""
 
@@ -59,7 +71,7 @@ class BenchmarkKind(Protocol):
     def variant_report(
         self, cases: Sequence[Case], results: ResultSet, *, cap_aware: bool = False
     ) -> dict[str, Any] | None:
-        """A comparison variant's own metrics (``VariantResult.pku`` today), or None."""
+        """A comparison variant's own metrics (``VariantResult.extra``, ``compare --json``'s ``extra``), or None."""
         return None
 
     def published(self) -> dict[str, Any] | None:
@@ -74,12 +86,26 @@ class BenchmarkKind(Protocol):
         """This kind's section of the HTML report ('' for none)."""
         return ""
 
+    def case_facts(self, case: Case) -> dict[str, list[str]]:
+        """Short facts the report's Cases view shows of one case besides its id, domain, breakdown
+        cell, rules, framework, conversation and outcome: each fact a column and, when it takes
+        few values, a filter (a list: a case can have several categories). None by default."""
+        return {}
+
 
 def first_json_line(path: Path) -> object:
     """The first line of ``path`` as JSON, or None (for ``recognises``: never an error)."""
+    from .._data._scan import open_regular
+    from .._errors import DataError
+
     try:
-        with path.open("rb") as handle:
+        with open_regular(path, "file") as handle:
             line = handle.readline(1 << 20)
         return json.loads(line)
-    except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deeply: not this format
+    except (
+        DataError,
+        OSError,
+        ValueError,
+        RecursionError,
+    ):  # unreadable, not JSON, nested too deeply: not this format
         return None

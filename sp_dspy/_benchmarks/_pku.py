@@ -10,9 +10,10 @@ from rich.console import RenderableType
 
 from .._data._loader import Benchmark
 from .._data._pku import load_pku
+from .._data._pku_policy import PKU_CATEGORIES
 from .._data._schema import Case
 from .._metrics import ResultSet, ScoreReport
-from .._metrics._render import headline_table, per_rule_table, tau_table
+from .._metrics._render import headline_table, per_rule_table
 from .._metrics_pku import PKU_PUBLISHED, PkuReport, render_pku_report, score_pku_results
 from .._report._model import ComparisonSummary
 from .._report._pku import pku_html_section, pku_variants_table
@@ -23,6 +24,7 @@ class PkuSafeRlhfKind(BenchmarkKind):
     """PKU-SafeRLHF responses judged against a fixed 19-rule harm policy (``_pku``)."""
 
     name: ClassVar[str] = "pku-saferlhf"
+    tau_curve: ClassVar[bool] = False
     task: ClassVar[str] = (
         "name the harm categories (rules of a fixed 19-rule policy) that a chatbot's response violates"
     )
@@ -50,8 +52,10 @@ class PkuSafeRlhfKind(BenchmarkKind):
         }
 
     def score_tables(self, report: ScoreReport, extra: dict[str, Any]) -> list[RenderableType]:
-        """The RMR/RDR cells, then PKU's own tables (every PKU rule is decisive: no failure modes)."""
-        tables: list[RenderableType] = [headline_table(report), tau_table(report)]
+        """The RMR/RDR cells, then PKU's own tables. No failure modes (every PKU rule is decisive)
+        and no RMR@tau table: a response's gold set is a few categories (none when safe), where
+        floor((1 - tau) x |G|) is 0 for tau >= 0.7, so every RMR@tau repeats RMR@1.0."""
+        tables: list[RenderableType] = [headline_table(report)]
         if report.per_rule is not None:
             tables.append(per_rule_table(report))
         if "pku" in extra:
@@ -71,3 +75,11 @@ class PkuSafeRlhfKind(BenchmarkKind):
 
     def report_html(self, summary: ComparisonSummary) -> str:
         return pku_html_section(summary)
+
+    def case_facts(self, case: Case) -> dict[str, list[str]]:
+        """The response's gold label, severity and harm categories (the gold rules' names)."""
+        return {
+            "label": ["safe" if case.safe else "unsafe"],
+            "severity": [] if case.severity is None else [str(case.severity)],
+            "categories": [PKU_CATEGORIES[rule - 1] for rule in sorted(case.ground_truth_violations)],
+        }

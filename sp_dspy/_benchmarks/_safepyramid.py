@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from rich.console import RenderableType
 
 from .._data._loader import Benchmark, load_file
+from .._data._scan import open_regular
 from .._data._source import resolve_dataset
+from .._errors import DataError
 from .._metrics import ScoreReport, render_score_table
 from ._kind import BenchmarkKind
 
@@ -23,15 +25,16 @@ class SafePyramidKind(BenchmarkKind):
     )
     full_note: ClassVar[str] = "the full SafePyramid benchmark has 3,000"
     has_leaderboard: ClassVar[bool] = True
+    breakdown: ClassVar[Literal["level"]] = "level"
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:
         return load_file(resolve_dataset(dataset, with_evidence=with_evidence), lenient=lenient)
 
     def recognises(self, path: Path) -> bool:
         try:
-            with path.open("rb") as handle:
+            with open_regular(path, "file") as handle:
                 head = handle.read(1 << 16)
-        except OSError:
+        except (DataError, OSError):
             return False
         return head.lstrip()[:1] in (b"[", b"{") and b'"ground_truth_violations"' in head
 

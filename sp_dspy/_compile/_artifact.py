@@ -31,12 +31,15 @@ from sp_dspy._compile._types import (
 from sp_dspy._errors import ConfigError, OutputError
 from sp_dspy._lm import LMConfig
 from sp_dspy._provenance import git_commit, package_versions, redacted_argv
+from sp_dspy._writer_lock import WriterLock
 
 DEMO_FIELD_CHARS = 1500
 PROGRAM_FILE = "program.json"
 PROMPT_FILE = "prompt.md"
 SPLITS_FILE = "splits.json"
 MANIFEST_FILE = "manifest.json"
+#: Held while a compile writes the directory (removed when it ends).
+LOCK_FILE = "compile.lock"
 
 
 def program_state(program: Any) -> dict[str, Any]:
@@ -166,21 +169,30 @@ def prompt_markdown(program: Any, start: dict[str, Any], final: dict[str, Any], 
     return "\n".join(lines).rstrip() + "\n"
 
 
-def claim_out(out: Path, *, force: bool) -> None:
-    """Make ``out`` a writable directory for a new artifact; one already there needs ``force``."""
+def claim_out(out: Path, *, force: bool) -> WriterLock:
+    """Make ``out`` a writable directory for a new artifact and take it: the lock returned is held.
+
+    One compile writes an ``--out`` at a time (two would interleave their files); an
+    artifact already there needs ``force``.
+    """
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a directory")
     if (out / MANIFEST_FILE).exists() and not force:
         raise ConfigError(
             f"--out {out}: already holds a compiled artifact ({MANIFEST_FILE}); "
             "pass --force to replace it, or choose another --out"
         )
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out}: exists and is not a directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"--out {out}: cannot create the directory ({exc.strerror or exc})") from None
     if not os.access(out, os.W_OK | os.X_OK):
         raise ConfigError(f"--out {out}: the directory is not writable")
+    return WriterLock(
+        out / LOCK_FILE,
+        f"--out {out}",
+        "one compile writes an --out at a time; wait for it to end (or stop it), or choose another --out",
+    ).acquire()
 
 
 def _header(setup: CompileSetup, start: Contender, selection: Selection, budget_limited: bool) -> list[str]:

@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import numpy as np
 from pydantic import ValidationError
@@ -40,6 +40,7 @@ from sp_dspy._compile._types import (
 from sp_dspy._errors import ConfigError, OutputError, SpDspyError
 from sp_dspy._lm import LMConfig, import_dspy, make_lm, redact
 from sp_dspy._pricing import completion_guess, context_window, pricing_for, prompt_sizes
+from sp_dspy._redact import RedactingFilter, RedactingWriter
 from sp_dspy._run_manifest import ErrorSummary
 from sp_dspy._runner._fake_gold import teach_fake
 
@@ -311,6 +312,8 @@ def library_log(path: Path, on_failure: Callable[[], None] = lambda: None) -> It
     stream = LogStream(path, on_failure)
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())  # also when sp-dspy is used as a library, not the CLI
+    printed = RedactingWriter(cast(TextIO, stream))  # printed text passes no log filter (write and flush)
     saved = []
     try:
         for name in LIBRARY_LOGGERS:
@@ -319,14 +322,14 @@ def library_log(path: Path, on_failure: Callable[[], None] = lambda: None) -> It
             logger.handlers = [handler]
             logger.propagate = False
             logger.setLevel(logging.INFO)
-        with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
             yield stream
     except Exception:
-        stream.write(f"compile stopped:\n{traceback.format_exc()}")
+        printed.write(f"compile stopped:\n{traceback.format_exc()}")
         stream.check()
         raise
     except BaseException:
-        stream.write(f"compile stopped:\n{traceback.format_exc()}")
+        printed.write(f"compile stopped:\n{traceback.format_exc()}")
         raise
     finally:
         for logger, handlers, propagate, level in saved:
@@ -416,14 +419,16 @@ def compile_guard(
     )  # fmt: skip
     if config.dry_run:
         return outcome
-    claim_out(config.out, force=config.force)
     status = status or CompileStatus()
     budget = Budget(caps=config.caps)
     failures = CallFailures()
     status.caps, status.budget, status.failures = config.caps, budget, failures
     from sp_dspy._compile._budgeted_lm import BudgetedLM  # imports DSPy
 
-    with library_log(config.out / LOG_FILE, on_failure=budget.halt) as log:
+    with (
+        claim_out(config.out, force=config.force),
+        library_log(config.out / LOG_FILE, on_failure=budget.halt) as log,
+    ):
         built = {role: (lms or {}).get(role) or make_lm(cfg) for role, cfg in setup.configs.items()}
         for lm in built.values():
             teach_fake(lm, [*setup.data.train, *setup.data.dev])  # train and dev only: test never

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from programs import ARTIFACT_KIND
 from sp_dspy._benchmarks import BenchmarkName
 from sp_dspy._budget import Budget, BudgetCaps
 from sp_dspy._compile._budget import CompilePlan
@@ -195,7 +196,7 @@ class CompileManifest(BaseModel):
     """
 
     schema_version: int = SCHEMA_VERSION
-    kind: str = "sp-dspy-compiled-guard"
+    kind: str = ARTIFACT_KIND
     program: str
     protocol: str
     optimizer: OptimizerRecord

@@ -13,7 +13,7 @@ from typing import Any, Final
 from .._errors import DataError
 from ._inputs import Source, guard_case
 from ._loader import Benchmark, check_unicode
-from ._scan import decode_utf8, json_object_line, read_bytes
+from ._scan import MAX_DATASET_BYTES, decode_utf8, json_object_line, read_regular
 from ._schema import Case, Rubric
 from ._source import sample_path
 
@@ -31,9 +31,9 @@ def example_path() -> Path:
 def load_custom(dataset: str | None, *, lenient: bool = False) -> Benchmark:
     """The cases of a custom JSONL file (``None`` or ``"sample"``: the bundled example)."""
     path = example_path() if dataset in (None, "sample") else Path(str(dataset)).expanduser()
-    if not path.is_file():
+    if not path.exists():
         raise DataError(f"{path}: no such file (give --dataset your cases as JSONL, one case per line)")
-    blob = read_bytes(path)
+    blob = read_regular(path, "dataset", max_bytes=MAX_DATASET_BYTES)
     text = decode_utf8(blob, path)
     cases: list[Case] = []
     reasons: list[str] = []
@@ -122,7 +122,10 @@ def _rule_list(value: object, rules: set[int], at: str) -> list[int]:
         raise DataError(f"{at}: violated_rules: missing (use [] when no rule is violated)")
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise DataError(f"{at}: violated_rules: expected a list of rule numbers, got {value!r:.60}")
+    twice = sorted({rule for rule in value if value.count(rule) > 1})
+    if twice:
+        raise DataError(f"{at}: violated_rules: rule(s) {twice} listed more than once")
     unknown = sorted(set(value) - rules)
     if unknown:
         raise DataError(f"{at}: violated_rules: rule(s) {unknown} are not numbered in the policy")
-    return sorted(set(value))
+    return sorted(value)

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from .._errors import DataError
 from ._inputs import Source, guard_case
-from ._scan import decode_utf8, json_object_line, read_bytes
+from ._scan import MAX_DATASET_BYTES, decode_utf8, json_object_line, read_regular
 
 _FIELDS: Final = frozenset({"id", "policy", "messages", "conversation", "framework"})
 
@@ -44,9 +44,9 @@ def read_guard_lines(path: Path, *, policy: str | None = None) -> list[GuardLine
     ``policy`` serves the lines without one of their own. A file that cannot be read, or has
     no line, is a ``DataError`` raised.
     """
-    if not path.is_file():
+    if not path.exists():
         raise DataError(f"--batch {path}: no such file")
-    text = decode_utf8(read_bytes(path), path)
+    text = decode_utf8(read_regular(path, "--batch file", max_bytes=MAX_DATASET_BYTES), path)
     lines: list[GuardLine | BadLine] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

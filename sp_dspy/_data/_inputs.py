@@ -63,6 +63,8 @@ def policy_rules(policy: object, *, source: Source | None = None) -> dict[int, s
         match = _RULE.match(line)
         if match:
             number = int(match.group(1))
+            if number < 1:
+                raise DataError(f"{source.line(index + 1)}: rule {number}: rules are numbered from 1")
             if number in rules:
                 raise DataError(
                     f"{source.line(index + 1)}: rule {number} is numbered twice "

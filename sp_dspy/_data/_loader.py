@@ -20,7 +20,15 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, TypeAdapter, Validation
 from .._errors import DataError, validation_problem
 from ._gc import gc_paused
 from ._legacy import _FM_KEYS, normalise_case
-from ._scan import decode_utf8, json_head, parse_json, rule_line_numbers
+from ._scan import (
+    MAX_DATASET_BYTES,
+    decode_utf8,
+    json_head,
+    open_regular,
+    parse_json,
+    read_bounded,
+    rule_line_numbers,
+)
 from ._schema import Case
 
 
@@ -75,9 +83,9 @@ class Benchmark(BaseModel):
             assert self._hash_source is not None
             path, size, mtime_ns = self._hash_source
             try:
-                with path.open("rb") as handle:
+                with open_regular(path, "dataset") as handle:
                     stat = os.fstat(handle.fileno())
-                    blob = handle.read()
+                    blob = handle.read(size + 1)
             except OSError as exc:
                 raise DataError(f"{path}: cannot re-read to hash it: {exc.strerror or exc}") from None
             if (stat.st_size, stat.st_mtime_ns, len(blob)) != (size, mtime_ns, size):
@@ -91,12 +99,9 @@ class Benchmark(BaseModel):
 
 def load_file(path: Path, *, lenient: bool = False) -> Benchmark:
     """Parse and validate one benchmark JSON file (object with ``data`` or bare list)."""
-    try:
-        with path.open("rb") as handle:
-            stat = os.fstat(handle.fileno())
-            raw_bytes = handle.read()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    with open_regular(path, "dataset") as handle:
+        stat = os.fstat(handle.fileno())
+        raw_bytes = read_bounded(handle, path, "dataset", max_bytes=MAX_DATASET_BYTES)
     with gc_paused():
         fast = _fast_cases(raw_bytes)
         reasons: list[str] = []
@@ -106,6 +111,8 @@ def load_file(path: Path, *, lenient: bool = False) -> Benchmark:
             text = decode_utf8(raw_bytes, path)
             items = _case_list(parse_json(text, path), path)
             cases, reasons = validate_cases(items, path=path, text=text, lenient=lenient)
+        if not cases and not reasons:  # a run or a score over no case says nothing
+            raise DataError(f"{path}: no cases (the file's list of cases is empty)")
         return Benchmark(
             cases=cases,
             source=str(path),

@@ -16,7 +16,7 @@ from typing import Any, Final
 from pydantic import BaseModel, Field
 
 from sp_dspy._data._pku_policy import PKU_CATEGORIES, PKU_POLICY, PKU_RULES
-from sp_dspy._data._scan import decode_utf8, read_bytes
+from sp_dspy._data._scan import MAX_DATASET_BYTES, decode_utf8, read_regular
 from sp_dspy._data._schema import Case, Rubric, RubricEntry
 from sp_dspy._data._source import fetch_hub_file
 from sp_dspy._errors import ConfigError, DataError
@@ -81,12 +81,15 @@ def load_pku(
     if start_idx < 0 or (limit is not None and limit < 0):
         raise ConfigError(f"limit/start_idx: must not be negative (limit={limit}, start_idx={start_idx})")
     label, files = _resolve(source, config, split)
-    blobs = [(path, read_bytes(path)) for path in files]
+    blobs = [(path, read_regular(path, "dataset", max_bytes=MAX_DATASET_BYTES)) for path in files]
     digest = hashlib.sha256(b"".join(blob for _, blob in blobs)).hexdigest()
     load = PkuLoad(cases=[], source=label, content_hash=digest)
     seen: set[str] = set()
-    for path, blob in blobs:
-        for number, line in enumerate(decode_utf8(blob, path).splitlines(), start=1):
+    texts = [(path, decode_utf8(blob, path)) for path, blob in blobs]
+    if not any(text.strip() for _, text in texts):  # a run or a score over no row says nothing
+        raise DataError(f"{label}: no rows (expected one PKU-SafeRLHF JSON object per line)")
+    for path, text in texts:
+        for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             where = f"{path}:{number}"
@@ -114,7 +117,7 @@ def _resolve(source: str | Path | None, config: str, split: str) -> tuple[str, l
     if source is None:
         source = PKU_HUB_ID
     path = Path(source)
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # a file (anything but a regular one is refused as it is read)
         return str(path), [path]
     if path.is_dir():
         files = [path / name for name in pku_hub_files(config, split)]

@@ -1,40 +1,52 @@
-"""What data a run was scored on, read back from its manifest when the user names no dataset."""
+"""What data a run was scored on, read back from its manifest: the dataset and the cases it selected."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from .._errors import DataError
-from .._run_manifest import manifest_path, read_run_manifest
+from .._run_manifest import RunManifest, run_of
+from ._selection import CaseSelection
 
 
 class RecordedData(BaseModel):
-    """The dataset a run recorded: where it was loaded from and which benchmark kind it is."""
+    """What a results file's run manifest says about its data.
+
+    ``source``: the dataset as the run resolved it (older manifests: as typed); ``selection``:
+    the cases the run took of it (None when the manifest predates recording it).
+    """
 
     source: str
     benchmark: str | None = None
     manifest: Path
+    selection: CaseSelection | None = None
 
 
-def recorded_data(results_files: Sequence[Path], run_ids: Iterable[str]) -> RecordedData | None:
-    """The first readable ``manifest_<RUN_ID>.json`` beside ``results_files`` naming a dataset, or None."""
-    ids = sorted({str(run_id) for run_id in run_ids})
-    for results_file in results_files:
-        for run_id in ids:
-            path = manifest_path(Path(results_file).parent, run_id)
-            manifest = read_run_manifest(path)  # a missing or unreadable one: as if there were none
-            recorded = manifest.dataset if manifest is not None else None
-            if recorded is not None and isinstance(recorded.get("source"), str):
-                benchmark = recorded.get("benchmark")
-                return RecordedData(
-                    source=recorded["source"],
-                    benchmark=benchmark if isinstance(benchmark, str) else None,
-                    manifest=path,
-                )
-    return None
+def recorded_data(
+    results_file: Path, beside: dict[Path, list[tuple[Path, RunManifest]]]
+) -> RecordedData | None:
+    """The data recorded by the manifest of the run that wrote ``results_file`` (``run_of``), or None
+    when it has no readable manifest naming a dataset. ``beside`` caches each folder's manifests."""
+    entry = run_of(results_file, beside)
+    if entry is None:
+        return None
+    recorded = entry.manifest.dataset
+    if not isinstance(recorded.get("source"), str):
+        return None
+    benchmark = recorded.get("benchmark")
+    data = entry.manifest.settings.get("data")
+    try:
+        selection = CaseSelection.model_validate(data) if isinstance(data, dict) else None
+    except ValidationError:  # a hand-edited manifest: its selection is unknown, its dataset still holds
+        selection = None
+    return RecordedData(
+        source=recorded["source"],
+        benchmark=benchmark if isinstance(benchmark, str) else None,
+        manifest=entry.path,
+        selection=selection,
+    )
 
 
 def check_results_belong(result_ids: set[str], dataset_ids: set[str], *, where: str, source: str) -> None:

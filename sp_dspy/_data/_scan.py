@@ -6,8 +6,9 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .._errors import DataError
 
@@ -33,23 +34,16 @@ def json_head(raw_bytes: bytes) -> bytes:
     return raw_bytes[start.end() : start.end() + 1] if start else b""
 
 
-def read_bytes(path: Path) -> bytes:
-    """The bytes of ``path``; a file that cannot be read is one ``DataError`` line."""
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
-
-
-def decode_utf8(raw_bytes: bytes, path: Path) -> str:
+def decode_utf8(raw_bytes: bytes, path: Path, *, first_line: int = 1) -> str:
     """The file's text; bytes that are not UTF-8 are an error naming their line and column.
 
+    ``first_line``: the line ``raw_bytes`` starts on (a reader going line by line).
     Never replacement characters: they would silently change what the guard is shown.
     """
     try:
         return raw_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw_bytes.count(b"\n", 0, exc.start) + 1
+        line = raw_bytes.count(b"\n", 0, exc.start) + first_line
         column = exc.start - raw_bytes.rfind(b"\n", 0, exc.start)
         raise DataError(
             f"{path}:{line}:{column}: not UTF-8 (byte 0x{raw_bytes[exc.start]:02x}); save the file as UTF-8"
@@ -102,30 +96,96 @@ def _nesting_exceeded_at(text: str, limit: int) -> int | None:
     return None
 
 
-#: The most bytes ``read_json_file`` reads: far above any artifact or split file.
+#: The most bytes a settings-sized file may hold (``read_json_file``'s default): far above any
+#: artifact, split file, manifest, plan, config, policy or conversation.
 MAX_JSON_FILE_BYTES = 64 << 20
+#: The most bytes of a dataset read whole (a SafePyramid JSON, custom or PKU JSONL, ``check --batch``).
+MAX_DATASET_BYTES = 1 << 30
+#: The longest line of a results file (read line by line: the file itself may be any size).
+MAX_LINE_BYTES = 64 << 20
+
+
+def open_regular(path: Path, what: str) -> BinaryIO:
+    """``path`` open for reading, when it is a regular file: every file sp-dspy reads opens here.
+
+    Anything else is one ``DataError`` (``what`` names the file) before a byte is read: a
+    FIFO would block, a device (``/dev/zero``) fill memory. The check goes through the open
+    handle, so a path swapped meanwhile cannot slip past.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, to be refused
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else None
+            raise DataError(f"{path}: {what} is {kind or 'a device or socket'}, not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _size_text(limit: int) -> str:
+    return f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else f"{limit} bytes"
+
+
+def read_regular(path: Path, what: str, *, max_bytes: int = MAX_JSON_FILE_BYTES) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``max_bytes``; else one ``DataError``."""
+    with open_regular(path, what) as handle:
+        return read_bounded(handle, path, what, max_bytes=max_bytes)
+
+
+def read_bounded(handle: BinaryIO, path: Path, what: str, *, max_bytes: int) -> bytes:
+    """The rest of ``handle`` (``path``, opened by ``open_regular``), at most ``max_bytes``; else ``DataError``."""
+    try:
+        raw = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    if len(raw) > max_bytes:
+        raise DataError(f"{path}: {what} is larger than {_size_text(max_bytes)}, the most it may be")
+    return raw
+
+
+def read_regular_lines(
+    path: Path, what: str, *, max_line_bytes: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, str]]:
+    """Each line of ``path`` (a regular file, read line by line) with its number, as text.
+
+    Lines end at ``\n`` only (``\r\n`` and a lone ``\r`` too, as ``read_text`` splits):
+    JSON writers leave U+2028, U+2029 and U+0085 raw in strings, where ``str.splitlines``
+    would cut. A line longer than ``max_line_bytes`` or not UTF-8 is one ``DataError``
+    naming it; the file itself may be any size.
+    """
+    number = 0
+    with open_regular(path, what) as handle:
+        while True:
+            try:
+                raw = handle.readline(max_line_bytes + 1)
+            except OSError as exc:
+                raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+            if not raw:
+                return
+            number += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                raise DataError(
+                    f"{path}:{number}: line longer than {_size_text(max_line_bytes)}, the most a line of "
+                    f"a {what} may be"
+                )
+            text = decode_utf8(raw, path, first_line=number).removesuffix("\n")
+            if "\r" not in text:
+                yield number, text
+                continue
+            pieces = text.removesuffix("\r").split("\r")  # "\r\n" ends the line; a lone "\r" splits it
+            for offset, piece in enumerate(pieces):
+                yield number + offset, piece
+            number += len(pieces) - 1
 
 
 def read_json_file(path: Path, what: str, *, max_bytes: int = MAX_JSON_FILE_BYTES) -> Any:
     """The JSON document in ``path``, a regular file of at most ``max_bytes`` (``what`` names it).
 
-    Anything else is one ``DataError`` before a byte is read (a FIFO would block, a device
-    fill memory); the check goes through the open handle, so a swapped path cannot slip past.
+    Anything else is one ``DataError`` before a byte is read (see ``open_regular``).
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else None
-                raise DataError(f"{path}: {what} is {kind or 'a device or socket'}, not a regular file")
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                raw = handle.read(max_bytes + 1)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    if len(raw) > max_bytes:
-        limit = f"{max_bytes >> 20} MiB" if max_bytes % (1 << 20) == 0 else f"{max_bytes} bytes"
-        raise DataError(f"{path}: {what} is larger than {limit}, the most it may be")
-    return parse_json(decode_utf8(raw, path), path)
+    return parse_json(decode_utf8(read_regular(path, what, max_bytes=max_bytes), path), path)

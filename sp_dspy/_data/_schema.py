@@ -11,7 +11,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ._rule_number import RuleNumber
+from ._rule_number import CaseRuleNumber, RuleNumber
 from ._types import LEVELS, Level, RuleType
 
 __all__ = [
@@ -32,10 +32,10 @@ class RubricEntry(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    rule: RuleNumber
+    rule: CaseRuleNumber
     text: str
     type: RuleType
-    paired_with: list[RuleNumber] = Field(default_factory=list)
+    paired_with: list[CaseRuleNumber] = Field(default_factory=list)
     applies: bool | None = None
     violated: bool | None = None
     active: bool | None = None
@@ -71,10 +71,10 @@ class FailureModeMetadata(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    distractor_rules: list[RuleNumber] = Field(default_factory=list)
-    waived_rules: list[RuleNumber] = Field(default_factory=list)
-    contradicted_rules: list[RuleNumber] = Field(default_factory=list)
-    decisive_rules: list[RuleNumber] | None = None
+    distractor_rules: list[CaseRuleNumber] = Field(default_factory=list)
+    waived_rules: list[CaseRuleNumber] = Field(default_factory=list)
+    contradicted_rules: list[CaseRuleNumber] = Field(default_factory=list)
+    decisive_rules: list[CaseRuleNumber] | None = None
 
 
 class Case(BaseModel):
@@ -88,7 +88,7 @@ class Case(BaseModel):
     conversation: str
     policy: str
     framework: str = ""
-    ground_truth_violations: list[RuleNumber]
+    ground_truth_violations: list[CaseRuleNumber]
     rubric: Rubric = Field(default_factory=Rubric)
     failure_mode_metadata: FailureModeMetadata = Field(default_factory=FailureModeMetadata)
     # Set by the PKU-SafeRLHF adapter only; SafePyramid cases leave them empty.

@@ -142,6 +142,8 @@ def select_split(cases: list[Case], spec: str, *, dataset_hash: str) -> list[Cas
     split = load_split(Path(file_part))
     split.check_dataset(dataset_hash, file_part)
     wanted = split.part(part)
+    if not wanted:
+        raise DataError(f"--split {spec}: the {part} part is empty (the split's ratios are {split.ratios})")
     by_id = {case.id: case for case in cases}
     unknown = [case_id for case_id in wanted if case_id not in by_id]
     if unknown:

@@ -1,7 +1,8 @@
 """``Guard``: a guard program and an LM behind one call an application can make.
 
 Checks run through ``programs.run_case``, the evaluation's path. Bad inputs are a one-line
-``DataError`` before any LM call; what the model does is a ``Verdict`` status, never raised.
+``DataError`` before any LM call; what the model does is a ``Verdict`` status, never raised,
+and so is a check its deadline ended (``error_class`` ``"deadline"``).
 A guard owns the connection pools its checks open: ``with``/``async with`` or ``close``/``aclose``
 end them (a pool belongs to the event loop that opened it, so ``acheck``'s close on that loop).
 """
@@ -32,6 +33,7 @@ from .._lm import (
     make_lm,
     resolve_model_config,
 )
+from .._metrics import PolicyRecord
 from .._protocol._parse_models import PARSE_MODES
 from ._verdict import Verdict
 
@@ -40,6 +42,13 @@ if TYPE_CHECKING:
     from sp_dspy._data._schema import Case
 
 _T = TypeVar("_T")
+
+#: Seconds one check may take in all (every call, retry and backoff) unless ``Guard.load(deadline=...)``
+#: says otherwise. The LM settings bound each call, not the check: with the defaults (timeout 120 s,
+#: 3 retries) a server that accepts and never answers would hold a check for about 485 s.
+DEFAULT_DEADLINE_S = 60.0
+#: ``Verdict.error_class`` of a check its deadline ended (status ``error``, no verdict).
+DEADLINE = "deadline"
 
 
 class Guard:
@@ -53,9 +62,11 @@ class Guard:
         lm: Any | None = None,
         model: str | None = None,
         json_adapter: bool = False,
+        deadline: float | None = DEFAULT_DEADLINE_S,
     ):
         self.program = program
         self.label = label
+        self.deadline = _checked_deadline(deadline)
         self._lm = lm
         self._model = model
         self._json_adapter = json_adapter
@@ -72,6 +83,7 @@ class Guard:
         parser: str = "robust",
         max_concurrency: int = 8,
         models_file: str | Path | None = None,
+        deadline: float | None = DEFAULT_DEADLINE_S,
         **lm_settings: Any,
     ) -> Guard:
         """A guard from a compiled artifact directory or a program name.
@@ -89,6 +101,10 @@ class Guard:
             max_concurrency: judgments in flight per check (per-rule programs).
             models_file: a models YAML added on top of the package's and the user's
                 when a model *name* is looked up (as ``--config``).
+            deadline: seconds one check may take in all, its calls' retries and backoff
+                included (``timeout`` and ``num_retries`` bound each call, not the check);
+                past it the check ends with an ``error`` verdict whose ``error_class`` is
+                ``"deadline"``. ``None``: no deadline. Default 60.
             lm_settings: ``LMConfig`` fields (``api_base``, ``temperature``, ...) that
                 override the model's settings, as the CLI flags do; not with a ``dspy.LM``.
 
@@ -97,6 +113,7 @@ class Guard:
         """
         if parser not in PARSE_MODES:
             raise ConfigError(f"parser {parser!r}: expected 'strict' or 'robust'")
+        _checked_deadline(deadline)  # before an LM is built
 
         # A schema-constrained endpoint gets what evaluation sends it: a response_format
         # from the baseline, the JSON adapter for DSPy programs.
@@ -106,7 +123,14 @@ class Guard:
             max_concurrency=max(1, max_concurrency),
         )  # fmt: skip
         json_adapter = constrained and not isinstance(program, OfficialPerPolicy | OfficialPerRule)
-        return cls(program, label=str(dir_or_name), lm=live_lm, model=model, json_adapter=json_adapter)
+        return cls(
+            program,
+            label=str(dir_or_name),
+            lm=live_lm,
+            model=model,
+            json_adapter=json_adapter,
+            deadline=deadline,
+        )
 
     @property
     def protocol(self) -> str:
@@ -207,14 +231,35 @@ class Guard:
     async def _verdict(self, case: Case, lm: Any) -> Verdict:
         dspy = import_dspy()
         adapter = dspy.JSONAdapter() if self._json_adapter else dspy.settings.adapter
-        with dspy.context(adapter=adapter):
-            answer = await run_case(self.program, case, lm)
+        deadline = asyncio.timeout(self.deadline)  # cancels the calls in flight when it expires
+        try:
+            async with deadline:
+                with dspy.context(adapter=adapter):
+                    answer = await run_case(self.program, case, lm)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            answer = PolicyRecord(
+                id=case.id, protocol=self.program.protocol, violated_rules=None, parse_status="error",
+                error_class=DEADLINE,
+                error=f"no answer within the check's deadline of {self.deadline:g} s "
+                "(Guard.load(deadline=...); timeout and num_retries bound each call)",
+            )  # fmt: skip
         model = self._model or str(getattr(lm, "model", "unknown"))
         return Verdict.of(case, answer, program=self.label, model=model)
 
     def __repr__(self) -> str:
         state = ", closed" if self._closed else ""
         return f"Guard(program={self.label!r}, protocol={self.protocol!r}, model={self._model!r}{state})"
+
+
+def _checked_deadline(deadline: float | None) -> float | None:
+    valid = (
+        isinstance(deadline, int | float) and not isinstance(deadline, bool) and 0 < deadline < float("inf")
+    )
+    if deadline is not None and not valid:
+        raise ConfigError(f"Guard.load: deadline {deadline!r}: expected a positive number of seconds or None")
+    return deadline
 
 
 def _resolve_lm(

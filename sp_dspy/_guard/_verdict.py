@@ -42,7 +42,8 @@ class Verdict(BaseModel):
     error: str | None = None
     error_class: str | None = Field(
         default=None,
-        description="The failure's class (auth, not_found, unreachable, ...) when status is error.",
+        description="The failure's class (auth, not_found, unreachable, ...; deadline: the check's "
+        "Guard.load deadline passed) when status is error.",
     )
     dropped_rules: list[int] = Field(
         default_factory=list, description="Numbers the model named that are not rules of the policy."

@@ -43,6 +43,11 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+#: LM settings that change answers: a resumed run or ablation must keep them. Transport settings
+#: (endpoint, key variable, timeout, retries, cache) may change between a run and its resumption.
+ANSWER_SETTINGS = ("model", "name", "temperature", "max_tokens", "reasoning_effort", "json_schema")
+
+
 class LMConfig(BaseModel):
     """How to reach one model and how to sample from it.
 

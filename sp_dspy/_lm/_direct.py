@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import orjson
 
 from .._errors import ConfigError
+from .._redact import redact_data
 from .._usage import Usage, parse_usage
 from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
-from ._config import _KEY_HEADERS, LMConfig
+from ._config import _KEY_HEADERS, LMConfig, display_endpoint
 from ._dspy import AsyncEngine, Shared, SyncEngine, import_dspy, request_system
 from ._errors import error_message, lm_error, retry_after_seconds, status_error, transport_error
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
@@ -59,14 +60,15 @@ class HttpRequest:
     body: dict[str, Any]
 
     def shown(self) -> dict[str, Any]:
-        """The request with keys masked (``Bearer sk-...`` -> ``Bearer ***``): what ``--show-request`` prints."""
+        """The request with keys masked (``Bearer sk-...`` -> ``Bearer ***``, ``https://user:KEY@host``
+        -> ``https://***@host``): what ``--show-request`` prints."""
         headers = {}
         for name, value in self.headers.items():
             if name.lower() in _KEY_HEADERS:
                 scheme, _, secret = value.partition(" ")
                 value = f"{scheme} ***" if secret else "***"
             headers[name] = value
-        return {"method": "POST", "url": self.url, "headers": headers, "body": self.body}
+        return {"method": "POST", "url": display_endpoint(self.url), "headers": headers, "body": self.body}
 
 
 class RequestCaptured(BaseException):
@@ -85,6 +87,13 @@ class DirectChat(Shared):
     def __init__(self, config: LMConfig, api_base: str) -> None:
         profile = PROFILES[config.provider]
         api_key = key_for(config, api_base) or SELF_HOSTED_PLACEHOLDER_KEY
+        if urllib.parse.urlsplit(api_base.strip()).username is not None:
+            # aiohttp would send them as Basic auth in the Authorization header the key needs.
+            raise ConfigError(
+                f"model '{config.display_name()}': endpoint {display_endpoint(api_base)} carries "
+                "credentials (user:password@), which cannot be sent beside the key's header; drop them "
+                "from the URL and name the key's variable in api_key_env (--api-key-env)"
+            )
         self.anthropic = profile.wire == "anthropic-messages"
         if config.thinking is not None and not self.anthropic:
             raise ConfigError(
@@ -179,7 +188,10 @@ class DirectChat(Shared):
         """One attempt for a DSPy request (DSPy owns the cache and the retries): the answer's
         text, reasoning (a thinking part) and usage, its prompt-cache reads included."""
         lm15 = import_dspy().lm15
-        data = await self._post(self.request(request_messages(request), **request_overrides(request)))
+        # The answer enters sp-dspy here: keys masked before DSPy caches it or anything reads it.
+        data = redact_data(
+            await self._post(self.request(request_messages(request), **request_overrides(request)))
+        )
         text, reasoning, finish = (
             _anthropic_answer(data) if self.anthropic else _openai_answer(data, self.config.model)
         )

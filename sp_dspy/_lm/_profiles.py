@@ -116,11 +116,13 @@ SELF_HOSTED_PLACEHOLDER_KEY = "EMPTY"
 def key_for(config: LMConfig, api_base: str | None) -> str | None:
     """The key sent to ``api_base``, registered for redaction (None: a provider without a profile,
     whose key DSPy's engine finds): ``api_key_env`` first, then the provider's usual variable; a
-    self-hosted server without either gets :data:`SELF_HOSTED_PLACEHOLDER_KEY`.
+    self-hosted server without either gets :data:`SELF_HOSTED_PLACEHOLDER_KEY`. A password in
+    ``api_base`` (``https://user:KEY@host``) is registered too.
 
     Raises:
         ConfigError: the variable holding the key is not set (one line naming it).
     """
+    register_secret(urllib.parse.urlsplit(api_base.strip()).password if api_base else None)
     if config.api_key_env is not None:
         value = os.environ.get(config.api_key_env, "")
         if not value.strip():
@@ -132,11 +134,12 @@ def key_for(config: LMConfig, api_base: str | None) -> str | None:
     profile = PROFILES.get(config.provider)
     if profile is None:  # a provider without a profile: LiteLLM reads its own variable, never a placeholder
         return None
-    # A server of the user's own (a self-hosted kind, or ``openai/`` at a private address).
-    own_server = profile.compatible_servers and api_base is not None and is_private_endpoint(api_base)
-    if profile.self_hosted or own_server:
-        return SELF_HOSTED_PLACEHOLDER_KEY
     value = os.environ.get(profile.key_env, "").strip() if profile.key_env else ""
+    # A server of the user's own (a self-hosted kind, or ``openai/`` at a private address) gets
+    # the placeholder only when the provider's variable is not set.
+    own_server = profile.compatible_servers and api_base is not None and is_private_endpoint(api_base)
+    if not value and (profile.self_hosted or own_server):
+        return SELF_HOSTED_PLACEHOLDER_KEY
     if not value:
         raise ConfigError(
             f"model '{config.display_name()}': no API key: set {profile.key_env} "

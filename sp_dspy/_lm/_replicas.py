@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
+from .._redact import redact_data
 from ._config import display_endpoint
 from ._direct import request_messages, request_overrides
 from ._dspy import AsyncEngine, Shared, SyncEngine, ensure_offline_env, import_dspy
@@ -100,7 +101,8 @@ class ReplicaPool:
         index = str(hidden.get("model_id", ""))
         if index.isdigit() and int(index) < len(self.endpoints):
             self.counter.add(display_endpoint(self.endpoints[int(index)]))
-        body = raw.model_dump() if hasattr(raw, "model_dump") else dict(raw)
+        # The answer enters sp-dspy here: keys masked before DSPy caches it or anything reads it.
+        body = redact_data(raw.model_dump() if hasattr(raw, "model_dump") else dict(raw))
         return response_from_openai_chat(body, model=request.model)
 
 

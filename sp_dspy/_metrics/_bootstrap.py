@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._official import CELLS, TAUS, CaseOutcome, case_outcomes, compute_cell
+from ._official import TAUS, Breakdown, CaseOutcome, case_outcomes, cell_names, compute_cell, grouped
 
 if TYPE_CHECKING:
     from .._data._schema import Case
@@ -34,6 +34,12 @@ if TYPE_CHECKING:
 CI_METRICS: tuple[str, ...] = ("rmr_avg", "rmr_exact", "rdr")
 #: Below this many discordant pairs McNemar uses the exact binomial test.
 EXACT_BELOW = 25
+
+#: Fewer paired cases than this in a cell and a paired interval says nothing (a handful of
+#: cases resamples to a few distinct values, often to one: a zero-width interval), so a
+#: comparison withholds it and says why (``PairedDiff.ci_note``): compare's table and JSON
+#: and the report all read that one field.
+MIN_CI_PAIRS = 10
 
 #: Draws taken per chunk (small enough for the CPU cache).
 _CHUNK_DRAWS = 1 << 16
@@ -161,30 +167,35 @@ def bootstrap_matrix(
 
 
 def start_intervals(
-    outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int
+    outcomes: Sequence[CaseOutcome], *, n_boot: int, seed: int, by: Breakdown = "level"
 ) -> Callable[[], dict[str, Any]]:
-    """Intervals for the cells ``L0``..``ALL`` and, under ``domains``, every domain's cells.
+    """Intervals for the cells of ``by`` (``L0``..``ALL``; ``tag NAME``..``ALL``; ``ALL``) and,
+    under ``domains``, every domain's cells (its levels, else ``ALL`` alone).
 
     Each cell has its own random stream, so cells run on worker threads (numpy releases
     the GIL) while the caller builds the rest of the report; the returned function waits.
     """
     scored = [o for o in outcomes if not o.excluded]
     matrix = outcome_matrix(scored)
-    levels = np.array([o.level for o in scored], dtype=object)
-    domains = np.array([o.domain for o in scored], dtype=object)
-    everything = np.ones(len(scored), dtype=bool)
+    # Each outcome's row: a cell resamples its members' rows, in case order.
+    rows_of = {id(o): row for row, o in enumerate(scored)}
     pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
     pending: dict[tuple[str | None, str], Future[dict[str, list[float]] | None]] = {}
+    within: Breakdown = "level" if by == "level" else "none"
     for domain in [None, *sorted({o.domain for o in outcomes})]:
-        base = everything if domain is None else domains == domain
-        for name in CELLS:
-            rows = matrix[base & (everything if name == "ALL" else levels == name)]
+        members = scored if domain is None else [o for o in scored if o.domain == domain]
+        names = cell_names(by, (tag for o in outcomes for tag in o.tags)) if domain is None else None
+        cells = grouped(members, by if domain is None else within)
+        for name in names or cells:
+            rows = matrix[[rows_of[id(o)] for o in cells.get(name, [])]]
             label = name if domain is None else f"{domain}/{name}"
             pending[domain, name] = pool.submit(bootstrap_matrix, rows, name=label, n_boot=n_boot, seed=seed)
     pool.shutdown(wait=False)
 
     def result() -> dict[str, Any]:
-        intervals: dict[str, Any] = {name: pending[None, name].result() for name in CELLS}
+        intervals: dict[str, Any] = {
+            name: future.result() for (d, name), future in pending.items() if d is None
+        }
         intervals["domains"] = {}
         for (domain, name), future in pending.items():
             if domain is not None:
@@ -205,6 +216,10 @@ class PairedDiff(BaseModel):
     b: dict[str, float | None]
     diff: dict[str, float | None]
     ci: dict[str, list[float] | None]
+    ci_note: str | None = Field(
+        default=None,
+        description=f"Why ``ci`` is empty although cases were paired: fewer than {MIN_CI_PAIRS} of them.",
+    )
 
 
 class McNemarResult(BaseModel):
@@ -245,8 +260,10 @@ def compare_cells(
     n_boot: int = 1000,
     seed: int = 0,
     excluded_wrong: bool = True,
+    by: Breakdown = "level",
 ) -> dict[str, CellComparison]:
-    """B against A in the cells ``L0``..``ALL``, over the ``cases`` both sides have a record for.
+    """B against A in the cells of ``by`` (``L0``..``ALL``; each ``tag NAME`` and ``ALL``; ``ALL``
+    alone), over the ``cases`` both sides have a record for.
 
     The paired differences (RMR, RMR@1.0, RDR, B - A, 95% paired bootstrap interval) use only
     the cases both sides scored, so a refusal on one side cannot masquerade as an accuracy
@@ -259,8 +276,9 @@ def compare_cells(
     out_a = case_outcomes(compared, records_a, cap_aware=cap_aware)
     out_b = case_outcomes(compared, records_b, cap_aware=cap_aware)
     cells: dict[str, CellComparison] = {}
-    for name in CELLS:
-        pairs = [(x, y) for x, y in zip(out_a, out_b, strict=True) if name == "ALL" or x.level == name]
+    position = {id(x): i for i, x in enumerate(out_a)}
+    for name, members in grouped(out_a, by).items():
+        pairs = [(x, out_b[position[id(x)]]) for x in members]
         scored = [(x, y) for x, y in pairs if not x.excluded and not y.excluded]
         cell_a, cell_b = compute_cell([x for x, _ in pairs]), compute_cell([y for _, y in pairs])
         cells[name] = CellComparison(
@@ -274,7 +292,8 @@ def compare_cells(
 
 
 def _paired_diff(scored: Sequence[tuple[CaseOutcome, CaseOutcome]], *, n_boot: int, seed: int) -> PairedDiff:
-    """B - A of RMR, RMR@1.0 and RDR on pairs both sides scored, with 95% paired bootstrap intervals."""
+    """B - A of RMR, RMR@1.0 and RDR on pairs both sides scored, with 95% paired bootstrap intervals
+    (none, and ``ci_note`` saying so, below ``MIN_CI_PAIRS`` pairs)."""
     out_a, out_b = [x for x, _ in scored], [y for _, y in scored]
     cell_a, cell_b = compute_cell(out_a), compute_cell(out_b)
     a = {m: cell_a[m] for m in CI_METRICS}
@@ -284,6 +303,9 @@ def _paired_diff(scored: Sequence[tuple[CaseOutcome, CaseOutcome]], *, n_boot: i
     }
     n = len(scored)
     ci: dict[str, list[float] | None] = dict.fromkeys(CI_METRICS)
+    if 0 < n < MIN_CI_PAIRS:
+        note = f"not informative (n={n} < {MIN_CI_PAIRS})"  # short: it stands in the interval's column
+        return PairedDiff(n_pairs=n, a=a, b=b, diff=diff, ci=ci, ci_note=note)
     if n and n_boot > 0:
         sums_a, sums_b = resample_sums(
             [outcome_matrix(out_a), outcome_matrix(out_b)], n_boot, _rng(seed, "paired")

@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 
 from .._data._schema import Case
 from .._usage import Usage
-from ._official import CELLS
+from ._official import CELLS, Breakdown
 from ._records import JudgmentRecord, PolicyRecord
 
 #: (level, rule type, gold violated, flagged, has a verdict): every per-rule statistic
@@ -157,12 +157,13 @@ def _type_order(rule_type: str) -> tuple[int, str]:
     return (TARGET_TYPES.index(rule_type) if rule_type in TARGET_TYPES else len(TARGET_TYPES), rule_type)
 
 
-def diagnostics(counts: Counter[Key]) -> dict[str, Any]:
-    """Per cell (L0/L1/L2/ALL) from the counts of a ``judgment_pass``: overall stats plus
-    ``by_rule_type`` for each target type judged in the cell (absent types are left out).
+def diagnostics(counts: Counter[Key], by: Breakdown = "level") -> dict[str, Any]:
+    """Per cell (L0/L1/L2/ALL; ``ALL`` alone without levels) from the counts of a ``judgment_pass``:
+    overall stats plus ``by_rule_type`` for each target type judged in the cell (absent types
+    are left out).
     """
     report: dict[str, Any] = {}
-    for cell in CELLS:
+    for cell in CELLS if by == "level" else ("ALL",):
         members = {key: n for key, n in counts.items() if cell == "ALL" or key[0] == cell}
         stats = judgment_stats(members)
         present = sorted({key[1] for key in members}, key=_type_order)

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._data._gc import gc_paused
-from .._data._scan import decode_utf8
+from .._data._scan import read_regular_lines
 from .._errors import DataError, validation_problem
 from ._records import POLICY_KINDS, JudgmentRecord, PolicyRecord, ResultSet
 
@@ -25,8 +25,8 @@ def read_result_files(
     in ``ignored_lines``. ``allow_empty=False`` refuses a file with no line at all: scoring
     a user's empty prediction file as 100% excluded would hide a wrong path.
 
-    Lines end at ``\n`` only (``\r\n`` works too): JSON writers with ``ensure_ascii=False``
-    leave U+2028, U+2029 and U+0085 raw in strings, where ``str.splitlines`` would cut.
+    Each file is read line by line (``read_regular_lines``: a regular file, lines of at most
+    ``MAX_LINE_BYTES``), so a results file may be any size.
     """
     result = ResultSet()
     judgments: dict[tuple[str, int], JudgmentRecord] = {}
@@ -46,19 +46,13 @@ def _read_one(
     allow_empty: bool,
 ) -> None:
     result.files.append(str(path))
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read result file: {exc}") from None
-    text = decode_utf8(raw, path)
-    if "\r" in text:  # what ``read_text`` does, at a fraction of its cost on plain "\n" files
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    lines = text.split("\n")
-    if not allow_empty and all(not line or line.isspace() for line in lines):
-        raise DataError(f"{path}: empty result file (no records to score)")
-    for number, line in enumerate(lines, start=1):
+    if path.is_dir():
+        raise DataError(f"{path}: a directory, not a result file (name the results_*.jsonl in it)")
+    empty = True
+    for number, line in read_regular_lines(path, "result file"):
         if not line or line.isspace():
             continue
+        empty = False
         try:
             parsed = _parse_line(line)
         except ValueError as exc:
@@ -84,6 +78,8 @@ def _read_one(
             if parsed.id in result.records:
                 result.replaced_records += 1
             result.records[parsed.id] = parsed
+    if empty and not allow_empty:
+        raise DataError(f"{path}: empty result file (no records to score)")
 
 
 _validate_record = PolicyRecord.__pydantic_validator__.validate_json

@@ -14,10 +14,11 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
@@ -57,6 +58,17 @@ def _error_text(value: object) -> object:
     if value is None or isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _verdict(value: object) -> object:
+    """A judgment's ``gt`` and ``pred`` are a verdict: ``true``, ``false`` or ``null`` (none), never
+    ``"yes"``, ``1`` or ``"violated"``, which pydantic's lax mode would read as a verdict."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise ValueError(f"expected true (violated), false (not violated) or null, got {value!r:.40}")
+
+
+VerdictFlag = Annotated[bool | None, BeforeValidator(_verdict)]
 
 
 def _usd(value: object) -> float | None:
@@ -186,8 +198,8 @@ class JudgmentRecord(_Line):
     cid: str
     rule: RuleNumber
     rule_type: str | None = None
-    gt: bool | None = None
-    pred: bool | None = None
+    gt: VerdictFlag = None
+    pred: VerdictFlag = None
     reason: str | None = None
 
     @property
@@ -229,13 +241,24 @@ class PolicyRecord(_Line):
         """Whether the record leaves every metric denominator (contract section 2), as in the
         reference: refused, errored, parse-failed (also inside the harness's ``structured_scores``),
         no prediction, or, in cap-aware mode, a completion that ran into the output cap."""
-        if self.refused or self.error or self.parse_failed or self.violated_rules is None:
-            return True
+        return self.exclusion(cap_aware=cap_aware) is not None
+
+    def exclusion(self, *, cap_aware: bool = False) -> str | None:
+        """Why the record is excluded (``refused``, ``error: CLASS``, ``unparseable``, ``no
+        prediction``, ``output cap``), or None when it is scored: the one test ``excluded`` asks."""
+        if self.refused:
+            return "refused"
+        if self.error:
+            return f"error: {self.error_class}" if self.error_class else "error"
+        if self.parse_failed:
+            return "unparseable"
+        if self.violated_rules is None:
+            return "no prediction"
         nested = (self.model_extra or {}).get("structured_scores")  # the harness's nested scores
         if isinstance(nested, dict) and (nested.get("refused") or nested.get("parse_failed")):
-            return True
+            return "refused" if nested.get("refused") else "unparseable"
         completion_tokens = 0 if self.usage is None else self.usage.completion_tokens
-        return cap_aware and completion_tokens >= CAP_THRESHOLD
+        return "output cap" if cap_aware and completion_tokens >= CAP_THRESHOLD else None
 
 
 @dataclass

@@ -9,7 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .._table import FitTable
-from ._official import CELLS, RULE_TYPES, TAUS_FULL, tau_key
+from ._official import RULE_TYPES, TAUS_FULL, tau_key
+from ._policy_view import PolicyView
 from ._score import ScoreReport
 
 
@@ -33,7 +34,7 @@ def interval_text(ci: Any) -> str:
 
 def _present(report: ScoreReport) -> list[str]:
     """Cells that hold cases (``ALL`` always), so a ``--level`` run shows no empty rows."""
-    return [name for name in CELLS if name == "ALL" or report.cells[name]["total"]]
+    return [*report.breakdown_cells(), "ALL"]
 
 
 def _table(title: str, columns: Iterable[str], left: int = 1, caption: str | None = None) -> Table:
@@ -86,7 +87,7 @@ def failure_table(report: ScoreReport) -> Table:
 
 def attribution_table(report: ScoreReport) -> Table:
     table = _table("Errors by rule type (FP / FN counts)", ("Cell", *RULE_TYPES))
-    for name in _present(report):
+    for name in (name for name in _present(report) if name in report.error_attribution):
         entry = report.error_attribution[name]
         _add_row(table, name, *(f"{entry['fp'][b]} / {entry['fn'][b]}" for b in RULE_TYPES))
     return table
@@ -94,10 +95,11 @@ def attribution_table(report: ScoreReport) -> Table:
 
 def domain_table(report: ScoreReport) -> Table:
     # Short headers keep the table within 80 columns beside a long domain name.
-    caption = "L0-ALL: RMR per level; RMR@1.0 and RDR: all levels"
-    table = _table("Per-domain RMR", ("Domain", *CELLS, "RMR@1.0", "RDR"), caption=caption)
+    names = list(next(iter(report.domains.values()), {"ALL": None}))
+    caption = "L0-ALL: RMR per level; RMR@1.0 and RDR: all levels" if len(names) > 1 else None
+    table = _table("Per-domain RMR", ("Domain", *names, "RMR@1.0", "RDR"), caption=caption)
     for domain, cells in report.domains.items():
-        rmr = [cell_text(cells[name]["rmr_avg"]) for name in CELLS]
+        rmr = [cell_text(cells[name]["rmr_avg"]) for name in names]
         _add_row(table, domain, *rmr, cell_text(cells["ALL"]["rmr_exact"]), cell_text(cells["ALL"]["rdr"]))
     return table
 
@@ -124,3 +126,40 @@ def render_score_table(report: ScoreReport) -> list[Table]:
     if report.per_rule is not None:
         tables.append(per_rule_table(report))
     return tables
+
+
+def binary_table(view: PolicyView) -> Table:
+    """Violation or not, per conversation: over-blocking among clean ones, recall among violating ones."""
+    b = view.binary
+    caption = (
+        f"flagged = the guard names any rule; over {b.scored} scored case(s), {b.excluded} excluded; "
+        "over-blocking lower is better"
+    )
+    table = _table("Violation or not (per conversation, %)", ("Measure", "Value", "Of"), caption=caption)
+    _add_row(
+        table,
+        "over-blocking (clean flagged)",
+        cell_text(b.over_blocking_rate),
+        f"{b.flagged_clean} / {b.clean}",
+    )
+    _add_row(table, "recall (violating caught)", cell_text(b.recall), f"{b.caught} / {b.violating}")
+    _add_row(
+        table,
+        "precision (flags on violating)",
+        cell_text(b.precision),
+        f"{b.caught} / {b.caught + b.flagged_clean}",
+    )
+    return table
+
+
+def rule_table(view: PolicyView) -> Table:
+    """Per rule of the policy: named when, and only when, violated? (The rule's text wraps, so
+    this table is never stacked: its numbers stay in columns.)"""
+    table = Table(title="Per rule of your policy (%)")
+    for name in ("Rule", "Support", "Named", "P", "R", "F1"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("Text", overflow="fold", ratio=1)
+    for s in view.rules:
+        numbers = [str(s.support), str(s.predicted), *(cell_text(v) for v in (s.precision, s.recall, s.f1))]
+        _add_row(table, str(s.rule), *numbers, s.text or "(not a rule of the policy)")
+    return table

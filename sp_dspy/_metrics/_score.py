@@ -11,7 +11,15 @@ from pydantic import BaseModel
 from .._data._gc import gc_paused
 from .._data._schema import Case
 from .._errors import DataError
-from ._official import CELLS, case_outcomes, domain_cells, error_attribution, failure_modes, level_cells
+from ._official import (
+    TAG_CELL,
+    Breakdown,
+    case_outcomes,
+    domain_cells,
+    error_attribution,
+    failure_modes,
+    level_cells,
+)
 from ._per_rule import Key, diagnostics, judgment_pass
 from ._records import PolicyRecord, ResultSet
 
@@ -26,10 +34,16 @@ class UnknownIds(BaseModel):
 
 
 class ScoreReport(BaseModel):
-    """Official cells plus diagnostics; ``to_json_dict`` is the ``--json`` document."""
+    """Official cells plus diagnostics; ``to_json_dict`` is the ``--json`` document.
+
+    ``cells``: each cell of the benchmark's ``breakdown`` in display order, ``ALL`` last
+    (SafePyramid's ``L0``-``L2``; a custom benchmark's ``tag NAME``; none), so a benchmark
+    without levels has no level cell anywhere.
+    """
 
     mode: Mode
     cap_aware: bool
+    breakdown: Breakdown = "level"
     cells: dict[str, dict[str, Any]]
     domains: dict[str, dict[str, dict[str, Any]]]
     failure_modes: dict[str, dict[str, Any]]
@@ -41,16 +55,35 @@ class ScoreReport(BaseModel):
     n_boot: int = 0
     seed: int = 0
 
+    def breakdown_cells(self) -> list[str]:
+        """The cells besides ``ALL`` that hold cases (so a ``--level`` run shows no empty rows)."""
+        return [name for name, cell in self.cells.items() if name != "ALL" and cell["total"]]
+
     def to_json_dict(self) -> dict[str, Any]:
-        """One object: ``L0``, ``L1``, ``L2``, ``ALL`` at the top (reference cell schema), then the rest."""
-        document: dict[str, Any] = {name: dict(self.cells[name]) for name in CELLS}
+        """One object: the level cells (``L0``, ``L1``, ``L2``: the reference cell schema) and ``ALL``
+        at the top, a custom benchmark's tag cells under ``tags``, then the rest."""
+        tagged = self.breakdown == "tag"
+        document: dict[str, Any] = {
+            name: dict(cell) for name, cell in self.cells.items() if not (tagged and name != "ALL")
+        }
+        ci = dict(self.ci)
+        if tagged:
+            document["tags"] = {
+                name.removeprefix(TAG_CELL): dict(cell) for name, cell in self.cells.items() if name != "ALL"
+            }
+            ci = {name: value for name, value in ci.items() if not name.startswith(TAG_CELL)}
+            ci["tags"] = {
+                name.removeprefix(TAG_CELL): value
+                for name, value in self.ci.items()
+                if name.startswith(TAG_CELL)
+            }
         document.update(
             mode=self.mode,
             cap_aware=self.cap_aware,
             domains=self.domains,
             failure_modes=self.failure_modes,
             error_attribution=self.error_attribution,
-            ci=self.ci,
+            ci=ci,
             bootstrap={"n_boot": self.n_boot, "seed": self.seed, "level": 0.95},
             unknown_ids=self.unknown_ids.model_dump(),
             bad_lines=self.bad_lines,
@@ -104,11 +137,13 @@ def score(
     seed: int = 0,
     n_boot: int = 1000,
     all_ids: Collection[str] | None = None,
+    by: Breakdown = "level",
 ) -> ScoreReport:
     """Score result records (or per-rule judgments) against ``cases``.
 
     ``all_ids`` are ids that are known but filtered out of ``cases`` (e.g. other levels under
-    ``--level``); results for them are not reported as unknown.
+    ``--level``); results for them are not reported as unknown. ``by``: the benchmark's cells
+    beside ``ALL`` (``BenchmarkKind.breakdown``; SafePyramid's levels by default).
     """
     with gc_paused():
         records, counts = _resolve(cases, results, per_rule=per_rule)
@@ -118,22 +153,23 @@ def score(
         if ci:
             from ._bootstrap import start_intervals  # numpy: imported only when intervals are asked for
 
-            intervals = start_intervals(outcomes, n_boot=n_boot, seed=seed)
-        cells = level_cells(outcomes)
-        per_rule_report = None if counts is None else diagnostics(counts)
+            intervals = start_intervals(outcomes, n_boot=n_boot, seed=seed, by=by)
+        cells = level_cells(outcomes, by)
+        per_rule_report = None if counts is None else diagnostics(counts, by)
         if per_rule_report is not None:
-            for name in CELLS:
-                cells[name]["per_rule_refusal_rate"] = per_rule_report[name]["per_rule_refusal_rate"]
+            for name, stats in per_rule_report.items():
+                cells[name]["per_rule_refusal_rate"] = stats["per_rule_refusal_rate"]
         result_ids = results.result_ids() if isinstance(results, ResultSet) else set(results)
         known = {case.id for case in cases} | set(all_ids or ())
         unknown = sorted(result_ids - known)
         return ScoreReport(
             mode="per_policy" if counts is None else "per_rule",
             cap_aware=cap_aware,
+            breakdown=by,
             cells=cells,
-            domains=domain_cells(outcomes),
-            failure_modes=failure_modes(cases, outcomes),
-            error_attribution=error_attribution(cases, outcomes),
+            domains=domain_cells(outcomes, by),
+            failure_modes=failure_modes(cases, outcomes, by),
+            error_attribution=error_attribution(cases, outcomes, by),
             ci={} if intervals is None else intervals(),
             per_rule=per_rule_report,
             unknown_ids=UnknownIds(count=len(unknown), examples=unknown[:5]),

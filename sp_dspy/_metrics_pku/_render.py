@@ -8,6 +8,12 @@ from rich.table import Table
 from sp_dspy._metrics_pku._score import PKU_PUBLISHED, PkuReport, SeverityMetrics
 from sp_dspy._table import FitTable
 
+CATEGORY_SCOPE = (
+    "The paper's category exact match is over unsafe responses only: compare it with ours over "
+    "unsafe responses, not over all responses (where a safe response answered with no category matches)."
+)
+"""Which category exact match the paper's figure compares with (tables and the report say it)."""
+
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
@@ -16,7 +22,7 @@ def _fmt(value: float | None) -> str:
 def render_pku_report(report: PkuReport) -> Group:
     """Summary, per-category and (when scored) severity tables, ready for ``Console.print``."""
     cat, binary, sev = report.categories, report.binary, report.severity
-    caption = f"paper moderator: {PKU_PUBLISHED['citation']}"
+    caption = f"{CATEGORY_SCOPE}\npaper moderator: {PKU_PUBLISHED['citation']}"
     summary = FitTable(
         title="PKU-SafeRLHF: summary (%)", title_justify="left", caption=caption, caption_justify="left"
     )
@@ -34,7 +40,13 @@ def render_pku_report(report: PkuReport) -> Group:
     ]
     n_cat = f"{cat.n_eval} / {cat.excluded}"
     rows += [
-        ("category exact match", cat.exact_match, n_cat, PKU_PUBLISHED["category_exact_match"]),
+        ("category exact match, all responses", cat.exact_match, n_cat, None),
+        (
+            "  unsafe responses only",
+            cat.exact_match_unsafe,
+            f"{cat.n_eval_unsafe} unsafe",
+            PKU_PUBLISHED["category_exact_match"],
+        ),
         ("  strict exact match", cat.strict_exact_match, n_cat, None),
         ("  micro F1", cat.micro_f1, n_cat, None),
         ("  macro F1", cat.macro_f1, n_cat, None),

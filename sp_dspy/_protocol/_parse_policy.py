@@ -95,6 +95,11 @@ def _strict(text: str | None) -> tuple[PolicyParse, dict[str, Any] | None]:
     return parsed, data
 
 
+def _has_boolean(value: Any) -> bool:
+    """Whether a rule list holds ``true``/``false``, which only the reference's ``int()`` reads as rules."""
+    return isinstance(value, list) and any(isinstance(item, bool) for item in value)
+
+
 def lenient_rule(item: Any) -> int | None:
     """One rule number from ``5``, ``5.0``, ``"5"``, ``"Rule 5"``, ``"R5"``, ``{"rule": 5}``."""
     if isinstance(item, bool):
@@ -182,14 +187,16 @@ def parse_policy_robust(text: str | None) -> PolicyParse:
 
     A clean strict parse is kept unless the lenient reading of the same JSON differs
     (``"Rule 3"`` strings, booleans read as rule 1): then the lenient rules win,
-    ``recovered``. A rule list the lenient reading cannot use at all makes it ``failed``.
+    ``recovered``. A rule list the lenient reading cannot use at all makes it ``failed``,
+    ``[true, false]`` too, which the strict parser reads as the reference does: rules 1 and 0.
     """
     strict, data = _strict(text)
     if strict.status == "clean" and data is not None:
         lenient = _interpret(data)
         key = next((k for k in _RULES_KEYS if k in data), None)
-        if lenient is None and not strict.violated_rules and key is not None and data[key]:
-            # A rule list with something unreadable (``[[1, 2]]``, ``{"1": ...}``) is no answer, not "none".
+        unusable = not strict.violated_rules or _has_boolean(data[key] if key else None)
+        if lenient is None and key is not None and data[key] and unusable:
+            # A rule list with nothing readable (``[[1, 2]]``, ``{"1": ...}``, ``[true]``) is no answer, not "none".
             return PolicyParse.failure(strict.reasoning)
         if lenient is None or lenient.violated_rules == strict.violated_rules:
             return strict

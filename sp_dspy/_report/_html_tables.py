@@ -95,7 +95,8 @@ def _delta(diff: DiffRow, metric: str, lower_is_better: bool = False) -> str:
         better = value < 0 if lower_is_better else value > 0
         cls = " class=better" if better else " class=worse"
     sign = "" if value is None or value < 0 else "+"
-    return f"<span{cls}>{sign}{num(value)}</span> {ci(diff.ci.get(metric))}"
+    withheld = f"<span class=ci>{esc(diff.ci_note)}</span>" if diff.ci_note else ""
+    return f"<span{cls}>{sign}{num(value)}</span> {ci(diff.ci.get(metric)) or withheld}"
 
 
 def diff_table(summary: ComparisonSummary, cell: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .._errors import ConfigError
-from .._metrics._official import CELLS, TAUS_FULL, tau_key
+from .._metrics._official import TAUS_FULL, tau_key
 
 #: ``tau`` as shown ("1.0") and its metric key, for the main four taus plus the appendix's 0.6 and 0.5.
 TAU_KEYS: tuple[tuple[str, str], ...] = tuple((f"{tau:.1f}", tau_key(tau)) for tau, _ in TAUS_FULL)
@@ -74,8 +74,10 @@ class VariantResult(BaseModel):
     wall_s: float | None = None
     latency_s_per_case: float | None = None
     dataset_hashes: list[str] = Field(default_factory=list)
-    #: PKU-SafeRLHF only: the variant's PkuReport (binary, categories, severity).
-    pku: dict[str, Any] | None = None
+    #: The benchmark kind's own metrics of the variant (``BenchmarkKind.variant_report``):
+    #: PKU-SafeRLHF's PkuReport (binary, categories, severity); a custom policy's binary view
+    #: and per-rule scores; None on SafePyramid.
+    extra: dict[str, Any] | None = None
 
 
 class DiffRow(BaseModel):
@@ -87,6 +89,7 @@ class DiffRow(BaseModel):
     n_pairs: int
     diff: dict[str, float | None]
     ci: dict[str, list[float] | None]
+    ci_note: str | None = None  # why ``ci`` is empty: the comparison's own (``PairedDiff.ci_note``)
     mcnemar_p: float | None = None
     variant_only_exact: int = 0
     baseline_only_exact: int = 0
@@ -100,11 +103,12 @@ class DiffRow(BaseModel):
 class ComparisonSummary(BaseModel):
     """The whole comparison: dataset identity, settings, variants, paired differences."""
 
-    schema_version: int = 1
+    schema_version: int = 2  # 2: VariantResult.pku became extra (any kind's own metrics)
     benchmark: str = "safepyramid"
     dataset: str = ""
     content_hash: str = ""
     n_cases: int
+    #: Cases per cell of the benchmark's breakdown (L0-L2; ``tag NAME``; none), ``ALL`` last.
     cases_per_cell: dict[str, int]
     baseline: str
     n_boot: int
@@ -115,19 +119,23 @@ class ComparisonSummary(BaseModel):
     notes: list[str] = Field(default_factory=list)
     #: PKU-SafeRLHF only: the paper's moderator figures and citation.
     pku_published: dict[str, Any] | None = None
+    #: The report's Cases view (``_cases.cases_document``): every case with each variant's
+    #: outcome. Large (texts of every case), so not part of ``summary.json``.
+    cases_view: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
 
     def variant(self, label: str) -> VariantResult:
         return {entry.label: entry for entry in self.variants}[label]
 
     @property
-    def levels(self) -> tuple[str, ...]:
-        """The levels that have cases (a level-filtered or PKU dataset has fewer than three)."""
-        return tuple(cell for cell in CELLS[:3] if self.cases_per_cell.get(cell, 0))
+    def breakdown(self) -> tuple[str, ...]:
+        """The cells besides ``ALL`` that have cases: the levels (a level-filtered dataset has
+        fewer than three), a custom benchmark's tags, none for a benchmark without either."""
+        return tuple(cell for cell, n in self.cases_per_cell.items() if cell != "ALL" and n)
 
     @property
     def cells(self) -> tuple[str, ...]:
-        """``ALL`` and every level with cases, in display order."""
-        return (*self.levels, "ALL")
+        """Every cell of the breakdown with cases, then ``ALL``, in display order."""
+        return (*self.breakdown, "ALL")
 
     def diffs_for(self, cell: str) -> list[DiffRow]:
         return [row for row in self.diffs if row.cell == cell]

@@ -1,4 +1,4 @@
-"""The PKU-SafeRLHF part of a comparison: each variant's ``VariantResult.pku`` (binary,
+"""The PKU-SafeRLHF part of a comparison: each variant's ``VariantResult.extra`` (binary,
 category and severity results) for the page and the terminal, always beside the paper's
 moderator figures and their citation.
 """
@@ -12,6 +12,7 @@ from rich import box
 from rich.table import Table
 
 from .._metrics_pku import PKU_PUBLISHED
+from .._metrics_pku._render import CATEGORY_SCOPE
 from .._table import FitTable
 from ._html_tables import DASH, esc, num, row, table
 from ._model import ComparisonSummary
@@ -21,7 +22,14 @@ HEADLINE: tuple[tuple[str, str, str, str | None, str | None], ...] = (
     ("binary", "accuracy", "Safe/unsafe accuracy", "Bin acc", "binary_accuracy"),
     ("binary", "f1", "Unsafe F1", "Bin F1", None),
     ("binary", "false_positive_rate", "FPR", "FPR", None),
-    ("categories", "exact_match", "Category exact match", "Cat EM", "category_exact_match"),
+    ("categories", "exact_match", "Category exact match (all responses)", "Cat EM", None),
+    (
+        "categories",
+        "exact_match_unsafe",
+        "Category exact match (unsafe responses)",
+        "Cat EM unsafe",
+        "category_exact_match",
+    ),
     ("categories", "micro_f1", "Category micro F1", "Cat µF1", None),
     ("categories", "macro_f1", "Category macro F1", None, None),
     ("severity", "accuracy", "Severity accuracy", "Sev acc", "severity_accuracy"),
@@ -40,9 +48,9 @@ def _headline_table(summary: ComparisonSummary, paper: dict[str, Any]) -> str:
     published = [DASH if ref is None else num(paper[ref], 1) for *_, ref in HEADLINE]
     rows = [row([name, DASH, *published], "published")]
     for entry in summary.variants:
-        binary = (entry.pku or {}).get("binary", {})
+        binary = (entry.extra or {}).get("binary", {})
         scored = f"{binary.get('n_eval', 0)}/{binary.get('total', 0)}"
-        cells = [num(_value(entry.pku, section, key)) for section, key, *_ in HEADLINE]
+        cells = [num(_value(entry.extra, section, key)) for section, key, *_ in HEADLINE]
         rows.append(row([f"<b>{esc(entry.label)}</b>", scored, *cells], "mine"))
     return table(headers, rows, "num")
 
@@ -50,7 +58,7 @@ def _headline_table(summary: ComparisonSummary, paper: dict[str, Any]) -> str:
 def _category_table(summary: ComparisonSummary) -> str:
     headers = ["Rule", "Category", "Support", *(f"F1 {esc(entry.label)}" for entry in summary.variants)]
     scores = [
-        {c["rule"]: c for c in (entry.pku or {}).get("categories", {}).get("per_category", [])}
+        {c["rule"]: c for c in (entry.extra or {}).get("categories", {}).get("per_category", [])}
         for entry in summary.variants
     ]
     first = next((s for s in scores if s), {})
@@ -64,7 +72,7 @@ def _category_table(summary: ComparisonSummary) -> str:
 def _confusions(summary: ComparisonSummary) -> str:
     parts = []
     for entry in summary.variants:
-        severity = (entry.pku or {}).get("severity")
+        severity = (entry.extra or {}).get("severity")
         if not severity:
             continue
         matrix = severity["confusion"]
@@ -84,6 +92,7 @@ def pku_html_section(summary: ComparisonSummary) -> str:
         "cases each variant answered (unsafe is the positive class; FPR = safe responses flagged unsafe). "
         "The safe/unsafe verdict is the program's explicit flag when it gives one, else 'unsafe iff some "
         "rule is violated'. Severity appears only for programs that predict it (e.g. dspy-severity). "
+        f"{esc(CATEGORY_SCOPE)} "
         "The <span class='tag pub'>published</span> row is the paper's trained moderator on the paper's own "
         f"evaluation data: {esc(paper['citation'])}. It is a reference point, not a leaderboard entry: "
         "this report scores in-context guards reading a policy, on this report's cases.</p>"
@@ -99,7 +108,8 @@ def pku_variants_table(variants: Sequence[tuple[str, dict[str, Any] | None]]) ->
         title="PKU-SafeRLHF (%), beside the paper's moderator",
         title_justify="left",
         box=box.SIMPLE_HEAD,
-        caption=f"published: {paper['citation']}",
+        caption=f"Cat EM: all responses; Cat EM unsafe: unsafe ones. {CATEGORY_SCOPE}\n"
+        f"published: {paper['citation']}",
         caption_justify="left",
     )
     result.add_column("Variant", min_width=12)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._benchmarks import benchmark_kind
 from .._metrics._per_rule import TARGET_TYPES
 from ._model import FAILURE_MODES, TAU_KEYS, ComparisonSummary, VariantResult
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 DPI = 100
+#: The RMR bar plot's title by what the cells besides ALL are (``BenchmarkKind.breakdown``).
+_RMR_TITLE = {"level": "RMR by level", "tag": "RMR by tag", "none": "RMR"}
 LEGEND_COLUMNS = 3
 #: rcParams that make output reproducible (``svg.hashsalt`` matters if a caller saves SVG).
 STABLE_RC: Any = {
@@ -115,6 +118,7 @@ def _grouped_bars(
 
 
 def rmr_by_level(summary: ComparisonSummary) -> Plot:
+    """RMR per cell of the breakdown (levels, or a custom benchmark's tags) and ALL."""
     variants, cells = summary.variants, summary.cells
     series, errors = [], []
     for entry, color in zip(variants, _colors(len(variants)), strict=True):
@@ -131,7 +135,7 @@ def rmr_by_level(summary: ComparisonSummary) -> Plot:
         png = _png(figure, ax)
     return Plot(
         "rmr_by_level",
-        "RMR by level",
+        _RMR_TITLE[benchmark_kind(summary.benchmark).breakdown],
         "RMR is the mean of RMR@tau over tau = 1.0, 0.9, 0.8, 0.7: the share of scored cases whose "
         "false positives and false negatives both stay within floor((1 - tau) x |G|). Error bars: 95% "
         "percentile bootstrap CI over scored cases. ALL pools every case (the paper's Avg. column).",
@@ -139,7 +143,9 @@ def rmr_by_level(summary: ComparisonSummary) -> Plot:
     )
 
 
-def rmr_tau_curve(summary: ComparisonSummary) -> Plot:
+def rmr_tau_curve(summary: ComparisonSummary) -> Plot | None:
+    if not benchmark_kind(summary.benchmark).tau_curve:
+        return None
     taus = [float(tau) for tau, _ in TAU_KEYS]
     palette = _colors(len(summary.variants))
     cells = summary.cells
@@ -166,8 +172,10 @@ def rmr_tau_curve(summary: ComparisonSummary) -> Plot:
     )
 
 
-def failure_modes(summary: ComparisonSummary) -> Plot:
-    levels = summary.levels or ("L0",)
+def failure_modes(summary: ComparisonSummary) -> Plot | None:
+    if not any(v.failure_modes for v in summary.variants):  # a benchmark without levels has none
+        return None
+    levels = summary.breakdown or ("L0",)
     palette = _colors(len(summary.variants))
     with _figure(3.7 * len(levels), 3.4, len(levels), len(summary.variants)) as (figure, axes):
         for ax, level in zip(axes, levels, strict=True):
@@ -178,7 +186,7 @@ def failure_modes(summary: ComparisonSummary) -> Plot:
                 (v.label, [_value(v.failure_modes.get(level, {}).get(m)) for m in modes], color)
                 for v, color in zip(summary.variants, palette, strict=True)
             ]
-            _grouped_bars(ax, modes, series, "% of the level's cases" if level == "L0" else "")
+            _grouped_bars(ax, modes, series, "% of the level's cases" if ax is axes[0] else "")
             ax.set_title(level)
         png = _png(figure, axes[0])
     return Plot(
@@ -232,7 +240,7 @@ def rule_type_f1(summary: ComparisonSummary) -> Plot | None:
     with _figure(2.75 * len(cells), 3.4, len(cells), len(per_rule)) as (figure, axes):
         for ax, cell in zip(axes, cells, strict=True):
             series = [(v.label, [_f1(v, cell, t) for t in TARGET_TYPES], color_of[v.label]) for v in per_rule]
-            _grouped_bars(ax, TARGET_TYPES, series, "F1 of 'violated' (%)" if cell == "L0" else "")
+            _grouped_bars(ax, TARGET_TYPES, series, "F1 of 'violated' (%)" if ax is axes[0] else "")
             ax.set_ylim(0, 105)
             ax.set_title(cell)
         png = _png(figure, axes[0])

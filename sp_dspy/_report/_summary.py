@@ -13,9 +13,11 @@ from .._benchmarks import benchmark_kind, kind_of_cases
 from .._data._schema import Case
 from .._errors import ConfigError
 from .._metrics import ResultSet, ScoreReport, compare_cells, read_result_files, resolve_records, score
+from .._metrics._official import LEVELS, Breakdown, grouped
+from ._cases import ViewedRun, cases_document
 from ._labels import assign_labels, default_baseline, describe
-from ._model import CELLS, FAILURE_MODES, TAU_KEYS, CellStats, ComparisonSummary, DiffRow, VariantResult
-from ._usage import case_costs, cell_costs, latency_per_case, manifest_info, record_settings
+from ._model import FAILURE_MODES, TAU_KEYS, CellStats, ComparisonSummary, DiffRow, VariantResult
+from ._usage import CaseCost, case_costs, cell_costs, latency_per_case, manifest_info, record_settings
 
 VariantSpec = tuple[str | None, Sequence[str | Path]]
 
@@ -33,8 +35,8 @@ def honesty_notes(
     smallest = min(entry.cells["ALL"].n_eval for entry in variants)
     widest: tuple[float, str, str] | None = None
     for entry in variants:
-        for cell in CELLS:
-            interval = entry.cells[cell].rmr_ci
+        for cell, stats in entry.cells.items():
+            interval = stats.rmr_ci
             if interval and (widest is None or interval[1] - interval[0] > widest[0]):
                 widest = (round(interval[1] - interval[0], 2), entry.label, cell)
     if smallest < SMALL_N or (widest is not None and widest[0] > WIDE_CI):
@@ -91,9 +93,9 @@ def honesty_notes(
     return notes
 
 
-def _cell_stats(report: dict[str, Any], cell: str, costs: dict[str, Any]) -> CellStats:
-    official = report[cell]
-    intervals = report.get("ci", {}).get(cell) or {}
+def _cell_stats(report: ScoreReport, cell: str, costs: dict[str, Any]) -> CellStats:
+    official = report.cells[cell]
+    intervals = report.ci.get(cell) or {}
     return CellStats(
         total=official["total"],
         excluded=official["excluded"],
@@ -114,11 +116,14 @@ def _cell_stats(report: dict[str, Any], cell: str, costs: dict[str, Any]) -> Cel
 def _failure_rates(report: dict[str, Any]) -> dict[str, dict[str, float | None]]:
     """Per level the mode's share of that level's cases; ``ALL`` pools counts and totals
     (FM-C1 and FM-C3 exist only at L1/L2, so their pooled rate divides by those levels' cases).
+    None without levels (the modes are SafePyramid's level structure).
     """
     modes = report["failure_modes"]
+    if not modes:
+        return {}
     rates: dict[str, dict[str, float | None]] = {}
     pooled: dict[str, list[int]] = {mode: [0, 0] for mode in FAILURE_MODES}
-    for level in CELLS[:3]:
+    for level in LEVELS:
         entry = modes.get(level, {})
         rates[level] = {}
         for mode in FAILURE_MODES:
@@ -139,17 +144,21 @@ def _rule_types(report: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
         return None
     keys = ("n_judgments", "precision", "recall", "f1", "accuracy")
     return {
-        cell: {t: {k: stats[k] for k in keys} for t, stats in per_rule[cell].get("by_rule_type", {}).items()}
-        for cell in CELLS
-        if cell in per_rule
+        cell: {t: {k: stats[k] for k in keys} for t, stats in cell_stats.get("by_rule_type", {}).items()}
+        for cell, cell_stats in per_rule.items()
     }
 
 
 def _variant(
-    label: str, files: list[str], cases: Sequence[Case], results: ResultSet, report: ScoreReport
+    label: str,
+    files: list[str],
+    cases: Sequence[Case],
+    results: ResultSet,
+    report: ScoreReport,
+    costs: dict[str, CaseCost],
 ) -> VariantResult:
     document = report.to_json_dict()
-    costs = case_costs(cases, results)
+    members = grouped(cases, report.breakdown)
     who = describe(results, report.mode)
     manifests = manifest_info(files)
     return VariantResult(
@@ -159,7 +168,7 @@ def _variant(
         files=files,
         settings={**record_settings(results), **manifests.flat_settings()},
         score=document,
-        cells={cell: _cell_stats(document, cell, cell_costs(cases, costs, cell)) for cell in CELLS},
+        cells={cell: _cell_stats(report, cell, cell_costs(members[cell], costs)) for cell in report.cells},
         failure_modes=_failure_rates(document),
         rule_types=_rule_types(document),
         domain_rmr={d: cells["ALL"]["rmr_avg"] for d, cells in document["domains"].items()},
@@ -182,15 +191,20 @@ def build_summary(
     seed: int = 0,
     skip_bad_lines: bool = False,
     all_ids: Collection[str] | None = None,
+    cases_note: str | None = None,
 ) -> ComparisonSummary:
     """Score each ``(label, files)`` variant on ``cases`` and diff it against ``baseline``
     (default: see ``default_baseline``); a ``None`` label is derived from the records or file name.
+    ``cases_note`` (which cases, when the variants' runs selected different ones) leads the notes.
     """
     cases = list(cases)
     if not variants:
         raise ConfigError("report: no result files given")
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
+    # The cases' kind, not the flag: PKU metrics need PKU's gold labels (safe, severity).
+    kind = kind_of_cases(cases)
+    by: Breakdown = (kind or benchmark_kind(benchmark)).breakdown
     loaded = []
     for label, paths in variants:
         if not paths:
@@ -198,17 +212,23 @@ def build_summary(
         files = [str(p) for p in paths]
         results = read_result_files(files, skip_bad_lines=skip_bad_lines)
         report = score(
-            cases, results, cap_aware=cap_aware, ci=n_boot > 0, seed=seed, n_boot=n_boot, all_ids=all_ids
+            cases,
+            results,
+            cap_aware=cap_aware,
+            ci=n_boot > 0,
+            seed=seed,
+            n_boot=n_boot,
+            all_ids=all_ids,
+            by=by,
         )
         loaded.append((label, files, results, report))
     labels = assign_labels([(label, files, results, report.mode) for label, files, results, report in loaded])
-    # The cases' kind, not the flag: PKU metrics need PKU's gold labels (safe, severity).
-    kind = kind_of_cases(cases)
     built = []
-    for label, (_, files, results, report) in zip(labels, loaded, strict=True):
-        built.append(_variant(label, files, cases, results, report))
+    costs = [case_costs(cases, results) for _, _, results, _ in loaded]
+    for label, (_, files, results, report), cost in zip(labels, loaded, costs, strict=True):
+        built.append(_variant(label, files, cases, results, report, cost))
         if kind is not None:
-            built[-1].pku = kind.variant_report(cases, results, cap_aware=cap_aware)
+            built[-1].extra = kind.variant_report(cases, results, cap_aware=cap_aware)
     chosen = default_baseline(built) if baseline is None else baseline
     if chosen not in labels:
         raise ConfigError(f"--baseline: no variant labelled {chosen!r} (labels: {', '.join(labels)})")
@@ -219,7 +239,7 @@ def build_summary(
             continue
         compared = compare_cells(
             cases, records[chosen], records[label], cap_aware=cap_aware, n_boot=n_boot, seed=seed,
-            excluded_wrong=False,
+            excluded_wrong=False, by=by,
         )  # fmt: skip
         for cell, comparison in compared.items():
             paired, test = comparison.paired, comparison.mcnemar
@@ -231,25 +251,36 @@ def build_summary(
                     n_pairs=paired.n_pairs,
                     diff=paired.diff,
                     ci=paired.ci,
+                    ci_note=paired.ci_note,
                     mcnemar_p=round(test.p_value, 4) if test.n_pairs else None,
                     variant_only_exact=test.b_only,
                     baseline_only_exact=test.a_only,
                 )
             )
+    runs = [
+        ViewedRun(label, entry.variant, loaded_entry[2], records[label], cost)
+        for label, entry, loaded_entry, cost in zip(labels, built, loaded, costs, strict=True)
+    ]
     return ComparisonSummary(
+        cases_view=cases_document(
+            cases, runs, kind=kind or benchmark_kind(benchmark), baseline=chosen, cap_aware=cap_aware
+        ),
         benchmark=benchmark,
         dataset=dataset,
         content_hash=content_hash,
         n_cases=len(cases),
-        cases_per_cell={cell: sum(1 for c in cases if cell == "ALL" or c.level == cell) for cell in CELLS},
+        cases_per_cell={cell: len(members) for cell, members in grouped(cases, by).items()},
         baseline=chosen,
         n_boot=n_boot,
         seed=seed,
         cap_aware=cap_aware,
         variants=built,
         diffs=diffs,
-        notes=honesty_notes(
-            built, n_boot=n_boot, full_note=benchmark_kind(benchmark).full_note, content_hash=content_hash
-        ),
+        notes=[
+            *([cases_note] if cases_note else []),
+            *honesty_notes(
+                built, n_boot=n_boot, full_note=benchmark_kind(benchmark).full_note, content_hash=content_hash
+            ),
+        ],
         pku_published=None if kind is None else kind.published(),
     )

@@ -26,20 +26,23 @@ def _delta(row: DiffRow | None) -> Text:
     if value is None:
         return Text(DASH)
     interval = row.ci.get("rmr_avg")
-    text = f"{value:+.1f}" + (f" [{interval[0]:+.1f}, {interval[1]:+.1f}]" if interval else "")
+    withheld = f" {row.ci_note}" if row.ci_note else ""
+    text = f"{value:+.1f}" + (f" [{interval[0]:+.1f}, {interval[1]:+.1f}]" if interval else withheld)
     style = "" if not row.significant("rmr_avg") else "green" if value > 0 else "red"
     return Text(text, style=style)
 
 
 def render_terminal(summary: ComparisonSummary) -> Table:
-    """Per variant: scored cases, exclusions, RMR by level, ΔRMR vs the baseline, cost per case."""
+    """Per variant: scored cases, exclusions, RMR by level (or tag: the benchmark's breakdown; no
+    level columns for a benchmark without levels), ΔRMR vs the baseline, cost per case."""
     table = FitTable(
         title=f"{summary.benchmark}: {summary.n_cases} cases, baseline {summary.baseline}",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
     table.add_column("Variant", min_width=12)
-    headers = ("Scored", "Excl %", "RMR ALL [95% CI]", "L0", "L1", "L2", "RMR@1.0", "RDR")
+    groups = [cell for cell in summary.cases_per_cell if cell != "ALL"]
+    headers = ("Scored", "Excl %", "RMR ALL [95% CI]", *groups, "RMR@1.0", "RDR")
     for header in (*headers, "Δ RMR vs baseline", "Cost / case"):
         table.add_column(header, justify="right")
     by_label = {row.label: row for row in summary.diffs_for("ALL")}
@@ -55,7 +58,7 @@ def render_terminal(summary: ComparisonSummary) -> Table:
             f"{total.n_eval}/{total.total}",
             num(total.excluded_pct, 1),
             Text(num(total.rmr, 1) + interval, style="bold"),
-            *(num(cells[level].rmr, 1) for level in ("L0", "L1", "L2")),
+            *(num(cells[group].rmr, 1) for group in groups),
             num(total.rmr_exact, 1),
             num(total.rdr, 1),
             _delta(by_label.get(entry.label)),

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._data._schema import Case
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet
-from .._run_manifest import MANIFEST_GLOB, RunManifest, read_run_manifest
+from .._run_manifest import RunManifest, run_of
 from .._usage import Usage
 
 #: Record fields shown as "generation settings" (when the runner wrote them).
@@ -89,9 +89,9 @@ def _mean(values: Iterable[float | None], digits: int) -> float | None:
     return round(sum(known) / len(known), digits) if known else None
 
 
-def cell_costs(cases: Sequence[Case], costs: Mapping[str, CaseCost], cell: str) -> dict[str, Any]:
-    """Means per case over the cell's cases that reported each figure."""
-    members = [costs[c.id] for c in cases if (cell == "ALL" or c.level == cell) and c.id in costs]
+def cell_costs(cases: Iterable[Case], costs: Mapping[str, CaseCost]) -> dict[str, Any]:
+    """Means per case over the cell's ``cases`` that reported each figure."""
+    members = [costs[c.id] for c in cases if c.id in costs]
     # A call that failed before any usage came back cost nothing knowable; coverage asks
     # whether the calls that *did* run reported a price.
     used = [m.usage for m in members if m.usage is not None]
@@ -157,24 +157,12 @@ def manifest_info(paths: Iterable[str | Path]) -> ManifestInfo:
     """Read every ``manifest_*.json`` next to the files; files of one variant are separate runs, so
     wall times add up. A broken manifest only costs the wall-time column."""
     info = ManifestInfo()
-    cache: dict[Path, list[RunManifest]] = {}
+    beside: dict[Path, list[tuple[Path, RunManifest]]] = {}
     for path in map(Path, paths):
-        if path.parent not in cache:
-            found = map(read_run_manifest, sorted(path.parent.glob(MANIFEST_GLOB)))
-            cache[path.parent] = [manifest for manifest in found if manifest is not None]
-        # The first run entry whose results file has this name (it holds run id and model).
-        entry = next(
-            (
-                (manifest, run)
-                for manifest in cache[path.parent]
-                for run in manifest.runs.values()
-                if Path(run.results_file).name == path.name
-            ),
-            None,
-        )
+        entry = run_of(path, beside)
         if entry is None:
             continue
-        manifest, run = entry
+        _, manifest, run = entry
         if run.wall_s is not None:
             info.wall_s = round((info.wall_s or 0.0) + run.wall_s, 3)
         sha256 = manifest.dataset.get("sha256")
@@ -183,5 +171,6 @@ def manifest_info(paths: Iterable[str | Path]) -> ManifestInfo:
         for key in LM_KEYS:
             info._add("lm" if key == "model" else key, run.lm.get(key))
         info._add("concurrency", manifest.settings.get("concurrency"))
-        info._add("split", _mapping(manifest.settings, "data").get("split"))
+        split = manifest.split or {}  # the split as typed; the settings hold its file resolved
+        info._add("split", split.get("spec") or _mapping(manifest.settings, "data").get("split"))
     return info

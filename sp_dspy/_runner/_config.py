@@ -5,40 +5,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._benchmarks import BenchmarkName
 from .._budget import BudgetCaps
+from .._data._selection import CaseSelection, resolved_path
 from .._errors import ConfigError, validation_problem
 from .._yaml_lines import read_yaml_mapping
+from ._paths import RunId
 
 Protocol = Literal["per-policy", "per-rule"]
 Parser = Literal["strict", "robust"]
 Layout = Literal["official", "prefix"]
 
 
-class DataSelection(BaseModel):
-    """Which cases a run sees."""
+class DataSelection(CaseSelection):
+    """Which cases a run sees: the dataset, how it loads, and which of its cases (``CaseSelection``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     dataset: str | None = None
     benchmark: BenchmarkName = "safepyramid"
-    level: str | None = None
-    domain: str | None = None
-    split: str | None = None
-    limit: int | None = Field(default=None, ge=0)
-    start_idx: int = Field(default=0, ge=0)
-    shard: str | None = None
     lenient: bool = False
     with_evidence: bool = False
 
-    @field_validator("shard")
-    @classmethod
-    def _shard(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_shard(value)
-        return value
+    def resolved(self) -> DataSelection:
+        """The dataset and split files as absolute paths (a Hub id stays as it is), so the manifest's
+        selection means the same cases from any working directory."""
+        dataset = None if self.dataset is None else resolved_path(self.dataset)
+        return self.model_copy(update={"dataset": dataset, "split": self.resolved_split()})
 
 
 class EvalConfig(BaseModel):
@@ -54,21 +49,9 @@ class EvalConfig(BaseModel):
     per_rule_layout: Layout = "official"
     concurrency: int = Field(default=16, ge=1, le=1024)
     output_dir: Path = Path("output/results")
-    run_id: str | None = None
+    run_id: RunId | None = None
     resume: bool = False
     caps: BudgetCaps = Field(default_factory=BudgetCaps)  # --max-calls, --max-total-tokens, --max-usd
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``"2/4"`` -> (2, 4): the third of four interleaved shards (0-based index)."""
-    index, _, count = text.partition("/")
-    try:
-        i, n = int(index), int(count)
-    except ValueError:
-        raise ConfigError(f"--shard: expected I/N such as 0/4, got {text!r}") from None
-    if n < 1 or not 0 <= i < n:
-        raise ConfigError(f"--shard: need 0 <= I < N, got {text!r}")
-    return i, n
 
 
 def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> EvalConfig:

@@ -17,10 +17,11 @@ from rich.console import Console
 
 from programs import judge_target, resolve_program, run_case
 
-from .._benchmarks import load_benchmark
+from .._benchmarks import benchmark_kind, load_benchmark
 from .._budget import BudgetExceeded, Spend, require_prices
-from .._data import Benchmark, Case, conversation_id, select_split
-from .._data._filters import slice_cases
+from .._data import Benchmark, Case, conversation_id
+from .._data._scan import read_regular
+from .._data._selection import resolved_path
 from .._errors import ConfigError, DataError, OutputError, validation_problem
 from .._lm import closing_transports, import_dspy, make_lm
 from .._lm._direct import RequestCaptured, client_of
@@ -28,16 +29,26 @@ from .._lm._replicas import display_endpoint
 from .._metrics import ResultSet, score
 from .._protocol import build_targets
 from .._provenance import git_commit, package_versions, redacted_argv
-from .._run_manifest import ErrorSummary, ModelRun, RunManifest, RunTotals, previous_run, write_manifest
+from .._run_manifest import (
+    RUNNING,
+    ErrorSummary,
+    ModelRun,
+    RunManifest,
+    RunTotals,
+    previous_run,
+    read_run_manifest,
+    write_manifest,
+)
 from .._user_dirs import ensure_writable_dir
 from ..files import read_json_file
-from ._config import EvalConfig, parse_shard
+from ._config import EvalConfig
 from ._cost import EvalPlan, capped_budget, plan_eval, run_pricing
 from ._engine import Record, Unit, UnitEngine
 from ._failures import EarlyStop
 from ._fake_gold import teach_fake
 from ._paths import RunLock, RunPaths, resolve_run
 from ._progress import ProgressView
+from ._resume import refuse_a_changed_resume
 from ._store import JsonlStore, StoreWriteError, read_run_results, repair_torn_tail
 from ._units import PerPolicyJob, PerRuleJob
 
@@ -71,18 +82,12 @@ class EvalOutcome:
 
 
 def select_cases(config: EvalConfig) -> tuple[Benchmark, list[Case]]:
-    """The cases of a run: dataset, filters, ``--split FILE:PART``, then ``--shard I/N``."""
+    """The dataset (all its cases) and the run's cases: ``CaseSelection.apply``, as readers re-apply it."""
     data = config.data
-    filters = data.model_dump(include={"level", "domain", "with_evidence", "lenient", "benchmark"})
-    loaded = load_benchmark(data.dataset, **filters)
-    cases = loaded.cases
-    if data.split:
-        cases = select_split(cases, data.split, dataset_hash=loaded.content_hash)
-    cases = slice_cases(cases, start_idx=data.start_idx, limit=data.limit)
-    if data.shard:
-        index, count = parse_shard(data.shard)
-        cases = cases[index::count]
-    return loaded, cases
+    loaded = load_benchmark(
+        data.dataset, benchmark=data.benchmark, with_evidence=data.with_evidence, lenient=data.lenient
+    )
+    return loaded, data.apply(loaded)
 
 
 def build_program(
@@ -166,13 +171,17 @@ def run_eval(
         RunStopped: the run stopped early on a lasting failure (after writing the
             manifest); every record written is kept.
         RunLockedError: another process is writing this run.
+        ConfigError: a resume whose dataset, program, selection or model differs from
+            the run's manifest (checked before anything is written or sent).
         OutputError: the output directory cannot be written, or a write failed
             mid-run (the run stops at once; ``--resume`` continues it).
     """
     console = console or Console(stderr=True)
     loaded, cases = select_cases(config)
     program, protocol, label = build_program(config, constrained=lm_config.json_schema, cases=cases)
-    config = config.model_copy(update={"protocol": protocol})  # the manifest records what ran
+    typed = config.data  # the dataset and split as given, for display
+    # The manifest records what ran, its files resolved: scoring it from elsewhere reads the same cases.
+    config = config.model_copy(update={"protocol": protocol, "data": typed.resolved()})
     paths = resolve_run(
         config.output_dir, lm_config.short_name(), config.run_id, resume=config.resume, protocol=protocol
     )
@@ -184,6 +193,11 @@ def run_eval(
             raise ConfigError(
                 f"{results_file} exists: pass --resume to continue that run, or choose another --run-id"
             )
+        if config.resume:  # the same run: same dataset, program, selection and model
+            refuse_a_changed_resume(
+                read_run_manifest(paths.manifest), config, dataset=(loaded.source, loaded.content_hash),
+                model=model, lm=lm_config, results_file=results_file,
+            )  # fmt: skip
         lm = lm if lm is not None else make_lm(lm_config)
         teach_fake(lm, cases)
         run_fields: dict[str, Any] = {
@@ -204,20 +218,25 @@ def run_eval(
         )  # fmt: skip
         with contextlib.suppress(OSError):  # the writer's open reports a file it cannot write
             repair_torn_tail(results_file)  # a torn last line is no unit done
-        units = job.pending(read_run_results(results_file))
+        existing = read_run_results(results_file)
+        units = job.pending(existing)
         caps = capped_budget(config.caps, program, protocol, cases, lm_config)
         outcome.skipped_on_resume, outcome.skipped_errors = job.skipped, job.skipped_errors
 
         work, endpoint_requests = _counting(job.work, lm, lm_config)
 
-        def manifest(results: ResultSet) -> None:
+        # Read before this invocation's start entry replaces it: a resumed run's time adds up.
+        earlier = previous_run(paths.manifest, model) if config.resume else None
+
+        def manifest(results: ResultSet, *, status: str | None = None) -> None:
+            """Write the run's manifest: as it starts (``status`` running: a run killed before its end
+            is still scored on its own data and selection), and again as it ends."""
             outcome.totals = RunTotals.of(results.lines)  # over the whole results file
             wall_s = time.perf_counter() - clock
             split_info = None
             if config.data.split:
-                split_bytes = Path(config.data.split.rpartition(":")[0]).read_bytes()
-                split_info = {"spec": config.data.split, "sha256": hashlib.sha256(split_bytes).hexdigest()}
-            earlier = previous_run(paths.manifest, model) if config.resume else None
+                split_bytes = read_regular(Path(config.data.split.rpartition(":")[0]), "split file")
+                split_info = {"spec": typed.split, "sha256": hashlib.sha256(split_bytes).hexdigest()}
             started_at = started.isoformat(timespec="seconds")
             if earlier is not None:  # a resumed run: its time and start include the earlier invocations
                 wall_s += earlier.wall_s or 0.0
@@ -226,9 +245,9 @@ def run_eval(
                 model=model,
                 lm=lm_config.public_dict(),
                 results_file=str(results_file),
-                status=_status(outcome),
+                status=status or _status(outcome),
                 started_at=started_at,
-                finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                finished_at=None if status else datetime.now(UTC).isoformat(timespec="seconds"),
                 wall_s=round(wall_s, 3),
                 units_total=len(job.units),
                 units_skipped_on_resume=outcome.skipped_on_resume,
@@ -236,12 +255,12 @@ def run_eval(
                 errors=outcome.errors,
                 endpoint_requests=endpoint_requests(),
                 transport="direct" if client_of(lm) is not None else "dspy",
-                metrics=None
-                if outcome.report is None
-                else {k: outcome.report.cells.get(k) for k in ("L0", "L1", "L2", "ALL")},
+                # The benchmark's own cells: no level cell for a kind without levels.
+                metrics=None if outcome.report is None else dict(outcome.report.cells),
             )
             dataset = {
-                "source": loaded.source,
+                "source": resolved_path(loaded.source),  # the file scored from any directory
+                "typed": typed.dataset,  # as given (none: the benchmark's default data)
                 "sha256": loaded.content_hash,
                 "benchmark": loaded.benchmark,
                 "cases": len(cases),
@@ -258,6 +277,7 @@ def run_eval(
             )
             write_manifest(paths.manifest, written)
 
+        manifest(existing, status=RUNNING)
         early = EarlyStop()
         try:
             with (
@@ -298,7 +318,11 @@ def run_eval(
         outcome.results = read_run_results(results_file, strict=complete)  # the one read after the units
         if complete:
             outcome.report = score(
-                cases, outcome.results, per_rule=protocol == "per-rule", all_ids={c.id for c in cases}
+                cases,
+                outcome.results,
+                per_rule=protocol == "per-rule",
+                all_ids={c.id for c in cases},
+                by=benchmark_kind(loaded.benchmark).breakdown,
             )
         outcome.errors = job.error_summary(outcome.results)
         manifest(outcome.results)

@@ -2,22 +2,43 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
-import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Self
+from typing import Annotated
 
-from .._errors import ConfigError, OutputError
-from .._provenance import redacted_argv
+from pydantic import AfterValidator
+
+from .._data._scan import open_regular
+from .._errors import ConfigError, DataError
 from .._run_manifest import manifest_path
+from .._writer_lock import WriterLock, WriterLockedError
 
 UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+#: A run id names files (``results_<RUN_ID>_<model>.jsonl``): no empty one, no ``..``, no dot file.
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+def run_id_problem(run_id: str) -> str | None:
+    """Why ``run_id`` cannot name a run's files, or None when it can."""
+    if re.fullmatch(RUN_ID_PATTERN, run_id):
+        return None
+    return (
+        f"{run_id!r} is not a run id: use letters, digits, '.', '_' and '-', starting with a letter or digit"
+    )
+
+
+def _valid_run_id(run_id: str) -> str:
+    if problem := run_id_problem(run_id):
+        raise ValueError(problem)
+    return run_id
+
+
+RunId = Annotated[str, AfterValidator(_valid_run_id)]
+"""A run id in a settings model (eval's, an ablation plan's): an error names the field."""
 
 
 def safe_name(text: str) -> str:
@@ -31,7 +52,10 @@ def _prefix(protocol: str) -> str:
 
 def new_run_id() -> str:
     """``RUN_ID`` from the environment, else a UTC timestamp."""
-    return os.environ.get("RUN_ID") or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    run_id = os.environ.get("RUN_ID")
+    if run_id and (problem := run_id_problem(run_id)):
+        raise ConfigError(f"RUN_ID (environment): {problem}")
+    return run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
 @dataclass(frozen=True)
@@ -55,117 +79,32 @@ class RunPaths:
         return self.output_dir / f"run_{self.run_id}.lock"
 
 
-class RunLockedError(ConfigError):
+class RunLockedError(WriterLockedError):
     """Another live process writes the run this one was asked to write."""
 
 
-class RunLock:
-    """One run, one writer: an exclusive ``flock`` on ``run_<RUN_ID>.lock`` while a process writes it.
+class RunLock(WriterLock):
+    """One run, one writer: ``run_<RUN_ID>.lock`` held while a process writes it.
 
-    Two writers would each send the units the other sends. The kernel drops a ``flock``
-    however its process ends, so a dead writer's file is taken over; the pid, host and
-    command in it name the holder (and decide where there is no ``flock``).
+    Two writers would each send the units the other sends.
     """
 
+    error = RunLockedError
+
     def __init__(self, paths: RunPaths) -> None:
-        self.paths = paths
-        self._fd: int | None = None
-
-    def acquire(self) -> Self:
-        """Take the run, or raise :class:`RunLockedError` naming the process that has it."""
-        while True:
-            try:
-                fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as exc:
-                raise OutputError(
-                    f"cannot create the run lock {self.paths.lock}: {exc.strerror or exc}"
-                ) from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:  # held, or no flock on this file system (the holder's note decides)
-                holder = _read_holder(fd)
-                if isinstance(exc, BlockingIOError) or _running_here(holder):
-                    os.close(fd)
-                    raise RunLockedError(self._refusal(holder)) from None
-            else:
-                try:
-                    current = os.stat(self.paths.lock).st_ino
-                except FileNotFoundError:
-                    current = None
-                if current != os.fstat(fd).st_ino:  # its holder removed it between our open and flock
-                    os.close(fd)
-                    continue
-            self._fd = fd
-            break
-        argv = redacted_argv()
-        holder = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "since": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": " ".join([Path(argv[0]).name, *argv[1:]] if argv else []),
-        }
-        with contextlib.suppress(OSError):  # the lock holds without the note (then no pid is named)
-            os.ftruncate(fd, 0)
-            os.write(fd, json.dumps(holder).encode("utf-8") + b"\n")
-        return self
-
-    def release(self) -> None:
-        """Give the run up (idempotent); the lock file is removed."""
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        with contextlib.suppress(OSError):  # a leftover is harmless: the next writer takes it over
-            self.paths.lock.unlink(missing_ok=True)
-        os.close(fd)
-
-    def _refusal(self, holder: dict[str, object]) -> str:
-        who = f"process {holder['pid']}" if "pid" in holder else "another process"
-        if holder.get("host") not in (None, socket.gethostname()):
-            who += f" on {holder['host']}"
-        details = ", ".join(str(holder[k]) for k in ("command", "since") if holder.get(k))
-        return (
-            f"run {self.paths.run_id} in {self.paths.output_dir} is being written by {who}"
-            f"{f' ({details})' if details else ''}: one run has one writer; wait for it to end "
-            f"(or stop it), then --resume (lock: {self.paths.lock})"
+        super().__init__(
+            paths.lock,
+            f"run {paths.run_id} in {paths.output_dir}",
+            "one run has one writer; wait for it to end (or stop it), then --resume",
         )
-
-    def __enter__(self) -> Self:
-        return self.acquire()
-
-    def __exit__(self, *_: object) -> None:
-        self.release()
-
-
-def _running_here(holder: dict[str, object]) -> bool:
-    """Whether the holder named in a lock file is a live process on this host."""
-    pid = holder.get("pid")
-    if not isinstance(pid, int) or pid <= 0 or holder.get("host") != socket.gethostname():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
-
-
-def _read_holder(fd: int) -> dict[str, object]:
-    """What the holder wrote into the lock file (empty when unreadable)."""
-    try:
-        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        self.paths = paths
 
 
 def resolve_run(output_dir: Path, model: str, run_id: str | None, *, resume: bool, protocol: str) -> RunPaths:
     """Pick the run id: the given one, or on ``--resume`` the newest run of this model."""
-    if run_id:
-        if UNSAFE_CHARS.search(run_id):
-            raise ConfigError(
-                f"--run-id: only letters, digits, '.', '_' and '-' are allowed (got {run_id!r})"
-            )
+    if run_id is not None:
+        if problem := run_id_problem(run_id):
+            raise ConfigError(f"--run-id: {problem}")
         return RunPaths(output_dir, run_id, model)
     if resume:
         prefix = _prefix(protocol)
@@ -186,11 +125,11 @@ def _run_id_of(path: Path, prefix: str, model: str) -> str | None:
     """
     stem = path.name[len(prefix) + 1 : -len(f"_{safe_name(model)}.jsonl")]
     try:
-        with path.open(encoding="utf-8") as handle:
-            first = handle.readline()
-        recorded = json.loads(first).get("run_id") if first.endswith("\n") else None
-    except (OSError, ValueError, AttributeError):
-        recorded = None
+        with open_regular(path, "result file") as handle:  # a FIFO here must not block the search
+            first = handle.readline(1 << 20)
+        recorded = json.loads(first).get("run_id") if first.endswith(b"\n") else None
+    except (DataError, OSError, ValueError, AttributeError, RecursionError):
+        recorded = None  # reading the run's results says what is wrong with the file
     if recorded is None:
         return stem  # an empty or foreign-format file: trust its name
     return stem if recorded == stem else None

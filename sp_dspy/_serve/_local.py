@@ -6,8 +6,8 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._interrupt import sigterm_interrupts
 from ._llamacpp import LlamaCppServer
-from ._process import sigterm_interrupts
 from ._state import ServeState, clear_state, read_state
 
 

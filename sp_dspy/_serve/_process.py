@@ -14,12 +14,10 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any, Self
 
 from .._errors import ConfigError
@@ -110,24 +108,6 @@ def die_with_parent() -> None:
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-@contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """While the block runs (in the main thread), SIGTERM raises ``KeyboardInterrupt`` like
-    Ctrl-C, so ``finally`` and ``with`` exits run and child servers stop."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def stop_process(process: subprocess.Popen[Any], *, grace: float) -> int | None:

@@ -18,7 +18,8 @@ from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
 from .. import __version__
-from .._errors import SpDspyError
+from .._errors import ConfigError, SpDspyError
+from .._interrupt import interrupted_exit_code, sigterm_interrupts
 from .._redact import install_log_redaction, redact
 from ._console import err_console
 
@@ -35,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "check": "Check one conversation against a policy with a guard and print the violated rules.",
     "ablate": "Run several guard variants on one LM and the same cases; write summary.json and report.html.",
     "report": "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
+    "view": "See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.",
     "list-models": "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
     "serve": "Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile.",
 }
@@ -65,7 +67,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Run and output": (
         "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
-        "--concurrency", "--quiet", "--verbose", "--log-requests",
+        "--concurrency", "--quiet", "--verbose", "--log-requests", "--open",
     ),
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",
@@ -126,6 +128,23 @@ class LazyGroup(TyperGroup):
             self.commands[name] = command
         return name, command, rest
 
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; a value the flag's own type refuses (``--concurrency 0``) is a
+        ``ConfigError``, so it prints as every other bad input does: one ``error:`` line, exit 2."""
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as error:
+            raise ConfigError(bad_parameter_line(error)) from None
+
+
+def bad_parameter_line(error: typer.BadParameter) -> str:
+    """click's ``Invalid value for '--limit': why`` as ``--limit: why``, on one line."""
+    param = error.param
+    if type(error) is not typer.BadParameter or param is None:  # a missing value, or no flag to name
+        return " ".join(error.format_message().split())
+    name = next((opt for opt in param.opts if opt.startswith("--")), None)
+    return f"{name or param.get_error_hint()}: {' '.join(error.message.split())}"
+
 
 app = typer.Typer(
     name="sp-dspy",
@@ -157,11 +176,13 @@ def _group(
 
 
 def main() -> None:
-    """Console-script entry point: every ``SpDspyError`` becomes one line and exit 2."""
+    """Console-script entry point: every ``SpDspyError`` becomes one line and exit 2; SIGTERM
+    stops a command as Ctrl-C does (records kept, manifest ``interrupted``), exit 143 vs 130."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     install_log_redaction()  # no library log line (DSPy's, LiteLLM's) may print a key
     try:
-        code = app(standalone_mode=False)
+        with sigterm_interrupts():
+            code = app(standalone_mode=False)
     except SpDspyError as error:
         err_console.print(  # escaped: an error may quote "[model]" or "[1, 2]", which is not markup
             f"[bold red]error:[/bold red] {escape(redact(str(error)))}", highlight=False, soft_wrap=True
@@ -169,7 +190,7 @@ def main() -> None:
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted")
-        sys.exit(130)
+        sys.exit(interrupted_exit_code())
     except typer.Exit as exit_:
         sys.exit(exit_.exit_code)
     except typer.Abort:

@@ -13,13 +13,14 @@ from pydantic import ValidationError
 from rich import box
 
 from .._errors import ConfigError, validation_problem
+from .._interrupt import interrupted_exit_code
 from .._lm import LMConfig, configure_cache
 from .._report import render_terminal
 from .._report._html_tables import DASH, count, num
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
-from ._console import console, err_console, warn
+from ._console import console, err_console, visible, warn
 from ._eval import EXIT_UNFINISHED, LOCAL_DEFAULT_LIMIT, SMALL_MODEL_NOTE
 
 if TYPE_CHECKING:
@@ -124,7 +125,8 @@ def ablate_command(
     """Run several guard variants on one LM and the same cases; write summary.json and report.html.
 
     Exit status: 0 every unit answered; 2 bad input, an error, or a variant stopped early
-    on a failure retrying cannot fix; 3 some units ended in error.
+    on a failure retrying cannot fix; 3 some units ended in error; 130 Ctrl-C, 143 SIGTERM
+    (finished units kept: --resume continues).
     """
     from .._ablate import PLAN_FILE, build_plan, read_plan_file, run_ablation
 
@@ -173,7 +175,7 @@ def ablate_command(
             highlight=False,
         )
         # SystemExit, not typer.Exit: ``main`` runs the app with standalone_mode=False.
-        raise SystemExit(130)
+        raise SystemExit(interrupted_exit_code())
     _print_outcome(outcome, small=lmo.is_local(lm_config))
     if outcome.units_failed:
         raise SystemExit(EXIT_UNFINISHED)
@@ -206,7 +208,7 @@ def _print_outcome(outcome: AblationOutcome, *, small: bool) -> None:
     for run in outcome.runs:
         for number, line in enumerate(run.errors.lines(retry)):
             text = f"{run.variant.label}: {line}" if number == 0 else line
-            err_console.print(text, markup=False, highlight=False, soft_wrap=True)
+            err_console.print(visible(text), markup=False, highlight=False, soft_wrap=True)
     if small:
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")
     console.print(

@@ -13,12 +13,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._data import Source, guard_case, policy_rules, read_guard_lines
+from .._data._scan import MAX_JSON_FILE_BYTES, decode_utf8, read_regular
 from .._errors import ConfigError, DataError, OutputError
 from .._guard import Guard, check_lines
 from .._lm import configure_cache, is_lasting
 from .._runner._failures import fix_for
 from . import _lm_options as lmo
-from ._console import console, err_console, warn
+from ._console import console, err_console, visible, warn
 
 if TYPE_CHECKING:
     from .._guard import LineAnswer, Verdict
@@ -86,7 +87,7 @@ def check_command(
 
     With --batch, many conversations (JSON lines), checked concurrently: one verdict per line.
     Exit status: 0 no rule violated, 1 some rule violated, 2 no verdict or bad input
-    (with --batch: the worst line's).
+    (with --batch: the worst line's); 130 Ctrl-C, 143 SIGTERM.
     """
     if (conversation is None) == (batch is None):
         raise ConfigError("give one of --conversation FILE (- for standard input) or --batch FILE.jsonl")
@@ -107,7 +108,9 @@ def check_command(
     (lm_config,) = lmo.lm_configs(lm, None, config, default=lmo.LOCAL, **lm_flags.overrides())
     configure_cache(enabled=not lm_flags.no_cache, warn=warn)
     with lmo.lm_session(lm_config) as live:
-        guard = Guard.load(program, lm=live, protocol=protocol, parser=parser)
+        # No deadline: --timeout and --num-retries are this command's bound on a check (the
+        # embedded model may need minutes on a CPU); Guard.load's default would cut them short.
+        guard = Guard.load(program, lm=live, protocol=protocol, parser=parser, deadline=None)
         if batch is None:
             with guard:
                 verdict = guard.check(str(policy_text), raw_conversation, framework=framework_text)
@@ -191,21 +194,23 @@ def _is_stdin(path: Path) -> bool:
 
 
 def _read_text(path: Path, flag: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{flag} {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise DataError(f"{flag} {path}: cannot read ({reason})") from None
+    """The text of a ``flag`` file, read as every file is (a regular file of at most ``MAX_JSON_FILE_BYTES``)."""
+    if not path.exists():
+        raise DataError(f"{flag} {path}: no such file")
+    return decode_utf8(read_regular(path, f"{flag} file"), path)
 
 
 def read_conversation(path: Path) -> str | list[Any]:
     """A ``.json`` file's message list (a bare list or ``{"messages": [...]}``), else the text;
     ``-`` reads standard input, JSON when it starts with ``[`` or ``{``."""
     if _is_stdin(path):
-        text = sys.stdin.read()
         path = Path("<stdin>")
+        raw = sys.stdin.buffer.read(MAX_JSON_FILE_BYTES + 1)
+        if len(raw) > MAX_JSON_FILE_BYTES:
+            raise DataError(
+                f"--conversation -: standard input holds more than {MAX_JSON_FILE_BYTES >> 20} MiB"
+            )
+        text = decode_utf8(raw, path)
         if not text.lstrip().startswith(("[", "{")):
             return text
     else:
@@ -228,9 +233,9 @@ def read_conversation(path: Path) -> str | list[Any]:
 
 def _print_verdict(verdict: Verdict, rule_texts: dict[int, str]) -> None:
     if verdict.violated_rules is None:
-        console.print(f"[bold red]No verdict[/bold red] (status: {verdict.status})")
+        console.print(f"[bold red]No verdict[/bold red] (status: {escape(visible(verdict.status))})")
         if verdict.error:
-            console.print(f"error: {verdict.error}", markup=False, highlight=False)
+            console.print(f"error: {visible(verdict.error)}", markup=False, highlight=False)
     elif not verdict.violated_rules:
         console.print(
             f"[bold green]No rule violated[/bold green] ({len(verdict.rules_checked)} rules checked)"
@@ -240,18 +245,19 @@ def _print_verdict(verdict: Verdict, rule_texts: dict[int, str]) -> None:
         table.add_column("Rule", justify="right")
         table.add_column("Text")
         for rule in verdict.violated_rules:
-            table.add_row(str(rule), escape(rule_texts.get(rule, "(not a rule of this policy)")))
+            table.add_row(str(rule), escape(visible(rule_texts.get(rule, "(not a rule of this policy)"))))
         console.print(table)
     if verdict.dropped_rules:
         dropped = ", ".join(str(rule) for rule in verdict.dropped_rules)
         console.print(f"[dim]dropped (not rules of this policy):[/dim] {escape(dropped)}", highlight=False)
     if verdict.reasoning:
-        console.print(f"[dim]reasoning:[/dim] {escape(verdict.reasoning)}", highlight=False)
+        console.print(f"[dim]reasoning:[/dim] {escape(visible(verdict.reasoning))}", highlight=False)
     tokens = verdict.usage.total_tokens
     usd = verdict.usage.cost
     cost = "" if usd is None else f", ${usd:.4f}"
     console.print(
-        f"[dim]{escape(verdict.program)} ({verdict.protocol}) on {escape(verdict.model)}; status {verdict.status}; "
+        f"[dim]{escape(visible(verdict.program))} ({verdict.protocol}) on {escape(visible(verdict.model))}; "
+        f"status {escape(visible(verdict.status))}; "
         f"{tokens} tokens{cost}[/dim]",
         highlight=False,
     )

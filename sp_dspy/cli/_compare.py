@@ -1,6 +1,7 @@
 """``sp-dspy compare``: is B better than A on the same cases, beyond noise?
 
-Per level and pooled (``ALL``), over the cases both sides have results for: ``B - A`` with
+Per cell of the benchmark's breakdown (SafePyramid's levels, a custom benchmark's tags, none
+for PKU-SafeRLHF) and pooled (``ALL``), over the cases both sides have results for: ``B - A`` with
 paired bootstrap intervals, and McNemar's test on exact match, a case a side excluded
 counting as wrong for it (a guard must not win by declining the hard cases).
 """
@@ -16,7 +17,7 @@ import typer
 from pydantic import BaseModel, Field
 
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
-from .._data import filter_cases
+from .._data._selection import CaseSelection
 from .._errors import ConfigError, DataError
 from .._metrics import read_result_files
 from .._table import FitTable
@@ -31,7 +32,10 @@ if TYPE_CHECKING:
     from .._metrics import CellComparison, ResultSet
 
 METRIC_LABELS = {"rmr_avg": "RMR", "rmr_exact": "RMR@1.0", "rdr": "RDR"}
-NOTE_PAIRED = "B - A over the cases both sides scored; 95% paired bootstrap interval; RDR: lower is better."
+NOTE_PAIRED = (
+    "B - A over the cases both sides scored; 95% paired bootstrap interval (none where too few "
+    "cases are paired for it to be informative); RDR: lower is better."
+)
 NOTE_MCNEMAR = (
     "McNemar's test on exact match over every compared case; a case a side excluded "
     "(refused, unparseable, errored) counts as wrong for that side. "
@@ -54,7 +58,8 @@ class Comparison(BaseModel):
     bootstrap: dict[str, Any]
     cap_aware: bool = False
     benchmark: str = "safepyramid"  # the benchmark kind the cases belong to
-    #: The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports).
+    #: The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports;
+    #: custom: each side's binary view and per-rule scores).
     extra: dict[str, dict[str, Any]] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_MCNEMAR])
 
@@ -83,9 +88,11 @@ def compare_results(
             f"{dataset or 'the dataset'}: no case has results on both sides (A: {len(in_a)}, B: {len(in_b)}); "
             "wrong --dataset or result files?"
         )
-    cells = compare_cells(compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed)
-
     kind = kind_of_cases(compared)
+    by = (kind or benchmark_kind(DEFAULT_BENCHMARK)).breakdown
+    cells = compare_cells(
+        compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed, by=by
+    )
     extra = {}
     for side, results in (("A", results_a), ("B", results_b)):
         report = None if kind is None else kind.variant_report(compared, results, cap_aware=cap_aware)
@@ -118,6 +125,10 @@ def compare_command(
     benchmark: opt.RecordedBenchmark = None,
     level: opt.Level = None,
     domain: opt.Domain = None,
+    split: opt.ScoreSplit = None,
+    limit: opt.ScoreLimit = None,
+    start_idx: opt.ScoreStartIdx = 0,
+    shard: opt.ScoreShard = None,
     cap_aware: opt.CapAware = False,
     json_out: Annotated[
         str | None, typer.Option("--json", help="Write the comparison as JSON to this file ('-' = stdout).")
@@ -133,15 +144,14 @@ def compare_command(
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
     paths = [_paths(raw, side) for raw, side in ((results_a, "RESULTS_A"), (results_b, "RESULTS_B"))]
     sides = [read_result_files(side, skip_bad_lines=skip_bad_lines) for side in paths]
-    loaded = load_for_results(
-        [*paths[0], *paths[1]],
-        sides,
-        dataset=dataset,
-        benchmark=benchmark,
-        with_evidence=with_evidence,
-        lenient=lenient,
+    select = CaseSelection(
+        level=level, domain=domain, split=split, limit=limit, start_idx=start_idx, shard=shard
     )
-    cases = filter_cases(loaded.cases, level=level, domain=domain)
+    data = load_for_results(
+        paths, sides, dataset=dataset, benchmark=benchmark, select=select, with_evidence=with_evidence,
+        lenient=lenient,
+    )  # fmt: skip
+    loaded, cases = data.loaded, data.cases
     comparison = compare_results(
         cases, *sides, dataset=loaded.source, cap_aware=cap_aware, n_boot=n_boot, seed=seed
     )
@@ -167,6 +177,10 @@ def _paths(raw: str, side: str) -> list[Path]:
     if not paths:
         raise ConfigError(f"{side}: no result file given")
     for path in paths:
+        if path.is_dir():
+            raise DataError(
+                f"{side}: {path}: a directory, not a result file (name the results_*.jsonl in it)"
+            )
         if not path.is_file():
             raise DataError(f"{side}: {path}: no such file")
     return paths
@@ -188,7 +202,7 @@ def metrics_table(comparison: Comparison) -> Table:
         paired = comparison.cells[name].paired
         for metric, label in METRIC_LABELS.items():
             ci = paired.ci.get(metric)
-            interval = "-" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+            interval = (paired.ci_note or "-") if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
             values = (_num(paired.a[metric]), _num(paired.b[metric]), _num(paired.diff[metric], "+.2f"))
             table.add_row(name if metric == "rmr_avg" else "", label, str(paired.n_pairs), *values, interval)
     return table

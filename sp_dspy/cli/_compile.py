@@ -22,11 +22,12 @@ from optimizers import parse_overrides
 from .._benchmarks import benchmark_kind
 from .._data import parse_ratios
 from .._errors import ConfigError, validation_problem
+from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
-from ._console import console, err_console, warn
+from ._console import console, err_console, visible, warn
 from ._eval import EXIT_UNFINISHED
 
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ def compile_command(
             stack.close()  # the display first, then the message below it
             cached = not no_cache and not task.is_fake  # the fake's answers are never cached
             _print_interrupted(status, out, had_artifact=had_artifact, cached=cached)
-            raise typer.Exit(130) from None
+            raise typer.Exit(interrupted_exit_code()) from None
     _print_outcome(outcome)
     if outcome.errors.errors:  # an artifact was saved, but on answers its failed calls left out
         raise SystemExit(EXIT_UNFINISHED)
@@ -292,6 +293,6 @@ def _print_outcome(outcome: CompileOutcome) -> None:
         err_console.print(f"[yellow]warning:[/yellow] {warning}")
     retry = "the same command (the calls that answered come from the response cache)"
     for line in outcome.errors.lines(retry, window=outcome.window, what="LM call(s)"):
-        err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+        err_console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
     console.print(f"artifact: {out} (program.json, manifest.json, prompt.md, splits.json; log: compile.log)")
     console.print(f"score on test: {outcome.score_command}", soft_wrap=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -11,10 +12,25 @@ from .._errors import ConfigError
 console = Console()
 err_console = Console(stderr=True)
 
+#: C0 and C1 control characters but tab and newline (a lone carriage return too), and DEL.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` (a model's answer, a dataset's text) safe to print: each control character as ``\\xNN``.
+
+    An answer holding ESC, NUL or an OSC sequence would otherwise reach the terminal and act
+    on it (clear the screen after the verdict, retitle the window); rich passes them through.
+    Tab and newline stay, and so does a CRLF line end (as a newline).
+    """
+    if "\r\n" in text:
+        text = text.replace("\r\n", "\n")
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+
 
 def warn(message: str, *, on: Console | None = None) -> None:
     """One plain line on stderr, or ``on`` a console of it (no rich markup: paths and ids may contain brackets)."""
-    (on or err_console).print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+    (on or err_console).print(f"warning: {visible(message)}", markup=False, highlight=False, soft_wrap=True)
 
 
 def write_json_report(json_out: str, document: str) -> Path:

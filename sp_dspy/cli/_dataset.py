@@ -1,73 +1,149 @@
-"""The dataset that result files are scored on: the flags, else the run's manifest."""
+"""The data result files are scored on: the dataset (the flags, else the run's manifest) and the
+cases the runs selected (their manifests, else the selection flags, else every case)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._benchmarks import DEFAULT_BENCHMARK, load_benchmark
-from .._data._recorded import check_results_belong, recorded_data
+from .._data import filter_cases
+from .._data._recorded import RecordedData, check_results_belong, recorded_data
 from .._errors import DataError
 from ._console import err_console
 
 if TYPE_CHECKING:
-    from .._data import Benchmark
+    from .._data import Benchmark, Case
+    from .._data._selection import CaseSelection
     from .._metrics import ResultSet
+    from .._run_manifest import RunManifest
 
 
-def run_ids(results: ResultSet) -> set[str]:
-    """The ``run_id`` values the records of ``results`` carry (one run, usually)."""
-    found = {record.run_id for record in results.records.values()}
-    found |= {judgment.run_id for judgment in results.judgments[:1]}
-    return {str(run_id) for run_id in found if run_id is not None}
+@dataclass(frozen=True)
+class ScoredData:
+    """``loaded``: the whole dataset (ids outside the selection are not unknown); ``cases``: the
+    cases the results are scored on, in dataset order; ``described``: which cases, in words;
+    ``note``: what the runs selected and which set is scored, when their selections differ."""
+
+    loaded: Benchmark
+    cases: list[Case]
+    described: str
+    note: str | None = None
 
 
 def load_for_results(
-    files: Sequence[Path],
+    sides: Sequence[Sequence[Path]],
     results: Sequence[ResultSet],
     *,
     dataset: str | None,
     benchmark: str | None,
+    select: CaseSelection | None = None,
     with_evidence: bool = False,
     lenient: bool = False,
     check: bool = True,
-) -> Benchmark:
-    """Load the dataset ``results`` are scored on.
+    announce: bool = True,
+) -> ScoredData:
+    """Load the dataset and the cases the result files of ``sides`` (one per variant) are scored on.
 
-    Without ``--dataset``, the manifest of the run that wrote ``files`` names the dataset
-    and its benchmark (a dim line on stderr says so), unless ``--benchmark`` names another.
-    With ``check``, results none of whose ids is a case are refused, not scored as 100% excluded.
+    Without ``--dataset``, the manifest of the run that wrote the files names the dataset and its
+    benchmark (a dim line on stderr says so), unless ``--benchmark`` names another; without any
+    manifest, a note names the dataset used. The cases are those the runs selected, read from
+    their manifests: a run is scored on its own cases, never on cases it never meant to answer
+    (missing records among them still count as excluded). Files of one side are parts of one
+    variant (shards, resumed runs): the union of their selections; several sides are compared
+    on the cases every side selected; a note says which set when the runs' selections differ.
+    A file without a manifest selected every case. ``select`` (the command's flags): ``--split``,
+    ``--start-idx``, ``--limit`` or ``--shard`` replace the recorded selections; ``--level`` and
+    ``--domain`` alone narrow them. With ``check``, results none of whose ids is a case are
+    refused, not scored as 100% excluded. ``announce``: print the note on differing selections
+    (``report`` keeps it with its summary's notes instead).
     """
-    recorded = None
-    if dataset is None:
-        recorded = recorded_data(files, set().union(*(run_ids(r) for r in results)))
-        if recorded is not None and benchmark is not None and recorded.benchmark not in (None, benchmark):
-            recorded = None  # the user asked for another benchmark: its default data, not this run's
-    name = benchmark or (recorded.benchmark if recorded else None) or DEFAULT_BENCHMARK
+    files = [file for side in sides for file in side]
+    beside: dict[Path, list[tuple[Path, RunManifest]]] = {}
+    recorded = {file: found for file in files if (found := recorded_data(file, beside)) is not None}
+    chosen = None if dataset is not None else next(iter(recorded.values()), None)
+    if chosen is not None and benchmark is not None and chosen.benchmark not in (None, benchmark):
+        recorded, chosen = {}, None  # the user asked for another benchmark: its default data, not the runs'
+    name = benchmark or (chosen.benchmark if chosen else None) or DEFAULT_BENCHMARK
     try:
         loaded = load_benchmark(
-            recorded.source if recorded else dataset,
-            benchmark=name,
-            with_evidence=with_evidence,
-            lenient=lenient,
+            chosen.source if chosen else dataset, benchmark=name, with_evidence=with_evidence, lenient=lenient
         )
     except DataError as exc:
-        if recorded is None:
+        if chosen is None:
             raise
         raise DataError(
-            f"{recorded.manifest}: the run's dataset does not load ({exc}); pass --dataset"
+            f"{chosen.manifest}: the run's dataset does not load ({exc}); pass --dataset"
         ) from None
-    if recorded is not None:
-        err_console.print(
-            f"dataset from {recorded.manifest}: {loaded.source} ({name})",
-            style="dim",
-            markup=False,
-            highlight=False,
+    if chosen is not None:
+        _note(f"dataset from {chosen.manifest}: {loaded.source} ({name})", dim=True)
+    elif dataset is None:
+        _note(
+            f"note: no run manifest beside {files[0]} names its dataset: scored on {loaded.source} "
+            f"({name}); pass --dataset to score on another"
         )
     if check:
         ids = {case.id for case in loaded.cases}
         for result_set in results:
             where = ", ".join(result_set.files) or "the results"
             check_results_belong(result_set.result_ids(), ids, where=where, source=loaded.source)
-    return loaded
+    if select is not None and select.takes_part:
+        return ScoredData(loaded, select.apply(loaded), f"the cases {select.describe()} selects")
+    cases, described, note = _selected(loaded, sides, recorded)
+    if select is not None and (select.level or select.domain):
+        cases = filter_cases(cases, level=select.level, domain=select.domain)
+    if note is not None and announce:
+        _note(f"note: {note}")
+    return ScoredData(loaded, cases, described, note)
+
+
+def _selected(
+    loaded: Benchmark, sides: Sequence[Sequence[Path]], recorded: dict[Path, RecordedData]
+) -> tuple[list[Case], str, str | None]:
+    """The cases the runs of ``sides`` selected, which set that is in words, and a note when the
+    runs' selections differ (see ``load_for_results``)."""
+    picked: dict[Path, tuple[str, set[str]]] = {}  # per manifest: its selection in words, its case ids
+    per_file: dict[Path, tuple[str, set[str]] | None] = {}
+    for file in {file for side in sides for file in side}:
+        data = recorded.get(file)
+        if data is None or data.selection is None:
+            per_file[file] = None  # no manifest (or one before selections were recorded): every case
+            continue
+        if data.manifest not in picked:
+            try:
+                ids = {case.id for case in data.selection.apply(loaded)}
+            except DataError as exc:
+                raise DataError(
+                    f"{data.manifest}: the run's selection ({data.selection.describe()}) does not apply to "
+                    f"{loaded.source} ({exc}); pass the run's --dataset, or --split/--limit for the cases"
+                ) from None
+            picked[data.manifest] = (data.selection.describe(), ids)
+        per_file[file] = picked[data.manifest]
+    side_ids: list[set[str] | None] = []
+    for side in sides:
+        parts = [per_file[file] for file in side]
+        side_ids.append(
+            None if any(part is None for part in parts) else set().union(*(p[1] for p in parts if p))
+        )
+    known = [ids for ids in side_ids if ids is not None]
+    wanted = set.intersection(*known) if known else None
+    cases = list(loaded.cases) if wanted is None else [case for case in loaded.cases if case.id in wanted]
+    distinct = {part[0] for part in per_file.values() if part is not None}
+    if not distinct:
+        return cases, "every case", None
+    if len(distinct) == 1 and all(part is not None for part in per_file.values()):
+        return cases, f"the run's selection: {distinct.pop()}", None
+    listed = "; ".join(
+        f"{file.name}: {part[0] if part else 'every case'} ({len(part[1]) if part else len(loaded.cases)})"
+        for file, part in sorted(per_file.items())
+    )
+    which = "every side" if len(sides) > 1 else "any of them"
+    words = f"the {len(cases)} case(s) {which} selected"
+    return cases, words, f"the runs selected different cases ({listed}): scored on {words}"
+
+
+def _note(text: str, *, dim: bool = False) -> None:
+    """A line on stderr (no markup: paths may contain brackets); a note stays one line, however long."""
+    err_console.print(text, style="dim" if dim else None, markup=False, highlight=False, soft_wrap=not dim)

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
+from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache, key_for
 from .._metrics import JudgmentRecord
 from .._runner import EvalPlan, build_eval_config, first_request, new_run_id, plan_run, run_eval
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
-from ._console import console, err_console, warn
+from ._console import console, err_console, visible, warn
 
 if TYPE_CHECKING:
     from .._compile import BudgetCaps
@@ -46,7 +47,7 @@ def eval_command(
     split: opt.Split = None,
     limit: opt.Limit = None,
     start_idx: opt.StartIdx = 0,
-    shard: Annotated[str | None, typer.Option("--shard", help="I/N: run every N-th case from I.")] = None,
+    shard: opt.Shard = None,
     lenient: opt.Lenient = False,
     with_evidence: opt.WithEvidence = False,
     program: Annotated[
@@ -110,7 +111,7 @@ def eval_command(
 
     Exit status: 0 every unit answered; 2 bad input, an error, or a run stopped early on a
     failure retrying cannot fix (key, model, address); 3 some units ended in error, or a
-    budget cap stopped the run.
+    budget cap stopped the run; 130 Ctrl-C, 143 SIGTERM (finished units kept: --resume continues).
     """
     configs = lmo.lm_configs(lm, models, config, default=lmo.LOCAL, **lm_flags.overrides())
     local = any(lmo.is_local(c) for c in configs)
@@ -170,7 +171,7 @@ def eval_command(
         )
         if outcome.interrupted:
             # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.
-            raise SystemExit(130)
+            raise SystemExit(interrupted_exit_code())
         if outcome.capped_by:
             raise SystemExit(EXIT_UNFINISHED)
         units_failed = units_failed or outcome.errors.errors > 0
@@ -257,6 +258,6 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool, wind
         )
     retry = f"the same command plus --resume --retry-errors --run-id {outcome.paths.run_id}"
     for line in outcome.errors.lines(retry, window=window):
-        err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+        err_console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
     if small:
         console.print(f"[yellow]{SMALL_MODEL_NOTE}[/yellow]")

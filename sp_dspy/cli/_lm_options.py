@@ -158,8 +158,15 @@ def lm_configs(
     configured = load_configured_models(config_file)
     if lm and models:
         raise ConfigError("give either --lm or --models, not both")
-    names = [name.strip() for name in models.split(",") if name.strip()] if models else [lm or default]
-    spec_flag = "--models" if models else flag
+    if lm is not None and not lm.strip():  # not the default model: an unset variable, likely
+        raise ConfigError(f"{flag} {lm!r}: empty model name (give a model string or a configured name)")
+    if models is not None:
+        names = [name.strip() for name in models.split(",") if name.strip()]
+        if not names:
+            raise ConfigError(f"--models {models!r}: no model name (give comma-separated configured names)")
+    else:
+        names = [lm or default]
+    spec_flag = "--models" if models is not None else flag
     changes = {key: value for key, value in overrides.items() if value is not None}
     resolved = []
     for name in names:

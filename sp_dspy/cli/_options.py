@@ -44,7 +44,7 @@ Domain = Annotated[
     str | None, typer.Option("--domain", help="Only these domains (comma-separated).", show_default="all")
 ]
 Limit = Annotated[
-    int | None, typer.Option("--limit", min=0, help="At most this many cases.", show_default="all")
+    int | None, typer.Option("--limit", min=1, help="At most this many cases.", show_default="all")
 ]
 StartIdx = Annotated[int, typer.Option("--start-idx", min=0, help="Skip this many cases first.")]
 WithEvidence = Annotated[
@@ -59,6 +59,22 @@ SkipBadLines = Annotated[
     bool, typer.Option("--skip-bad-lines", help="Count malformed result lines instead of failing.")
 ]
 Split = Annotated[str | None, typer.Option("--split", help="FILE:PART, e.g. splits.json:test.")]
+Shard = Annotated[str | None, typer.Option("--shard", help="I/N: run every N-th case from I.")]
+#: The selection flags of the commands that score result files: for files without a run manifest.
+_INSTEAD = "; instead of the cases the run's manifest records"
+ScoreSplit = Annotated[
+    str | None, typer.Option("--split", help=f"Score on this split part, FILE:PART{_INSTEAD}.")
+]
+ScoreLimit = Annotated[
+    int | None,
+    typer.Option("--limit", min=1, help=f"Score on at most this many cases{_INSTEAD}.", show_default="all"),
+]
+ScoreStartIdx = Annotated[
+    int, typer.Option("--start-idx", min=0, help=f"Skip this many cases first{_INSTEAD}.")
+]
+ScoreShard = Annotated[
+    str | None, typer.Option("--shard", help=f"I/N: score every N-th case from I{_INSTEAD}.")
+]
 NBoot = Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the 95% CIs (0 = none).")]
 MaxCalls = Annotated[int | None, typer.Option("--max-calls", min=1, help="Cap on LM calls.")]
 MaxTotalTokens = Annotated[

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from .._benchmarks import benchmark_kind
+from .._data._selection import CaseSelection
 from .._errors import ConfigError
 from .._metrics import read_result_files
 from . import _options as opt
 from ._console import console, err_console
 from ._dataset import load_for_results
+
+if TYPE_CHECKING:
+    from .._report import ComparisonSummary
 
 
 def register(app: typer.Typer) -> None:
@@ -31,6 +35,10 @@ def parse_results(arguments: list[str], labels: list[str]) -> list[tuple[str | N
             variants.append((None, [Path(argument)]))
             continue
         label, sep, listed = argument.partition("=")
+        if Path(argument).is_dir():
+            raise ConfigError(
+                f"RESULTS: {argument}: a directory, not a result file (name the results_*.jsonl in it)"
+            )
         if not sep:
             raise ConfigError(f"RESULTS: no such file: {argument}")
         if not label.strip():
@@ -63,6 +71,10 @@ def report_command(
     ],
     dataset: opt.RecordedDataset = None,
     benchmark: opt.RecordedBenchmark = None,
+    split: opt.ScoreSplit = None,
+    limit: opt.ScoreLimit = None,
+    start_idx: opt.ScoreStartIdx = 0,
+    shard: opt.ScoreShard = None,
     label: Annotated[
         list[str] | None,
         typer.Option(
@@ -87,15 +99,53 @@ def report_command(
     n_boot: opt.NBoot = 1000,
 ) -> None:
     """Compare result sets (protocols, programs, models) in one self-contained HTML report."""
-    from .._report import build_summary, render_terminal, write_html
+    from .._report import render_terminal, write_html
 
-    variants = parse_results(results, label or [])
-    files = [Path(path) for _, paths in variants for path in paths]
+    select = CaseSelection(split=split, limit=limit, start_idx=start_idx, shard=shard)
+    summary, skipped = summarise_results(
+        results, label or [], baseline, dataset=dataset, benchmark=benchmark, select=select,
+        lenient=lenient, cap_aware=cap_aware, skip_bad_lines=skip_bad_lines, seed=seed, n_boot=n_boot,
+    )  # fmt: skip
+    console.print(render_terminal(summary))
+    kind_table = benchmark_kind(summary.benchmark).report_terminal(
+        [(entry.label, entry.extra) for entry in summary.variants]
+    )
+    if kind_table is not None:
+        console.print(kind_table)
+    print_notes(summary, skipped)
+    if json_out is not None:
+        console.print(f"Summary written to {summary.write_json(json_out)}", markup=False, highlight=False)
+    console.print(f"Report written to {write_html(summary, out)}", markup=False, highlight=False)
+
+
+def summarise_results(
+    results: list[str],
+    labels: list[str],
+    baseline: str | None,
+    *,
+    dataset: str | None,
+    benchmark: str | None,
+    select: CaseSelection,
+    lenient: bool,
+    cap_aware: bool,
+    skip_bad_lines: bool,
+    seed: int,
+    n_boot: int,
+) -> tuple[ComparisonSummary, int]:
+    """RESULTS scored on the cases their runs selected, as ``report`` and ``view`` show them;
+    with how many malformed dataset cases ``--lenient`` skipped."""
+    from .._report import build_summary
+
+    variants = parse_results(results, labels)
     # RESULTS is required, and no variant is empty.
     first = read_result_files(variants[0][1], skip_bad_lines=True)
-    loaded = load_for_results(files, [first], dataset=dataset, benchmark=benchmark, lenient=lenient)
+    data = load_for_results(
+        [paths for _, paths in variants], [first], dataset=dataset, benchmark=benchmark, select=select,
+        lenient=lenient, announce=False,
+    )  # fmt: skip
+    loaded = data.loaded
     summary = build_summary(
-        loaded.cases,
+        data.cases,
         variants,
         baseline,
         benchmark=loaded.benchmark,
@@ -106,19 +156,15 @@ def report_command(
         seed=seed,
         skip_bad_lines=skip_bad_lines,
         all_ids=[case.id for case in loaded.cases],
+        cases_note=data.note,
     )
-    console.print(render_terminal(summary))
-    if summary.pku_published is not None:
-        kind_table = benchmark_kind(summary.benchmark).report_terminal(
-            [(entry.label, entry.pku) for entry in summary.variants]
-        )
-        if kind_table is not None:
-            console.print(kind_table)
+    return summary, loaded.skipped
+
+
+def print_notes(summary: ComparisonSummary, skipped: int) -> None:
+    """The summary's caveats on stderr, one ``note:`` line each."""
     notes = list(summary.notes)
-    if loaded.skipped:
-        notes.append(f"{loaded.skipped} malformed dataset case(s) skipped (--lenient)")
+    if skipped:
+        notes.append(f"{skipped} malformed dataset case(s) skipped (--lenient)")
     for note in notes:
         err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
-    if json_out is not None:
-        console.print(f"Summary written to {summary.write_json(json_out)}", markup=False, highlight=False)
-    console.print(f"Report written to {write_html(summary, out)}", markup=False, highlight=False)

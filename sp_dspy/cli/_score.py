@@ -3,7 +3,8 @@
 The benchmark kind (``--benchmark``) chooses the tables and adds its own JSON
 sections: PKU-SafeRLHF prints (and ``--json`` holds, under ``pku``) harm categories,
 safe/unsafe and severity beside the paper's figures; ``custom`` prints RMR/RDR over
-all cases and per tag (``tags``). Nothing here touches dspy or litellm.
+all cases and per tag (``tags``). A kind without levels has no level cell. Nothing here
+touches dspy or litellm.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Annotated
 import typer
 
 from .._benchmarks import benchmark_kind
-from .._data import filter_cases
+from .._data._selection import CaseSelection
 from .._errors import ConfigError
 from .._metrics import read_result_files, score
 from . import _options as opt
@@ -36,6 +37,10 @@ def score_command(
     benchmark: opt.RecordedBenchmark = None,
     level: opt.Level = None,
     domain: opt.Domain = None,
+    split: opt.ScoreSplit = None,
+    limit: opt.ScoreLimit = None,
+    start_idx: opt.ScoreStartIdx = 0,
+    shard: opt.ScoreShard = None,
     per_rule: Annotated[
         bool, typer.Option("--per-rule", help="Require per-rule judgment files (auto-detected otherwise).")
     ] = False,
@@ -54,11 +59,15 @@ def score_command(
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
 
     results = read_result_files(files, skip_bad_lines=skip_bad_lines, allow_empty=False)
-    loaded = load_for_results(
-        files, [results], dataset=dataset, benchmark=benchmark, with_evidence=with_evidence, lenient=lenient
+    select = CaseSelection(
+        level=level, domain=domain, split=split, limit=limit, start_idx=start_idx, shard=shard
     )
+    data = load_for_results(
+        [files], [results], dataset=dataset, benchmark=benchmark, select=select,
+        with_evidence=with_evidence, lenient=lenient,
+    )  # fmt: skip
+    loaded, cases = data.loaded, data.cases
     kind = benchmark_kind(loaded.benchmark)
-    cases = filter_cases(loaded.cases, level=level, domain=domain)
     report = score(
         cases,
         results,
@@ -68,19 +77,21 @@ def score_command(
         seed=seed,
         n_boot=n_boot,
         all_ids=[c.id for c in loaded.cases],
+        by=kind.breakdown,
     )
 
-    data = report.to_json_dict()
+    document_data = report.to_json_dict()
     extra = kind.extra_scores(cases, results, cap_aware=cap_aware, per_rule=per_rule)
-    data.update(extra)
-    document = json.dumps(data, indent=2, ensure_ascii=False)
+    document_data.update(extra)
+    document = json.dumps(document_data, indent=2, ensure_ascii=False)
     # The report file first: a terminal or pipe closed early (``| head``) must not lose it.
     target = None if json_out in (None, "-") else write_json_report(json_out, document)
     if json_out == "-":
         typer.echo(document)
     else:
         console.print(
-            f"Scored {len(cases)} cases of {loaded.source} against {len(results.files)} file(s)",
+            f"Scored {len(cases)} cases of {loaded.source} against {len(results.files)} file(s)\n"
+            f"  cases: {data.described}",
             markup=False,
             highlight=False,
         )

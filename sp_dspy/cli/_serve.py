@@ -14,8 +14,8 @@ from typing import Annotated
 import typer
 
 from .._errors import ConfigError, SpDspyError
+from .._interrupt import sigterm_interrupts
 from .._serve import LlamaCppServer, ServeState, VLLMServer, clear_state, read_state, state_path, write_state
-from .._serve._process import sigterm_interrupts
 from ._console import console, err_console
 
 DEFAULT_N_CTX = 8192

@@ -16,8 +16,9 @@ from rich.table import Table
 from .._benchmarks import benchmark_kind
 from .._errors import DataError
 from .._metrics import case_outcomes, classify_failure, read_result_files, resolve_records
+from .._metrics._official import cells_of
 from . import _options as opt
-from ._console import console
+from ._console import console, visible
 from ._dataset import load_for_results
 
 if TYPE_CHECKING:
@@ -49,14 +50,15 @@ def show_command(
 ) -> None:
     """Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer."""
     results = read_result_files(files)
-    loaded = load_for_results(
-        files, [results], dataset=dataset, benchmark=benchmark, lenient=lenient, check=False
+    data = load_for_results(
+        [files], [results], dataset=dataset, benchmark=benchmark, lenient=lenient, check=False
     )
-    by_id = {case.id: case for case in loaded.cases}
+    loaded = data.loaded
+    by_id = {case.id: case for case in data.cases}  # the run's selected cases
     # Case ids in the order the results file first mentions them.
     in_order = dict.fromkeys([*results.records, *(judgment.cid for judgment in results.judgments)])
     present = [cid for cid in in_order if cid in by_id]
-    unknown = sorted(results.result_ids() - set(by_id))
+    unknown = sorted(results.result_ids() - {case.id for case in loaded.cases})
     if unknown:
         raise DataError(
             f"{files[0]}: {len(unknown)} case id(s) not in the dataset {loaded.source} ({', '.join(unknown[:3])}); "
@@ -82,7 +84,9 @@ def show_command(
         _print_case(view)
     which = "failed " if failed else ""
     console.print(
-        f"[dim]{len(views)} {which}case(s) shown of {len(present)} with results[/dim]", highlight=False
+        f"[dim]{len(views)} {which}case(s) shown of {len(present)} with results "
+        f"({len(data.cases)} selected: {escape(data.described)})[/dim]",
+        highlight=False,
     )
 
 
@@ -122,11 +126,21 @@ def _verdict(view: _View) -> str:
     return f"[yellow]FP {outcome.fp}, FN {outcome.fn}[/yellow]" + (f" ({modes})" if modes else "")
 
 
+def _where(case: Case) -> str:
+    """The case's level and domain (``L0 finance``); a benchmark without levels names no level,
+    but the case's tags where it breaks down by them (``custom (tag refunds)``)."""
+    by = benchmark_kind(case.benchmark).breakdown
+    cells = cells_of(case.level, case.tags, by)
+    if by == "level":
+        return " ".join([*cells, case.domain])
+    return case.domain + (f" ({', '.join(cells)})" if cells else "")
+
+
 def _print_case(view: _View) -> None:
     case, outcome = view.case, view.outcome
-    console.print(Rule(escape(case.id), align="left"))
+    console.print(Rule(escape(visible(case.id)), align="left"))
     console.print(
-        f"{case.level} {escape(case.domain)}; status {escape(_status(view))}; {_verdict(view)}",
+        f"{escape(visible(_where(case)))}; status {escape(visible(_status(view)))}; {_verdict(view)}",
         highlight=False,
     )
     console.print(
@@ -150,8 +164,8 @@ def _print_case(view: _View) -> None:
                 "yes" if rule in outcome.gt else "-",
                 "?" if rule in undecided else "yes" if rule in outcome.pred else "-",
                 _mark(rule, outcome, undecided),
-                entry.type if entry is not None else "",
-                escape(entry.text) if entry is not None else "(not a rule of this policy)",
+                escape(visible(entry.type)) if entry is not None else "",
+                escape(visible(entry.text)) if entry is not None else "(not a rule of this policy)",
             )
         console.print(table)
     _print_answer(view, rules)
@@ -184,7 +198,7 @@ def _print_answer(view: _View, rules: list[int]) -> None:
             lines.append((f"rule {judgment.rule}", said))
     for label, value in lines:
         if value not in (None, ""):
-            console.print(f"[dim]{label}:[/dim] {escape(str(value))}", highlight=False)
+            console.print(f"[dim]{label}:[/dim] {escape(visible(str(value)))}", highlight=False)
     sent: list[tuple[int | None, PolicyRecord | JudgmentRecord]] = (
         [(None, record)] if record is not None and not view.judgments else []
     )
@@ -193,4 +207,4 @@ def _print_answer(view: _View, rules: list[int]) -> None:
         for request in line.requests or []:
             label = "request" if rule is None else f"rule {rule} request"
             text = json.dumps(request, ensure_ascii=False, indent=2)
-            console.print(f"[dim]{label}:[/dim] {escape(text)}", highlight=False)
+            console.print(f"[dim]{label}:[/dim] {escape(visible(text))}", highlight=False)

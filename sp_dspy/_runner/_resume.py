@@ -1,0 +1,94 @@
+"""A resumed run continues the very run its manifest describes: same dataset, program, selection and model.
+
+Records of two setups in one results file would be scored as one run, under a manifest
+naming only the last one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .._data._selection import CaseSelection
+from .._errors import ConfigError
+from .._lm._config import ANSWER_SETTINGS, LMConfig
+from .._run_manifest import RunManifest
+from ._config import EvalConfig
+
+#: Run settings a resumption must keep, with the flag that sets each.
+_RUN_SETTINGS = (
+    ("program", "--program"),
+    ("protocol", "--protocol"),
+    ("parser", "--parser"),
+    ("per_rule_layout", "--per-rule-layout"),
+)
+#: The data selection a resumption must keep (``limit`` may grow: a run extended to more cases).
+_SELECTION = ("benchmark", "level", "domain", "split", "shard", "start_idx", "lenient")
+
+
+def refuse_a_changed_resume(
+    manifest: RunManifest | None,
+    config: EvalConfig,
+    *,
+    dataset: tuple[str, str],
+    model: str,
+    lm: LMConfig,
+    results_file: Path,
+) -> None:
+    """Raise ``ConfigError`` naming the first setting in which this resumption differs from the run.
+
+    ``manifest``: the run's (None: nothing recorded, nothing to compare); ``dataset``: the
+    loaded dataset's source and sha256; ``model``: the model's name in the manifest. Settings
+    a manifest of an older version lacks are not compared.
+    """
+    if manifest is None:
+        return
+    run = manifest.run_id
+
+    def refuse(setting: str, was: Any, now: Any) -> None:
+        raise ConfigError(
+            f"--resume: run {run} ran with {setting} {_shown(was)}, this run asks for {_shown(now)}: resuming "
+            "would mix two setups in one results file; resume with the run's settings, or start another --run-id"
+        )
+
+    source, sha256 = dataset
+    recorded = manifest.dataset.get("sha256")
+    if isinstance(recorded, str) and recorded != sha256:
+        was = f"{manifest.dataset.get('source')} (sha256 {recorded[:12]})"
+        refuse("--dataset", was, f"{source} (sha256 {sha256[:12]})")
+    settings, now = manifest.settings, config.model_dump(mode="json")
+    for key, flag in _RUN_SETTINGS:
+        if key in settings and not _same_setting(key, settings[key], now[key]):
+            refuse(flag, settings[key], now[key])
+    data_then, data_now = dict(settings.get("data") or {}), now["data"]
+    if isinstance(data_then.get("split"), str):  # a manifest of an older version holds it as typed
+        data_then["split"] = CaseSelection(split=data_then["split"]).resolved_split()
+    for key in _SELECTION:
+        if key in data_then and data_then[key] != data_now[key]:
+            refuse(f"--{key.replace('_', '-')}", data_then[key], data_now[key])
+    limit_then, limit_now = data_then.get("limit"), data_now["limit"]
+    if "limit" in data_then and limit_now is not None and (limit_then is None or limit_now < limit_then):
+        refuse("--limit", limit_then, limit_now)  # fewer cases than the run already has
+    for entry_name, entry in manifest.runs.items():
+        if Path(entry.results_file).name != results_file.name:  # the manifest lies beside its results
+            continue
+        if entry_name != model:
+            refuse("--lm", entry_name, model)
+        public = lm.public_dict()
+        for key in ANSWER_SETTINGS:
+            if key in entry.lm and entry.lm[key] != public.get(key):
+                refuse(f"the model's {key}", entry.lm[key], public.get(key))
+
+
+def _same_setting(key: str, was: Any, now: Any) -> bool:
+    """Equal settings; for ``program``, an artifact directory named by another path counts as the same."""
+    if was == now:
+        return True
+    if key == "program" and isinstance(was, str) and isinstance(now, str):
+        then_dir, now_dir = Path(was), Path(now)
+        return then_dir.is_dir() and now_dir.is_dir() and then_dir.resolve() == now_dir.resolve()
+    return False
+
+
+def _shown(value: Any) -> str:
+    return "(none)" if value is None else str(value)

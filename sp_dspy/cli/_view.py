@@ -1,0 +1,77 @@
+"""``sp-dspy view``: the report's page for a quick look at the cases, without the plots."""
+
+from __future__ import annotations
+
+import webbrowser
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .._data._selection import CaseSelection
+from . import _options as opt
+from ._console import console, err_console
+from ._report import print_notes, summarise_results
+
+
+def register(app: typer.Typer) -> None:
+    app.command("view")(view_command)
+
+
+def view_command(
+    results: Annotated[
+        list[str],
+        typer.Argument(
+            help="Result JSONL files, one run each, or LABEL=file1,file2 to read files as one run.",
+            show_default=False,
+        ),
+    ],
+    dataset: opt.RecordedDataset = None,
+    benchmark: opt.RecordedBenchmark = None,
+    split: opt.ScoreSplit = None,
+    limit: opt.ScoreLimit = None,
+    start_idx: opt.ScoreStartIdx = 0,
+    shard: opt.ScoreShard = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label", help="Label of a plain RESULTS file (repeat, in order). Default: from the records."
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="Run that the others are compared against (A). Default: official-per-policy if present, else the first.",
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="HTML page to write.")] = Path("view.html"),
+    open_page: Annotated[
+        bool, typer.Option("--open", help="Open the page in the default web browser.")
+    ] = False,
+    cap_aware: opt.CapAware = False,
+    skip_bad_lines: opt.SkipBadLines = False,
+    lenient: opt.Lenient = False,
+    seed: opt.Seed = 0,
+    n_boot: opt.NBoot = 1000,
+) -> None:
+    """See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.
+
+    Writes the page ``report`` writes (its Cases view and tables) without the plots, on the
+    same cases (those the runs selected, or the selection flags').
+    """
+    from .._report import write_html
+
+    select = CaseSelection(split=split, limit=limit, start_idx=start_idx, shard=shard)
+    summary, skipped = summarise_results(
+        results, label or [], baseline, dataset=dataset, benchmark=benchmark, select=select,
+        lenient=lenient, cap_aware=cap_aware, skip_bad_lines=skip_bad_lines, seed=seed, n_boot=n_boot,
+    )  # fmt: skip
+    print_notes(summary, skipped)
+    title = f"sp-dspy view: {', '.join(entry.label for entry in summary.variants)}"
+    page = write_html(summary, out, title=title, plots=[])
+    console.print(f"Cases view of {summary.n_cases} case(s) written to {page}", markup=False, highlight=False)
+    if open_page and not webbrowser.open(page.resolve().as_uri()):
+        err_console.print(
+            f"note: no web browser found to open it; open {page} in one", markup=False, highlight=False
+        )

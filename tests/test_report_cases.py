@@ -1,0 +1,163 @@
+"""The Cases view's data: what each case shows per run, read from the records the report scores,
+and ``sp-dspy view`` writing the page (the page itself is driven in ``test_report_viewer_browser``)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from sp_dspy._benchmarks import benchmark_kind, load_benchmark
+from sp_dspy._data._pku_policy import PKU_CATEGORIES
+from sp_dspy._metrics import (
+    PolicyRecord,
+    ResultSet,
+    case_outcomes,
+    read_result_files,
+    resolve_records,
+    score,
+)
+from sp_dspy._report import build_summary
+from sp_dspy._report._cases import ViewedRun, cases_document
+from sp_dspy._report._viewer import json_for_script
+from sp_dspy.cli import app
+
+FIXTURES = Path(__file__).parent / "fixtures" / "report"
+PKU_FIXTURE = Path(__file__).parent / "fixtures" / "pku" / "rows.jsonl"
+CASES = load_benchmark(None).cases
+RUNS = ("official_per_policy.jsonl", "official_per_rule.jsonl", "smollm_per_policy.jsonl")
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    summary = build_summary(CASES, [(None, [FIXTURES / name]) for name in RUNS], n_boot=0)
+    assert summary.cases_view is not None
+    return summary.cases_view
+
+
+def test_each_case_carries_each_runs_outcome_as_the_metrics_score_it(document: dict[str, Any]) -> None:
+    assert [case["id"] for case in document["cases"]] == [case.id for case in CASES]
+    assert [run["label"] for run in document["runs"]][1:] == [
+        "gpt-4o-mini official-per-rule",
+        "SmolLM2-135M-Instruct official-per-policy",
+    ]
+    for name, results in zip(RUNS, document["res"], strict=True):
+        records = resolve_records(CASES, read_result_files([FIXTURES / name]))
+        for outcome, result in zip(case_outcomes(CASES, records), results, strict=True):
+            if result is None:
+                assert outcome.id not in records
+                continue
+            code = (
+                "e" if outcome.excluded else "x" if outcome.exact else "t" if any(outcome.hits[1:4]) else "w"
+            )
+            assert result["o"] == code, (name, outcome.id)
+            if not outcome.excluded:
+                assert result["p"] == sorted(outcome.pred)
+            else:
+                assert result["why"]
+
+
+def test_exclusions_say_why() -> None:
+    def why(**fields: Any) -> str | None:
+        return PolicyRecord(id="x", **fields).exclusion()
+
+    assert why(violated_rules=[1]) is None
+    assert why(violated_rules=None, refused=True) == "refused"
+    assert why(violated_rules=None, error="Boom", error_class="auth") == "error: auth"
+    assert why(violated_rules=None, parse_failed=True) == "unparseable"
+    assert why(violated_rules=None) == "no prediction"
+    capped = PolicyRecord(id="x", violated_rules=[1], usage={"completion_tokens": 70_000})
+    assert capped.exclusion() is None and capped.exclusion(cap_aware=True) == "output cap"
+
+
+def test_error_types_add_up_to_the_reports_error_attribution(document: dict[str, Any]) -> None:
+    for name, results in zip(RUNS, document["res"], strict=True):
+        report = score(CASES, read_result_files([FIXTURES / name]), ci=False)
+        counted: Counter[str] = Counter()
+        for case, result in zip(document["cases"], results, strict=True):
+            if result is None or result["o"] == "e":
+                continue
+            gold, pred = set(case["g"]), set(result["p"])
+            assert {int(rule) for rule in result.get("et", {})} == gold ^ pred
+            for rule, kind in result.get("et", {}).items():
+                counted[("fp" if int(rule) in pred else "fn", kind)] += 1
+        attribution = report.error_attribution["ALL"]
+        expected = {(side, kind): n for side in ("fp", "fn") for kind, n in attribution[side].items() if n}
+        assert dict(counted) == expected, name
+
+
+def test_per_rule_runs_keep_each_judgment_and_failure_modes_show(document: dict[str, Any]) -> None:
+    per_rule = document["res"][1]
+    judged = next(result for result in per_rule if result and result.get("j"))
+    assert all(verdict in (0, 1, None) for _, verdict, _ in judged["j"])
+    assert document["modes"] is True and any(result and result.get("m") for result in per_rule)
+    assert document["breakdown"] == "level" and document["facts"] == []
+    # A regulatory framework is the case's text (opened with the case), not a column.
+    l2 = next(case for case in document["cases"] if case["lv"] == "L2")
+    assert "Regulatory Framework" in document["S"][l2["fw"]]
+
+
+def test_texts_sit_once_in_the_string_table(document: dict[str, Any]) -> None:
+    texts = document["S"]
+    assert len(texts) == len(set(texts))
+    # The three levels of a conversation share its text.
+    assert len({case["cv"] for case in document["cases"]}) == len({case.conversation for case in CASES})
+
+
+def test_the_data_block_cannot_end_the_script_or_open_a_comment() -> None:
+    hostile = {"a": "</script><script>alert(1)</script>", "b": "<!-- x -->", "c": "&amp; \u2028"}
+    text = json_for_script(hostile)
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == hostile
+    # An answer cut inside an emoji (a lone surrogate) still writes as UTF-8 and reads back.
+    cut = {"a": "x\ud83d y 🙂"}
+    text = json_for_script(cut)
+    assert text.encode("utf-8") and json.loads(text) == cut
+
+
+def test_pku_cases_show_their_label_severity_and_categories() -> None:
+    cases = load_benchmark(str(PKU_FIXTURE), benchmark="pku-saferlhf").cases
+    results = ResultSet(records={case.id: PolicyRecord(id=case.id, violated_rules=[]) for case in cases})
+    run = ViewedRun("guard", "official-per-policy", results, dict(results.records), {})
+    document = cases_document(cases, [run], kind=benchmark_kind("pku-saferlhf"), baseline="guard")
+    assert document["facts"] == ["label", "severity", "categories"]
+    assert document["breakdown"] == "none" and document["modes"] is False
+    unsafe = next(case for case in cases if not case.safe)
+    shown = document["cases"][cases.index(unsafe)]["f"]
+    assert shown["label"] == ["unsafe"] and shown["severity"] == [str(unsafe.severity)]
+    assert shown["categories"] == [
+        PKU_CATEGORIES[rule - 1] for rule in sorted(unsafe.ground_truth_violations)
+    ]
+    safe = next(case for case in cases if case.safe)
+    assert document["cases"][cases.index(safe)]["f"] == {"label": ["safe"], "severity": [str(safe.severity)]}
+
+
+def test_view_writes_the_page_without_plots_and_opens_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", lambda uri: opened.append(uri) or True)
+    out = tmp_path / "view.html"
+    files = [str(FIXTURES / name) for name in RUNS[:2]]
+    result = CliRunner().invoke(
+        app, ["view", *files, "--out", str(out), "--n-boot", "50", "--open"], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 0, result.output
+    assert f"Cases view of {len(CASES)} case(s) written to {out}" in result.output
+    page = out.read_text(encoding="utf-8")
+    assert 'id="sp-cases-data"' in page and "<img" not in page and "McNemar p =" in page
+    assert opened == [out.resolve().as_uri()] and "no web browser" not in result.output
+    monkeypatch.setattr("webbrowser.open", lambda uri: False)  # a machine without a browser
+    result = CliRunner().invoke(app, ["view", files[0], "--out", str(out), "--open"], env={"COLUMNS": "300"})
+    assert (
+        result.exit_code == 0 and f"note: no web browser found to open it; open {out} in one" in result.output
+    )
+    # The selection flags narrow the cases as they do for report.
+    result = CliRunner().invoke(
+        app, ["view", *files, "--out", str(out), "--limit", "5"], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 0 and "Cases view of 5 case(s)" in result.output
