@@ -331,3 +331,24 @@ def test_a_second_compile_into_an_out_being_written_is_refused(tmp_path: Path) -
     assert "\n" not in message and message.startswith(f"--out {out} is being written by process ")
     assert "one compile writes an --out at a time" in message
     assert sorted(p.name for p in out.iterdir()) == []  # nothing of the second's, and the lock is gone
+
+
+def test_a_cache_write_failing_mid_compile_is_said_on_the_terminal_not_in_the_log(
+    stub: StubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    import diskcache
+
+    def disk_full(self: object, *args: object, **kwargs: object) -> object:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(diskcache.Disk, "store", disk_full)
+    out = tmp_path / "art"
+    result = invoke(*stub_lm(stub), *TINY_COPRO, "--out", str(out), "--quiet")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert said.count("warning: response cache: cannot write in") == 1, result.output
+    assert "the answers from here on are not cached" in said
+    assert "response cache" not in (out / "compile.log").read_text(encoding="utf-8")
