@@ -47,6 +47,7 @@ MEASURE = (
 def peak_rss_mb(command: list[str], cwd: Path) -> tuple[float, int]:
     """Run ``command``; its peak RSS in MB (the kernel's ``ru_maxrss``) and its exit status."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env["SP_DSPY_CACHE_DIR"] = str(cwd / "cache")  # --cache: a cache of its own, removed with it
     done = subprocess.run([sys.executable, "-c", MEASURE, *command], cwd=cwd, env=env, capture_output=True)
     lines = done.stderr.decode(errors="replace").strip().splitlines()
     if done.returncode not in (0, 3):
@@ -85,7 +86,7 @@ def main() -> None:
     parser.add_argument("--answer-mb", type=float, default=10.0, help="Megabytes of each verdict's reason.")
     parser.add_argument("--cases", default="1,4", help="Case counts of the per-rule evals (comma-separated).")
     parser.add_argument("--score-lines", default="16,64", help="Judgment counts of the scored files.")
-    parser.add_argument("--cache", action="store_true", help="Run eval with the response cache on.")
+    parser.add_argument("--cache", action="store_true", help="Run eval with a (temporary) response cache on.")
     args = parser.parse_args()
     size = int(args.answer_mb * 1024 * 1024)
     with tempfile.TemporaryDirectory() as tmp:

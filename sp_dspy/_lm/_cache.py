@@ -83,7 +83,9 @@ def configure_cache(
 
     try:
         cache = EndpointAwareCache(
-            endpoint_key, write_failed, enable_disk_cache=enabled, enable_memory_cache=enabled, **disk
+            # No in-memory tier: DSPy's keeps every answer whole (up to a million), so memory would
+            # grow with what the model returns; a replay reads the disk instead.
+            endpoint_key, write_failed, enable_disk_cache=enabled, enable_memory_cache=False, **disk
         )
     except (sqlite3.Error, OSError) as exc:  # a disk with room for the check, not for the database
         raise OutputError(f"response cache: cannot open the cache in {path} ({_why(exc)}); {fix}") from None
