@@ -82,9 +82,9 @@ def configure_cache(
         )
 
     try:
+        # No in-memory tier: DSPy's keeps every answer whole (up to a million), so memory would
+        # grow with what the model returns; a replay reads the disk instead.
         cache = EndpointAwareCache(
-            # No in-memory tier: DSPy's keeps every answer whole (up to a million), so memory would
-            # grow with what the model returns; a replay reads the disk instead.
             endpoint_key, write_failed, enable_disk_cache=enabled, enable_memory_cache=False, **disk
         )
     except (sqlite3.Error, OSError) as exc:  # a disk with room for the check, not for the database
