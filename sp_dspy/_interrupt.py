@@ -13,8 +13,12 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
 
 #: Exit status of a command stopped by Ctrl-C (SIGINT).
 EXIT_SIGINT = 128 + signal.SIGINT
@@ -48,6 +52,42 @@ def sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def graceful_stop(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> Iterator[None]:
+    """While the block runs on ``loop`` in the main thread, the first Ctrl-C or SIGTERM calls
+    ``stop`` (a service finishing the work in flight) instead of interrupting, and a second
+    one raises ``KeyboardInterrupt`` (stop now); both count for :func:`interrupted_exit_code`.
+    Unlike :func:`sigterm_interrupts` it does not depend on who handles SIGINT: SIGTERM stops
+    gracefully also where SIGINT is ignored (and then still is). The handlers the block
+    replaced are restored after it; outside the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    # SIGINT stays ignored where the shell ignores it (a job started with `&` in a script).
+    stops = [
+        signum for signum in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(signum) != signal.SIG_IGN
+    ]
+    previous = {signum: signal.getsignal(signum) for signum in stops}
+
+    came: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        _received.add(signum)
+        came.append(signum)
+        if len(came) > 1:
+            raise KeyboardInterrupt
+        stop()
+
+    for signum in stops:
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, handler)
 
 
 def interrupted_exit_code() -> int:

@@ -53,6 +53,23 @@ def redact_data(value: Any) -> Any:
     return _current().mask_data(value)
 
 
+def redact_outputs(outputs: list[Any]) -> None:
+    """Mask, in place, every string in a list of model outputs (strings, or dicts of them as
+    DSPy gives text with reasoning): DSPy hands one list to the caller, its history and its
+    callbacks, so masking that list masks the answer wherever DSPy keeps it."""
+    masker = _current()
+    for index, item in enumerate(outputs):
+        if isinstance(item, dict):  # kept, not copied: DSPy's dicts also answer attribute access
+            for key, value in item.items():
+                masked = masker.mask_data(value)
+                if masked != value:
+                    item[key] = masked
+        else:
+            masked = masker.mask_data(item)
+            if masked != item:
+                outputs[index] = masked
+
+
 def _current() -> _Masker:
     """The masker of the secrets known now (environment read at this call, registered keys)."""
     found = frozenset(

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from programs import load_program
 
+from .._budget import BudgetCaps
 from .._errors import ConfigError
 from .._report import OFFICIAL_PER_POLICY, build_summary, write_html
 from .._run_manifest import ErrorSummary, previous_run
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 RESULTS_DIR = "results"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
-Status = Literal["complete", "skipped", "interrupted"]
+Status = Literal["complete", "skipped", "interrupted", "capped"]
 
 
 @dataclass
@@ -52,6 +53,7 @@ class VariantRun:
     units_skipped_on_resume: int = 0
     #: Units whose latest record is an error (``--resume --retry-errors`` re-sends them).
     errors: ErrorSummary = field(default_factory=ErrorSummary)
+    capped_by: str | None = None  # the cap (max_calls, max_tokens, max_usd) that stopped it
 
 
 @dataclass
@@ -71,15 +73,25 @@ class AblationOutcome:
         return any(run.status == "interrupted" for run in self.runs)
 
     @property
+    def capped_by(self) -> str | None:
+        """The cap that stopped a variant (the ablation stopped there), or None."""
+        return next((run.capped_by for run in self.runs if run.status == "capped"), None)
+
+    @property
     def units_failed(self) -> int:
         """Units of every variant that ended in error."""
         return sum(run.errors.errors for run in self.runs)
 
 
 def variant_config(
-    plan: AblationPlan, variant: PlannedVariant, paths: RunPaths, *, resume: bool
+    plan: AblationPlan,
+    variant: PlannedVariant,
+    paths: RunPaths,
+    *,
+    resume: bool,
+    caps: BudgetCaps | None = None,
 ) -> EvalConfig:
-    """The eval settings of one variant: the plan's cases and parser, the variant's program."""
+    """The eval settings of one variant: the plan's cases and parser, the variant's program, its caps."""
     return EvalConfig(
         data=plan.data,
         program=variant.program,
@@ -91,6 +103,7 @@ def variant_config(
         output_dir=paths.output_dir,
         run_id=paths.run_id,
         resume=resume,
+        caps=caps or BudgetCaps(),
     )
 
 
@@ -139,6 +152,8 @@ def run_ablation(
     lm: Any = None,
     console: Console | None = None,
     show_progress: bool = True,
+    caps: Callable[[], BudgetCaps] | None = None,
+    write_report: bool = True,
 ) -> AblationOutcome:
     """Run the plan's variants one after another in ``out`` (skipping finished ones), then write the report.
 
@@ -146,7 +161,10 @@ def run_ablation(
     ``lm`` is one ``dspy.LM`` for every variant (tests pass the fake); by default each
     variant builds its own. ``retry_errors`` (with ``resume``) re-sends errored units, also
     of finished variants; ``log_requests`` keeps each unit's requests with its record. A
-    variant that stops early raises ``RunStopped``.
+    variant that stops early raises ``RunStopped``. ``caps`` gives each variant, when it
+    starts, the caps it may spend up to (an experiment's one budget: what is left of it); a
+    variant a cap stops ends the ablation there (status ``capped``, no summary).
+    ``write_report`` False leaves ``summary.json`` and ``report.html`` to the caller.
     """
     # The plan saved records its dataset and split files resolved: --resume works from any directory.
     plan = plan.model_copy(update={"data": plan.data.resolved()})
@@ -155,7 +173,8 @@ def run_ablation(
     with ablation_lock(out):  # one writer: a second --resume would rewrite the plan and report under it
         return _run_locked(
             plan, out, prepared, resume=resume, retry_errors=retry_errors, log_requests=log_requests,
-            session=session, lm=lm, console=console, show_progress=show_progress,
+            session=session, lm=lm, console=console, show_progress=show_progress, caps=caps,
+            write_report=write_report,
         )  # fmt: skip
 
 
@@ -171,6 +190,8 @@ def _run_locked(
     lm: Any = None,
     console: Console | None = None,
     show_progress: bool = True,
+    caps: Callable[[], BudgetCaps] | None = None,
+    write_report: bool = True,
 ) -> AblationOutcome:
     """``run_ablation`` once it holds the ablation's lock (``prepared``: what ``_prepare`` found)."""
     console = console or Console(stderr=True)
@@ -192,7 +213,8 @@ def _run_locked(
                         console.print(f"{head}: finished earlier, not run again", highlight=False)
                         continue
                 console.print(head, highlight=False)
-                config = variant_config(plan, variant, paths, resume=resume)
+                limits = caps() if caps is not None else None
+                config = variant_config(plan, variant, paths, resume=resume, caps=limits)
                 result = run_eval(
                     config,
                     live,
@@ -203,15 +225,19 @@ def _run_locked(
                     log_requests=log_requests,
                 )
                 run.status = "interrupted" if result.interrupted else "complete"
+                if result.capped_by is not None and not result.interrupted:
+                    run.status, run.capped_by = "capped", result.capped_by
                 run.units_run = result.units_run
                 run.units_skipped_on_resume = result.skipped_on_resume
                 run.errors = result.errors
-                if result.interrupted:
+                if run.status != "complete":
                     return outcome
         except RunStopped as stopped:
             command = f"sp-dspy ablate --out {out} --resume --retry-errors"
             raise RunStopped(stopped.kind, stopped.reason, command) from None
     outcome.summary = summarise(plan, outcome.runs, loaded, cases)
+    if not write_report:
+        return outcome
     outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
     title = f"sp-dspy ablation: {plan.lm.display_name()} on {outcome.summary.n_cases} cases"
     outcome.report_file = write_html(outcome.summary, out / REPORT_FILE, title=title)

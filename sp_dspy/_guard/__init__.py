@@ -3,8 +3,8 @@
 Importing this package does not import DSPy or LiteLLM; loading a guard does.
 """
 
-from ._batch import LineAnswer, check_lines
+from ._batch import LineAnswer, answer_lines, check_lines
 from ._guard import Guard
 from ._verdict import Verdict
 
-__all__ = ["Guard", "LineAnswer", "Verdict", "check_lines"]
+__all__ = ["Guard", "LineAnswer", "Verdict", "answer_lines", "check_lines"]

@@ -7,7 +7,7 @@ it has been, so a long batch streams its verdicts in the order it was given.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .._data import BadLine, GuardLine
@@ -28,13 +28,31 @@ async def check_lines(
 ) -> None:
     """Check every line (``framework`` serves those without their own) and ``emit`` one answer
     per line, bad lines included, in input order; the guard closes on this loop at the end."""
+
+    async def verdict(line: GuardLine) -> dict[str, Any]:
+        found = await guard.acheck(line.policy, line.conversation, framework=line.framework or framework)
+        return found.model_dump(mode="json")
+
+    async with guard:
+        await answer_lines(lines, verdict, emit, concurrency=concurrency)
+
+
+async def answer_lines(
+    lines: Sequence[GuardLine | BadLine],
+    answer: Callable[[GuardLine], Awaitable[dict[str, Any]]],
+    emit: Callable[[LineAnswer], None],
+    *,
+    concurrency: int,
+) -> None:
+    """``answer`` every line (at most ``concurrency`` at once) and ``emit`` one answer per line,
+    bad lines included, in input order: ``check --batch`` and the guard service's batches alike."""
     numbers = iter([line.number for line in lines])
     waiting: dict[int, LineAnswer] = {}
     due = next(numbers, None)
 
-    def finish(answer: LineAnswer) -> None:
+    def finish(done: LineAnswer) -> None:
         nonlocal due
-        waiting[answer["line"]] = answer
+        waiting[done["line"]] = done
         while due in waiting:
             emit(waiting.pop(due))
             due = next(numbers, None)
@@ -42,8 +60,7 @@ async def check_lines(
     async def work(line: GuardLine | BadLine) -> LineAnswer:
         if isinstance(line, BadLine):
             return {**_head(line), "error": line.message}
-        verdict = await guard.acheck(line.policy, line.conversation, framework=line.framework or framework)
-        return {**_head(line), **verdict.model_dump(mode="json")}
+        return {**_head(line), **await answer(line)}
 
     def on_error(line: GuardLine | BadLine, error: BaseException) -> LineAnswer:
         return {**_head(line), "error": str(error)}
@@ -51,8 +68,7 @@ async def check_lines(
     engine: UnitEngine[GuardLine | BadLine, LineAnswer] = UnitEngine(
         work=work, on_error=on_error, store=[], concurrency=concurrency, on_record=finish
     )
-    async with guard:
-        await engine.run(lines)
+    await engine.run(lines)
 
 
 def _head(line: GuardLine | BadLine) -> LineAnswer:

@@ -18,6 +18,8 @@ from contextlib import nullcontext
 from types import SimpleNamespace
 from typing import Any
 
+from .._redact import redact_outputs
+
 #: ``use name -> ((module, space-separated attribute names), ...)`` that must exist in the
 #: installed DSPy (``Class.method``: a method of a class there).
 USES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -65,11 +67,14 @@ def missing_uses() -> list[str]:
 
 # ----- 1. call_path ------------------------------------------------------------------------
 def call(lm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any:
-    """DSPy's ``CallResult`` of ``messages`` sent through ``lm`` (cache, retries, history)."""
+    """DSPy's ``CallResult`` of ``messages`` sent through ``lm`` (cache, retries, history), its
+    outputs masked before history keeps them: this path runs no LM callbacks
+    (``_dspy_answers.AnswerRedaction``, which masks them on ``lm(...)``)."""
     from dspy.clients.execution import execute, finalize, prepare
 
     prepared = prepare(lm, None, messages, kwargs)
     result = execute(lm, prepared)
+    redact_outputs(result.outputs)
     finalize(lm, prepared, result)
     return result
 
@@ -81,6 +86,7 @@ async def acall(lm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any])
 
     prepared = prepare(lm, None, messages, kwargs, asynchronous=True)
     result = await aexecute(lm, prepared)
+    redact_outputs(result.outputs)
     finalize(lm, prepared, result)
     return result
 

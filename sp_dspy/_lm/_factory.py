@@ -109,7 +109,10 @@ def _replica_lm(config: LMConfig, api_key: str) -> dspy.LM:
 
 
 def _dspy_engine_lm(config: LMConfig, api_base: str | None) -> dspy.LM:
-    """An LM on DSPy's own engine (its native clients or LiteLLM), keys and endpoint given."""
+    """An LM on DSPy's own engine (its native clients or LiteLLM), keys and endpoint given; its
+    answers masked as each call returns them (DSPy produces them, not an sp-dspy engine)."""
+    from ._dspy_answers import ANSWER_REDACTION  # imports DSPy
+
     key = key_for(config, api_base)
     model = config.model
     if api_base is not None and config.json_schema:
@@ -122,6 +125,7 @@ def _dspy_engine_lm(config: LMConfig, api_base: str | None) -> dspy.LM:
         "thinking": dict(config.thinking) if config.thinking is not None else None,
         "extra_headers": dict(config.extra_headers) if config.extra_headers else None,
         "extra_body": dict(config.extra_body) if config.extra_body else None,
+        "callbacks": [ANSWER_REDACTION],
     }
     return _lm(config, model, **{name: value for name, value in settings.items() if value is not None})
 

@@ -143,9 +143,17 @@ def _plots(plots: Sequence[Plot]) -> str:
 
 
 def render_html(
-    summary: ComparisonSummary, plots: Sequence[Plot] | None = None, *, title: str | None = None
+    summary: ComparisonSummary,
+    plots: Sequence[Plot] | None = None,
+    *,
+    title: str | None = None,
+    lead: str = "",
 ) -> str:
-    """The whole page as a string; ``plots`` default to ``render_plots(summary)`` (``[]``: none)."""
+    """The whole page as a string; ``plots`` default to ``render_plots(summary)`` (``[]``: none).
+
+    ``lead``: HTML sections shown first after the header and notes (an experiment's verdict
+    across seeds), escaped by whoever built them.
+    """
     if plots is None:
         plots = render_plots(summary)
     title = title or f"sp-dspy report: {summary.benchmark} comparison"
@@ -153,6 +161,7 @@ def render_html(
     body = [
         _header(summary, title),
         _notes(summary),
+        lead,
         "<h2>Variants</h2>",
         variants_table(summary),
         _headline(summary),
@@ -179,6 +188,8 @@ def write_html(
     *,
     title: str | None = None,
     plots: Sequence[Plot] | None = None,
+    lead: str = "",
 ) -> Path:
-    """Write the page (``plots`` as for ``render_html``); an unwritable path is a one-line ``ConfigError``."""
-    return write_text(path, render_html(summary, plots, title=title), "--out")
+    """Write the page (``plots`` and ``lead`` as for ``render_html``); an unwritable path is a one-line
+    ``ConfigError``."""
+    return write_text(path, render_html(summary, plots, title=title, lead=lead), "--out")

@@ -193,11 +193,11 @@ def run_eval(
             raise ConfigError(
                 f"{results_file} exists: pass --resume to continue that run, or choose another --run-id"
             )
-        if config.resume:  # the same run: same dataset, program, selection and model
-            refuse_a_changed_resume(
-                read_run_manifest(paths.manifest), config, dataset=(loaded.source, loaded.content_hash),
-                model=model, lm=lm_config, results_file=results_file,
-            )  # fmt: skip
+        # The same run (resumed, or another model joining its run id): same dataset, program, selection.
+        refuse_a_changed_resume(
+            read_run_manifest(paths.manifest), config, dataset=(loaded.source, loaded.content_hash),
+            model=model, lm=lm_config, results_file=results_file, resume=config.resume,
+        )  # fmt: skip
         lm = lm if lm is not None else make_lm(lm_config)
         teach_fake(lm, cases)
         run_fields: dict[str, Any] = {

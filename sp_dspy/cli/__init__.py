@@ -35,10 +35,11 @@ COMMANDS: dict[str, str] = {
     "compare": "Compare two result sets on the same cases: paired differences with CIs and McNemar's test.",
     "check": "Check one conversation against a policy with a guard and print the violated rules.",
     "ablate": "Run several guard variants on one LM and the same cases; write summary.json and report.html.",
+    "experiment": "Compile guards with several optimizers and seeds and compare each to the official baseline on test.",
     "report": "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
     "view": "See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.",
     "list-models": "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
-    "serve": "Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile.",
+    "serve": "Serve a model (llama.cpp, vLLM) or, with --guard, a guard over HTTP until Ctrl-C.",
 }
 
 
@@ -47,17 +48,17 @@ COMMANDS: dict[str, str] = {
 PANELS: dict[str, tuple[str, ...]] = {
     "Data": (
         "--dataset", "--benchmark", "--level", "--domain", "--split", "--splits", "--ratios", "--limit",
-        "--start-idx", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation", "--batch",
+        "--start-idx", "--split-seed", "--split-per-seed", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation", "--batch",
         "--framework", "--id", "--failed",
     ),
-    "Guard": ("--program", "--protocol", "--parser", "--per-rule-layout", "--variants"),
+    "Guard": ("--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants"),
     "Model": (
         "--lm", "--models", "--config", "--api-base", "--api-key-env", "--temperature", "--max-tokens",
         "--reasoning-effort", "--timeout", "--num-retries", "--no-cache", "--json-schema", "--transport",
         "--show-request",
     ),
     "Optimizer": (
-        "--optimizer", "--optimizer-config", "--set", "--top-k", "--prompt-lm", "--prompt-api-base",
+        "--optimizer", "--optimizers", "--seeds", "--seed-lm", "--optimizer-config", "--set", "--top-k", "--prompt-lm", "--prompt-api-base",
         "--prompt-api-key-env", "--reflection-lm", "--reflection-api-base", "--reflection-api-key-env",
     ),
     "Budget": ("--max-calls", "--max-total-tokens", "--max-usd", "--dry-run"),
@@ -71,7 +72,8 @@ PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",
-        "--gpu-memory-utilization", "--tensor-parallel-size",
+        "--gpu-memory-utilization", "--tensor-parallel-size", "--host", "--auth-token-env", "--request-timeout",
+        "--max-in-flight", "--max-body-kb", "--max-messages", "--max-rules", "--max-batch",
     ),
 }  # fmt: skip
 PANEL_ORDER = tuple(PANELS)

@@ -48,20 +48,30 @@ def _overlay(base: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def resolve_lm(spec: object, config_file: Path | None, where: str, **overrides: Any) -> LMConfig:
-    """``--lm`` (or the plan's ``lm:``): a model string or name, or a mapping of LM settings."""
+def resolve_lm(
+    spec: object,
+    config_file: Path | None,
+    where: str,
+    *,
+    role: str = "lm",
+    command: str = "ablate",
+    **overrides: Any,
+) -> LMConfig:
+    """``--lm`` (or the plan's ``lm:``; ``role`` names another LM field): a model string or name,
+    or a mapping of LM settings."""
+    flag = "--" + role.replace("_", "-")
     if spec is None:
-        raise ConfigError("ablate: no model; pass --lm MODEL (or set lm: in the --plan file)")
+        raise ConfigError(f"{command}: no model; pass {flag} MODEL (or set {role}: in the --plan file)")
     if isinstance(spec, str):
-        return lmo.lm_configs(spec, None, config_file, default=lmo.LOCAL, **overrides)[0]
+        return lmo.lm_configs(spec, None, config_file, default=lmo.LOCAL, flag=flag, **overrides)[0]
     if not isinstance(spec, dict):
-        raise ConfigError(f"{where}: field lm: expected a model string or a mapping of LM settings")
+        raise ConfigError(f"{where}: field {role}: expected a model string or a mapping of LM settings")
     changes = {key: value for key, value in overrides.items() if value is not None}
     try:
         return LMConfig.model_validate({**spec, **changes})
     except ValidationError as exc:
         field, message = validation_problem(exc)
-        raise ConfigError(f"{where}: field lm.{field}: {message}") from None
+        raise ConfigError(f"{where}: field {role}.{field}: {message}") from None
 
 
 @lmo.with_lm_flags

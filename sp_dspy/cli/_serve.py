@@ -1,6 +1,8 @@
-"""``sp-dspy serve``: run a local OpenAI-compatible model server in the foreground.
+"""``sp-dspy serve``: run a local OpenAI-compatible model server, or a guard service, in the foreground.
 
-Other commands reach it with ``--lm local`` (llama.cpp) or ``--lm openai/<name> --api-base <url>``.
+Other commands reach a model server with ``--lm local`` (llama.cpp) or ``--lm openai/<name> --api-base
+<url>``. With ``--guard`` the command serves a guard over HTTP instead (``sp_dspy._guard_service``):
+one command, two things to serve, each refusing the other's flags with one line.
 """
 
 from __future__ import annotations
@@ -9,16 +11,27 @@ import os
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
-from .._errors import ConfigError, SpDspyError
-from .._interrupt import sigterm_interrupts
+from .._budget import BudgetCaps
+from .._data import Source, policy_rules
+from .._errors import ConfigError, SpDspyError, validation_problem
+from .._guard_service import ServiceLimits
+from .._interrupt import interrupted_exit_code, sigterm_interrupts
+from .._lm import configure_cache, redact
 from .._serve import LlamaCppServer, ServeState, VLLMServer, clear_state, read_state, state_path, write_state
+from . import _lm_options as lmo
+from . import _options as opt
+from ._check import _read_text
 from ._console import console, err_console
 
 DEFAULT_N_CTX = 8192
+#: The guard service's port unless ``--port`` says otherwise.
+DEFAULT_GUARD_PORT = 8080
+GUARD_LIMITS = ServiceLimits()  # the guard service's defaults, shown in --help
 
 
 class Backend(StrEnum):
@@ -30,10 +43,14 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
 
 
+@lmo.with_lm_flags
 def serve(
     backend: Annotated[
-        Backend, typer.Option("--backend", help="llama-cpp (CPU, GGUF files) or vllm (CUDA GPUs).")
-    ] = Backend.llama_cpp,
+        Backend | None,
+        typer.Option(
+            "--backend", help="llama-cpp (CPU, GGUF files) or vllm (CUDA GPUs).", show_default="llama-cpp"
+        ),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option(
@@ -43,7 +60,13 @@ def serve(
         ),
     ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", min=1, max=65535, help="Port on 127.0.0.1 (default: a free one).")
+        int | None,
+        typer.Option(
+            "--port",
+            min=1,
+            max=65535,
+            help=f"Port (model server: on 127.0.0.1, default a free one; --guard: default {DEFAULT_GUARD_PORT}).",
+        ),
     ] = None,
     n_ctx: Annotated[
         int | None,
@@ -66,8 +89,148 @@ def serve(
     tensor_parallel_size: Annotated[
         int | None, typer.Option("--tensor-parallel-size", min=1, help="vllm: GPUs to shard the model over.")
     ] = None,
+    guard: Annotated[
+        str | None,
+        typer.Option(
+            "--guard",
+            help="Serve this guard over HTTP instead of a model: a compiled artifact directory, official, "
+            "dspy or dspy-cot (POST /v1/check).",
+        ),
+    ] = None,
+    protocol: Annotated[
+        str | None,
+        typer.Option(
+            "--protocol", help="--guard: per-policy or per-rule (default: per-policy, or the artifact's)."
+        ),
+    ] = None,
+    parser: Annotated[
+        str | None,
+        typer.Option(
+            "--parser",
+            help="--guard: the official baseline's parser, strict (the reference's) or robust.",
+            show_default="strict",
+        ),
+    ] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy", help="--guard: the policy of requests that send none (numbered rules, one per line)."
+        ),
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            help="--guard: address to bind; beyond loopback only with --auth-token-env.",
+            show_default="127.0.0.1",
+        ),
+    ] = None,
+    auth_token_env: Annotated[
+        str | None,
+        typer.Option(
+            "--auth-token-env",
+            help="--guard: environment variable holding the bearer token every endpoint but /healthz requires.",
+        ),
+    ] = None,
+    request_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--request-timeout",
+            min=0.001,
+            help="--guard: seconds one check may take in all (then 504).",
+            show_default=f"{GUARD_LIMITS.request_timeout_s:g}",
+        ),
+    ] = None,
+    max_in_flight: Annotated[
+        int | None,
+        typer.Option(
+            "--max-in-flight",
+            min=1,
+            help="--guard: checks at once; past it 429 with Retry-After.",
+            show_default=str(GUARD_LIMITS.max_in_flight),
+        ),
+    ] = None,
+    max_body_kb: Annotated[
+        int | None,
+        typer.Option(
+            "--max-body-kb",
+            min=1,
+            help="--guard: largest request body (KiB).",
+            show_default=str(GUARD_LIMITS.max_body_bytes // 1024),
+        ),
+    ] = None,
+    max_messages: Annotated[
+        int | None,
+        typer.Option(
+            "--max-messages",
+            min=1,
+            help="--guard: messages per check.",
+            show_default=str(GUARD_LIMITS.max_messages),
+        ),
+    ] = None,
+    max_rules: Annotated[
+        int | None,
+        typer.Option(
+            "--max-rules", min=1, help="--guard: rules per policy.", show_default=str(GUARD_LIMITS.max_rules)
+        ),
+    ] = None,
+    max_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--max-batch",
+            min=1,
+            help="--guard: checks per batch request.",
+            show_default=str(GUARD_LIMITS.max_batch),
+        ),
+    ] = None,
+    max_calls: opt.MaxCalls = None,
+    max_total_tokens: opt.MaxTotalTokens = None,
+    max_usd: opt.MaxUsd = None,
+    lm: lmo.Lm = None,
+    config: lmo.ModelsConfig = None,
+    lm_flags: lmo.LmFlags = lmo.LmFlags(),
 ) -> None:
-    """Serve a model on 127.0.0.1 until Ctrl-C; other commands can use it meanwhile."""
+    """Serve a model (llama.cpp, vLLM) or, with --guard, a guard over HTTP until Ctrl-C.
+
+    A model server listens on 127.0.0.1; other commands use it meanwhile. The guard service
+    answers POST /v1/check and /v1/check/batch with verdicts, GET /healthz, /readyz, /metrics
+    and /openapi.json; SIGTERM finishes the checks in flight (new ones get 503), exit 143.
+    """
+    server_flags = {
+        "--backend": backend, "--model": model, "--n-ctx": n_ctx, "--threads": threads,
+        "--n-parallel": n_parallel, "--max-model-len": max_model_len,
+        "--gpu-memory-utilization": gpu_memory_utilization, "--tensor-parallel-size": tensor_parallel_size,
+    }  # fmt: skip
+    guard_flags = {
+        "--protocol": protocol, "--parser": parser, "--policy": policy, "--host": host,
+        "--auth-token-env": auth_token_env, "--request-timeout": request_timeout, "--max-in-flight": max_in_flight,
+        "--max-body-kb": max_body_kb, "--max-messages": max_messages, "--max-rules": max_rules,
+        "--max-batch": max_batch, "--max-calls": max_calls, "--max-total-tokens": max_total_tokens,
+        "--max-usd": max_usd, "--lm": lm, "--config": config,
+    }  # fmt: skip
+    if guard is not None:
+        if given := [flag for flag, value in server_flags.items() if value is not None]:
+            raise ConfigError(f"{', '.join(given)}: an option of the model server, not of --guard")
+        limits = {"max_in_flight": max_in_flight, "max_messages": max_messages, "max_rules": max_rules,
+                  "max_batch": max_batch, "max_body_bytes": None if max_body_kb is None else max_body_kb * 1024,
+                  "request_timeout_s": request_timeout}  # fmt: skip
+        caps = _caps(max_calls=max_calls, max_tokens=max_total_tokens, max_usd=max_usd)
+        _serve_guard(
+            guard, lm=lm, config=config, lm_flags=lm_flags, protocol=protocol, parser=parser or "strict",
+            policy=policy, host=host or "127.0.0.1", port=port or DEFAULT_GUARD_PORT, token_env=auth_token_env,
+            caps=caps,
+            limits={key: value for key, value in limits.items() if value is not None},
+        )  # fmt: skip
+        return
+    given = [flag for flag, value in guard_flags.items() if value is not None]
+    given += [
+        f"--{name.replace('_', '-')}" for name, value in vars(lm_flags).items() if value not in (None, False)
+    ]
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)}: an option of the guard service; add --guard ARTIFACT|official"
+        )
+    backend = backend or Backend.llama_cpp
     vllm_flags = {
         "--max-model-len": max_model_len,
         "--gpu-memory-utilization": gpu_memory_utilization,
@@ -140,3 +303,75 @@ def _run_foreground(
                 clear_state(owner_pid=owner)
     except KeyboardInterrupt:
         err_console.print(f"stopped; removed {state_path()}", highlight=False)
+
+
+def _serve_guard(
+    spec: str,
+    *,
+    lm: str | None,
+    config: Path | None,
+    lm_flags: lmo.LmFlags,
+    protocol: str | None,
+    parser: str,
+    policy: Path | None,
+    host: str,
+    port: int,
+    token_env: str | None,
+    caps: BudgetCaps,
+    limits: dict[str, Any],
+) -> None:
+    """Serve ``spec`` over HTTP until Ctrl-C or SIGTERM, then stop gracefully (exit 130 or 143)."""
+    # Deferred: aiohttp's server, the guard and the runner's pricing load only when a guard is served.
+    from .._guard_service import bearer_token, build_service, refuse_open_bind
+    from .._guard_service import serve as serve_service
+
+    if lm is None:
+        raise ConfigError(
+            "--lm: missing (the model the guard calls: a model string, a configured name or local)"
+        )
+    token = bearer_token(token_env)
+    refuse_open_bind(host, token)  # before an LM or a local server starts
+    policy_text = None
+    if policy is not None:  # checked here to name the file: a bad policy costs nothing
+        policy_text = _read_text(policy, "--policy")
+        policy_rules(policy_text, source=Source("policy", str(policy)))
+    (lm_config,) = lmo.lm_configs(lm, None, config, default=lmo.LOCAL, **lm_flags.overrides())
+    configure_cache(enabled=not lm_flags.no_cache)
+    with lmo.lm_session(lm_config) as live:
+        service = build_service(
+            spec, live, protocol=protocol, parser=parser, policy=policy_text, caps=caps,
+            limits=ServiceLimits(**limits), token=token, log=_log,
+        )  # fmt: skip
+        capped = ", ".join(
+            f"{name} {value:g}" for name, value in caps.model_dump().items() if value is not None
+        )
+
+        def announce(url: str) -> None:
+            auth = ' -H "Authorization: Bearer $TOKEN"' if token is not None else ""
+            console.print(
+                f"serving guard {service.guard.label} ({service.guard.protocol}) on "
+                f"{live.display_name()} at {url}\n"
+                + (f"budget per process: {capped}\n" if capped else "")
+                + f'  curl{auth} -d \'{{"policy": "1. ...", "messages": [...]}}\' {url}/v1/check\n'
+                f"API description: {url}/openapi.json; press Ctrl-C to stop",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
+
+        serve_service(service, host, port, announce=announce)
+    err_console.print("stopped: every check in flight was answered", highlight=False)
+    raise typer.Exit(interrupted_exit_code())
+
+
+def _caps(**caps: Any) -> BudgetCaps:
+    """The guard service's budget caps; a refused value names its flag."""
+    try:
+        return BudgetCaps(**caps)
+    except ValidationError as exc:
+        field, message = validation_problem(exc)
+        raise ConfigError(f"{opt.CAP_FLAGS.get(field, field)}: {message}") from None
+
+
+def _log(line: str) -> None:
+    err_console.print(redact(line), markup=False, highlight=False, soft_wrap=True)

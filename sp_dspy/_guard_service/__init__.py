@@ -1,0 +1,36 @@
+"""Serving a guard over HTTP (``sp-dspy serve --guard``): one ``Guard`` behind an aiohttp service.
+
+Names are imported from their modules on first use: the command line reads ``ServiceLimits``
+for its help without importing aiohttp's server, which loads only when a guard is served.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_getattr
+
+_MODULES: dict[str, tuple[str, ...]] = {
+    "._limits": ("ServiceLimits",),
+    "._models": ("BatchRequest", "CheckAnswer", "CheckRequest", "openapi_document"),
+    "._service": ("CheckBudget", "GuardService", "is_loopback", "refuse_open_bind"),
+    "._start": ("bearer_token", "build_service", "serve"),
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
+
+if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
+    from ._limits import ServiceLimits as ServiceLimits
+    from ._models import BatchRequest as BatchRequest
+    from ._models import CheckAnswer as CheckAnswer
+    from ._models import CheckRequest as CheckRequest
+    from ._models import openapi_document as openapi_document
+    from ._service import CheckBudget as CheckBudget
+    from ._service import GuardService as GuardService
+    from ._service import is_loopback as is_loopback
+    from ._service import refuse_open_bind as refuse_open_bind
+    from ._start import bearer_token as bearer_token
+    from ._start import build_service as build_service
+    from ._start import serve as serve
+
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

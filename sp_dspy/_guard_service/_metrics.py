@@ -1,0 +1,109 @@
+"""The guard service's counters, written as Prometheus' text format for ``GET /metrics``.
+
+A handful of counters and one histogram: written here rather than with a client library
+(no new dependency for six metric families). Everything runs on the service's one event
+loop, so no lock is needed.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import Counter
+
+from .._usage import Usage
+
+#: Upper bounds (seconds) of the check latency histogram: an LM answers in tens of ms to minutes.
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+PREFIX = "sp_dspy_guard"
+
+
+def _number(value: float) -> str:
+    """A sample value: counts exact (no exponent), sums as Python writes floats."""
+    return str(value) if isinstance(value, int) else repr(float(value))
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+class ServiceMetrics:
+    """What the service counted since it started."""
+
+    def __init__(self) -> None:
+        self.requests: Counter[tuple[str, int]] = Counter()  # (endpoint, HTTP status)
+        self.verdicts: Counter[str] = Counter()  # by verdict status
+        self.lm_errors: Counter[str] = Counter()  # by error class
+        self.buckets = [0] * len(BUCKETS)
+        self.latency_sum = 0.0
+        self.latency_count = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.usd = 0.0
+        self.in_flight = 0
+
+    def request(self, endpoint: str, status: int) -> None:
+        self.requests[(endpoint, status)] += 1
+
+    def check(self, status: str, error_class: str | None, usage: Usage, seconds: float) -> None:
+        """Count one finished check: its verdict, its LM failure if any, its tokens, dollars and latency."""
+        self.verdicts[status] += 1
+        if status == "error":
+            self.lm_errors[error_class or "unknown"] += 1
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.usd += usage.cost or 0.0
+        index = bisect_left(BUCKETS, seconds)
+        if index < len(BUCKETS):
+            self.buckets[index] += 1
+        self.latency_sum += seconds
+        self.latency_count += 1
+
+    def text(self) -> str:
+        """The exposition: ``# HELP``/``# TYPE`` then the samples of each family."""
+        lines: list[str] = []
+
+        def family(name: str, kind: str, help: str, samples: list[tuple[str, float]]) -> None:
+            lines.extend((f"# HELP {PREFIX}_{name} {help}", f"# TYPE {PREFIX}_{name} {kind}"))
+            lines.extend(f"{PREFIX}_{name}{labels} {_number(value)}" for labels, value in samples)
+
+        family(
+            "requests_total", "counter", "HTTP requests answered, by endpoint and status code.",
+            [(f'{{endpoint="{_label(e)}",code="{code}"}}', n) for (e, code), n in sorted(self.requests.items())],
+        )  # fmt: skip
+        family(
+            "verdicts_total", "counter", "Checks answered, by verdict status.",
+            [(f'{{status="{_label(s)}"}}', n) for s, n in sorted(self.verdicts.items())],
+        )  # fmt: skip
+        family(
+            "lm_errors_total", "counter", "Checks the LM failed (status error), by error class.",
+            [(f'{{error_class="{_label(c)}"}}', n) for c, n in sorted(self.lm_errors.items())],
+        )  # fmt: skip
+        cumulative = 0
+        samples: list[tuple[str, float]] = []
+        for bound, count in zip(BUCKETS, self.buckets, strict=True):
+            cumulative += count
+            samples.append((f'_bucket{{le="{bound:g}"}}', cumulative))
+        samples += [
+            ('_bucket{le="+Inf"}', self.latency_count),
+            ("_sum", self.latency_sum),
+            ("_count", self.latency_count),
+        ]
+        lines.extend(
+            (
+                f"# HELP {PREFIX}_check_seconds Seconds per check, LM calls included.",
+                f"# TYPE {PREFIX}_check_seconds histogram",
+            )
+        )
+        lines.extend(f"{PREFIX}_check_seconds{suffix} {_number(value)}" for suffix, value in samples)
+        family(
+            "tokens_total", "counter", "LM tokens the checks used (answers replayed from the cache included).",
+            [('{kind="prompt"}', self.prompt_tokens), ('{kind="completion"}', self.completion_tokens)],
+        )  # fmt: skip
+        family(
+            "cost_usd_total",
+            "counter",
+            "USD of the checks' answers at DSPy's price snapshot.",
+            [("", self.usd)],
+        )
+        family("in_flight", "gauge", "Checks in flight now.", [("", self.in_flight)])
+        return "\n".join(lines) + "\n"

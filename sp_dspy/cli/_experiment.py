@@ -1,0 +1,286 @@
+"""``sp-dspy experiment``: the official baseline against compiled guards, several optimizer seeds each.
+
+Flags override an optional YAML ``--plan`` file; on ``--resume`` the plan saved in OUTDIR
+(``experiment.json``) is the base.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich import box
+
+from optimizers import parse_overrides
+
+from .._data import parse_ratios
+from .._errors import ConfigError
+from .._interrupt import interrupted_exit_code
+from .._lm import configure_cache
+from .._table import FitTable
+from .._yaml_lines import read_yaml_mapping
+from . import _lm_options as lmo
+from . import _options as opt
+from ._ablate import _overlay, resolve_lm
+from ._console import console, err_console
+from ._eval import EXIT_UNFINISHED
+
+if TYPE_CHECKING:
+    from .._ablate._experiment import ExperimentOutcome, ExperimentPlan, ExperimentPrice
+
+
+def register(app: typer.Typer) -> None:
+    app.command("experiment")(experiment_command)
+
+
+def parse_settings(pairs: list[str]) -> dict[str, dict[str, Any]]:
+    """``["mipro.num_trials=2"]`` -> ``{"mipro": {"num_trials": 2}}``."""
+    settings: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        name, dot, rest = pair.partition(".")
+        if not dot or "=" in name or not name.strip():
+            raise ConfigError(f"--set {pair!r}: expected OPTIMIZER.KEY=VALUE, e.g. --set mipro.num_trials=10")
+        settings.setdefault(name.strip(), {}).update(parse_overrides([rest]))
+    return settings
+
+
+@lmo.with_lm_flags
+def experiment_command(
+    out: Annotated[
+        Path, typer.Option("--out", help="Output directory (split, artifacts, results, summary, report).")
+    ],
+    lm: lmo.Lm = None,
+    prompt_lm: Annotated[
+        str | None, typer.Option("--prompt-lm", help="LM that proposes instructions (default: --lm).")
+    ] = None,
+    reflection_lm: Annotated[
+        str | None,
+        typer.Option("--reflection-lm", help="GEPA's reflection LM (default: --prompt-lm, else --lm)."),
+    ] = None,
+    plan_file: Annotated[
+        Path | None,
+        typer.Option("--plan", help="YAML experiment plan (lm, optimizers, seeds, ...); flags override."),
+    ] = None,
+    dataset: opt.Dataset = None,
+    benchmark: Annotated[
+        str | None, typer.Option("--benchmark", help="safepyramid (default), pku-saferlhf or custom.")
+    ] = None,
+    lenient: opt.Lenient = False,
+    protocol: Annotated[
+        str | None, typer.Option("--protocol", help="per-policy (default) or per-rule.")
+    ] = None,
+    program: Annotated[
+        str | None, typer.Option("--program", help="DSPy program to compile: dspy (default) or dspy-cot.")
+    ] = None,
+    optimizers: Annotated[
+        str | None,
+        typer.Option(
+            "--optimizers", help="Comma-separated optimizers: mipro (default), gepa, bootstrap, simba, copro."
+        ),
+    ] = None,
+    seeds: Annotated[
+        str | None, typer.Option("--seeds", help="Comma-separated optimizer seeds (default 0,1,2).")
+    ] = None,
+    split_seed: Annotated[
+        int | None, typer.Option("--split-seed", help="Seed of the one train/dev/test split (default 0).")
+    ] = None,
+    split_per_seed: Annotated[
+        bool,
+        typer.Option(
+            "--split-per-seed", help="A split of its own per seed; test on the cases every split tests on."
+        ),
+    ] = False,
+    seed_lm: Annotated[
+        bool,
+        typer.Option(
+            "--seed-lm", help="Send each compile's seed to its LMs too (providers that take a seed)."
+        ),
+    ] = False,
+    ratios: Annotated[
+        str | None, typer.Option("--ratios", help="train,dev,test ratios of the split (default 0.1,0.1,0.8).")
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override an optimizer setting, OPTIMIZER.KEY=VALUE (repeatable)."),
+    ] = None,
+    optimizer_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--optimizer-config", help="Optimizer YAML (default: the package's configs/optimizers.yaml)."
+        ),
+    ] = None,
+    top_k: Annotated[
+        int | None, typer.Option("--top-k", min=1, help="Optimizer candidates scored on dev at the end.")
+    ] = None,
+    max_calls: opt.MaxCalls = None,
+    max_total_tokens: opt.MaxTotalTokens = None,
+    max_usd: opt.MaxUsd = None,
+    dry_run: opt.DryRun = False,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", min=1, help="LM calls in flight (default 8).")
+    ] = None,
+    n_boot: Annotated[
+        int | None,
+        typer.Option("--n-boot", min=0, help="Bootstrap resamples for the 95% CIs (default 1000)."),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="Continue the experiment in --out; finished compiles and evaluations are kept."
+        ),
+    ] = False,
+    retry_errors: Annotated[
+        bool, typer.Option("--retry-errors", help="On --resume, re-send test units that ended in error.")
+    ] = False,
+    config: lmo.ModelsConfig = None,
+    lm_flags: lmo.LmFlags = lmo.LmFlags(),
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Compile guards with several optimizers and seeds and compare each to the official baseline on test.
+
+    Exit status: 0 every step finished; 2 bad input or an error; 3 a cap stopped the experiment
+    or some units ended in error; 130 Ctrl-C, 143 SIGTERM (finished steps kept: --resume continues).
+    """
+    from .._ablate._experiment import EXPERIMENT_FILE, build_experiment, price_experiment, run_experiment
+
+    if plan_file is None and resume and (out / EXPERIMENT_FILE).exists():
+        plan_file = out / EXPERIMENT_FILE
+    where = "flags" if plan_file is None else str(plan_file)
+    base: dict[str, Any] = (
+        {}
+        if plan_file is None
+        else read_yaml_mapping(plan_file, "experiment plan", "a mapping of experiment settings")
+    )
+    overrides = lm_flags.overrides()
+    lms: dict[str, Any] = {
+        "lm": resolve_lm(lm or base.get("lm"), config, where, command="experiment", **overrides)
+    }
+    helper = {key: overrides[key] for key in ("api_base", "api_key_env", "cache")}
+    for role, flag in (("prompt_lm", prompt_lm), ("reflection_lm", reflection_lm)):
+        spec = flag or base.get(role)
+        lms[role] = None if spec is None else resolve_lm(spec, config, where, role=role, **helper)
+    caps = {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd}
+    flags: dict[str, Any] = {
+        "dataset": dataset, "benchmark": benchmark, "lenient": lenient or None, "protocol": protocol,
+        "program": program, "optimizers": optimizers, "seeds": seeds, "split_seed": split_seed, "seed_lm": seed_lm or None,
+        "split_per_seed": split_per_seed or None,
+        "ratios": None if ratios is None else parse_ratios(ratios), "optimizer_config": optimizer_config,
+        "top_k": top_k, "concurrency": concurrency, "n_boot": n_boot,
+        "settings": parse_settings(set_ or []) or None,
+        "caps": caps if any(value is not None for value in caps.values()) else None,
+    }  # fmt: skip
+    settings = {**_overlay(base, flags), **{role: c and c.model_dump() for role, c in lms.items()}}
+    if lmo.is_local(lms["lm"]):  # one llama.cpp slot: more requests in flight only wait in its queue
+        settings["concurrency"] = min(settings.get("concurrency") or 8, lmo.LOCAL_CONCURRENCY)
+    plan = build_experiment(settings, where)
+    if dry_run:
+        _print_price(price_experiment(plan, out, window=lmo.context_window(plan.lm)), plan)
+        return
+    configure_cache(enabled=plan.lm.cache)
+    try:
+        outcome = run_experiment(
+            plan, out, resume=resume, retry_errors=retry_errors, session=lmo.lm_session, console=err_console, show_progress=not quiet,
+            window=lmo.context_window(plan.lm),
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        _stopped(out, "interrupted")
+        raise SystemExit(interrupted_exit_code()) from None
+    if outcome.interrupted:
+        _stopped(out, "interrupted")
+        raise SystemExit(interrupted_exit_code())
+    if outcome.capped_by is not None:
+        flag = opt.CAP_FLAGS.get(outcome.capped_by, outcome.capped_by)
+        _stopped(out, f"{flag} {getattr(plan.caps, outcome.capped_by)} was reached", cap=True)
+        raise SystemExit(EXIT_UNFINISHED)
+    _print_outcome(outcome)
+    if outcome.ablation is not None and outcome.ablation.units_failed:
+        raise SystemExit(EXIT_UNFINISHED)
+
+
+def _stopped(out: Path, why: str, *, cap: bool = False) -> None:
+    keep = "raise the cap and continue" if cap else "continue"
+    err_console.print(
+        f"[yellow]{why}[/yellow]: finished compiles and evaluations are kept; {keep} with "
+        f"sp-dspy experiment --out {out} --resume",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _print_price(price: ExperimentPrice, plan: ExperimentPlan) -> None:
+    table = FitTable(title="Estimated experiment (dry run: nothing was sent)")
+    for column in ("step", "variant", "calls", "prompt tokens", "completion tokens", "USD", ""):
+        table.add_column(column, justify="left" if column in ("step", "variant", "") else "right")
+    for step in price.steps:
+        table.add_row(step.step, step.name, *opt.estimate_cells(step.estimate), "done" if step.done else "")
+    table.add_row("total", "", *opt.estimate_cells(price.total), "", style="bold")
+    if price.left != price.total:
+        table.add_row("left to run", "", *opt.estimate_cells(price.left), "", style="bold")
+    console.print(table)
+    for flag, cap in opt.caps_below(plan.caps, price.left):
+        console.print(
+            f"[yellow]{flag} {cap:g} is below the estimate: the experiment would stop at the cap "
+            "(raise it and --resume to continue)[/yellow]"
+        )
+    console.print(
+        "[dim]Estimates, not limits; --max-calls, --max-total-tokens and --max-usd bound the whole "
+        "experiment (every compile and every evaluation together).[/dim]"
+    )
+    for line in price.assumptions:
+        console.print(f"[dim]assumes: {line}[/dim]")
+
+
+def _signed(value: float | None, interval: list[float] | None = None) -> str:
+    text = "–" if value is None else f"{value:+.2f}"
+    return text + ("" if not interval else f" [{interval[0]:+.1f}, {interval[1]:+.1f}]")
+
+
+def _print_outcome(outcome: ExperimentOutcome) -> None:
+    summary = outcome.summary
+    assert summary is not None  # set when every step finished
+    base = summary.baseline_test
+    console.print(
+        f"baseline {summary.baseline} on {summary.comparison.n_cases} test cases: RMR {base['rmr_avg']}, "
+        f"RMR@1.0 {base['rmr_exact']}, RDR {base['rdr']}",
+        highlight=False,
+    )
+    for result in summary.optimizers:
+        table = FitTable(title=result.optimizer, title_justify="left", box=box.SIMPLE_HEAD)
+        for header in (
+            "Seed",
+            "RMR",
+            "Δ RMR [95% CI]",
+            "Δ RMR@1.0",
+            "Δ RDR",
+            "McNemar p",
+            "Compile calls",
+            "Test calls",
+        ):
+            table.add_column(header, justify="left" if header == "Seed" else "right")
+        for seed in result.seeds:
+            table.add_row(
+                seed.label + (" (budget-limited)" if seed.budget_limited else ""),
+                "–" if seed.test.get("rmr_avg") is None else f"{seed.test['rmr_avg']:.2f}",
+                _signed(seed.diff.get("rmr_avg"), seed.ci.get("rmr_avg")),
+                _signed(seed.diff.get("rmr_exact")),
+                _signed(seed.diff.get("rdr")),
+                "–" if seed.mcnemar_p is None else f"{seed.mcnemar_p:.4f}",
+                f"{seed.compile.get('calls', 0):,}",
+                f"{seed.evaluation.get('calls', 0):,}",
+            )
+        console.print(table)
+        console.print(result.verdict, highlight=False, soft_wrap=True)
+    for note in summary.comparison.notes:
+        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    if outcome.ablation is not None:
+        retry = f"sp-dspy experiment --out {outcome.out} --resume --retry-errors"
+        for run in outcome.ablation.runs:
+            for number, line in enumerate(run.errors.lines(retry)):
+                text = f"{run.variant.label}: {line}" if number == 0 else line
+                err_console.print(text, markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"Summary written to {outcome.summary_file}\nReport written to {outcome.report_file}",
+        markup=False,
+        highlight=False,
+    )
