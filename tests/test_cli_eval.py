@@ -143,7 +143,9 @@ def test_results_file_names_and_run_ids(tmp_path: Path, monkeypatch: pytest.Monk
     ok(tmp_path, "--run-id", "n1", "--limit", "1", lm="fake/oracle")
     # One manifest per run id, one setup: the other protocol is another run.
     mixed = invoke(tmp_path, "--run-id", "n1", "--limit", "1", "--protocol", "per-rule", lm="fake/oracle")
-    assert isinstance(mixed.exception, ConfigError) and "ran with --protocol per-policy" in str(mixed.exception)
+    assert isinstance(mixed.exception, ConfigError) and "ran with --protocol per-policy" in str(
+        mixed.exception
+    )
     ok(tmp_path, "--run-id", "n2", "--limit", "1", "--protocol", "per-rule", lm="fake/oracle")
     monkeypatch.setenv("RUN_ID", "fromenv")
     ok(tmp_path, "--limit", "1")
