@@ -10,9 +10,10 @@ written twice: as ``sp-dspy view`` writes it (no plots) and as ``sp-dspy report`
 What it measures, ``--repeat`` times after one warm-up load, in a fresh tab each time
 (Debian's chromium through chromedriver, 1400x1000 window):
 
-- **first render**: ``performance.mark("sp-cases-ready")``, set when the first 200 rows are
-  on the page, from navigation start (reading and parsing the file, the data block's
-  ``JSON.parse``, building the controls and rows); and the browser's first contentful paint.
+- **first render**: ``performance.mark("sp-cases-ready")``, set when the first 100 rows are
+  on the page, from navigation start (reading and parsing the file, the data block's base64
+  decoded, inflated and ``JSON.parse``d, building the controls and rows); and the browser's
+  first contentful paint.
 - **filter**: choosing an outcome in the "Outcome" filter (re-filtering the 3,000 cases
   and rebuilding the visible rows), then a level, then "won by B"; timed around the
   ``change`` event up to a forced layout.
