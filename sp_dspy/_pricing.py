@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._lm import LMConfig, import_dspy
-from ._lm._compat import price_rates
+from ._lm._compat import BATCH_DISCOUNT, has_batch_prices, price_rates
+from ._usage import Usage
 
 CHARS_PER_TOKEN = 4
 # Typical completion lengths (tokens) of one answer.
@@ -39,17 +40,42 @@ class Pricing:
         return prompt_tokens * self.prompt + completion_tokens * self.completion
 
 
-def pricing_for(config: LMConfig, completion_guess: int) -> Pricing:
-    """USD per token from the price map DSPy prices calls with; unpriced for fakes and unknown models."""
+def pricing_for(config: LMConfig, completion_guess: int, *, batch: bool = False) -> Pricing:
+    """USD per token from the price map DSPy prices calls with (``batch``: the batch API's);
+    unpriced for fakes and unknown models."""
     if config.is_fake or not config.provider:
         return Pricing(completion_guess=completion_guess)
     import_dspy()  # the offline price-map environment is set before DSPy loads
     model = config.model.split("/", 1)[1]
     try:
-        prompt, completion, _ = price_rates(config.provider, model)
+        prompt, completion, *_ = price_rates(config.provider, model, batch=batch)
     except Exception:  # advisory metadata: a malformed entry must not stop a compile
         prompt = completion = None
     return Pricing(prompt=prompt, completion=completion, completion_guess=completion_guess)
+
+
+def cache_savings(config: LMConfig, usage: Usage, *, batch: bool = False) -> float | None:
+    """USD the provider's prompt cache saved on answers of ``usage`` tokens: cache reads below the
+    input price, less cache writes above it (None: unpriced)."""
+    if config.is_fake or not config.provider:
+        return None
+    import_dspy()
+    model = config.model.split("/", 1)[1]
+    input_rate, _, read_rate, write_rate = price_rates(config.provider, model, batch=batch)
+    if input_rate is None:
+        return None
+    read, written = usage.cache_read_tokens or 0, usage.cache_write_tokens or 0
+    saved = read * (input_rate - (read_rate if read_rate is not None else input_rate))
+    return saved - written * ((write_rate if write_rate is not None else input_rate) - input_rate)
+
+
+def batch_price_basis(config: LMConfig) -> str:
+    """Where a batched call's price comes from: the price map's batch prices, else the discount."""
+    import_dspy()
+    model = config.model.split("/", 1)[1] if "/" in config.model else config.model
+    if has_batch_prices(config.provider, model):
+        return "the price map's batch prices"
+    return f"the provider's documented batch discount ({BATCH_DISCOUNT:.0%} of the list price)"
 
 
 def context_window(config: LMConfig) -> int | None:

@@ -127,6 +127,8 @@ class RunTotals(BaseModel):
             if all(isinstance(count, int) for count in usage.values()):  # else validation says why
                 usage["total_tokens"] = sum(usage.values())
             usage["cost"] = flat.pop("cost_usd", None)
+            for key in ("cache_read_tokens", "cache_write_tokens"):  # stated when a prompt cache was used
+                usage[key] = flat.pop(key, None)
             return {**flat, "usage": usage}
         return data
 
@@ -139,6 +141,11 @@ class RunTotals(BaseModel):
             "completion_tokens": self.usage.completion_tokens,
             "cost_usd": self.usage.cost,
             "cache_hits": self.cache_hits,
+            **{
+                key: count
+                for key in ("cache_read_tokens", "cache_write_tokens")
+                if (count := getattr(self.usage, key))
+            },
         }
 
     def add(self, record: RecordFacts) -> None:
@@ -150,6 +157,8 @@ class RunTotals(BaseModel):
                 prompt_tokens=prompt,
                 completion_tokens=completion,
                 total_tokens=prompt + completion,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
                 cost=usage.cost,
             )
         if record.error_class:

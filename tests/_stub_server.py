@@ -153,6 +153,9 @@ class StubServer:
         model_ids: ids listed by ``/v1/models``.
     """
 
+    #: The request handler (a test server with more routes extends it).
+    handler: type[BaseHTTPRequestHandler] = _Handler
+
     def __init__(
         self,
         port: int = 0,
@@ -178,7 +181,7 @@ class StubServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> Self:
-        server = _HTTPServer(("127.0.0.1", self.requested_port), _Handler)
+        server = _HTTPServer(("127.0.0.1", self.requested_port), self.handler)
         server.stub = self
         self._server = server
         self._thread = threading.Thread(

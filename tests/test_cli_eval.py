@@ -141,14 +141,20 @@ def test_resume_needs_an_earlier_run_and_finds_the_newest_one(tmp_path: Path) ->
 
 def test_results_file_names_and_run_ids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ok(tmp_path, "--run-id", "n1", "--limit", "1", lm="fake/oracle")
-    ok(tmp_path, "--run-id", "n1", "--limit", "1", "--protocol", "per-rule", lm="fake/oracle")
+    # One manifest per run id, one setup: the other protocol is another run.
+    mixed = invoke(tmp_path, "--run-id", "n1", "--limit", "1", "--protocol", "per-rule", lm="fake/oracle")
+    assert isinstance(mixed.exception, ConfigError) and "ran with --protocol per-policy" in str(
+        mixed.exception
+    )
+    ok(tmp_path, "--run-id", "n2", "--limit", "1", "--protocol", "per-rule", lm="fake/oracle")
     monkeypatch.setenv("RUN_ID", "fromenv")
     ok(tmp_path, "--limit", "1")
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == [
         "manifest_fromenv.json",
         "manifest_n1.json",
-        "per_rule_n1_oracle.jsonl",
+        "manifest_n2.json",
+        "per_rule_n2_oracle.jsonl",
         "results_fromenv_fake.jsonl",
         "results_n1_oracle.jsonl",
     ]
@@ -343,3 +349,28 @@ def test_a_resume_may_extend_the_run_to_more_cases(tmp_path: Path) -> None:
     assert ids(tmp_path / "results_r_fake.jsonl") == sorted(IDS[:4])
     ok(tmp_path, "--run-id", "r", "--resume")  # every case
     assert ids(tmp_path / "results_r_fake.jsonl") == sorted(IDS)
+
+
+def test_a_model_joining_a_run_id_must_share_its_dataset_and_program(tmp_path: Path) -> None:
+    """One manifest per run id: a second model may join it, but not with another setup it would mislabel."""
+    from sp_dspy._data._source import sample_path
+
+    (tmp_path / "other.json").write_bytes(sample_path().read_bytes() + b"\n")  # the same cases, another file
+    ok(tmp_path, "--run-id", "r", "--limit", "2")
+    manifest = tmp_path / "manifest_r.json"
+    before = manifest.read_bytes()
+    for args, setting in (
+        (("--dataset", "other.json"), "--dataset"),
+        (("--program", "dspy"), "--program"),
+        (("--level", "L1"), "--level"),
+    ):
+        joined = invoke(tmp_path, "--run-id", "r", "--limit", "2", *args, lm="fake/random")
+        assert isinstance(joined.exception, ConfigError), (joined.output, joined.exception)
+        message = str(joined.exception)
+        assert "\n" not in message and message.startswith(f"--run-id r: run r ran with {setting} ")
+        assert "its one manifest would mislabel the models already in it" in message
+        assert manifest.read_bytes() == before
+        assert not (tmp_path / "results_r_random.jsonl").exists()
+    assert invoke(tmp_path, "--run-id", "r", "--limit", "2", lm="fake/random").exit_code == 0
+    runs = json.loads(manifest.read_text())["runs"]
+    assert sorted(runs) == ["fake", "random"]

@@ -40,6 +40,7 @@ class AblationPlan(BaseModel):
     parser: Parser = "strict"
     allow_overlap: bool = False  # run artifact variants on cases of their own train/dev split
     concurrency: int = Field(default=16, ge=1, le=1024)
+    batch: bool = False  # every variant's requests through the provider's batch API (--batch)
     run_id: RunId | None = None
     baseline: str | None = None
     n_boot: int = Field(default=1000, ge=0)

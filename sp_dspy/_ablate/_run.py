@@ -100,6 +100,7 @@ def variant_config(
         allow_overlap=plan.allow_overlap,
         per_rule_layout=variant.layout,
         concurrency=plan.concurrency,
+        batch=plan.batch,
         output_dir=paths.output_dir,
         run_id=paths.run_id,
         resume=resume,

@@ -90,16 +90,42 @@ async def acall(lm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any])
 
 
 # ----- 2. price_table ----------------------------------------------------------------------
-def price_rates(provider: str, model_id: str) -> tuple[float | None, float | None, float | None]:
-    """(input, output, cached-input) USD per token of ``provider/model_id``; None where unpriced."""
+#: What the providers' batch APIs charge of the list price (OpenAI, Anthropic, Gemini: half),
+#: for a model the price snapshot gives no batch prices.
+BATCH_DISCOUNT = 0.5
+_RATE_FIELDS = (
+    "input_cost_per_token",
+    "output_cost_per_token",
+    "cache_read_input_token_cost",
+    "cache_creation_input_token_cost",
+)
+
+
+def price_rates(
+    provider: str, model_id: str, *, batch: bool = False
+) -> tuple[float | None, float | None, float | None, float | None]:
+    """(input, output, cache-read, cache-write) USD per token of ``provider/model_id``; None where
+    unpriced. ``batch``: through the provider's batch API (the snapshot's ``*_batches`` price,
+    else :data:`BATCH_DISCOUNT` of the list price)."""
     from dspy.clients.model_metadata import model_info, rate
 
     info = model_info(provider, model_id) or {}
-    return (
-        rate(info, "input_cost_per_token"),
-        rate(info, "output_cost_per_token"),
-        rate(info, "cache_read_input_token_cost"),
-    )
+    listed = [rate(info, name) for name in _RATE_FIELDS]
+    if batch:
+        batched = [rate(info, f"{name}_batches") for name in _RATE_FIELDS]
+        listed = [
+            b if b is not None else None if r is None else r * BATCH_DISCOUNT
+            for b, r in zip(batched, listed, strict=True)
+        ]
+    return listed[0], listed[1], listed[2], listed[3]
+
+
+def has_batch_prices(provider: str, model_id: str) -> bool:
+    """Whether the price snapshot lists batch prices for the model (else the discount is assumed)."""
+    from dspy.clients.model_metadata import model_info, rate
+
+    info = model_info(provider, model_id) or {}
+    return rate(info, "input_cost_per_token_batches") is not None
 
 
 # ----- 3. response_cache -------------------------------------------------------------------

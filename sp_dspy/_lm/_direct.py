@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 import orjson
 
@@ -32,6 +32,7 @@ from ._config import _KEY_HEADERS, LMConfig, display_endpoint
 from ._dspy import AsyncEngine, Shared, SyncEngine, import_dspy, request_system
 from ._errors import error_message, retry_after_seconds, status_error, transport_error
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
+from ._prompt_cache import cache_marked
 
 if TYPE_CHECKING:
     import aiohttp
@@ -80,6 +81,15 @@ class RequestCaptured(BaseException):
         self.request = request
 
 
+class PresetAnswers(Protocol):
+    """Answers obtained in advance (a run's batch results, ``sp_dspy._batch``): consulted instead of
+    the network, so that each request is built and cached exactly as when it is sent alone."""
+
+    def answer(self, request: HttpRequest) -> dict[str, Any]:
+        """The answer's JSON, or raise what sending would have raised (or :class:`RequestCaptured`)."""
+        ...
+
+
 class DirectChat(Shared):
     """Requests to one endpoint on its provider's wire: body, cache, retries, usage, cost; an
     LM's copies share it (it holds connection pools, one per event loop)."""
@@ -124,6 +134,9 @@ class DirectChat(Shared):
         if config.thinking is not None:
             self.params["thinking"] = dict(config.thinking)
         self.capturing = False  # eval --show-request: raise RequestCaptured instead of sending
+        #: ``eval --batch``: answers from the provider's batch API, read instead of sending; their
+        #: prices are the batch rates.
+        self.preset: PresetAnswers | None = None
         self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
             weakref.WeakKeyDictionary()
         )
@@ -131,9 +144,9 @@ class DirectChat(Shared):
         self.answered = 0
         _clients.add(self)
 
-    @functools.cached_property
-    def _rates(self) -> tuple[float | None, float | None, float | None]:
-        return price_rates(self.config.provider, self.model_id)
+    @property
+    def _rates(self) -> tuple[float | None, float | None, float | None, float | None]:
+        return _rates_of(self.config.provider, self.model_id, batch=self.preset is not None)
 
     def request(self, messages: Sequence[Mapping[str, Any]], **overrides: Any) -> HttpRequest:
         """The request for ``messages``; ``overrides`` (``max_tokens``, ``temperature``, ...) win,
@@ -146,6 +159,7 @@ class DirectChat(Shared):
             if system:
                 body["system"] = "\n\n".join(system)
             body["messages"] = [m for m in plain if m.get("role") != "system"]
+            body = cache_marked(body, plain, self.model_id)  # DSPy programs' stable prefix, where long enough
         else:
             body["messages"] = plain
         body.update(self.params)
@@ -241,6 +255,8 @@ class DirectChat(Shared):
         import aiohttp
 
         model = self.config.model
+        if self.preset is not None:
+            return self.preset.answer(request)
         try:
             async with self._session().post(request.url, data=orjson.dumps(request.body)) as response:
                 raw = await response.read()
@@ -256,18 +272,30 @@ class DirectChat(Shared):
         return _json_object(raw, model)
 
     def price(self, usage: Usage) -> float | None:
-        """USD of an answer that took ``usage`` tokens here (some perhaps read from the provider's
-        prompt cache) at the snapshot's prices; None if unpriced."""
-        input_rate, output_rate, cached_rate = self._rates
+        """USD of an answer that took ``usage`` tokens here at the snapshot's prices (the batch
+        API's for batch answers): prompt tokens read from the provider's prompt cache at its
+        cache-read rate, those written to it at its cache-write rate; None if unpriced."""
+        input_rate, output_rate, read_rate, write_rate = self._rates
         if input_rate is None or output_rate is None:
             return None
-        prompt, cached = usage.prompt_tokens, usage.cache_read_tokens or 0
-        cached = cached if 0 <= cached <= prompt else 0
+        prompt = usage.prompt_tokens
+        read, written = usage.cache_read_tokens or 0, usage.cache_write_tokens or 0
+        if not (read >= 0 and written >= 0 and read + written <= prompt):
+            read = written = 0
         return (
-            (prompt - cached) * input_rate
-            + cached * (cached_rate or input_rate)
+            (prompt - read - written) * input_rate
+            + read * (read_rate if read_rate is not None else input_rate)
+            + written * (write_rate if write_rate is not None else input_rate)
             + usage.completion_tokens * output_rate
         )
+
+
+@functools.cache
+def _rates_of(
+    provider: str, model: str, *, batch: bool
+) -> tuple[float | None, float | None, float | None, float | None]:
+    """USD per (input, output, cache-read, cache-write) token, at the batch API's rates where ``batch``."""
+    return price_rates(provider, model, batch=batch)
 
 
 def _openai_answer(data: dict[str, Any]) -> tuple[str, str | None, Any]:

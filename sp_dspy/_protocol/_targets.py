@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from sp_dspy._errors import ConfigError
 from sp_dspy._protocol._prompts import (
@@ -190,3 +190,16 @@ def shared_prefix_ratio(messages_list: Sequence[Sequence[Mapping[str, str]]]) ->
         reused += max(common_prefix_length(prompts[i], earlier) for earlier in prompts[:i])
         total += len(prompts[i])
     return reused / total if total else 0.0
+
+
+def prefix_layout_end(messages: Sequence[Mapping[str, Any]]) -> tuple[int, int | None] | None:
+    """Where the ``"prefix"`` layout's per-case prefix ends (system message, framework and
+    conversation): the last message, before its priority steps; None in any other layout."""
+    if not messages:
+        return None
+    text = str(messages[-1].get("content") or "")
+    for steps in (PREFIX_PRIORITY, PREFIX_VERDICT_LOGIC):
+        offset = text.find(steps)
+        if offset > 0:
+            return len(messages) - 1, offset
+    return None

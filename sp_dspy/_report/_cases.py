@@ -152,7 +152,8 @@ def _result(
     return entry
 
 
-def _case(case: Case, strings: _Strings, facts: dict[str, list[str]]) -> dict[str, Any]:
+def _case(case: Case, strings: _Strings, facts: dict[str, list[str]], *, levels: bool) -> dict[str, Any]:
+    """One case's row and detail (``levels``: the benchmark has levels; others carry none, not L0)."""
     meta = case.failure_mode_metadata
     flags = {
         **dict.fromkeys(meta.distractor_rules, "distractor"),
@@ -167,7 +168,7 @@ def _case(case: Case, strings: _Strings, facts: dict[str, list[str]]) -> dict[st
         )
     entry: dict[str, Any] = {
         "id": case.id,
-        "lv": case.level,
+        **({"lv": case.level} if levels else {}),
         "d": case.domain,
         "g": sorted(case.ground_truth_violations),
         "cv": strings(case.conversation),
@@ -200,7 +201,7 @@ def cases_document(
     for case in cases:
         facts = {name: values for name, values in kind.case_facts(case).items() if values}
         fact_names.update(dict.fromkeys(facts))
-        documents.append(_case(case, strings, facts))
+        documents.append(_case(case, strings, facts, levels=kind.breakdown == "level"))
     results = []
     for run in runs:
         judged: dict[str, list[JudgmentRecord]] = {}

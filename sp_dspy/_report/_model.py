@@ -42,6 +42,8 @@ class CellStats(BaseModel):
     #: LM calls in the cell and how many answers came from the response cache (``None``: not recorded).
     lm_calls: int | None = None
     cache_hits: int | None = None
+    #: Prompt tokens the provider's prompt cache served (priced at its cache-read rate); None: none reported.
+    cache_read_tokens: int | None = None
     per_rule_refusal_rate: float | None = None
 
 

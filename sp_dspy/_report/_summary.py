@@ -85,6 +85,11 @@ def honesty_notes(
             notes.append(f"{entry.label}: {bad} malformed result line(s) were skipped.")
         if 0 < (coverage := total.cost_coverage) < 100:
             notes.append(f"{entry.label}: only {coverage:g}% of its cases reported a dollar cost.")
+        if read := total.cache_read_tokens:
+            notes.append(
+                f"{entry.label}: {read:,} prompt tokens were read from the provider's prompt cache; their dollars"
+                " are at its cache-read rate."
+            )
         if hits := total.cache_hits:
             notes.append(
                 f"{entry.label}: {hits} of {total.lm_calls} LM answers came from the response cache; their tokens"

@@ -105,6 +105,7 @@ def cell_costs(cases: Iterable[Case], costs: Mapping[str, CaseCost]) -> dict[str
         "cost_coverage": round(100 * priced / len(used), 2) if used else 0.0,
         "lm_calls": _int_or_none(_summed(m.calls for m in members)),
         "cache_hits": _int_or_none(_summed(m.cache_hits for m in members)),
+        "cache_read_tokens": _int_or_none(_summed(usage.cache_read_tokens for usage in used)),
     }
 
 

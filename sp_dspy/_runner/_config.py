@@ -52,6 +52,7 @@ class EvalConfig(BaseModel):
     run_id: RunId | None = None
     resume: bool = False
     caps: BudgetCaps = Field(default_factory=BudgetCaps)  # --max-calls, --max-total-tokens, --max-usd
+    batch: bool = False  # --batch: every request through the provider's batch API, at its rate
 
 
 def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> EvalConfig:

@@ -26,15 +26,20 @@ from .._budget import (
 )
 from .._data import Case
 from .._lm import LMConfig
+from .._lm._prompt_cache import minimum_tokens
 from .._pricing import (
     PROMPT_SAMPLE,
     Pricing,
+    batch_price_basis,
+    cache_savings,
     completion_guess,
     estimate_tokens,
     pricing_for,
     prompt_sizes,
 )
-from .._protocol import per_policy_messages, per_rule_messages
+from .._protocol import build_targets, per_policy_messages, per_rule_messages
+from .._protocol._targets import prefix_layout_end
+from .._usage import Usage
 from ._engine import Record
 from ._units import units_of
 
@@ -51,6 +56,11 @@ class EvalPlan(BaseModel):
     largest_prompt: int = 0  # estimated tokens of the largest prompt among those sampled
     completion_guess: int = 0  # the tokens an answer is expected to take beside it
     assumptions: list[str] = Field(default_factory=list)
+    #: ``--dry-run --batch``: the same calls' USD through the provider's batch API (None: unpriced or not asked).
+    batch_usd: float | None = None
+    #: Prompt tokens the provider's prompt cache could serve (a stable prefix reused), and the USD that saves.
+    cache_read_tokens: int = 0
+    cache_saved_usd: float | None = None
 
 
 def _is_official(program: Any) -> bool:
@@ -85,16 +95,24 @@ def dspy_prompt_tokens(program: Any, cases: Sequence[Case], protocol: str) -> tu
     return mean * (1 + demos), round(max(sizes) + mean * demos)
 
 
-def run_pricing(program: Any, protocol: str, lm_config: LMConfig) -> Pricing:
-    """USD per token of this model, with the completion length a unit of this program reserves."""
+def run_pricing(program: Any, protocol: str, lm_config: LMConfig, *, batch: bool = False) -> Pricing:
+    """USD per token of this model (``batch``: through its batch API), with the completion length
+    a unit of this program reserves."""
     cot = not _is_official(program) and program_spec(program)["program"].endswith("-cot")
-    return pricing_for(lm_config, completion_guess(protocol, cot, lm_config))
+    return pricing_for(lm_config, completion_guess(protocol, cot, lm_config), batch=batch)
 
 
 def plan_eval(
-    program: Any, protocol: str, label: str, cases: Sequence[Case], lm_config: LMConfig
+    program: Any,
+    protocol: str,
+    label: str,
+    cases: Sequence[Case],
+    lm_config: LMConfig,
+    *,
+    batch: bool = False,
 ) -> EvalPlan:
-    """The projected calls, tokens and dollars of running ``program`` on ``cases``. Sends nothing."""
+    """The projected calls, tokens and dollars of running ``program`` on ``cases`` (``batch``: also
+    priced at the batch rate). Sends nothing."""
     pricing = run_pricing(program, protocol, lm_config)
     units = units_of(cases, protocol)
     if _is_official(program):
@@ -108,12 +126,24 @@ def plan_eval(
         basis = "characters / 4 of the prompts the DSPy adapter builds, demos included"
         shown = len(cases[:: max(1, len(cases) // PROMPT_SAMPLE)])
         sample = f" (mean over {shown} cases spread over the run)" if shown < len(cases) else ""
+    estimate = projected(len(units), per_call, pricing.completion_guess, pricing)
+    assumptions = []
+    batch_usd = None
+    if batch and pricing.known:
+        batched = run_pricing(program, protocol, lm_config, batch=True)
+        batch_usd = projected(len(units), per_call, batched.completion_guess, batched).usd
+        assumptions.append(f"batched USD at {batch_price_basis(lm_config)}")
+    read, written = cacheable_prefix(program, protocol, cases, lm_config, per_call, len(units))
+    saved = cache_savings(lm_config, Usage(cache_read_tokens=read, cache_write_tokens=written), batch=batch)
     return EvalPlan(
         model=lm_config.display_name(),
+        cache_read_tokens=read,
+        cache_saved_usd=saved if read else None,
         program=label,
         protocol=protocol,
         cases=len(cases),
-        estimate=projected(len(units), per_call, pricing.completion_guess, pricing),
+        estimate=estimate,
+        batch_usd=batch_usd,
         priced=pricing.known,
         largest_prompt=largest,
         completion_guess=pricing.completion_guess,
@@ -122,8 +152,43 @@ def plan_eval(
             f"prompt tokens ~ {basis}{sample}",
             f"{pricing.completion_guess} completion tokens per call (reasoning models may write many more)",
             "answers already in the response cache cost nothing; --resume sends only missing units",
+            *assumptions,
         ],
     )
+
+
+def cacheable_prefix(
+    program: Any, protocol: str, cases: Sequence[Case], lm_config: LMConfig, per_call: float, calls: int
+) -> tuple[int, int]:
+    """Estimated prompt tokens the provider's cache would serve (reads) and store (writes, which
+    Anthropic bills) over a run: a DSPy program's demonstrations on every call after the first,
+    the ``prefix`` layout's system message and conversation on every judgment of a case after
+    its first; nothing for the official layouts or a prefix shorter than the provider caches."""
+    provider = lm_config.provider
+    if lm_config.is_fake or provider not in ("openai", "anthropic", "gemini"):
+        return 0, 0
+    smallest = minimum_tokens(lm_config.model.split("/", 1)[1]) if provider == "anthropic" else 1024
+    writes = provider == "anthropic"
+    if not _is_official(program):
+        demos = len(getattr(program.named_predictors()[0][1], "demos", None) or [])
+        prefix = round(per_call * demos / (1 + demos))
+        if prefix < smallest or calls < 2:
+            return 0, 0
+        return prefix * (calls - 1), prefix if writes else 0
+    if protocol != "per-rule" or program.layout != "prefix":
+        return 0, 0
+    read = written = 0
+    for case in cases:
+        targets = build_targets(case)
+        messages = per_rule_messages(case, targets[0], layout="prefix") if targets else []
+        end = prefix_layout_end(messages)
+        if end is None or len(targets) < 2:
+            continue
+        prefix = estimate_tokens(messages[0]["content"] + messages[-1]["content"][: end[1]])
+        if prefix >= smallest:
+            read += prefix * (len(targets) - 1)
+            written += prefix if writes else 0
+    return read, written
 
 
 class EvalBudget:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,9 +25,11 @@ from .._data._selection import resolved_path
 from .._errors import ConfigError, DataError, OutputError, validation_problem
 from .._lm import closing_transports, import_dspy, make_lm
 from .._lm._direct import RequestCaptured, client_of
+from .._lm._prompt_cache import before_last_message, marking_prefix
 from .._lm._replicas import display_endpoint
 from .._metrics import ResultSet, score
 from .._protocol import build_targets
+from .._protocol._targets import prefix_layout_end
 from .._provenance import git_commit, package_versions, redacted_argv
 from .._run_manifest import (
     RUNNING,
@@ -148,7 +150,11 @@ def plan_run(config: EvalConfig, lm_config: LMConfig) -> EvalPlan:
     """What ``run_eval`` would send (``eval --dry-run``), after the checks a run makes before its first call."""
     _, cases = select_cases(config)
     program, protocol, label = build_program(config, constrained=lm_config.json_schema, cases=cases)
-    plan = plan_eval(program, protocol, label, cases, lm_config)
+    if config.batch:  # a provider without a batch API: one line, as the run would say
+        from .._batch import wire_class
+
+        wire_class(lm_config.provider, lm_config.display_name())
+    plan = plan_eval(program, protocol, label, cases, lm_config, batch=config.batch)
     require_prices(config.caps, {lm_config.model: run_pricing(program, protocol, lm_config)})
     return plan
 
@@ -193,11 +199,11 @@ def run_eval(
             raise ConfigError(
                 f"{results_file} exists: pass --resume to continue that run, or choose another --run-id"
             )
-        if config.resume:  # the same run: same dataset, program, selection and model
-            refuse_a_changed_resume(
-                read_run_manifest(paths.manifest), config, dataset=(loaded.source, loaded.content_hash),
-                model=model, lm=lm_config, results_file=results_file,
-            )  # fmt: skip
+        # The same run (resumed, or another model joining its run id): same dataset, program, selection.
+        refuse_a_changed_resume(
+            read_run_manifest(paths.manifest), config, dataset=(loaded.source, loaded.content_hash),
+            model=model, lm=lm_config, results_file=results_file, resume=config.resume,
+        )  # fmt: skip
         lm = lm if lm is not None else make_lm(lm_config)
         teach_fake(lm, cases)
         run_fields: dict[str, Any] = {
@@ -277,7 +283,24 @@ def run_eval(
             )
             write_manifest(paths.manifest, written)
 
+        if config.resume and not config.batch:  # a batched run's open batches are collected with --batch only
+            from .._batch import refuse_open_batches
+
+            refuse_open_batches(paths.batch_dir_for(protocol))
         manifest(existing, status=RUNNING)
+        if config.batch:  # the provider's batch API answers the units first; the runner reads those
+            try:
+                _fill_by_batch(
+                    config, job, units, lm, paths=paths, console=console, retry_errors=retry_errors,
+                    json_adapter=lm_config.json_schema and config.program != "official",
+                )  # fmt: skip
+            except KeyboardInterrupt:  # left while batches run: --resume collects them
+                outcome.interrupted, units = True, []
+            except OutputError:  # a batch ended unanswered (or a write failed): the manifest says so
+                outcome.failed = True
+                with contextlib.suppress(OutputError):
+                    manifest(read_run_results(results_file))
+                raise
         early = EarlyStop()
         try:
             with (
@@ -296,7 +319,10 @@ def run_eval(
                     stop_when=early.observe,
                 )
                 try:
-                    with _adapter_context(lm_config.json_schema and config.program != "official"):
+                    with (
+                        _adapter_context(lm_config.json_schema and config.program != "official"),
+                        _prompt_marks(config),
+                    ):
                         asyncio.run(closing_transports(engine.run(units)))
                 except KeyboardInterrupt:
                     outcome.interrupted = True
@@ -377,7 +403,7 @@ def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
     case = cases[0]
     client.capturing = True
     try:
-        with _adapter_context(lm_config.json_schema and config.program != "official"):
+        with _adapter_context(lm_config.json_schema and config.program != "official"), _prompt_marks(config):
             if protocol == "per-rule":
                 asyncio.run(closing_transports(judge_target(program, case, build_targets(case)[0], lm)))
             else:
@@ -387,6 +413,70 @@ def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
     finally:
         client.capturing = False
     raise ConfigError(f"--show-request: case {case.id} sent no request")  # a program that never calls its LM
+
+
+def _fill_by_batch(
+    config: EvalConfig,
+    job: PerPolicyJob | PerRuleJob,
+    units: list[Any],
+    lm: Any,
+    *,
+    paths: RunPaths,
+    console: Console,
+    retry_errors: bool,
+    json_adapter: bool,
+) -> None:
+    """``--batch``: the pending units' requests answered through the provider's batch API, logged
+    beside the results file (``sp_dspy._batch``). Caps are refused: a batch is paid as a whole,
+    not call by call."""
+    from .._batch import fill_by_batch
+
+    caps = [
+        flag
+        for flag, value in (
+            ("--max-calls", config.caps.max_calls),
+            ("--max-total-tokens", config.caps.max_tokens),
+            ("--max-usd", config.caps.max_usd),
+        )
+        if value is not None
+    ]
+    if caps:
+        raise ConfigError(
+            f"--batch: {', '.join(caps)} stop a run call by call, and a batch is paid as a whole; "
+            "see its price with --dry-run --batch, then run without the cap"
+        )
+    protocol = str(config.protocol)
+    try:  # the run exists from its first batch on: --resume finds it whatever stops this invocation
+        paths.results_for(protocol).touch()
+    except OSError as exc:
+        raise OutputError(f"cannot write {paths.results_for(protocol)}: {exc.strerror or exc}") from None
+    fill_by_batch(
+        job.work, units, job.key, lm,
+        directory=paths.batch_dir_for(protocol),
+        console=console,
+        resume_hint=f"--resume --run-id {paths.run_id}",
+        retry_errors=retry_errors,
+        concurrency=config.concurrency,
+        context=lambda: _in_both(_adapter_context(json_adapter), _prompt_marks(config)),
+    )  # fmt: skip
+
+
+def _prompt_marks(config: EvalConfig) -> contextlib.AbstractContextManager[Any]:
+    """Anthropic prompt-cache marks: a DSPy program's instructions and demonstrations, the
+    ``prefix`` layout's per-case prefix; none in the official baselines' bytes."""
+    if config.program != "official":
+        return marking_prefix(before_last_message)
+    if config.protocol == "per-rule" and config.per_rule_layout == "prefix":
+        return marking_prefix(prefix_layout_end)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _in_both(
+    first: contextlib.AbstractContextManager[Any], second: contextlib.AbstractContextManager[Any]
+) -> Iterator[None]:
+    with first, second:
+        yield
 
 
 def _adapter_context(json_adapter: bool) -> contextlib.AbstractContextManager[Any]:

@@ -69,6 +69,10 @@ class RunPaths:
     def results_for(self, protocol: str) -> Path:
         return self.output_dir / f"{_prefix(protocol)}_{self.run_id}_{safe_name(self.model)}.jsonl"
 
+    def batch_dir_for(self, protocol: str) -> Path:
+        """Where ``--batch`` logs this results file's batches and their answers (``--resume`` reads it)."""
+        return self.results_for(protocol).with_suffix(".batch")
+
     @property
     def manifest(self) -> Path:
         """One manifest per run id; several models of one run are entries in it."""

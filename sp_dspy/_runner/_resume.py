@@ -1,7 +1,9 @@
 """A resumed run continues the very run its manifest describes: same dataset, program, selection and model.
 
 Records of two setups in one results file would be scored as one run, under a manifest
-naming only the last one.
+naming only the last one. A model joining an existing run id (``--run-id`` without
+``--resume``) shares that run's one manifest, so it must share its dataset, program and
+selection too.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ def refuse_a_changed_resume(
     model: str,
     lm: LMConfig,
     results_file: Path,
+    resume: bool = True,
 ) -> None:
-    """Raise ``ConfigError`` naming the first setting in which this resumption differs from the run.
+    """Raise ``ConfigError`` naming the first setting in which this resumption differs from the run
+    (``resume`` False: a model joining the run, whose manifest would otherwise mislabel the others).
 
     ``manifest``: the run's (None: nothing recorded, nothing to compare); ``dataset``: the
     loaded dataset's source and sha256; ``model``: the model's name in the manifest. Settings
@@ -46,9 +50,13 @@ def refuse_a_changed_resume(
     run = manifest.run_id
 
     def refuse(setting: str, was: Any, now: Any) -> None:
+        if resume:
+            flag, harm = "--resume", "resuming would mix two setups in one results file; resume"
+        else:
+            flag, harm = f"--run-id {run}", "its one manifest would mislabel the models already in it; run"
         raise ConfigError(
-            f"--resume: run {run} ran with {setting} {_shown(was)}, this run asks for {_shown(now)}: resuming "
-            "would mix two setups in one results file; resume with the run's settings, or start another --run-id"
+            f"{flag}: run {run} ran with {setting} {_shown(was)}, this run asks for {_shown(now)}: "
+            f"{harm} with the run's settings, or start another --run-id"
         )
 
     source, sha256 = dataset

@@ -119,6 +119,14 @@ def ablate_command(
         ),
     ] = False,
     log_requests: opt.LogRequests = False,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Send every variant's requests through the provider's batch API (OpenAI, Anthropic): "
+            "half price; --resume collects batches left running.",
+        ),
+    ] = False,
     baseline: Annotated[
         str | None,
         typer.Option("--baseline", help="Variant to compare against (default official-per-policy)."),
@@ -147,7 +155,7 @@ def ablate_command(
     lm_config = resolve_lm(lm or base.get("lm"), config, where, **lm_flags.overrides())
     flags: dict[str, Any] = {
         "variants": variants, "parser": parser, "allow_overlap": allow_overlap or None,
-        "concurrency": concurrency,
+        "concurrency": concurrency, "batch": batch or None,
         "run_id": run_id, "baseline": baseline, "n_boot": n_boot, "seed": seed,
         "data": {
             "dataset": dataset, "benchmark": benchmark, "level": level, "domain": domain, "split": split,

@@ -23,6 +23,7 @@ from ._console import console, err_console, visible
 
 if TYPE_CHECKING:
     from .._compile import BudgetCaps
+    from .._lm import HttpRequest, LMConfig
 
 # Some units ended in error, or a budget cap stopped the run.
 EXIT_UNFINISHED = 3
@@ -104,6 +105,14 @@ def eval_command(
         ),
     ] = False,
     log_requests: opt.LogRequests = False,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Send every request through the provider's batch API (OpenAI, Anthropic): half price, "
+            "answers within 24 h; --resume collects batches left running.",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
 ) -> None:
@@ -126,6 +135,7 @@ def eval_command(
         "per_rule_layout": per_rule_layout,
         "concurrency": concurrency, "output_dir": output_dir, "run_id": run_id, "resume": resume,
         "caps": {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd},
+        "batch": batch,
     }  # fmt: skip
     settings = build_eval_config(flags, run_config)
     if dry_run:
@@ -147,6 +157,8 @@ def eval_command(
     for lm_config in configs:  # a missing key fails now, not after the models before it ran
         if not lmo.is_local(lm_config):  # the embedded server's address is known once it runs
             key_for(lm_config, lm_config.api_bases[0] if lm_config.api_bases else None)
+        if settings.batch:  # a provider without a batch API fails before any model is run
+            batch_wire(lm_config)
     if show_request:  # each model's first request as JSON on stdout, unwrapped for jq
         configure_cache(enabled=False)
         for lm_config in configs:
@@ -154,7 +166,8 @@ def eval_command(
                 request = first_request(settings, live)
             if len(configs) > 1:
                 typer.echo(f"# {live.display_name()}")
-            typer.echo(json.dumps(request.shown(), indent=2, ensure_ascii=False))
+            shown = batch_line(live, request) if settings.batch else request.shown()
+            typer.echo(json.dumps(shown, indent=2, ensure_ascii=False))
         return
     units_failed = False
     for lm_config in configs:
@@ -169,6 +182,7 @@ def eval_command(
         _print_outcome(
             outcome, live.display_name(), small=lmo.is_local(lm_config), verbose=verbose, window=window
         )
+        _print_prompt_cache(outcome, live, batch=settings.batch)
         if outcome.interrupted:
             # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.
             raise SystemExit(interrupted_exit_code())
@@ -179,14 +193,30 @@ def eval_command(
         raise SystemExit(EXIT_UNFINISHED)
 
 
+def batch_wire(lm_config: LMConfig) -> Any:
+    """The batch API of the model's provider (``ConfigError``: it has none sp-dspy drives)."""
+    from .._batch import wire_class
+
+    return wire_class(lm_config.provider, lm_config.display_name())
+
+
+def batch_line(lm_config: LMConfig, request: HttpRequest) -> dict[str, Any]:
+    """``--show-request --batch``: the request's line in the provider's batch input (its body as sent alone)."""
+    from .._batch import custom_id
+
+    return dict(batch_wire(lm_config).line(custom_id(request), request))
+
+
 def _print_plan(plan: EvalPlan, caps: BudgetCaps, *, window: int | None) -> None:
     """The projection of one model's run, which cap would stop it, and whether its largest
     prompt fits the model's context window (``window``, where known)."""
     est = plan.estimate
     table = FitTable(title=f"Projected eval of {plan.model} (dry run: nothing was sent)")
-    for column in ("program", "cases", "calls", "prompt tokens", "completion tokens", "USD"):
+    batched = ("USD batched",) if plan.batch_usd is not None else ()
+    for column in ("program", "cases", "calls", "prompt tokens", "completion tokens", "USD", *batched):
         table.add_column(column, justify="left" if column == "program" else "right")
-    table.add_row(f"{plan.program} {plan.protocol}", f"{plan.cases:,}", *opt.estimate_cells(est))
+    cells = opt.estimate_cells(est) + ((opt.money(plan.batch_usd),) if batched else ())
+    table.add_row(f"{plan.program} {plan.protocol}", f"{plan.cases:,}", *cells)
     console.print(table)
     for flag, cap in opt.caps_below(caps, est):
         console.print(
@@ -205,8 +235,34 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps, *, window: int | None) -> None
         console.print(
             f"[dim]largest projected prompt ~{plan.largest_prompt:,} of {window:,} context tokens[/dim]"
         )
+    if plan.cache_read_tokens:
+        saved = "" if plan.cache_saved_usd is None else f", saving ~{opt.money(plan.cache_saved_usd)}"
+        console.print(
+            f"prompt cache: ~{plan.cache_read_tokens:,} of the {est.usage.prompt_tokens:,} prompt tokens "
+            f"repeat a stable prefix the provider's cache can serve{saved} (not subtracted from the USD shown)",
+            highlight=False,
+        )
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
+
+
+def _print_prompt_cache(outcome: Any, lm_config: LMConfig, *, batch: bool) -> None:
+    """The prompt tokens the provider's prompt cache served (and wrote), and what that saved."""
+    from .._pricing import cache_savings
+
+    usage = outcome.totals.usage
+    read, written = usage.cache_read_tokens or 0, usage.cache_write_tokens or 0
+    if not (read or written):
+        return
+    saved = cache_savings(lm_config, usage, batch=batch)
+    wrote = f", {written:,} written to it" if written else ""
+    worth = f"; it saved {opt.money(saved)} at the price map's rates" if saved is not None else ""
+    err_console.print(
+        f"prompt cache: {read:,} of {usage.prompt_tokens:,} prompt tokens read from the provider's cache"
+        f"{wrote}{worth}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool, window: int | None) -> None:

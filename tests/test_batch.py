@@ -1,0 +1,307 @@
+"""``sp-dspy eval --batch``: every unit answered through the provider's batch API, exactly once.
+
+A loopback batch server (``tests._batch_server``) speaks OpenAI's files + batches and
+Anthropic's Message Batches; each batched body must be the body the run sends one at a time,
+no request may go to the one-at-a-time endpoint, and a run killed between submitting and
+collecting resumes by polling what it submitted, never submitting it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from sp_dspy import load_benchmark
+from sp_dspy._errors import SpDspyError
+from sp_dspy._lm import LMConfig
+from sp_dspy._protocol import per_policy_messages
+from sp_dspy._runner import EvalConfig, plan_run
+from sp_dspy._runner._fake_gold import teach_fake
+from sp_dspy.cli import app
+from tests._batch_server import BatchServer
+from tests._lm_fixtures import oracle_stub
+from tests._results import iter_records
+
+pytestmark = [pytest.mark.usefixtures("isolated_run"), pytest.mark.network, pytest.mark.timeout(180)]
+
+SAMPLE = load_benchmark().cases
+LIMIT = "3"
+
+
+@pytest.fixture(autouse=True)
+def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SP_DSPY_BATCH_POLL_S", "0.01")
+
+
+def batch_server(**options: Any) -> BatchServer:
+    server = BatchServer(**options)
+    teach_fake(SimpleNamespace(engine=server.fake), SAMPLE)
+    return server
+
+
+def eval_args(url: str, out: Path, *args: str, lm: str = "openai/stub") -> list[str]:
+    return ["eval", "--lm", lm, "--api-base", url, "--output-dir", str(out), "-q", "--limit", LIMIT, *args]
+
+
+def invoke(args: list[str], code: int = 0) -> Any:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == code, (result.output, result.exception)
+    return result
+
+
+def fails(args: list[str]) -> str:
+    """The one-line error of a command that must fail on bad input or a lost batch (exit 2)."""
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, SpDspyError), (result.output, result.exception)
+    assert result.exception.exit_code == 2
+    return str(result.exception)
+
+
+def canonical(bodies: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(body, sort_keys=True) for body in bodies)
+
+
+def one_at_a_time_bodies(tmp_path: Path, *args: str, lm: str = "openai/stub") -> list[dict[str, Any]]:
+    """The bodies the same run posts without --batch."""
+    with oracle_stub() as stub:
+        invoke(eval_args(stub.url, tmp_path / "single", *args, lm=lm))
+        return [r.body for r in stub.chat_requests if r.body is not None]
+
+
+def records(out: Path) -> list[dict[str, Any]]:
+    (results,) = [p for p in out.glob("*.jsonl")]
+    return list(iter_records(results))
+
+
+@pytest.fixture
+def server() -> Iterator[BatchServer]:
+    with batch_server() as stub:
+        yield stub
+
+
+@pytest.mark.parametrize(
+    ("lm", "args"),
+    [
+        ("openai/stub", ()),
+        ("openai/stub", ("--program", "dspy")),
+        ("openai/stub", ("--protocol", "per-rule")),
+        ("openai/stub", ("--protocol", "per-rule", "--per-rule-layout", "prefix")),
+        ("anthropic/stub", ()),
+        ("anthropic/stub", ("--program", "dspy", "--protocol", "per-rule")),
+    ],
+    ids=["official", "dspy", "per-rule", "per-rule-prefix", "anthropic-official", "anthropic-dspy-per-rule"],
+)
+def test_batched_run_sends_each_one_at_a_time_body_once_through_the_batch_api(
+    server: BatchServer, tmp_path: Path, lm: str, args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    out = tmp_path / "batched"
+    invoke(eval_args(server.url, out, "--batch", *args, lm=lm))
+    assert server.chat_requests == []  # nothing went to /chat/completions or /v1/messages
+    assert {batch.wire for batch in server.created} == {lm.partition("/")[0]}
+    batched = canonical(server.answered_bodies)
+    assert len(batched) == len(set(batched))  # identical requests (a rule judged alike twice) go once
+    assert set(batched) == set(canonical(one_at_a_time_bodies(tmp_path, *args, lm=lm)))
+    lines = records(out)
+    assert lines and not any(line.get("error_class") for line in lines)
+    unit_keys = [(line.get("cid") or line.get("id"), line.get("rule")) for line in lines]
+    assert len(unit_keys) == len(set(unit_keys))  # every unit exactly once
+
+
+def test_partly_failed_batch_records_error_classes_and_retry_errors_resubmits_only_those(
+    tmp_path: Path,
+) -> None:
+    failing = [per_policy_messages(SAMPLE[1])]
+
+    def fail(body: dict[str, Any]) -> int | None:
+        return 500 if body.get("messages") in failing else None
+
+    with batch_server(fail_status=fail) as server:
+        out = tmp_path / "out"
+        invoke(eval_args(server.url, out, "--batch"), code=3)
+        errors = [line for line in records(out) if line.get("error_class")]
+        assert [(e["id"], e["error_class"]) for e in errors] == [(SAMPLE[1].id, "server_error")]
+        failing.clear()
+        invoke(eval_args(server.url, out, "--batch", "--resume", "--retry-errors"))
+        assert [len(batch.lines) for batch in server.created] == [3, 1]
+        latest = {line["id"]: line for line in records(out)}
+        assert not any(line.get("error_class") for line in latest.values())
+    assert server.chat_requests == []
+
+
+@pytest.mark.parametrize("lm", ["openai/stub", "anthropic/stub"])
+def test_expired_batch_says_so_keeps_its_answers_and_resume_submits_the_rest(
+    tmp_path: Path, lm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    out = tmp_path / "out"
+    with batch_server(expire_after=1) as server:
+        error = fails(eval_args(server.url, out, "--batch", lm=lm))
+        assert "batch batch-1 expired: 2 of 3 request(s) unanswered (1 answer(s) kept)" in error
+        assert "--resume --run-id" in error
+        (manifest,) = out.glob("manifest_*.json")
+        assert json.loads(manifest.read_text())["runs"]["stub"]["status"] == "failed"
+        server.expire_after = None
+        invoke(eval_args(server.url, out, "--batch", "--resume", lm=lm))
+        assert [len(batch.lines) for batch in server.created] == [3, 2]
+        assert len(records(out)) == 3
+    assert server.chat_requests == []
+
+
+def _spawn(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    command = [sys.executable, "-c", "from sp_dspy.cli import main; main()", *args]
+    return subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def _kill_when(process: subprocess.Popen[str], ready: Any) -> None:
+    deadline = time.monotonic() + 120
+    while not ready():
+        assert process.poll() is None, process.communicate()[0]
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("moment", ["after-submit", "during-create"])
+def test_run_killed_between_submit_and_collect_resumes_without_submitting_again(
+    tmp_path: Path, moment: str
+) -> None:
+    out = tmp_path / "out"
+    args = eval_args("", out, "--batch", "--run-id", "killed")
+    if moment == "after-submit":  # the batch id is logged, the batch still runs
+        server = batch_server(polls_before_end=10**9)
+    else:  # the provider created the batch, the process died before learning its id
+        server = batch_server(create_delay_s=60)
+    with server:
+        args[args.index("--api-base") + 1] = server.url
+        process = _spawn(args, tmp_path)
+        if moment == "after-submit":
+            _kill_when(process, server.polled.is_set)
+        else:
+            _kill_when(process, lambda: bool(server.created))
+        server.polls_before_end, server.create_delay_s = 0, 0.0
+        unbatched = [arg for arg in args if arg != "--batch"]
+        assert "resume it with --batch to collect them" in fails([*unbatched, "--resume"])
+        invoke([*args, "--resume"])
+        assert len(server.created) == 1  # polled (or found by its file), never submitted twice
+        assert len(server.created[0].lines) == 3
+        assert len(records(out)) == 3
+    assert server.chat_requests == []
+
+
+def test_show_request_batch_prints_the_batch_line_of_the_first_request(server: BatchServer) -> None:
+    single = json.loads(invoke(eval_args(server.url, Path("o"), "--show-request")).stdout)
+    line = json.loads(invoke(eval_args(server.url, Path("o"), "--show-request", "--batch")).stdout)
+    assert line["method"] == "POST" and line["url"] == "/v1/chat/completions"
+    assert line["body"] == single["body"]
+    assert server.chat_requests == [] and server.created == []
+
+
+def test_provider_without_a_batch_api_is_one_line_before_anything_is_sent(
+    server: BatchServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XAI_API_KEY", "xai-test")
+    error = fails(eval_args(server.url, Path("o"), "--batch", lm="xai/stub"))
+    assert "provider 'xai' has no batch API sp-dspy can use" in error
+    assert server.requests == [] and server.created == []
+
+
+def test_caps_are_refused_with_batch(server: BatchServer) -> None:
+    error = fails(eval_args(server.url, Path("o"), "--batch", "--max-calls", "5"))
+    assert "--batch: --max-calls stop a run call by call" in error
+    assert server.created == []
+
+
+def test_run_config_batch_true_batches_the_run(server: BatchServer, tmp_path: Path) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text("batch: true\n", encoding="utf-8")
+    invoke(eval_args(server.url, tmp_path / "out", "--run-config", str(config)))
+    assert len(server.created) == 1 and server.chat_requests == []
+
+
+def test_batched_answers_are_priced_at_the_batch_rate(server: BatchServer, tmp_path: Path) -> None:
+    """The same answers cost half through the batch API (the price map's batch prices of gpt-5-mini)."""
+    invoke(eval_args(server.url, tmp_path / "batched", "--batch", lm="openai/gpt-5-mini"))
+    with oracle_stub() as stub:
+        invoke(eval_args(stub.url, tmp_path / "single", lm="openai/gpt-5-mini"))
+    batched = {line["id"]: line for line in records(tmp_path / "batched")}
+    single = {line["id"]: line for line in records(tmp_path / "single")}
+    assert batched.keys() == single.keys()
+    for case_id, line in single.items():
+        assert batched[case_id]["usage"]["prompt_tokens"] == line["usage"]["prompt_tokens"] > 0
+        assert batched[case_id]["cost"] == pytest.approx(line["cost"] / 2)
+
+
+@pytest.mark.parametrize(
+    ("model", "basis"),
+    [
+        ("openai/gpt-5-mini", "the price map's batch prices"),
+        ("openai/gpt-3.5-turbo", "batch discount (50% of"),
+    ],
+)
+def test_dry_run_batch_shows_both_prices_and_where_the_batch_price_comes_from(model: str, basis: str) -> None:
+    output = invoke(["eval", "--dry-run", "--batch", "--lm", model, "--protocol", "per-rule"]).output
+    assert "USD batched" in output and basis in output
+    plan = plan_run(EvalConfig(protocol="per-rule", batch=True), LMConfig(model=model))
+    assert plan.batch_usd == pytest.approx(plan.estimate.usd / 2)
+
+
+def test_ablate_batch_batches_every_variant(server: BatchServer, tmp_path: Path) -> None:
+    variants = "official-per-policy,dspy-per-policy"
+    args = ["ablate", "--out", str(tmp_path / "abl"), "--lm", "openai/stub", "--api-base", server.url]
+    invoke([*args, "--variants", variants, "--limit", LIMIT, "--batch", "-q", "--n-boot", "0"])
+    assert server.chat_requests == []
+    assert [len(batch.lines) for batch in server.created] == [3, 3]
+
+
+FAKE_RUN_BATCH = """
+import json, sys
+args = sys.argv[1:]
+source, out = args[args.index("-i") + 1], args[args.index("-o") + 1]
+with open(out + ".argv", "w") as handle:
+    json.dump(args, handle)
+with open(out, "w") as handle:
+    for text in open(source):
+        line = json.loads(text)
+        body = {"id": "x", "object": "chat.completion", "model": line["body"]["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "[]"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
+        answer = {"id": "r", "custom_id": line["custom_id"], "response": {"status_code": 200, "body": body}, "error": None}
+        handle.write(json.dumps(answer) + "\\n")
+"""
+
+
+def test_hosted_vllm_batch_runs_vllm_run_batch_on_the_openai_batch_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "fake_run_batch.py"
+    script.write_text(FAKE_RUN_BATCH, encoding="utf-8")
+    monkeypatch.setenv("SP_DSPY_VLLM_RUN_BATCH", f"{sys.executable} {script}")
+    out = tmp_path / "out"
+    lm = "hosted_vllm/Qwen/Qwen3-8B"
+    invoke(eval_args("http://127.0.0.1:9/v1", out, "--batch", lm=lm))  # no server: offline
+    assert len(records(out)) == 3
+    (batch_dir,) = out.glob("*.batch")
+    (argv_file,) = batch_dir.glob("vllm-1.out.jsonl.argv")
+    argv = json.loads(argv_file.read_text())
+    assert argv == ["-i", str(batch_dir / "vllm-1.in.jsonl"), "-o", str(batch_dir / "vllm-1.out.jsonl"),
+                    "--model", "Qwen/Qwen3-8B"]  # fmt: skip
+    lines = [json.loads(text) for text in (batch_dir / "vllm-1.in.jsonl").read_text().splitlines()]
+    shown = json.loads(invoke(eval_args("http://127.0.0.1:9/v1", out, "--show-request", lm=lm)).stdout)
+    assert lines[0]["url"] == "/v1/chat/completions"
+    assert shown["body"] in [line["body"] for line in lines]
