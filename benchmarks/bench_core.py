@@ -1,7 +1,7 @@
 """Core benchmark of issue 2: load+validate, ``sp-dspy score`` end to end, memory.
 
 What it measures on the full-size synthetic benchmark (3,000 cases, ~78k rules,
-~75 MB; ``make_synthetic.py``, generated when missing):
+~86 MB; ``make_synthetic.py``, generated when missing):
 
 - **load+validate**: ``sp_dspy.load_benchmark`` (JSON parse, legacy normalisation,
   pydantic validation, consistency checks, content hash) in a fresh process, timed
@@ -144,7 +144,7 @@ def measure(args: argparse.Namespace) -> list[Series]:
         subprocess.run(
             [PYTHON, str(ROOT / "benchmarks" / "make_synthetic.py"), "--out", str(dataset)], check=True
         )
-    # Written by a child process: a parent holding the parsed 75 MB dataset would show
+    # Written by a child process: a parent holding the parsed 86 MB dataset would show
     # in every child's peak RSS (Linux hands a forked child its parent's high-water mark).
     prepare = [PYTHON, __file__, "--prepare-only", "--dataset", str(dataset), "--seed", str(args.seed)]
     n_cases = json.loads(subprocess.run(prepare, check=True, capture_output=True, text=True).stdout)["cases"]

@@ -10,9 +10,10 @@ written twice: as ``sp-dspy view`` writes it (no plots) and as ``sp-dspy report`
 What it measures, ``--repeat`` times after one warm-up load, in a fresh tab each time
 (Debian's chromium through chromedriver, 1400x1000 window):
 
-- **first render**: ``performance.mark("sp-cases-ready")``, set when the first 200 rows are
-  on the page, from navigation start (reading and parsing the file, the data block's
-  ``JSON.parse``, building the controls and rows); and the browser's first contentful paint.
+- **first render**: ``performance.mark("sp-cases-ready")``, set when the first 100 rows are
+  on the page, from navigation start (reading and parsing the file, the data block's base64
+  decoded, inflated and ``JSON.parse``d, building the controls and rows); and the browser's
+  first contentful paint.
 - **filter**: choosing an outcome in the "Outcome" filter (re-filtering the 3,000 cases
   and rebuilding the visible rows), then a level, then "won by B"; timed around the
   ``change`` event up to a forced layout.
@@ -28,6 +29,7 @@ What it measures, ``--repeat`` times after one warm-up load, in a fresh tab each
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -54,8 +56,6 @@ def _dataset(path: Path) -> Path:
 
 
 def _runs(dataset: Path, folder: Path) -> list[tuple[str, list[Path]]]:
-    import json
-
     cases = json.loads(dataset.read_text(encoding="utf-8"))["data"]
     first, judgments = write_results(cases, folder / "seed0", seed=0)
     second, _ = write_results(cases, folder / "seed1", seed=1)
@@ -65,7 +65,7 @@ def _runs(dataset: Path, folder: Path) -> list[tuple[str, list[Path]]]:
 def _pages(dataset: Path, folder: Path) -> tuple[Path, Path, dict[str, float]]:
     from sp_dspy import load_benchmark
     from sp_dspy._report import build_summary, write_html
-    from sp_dspy._report._viewer import json_for_script
+    from sp_dspy._report._viewer import data_block, read_data_block
 
     timings: dict[str, float] = {}
     variants = _runs(dataset, folder)
@@ -74,7 +74,18 @@ def _pages(dataset: Path, folder: Path) -> tuple[Path, Path, dict[str, float]]:
     summary = build_summary(cases, variants, "per-policy", n_boot=1000)
     timings["build_summary (3 runs, CIs)"] = time.perf_counter() - start
     assert summary.cases_view is not None
-    timings["data block (MB)"] = len(json_for_script(summary.cases_view).encode("utf-8")) / 1e6
+    start = time.perf_counter()
+    block = data_block(summary.cases_view)
+    timings["data block: JSON gzip'd in base64 (s)"] = time.perf_counter() - start
+    timings["data block (MB)"] = len(block) / 1e6
+    document = read_data_block(block)
+    assert isinstance(document, dict)
+    timings["its JSON (MB)"] = (
+        len(json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()) / 1e6
+    )
+    timings["of which texts (MB)"] = (
+        sum(len(json.dumps(text, ensure_ascii=False).encode()) for text in document["S"]) / 1e6
+    )
     start = time.perf_counter()
     view = write_html(summary, folder / "view.html", title="bench view", plots=[])
     timings["write view page (s)"] = time.perf_counter() - start

@@ -247,9 +247,11 @@ async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> PolicyReco
     Never raises for what the model does: an answer the adapter cannot parse becomes
     ``failed`` (or ``refused`` when it is a refusal) and a failed LM call ``error``.
     """
-    if isinstance(program, OfficialPerPolicy | OfficialPerRule):
-        return await program.acall_case(case, lm)
     import dspy
+
+    if isinstance(program, OfficialPerPolicy | OfficialPerRule):
+        with dspy.context(disable_history=True):  # see judge_target
+            return await program.acall_case(case, lm)
 
     from programs._pku import severity_fields
 
@@ -302,7 +304,10 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
     from programs._per_rule import PerRuleGuard, hand_up_usage
 
     if isinstance(program, OfficialPerRule):
-        return await program.ajudge(case, target, lm)
+        # Its answers are read from each call's result; DSPy's history (its last 10,000 calls)
+        # would keep every answer whole, so memory would grow with what the model returns.
+        with dspy.context(disable_history=True):
+            return await program.ajudge(case, target, lm)
     if not isinstance(program, PerRuleGuard):
         raise ConfigError(f"{type(program).__name__} is not a per-rule program")
     target_lm = lm.copy()  # its own history: the cost of this judgment only

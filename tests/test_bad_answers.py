@@ -318,6 +318,88 @@ def test_per_rule_runs_record_every_judgment_and_resume(
     assert len(server.chat_requests) == sent
 
 
+#: Envelopes with no answer in them, one per conversation (a server's bug, not a refusal).
+MALFORMED: dict[str, dict[str, Any]] = {
+    "priv-101": {"choices": []},
+    "spec-102": {"choices": None},
+    "frau-103": {"choices": [{"index": 0, "finish_reason": "stop"}]},
+}
+WHAT_IS_MISSING = {
+    "priv-101": "no choices",
+    "spec-102": "no choices",
+    "frau-103": "no message in its first choice",
+}
+
+
+@pytest.mark.network
+@pytest.mark.timeout(180)
+@pytest.mark.usefixtures("isolated_run")
+@pytest.mark.parametrize("protocol", ["per-policy", "per-rule"])
+def test_a_malformed_envelope_is_a_failed_call_that_retry_errors_sends_again(
+    tmp_path: Path, protocol: str
+) -> None:
+    broken = [True]
+
+    def responder(body: dict[str, Any]) -> str | dict[str, Any]:
+        conversation = conversation_of(body) or ""
+        if broken[0]:
+            return {"id": "x", "object": "chat.completion", "model": "stub", **MALFORMED[conversation]}
+        return stub._fake_reply(body)
+
+    stub = StubServer(responder=responder).start()
+    teach_fake(SimpleNamespace(engine=stub.fake), SAMPLE)
+    args = ("--protocol", protocol, "--num-retries", "0")
+    results = tmp_path / ("results_bad_stub.jsonl" if protocol == "per-policy" else "per_rule_bad_stub.jsonl")
+    try:
+        failed = run_cli(stub, tmp_path, *args)
+        assert failed.exit_code == 3, (failed.output, failed.exception)  # units failed: not a clean run
+        records = list(iter_records(results))
+        assert records and all(r["parse_status"] == "error" for r in records)
+        if (
+            protocol == "per-policy"
+        ):  # not a refusal (an error judgment is refused=true, as the reference counts)
+            assert not any(r["refused"] for r in records)
+        for record in records:
+            missing = WHAT_IS_MISSING[(record.get("id") or record["cid"])[:-3]]
+            assert record["error_class"] == "server_error"
+            assert record["error"] == f"LMServerError: [openai/stub] malformed response: {missing}"
+        broken[0] = False  # the server is fixed
+        again = run_cli(stub, tmp_path, *args, "--resume", "--retry-errors")
+        assert again.exit_code == 0, (again.output, again.exception)
+        latest = {(r.get("id") or r["cid"], r.get("rule")): r for r in iter_records(results)}
+        assert len(latest) == len(records) and not any(r.get("error_class") for r in latest.values())
+    finally:
+        stub.stop()
+
+
+@pytest.mark.network
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("isolated_run")
+def test_an_answer_in_content_parts_is_read_as_its_text(tmp_path: Path) -> None:
+    def responder(body: dict[str, Any]) -> dict[str, Any]:
+        text = stub._fake_reply(body)
+        parts = [{"type": "text", "text": text[:5]}, {"type": "text", "text": text[5:]}]
+        message = {"role": "assistant", "content": parts}
+        return {
+            "id": "x",
+            "model": "stub",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        }
+
+    stub = StubServer(responder=responder).start()
+    teach_fake(SimpleNamespace(engine=stub.fake), SAMPLE)
+    try:
+        result = run_cli(stub, tmp_path)
+    finally:
+        stub.stop()
+    assert result.exit_code == 0, (result.output, result.exception)
+    records = {r["id"]: r for r in iter_records(tmp_path / "results_bad_stub.jsonl")}
+    assert {case_id: r["parse_status"] for case_id, r in records.items()} == {c.id: "clean" for c in SAMPLE}
+    assert {case_id: r["violated_rules"] for case_id, r in records.items()} == {
+        c.id: sorted(c.ground_truth_violations) for c in SAMPLE
+    }
+
+
 @pytest.mark.network
 @pytest.mark.timeout(180)
 @pytest.mark.usefixtures("isolated_run")

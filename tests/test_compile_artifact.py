@@ -10,7 +10,7 @@ import dspy
 
 from optimizers import policy_examples
 from programs import load_program, make_program
-from sp_dspy._compile._artifact import DEMO_FIELD_CHARS, program_state, prompt_markdown, write_program
+from sp_dspy._compile._artifact import DEMO_FIELD_CHARS, program_json, program_state, prompt_markdown
 from tests._compile_support import sample_cases
 
 
@@ -36,7 +36,7 @@ def test_saved_state_has_no_lm_and_no_training_labels(tmp_path: Path) -> None:
         {"policy", "conversation", "violated_rules"},
     ]
     (tmp_path / "manifest.json").write_text(json.dumps({"program": "dspy", "protocol": "per-policy"}))
-    write_program(tmp_path / "program.json", state)
+    (tmp_path / "program.json").write_text(program_json(state), encoding="utf-8")
     document = json.loads((tmp_path / "program.json").read_text())
     assert document["metadata"]["dependency_versions"]["dspy"]
     loaded = load_program(tmp_path)

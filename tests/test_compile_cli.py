@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -289,6 +291,37 @@ def test_ctrl_c_says_what_was_kept_and_how_to_continue(
     assert not (out / "manifest.json").exists() and "KeyboardInterrupt" in (out / "compile.log").read_text()
 
 
+def compile_in_a_process(server: StubServer, out: Path) -> subprocess.CompletedProcess[str]:
+    """The console script on a real process, so a compile that hangs at exit fails the test."""
+    command = [sys.executable, "-c", "from sp_dspy.cli import main; main()", "compile", *stub_lm(server)]
+    command += [*TINY_COPRO, "--out", str(out), "--quiet"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("full", "says"),
+    [
+        # The optimizer's threads write their progress bars and logs to compile.log: a write that fails
+        # there once left a progress bar's lock held, and the compile hung at exit.
+        ("compile.log", "cannot write compile.log (No space left on device); the compile stopped"),
+        ("program.json.tmp", "cannot write program.json (No space left on device); the artifact was not"),
+    ],
+)
+def test_a_full_disk_stops_a_compile_with_one_line_and_no_half_written_file(
+    stub: StubServer, tmp_path: Path, full: str, says: str
+) -> None:
+    out = tmp_path / "art"
+    out.mkdir()
+    (out / full).symlink_to("/dev/full")  # every write there fails with ENOSPC, as on a full disk
+    done = compile_in_a_process(stub, out)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"error: --out {out}: {says}"), done.stderr
+    assert "rerun the same command" in lines[0]
+    left = sorted(path.name for path in out.iterdir())
+    assert left == ["compile.log"], left  # no artifact file, whole or half, and no temporary file
+
+
 def test_a_second_compile_into_an_out_being_written_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "art"
     with claim_out(out, force=False):  # what a running compile holds until it ends
@@ -298,3 +331,24 @@ def test_a_second_compile_into_an_out_being_written_is_refused(tmp_path: Path) -
     assert "\n" not in message and message.startswith(f"--out {out} is being written by process ")
     assert "one compile writes an --out at a time" in message
     assert sorted(p.name for p in out.iterdir()) == []  # nothing of the second's, and the lock is gone
+
+
+def test_a_cache_write_failing_mid_compile_is_said_on_the_terminal_not_in_the_log(
+    stub: StubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    import diskcache
+
+    def disk_full(self: object, *args: object, **kwargs: object) -> object:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(diskcache.Disk, "store", disk_full)
+    out = tmp_path / "art"
+    result = invoke(*stub_lm(stub), *TINY_COPRO, "--out", str(out), "--quiet")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert said.count("warning: response cache: cannot write in") == 1, result.output
+    assert "the answers from here on are not cached" in said
+    assert "response cache" not in (out / "compile.log").read_text(encoding="utf-8")

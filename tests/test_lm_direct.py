@@ -238,10 +238,14 @@ def test_closing_transports_closes_the_pool_of_the_loop() -> None:
     assert len(transport._sessions) == 0
 
 
-def test_an_error_body_that_is_not_json_still_gives_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    with StubServer(responder=lambda body: {"not": "a completion"}) as server:
+def test_an_answer_without_usage_has_none_and_a_body_without_choices_is_a_server_error() -> None:
+    empty = {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}}]}
+    with StubServer(responder=lambda body: empty) as server:
         result = run(achat(lm_for(server), per_policy_messages()))
     assert result.text == "" and result.usage is None  # none reported: none made up
+    no_choices = pytest.raises(import_dspy().LMServerError, match=r"malformed response: no choices$")
+    with StubServer(responder=lambda body: {"not": "a completion"}) as server, no_choices:
+        run(achat(lm_for(server, num_retries=0), per_policy_messages()))
 
 
 def test_the_proxy_comes_from_the_environment_and_no_proxy_is_honoured(

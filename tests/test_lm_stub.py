@@ -20,6 +20,7 @@ from sp_dspy._lm import (
     make_lm,
     redact,
 )
+from sp_dspy._lm._compat import installed_cache
 from sp_dspy._lm._direct import client_of
 from sp_dspy.lm import achat, chat
 from tests._lm_fixtures import CONVERSATION, GOLD, POLICY, per_policy_messages
@@ -142,6 +143,8 @@ def test_cache_key_separates_endpoints_serving_the_same_model_name(tmp_path: Pat
     assert replayed.cached and replayed.text == answers[0].text
     assert answers[2].usage == answers[0].usage  # usage of the answer, also when replayed
     assert any((tmp_path / "responses").iterdir())  # on disk
+    # ... and only there: an in-memory tier would keep every answer whole, however long.
+    assert not installed_cache().memory_cache
 
 
 def test_disabled_cache_and_per_model_cache_flag(tmp_path: Path) -> None:

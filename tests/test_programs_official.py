@@ -140,3 +140,16 @@ def test_official_options_are_checked() -> None:
         make_program("official", "per-policy", mode="lenient")
     with pytest.raises(ConfigError, match="unsupported option"):
         make_program("official", "per-policy", layout="prefix")
+
+
+def test_the_runner_keeps_no_answer_of_the_baseline_in_dspy_history() -> None:
+    """DSPy's history keeps its last 10,000 calls whole: with huge answers, memory would grow with them."""
+    from programs import judge_target
+
+    case = paired_case(gt=[1, 3])
+    lm, engine = fake_lm("oracle", case)
+    run(OfficialPerPolicy(), case, lm)
+    target = build_targets(case)[0]
+    judgment = asyncio.run(judge_target(OfficialPerRule(), case, target, lm))
+    assert len(engine.calls) == 2 and judgment.pred is not None
+    assert lm.history == []

@@ -262,6 +262,43 @@ def test_bytes_that_are_not_utf8_name_line_and_column(tmp_path: Path) -> None:
     assert str(info.value) == f"{path}:2:30: not UTF-8 (byte 0xe9); save the file as UTF-8"
 
 
+def test_a_huge_answer_is_kept_as_a_prefix_with_its_length_and_hash_and_scores_the_same(
+    tmp_path: Path,
+) -> None:
+    """A model that returns 10 MB: each record keeps MAX_ANSWER_CHARS of it, and says what was cut."""
+    import hashlib
+
+    from sp_dspy._metrics import score
+    from sp_dspy._metrics._records import MAX_ANSWER_CHARS
+
+    huge = "é" + "x" * (10 * 1024 * 1024)
+    whole = {"chars": len(huge), "sha256": hashlib.sha256(huge.encode("utf-8")).hexdigest()}
+    judgment = JudgmentRecord(cid="c-l0", rule=1, gt=True, pred=True, reason=huge, answer=huge)
+    assert judgment.reason == judgment.answer == huge[:MAX_ANSWER_CHARS]
+    assert {name: clipped.model_dump() for name, clipped in (judgment.clipped or {}).items()} == {
+        "reason": whole,
+        "answer": whole,
+    }
+    record = PolicyRecord(id="c-l0", violated_rules=[1], analysis=huge, reasoning="short")
+    assert record.analysis == huge[:MAX_ANSWER_CHARS] and record.reasoning == "short"
+    assert list(record.clipped or {}) == ["analysis"]
+
+    cases = [make_case("c-l0", [1]), make_case("d-l0", [])]
+    judgments = [
+        {"kind": "judgment", "cid": "c-l0", "rule": 1, "gt": True, "pred": True},
+        {"kind": "judgment", "cid": "c-l0", "rule": 2, "gt": False, "pred": True},
+        {"kind": "judgment", "cid": "d-l0", "rule": 1, "gt": False, "pred": False},
+    ]
+    short = write_lines(tmp_path / "short.jsonl", [{**j, "reason": "because"} for j in judgments])
+    long = write_lines(tmp_path / "long.jsonl", [{**j, "reason": huge} for j in judgments])
+    read = read_result_files([long])
+    assert all(len(j.reason or "") == MAX_ANSWER_CHARS for j in read.judgments)
+    assert all((j.clipped or {})["reason"].model_dump() == whole for j in read.judgments)
+    written = JudgmentRecord.model_validate(read.judgments[0].line())  # the line a run would write back
+    assert written.clipped == read.judgments[0].clipped and written.reason == huge[:MAX_ANSWER_CHARS]
+    assert score(cases, read, ci=False).cells == score(cases, read_result_files([short]), ci=False).cells
+
+
 def test_a_results_line_is_bounded_and_read_line_by_line(tmp_path: Path) -> None:
     from sp_dspy._data._scan import read_regular_lines
 

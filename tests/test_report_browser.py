@@ -1,7 +1,7 @@
 """Open the report in headless Chromium: no JavaScript error, no broken image, no fetch.
 
 A check script is injected at the top of ``<head>``, before the report's own (its Cases view's):
-``window.onerror`` and CSP violations mark the root element, and on ``load`` a marker
+``window.onerror``, an unhandled promise rejection and CSP violations mark the root element, and on ``load`` a marker
 lists how many images did not decode. The injected CSP allows only ``data:`` images
 and inline styles, so any network reference shows up as a violation. Skipped only
 when ``chromium`` is not on PATH (CI installs the Debian ``chromium`` package).
@@ -29,6 +29,7 @@ CHECK = """<meta http-equiv="Content-Security-Policy" content="default-src 'none
 style-src 'unsafe-inline'; script-src 'unsafe-inline'"><script>
 function mark(k,v){document.documentElement.setAttribute(k,String(v));}
 window.onerror=function(m){mark('data-js-error',m);};
+window.addEventListener('unhandledrejection',function(e){mark('data-js-error',e.reason);});
 document.addEventListener('securitypolicyviolation',function(e){mark('data-csp-violation',e.blockedURI);});
 window.addEventListener('load',function(){var all=Array.prototype.slice.call(document.images);
 var broken=all.filter(function(i){return !(i.complete&&i.naturalWidth>0);}).length;

@@ -4,6 +4,7 @@ and ``sp-dspy view`` writing the page (the page itself is driven in ``test_repor
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,9 @@ from sp_dspy._metrics import (
     resolve_records,
     score,
 )
-from sp_dspy._report import build_summary
+from sp_dspy._report import build_summary, write_html
 from sp_dspy._report._cases import ViewedRun, cases_document
-from sp_dspy._report._viewer import json_for_script
+from sp_dspy._report._viewer import data_block, read_data_block
 from sp_dspy.cli import app
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
@@ -110,13 +111,35 @@ def test_texts_sit_once_in_the_string_table(document: dict[str, Any]) -> None:
 
 def test_the_data_block_cannot_end_the_script_or_open_a_comment() -> None:
     hostile = {"a": "</script><script>alert(1)</script>", "b": "<!-- x -->", "c": "&amp; \u2028"}
-    text = json_for_script(hostile)
-    assert "<" not in text and ">" not in text and "&" not in text
-    assert json.loads(text) == hostile
+    block = data_block(hostile)
+    assert re.fullmatch(r"[A-Za-z0-9+/]*={0,2}", block)  # base64: no <, > or &
+    assert read_data_block(block) == hostile
     # An answer cut inside an emoji (a lone surrogate) still writes as UTF-8 and reads back.
     cut = {"a": "x\ud83d y 🙂"}
-    text = json_for_script(cut)
-    assert text.encode("utf-8") and json.loads(text) == cut
+    assert read_data_block(data_block(cut)) == cut
+
+
+def test_the_page_stores_each_conversation_and_rule_text_once(tmp_path: Path) -> None:
+    """A conversation's three levels share its text, and its L1 policy repeats its L0 rules: the
+    page's data block holds each once, and gzip keeps it smaller than its JSON."""
+    summary = build_summary(CASES, [(None, [FIXTURES / name]) for name in RUNS], n_boot=0)
+    page = write_html(summary, tmp_path / "view.html", plots=[]).read_text(encoding="utf-8")
+    found = re.search(r'<script type="application/gzip" id="sp-cases-data">([^<]*)</script>', page)
+    assert found
+    document = read_data_block(found.group(1))
+    assert document == json.loads(json.dumps(summary.cases_view))
+    texts = document["S"]
+    cases = {case["id"]: case for case in document["cases"]}
+    first = CASES[0].id.rsplit("-", 1)[0]
+    levels = [cases[f"{first}-{level}"] for level in ("l0", "l1", "l2")]
+    conversation = next(case.conversation for case in CASES if case.id == f"{first}-l0")
+    assert texts.count(conversation) == 1 and {case["cv"] for case in levels} == {texts.index(conversation)}
+    # The L1 policy's first rules are its L0 policy's: the same entries of the table.
+    l0_rules, l1_rules = levels[0]["r"], levels[1]["r"]
+    assert [rule[1] for rule in l1_rules[: len(l0_rules)]] == [rule[1] for rule in l0_rules]
+    every_rule = [rule.text for case in CASES for rule in case.rubric.entries()]
+    assert len(texts) < len(every_rule) and all(texts.count(text) == 1 for text in every_rule)
+    assert len(found.group(1)) < len(json.dumps(document, ensure_ascii=False))
 
 
 def test_pku_cases_show_their_label_severity_and_categories() -> None:

@@ -43,7 +43,7 @@ def test_plots_are_embedded_and_nothing_is_fetched(page: str) -> None:
         assert forbidden not in page.lower()
     # The one script is the Cases view's, inline, beside its data block.
     scripts = re.findall(r"<script[^>]*>", page, re.IGNORECASE)
-    assert scripts == ['<script type="application/json" id="sp-cases-data">', "<script>"]
+    assert scripts == ['<script type="application/gzip" id="sp-cases-data">', "<script>"]
 
 
 def test_page_names_dataset_levels_and_published_rows(page: str) -> None:

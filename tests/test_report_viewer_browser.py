@@ -196,6 +196,23 @@ def test_a_case_opens_with_each_run_side_by_side(browser: WebDriver, page: str) 
     assert len(browser.find_elements(By.CSS_SELECTOR, "tr.cv-detail .cv-run")) == 3
 
 
+def test_each_level_opens_to_its_full_conversation_and_rules(browser: WebDriver, page: str) -> None:
+    """The page keeps a conversation and a repeated rule text once (``test_report_cases``); each
+    case still opens to all of its own: the conversation whole, every rule's text at its number."""
+    _open(browser, page)
+    by_id = {case.id: case for case in CASES}
+    for cid in ("priv-101-l0", "priv-101-l1", "priv-101-l2"):
+        case = by_id[cid]
+        browser.find_element(By.CSS_SELECTOR, f'tr.cv-row[data-case="{cid}"]').click()
+        detail = browser.find_element(By.CSS_SELECTOR, "tr.cv-detail")
+        conversation = detail.find_element(By.CSS_SELECTOR, ".cv-conv .cv-text").get_attribute("textContent")
+        assert conversation == case.conversation
+        for rule in case.rubric.entries():
+            row = detail.find_element(By.CSS_SELECTOR, f'tr[data-rule="{rule.rule}"]')
+            assert row.find_elements(By.TAG_NAME, "td")[2].get_attribute("textContent") == rule.text
+        browser.find_element(By.CSS_SELECTOR, f'tr.cv-row[data-case="{cid}"]').click()  # close it
+
+
 def test_run_against_run_filters_and_header(browser: WebDriver, page: str, runs: dict[str, Path]) -> None:
     _open(browser, page)
     a, b = _outcomes(runs["A"]), _outcomes(runs["B"])

@@ -3,7 +3,8 @@
 - A second ``eval`` on a run that a live process is writing refuses at once with one
   line naming that process; a lock left by a dead process is taken over.
 - An output directory that is a file or cannot be written, an unreadable dataset and
-  an unwritable cache stop the command before the first LM call, with one line.
+  an unwritable cache stop the command before the first LM call, with one line; a cache
+  whose writes fail mid-run says so once and the run goes on.
 - A write that fails mid-run (``ENOSPC``, injected at the store's write) stops the run
   at once with one line; what was written stays, the manifest says ``failed``, and
   ``--resume`` finishes the run without sending or recording anything twice.
@@ -160,6 +161,49 @@ def test_an_unwritable_cache_is_refused_naming_it(tmp_path: Path, monkeypatch: p
     message = one_line(invoke(tmp_path / "out", "--limit", "1"), OutputError)
     assert str(cache) in message and "response cache" in message and "--no-cache" in message
     assert invoke(tmp_path / "out", "--limit", "1", "--no-cache").exit_code == 0  # the way around it
+
+
+def test_a_cache_the_disk_has_no_room_to_open_is_refused_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Room for the directory check, none for the cache's database: one line, not sqlite's traceback."""
+    cache = tmp_path / "cache"
+    shard = cache / "responses" / "000"
+    shard.mkdir(parents=True)
+    (shard / "cache.db").symlink_to("/dev/full")  # every write there fails with ENOSPC
+    monkeypatch.setenv("SP_DSPY_CACHE_DIR", str(cache))
+    message = one_line(invoke(tmp_path / "out", "--limit", "1"), OutputError)
+    assert message == (
+        f"response cache: cannot open the cache in {cache / 'responses'} (database or disk is full); "
+        "set SP_DSPY_CACHE_DIR to a writable directory or pass --no-cache"
+    )
+
+
+@pytest.mark.network
+def test_a_cache_write_failing_mid_run_is_said_once_and_the_run_completes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import diskcache
+
+    real_store = diskcache.Disk.store
+    stores = Counter[str]()
+
+    def disk_fills_after_two(self: Any, *args: Any, **kwargs: Any) -> Any:
+        stores["n"] += 1
+        if stores["n"] > 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_store(self, *args, **kwargs)
+
+    monkeypatch.setattr(diskcache.Disk, "store", disk_fills_after_two)
+    with oracle_stub() as stub:
+        args = ["eval", "--lm", "openai/stub", "--api-base", stub.url, "--output-dir", str(tmp_path), "-q"]
+        result = CliRunner().invoke(app, [*args, "--run-id", "c", "--limit", "6", "--concurrency", "1"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    said = " ".join(result.output.split())
+    assert said.count("warning: response cache: cannot write in") == 1, result.output
+    assert "(No space left on device); the answers from here on are not cached" in said
+    assert len(list(iter_records(tmp_path / "results_c_stub.jsonl"))) == 6
+    assert stores["n"] == 3  # no write tried after the first that failed
 
 
 def test_an_unreadable_dataset_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,11 +1,12 @@
 """The compiled artifact: ``program.json``, ``manifest.json``, ``prompt.md``, ``splits.json``.
 
 ``program.json`` is DSPy's JSON state without LM settings and with demos cut to the signature's
-fields. Files are written atomically, manifest last: with a manifest, an artifact is complete.
+fields. The files are written all or none, manifest last: with a manifest, an artifact is complete.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import json
@@ -27,12 +28,13 @@ from sp_dspy._compile._types import (
     Selection,
     SplitRecord,
 )
-from sp_dspy._errors import ConfigError
+from sp_dspy._errors import ConfigError, OutputError
 from sp_dspy._lm import LMConfig
 from sp_dspy._provenance import git_commit, package_versions, redacted_argv
 from sp_dspy._writer_lock import WriterLock
 
 DEMO_FIELD_CHARS = 1500
+PROGRAM_FILE = "program.json"
 PROMPT_FILE = "prompt.md"
 SPLITS_FILE = "splits.json"
 MANIFEST_FILE = "manifest.json"
@@ -61,18 +63,48 @@ def state_key(state: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def json_text(document: Any) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_files(files: dict[Path, str]) -> None:
+    """Write ``files`` (path -> text) all or none: each goes to ``NAME.tmp`` first, and only once
+    all are written are they renamed into place (a killed compile never leaves half a file).
+
+    The last file marks the set complete (a manifest): the one already there is removed before
+    the others are renamed, and the new one is renamed last, so it never sits beside files of
+    another set. A failed write (a full disk) removes the temporary files, leaves the files
+    already there unchanged, and raises one ``OutputError`` line: ``DIRECTORY: cannot write NAME (why)``.
+    """
+    staged: list[tuple[Path, Path]] = []
+    current = next(iter(files))
+    try:
+        for current, text in files.items():
+            current.parent.mkdir(parents=True, exist_ok=True)
+            staged.append((current.with_name(current.name + ".tmp"), current))
+            with open(staged[-1][0], "w", encoding="utf-8") as file:
+                file.write(text)
+        if len(staged) > 1:  # one file alone is simply replaced
+            staged[-1][1].unlink(missing_ok=True)
+        for tmp, current in staged:
+            os.replace(tmp, current)
+    except OSError as exc:
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        raise OutputError(f"{current.parent}: cannot write {current.name} ({exc.strerror or exc})") from None
+
+
 def write_json(path: Path, document: Any) -> None:
-    """Write JSON atomically (a killed compile never leaves half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Write JSON atomically; a failure is one ``OutputError`` line naming ``path``."""
+    write_files({path: json_text(document)})
 
 
-def write_program(path: Path, state: dict[str, Any]) -> None:
+def program_json(state: dict[str, Any]) -> str:
+    """``program.json``'s text: the state, and the versions DSPy records in what it saves."""
     from dspy.utils.saving import get_dependency_versions
 
-    write_json(path, {**state, "metadata": {"dependency_versions": get_dependency_versions()}})
+    return json_text({**state, "metadata": {"dependency_versions": get_dependency_versions()}})
 
 
 def _fence(text: str, language: str = "text") -> str:
@@ -206,9 +238,6 @@ def save_artifact(
     out, budget_limited = config.out, budget.exhausted
     header = _header(setup, start, selection, budget_limited)
     markdown = prompt_markdown(setup.student.guard(chosen.state), start.state, chosen.state, header)
-    write_program(out / "program.json", chosen.state)
-    data.split.save(out / SPLITS_FILE)
-    (out / PROMPT_FILE).write_text(markdown, encoding="utf-8")
     assert start.dev is not None and chosen.dev is not None  # both scored by compile_guard
     manifest = CompileManifest(
         program=setup.student.name,
@@ -267,5 +296,17 @@ def save_artifact(
         command=redacted_argv(),
         warnings=warnings,
     )
-    write_json(out / MANIFEST_FILE, manifest.model_dump(mode="json"))
+    files = {
+        out / PROGRAM_FILE: program_json(chosen.state),
+        out / SPLITS_FILE: json_text(data.split.model_dump()),
+        out / PROMPT_FILE: markdown,
+        out / MANIFEST_FILE: json_text(manifest.model_dump(mode="json")),
+    }
+    try:
+        write_files(files)
+    except OutputError as exc:
+        raise OutputError(
+            f"--out {exc}; the artifact was not saved (what was there is unchanged): free space (or fix "
+            "the cause), then rerun the same command (finished calls come from the response cache)"
+        ) from None
     return manifest

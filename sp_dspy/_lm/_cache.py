@@ -7,8 +7,11 @@ cache whichever replica served).
 
 from __future__ import annotations
 
+import logging
 import os
+import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from .._errors import OutputError
@@ -45,31 +48,54 @@ def endpoint_key(url: str) -> str:
         return _endpoint_groups.get(url, url)
 
 
-def configure_cache(enabled: bool = True, directory: Path | str | None = None) -> None:
+def configure_cache(
+    enabled: bool = True, directory: Path | str | None = None, *, warn: Callable[[str], None] | None = None
+) -> None:
     """Install the response cache for this process in ``directory`` (default: the user cache
     directory's ``responses``); disabled (``--no-cache``), every call reaches the model.
 
+    A write that fails later (a full disk) does not stop the calls: ``warn`` (default: a logged
+    warning) is told once that the answers from then on are not cached, and none is written.
+
     Raises:
-        OutputError: the cache directory cannot be created or written.
+        OutputError: the cache directory cannot be created, written or opened.
     """
     global _configured
     ensure_offline_env()
     path = Path(os.path.expanduser(directory)) if directory is not None else default_cache_dir() / "responses"
     disk: dict[str, object] = {"disk_cache_dir": None}
+    fix = "set SP_DSPY_CACHE_DIR to a writable directory or pass --no-cache"
     if enabled:
         try:
             ensure_writable_dir(path, what="response cache")  # before any call, not in DSPy's first write
         except OutputError as exc:
-            raise OutputError(
-                f"{exc}; set SP_DSPY_CACHE_DIR to a writable directory or pass --no-cache"
-            ) from None
+            raise OutputError(f"{exc}; {fix}") from None
         disk = {"disk_cache_dir": str(path), "disk_size_limit_bytes": DISK_SIZE_LIMIT_BYTES}
     from ._dspy_cache import EndpointAwareCache  # imports DSPy
 
-    install_cache(
-        EndpointAwareCache(endpoint_key, enable_disk_cache=enabled, enable_memory_cache=enabled, **disk)
-    )
+    say = warn or logging.getLogger("sp_dspy").warning
+
+    def write_failed(exc: Exception) -> None:
+        say(
+            f"response cache: cannot write in {path} ({_why(exc)}); the answers from here on are not "
+            "cached (a rerun sends their calls again)"
+        )
+
+    try:
+        # No in-memory tier: DSPy's keeps every answer whole (up to a million), so memory would
+        # grow with what the model returns; a replay reads the disk instead.
+        cache = EndpointAwareCache(
+            endpoint_key, write_failed, enable_disk_cache=enabled, enable_memory_cache=False, **disk
+        )
+    except (sqlite3.Error, OSError) as exc:  # a disk with room for the check, not for the database
+        raise OutputError(f"response cache: cannot open the cache in {path} ({_why(exc)}); {fix}") from None
+    install_cache(cache)
     _configured = True
+
+
+def _why(exc: Exception) -> str:
+    """What went wrong, in the system's words (``No space left on device``, ``database or disk is full``)."""
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc) or type(exc).__name__
 
 
 def ensure_cache_configured() -> None:

@@ -4,13 +4,15 @@ public API in DSPy 3.4; ``tests/test_lm_presets.py`` names the use (:data:`USES`
 1. ``call_path``: raw messages through DSPy's engine, cache and retries, keeping the ``CallResult``
    (only it says whether the answer came from the cache).
 2. ``price_table``: DSPy's bundled price snapshot, so sp-dspy's HTTP engine prices at DSPy's rates.
-3. ``response_cache``: DSPy's cache keyed by endpoint too (DSPy drops ``api_base``).
+3. ``response_cache``: DSPy's cache keyed by endpoint too (DSPy drops ``api_base``), its failed disk
+   writes reported (DSPy logs them at debug level).
 4. ``gepa_budget`` / 5. ``mipro_budget``: the optimizers' ``auto`` presets, for ``compile --dry-run``.
 """
 
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable
 from contextlib import nullcontext
 from types import SimpleNamespace
@@ -153,6 +155,35 @@ def cache_request(
         if isinstance(value, str):
             keyed[name] = endpoint_key(value)
     return keyed, left_out
+
+
+def on_disk_write_failure(cache: Any, failed: Callable[[Exception], None]) -> None:
+    """Call ``failed`` with the first write of ``cache``'s on-disk tier (``disk_cache``, diskcache's
+    ``FanoutCache``) that raises (a full disk), and write to it no more; reads go on.
+
+    DSPy's ``Cache.put`` logs such a failure at debug level only, on every write, so the user
+    would never learn that answers stopped being cached. No disk tier: nothing to watch.
+    """
+    disk: Any = getattr(cache, "disk_cache", None)
+    write = getattr(disk, "set", None)
+    if isinstance(disk, dict) or write is None:
+        return
+    lock, broken = threading.Lock(), list[Exception]()
+
+    def set_until_it_fails(*args: Any, **kwargs: Any) -> Any:
+        if broken:
+            return False
+        try:
+            return write(*args, **kwargs)
+        except Exception as exc:  # sqlite3.OperationalError, OSError: whatever the disk raised
+            with lock:
+                first = not broken
+                broken.append(exc)
+            if first:
+                failed(exc)
+            return False
+
+    disk.set = set_until_it_fails
 
 
 def install_cache(cache: Any) -> None:

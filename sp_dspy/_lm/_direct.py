@@ -30,7 +30,7 @@ from ._cache import ENDPOINT_GROUP_KEY
 from ._compat import price_rates
 from ._config import _KEY_HEADERS, LMConfig, display_endpoint
 from ._dspy import AsyncEngine, Shared, SyncEngine, import_dspy, request_system
-from ._errors import error_message, retry_after_seconds, status_error, transport_error
+from ._errors import error_message, lm_error, retry_after_seconds, status_error, transport_error
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 from ._prompt_cache import cache_marked
 
@@ -219,7 +219,9 @@ class DirectChat(Shared):
         # The answer enters sp-dspy here: keys masked before DSPy caches it or anything reads it.
         data = redact_data(await self._post(sent))
         batched = None if self.preset is None else {BATCHED: self.preset.key(sent)}
-        text, reasoning, finish = _anthropic_answer(data) if self.anthropic else _openai_answer(data)
+        text, reasoning, finish = (
+            _anthropic_answer(data) if self.anthropic else _openai_answer(data, self.config.model)
+        )
         finish = _FINISH.get(finish, finish) if isinstance(finish, str) else None
         usage = parse_usage(data.get("usage"))
         parts: list[Any] = [lm15.ThinkingPart(reasoning)] if reasoning else []
@@ -312,13 +314,26 @@ def _rates_of(
     return price_rates(provider, model, batch=batch)
 
 
-def _openai_answer(data: dict[str, Any]) -> tuple[str, str | None, Any]:
-    choices = data.get("choices") or [{}]
-    choice = choices[0] if isinstance(choices[0], dict) else {}
-    message = choice.get("message") or {}
+def _openai_answer(data: dict[str, Any], model: str) -> tuple[str, str | None, Any]:
+    """Text, reasoning and finish reason of a chat completion (content parts read as their text).
+
+    An envelope without a first choice holding a message (``choices: []`` or ``null``, a choice
+    with none) is a failed call (``server_error``: retried, ``--retry-errors`` sends it again),
+    never an empty answer, which would count as a refusal.
+    """
+    choices = data.get("choices")
+    choice: Any = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        what = "no choices" if choice is None else "no message in its first choice"
+        raise lm_error("server_error", f"malformed response: {what}", model=model)
+    content = message.get("content")
+    if isinstance(content, list):  # OpenAI's content parts: [{"type": "text", "text": ...}, ...]
+        texts = [part.get("text") for part in content if isinstance(part, Mapping)]
+        content = "".join(text for text in texts if isinstance(text, str))
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     return (
-        message.get("content") or "",
+        content if isinstance(content, str) else "",
         reasoning if isinstance(reasoning, str) and reasoning else None,
         choice.get("finish_reason"),
     )

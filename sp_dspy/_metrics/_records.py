@@ -10,6 +10,7 @@ rule); the reference double-counts merged judgments, so only this makes re-runs 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -34,6 +35,13 @@ from .._usage import Usage
 
 #: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).
 CAP_THRESHOLD = 65_000
+
+#: The most characters a record keeps of each text of the model's answer (:data:`ANSWER_FIELDS`):
+#: a longer one keeps this prefix, and ``clipped`` its full length and SHA-256, so neither memory
+#: nor result files grow with what a model returns (a 10 MB reason stays 64 KiB).
+MAX_ANSWER_CHARS = 64 * 1024
+#: The fields that hold the model's own text, however long it made it.
+ANSWER_FIELDS = ("answer", "reason", "analysis", "reasoning")
 
 #: ``kind`` values read as per-policy records; any other kind (the harness's ``summary``
 #: lines, manifests) carries no prediction and is skipped and counted.
@@ -68,6 +76,18 @@ def _usd(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return float(value)
+
+
+class ClippedText(BaseModel):
+    """What a record keeps of a text it stores only a prefix of: the whole text's length and hash."""
+
+    chars: int = Field(description="Characters of the whole text.")
+    sha256: str = Field(description="SHA-256 of the whole text in UTF-8.")
+
+    @classmethod
+    def of(cls, text: str) -> ClippedText:
+        whole = text.encode("utf-8", "surrogatepass")  # a JSON string may hold a lone surrogate
+        return cls(chars=len(text), sha256=hashlib.sha256(whole).hexdigest())
 
 
 def _is_none(value: object) -> bool:
@@ -122,6 +142,9 @@ class _Line(BaseModel):
     requests: list[dict[str, Any]] | None = _optional(
         "The requests sent for this answer as --show-request prints them, redacted (--log-requests)."
     )
+    clipped: dict[str, ClippedText] | None = _optional(
+        "The answer texts stored as their first MAX_ANSWER_CHARS characters, by field: whole length and hash."
+    )
 
     null_flags_are_false = field_validator("refused", "parse_failed", mode="before")(_flag)
     error_as_text = field_validator("error", mode="before")(_error_text)
@@ -141,6 +164,16 @@ class _Line(BaseModel):
                 self.usage = Usage(cost=cost)
             elif cost is not None:
                 self.usage.cost = cost
+        return self
+
+    @model_validator(mode="after")
+    def _clip_answer_texts(self) -> Self:
+        """Keep at most ``MAX_ANSWER_CHARS`` of each answer text (built or read back), saying what was cut."""
+        for name in ANSWER_FIELDS:
+            text = getattr(self, name, None)
+            if isinstance(text, str) and len(text) > MAX_ANSWER_CHARS:
+                self.clipped = {**(self.clipped or {}), name: ClippedText.of(text)}
+                setattr(self, name, text[:MAX_ANSWER_CHARS])
         return self
 
     @field_serializer("usage")

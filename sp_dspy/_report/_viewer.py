@@ -2,14 +2,16 @@
 a case opening to its rules, conversation and what each variant answered.
 
 The page stays one file that works from ``file://`` with no network: the cases are one JSON
-document in a ``<script type="application/json">`` (``_cases.cases_document``) and the
-script that renders them (``_viewer.js``) is inline. The script builds every element with
-``textContent``; the JSON text has ``<``, ``>`` and ``&`` as ``\\u`` escapes, so neither
+document (``_cases.cases_document``), gzip'd in base64 in a ``<script type="application/gzip">``
+(``data_block``), and the script that renders them (``_viewer.js``) is inline. The script
+builds every element with ``textContent``, and base64 holds no ``<``, so neither
 ``</script>`` nor ``<!--`` in a model's answer ends or comments out the block.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 from functools import cache
@@ -61,12 +63,20 @@ def viewer_script() -> str:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def json_for_script(document: object) -> str:
-    """``document`` as JSON text that is inert inside ``<script>`` (``<``, ``>`` and ``&`` escaped)
-    and writable as UTF-8 (a lone surrogate escaped, as ``JSON.parse`` reads it back)."""
+def data_block(document: object) -> str:
+    """``document`` as the page carries it: its JSON (a lone surrogate escaped, as ``JSON.parse``
+    reads it back) gzip'd and in base64, which ``_viewer.js`` reads with the browser's
+    ``DecompressionStream``. The texts are once each in the document already (``_cases``);
+    gzip and base64 make it about 2.7 times smaller on English-like text (42 MB of JSON in a 15 MB
+    page at 3,000 cases x 3 runs), and base64 holds no ``<`` to end the script."""
     text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-    return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    text = _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), mtime=0)).decode("ascii")
+
+
+def read_data_block(block: str) -> object:
+    """The document ``data_block`` wrote (for tests and tools reading a page)."""
+    return json.loads(gzip.decompress(base64.b64decode(block, validate=True)))
 
 
 def _paired(summary: ComparisonSummary) -> str:
@@ -116,6 +126,6 @@ def cases_section(summary: ComparisonSummary) -> str:
     return (
         f"<section id=sp-cases><h2>Cases</h2>{lead}{_paired(summary)}"
         "<noscript><p>The Cases view needs JavaScript.</p></noscript>"
-        f'<script type="application/json" id="sp-cases-data">{json_for_script(document)}</script>'
+        f'<script type="application/gzip" id="sp-cases-data">{data_block(document)}</script>'
         f"<script>{viewer_script()}</script></section>"
     )

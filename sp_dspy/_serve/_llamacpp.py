@@ -146,6 +146,7 @@ class LlamaCppServer(ChildServer):
                     reason = f"no answer within {self.startup_timeout:g} s"
                 else:
                     reason = f"it exited with status {status}"
+                self.stop(keep_log=True)  # its last log lines (the reason) are written once it has exited
                 raise ConfigError(self._failure(reason))
             self._api_base = str(event["api_base"])
             left = max(1.0, self.startup_timeout - (time.monotonic() - started))
@@ -153,6 +154,7 @@ class LlamaCppServer(ChildServer):
                 self._api_base, timeout=left, process=self._process, what="llama.cpp server"
             )
             if self.model_name not in ids:
+                self.stop(keep_log=True)
                 raise ConfigError(self._failure(f"it serves {ids}, not {self.model_name!r}"))
         except BaseException:
             self.stop(keep_log=True)

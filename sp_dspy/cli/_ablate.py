@@ -20,7 +20,7 @@ from .._report._html_tables import DASH, count, num
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
-from ._console import console, err_console, visible
+from ._console import console, err_console, visible, warn
 from ._eval import EXIT_UNFINISHED, LOCAL_DEFAULT_LIMIT, SMALL_MODEL_NOTE
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def ablate_command(
         # One llama.cpp slot: more requests in flight only wait in its queue (and time out).
         settings["concurrency"] = min(settings.get("concurrency") or 16, lmo.LOCAL_CONCURRENCY)
     plan = build_plan(settings, where)
-    configure_cache(enabled=plan.lm.cache)
+    configure_cache(enabled=plan.lm.cache, warn=warn)
     outcome = run_ablation(
         plan,
         out,

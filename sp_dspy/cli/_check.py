@@ -19,7 +19,7 @@ from .._guard import Guard, check_lines
 from .._lm import configure_cache, is_lasting
 from .._runner._failures import fix_for
 from . import _lm_options as lmo
-from ._console import console, err_console, visible
+from ._console import console, err_console, visible, warn
 
 if TYPE_CHECKING:
     from .._guard import LineAnswer, Verdict
@@ -106,7 +106,7 @@ def check_command(
         guard_case(policy_text, raw_conversation, framework=framework_text,
                    conversation_source=Source("conversation", where))  # fmt: skip
     (lm_config,) = lmo.lm_configs(lm, None, config, default=lmo.LOCAL, **lm_flags.overrides())
-    configure_cache(enabled=not lm_flags.no_cache)
+    configure_cache(enabled=not lm_flags.no_cache, warn=warn)
     with lmo.lm_session(lm_config) as live:
         # No deadline: --timeout and --num-retries are this command's bound on a check (the
         # embedded model may need minutes on a CPU); Guard.load's default would cut them short.

@@ -27,7 +27,7 @@ from .._lm import configure_cache
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
-from ._console import console, err_console, visible
+from ._console import console, err_console, visible, warn
 from ._eval import EXIT_UNFINISHED
 
 if TYPE_CHECKING:
@@ -172,7 +172,9 @@ def compile_command(
         for warning in outcome.warnings:  # before anything is spent: capped demos, a foreign split
             err_console.print(f"[yellow]warning:[/yellow] {warning}")
         return
-    configure_cache(enabled=not no_cache)
+    # The terminal's stderr, bound now: while the compile runs, sys.stderr goes to compile.log.
+    terminal = Console(file=sys.stderr)
+    configure_cache(enabled=not no_cache, warn=lambda message: warn(message, on=terminal))
     status = CompileStatus()
     had_artifact = (out / "manifest.json").exists()
     with contextlib.ExitStack() as stack:
@@ -181,7 +183,7 @@ def compile_command(
             for c in (task, prompt, reflection)
         ]
         if not quiet:
-            stack.enter_context(_progress(status, Console(file=sys.stderr)))
+            stack.enter_context(_progress(status, terminal))
         try:
             outcome = compile_guard(
                 settings, live[0] or task, live[1], live[2], status=status, window=lmo.context_window(task)

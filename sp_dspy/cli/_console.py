@@ -28,9 +28,9 @@ def visible(text: str) -> str:
     return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
-def warn(message: str) -> None:
-    """One plain line on stderr (no rich markup: paths and ids may contain brackets)."""
-    err_console.print(f"warning: {visible(message)}", markup=False, highlight=False, soft_wrap=True)
+def warn(message: str, *, on: Console | None = None) -> None:
+    """One plain line on stderr, or ``on`` a console of it (no rich markup: paths and ids may contain brackets)."""
+    (on or err_console).print(f"warning: {visible(message)}", markup=False, highlight=False, soft_wrap=True)
 
 
 def write_json_report(json_out: str, document: str) -> Path:

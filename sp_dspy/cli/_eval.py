@@ -19,7 +19,7 @@ from .._runner import EvalPlan, build_eval_config, first_request, new_run_id, pl
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
-from ._console import console, err_console, visible
+from ._console import console, err_console, visible, warn
 
 if TYPE_CHECKING:
     from .._compile import BudgetCaps
@@ -148,7 +148,7 @@ def eval_command(
     if local and settings.concurrency > lmo.LOCAL_CONCURRENCY:
         # One llama.cpp slot: more requests in flight only wait in its queue (and time out).
         settings = settings.model_copy(update={"concurrency": lmo.LOCAL_CONCURRENCY})
-    configure_cache(enabled=not lm_flags.no_cache)
+    configure_cache(enabled=not lm_flags.no_cache, warn=warn)
     if local_default:
         err_console.print(
             f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample "
