@@ -75,6 +75,20 @@ ScoreStartIdx = Annotated[
 ScoreShard = Annotated[
     str | None, typer.Option("--shard", help=f"I/N: score every N-th case from I{_INSTEAD}.")
 ]
+#: The run flags of the commands that lay several result files side by side (``report``, ``view``).
+RunLabels = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--label", help="Label of a plain RESULTS file (repeat, in order). Default: from the records."
+    ),
+]
+BaselineRun = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline",
+        help="Run that the others are compared against (A). Default: official-per-policy if present, else the first.",
+    ),
+]
 NBoot = Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the 95% CIs (0 = none).")]
 MaxCalls = Annotated[int | None, typer.Option("--max-calls", min=1, help="Cap on LM calls.")]
 MaxTotalTokens = Annotated[

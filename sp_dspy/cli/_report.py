@@ -75,19 +75,8 @@ def report_command(
     limit: opt.ScoreLimit = None,
     start_idx: opt.ScoreStartIdx = 0,
     shard: opt.ScoreShard = None,
-    label: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--label", help="Label of a plain RESULTS file (repeat, in order). Default: from the records."
-        ),
-    ] = None,
-    baseline: Annotated[
-        str | None,
-        typer.Option(
-            "--baseline",
-            help="Label to compare against. Default: official-per-policy if present, else the first.",
-        ),
-    ] = None,
+    label: opt.RunLabels = None,
+    baseline: opt.BaselineRun = None,
     out: Annotated[Path, typer.Option("--out", help="HTML report to write.")] = Path("report.html"),
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Also write the summary as JSON here.")

@@ -32,19 +32,8 @@ def view_command(
     limit: opt.ScoreLimit = None,
     start_idx: opt.ScoreStartIdx = 0,
     shard: opt.ScoreShard = None,
-    label: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--label", help="Label of a plain RESULTS file (repeat, in order). Default: from the records."
-        ),
-    ] = None,
-    baseline: Annotated[
-        str | None,
-        typer.Option(
-            "--baseline",
-            help="Run that the others are compared against (A). Default: official-per-policy if present, else the first.",
-        ),
-    ] = None,
+    label: opt.RunLabels = None,
+    baseline: opt.BaselineRun = None,
     out: Annotated[Path, typer.Option("--out", help="HTML page to write.")] = Path("view.html"),
     open_page: Annotated[
         bool, typer.Option("--open", help="Open the page in the default web browser.")
