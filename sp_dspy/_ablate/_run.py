@@ -170,81 +170,57 @@ def run_ablation(
     """
     # The plan saved records its dataset and split files resolved: --resume works from any directory.
     plan = plan.model_copy(update={"data": plan.data.resolved()})
-    prepared = _prepare(plan)  # fails fast: nothing written yet
+    variants, loaded, cases = _prepare(plan)  # fails fast: nothing written yet
     ensure_writable_dir(out, what="--out")
     with ablation_lock(out):  # one writer: a second --resume would rewrite the plan and report under it
-        return _run_locked(
-            plan, out, prepared, resume=resume, retry_errors=retry_errors, log_requests=log_requests,
-            session=session, lm=lm, console=console, show_progress=show_progress, caps=caps,
-            write_report=write_report,
-        )  # fmt: skip
-
-
-def _run_locked(
-    plan: AblationPlan,
-    out: Path,
-    prepared: tuple[list[PlannedVariant], Benchmark, list[Case]],
-    *,
-    resume: bool = False,
-    retry_errors: bool = False,
-    log_requests: bool = False,
-    session: Callable[[LMConfig], AbstractContextManager[LMConfig]] | None = None,
-    lm: Any = None,
-    console: Console | None = None,
-    show_progress: bool = True,
-    caps: Callable[[EvalConfig], BudgetCaps] | None = None,
-    write_report: bool = True,
-) -> AblationOutcome:
-    """``run_ablation`` once it holds the ablation's lock (``prepared``: what ``_prepare`` found)."""
-    console = console or Console(stderr=True)
-    variants, loaded, cases = prepared
-    plan = reconcile(plan, out, resume=resume, new_run_id=new_run_id())
-    save_plan(plan, out)
-    outcome = AblationOutcome(plan=plan, out=out, cases=cases)
-    with (session or nullcontext)(plan.lm) as live:
-        try:
-            for number, variant in enumerate(variants, 1):
-                paths = RunPaths(out / RESULTS_DIR, f"{plan.run_id}-{variant.slug}", live.short_name())
-                run = VariantRun(variant, paths.run_id, paths.results_for(variant.protocol), "skipped")
-                outcome.runs.append(run)
-                head = f"[{number}/{len(variants)}] {variant.label}: {_describe(variant)}"
-                earlier = _finished(paths, run.results_file, live.display_name()) if resume else None
-                if earlier is not None:
-                    run.errors = unit_errors(earlier, cases, variant.protocol)
-                    if not (retry_errors and run.errors.errors):
-                        console.print(f"{head}: finished earlier, not run again", highlight=False)
-                        continue
-                console.print(head, highlight=False)
-                config = variant_config(plan, variant, paths, resume=resume)
-                if caps is not None:
-                    config = config.model_copy(update={"caps": caps(config)})
-                result = run_eval(
-                    config,
-                    live,
-                    console=console,
-                    lm=lm,
-                    show_progress=show_progress,
-                    retry_errors=retry_errors,
-                    log_requests=log_requests,
-                )
-                run.status = "interrupted" if result.interrupted else "complete"
-                if result.capped_by is not None and not result.interrupted:
-                    run.status, run.capped_by = "capped", result.capped_by
-                run.units_run = result.units_run
-                run.units_skipped_on_resume = result.skipped_on_resume
-                run.errors = result.errors
-                if run.status != "complete":
-                    return outcome
-        except RunStopped as stopped:
-            command = f"sp-dspy ablate --out {out} --resume --retry-errors"
-            raise RunStopped(stopped.kind, stopped.reason, command) from None
-    outcome.summary = summarise(plan, outcome.runs, loaded, cases)
-    if not write_report:
+        console = console or Console(stderr=True)
+        plan = reconcile(plan, out, resume=resume, new_run_id=new_run_id())
+        save_plan(plan, out)
+        outcome = AblationOutcome(plan=plan, out=out, cases=cases)
+        with (session or nullcontext)(plan.lm) as live:
+            try:
+                for number, variant in enumerate(variants, 1):
+                    paths = RunPaths(out / RESULTS_DIR, f"{plan.run_id}-{variant.slug}", live.short_name())
+                    run = VariantRun(variant, paths.run_id, paths.results_for(variant.protocol), "skipped")
+                    outcome.runs.append(run)
+                    head = f"[{number}/{len(variants)}] {variant.label}: {_describe(variant)}"
+                    earlier = _finished(paths, run.results_file, live.display_name()) if resume else None
+                    if earlier is not None:
+                        run.errors = unit_errors(earlier, cases, variant.protocol)
+                        if not (retry_errors and run.errors.errors):
+                            console.print(f"{head}: finished earlier, not run again", highlight=False)
+                            continue
+                    console.print(head, highlight=False)
+                    config = variant_config(plan, variant, paths, resume=resume)
+                    if caps is not None:
+                        config = config.model_copy(update={"caps": caps(config)})
+                    result = run_eval(
+                        config,
+                        live,
+                        console=console,
+                        lm=lm,
+                        show_progress=show_progress,
+                        retry_errors=retry_errors,
+                        log_requests=log_requests,
+                    )
+                    run.status = "interrupted" if result.interrupted else "complete"
+                    if result.capped_by is not None and not result.interrupted:
+                        run.status, run.capped_by = "capped", result.capped_by
+                    run.units_run = result.units_run
+                    run.units_skipped_on_resume = result.skipped_on_resume
+                    run.errors = result.errors
+                    if run.status != "complete":
+                        return outcome
+            except RunStopped as stopped:
+                command = f"sp-dspy ablate --out {out} --resume --retry-errors"
+                raise RunStopped(stopped.kind, stopped.reason, command) from None
+        outcome.summary = summarise(plan, outcome.runs, loaded, cases)
+        if not write_report:
+            return outcome
+        outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
+        title = f"sp-dspy ablation: {plan.lm.display_name()} on {outcome.summary.n_cases} cases"
+        outcome.report_file = write_html(outcome.summary, out / REPORT_FILE, title=title)
         return outcome
-    outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
-    title = f"sp-dspy ablation: {plan.lm.display_name()} on {outcome.summary.n_cases} cases"
-    outcome.report_file = write_html(outcome.summary, out / REPORT_FILE, title=title)
-    return outcome
 
 
 def summarise(
