@@ -11,7 +11,7 @@ undefined (no case to divide by).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
@@ -38,11 +38,12 @@ class BinaryView(BaseModel):
     precision: float | None = Field(description="caught / all flagged conversations")
 
 
-class RuleScore(BaseModel):
-    """One rule of the policy over the scored cases: was it named when, and only when, violated?"""
+class RuleCounts(BaseModel):
+    """One rule over the scored cases: named when, and only when, violated? Precision, recall
+    and F1 in percent (``None`` where undefined); a custom policy's rule and a PKU harm
+    category are scored alike."""
 
     rule: int
-    text: str = Field(description="the rule as the policy words it ('' when not a rule of the policy)")
     support: int = Field(description="scored cases that violate it")
     predicted: int = Field(description="scored cases the guard names it in")
     tp: int
@@ -51,6 +52,21 @@ class RuleScore(BaseModel):
     precision: float | None
     recall: float | None
     f1: float | None
+
+    @classmethod
+    def of(cls, rule: int, tp: int, fp: int, fn: int, **facts: Any) -> Self:
+        """The row of ``rule`` from its true positives, false positives and false negatives."""
+        return cls(
+            rule=rule, support=tp + fn, predicted=tp + fp, tp=tp, fp=fp, fn=fn,
+            precision=percent(tp, tp + fp), recall=percent(tp, tp + fn), f1=percent(2 * tp, 2 * tp + fp + fn),
+            **facts,
+        )  # fmt: skip
+
+
+class RuleScore(RuleCounts):
+    """A rule of the user's policy, with its wording."""
+
+    text: str = Field(description="the rule as the policy words it ('' when not a rule of the policy)")
 
 
 class PolicyView(BaseModel):
@@ -100,19 +116,5 @@ def policy_view(cases: Sequence[Case], outcomes: Sequence[CaseOutcome]) -> Polic
         recall=percent(caught, violating),
         precision=percent(caught, caught + flagged_clean),
     )
-    rules = [
-        RuleScore(
-            rule=rule,
-            text=text,
-            support=tp + fn,
-            predicted=tp + fp,
-            tp=tp,
-            fp=fp,
-            fn=fn,
-            precision=percent(tp, tp + fp),
-            recall=percent(tp, tp + fn),
-            f1=percent(2 * tp, 2 * tp + fp + fn),
-        )
-        for (rule, text), (tp, fp, fn) in sorted(counts.items())
-    ]
+    rules = [RuleScore.of(rule, *tally, text=text) for (rule, text), tally in sorted(counts.items())]
     return PolicyView(binary=binary, rules=rules)

@@ -21,24 +21,16 @@ from sp_dspy._data._pku_policy import PKU_CATEGORIES
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import DataError
 from sp_dspy._metrics import PolicyRecord, ResultSet, resolve_records
+from sp_dspy._metrics._policy_view import RuleCounts
 from sp_dspy._metrics._policy_view import percent as _pct
 
 SEVERITY_LEVELS = 4
 
 
-class CategoryScore(BaseModel):
+class CategoryScore(RuleCounts):
     """One harm category (= one policy rule) over the evaluated cases."""
 
-    rule: int
     category: str
-    support: int = Field(description="evaluated cases whose gold set has this rule")
-    predicted: int = Field(description="evaluated cases whose predicted set has this rule")
-    tp: int
-    fp: int
-    fn: int
-    precision: float | None
-    recall: float | None
-    f1: float | None
 
 
 class CategoryMetrics(BaseModel):
@@ -208,18 +200,7 @@ def category_metrics(cases: Sequence[Case], sets: Mapping[str, set[int] | None])
             fp[rule] += rule in predicted and rule not in gold
             fn[rule] += rule in gold and rule not in predicted
     per_category = [
-        CategoryScore(
-            rule=rule,
-            category=PKU_CATEGORIES[rule - 1],
-            support=tp[rule] + fn[rule],
-            predicted=tp[rule] + fp[rule],
-            tp=tp[rule],
-            fp=fp[rule],
-            fn=fn[rule],
-            precision=_pct(tp[rule], tp[rule] + fp[rule]),
-            recall=_pct(tp[rule], tp[rule] + fn[rule]),
-            f1=_pct(2 * tp[rule], 2 * tp[rule] + fp[rule] + fn[rule]),
-        )
+        CategoryScore.of(rule, tp[rule], fp[rule], fn[rule], category=PKU_CATEGORIES[rule - 1])
         for rule in rules
     ]
     all_tp, all_fn = sum(tp.values()), sum(fn.values())
