@@ -24,14 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from sp_dspy._budget import BudgetCaps
-from sp_dspy._errors import ConfigError
 from sp_dspy._guard_service import CheckAnswer, GuardService, ServiceLimits, build_service, openapi_document
 from sp_dspy._lm import LMConfig
-from sp_dspy.cli import _serve as serve_cli
 from tests._lm_fixtures import RULE_TEXTS
 from tests._stub_server import StubServer
 
@@ -468,39 +464,3 @@ def _refused_or_503(url: str) -> int | str:
         ConnectionError
     ):  # the listener closed (refused, or reset in its backlog): the client knows at once
         return "refused"
-
-
-@pytest.fixture
-def app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def root() -> None:
-        """Keep `serve` a subcommand, as in the real CLI."""
-
-    serve_cli.register(app)
-    return app
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--guard", "official", "--lm", "fake", "--model", "m.gguf", "--n-ctx", "512"],
-         "--model, --n-ctx: an option of the model server, not of --guard"),
-        (["--lm", "fake", "--max-usd", "1"], "--max-usd, --lm: an option of the guard service; add --guard"),
-        (["--host", "0.0.0.0"], "--host: an option of the guard service"),
-        (["--guard", "official"], "--lm: missing"),
-        (["--guard", "official", "--lm", "fake", "--max-usd", "-1"], "--max-usd: Input should be greater than 0"),
-        (["--guard", "official", "--lm", "fake", "--host", "0.0.0.0"],
-         "--host 0.0.0.0: serving beyond this machine needs --auth-token-env VAR"),
-        (["--guard", "official", "--lm", "fake", "--auth-token-env", "SP_TEST_UNSET_TOKEN"],
-         "--auth-token-env SP_TEST_UNSET_TOKEN: the environment variable is not set or empty"),
-    ],
-)  # fmt: skip
-def test_serve_refuses_the_other_modes_flags_and_open_binds(
-    app: typer.Typer, args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("SP_TEST_UNSET_TOKEN", raising=False)
-    result = CliRunner().invoke(app, ["serve", *args])
-    assert isinstance(result.exception, ConfigError), result.output
-    assert str(result.exception).startswith(message)

@@ -119,3 +119,27 @@ def test_foreground_reports_a_server_that_dies(monkeypatch: pytest.MonkeyPatch) 
     assert server.seen_states[0] is not None and server.seen_states[0].backend == "vllm"
     assert server.stopped
     assert read_state() is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--guard", "official", "--lm", "fake", "--model", "m.gguf", "--n-ctx", "512"],
+         "--model, --n-ctx: an option of the model server, not of --guard"),
+        (["--lm", "fake", "--max-usd", "1"], "--max-usd, --lm: an option of the guard service; add --guard"),
+        (["--host", "0.0.0.0"], "--host: an option of the guard service"),
+        (["--guard", "official"], "--lm: missing"),
+        (["--guard", "official", "--lm", "fake", "--max-usd", "-1"], "--max-usd: Input should be greater than 0"),
+        (["--guard", "official", "--lm", "fake", "--host", "0.0.0.0"],
+         "--host 0.0.0.0: serving beyond this machine needs --auth-token-env VAR"),
+        (["--guard", "official", "--lm", "fake", "--auth-token-env", "SP_TEST_UNSET_TOKEN"],
+         "--auth-token-env SP_TEST_UNSET_TOKEN: the environment variable is not set or empty"),
+    ],
+)  # fmt: skip
+def test_serve_refuses_the_other_modes_flags_and_open_binds(
+    app: typer.Typer, args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SP_TEST_UNSET_TOKEN", raising=False)
+    result = CliRunner().invoke(app, ["serve", *args])
+    assert isinstance(result.exception, ConfigError), result.output
+    assert str(result.exception).startswith(message)
