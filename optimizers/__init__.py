@@ -3,16 +3,18 @@
 ``RECIPES`` holds the five optimizers; importing this package does not import DSPy.
 """
 
-from optimizers._examples import judgment_examples, policy_examples
-from optimizers._feedback import (
+from sp_dspy.errors import ConfigError
+
+from ._examples import judgment_examples, policy_examples
+from ._feedback import (
     judgment_feedback,
     judgment_feedback_text,
     policy_feedback,
     policy_feedback_text,
 )
-from optimizers._metric import case_metric, case_score, judgment_metric, predicted_rules, predicted_verdict
-from optimizers._recipe import CompileJob, HelperLM, Projection, Recipe
-from optimizers._recipes import (
+from ._metric import case_metric, case_score, judgment_metric, predicted_rules, predicted_verdict
+from ._recipe import CompileJob, HelperLM, Projection, Recipe
+from ._recipes import (
     BOOTSTRAP_RECIPE,
     COPRO_RECIPE,
     GEPA_RECIPE,
@@ -24,14 +26,13 @@ from optimizers._recipes import (
     MiproSettings,
     SimbaSettings,
 )
-from optimizers._settings import (
+from ._settings import (
     DEFAULT_OPTIMIZERS_FILE,
     OptimizerSettings,
     load_settings,
     parse_overrides,
     read_settings_file,
 )
-from sp_dspy.errors import ConfigError
 
 RECIPES: dict[str, Recipe] = {
     recipe.name: recipe

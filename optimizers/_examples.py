@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from programs import case_to_example
+from sp_dspy.programs import case_to_example
 from sp_dspy.protocol import build_targets
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ def policy_examples(cases: Iterable[Case]) -> list[dspy.Example]:
 
 def judgment_examples(cases: Iterable[Case]) -> list[dspy.Example]:
     """One example per per-rule target of every case, in the contract's target order."""
-    from programs import target_examples
+    from sp_dspy.programs import target_examples
 
     examples = []
     for case in cases:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from optimizers._metric import case_score, predicted_rules, predicted_verdict
+from ._metric import case_score, predicted_rules, predicted_verdict
 
 _QUOTE_CHARS = 160
 UNREADABLE = (

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
-from optimizers._settings import S
+from ._settings import S
 
 if TYPE_CHECKING:
     import dspy

@@ -11,9 +11,10 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
-from optimizers._recipe import CompileJob, Projection, Recipe
-from optimizers._settings import OptimizerSettings
 from sp_dspy.lm import mipro_auto_run
+
+from ._recipe import CompileJob, Projection, Recipe
+from ._settings import OptimizerSettings
 
 
 class MiproSettings(OptimizerSettings):

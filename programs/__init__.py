@@ -1,7 +1,7 @@
 """Guard programs: the official fixed-prompt baselines and typed DSPy programs.
 
 ``make_program`` builds one by name, ``load_program`` restores a compiled one, ``run_case``
-runs any of them; ``import programs`` loads none of them (nor DSPy) until first use.
+runs any of them; ``import sp_dspy.programs`` loads none of them (nor DSPy) until first use.
 """
 
 from __future__ import annotations
@@ -15,39 +15,39 @@ from typing import TYPE_CHECKING, Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
-    from programs._examples import PROGRAM_INPUTS as PROGRAM_INPUTS
-    from programs._examples import case_to_example as case_to_example
-    from programs._examples import rubric_json as rubric_json
-    from programs._official import OfficialPerPolicy as OfficialPerPolicy
-    from programs._official import OfficialPerRule as OfficialPerRule
-    from programs._outputs import JudgmentRecord as JudgmentRecord
-    from programs._outputs import PolicyRecord as PolicyRecord
-    from programs._outputs import Status as Status
-    from programs._outputs import Usage as Usage
-    from programs._outputs import aggregate_judgments as aggregate_judgments
-    from programs._per_policy import FindViolatedRules as FindViolatedRules
-    from programs._per_policy import PerPolicyGuard as PerPolicyGuard
-    from programs._per_policy import PerPolicyGuardCoT as PerPolicyGuardCoT
-    from programs._per_rule import JudgeRule as JudgeRule
-    from programs._per_rule import PerRuleGuard as PerRuleGuard
-    from programs._per_rule import PerRuleGuardCoT as PerRuleGuardCoT
-    from programs._per_rule import rubric_targets as rubric_targets
-    from programs._per_rule import target_examples as target_examples
-    from programs._pku import AssessResponse as AssessResponse
-    from programs._pku import PkuSeverityGuard as PkuSeverityGuard
-    from programs._pku import PkuSeverityGuardCoT as PkuSeverityGuardCoT
-    from programs._pku import severity_fields as severity_fields
-    from programs._registry import ARTIFACT_KIND as ARTIFACT_KIND
-    from programs._registry import PROGRAM_NAMES as PROGRAM_NAMES
-    from programs._registry import PROTOCOLS as PROTOCOLS
-    from programs._registry import SEVERITY_PROGRAMS as SEVERITY_PROGRAMS
-    from programs._registry import GuardProgram as GuardProgram
-    from programs._registry import judge_target as judge_target
-    from programs._registry import load_program as load_program
-    from programs._registry import make_program as make_program
-    from programs._registry import program_spec as program_spec
-    from programs._registry import resolve_program as resolve_program
-    from programs._registry import run_case as run_case
+    from ._examples import PROGRAM_INPUTS as PROGRAM_INPUTS
+    from ._examples import case_to_example as case_to_example
+    from ._examples import rubric_json as rubric_json
+    from ._official import OfficialPerPolicy as OfficialPerPolicy
+    from ._official import OfficialPerRule as OfficialPerRule
+    from ._outputs import JudgmentRecord as JudgmentRecord
+    from ._outputs import PolicyRecord as PolicyRecord
+    from ._outputs import Status as Status
+    from ._outputs import Usage as Usage
+    from ._outputs import aggregate_judgments as aggregate_judgments
+    from ._per_policy import FindViolatedRules as FindViolatedRules
+    from ._per_policy import PerPolicyGuard as PerPolicyGuard
+    from ._per_policy import PerPolicyGuardCoT as PerPolicyGuardCoT
+    from ._per_rule import JudgeRule as JudgeRule
+    from ._per_rule import PerRuleGuard as PerRuleGuard
+    from ._per_rule import PerRuleGuardCoT as PerRuleGuardCoT
+    from ._per_rule import rubric_targets as rubric_targets
+    from ._per_rule import target_examples as target_examples
+    from ._pku import AssessResponse as AssessResponse
+    from ._pku import PkuSeverityGuard as PkuSeverityGuard
+    from ._pku import PkuSeverityGuardCoT as PkuSeverityGuardCoT
+    from ._pku import severity_fields as severity_fields
+    from ._registry import ARTIFACT_KIND as ARTIFACT_KIND
+    from ._registry import PROGRAM_NAMES as PROGRAM_NAMES
+    from ._registry import PROTOCOLS as PROTOCOLS
+    from ._registry import SEVERITY_PROGRAMS as SEVERITY_PROGRAMS
+    from ._registry import GuardProgram as GuardProgram
+    from ._registry import judge_target as judge_target
+    from ._registry import load_program as load_program
+    from ._registry import make_program as make_program
+    from ._registry import program_spec as program_spec
+    from ._registry import resolve_program as resolve_program
+    from ._registry import run_case as run_case
 
 _LAZY = {
     name: module

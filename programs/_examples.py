@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final
 
-from programs._outputs import Protocol
 from sp_dspy.protocol import framework_for
+
+from ._outputs import Protocol
 
 if TYPE_CHECKING:
     import dspy

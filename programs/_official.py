@@ -10,15 +10,6 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from programs._outputs import (
-    JudgmentRecord,
-    Layout,
-    PolicyRecord,
-    Protocol,
-    Usage,
-    aggregate_judgments,
-    error_fields,
-)
 from sp_dspy.errors import ConfigError
 from sp_dspy.lm import ChatResult, achat, chat
 from sp_dspy.protocol import (
@@ -32,6 +23,16 @@ from sp_dspy.protocol import (
     per_rule_messages,
     policy_response_format,
     verdict_response_format,
+)
+
+from ._outputs import (
+    JudgmentRecord,
+    Layout,
+    PolicyRecord,
+    Protocol,
+    Usage,
+    aggregate_judgments,
+    error_fields,
 )
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import dspy
 
-from programs._outputs import Protocol
+from ._outputs import Protocol
 
 
 class FindViolatedRules(dspy.Signature):

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import dspy
 from pydantic import ValidationError
 
-from programs._outputs import JudgmentRecord, Protocol, Status, Usage, aggregate_judgments, error_fields
 from sp_dspy.data import Case
 from sp_dspy.errors import DataError, validation_problem
 from sp_dspy.lm import parse_usage
 from sp_dspy.protocol import build_targets, framework_for, parse_verdict_output
+
+from ._outputs import JudgmentRecord, Protocol, Status, Usage, aggregate_judgments, error_fields
 
 if TYPE_CHECKING:
     from sp_dspy.protocol import RuleTarget

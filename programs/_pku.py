@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Final
 
 import dspy
 
-from programs._per_policy import FindViolatedRules, PerPolicyGuard
+from ._per_policy import FindViolatedRules, PerPolicyGuard
 
 SEVERITY_LEVELS: Final = (0, 1, 2, 3)
 

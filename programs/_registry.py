@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from programs._examples import case_to_example
-from programs._official import OfficialPerPolicy, OfficialPerRule, lm_errors
-from programs._outputs import JudgmentRecord, PolicyRecord, Protocol, Status, Usage, error_fields
 from sp_dspy.errors import ConfigError, DataError, validation_problem
 from sp_dspy.files import read_json_file
 from sp_dspy.lm import answer_price, history_batched, history_usage
 from sp_dspy.protocol import build_targets, framework_for, parse_policy_output
+
+from ._examples import case_to_example
+from ._official import OfficialPerPolicy, OfficialPerRule, lm_errors
+from ._outputs import JudgmentRecord, PolicyRecord, Protocol, Status, Usage, error_fields
 
 if TYPE_CHECKING:
     import dspy
@@ -39,9 +40,9 @@ GuardProgram: TypeAlias = "OfficialPerPolicy | OfficialPerRule | dspy.Module"
 
 def _dspy_classes() -> dict[tuple[str, str], Any]:
     """The DSPy program classes by ``(name, protocol)`` (imported here: they import DSPy)."""
-    from programs._per_policy import PerPolicyGuard, PerPolicyGuardCoT
-    from programs._per_rule import PerRuleGuard, PerRuleGuardCoT
-    from programs._pku import PkuSeverityGuard, PkuSeverityGuardCoT
+    from ._per_policy import PerPolicyGuard, PerPolicyGuardCoT
+    from ._per_rule import PerRuleGuard, PerRuleGuardCoT
+    from ._pku import PkuSeverityGuard, PkuSeverityGuardCoT
 
     return {
         ("dspy", "per-policy"): PerPolicyGuard,
@@ -253,7 +254,7 @@ async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> PolicyReco
         with dspy.context(disable_history=True):  # see judge_target
             return await program.acall_case(case, lm)
 
-    from programs._pku import severity_fields
+    from ._pku import severity_fields
 
     protocol: Protocol = program.protocol
     inputs = case_to_example(case, protocol).inputs().toDict()
@@ -301,7 +302,7 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
     """One per-rule judgment of ``case`` by a per-rule program (the runner resumes per judgment)."""
     import dspy
 
-    from programs._per_rule import PerRuleGuard, hand_up_usage
+    from ._per_rule import PerRuleGuard, hand_up_usage
 
     if isinstance(program, OfficialPerRule):
         # Its answers are read from each call's result; DSPy's history (its last 10,000 calls)

@@ -24,6 +24,8 @@ from typing import Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("sp_dspy", "programs", "optimizers")
+#: The repository's folders that install inside ``sp_dspy`` (``programs/`` is ``sp_dspy.programs``).
+INSTALLED_AS = {"programs": "sp_dspy.programs", "optimizers": "sp_dspy.optimizers"}
 #: An ``__init__`` whose dict ``COMMANDS`` is a command table: command ``name`` lives in ``_<name>``.
 COMMAND_TABLES = {"sp_dspy/cli/__init__.py": "COMMANDS"}
 
@@ -42,11 +44,17 @@ class Edge:
 
 
 def _dotted(path: Path) -> str:
+    """The module name ``path`` is imported as, once installed."""
     parts = path.with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    dotted = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    top, _, rest = dotted.partition(".")
+    return ".".join(filter(None, (INSTALLED_AS.get(top, top), rest)))
 
 
 def _file_of(root: Path, dotted: str) -> str | None:
+    for folder, installed in INSTALLED_AS.items():
+        if dotted == installed or dotted.startswith(f"{installed}."):
+            dotted = folder + dotted[len(installed) :]
     base = root.joinpath(*dotted.split("."))
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from programs import PerRuleGuard, program_spec
 from sp_dspy._ablate import AblationOutcome, run_ablation
 from sp_dspy._ablate._plan import AblationPlan
 from sp_dspy._ablate._variants import DEFAULT_VARIANTS
@@ -22,6 +21,7 @@ from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from sp_dspy._metrics import read_result_files, score
 from sp_dspy._protocol import build_targets
 from sp_dspy._runner import DataSelection
+from sp_dspy.programs import PerRuleGuard, program_spec
 
 LM = LMConfig(model="fake/random", cache=False)
 CASES = load_benchmark().cases

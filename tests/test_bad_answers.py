@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from programs import PolicyRecord
 from sp_dspy import load_benchmark
 from sp_dspy._errors import DataError
 from sp_dspy._guard import Guard
@@ -30,6 +29,7 @@ from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._records import policy_record
 from sp_dspy._runner._store import JsonlStore, StoreWriteError, encode_line
 from sp_dspy.cli import app
+from sp_dspy.programs import PolicyRecord
 from tests._factories import raw_case, write_dataset
 from tests._results import iter_records
 from tests._stub_server import StubServer

@@ -12,11 +12,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from programs import make_program, program_spec
 from sp_dspy._data import guard_case
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._guard import Verdict
 from sp_dspy.cli import _check
+from sp_dspy.programs import make_program, program_spec
 from tests._stub_server import StubServer
 
 POLICY = """Check ALL rules below against the conversation.

@@ -384,7 +384,7 @@ def _custom_line(
 
 def _artifact(root: Path, *, state: dict[str, object] | None = None, kind: str | None = None) -> Path:
     """An artifact directory as ``compile`` writes it, with ``state`` keys added to its program.json."""
-    from programs import make_program
+    from sp_dspy.programs import make_program
 
     out = root / "artifact"
     out.mkdir()

@@ -8,9 +8,9 @@ from typing import Any
 
 import dspy
 
-from optimizers import policy_examples
-from programs import load_program, make_program
 from sp_dspy._compile._artifact import DEMO_FIELD_CHARS, program_json, program_state, prompt_markdown
+from sp_dspy.optimizers import policy_examples
+from sp_dspy.programs import load_program, make_program
 from tests._compile_support import sample_cases
 
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from programs import load_program
 from sp_dspy._budget import Budget, BudgetExceeded, Spend
 from sp_dspy._compile import BudgetCaps, CompileConfig, CompileStatus, compile_guard
 from sp_dspy._compile._budgeted_lm import BudgetedLM
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from sp_dspy._usage import Usage
+from sp_dspy.programs import load_program
 from tests._compile_support import PROPOSAL_REPLY, REFLECTION_REPLY, scripted_prompt_lm
 from tests.test_compile_optimizers import INSTRUCTED, TINY, engine_calls, run_compile
 

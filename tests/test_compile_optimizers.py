@@ -17,12 +17,12 @@ from typing import Any
 import dspy
 import pytest
 
-from optimizers import BOOTSTRAP_RECIPE, GEPA_RECIPE, MIPRO_RECIPE, SIMBA_RECIPE, CompileJob, Recipe
-from programs import load_program
 from sp_dspy._compile import CompileConfig, CompileOutcome, compile_guard
 from sp_dspy._compile._artifact import program_state
 from sp_dspy._compile._data import ids_hash
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
+from sp_dspy.optimizers import BOOTSTRAP_RECIPE, GEPA_RECIPE, MIPRO_RECIPE, SIMBA_RECIPE, CompileJob, Recipe
+from sp_dspy.programs import load_program
 from tests._compile_support import sample_cases
 
 TINY: dict[str, dict[str, Any]] = {
@@ -187,8 +187,8 @@ class _Stop(Exception):
 
 
 def _job(seed: int) -> CompileJob:
-    from optimizers import case_metric, policy_examples, policy_feedback
-    from programs import make_program
+    from sp_dspy.optimizers import case_metric, policy_examples, policy_feedback
+    from sp_dspy.programs import make_program
 
     examples = policy_examples(sample_cases()[:9])
     lm = make_lm(INSTRUCTED)
@@ -230,8 +230,8 @@ def test_recipes_pass_the_seed_where_dspy_takes_one(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_demonstration_listing_several_rules_instructs_the_fake_to_check_them_all() -> None:
-    from programs import make_program, run_case
     from sp_dspy._runner._fake_gold import teach_fake
+    from sp_dspy.programs import make_program, run_case
 
     cases = [c for c in sample_cases() if len(c.ground_truth_violations) >= 2][:2]
     lm = make_lm(INSTRUCTED)

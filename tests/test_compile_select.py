@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from programs import OfficialPerPolicy, PolicyRecord, make_program
 from sp_dspy._budget import BudgetExceeded
 from sp_dspy._compile._evaluate import evaluate_on_dev
 from sp_dspy._compile._run import _select
@@ -14,6 +13,7 @@ from sp_dspy._data import Case
 from sp_dspy._lm import LMConfig, make_lm
 from sp_dspy._lm._direct import client_of
 from sp_dspy._runner._fake_gold import teach_fake
+from sp_dspy.programs import OfficialPerPolicy, PolicyRecord, make_program
 from tests._compile_support import improving_stub, sample_cases
 
 

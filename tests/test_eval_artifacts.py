@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from programs import make_program, program_spec
 from sp_dspy import load_benchmark
 from sp_dspy._data import make_split
 from sp_dspy._errors import ConfigError
 from sp_dspy.cli import app
+from sp_dspy.programs import make_program, program_spec
 from tests._results import iter_records
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("isolated_run")]

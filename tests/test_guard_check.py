@@ -12,12 +12,12 @@ from typing import Any
 import dspy
 import pytest
 
-from programs import make_program, program_spec
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._guard import Guard, Verdict
 from sp_dspy._lm import LMConfig, make_lm
 from sp_dspy._lm._direct import client_of
 from sp_dspy._lm._fake import INSTRUCTION_PHRASE, FakeEngine
+from sp_dspy.programs import make_program, program_spec
 from tests._stub_server import StubServer
 
 POLICY = """Check ALL rules below against the conversation.

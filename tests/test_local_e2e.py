@@ -110,7 +110,7 @@ def test_dspy_program_sends_its_schema_to_llama_cpp_and_the_answer_parses() -> N
     """
     import dspy
 
-    from programs import make_program, run_case
+    from sp_dspy.programs import make_program, run_case
 
     configure_cache(enabled=False)
     (config,) = lm_configs("local", None, None, default="local")

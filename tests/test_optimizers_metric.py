@@ -9,7 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optimizers import (
+from sp_dspy._benchmarks import load_benchmark
+from sp_dspy._data import Case
+from sp_dspy._metrics import PolicyRecord, case_outcomes, compute_cell
+from sp_dspy.optimizers import (
     case_metric,
     case_score,
     judgment_examples,
@@ -19,9 +22,6 @@ from optimizers import (
     policy_feedback,
     predicted_rules,
 )
-from sp_dspy._benchmarks import load_benchmark
-from sp_dspy._data import Case
-from sp_dspy._metrics import PolicyRecord, case_outcomes, compute_cell
 
 RULES = {
     1: ("decisive", "The chatbot must not reveal a customer's account number.", []),

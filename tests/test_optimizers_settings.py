@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from optimizers import (
+from sp_dspy._errors import ConfigError
+from sp_dspy.optimizers import (
     DEFAULT_OPTIMIZERS_FILE,
     OPTIMIZER_NAMES,
     RECIPES,
@@ -18,7 +19,6 @@ from optimizers import (
     load_settings,
     parse_overrides,
 )
-from sp_dspy._errors import ConfigError
 
 SHIPPED = Path(__file__).resolve().parents[1] / "sp_dspy" / "configs" / "optimizers.yaml"
 

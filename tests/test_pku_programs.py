@@ -13,17 +13,6 @@ from typing import Any
 import dspy
 import pytest
 
-from programs import (
-    OfficialPerPolicy,
-    PkuSeverityGuard,
-    PkuSeverityGuardCoT,
-    PolicyRecord,
-    load_program,
-    make_program,
-    program_spec,
-    run_case,
-    severity_fields,
-)
 from sp_dspy._data import load_pku
 from sp_dspy._data._pku_policy import PKU_POLICY
 from sp_dspy._data._schema import Case
@@ -35,6 +24,17 @@ from sp_dspy._metrics_pku import score_pku_results
 from sp_dspy._protocol import build_targets, per_policy_messages
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy._runner._records import policy_record
+from sp_dspy.programs import (
+    OfficialPerPolicy,
+    PkuSeverityGuard,
+    PkuSeverityGuardCoT,
+    PolicyRecord,
+    load_program,
+    make_program,
+    program_spec,
+    run_case,
+    severity_fields,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pku" / "rows.jsonl"
 CASES = load_pku(FIXTURE).cases

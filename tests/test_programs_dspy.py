@@ -9,7 +9,11 @@ from typing import Any
 import dspy
 import pytest
 
-from programs import (
+from sp_dspy._data._schema import Case
+from sp_dspy._errors import DataError
+from sp_dspy._lm import LMConfig, make_lm
+from sp_dspy._lm._fake import FakeEngine
+from sp_dspy.programs import (
     PerPolicyGuard,
     PerPolicyGuardCoT,
     PerRuleGuard,
@@ -22,10 +26,6 @@ from programs import (
     run_case,
     target_examples,
 )
-from sp_dspy._data._schema import Case
-from sp_dspy._errors import DataError
-from sp_dspy._lm import LMConfig, make_lm
-from sp_dspy._lm._fake import FakeEngine
 from tests._factories import raw_case
 
 RULES = {

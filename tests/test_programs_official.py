@@ -8,12 +8,12 @@ import json
 import dspy
 import pytest
 
-from programs import OfficialPerPolicy, OfficialPerRule, PolicyRecord, make_program, run_case
 from sp_dspy._data._schema import Case
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig, make_lm
 from sp_dspy._lm._fake import FakeEngine
 from sp_dspy._protocol import build_targets, per_policy_messages, per_rule_messages
+from sp_dspy.programs import OfficialPerPolicy, OfficialPerRule, PolicyRecord, make_program, run_case
 from tests._factories import raw_case
 
 RULES = {
@@ -144,7 +144,7 @@ def test_official_options_are_checked() -> None:
 
 def test_the_runner_keeps_no_answer_of_the_baseline_in_dspy_history() -> None:
     """DSPy's history keeps its last 10,000 calls whole: with huge answers, memory would grow with them."""
-    from programs import judge_target
+    from sp_dspy.programs import judge_target
 
     case = paired_case(gt=[1, 3])
     lm, engine = fake_lm("oracle", case)

@@ -14,7 +14,12 @@ from typing import Any, ClassVar
 import dspy
 import pytest
 
-from programs import (
+from sp_dspy._data._scan import read_json_file
+from sp_dspy._data._schema import Case
+from sp_dspy._errors import ConfigError, DataError
+from sp_dspy._lm import LMConfig, make_lm
+from sp_dspy._lm._fake import FakeEngine
+from sp_dspy.programs import (
     JudgmentRecord,
     OfficialPerPolicy,
     PerPolicyGuard,
@@ -29,12 +34,7 @@ from programs import (
     resolve_program,
     run_case,
 )
-from programs._registry import history_accounting
-from sp_dspy._data._scan import read_json_file
-from sp_dspy._data._schema import Case
-from sp_dspy._errors import ConfigError, DataError
-from sp_dspy._lm import LMConfig, make_lm
-from sp_dspy._lm._fake import FakeEngine
+from sp_dspy.programs._registry import history_accounting
 from tests._factories import raw_case
 
 TUNED = "Check every rule against the chatbot's replies and list the violated ones."

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from programs import case_to_example, make_program, program_spec
 from sp_dspy import load_benchmark
 from sp_dspy._lm import import_dspy
 from sp_dspy._lm._config import LMConfig
@@ -24,6 +23,7 @@ from sp_dspy._report import build_summary
 from sp_dspy._runner import EvalConfig, plan_run
 from sp_dspy._usage import Usage
 from sp_dspy.cli import app
+from sp_dspy.programs import case_to_example, make_program, program_spec
 from tests._lm_fixtures import oracle_stub
 from tests._results import iter_records
 from tests._stub_server import StubServer, chat_completion

@@ -9,13 +9,16 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from optimizers import CoproSettings, load_settings
-from programs import rubric_targets
 from sp_dspy import ConfigError, DataError
+from sp_dspy.optimizers import CoproSettings, load_settings
+from sp_dspy.programs import rubric_targets
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC_MODULES = sorted(
@@ -80,3 +83,52 @@ def test_settings_that_are_not_utf8_are_one_line(tmp_path: Path) -> None:
 def test_a_bad_rubric_names_the_rule_and_field() -> None:
     with pytest.raises(DataError, match=r"input 'rubric': not a list of rules \(0\.rule: "):
         rubric_targets([{"rule": "one", "type": "decisive", "text": "No insults."}])
+
+
+def test_the_wheel_installs_one_top_level_package_with_programs_and_optimizers_inside(tmp_path: Path) -> None:
+    """``programs/`` and ``optimizers/`` install as ``sp_dspy.programs`` and ``sp_dspy.optimizers``."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    [wheel] = tmp_path.glob("sp_dspy-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names if not name.startswith("sp_dspy-")} == {"sp_dspy"}
+    assert "sp_dspy/programs/_registry.py" in names and "sp_dspy/optimizers/_recipes.py" in names
+    top_level = next(name for name in names if name.endswith(".dist-info/top_level.txt"))
+    assert zipfile.ZipFile(wheel).read(top_level).decode().split() == ["sp_dspy"]
+
+
+def test_no_module_imports_programs_or_optimizers_by_their_folder_names() -> None:
+    """Outside the repository ``import programs`` fails: every import names ``sp_dspy.programs``."""
+    offenders = []
+    for folder in ("sp_dspy", "programs", "optimizers", "tests", "benchmarks", "docs"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = (
+                    [alias.name for alias in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and node.level == 0
+                    else []
+                )
+                offenders += [
+                    f"{path.relative_to(ROOT)}:{node.lineno}"
+                    for name in names
+                    if name.split(".")[0] in ("programs", "optimizers")
+                ]
+    assert offenders == []

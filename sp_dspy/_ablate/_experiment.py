@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rich.console import Console
 
-from optimizers import OPTIMIZER_NAMES, get_recipe, load_settings
+from sp_dspy.optimizers import OPTIMIZER_NAMES, get_recipe, load_settings
 
 from .._benchmarks import BenchmarkName, load_benchmark
 from .._budget import CAP_NAMES, BudgetCaps, Spend, projected

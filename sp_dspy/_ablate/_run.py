@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 
-from programs import load_program
+from sp_dspy.programs import load_program
 
 from .._budget import BudgetCaps
 from .._errors import ConfigError

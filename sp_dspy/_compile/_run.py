@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 import numpy as np
 from pydantic import ValidationError
 
-from optimizers import CompileJob, get_recipe, load_settings
 from sp_dspy._budget import NO_ERROR_LIMIT, Budget, OptimizerStopped, require_prices
 from sp_dspy._compile._artifact import claim_out, eval_command, program_state, save_artifact, state_key
 from sp_dspy._compile._budget import HELPER_COMPLETION, build_plan
@@ -43,6 +42,7 @@ from sp_dspy._pricing import completion_guess, context_window, pricing_for, prom
 from sp_dspy._redact import RedactingFilter, RedactingWriter
 from sp_dspy._run_manifest import ErrorSummary
 from sp_dspy._runner._fake_gold import teach_fake
+from sp_dspy.optimizers import CompileJob, get_recipe, load_settings
 
 if TYPE_CHECKING:
     from sp_dspy._compile._recorder import CandidateRecorder

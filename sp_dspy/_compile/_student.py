@@ -13,9 +13,9 @@ from typing import Any
 
 import dspy
 
-import optimizers
-from programs import make_program
+from sp_dspy import optimizers
 from sp_dspy._data import Case
+from sp_dspy.programs import make_program
 
 
 class JudgeProgram(dspy.Module):

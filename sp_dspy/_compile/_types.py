@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from programs import ARTIFACT_KIND
 from sp_dspy._benchmarks import BenchmarkName
 from sp_dspy._budget import Budget, BudgetCaps
 from sp_dspy._compile._budget import CompilePlan
 from sp_dspy._compile._data import DEFAULT_RATIOS, CompileData
 from sp_dspy._lm import LMConfig
 from sp_dspy._run_manifest import ErrorSummary
+from sp_dspy.programs import ARTIFACT_KIND
 
 if TYPE_CHECKING:
     from sp_dspy._compile._failures import CallFailures

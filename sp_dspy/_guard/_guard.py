@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import ValidationError
 
-from programs import OfficialPerPolicy, OfficialPerRule, resolve_program, run_case
+from sp_dspy.programs import OfficialPerPolicy, OfficialPerRule, resolve_program, run_case
 
 from .._data._inputs import guard_case
 from .._errors import ConfigError, validation_problem
@@ -38,8 +38,8 @@ from .._protocol._parse_models import PARSE_MODES
 from ._verdict import Verdict
 
 if TYPE_CHECKING:
-    from programs import GuardProgram
     from sp_dspy._data._schema import Case
+    from sp_dspy.programs import GuardProgram
 
 _T = TypeVar("_T")
 

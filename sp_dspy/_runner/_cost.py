@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from programs import OfficialPerPolicy, OfficialPerRule, program_spec
+from sp_dspy.programs import OfficialPerPolicy, OfficialPerRule, program_spec
 
 from .._budget import (
     NO_ERROR_LIMIT,
@@ -80,7 +80,7 @@ def official_prompt_tokens(program: Any, unit: Any) -> int:
 def dspy_prompt_tokens(program: Any, cases: Sequence[Case], protocol: str) -> tuple[float, int]:
     """Mean and largest estimated prompt tokens of a DSPy program's call over ``cases``, demos
     included (each demo counted as a mean prompt)."""
-    from programs import case_to_example, target_examples
+    from sp_dspy.programs import case_to_example, target_examples
 
     step = max(1, len(cases) // PROMPT_SAMPLE)
     sampled = list(cases)[::step]

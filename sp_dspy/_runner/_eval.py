@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
-from programs import judge_target, resolve_program, run_case
+from sp_dspy.programs import judge_target, resolve_program, run_case
 
 from .._benchmarks import benchmark_kind, load_benchmark
 from .._budget import BudgetExceeded, Spend, require_prices

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from programs import judge_target, run_case
+from sp_dspy.programs import judge_target, run_case
 
 from .._data import Case
 from .._lm import HttpRequest, logging_requests

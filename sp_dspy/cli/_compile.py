@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from optimizers import parse_overrides
+from sp_dspy.optimizers import parse_overrides
 
 from .._benchmarks import benchmark_kind
 from .._data import parse_ratios

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich import box
 
-from optimizers import parse_overrides
+from sp_dspy.optimizers import parse_overrides
 
 from .._data import parse_ratios
 from .._errors import ConfigError
