@@ -13,12 +13,20 @@ from .._lazy import lazy_getattr
 _MODULES: dict[str, tuple[str, ...]] = {
     "._limits": ("ServiceLimits",),
     "._models": ("BatchRequest", "CheckAnswer", "CheckRequest", "openapi_document"),
-    "._service": ("CheckBudget", "GuardService", "is_loopback", "refuse_open_bind"),
+    "._gateway_models": ("GuardrailAnswer", "GuardrailRequest", "ModerationAnswer", "ModerationRequest"),
+    "._http": ("is_loopback", "refuse_open_bind"),
+    "._service": ("CheckBudget", "GuardService"),
     "._start": ("bearer_token", "build_service", "serve"),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
+    from ._gateway_models import GuardrailAnswer as GuardrailAnswer
+    from ._gateway_models import GuardrailRequest as GuardrailRequest
+    from ._gateway_models import ModerationAnswer as ModerationAnswer
+    from ._gateway_models import ModerationRequest as ModerationRequest
+    from ._http import is_loopback as is_loopback
+    from ._http import refuse_open_bind as refuse_open_bind
     from ._limits import ServiceLimits as ServiceLimits
     from ._models import BatchRequest as BatchRequest
     from ._models import CheckAnswer as CheckAnswer
@@ -26,8 +34,6 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._models import openapi_document as openapi_document
     from ._service import CheckBudget as CheckBudget
     from ._service import GuardService as GuardService
-    from ._service import is_loopback as is_loopback
-    from ._service import refuse_open_bind as refuse_open_bind
     from ._start import bearer_token as bearer_token
     from ._start import build_service as build_service
     from ._start import serve as serve

@@ -7,13 +7,16 @@ cannot drift from what the service accepts and answers.
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import models_json_schema
 
 from .. import __version__
 from .._guard import Verdict
+
+#: What a check judges (``sp_dspy.data.SCOPES``).
+Scope = Literal["conversation", "last-turn"]
 
 
 class CheckRequest(BaseModel):
@@ -31,6 +34,11 @@ class CheckRequest(BaseModel):
     conversation: str | None = Field(default=None, description="'Turn N - User/Chatbot: ...' text.")
     framework: str = Field(default="", description="Regulatory framework text shown to per-rule judges.")
     id: str | None = Field(default=None, description="Echoed with the verdict.")
+    scope: Scope | None = Field(
+        default=None,
+        description="conversation: judge it whole; last-turn: only its last message, the earlier ones its "
+        "context (not with the official program). Default: the service's --scope.",
+    )
 
     @model_validator(mode="after")
     def _one_conversation(self) -> Self:
@@ -107,7 +115,8 @@ def _json_body(name: str, description: str) -> dict[str, Any]:
 _ERRORS = {
     "400": _json_body("ErrorBody", "Bad JSON"),
     "401": _json_body("ErrorBody", "Missing or wrong bearer token (--auth-token-env)"),
-    "413": _json_body("ErrorBody", "Body larger than --max-body-kb"),
+    "413": _json_body("ErrorBody", "Body larger than --max-body-kb, or more checks than --max-in-flight"),
+    "415": _json_body("ErrorBody", "The body is not application/json"),
     "422": _json_body("ErrorBody", "A field, the policy or the conversation is invalid, or past a limit"),
     "429": _json_body(
         "ErrorBody", "Too many checks in flight (--max-in-flight); retry after Retry-After seconds"
@@ -118,12 +127,12 @@ _ERRORS = {
 
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 description of the service, its schemas generated from the models above."""
-    models: list[type[BaseModel]] = [CheckRequest, BatchRequest, CheckAnswer, BatchAnswer, ErrorBody]
+    from ._gateway_models import GuardrailAnswer, GuardrailRequest, ModerationAnswer, ModerationRequest
+
+    requests: list[type[BaseModel]] = [CheckRequest, BatchRequest, GuardrailRequest, ModerationRequest]
+    answers: list[type[BaseModel]] = [CheckAnswer, BatchAnswer, GuardrailAnswer, ModerationAnswer, ErrorBody]
     _, top = models_json_schema(
-        [
-            (model, "validation" if model in (CheckRequest, BatchRequest) else "serialization")
-            for model in models
-        ],
+        [(model, "validation") for model in requests] + [(model, "serialization") for model in answers],
         ref_template=_REF,
     )
     schemas = top.get("$defs", {})
@@ -153,6 +162,23 @@ def openapi_document() -> dict[str, Any]:
                     "summary": "Check several conversations, answered in order",
                     "requestBody": {"required": True, **_json_body("BatchRequest", "The checks")},
                     "responses": {"200": _json_body("BatchAnswer", "One answer per check"), **_ERRORS},
+                }
+            },
+            "/beta/litellm_basic_guardrail_api": {
+                "post": {
+                    "summary": "LiteLLM's Generic Guardrail API: BLOCKED with the violated rules, else NONE",
+                    "requestBody": {"required": True, **_json_body("GuardrailRequest", "LiteLLM's request")},
+                    "responses": {
+                        "200": _json_body("GuardrailAnswer", "The action (--on-error: no verdict)"),
+                        **_ERRORS,
+                    },
+                }
+            },
+            "/v1/moderations": {
+                "post": {
+                    "summary": "OpenAI's moderation API: categories rule_1..rule_n of the policy, per input",
+                    "requestBody": {"required": True, **_json_body("ModerationRequest", "The inputs")},
+                    "responses": {"200": _json_body("ModerationAnswer", "One result per input"), **_ERRORS},
                 }
             },
             "/healthz": {

@@ -13,8 +13,9 @@ from .._guard import Guard
 from .._lm import LMConfig
 from .._redact import register_secret
 from .._runner._cost import run_pricing
+from ._http import refuse_open_bind
 from ._limits import ServiceLimits
-from ._service import CheckBudget, GuardService, refuse_open_bind
+from ._service import CheckBudget, GuardService
 
 
 def bearer_token(variable: str | None) -> str | None:
@@ -43,8 +44,11 @@ def build_service(
     limits: ServiceLimits,
     token: str | None,
     log: Callable[[str], None],
+    scope: str = "conversation",
+    on_error: str = "block",
 ) -> GuardService:
-    """The service of ``guard_spec`` (an artifact directory or a program name) on ``lm_config``."""
+    """The service of ``guard_spec`` (an artifact directory or a program name) on ``lm_config``;
+    ``scope`` and ``on_error`` as :class:`GuardService`'s."""
     guard = Guard.load(
         guard_spec, lm=lm_config, protocol=protocol, parser=parser, deadline=limits.request_timeout_s
     )
@@ -53,7 +57,16 @@ def build_service(
         pricing = run_pricing(guard.program, guard.protocol, lm_config)
         require_prices(caps, {lm_config.model: pricing})
         budget = CheckBudget(caps, pricing, per_rule=guard.protocol == "per-rule")
-    return GuardService(guard, policy=policy, limits=limits, budget=budget, token=token, log=log)
+    return GuardService(
+        guard,
+        policy=policy,
+        limits=limits,
+        budget=budget,
+        token=token,
+        log=log,
+        scope=scope,
+        on_error=on_error,
+    )
 
 
 def serve(service: GuardService, host: str, port: int, *, announce: Callable[[str], None]) -> None:
