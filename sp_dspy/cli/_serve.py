@@ -387,7 +387,11 @@ def _serve_guard(
                 markup=False,
             )
 
-        serve_service(service, host, port, announce=announce)
+        try:
+            serve_service(service, host, port, announce=announce)
+        except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: stopped at once (typer would say 130)
+            err_console.print("stopped at once: checks still in flight got no answer", highlight=False)
+            raise typer.Exit(interrupted_exit_code()) from None
     err_console.print("stopped: every check in flight was answered", highlight=False)
     raise typer.Exit(interrupted_exit_code())
 
