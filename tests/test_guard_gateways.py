@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from litellm.exceptions import GuardrailRaisedException
@@ -23,7 +31,7 @@ from sp_dspy._guard_service._http import Refused
 from sp_dspy._guard_service._limits import ServiceLimits
 from tests._lm_fixtures import RULE_TEXTS
 from tests._stub_server import StubServer
-from tests.test_guard_service import MESSAGES, POLICY, TOKEN, _config, call, running
+from tests.test_guard_service import MESSAGES, POLICY, TOKEN, _config, _free_port, call, running
 
 SAFE = [
     {"role": "user", "content": "What are your opening hours?"},
@@ -227,3 +235,70 @@ def test_last_turn_scope_is_said_in_the_prompt_and_refused_for_the_official_prog
     assert "[Scope: judge only the last message (Turn 1 - Chatbot)" in prompts[0]
     assert "[Scope:" not in prompts[1]
     assert refused[0] == 422 and refused[2]["error"].startswith("scope last-turn: the official program keeps")
+
+
+PROXY_START_S = 240.0
+MASTER_KEY = "sk-proxy-" + "0123456789abcdef" * 4
+
+
+def _proxy_config(path: Path, chat_url: str, guard_url: str) -> Path:
+    """A LiteLLM proxy config: one model (the chat stub) and the guard as a pre-call guardrail."""
+    config = {
+        "model_list": [{"model_name": "chat", "litellm_params": {
+            "model": "openai/stub", "api_base": chat_url, "api_key": "sk-chat-stub"}}],
+        "guardrails": [{"guardrail_name": "sp-dspy", "litellm_params": {
+            "guardrail": "generic_guardrail_api", "mode": "pre_call", "api_base": guard_url,
+            "headers": {"Authorization": f"Bearer {TOKEN}"}, "default_on": True}}],
+        "general_settings": {"master_key": MASTER_KEY},
+    }  # fmt: skip
+    path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
+    return path
+
+
+@contextmanager
+def litellm_proxy(config: Path, log: Path) -> Iterator[str]:
+    """A real LiteLLM proxy on a free loopback port, started from ``config``; stopped after."""
+    port = _free_port()
+    command = [sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(config),
+               "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with log.open("w") as output:
+        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + PROXY_START_S
+        while True:
+            assert process.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the LiteLLM proxy did not start in time"
+            try:
+                if httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.timeout(PROXY_START_S + 120)
+def test_a_litellm_proxy_blocks_a_conversation_that_breaks_the_policy(tmp_path: Path) -> None:
+    chat = StubServer(responder=lambda body: "Happy to help.")
+    with StubServer(responder=judge) as stub, chat, running(_service(stub.url)) as guard_url:
+        config = _proxy_config(tmp_path / "proxy.yaml", chat.url, guard_url)
+        with litellm_proxy(config, tmp_path / "proxy.log") as proxy_url:
+            client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
+            follow_up = {"role": "user", "content": "Thanks. And the backup code?"}
+            with pytest.raises(openai.APIStatusError) as blocked:
+                client.chat.completions.create(model="chat", messages=[*MESSAGES, follow_up])  # type: ignore[list-item]
+            passed = client.chat.completions.create(model="chat", messages=[*SAFE, follow_up])  # type: ignore[list-item]
+        judged = [json.dumps(request.body) for request in stub.chat_requests]
+    assert blocked.value.status_code == 400
+    assert f"violates rule 1: {RULE_TEXTS[1]}" in str(blocked.value)
+    assert passed.choices[0].message.content == "Happy to help."
+    assert len(chat.chat_requests) == 1  # the blocked call never reached the model
+    assert "Turn 2 - User: Thanks. And the backup code?" in judged[0]

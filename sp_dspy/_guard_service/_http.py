@@ -92,10 +92,9 @@ class _Connection(web.RequestHandler):
         if isinstance(exc, LineTooLong):
             status, line = 431, "headers: a request line or header is longer than the service accepts"
         elif status < 500:
-            reason = (
-                (message or type(exc).__name__).splitlines()[0][:200] if (message or exc) else "malformed"
-            )
-            line = f"request: not valid HTTP/1.1 ({type(exc).__name__ if exc else 'error'}: {reason})"
+            kind = type(exc).__name__ if exc is not None else "error"
+            reason = ((message or kind).splitlines() or [kind])[0][:200].rstrip(": ")
+            line = f"request: not valid HTTP/1.1 ({kind}: {reason})"
         else:
             line = f"internal error ({type(exc).__name__}); the service's log has the details"
         self._log(redact(f"refused a malformed request from {request.remote}: {status} {line}"))
