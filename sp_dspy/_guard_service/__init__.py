@@ -12,7 +12,8 @@ from .._lazy import lazy_getattr
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "._limits": ("ServiceLimits",),
-    "._models": ("BatchRequest", "CheckAnswer", "CheckRequest", "openapi_document"),
+    "._models": ("BatchRequest", "CheckAnswer", "CheckRequest"),
+    "._openapi": ("openapi_document",),
     "._gateway_models": ("GuardrailAnswer", "GuardrailRequest", "ModerationAnswer", "ModerationRequest"),
     "._http": ("is_loopback", "refuse_open_bind"),
     "._service": ("CheckBudget", "GuardService"),
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._models import BatchRequest as BatchRequest
     from ._models import CheckAnswer as CheckAnswer
     from ._models import CheckRequest as CheckRequest
-    from ._models import openapi_document as openapi_document
+    from ._openapi import openapi_document as openapi_document
     from ._service import CheckBudget as CheckBudget
     from ._service import GuardService as GuardService
     from ._start import bearer_token as bearer_token

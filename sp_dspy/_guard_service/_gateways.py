@@ -1,5 +1,5 @@
 """The gateway routes: LiteLLM's Generic Guardrail API and OpenAI's moderation API over the same
-checks as ``/v1/check`` (one ``GuardService._answer`` each: token, limits, budget, metrics).
+checks as ``/v1/check`` (``GuardService.answer_check``: token, limits, budget, metrics).
 
 A gateway reads yes or no: a verdict with violated rules blocks (``BLOCKED``, ``flagged``), one
 without lets the call go on, and a check that gave no verdict (an LM error, a refusal, an answer
@@ -13,16 +13,16 @@ import asyncio
 import functools
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from .._data._inputs import SCOPES
+from .._guard import Guard
 from ._gateway_models import GuardrailRequest, ModerationRequest
 from ._http import Handler, Refused, json_answer, json_body, validated
-
-if TYPE_CHECKING:
-    from ._service import GuardService
+from ._limits import ServiceLimits
 
 GUARDRAIL_PATH = "/beta/litellm_basic_guardrail_api"
 MODERATIONS_PATH = "/v1/moderations"
@@ -34,7 +34,35 @@ NOT_SENT = "(not sent to the guard)"
 _TURN_START = "turn 1 - user:"
 
 
-def gateway_routes(service: GuardService) -> dict[str, dict[str, Handler]]:
+class Service(Protocol):
+    """What a gateway route uses of the service (``_service.GuardService``): its checks, inside
+    its limits and budget, and its settings."""
+
+    guard: Guard
+    policy: str | None
+    scope: str
+    on_error: str
+    limits: ServiceLimits
+
+    def log(self, line: str) -> None: ...
+
+    def rules(self, policy: str | None) -> dict[int, str]: ...
+
+    def refuse_draining(self) -> None: ...
+
+    def slots(self, count: int) -> AbstractContextManager[None]: ...
+
+    async def answer_check(
+        self,
+        policy: str | None,
+        dialogue: str | list[dict[str, Any]],
+        framework: str,
+        request_id: str | None,
+        scope: str | None = None,
+    ) -> dict[str, Any]: ...
+
+
+def gateway_routes(service: Service) -> dict[str, dict[str, Handler]]:
     """The gateway endpoints of ``service``: ``{path: {method: handler}}``."""
     return {
         GUARDRAIL_PATH: {"POST": functools.partial(_guardrail, service)},
@@ -42,8 +70,8 @@ def gateway_routes(service: GuardService) -> dict[str, dict[str, Handler]]:
     }
 
 
-async def _guardrail(service: GuardService, request: web.BaseRequest) -> web.Response:
-    service._refuse_draining()
+async def _guardrail(service: Service, request: web.BaseRequest) -> web.Response:
+    service.refuse_draining()
     body = validated(GuardrailRequest, await json_body(request))
     params = body.additional_provider_specific_params or {}
     policy, scope = _param(params, "policy"), _param(params, "scope")
@@ -52,8 +80,8 @@ async def _guardrail(service: GuardService, request: web.BaseRequest) -> web.Res
             422, f"additional_provider_specific_params.scope: {scope!r}: expected conversation or last-turn"
         )
     messages = conversation_of(body)
-    with service._slots(1):
-        answer = await service._answer(policy, messages, "", body.litellm_call_id, scope)
+    with service.slots(1):
+        answer = await service.answer_check(policy, messages, "", body.litellm_call_id, scope)
     extension, blocked = _extension(service, answer, GUARDRAIL_PATH)
     reason = None
     if answer["violated_rules"]:
@@ -66,8 +94,8 @@ async def _guardrail(service: GuardService, request: web.BaseRequest) -> web.Res
     return json_answer(200, document)
 
 
-async def _moderations(service: GuardService, request: web.BaseRequest) -> web.Response:
-    service._refuse_draining()
+async def _moderations(service: Service, request: web.BaseRequest) -> web.Response:
+    service.refuse_draining()
     body = validated(ModerationRequest, await json_body(request))
     texts = _inputs(body.input)
     if len(texts) > service.limits.max_batch:
@@ -77,9 +105,9 @@ async def _moderations(service: GuardService, request: web.BaseRequest) -> web.R
         )
     policy = body.policy if body.policy is not None else service.policy
     rules = service.rules(policy)  # a bad or missing policy: 422 before any check
-    with service._slots(len(texts)):
+    with service.slots(len(texts)):
         found = await asyncio.gather(
-            *(service._answer(policy, _conversation(text), "", None) for text in texts),
+            *(service.answer_check(policy, _conversation(text), "", None) for text in texts),
             return_exceptions=True,
         )
     refusal = next((item for item in found if isinstance(item, BaseException)), None)
@@ -155,17 +183,15 @@ def _message(index: int, row: Mapping[str, Any]) -> dict[str, str] | None:
 
 
 def _inputs(given: str | list[str] | list[dict[str, Any]]) -> list[str]:
-    if isinstance(given, str):
-        given = [given]
-    texts = []
-    for index, item in enumerate(given):
-        if isinstance(item, dict):
-            if item.get("type") != "text" or not isinstance(item.get("text"), str):
-                raise Refused(422, f"input[{index}]: only text parts ({{type: text, text}}) are judged")
-            item = item["text"]
-        if not item.strip():
+    items: list[Any] = [given] if isinstance(given, str) else list(given)
+    texts: list[str] = []
+    for index, item in enumerate(items):
+        text = item.get("text") if isinstance(item, dict) and item.get("type") == "text" else item
+        if not isinstance(text, str):
+            raise Refused(422, f"input[{index}]: only text parts ({{type: text, text}}) are judged")
+        if not text.strip():
             raise Refused(422, f"input[{index}]: empty text")
-        texts.append(item)
+        texts.append(text)
     if not texts:
         raise Refused(422, "input: no text to check")
     return texts
@@ -185,7 +211,7 @@ def _param(params: Mapping[str, Any], name: str) -> str | None:
     return value
 
 
-def _extension(service: GuardService, answer: Mapping[str, Any], route: str) -> tuple[dict[str, Any], bool]:
+def _extension(service: Service, answer: Mapping[str, Any], route: str) -> tuple[dict[str, Any], bool]:
     """``(the sp_dspy extension, blocked)`` of one check's answer, ``--on-error`` applied to no verdict."""
     extension = {
         key: answer.get(key)

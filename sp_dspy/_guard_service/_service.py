@@ -32,7 +32,8 @@ from ._gateways import ON_ERROR, gateway_routes
 from ._http import Handler, JsonServer, Refused, error_answer, json_answer, json_body, validated
 from ._limits import ServiceLimits
 from ._metrics import ServiceMetrics
-from ._models import BatchRequest, CheckRequest, ErrorBody, openapi_document
+from ._models import BatchRequest, CheckRequest, ErrorBody
+from ._openapi import openapi_document
 
 #: The one endpoint a bearer token does not guard: a load balancer's liveness check.
 OPEN = "/healthz"
@@ -204,17 +205,17 @@ class GuardService:
     # -- endpoints ---------------------------------------------------------------------------
 
     async def _check(self, request: web.BaseRequest) -> web.Response:
-        self._refuse_draining()  # before the body: a stopping server may not read it in full
+        self.refuse_draining()  # before the body: a stopping server may not read it in full
         body = validated(CheckRequest, await json_body(request))
-        with self._slots(1):
-            answer = await self._answer(body.policy, body.dialogue, body.framework, body.id, body.scope)
+        with self.slots(1):
+            answer = await self.answer_check(body.policy, body.dialogue, body.framework, body.id, body.scope)
         status = 200
         if answer["status"] == "error":
             status = 504 if answer["error_class"] == DEADLINE else 502
         return json_answer(status, answer)
 
     async def _batch(self, request: web.BaseRequest) -> web.Response:
-        self._refuse_draining()
+        self.refuse_draining()
         body = validated(BatchRequest, await json_body(request))
         count = len(body.checks)
         if count > self.limits.max_batch:
@@ -233,11 +234,11 @@ class GuardService:
 
         async def answer(line: GuardLine) -> dict[str, Any]:
             scope = scopes[line.number - 1]
-            found = await self._answer(line.policy, line.conversation, line.framework, None, scope)
+            found = await self.answer_check(line.policy, line.conversation, line.framework, None, scope)
             del found["id"]  # the line's own comes first
             return found
 
-        with self._slots(count):
+        with self.slots(count):
             await answer_lines(lines, answer, lambda done: answers.append(_masked(done)), concurrency=count)
         return json_answer(200, {"answers": answers})
 
@@ -273,7 +274,7 @@ class GuardService:
         except DataError as exc:
             raise Refused(422, str(exc)) from None
 
-    async def _answer(
+    async def answer_check(
         self,
         policy: str | None,
         dialogue: str | list[dict[str, Any]],
@@ -323,9 +324,9 @@ class GuardService:
         return answer
 
     @contextmanager
-    def _slots(self, count: int) -> Iterator[None]:
+    def slots(self, count: int) -> Iterator[None]:
         """Hold ``count`` of the ``--max-in-flight`` checks while the block runs, or refuse (429, 503)."""
-        self._refuse_draining()
+        self.refuse_draining()
         metrics = self.metrics
         if count > self.limits.max_in_flight:  # waiting would never help: refused for good
             raise Refused(413, f"checks: {count} in one request, more than the limit of "
@@ -343,7 +344,7 @@ class GuardService:
             if metrics.in_flight == 0:
                 self._idle.set()
 
-    def _refuse_draining(self) -> None:
+    def refuse_draining(self) -> None:
         if self.draining:
             raise Refused(
                 503, "shutting down: no new checks", error_class="draining", headers={"Connection": "close"}
