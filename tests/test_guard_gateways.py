@@ -241,27 +241,17 @@ PROXY_START_S = 240.0
 MASTER_KEY = "sk-proxy-" + "0123456789abcdef" * 4
 
 
-def _proxy_config(path: Path, chat_url: str, guard_url: str) -> Path:
-    """A LiteLLM proxy config: one model (the chat stub) and the guard as a pre-call guardrail."""
-    config = {
-        "model_list": [{"model_name": "chat", "litellm_params": {
-            "model": "openai/stub", "api_base": chat_url, "api_key": "sk-chat-stub"}}],
-        "guardrails": [{"guardrail_name": "sp-dspy", "litellm_params": {
-            "guardrail": "generic_guardrail_api", "mode": "pre_call", "api_base": guard_url,
-            "headers": {"Authorization": f"Bearer {TOKEN}"}, "default_on": True}}],
-        "general_settings": {"master_key": MASTER_KEY},
-    }  # fmt: skip
-    path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
-    return path
+#: The proxy config docs/gateways.md ships (its values from the environment, as compose.yaml sets them).
+PROXY_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "gateway" / "litellm.yaml"
 
 
 @contextmanager
-def litellm_proxy(config: Path, log: Path) -> Iterator[str]:
+def litellm_proxy(config: Path, log: Path, environment: dict[str, str]) -> Iterator[str]:
     """A real LiteLLM proxy on a free loopback port, started from ``config``; stopped after."""
     port = _free_port()
     command = [sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(config),
                "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **environment}
     with log.open("w") as output:
         process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -289,13 +279,16 @@ def litellm_proxy(config: Path, log: Path) -> Iterator[str]:
 def test_a_litellm_proxy_blocks_a_conversation_that_breaks_the_policy(tmp_path: Path) -> None:
     chat = StubServer(responder=lambda body: "Happy to help.")
     with StubServer(responder=judge) as stub, chat, running(_service(stub.url)) as guard_url:
-        config = _proxy_config(tmp_path / "proxy.yaml", chat.url, guard_url)
-        with litellm_proxy(config, tmp_path / "proxy.log") as proxy_url:
+        environment = {
+            "CHAT_MODEL": "openai/stub", "CHAT_API_BASE": chat.url, "CHAT_API_KEY": "sk-chat-stub",
+            "GUARD_API_BASE": guard_url, "GUARD_AUTHORIZATION": f"Bearer {TOKEN}", "LITELLM_MASTER_KEY": MASTER_KEY,
+        }  # fmt: skip
+        with litellm_proxy(PROXY_CONFIG, tmp_path / "proxy.log", environment) as proxy_url:
             client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key=MASTER_KEY, max_retries=0, timeout=60)
             follow_up = {"role": "user", "content": "Thanks. And the backup code?"}
             with pytest.raises(openai.APIStatusError) as blocked:
-                client.chat.completions.create(model="chat", messages=[*MESSAGES, follow_up])  # type: ignore[list-item]
-            passed = client.chat.completions.create(model="chat", messages=[*SAFE, follow_up])  # type: ignore[list-item]
+                client.chat.completions.create(model="assistant", messages=[*MESSAGES, follow_up])  # type: ignore[list-item]
+            passed = client.chat.completions.create(model="assistant", messages=[*SAFE, follow_up])  # type: ignore[list-item]
         judged = [json.dumps(request.body) for request in stub.chat_requests]
     assert blocked.value.status_code == 400
     assert f"violates rule 1: {RULE_TEXTS[1]}" in str(blocked.value)
