@@ -162,7 +162,7 @@ def test_openai_moderations_judge_each_input_against_the_policy() -> None:
     assert first.categories.model_extra == {f"rule_{rule}": rule == 1 for rule in RULE_TEXTS}
     assert first.category_scores.model_extra == {f"rule_{rule}": float(rule == 1) for rule in RULE_TEXTS}
     assert second.category_scores.model_extra == {f"rule_{rule}": 0.0 for rule in RULE_TEXTS}
-    extension = answer.model_dump()["sp_dspy"]
+    extension = (answer.model_extra or {})["sp_dspy"]
     assert extension["rules"] == {f"rule_{rule}": text for rule, text in RULE_TEXTS.items()}
     assert answer.model == "sp-dspy" and answer.id.startswith("modr-")
 
