@@ -69,6 +69,15 @@ MALFORMED = {
         b"POST /v1/check HTTP/1.1\r\nHost: guard\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
         400, "request: not valid HTTP/1.1 (BadHttpMessage: Transfer-Encoding can't be present with Content-Length)",
     ),
+    "a broken chunk": (
+        b"POST /v1/check HTTP/1.1\r\nHost: guard\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n3\r\n{}\n\r\nzz\r\n",
+        400, "request: not valid HTTP/1.1 (BadHttpMessage: Invalid character in chunk size)",
+    ),
+    "a NUL in a header name": (
+        b"GET /healthz HTTP/1.1\r\nHost: guard\r\nBad\x00Header: 1\r\n\r\n",
+        400, "request: not valid HTTP/1.1 (BadHttpMessage: Invalid header token)",
+    ),
     "TLS on the plain port": (
         bytes.fromhex("1603010200010001fc0303") + bytes(range(32)) + b"\x00" * 64,
         400, "request: not valid HTTP/1.1 (BadHttpMethod: Received HTTPS traffic on an HTTP port)",
@@ -90,6 +99,21 @@ def test_a_malformed_request_is_a_json_4xx_with_one_log_line(case: str) -> None:
         assert log == []
     else:
         assert log == [f"refused a malformed request from 127.0.0.1: {status} {message}"]
+
+
+def test_a_body_cut_short_by_its_client_is_one_log_line() -> None:
+    log: list[str] = []
+    with StubServer(responder=_answer) as stub, running(_service(stub.url, log=log)) as url:
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=WAIT_S) as connection:
+            connection.sendall(_post(b"Content-Type: application/json\r\n")[:-40])  # 40 bytes never come
+            connection.shutdown(socket.SHUT_WR)
+            connection.recv(65536)
+        _until(lambda: bool(log))
+        after = check(url)
+    assert after[0] == 200 and not stub.chat_requests[1:]
+    assert log == ["refused a malformed request from 127.0.0.1: 400 body: could not be read "
+                   "(ConnectionResetError: Connection lost)"]  # fmt: skip
 
 
 @pytest.mark.parametrize(

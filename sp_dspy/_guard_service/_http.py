@@ -75,6 +75,12 @@ def validated(model: type[_Model], document: Any) -> _Model:
         raise Refused(422, f"{field or 'body'}: {message}") from None
 
 
+def unreadable_body(exc: BaseException) -> str:
+    """The line for a body that could not be read: its client left, or its chunks or length broke."""
+    reason = (str(exc).splitlines() or [""])[0][:200].strip().rstrip(":") or type(exc).__name__
+    return f"body: could not be read ({type(exc).__name__}: {reason})"
+
+
 class _Connection(web.RequestHandler):
     """One client connection; a request aiohttp cannot parse gets one JSON line, logged in one line."""
 

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .._budget import NO_ERROR_LIMIT, Budget, BudgetCaps, BudgetExceeded, Ticket, spent
 from .._data import BadLine, GuardLine, Source, policy_rules
@@ -29,7 +30,16 @@ from .._lm import classify_error
 from .._pricing import Pricing, estimate_tokens
 from .._redact import redact
 from ._gateways import ON_ERROR, gateway_routes
-from ._http import Handler, JsonServer, Refused, error_answer, json_answer, json_body, validated
+from ._http import (
+    Handler,
+    JsonServer,
+    Refused,
+    error_answer,
+    json_answer,
+    json_body,
+    unreadable_body,
+    validated,
+)
 from ._limits import ServiceLimits
 from ._metrics import ServiceMetrics
 from ._models import BatchRequest, CheckRequest, ErrorBody
@@ -180,6 +190,10 @@ class GuardService:
             response = await methods[request.method](request)
         except Refused as refusal:
             response = error_answer(refusal.status, str(refusal), refusal.error_class, refusal.headers)
+        except (ConnectionError, HttpProcessingError) as exc:  # the body broke off, or its framing did
+            line = unreadable_body(exc)
+            self.log(redact(f"refused a malformed request from {request.remote}: 400 {line}"))
+            response = error_answer(400, line, "malformed")
         except web.HTTPRequestEntityTooLarge:
             response = error_answer(
                 413, f"body: larger than the limit of {self.limits.max_body_bytes} bytes (--max-body-kb)"
