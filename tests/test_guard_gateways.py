@@ -51,7 +51,7 @@ def _service(url: str, program: str = "official", log: list[str] | None = None, 
     limits = ServiceLimits(**settings.pop("limits", {}))
     return build_service(
         program, _config(url), protocol=None, parser="robust", policy=settings.pop("policy", POLICY),
-        caps=BudgetCaps(), limits=limits, token=settings.pop("token", TOKEN),
+        caps=settings.pop("caps", BudgetCaps()), limits=limits, token=settings.pop("token", TOKEN),
         log=lines.append, **settings,
     )  # fmt: skip
 
@@ -214,6 +214,30 @@ def test_the_gateway_routes_share_limits_metrics_and_the_api_description() -> No
     schemas = openapi_document()["components"]["schemas"]
     assert {"/beta/litellm_basic_guardrail_api", "/v1/moderations"} <= set(paths)
     assert {"GuardrailRequest", "GuardrailAnswer", "ModerationRequest", "ModerationAnswer"} <= set(schemas)
+
+
+def test_the_gateway_routes_spend_the_services_one_budget() -> None:
+    with (
+        StubServer(responder=judge) as stub,
+        running(_service(stub.url, caps=BudgetCaps(max_calls=2))) as url,
+    ):
+        litellm = call(url, "POST", "/beta/litellm_basic_guardrail_api",
+                       {"input_type": "request", "structured_messages": SAFE}, token=TOKEN)  # fmt: skip
+        moderation = call(url, "POST", "/v1/moderations", {"input": "hello"}, token=TOKEN)
+        refused = [
+            call(url, "POST", "/v1/moderations", {"input": "hello"}, token=TOKEN),
+            call(
+                url,
+                "POST",
+                "/beta/litellm_basic_guardrail_api",
+                {"input_type": "request", "texts": ["hi"]},
+                token=TOKEN,
+            ),
+            call(url, "POST", "/v1/check", {"messages": SAFE}, token=TOKEN),
+        ]
+    assert litellm[0] == moderation[0] == 200 and len(stub.chat_requests) == 2
+    assert [answer[0] for answer in refused] == [503] * 3
+    assert {answer[2]["error_class"] for answer in refused} == {"budget"}
 
 
 DSPY_ANSWER = "[[ ## violated_rules ## ]]\n[]\n\n[[ ## completed ## ]]"

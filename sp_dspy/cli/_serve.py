@@ -153,7 +153,7 @@ def serve(
         typer.Option(
             "--max-in-flight",
             min=1,
-            help="--guard: checks at once; past it 429 with Retry-After.",
+            help="--guard: checks at once; past it 429 with Retry-After (a request with more checks than this: 413).",
             show_default=str(GUARD_LIMITS.max_in_flight),
         ),
     ] = None,
