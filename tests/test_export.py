@@ -216,19 +216,28 @@ def test_without_the_extra_the_flag_names_it_in_one_line(
     assert not (tmp_path / "out").exists()
 
 
-def mlflow_runs(uri: str) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One SQLite tracking store for the module (creating its tables takes seconds); each test
+    logs into an experiment of its own."""
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+
+
+def mlflow_runs(uri: str, experiment_name: str) -> dict[str, Any]:
     client = mlflow.MlflowClient(tracking_uri=uri)
-    experiment = client.get_experiment_by_name("sp-dspy")
+    experiment = client.get_experiment_by_name(experiment_name)
     return {run.info.run_name: run for run in client.search_runs([experiment.experiment_id])}
 
 
-def test_eval_logs_a_run_with_score_s_metrics(tmp_path: Path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_eval_logs_a_run_with_score_s_metrics(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    uri, experiment = store, request.node.name
     ok("eval", "--lm", "fake/random", "--output-dir", tmp_path / "out", "--run-id", "r1", "--limit", "9", "-q",
-       "--mlflow-uri", uri)  # fmt: skip
+       "--mlflow-uri", uri, "--mlflow-experiment", experiment)  # fmt: skip
     results = tmp_path / "out" / "results_r1_random.jsonl"
     scored = score_json(results)
-    [run] = mlflow_runs(uri).values()
+    [run] = mlflow_runs(uri, experiment).values()
     metrics, params = run.data.metrics, run.data.params
     for cell in ("L0", "L1", "L2", "ALL"):
         assert metrics[f"{cell}/rmr"] == scored[cell]["rmr_avg"]
@@ -242,11 +251,13 @@ def test_eval_logs_a_run_with_score_s_metrics(tmp_path: Path) -> None:
     assert artifacts == {"results_r1_random.jsonl", "manifest_r1.json"}
 
 
-def test_an_experiment_is_one_parent_with_its_variants_and_compiles(tmp_path: Path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_an_experiment_is_one_parent_with_its_variants_and_compiles(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    uri, experiment = store, request.node.name
     ok("experiment", "--lm", "fake/instructed", "--optimizers", "bootstrap", "--seeds", "0", "--out",
-       tmp_path / "exp", "-q", "--n-boot", "0", "--mlflow-uri", uri)  # fmt: skip
-    runs = mlflow_runs(uri)
+       tmp_path / "exp", "-q", "--n-boot", "0", "--mlflow-uri", uri, "--mlflow-experiment", experiment)  # fmt: skip
+    runs = mlflow_runs(uri, experiment)
     parent = runs.pop("experiment exp")
     assert {name: run.data.tags.get("mlflow.parentRunId") for name, run in runs.items()} == {
         "official-per-policy": parent.info.run_id,
@@ -275,3 +286,34 @@ def test_an_unusable_tracking_uri_is_one_line_before_any_lm_call(tmp_path: Path)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: --mlflow-uri {uri}: "), result.stderr
         assert not (tmp_path / "out").exists()
+
+
+def test_an_ablation_is_one_parent_with_a_child_per_variant(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    uri, experiment = store, request.node.name
+    ok("ablate", "--lm", "fake", "--limit", "6", "--out", tmp_path / "abl", "-q", "--n-boot", "0",
+       "--mlflow-uri", uri, "--mlflow-experiment", experiment)  # fmt: skip
+    runs = mlflow_runs(uri, experiment)
+    parent = runs.pop("ablation abl")
+    summary = json.loads((tmp_path / "abl" / "summary.json").read_text())
+    assert set(runs) == {variant["label"] for variant in summary["variants"]}
+    for variant in summary["variants"]:
+        run = runs[variant["label"]]
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert run.data.metrics["ALL/rmr"] == variant["score"]["ALL"]["rmr_avg"]
+        assert run.data.params["protocol"] == variant["protocol"]
+
+
+def test_export_to_mlflow_logs_existing_results(
+    tmp_path: Path, dataset: Path, results: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    uri, experiment = store, request.node.name
+    ok("export", results, "--to", "mlflow", "--mlflow-uri", uri, "--mlflow-experiment", experiment,
+       "--dataset", dataset, "--n-boot", "0")  # fmt: skip
+    scored = score_json(results, "--dataset", dataset, "--n-boot", "0")
+    [run] = mlflow_runs(uri, experiment).values()
+    assert run.info.run_name == "results_a_model"
+    assert run.data.metrics["ALL/rmr"] == scored["ALL"]["rmr_avg"]
+    assert run.data.metrics["ALL/excluded_pct"] == scored["ALL"]["refusal"]
+    assert run.data.metrics["cost_usd"] == 0.006

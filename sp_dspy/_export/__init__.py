@@ -7,6 +7,7 @@ their own. inspect_ai and MLflow are optional extras (``sp-dspy[inspect]``,
 
 from ._inspect import inspect_log, write_inspect_logs
 from ._mlflow import (
+    DEFAULT_EXPERIMENT,
     MlflowLogger,
     check_tracking_uri,
     compile_facts,
@@ -18,6 +19,7 @@ from ._mlflow import (
 from ._scored import ScoredRun, scored_run
 
 __all__ = [
+    "DEFAULT_EXPERIMENT",
     "MlflowLogger",
     "ScoredRun",
     "check_tracking_uri",

@@ -29,7 +29,7 @@ from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
 from ._eval import EXIT_UNFINISHED
-from ._export import MlflowUri, mlflow_check, mlflow_log_compile
+from ._export import DEFAULT_EXPERIMENT, MlflowExperiment, MlflowUri, mlflow_check, mlflow_log_compile
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -126,6 +126,7 @@ def compile_command(
     force: Annotated[bool, typer.Option("--force", help="Replace an artifact already in --out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Hide the progress display.")] = False,
     mlflow_uri: MlflowUri = None,
+    mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT,
 ) -> None:
     """Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact."""
     from .._compile import CompileConfig, CompileStatus, compile_guard  # numpy
@@ -198,7 +199,7 @@ def compile_command(
             raise typer.Exit(interrupted_exit_code()) from None
     _print_outcome(outcome)
     if tracking is not None:
-        mlflow_log_compile(tracking, out)
+        mlflow_log_compile(tracking, out, experiment=mlflow_experiment)
     if outcome.errors.errors:  # an artifact was saved, but on answers its failed calls left out
         raise SystemExit(EXIT_UNFINISHED)
 

@@ -25,7 +25,7 @@ from . import _options as opt
 from ._ablate import _overlay, resolve_lm
 from ._console import console, err_console
 from ._eval import EXIT_UNFINISHED
-from ._export import MlflowUri, mlflow_check, mlflow_log_plan
+from ._export import DEFAULT_EXPERIMENT, MlflowExperiment, MlflowUri, mlflow_check, mlflow_log_plan
 
 if TYPE_CHECKING:
     from .._ablate._experiment import ExperimentOutcome, ExperimentPlan, ExperimentPrice
@@ -146,6 +146,7 @@ def experiment_command(
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     mlflow_uri: MlflowUri = None,
+    mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT,
 ) -> None:
     """Compile guards with several optimizers and seeds and compare each to the official baseline on test.
 
@@ -208,7 +209,7 @@ def experiment_command(
         raise SystemExit(EXIT_UNFINISHED)
     _print_outcome(outcome)
     if tracking is not None:
-        mlflow_log_plan(tracking, out)
+        mlflow_log_plan(tracking, out, experiment=mlflow_experiment)
     if outcome.ablation is not None and outcome.ablation.units_failed:
         raise SystemExit(EXIT_UNFINISHED)
 

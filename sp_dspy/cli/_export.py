@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,7 +18,14 @@ import typer
 from .._benchmarks import benchmark_kind
 from .._data._selection import CaseSelection
 from .._errors import ConfigError, DataError
-from .._export import MlflowLogger, ScoredRun, check_tracking_uri, scored_run, tracking_uri
+from .._export import (
+    DEFAULT_EXPERIMENT,
+    MlflowLogger,
+    ScoredRun,
+    check_tracking_uri,
+    scored_run,
+    tracking_uri,
+)
 from .._metrics import read_result_files, score
 from .._run_manifest import read_run_manifest, run_of
 from . import _options as opt
@@ -38,7 +45,7 @@ MlflowExperiment = Annotated[
 ]
 
 
-class Target(str, Enum):
+class Target(StrEnum):
     inspect = "inspect"
     mlflow = "mlflow"
 
@@ -56,7 +63,7 @@ def export_command(
         Path | None, typer.Option("--out", help="--to inspect: the folder the .eval logs go into.")
     ] = None,
     mlflow_uri: MlflowUri = None,
-    mlflow_experiment: MlflowExperiment = "sp-dspy",
+    mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT,
     dataset: opt.RecordedDataset = None,
     benchmark: opt.RecordedBenchmark = None,
     level: opt.Level = None,
@@ -166,7 +173,7 @@ def mlflow_check(uri: str | None) -> str | None:
     return resolved
 
 
-def mlflow_log_eval(uri: str, results_files: Sequence[Path], *, experiment: str = "sp-dspy") -> None:
+def mlflow_log_eval(uri: str, results_files: Sequence[Path], *, experiment: str = DEFAULT_EXPERIMENT) -> None:
     """``eval --mlflow-uri``: one MLflow run per model's results file."""
     logger = MlflowLogger(uri, experiment)
     from .._export import log_variant
@@ -177,7 +184,7 @@ def mlflow_log_eval(uri: str, results_files: Sequence[Path], *, experiment: str 
         console.print(f"MLflow: {run.label} logged as run {run_id}", markup=False, highlight=False)
 
 
-def mlflow_log_compile(uri: str, artifact: Path, *, experiment: str = "sp-dspy") -> None:
+def mlflow_log_compile(uri: str, artifact: Path, *, experiment: str = DEFAULT_EXPERIMENT) -> None:
     """``compile --mlflow-uri``: the compile's run, its candidates' dev scores as steps."""
     from .._export import log_compile
 
@@ -190,7 +197,9 @@ def _plan_variants(out: Path, summary: dict[str, Any]) -> list[tuple[str, Path, 
     experiment wrote under ``out``, from its summary and the manifests of ``out/results``."""
     found: list[tuple[str, Path, dict[str, Any], list[Path]]] = []
     if summary.get("kind") == "sp-dspy-experiment":
-        labels = {summary["baseline"]: ({"optimizer": "none (baseline)"}, [])}
+        labels: dict[str, tuple[dict[str, Any], list[Path]]] = {
+            summary["baseline"]: ({"optimizer": "none (baseline)"}, [])
+        }
         for optimizer in summary.get("optimizers", []):
             for seed in optimizer.get("seeds", []):
                 artifact = [Path(seed["artifact"])] if seed.get("artifact") else []
@@ -213,7 +222,7 @@ def _plan_variants(out: Path, summary: dict[str, Any]) -> list[tuple[str, Path, 
     return found
 
 
-def mlflow_log_plan(uri: str, out: Path, *, experiment: str = "sp-dspy") -> None:
+def mlflow_log_plan(uri: str, out: Path, *, experiment: str = DEFAULT_EXPERIMENT) -> None:
     """``ablate``/``experiment --mlflow-uri``: a parent run (summary, report) with a child per variant
     and, for an experiment, one per compile."""
     from .._export import log_compile, log_variant
