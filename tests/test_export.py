@@ -172,7 +172,7 @@ def test_an_eval_run_exports_with_its_model_settings_and_usage(tmp_path: Path) -
     ok("export", results, "--to", "inspect", "--out", tmp_path / "logs")
     [log_file] = (tmp_path / "logs").glob("*.eval")
     log = inspect_log.read_eval_log(str(log_file))
-    assert log.eval.model == "fake" and log.eval.run_id == "r1"
+    assert log.eval.model == "fake" and log.eval.run_id == "r1"  # the model string as given
     assert log.eval.task == "safepyramid/per-policy/official"
     assert log.eval.task_args["protocol"] == "per-policy"
     assert log.stats.model_usage["fake"].input_tokens > 0

@@ -200,7 +200,7 @@ def inspect_log(run: ScoredRun) -> EvalLog:
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalRevision, EvalSpec, EvalStats
 
     recorded = run.recorded
-    model = recorded.run.model if recorded else (run.label or "unknown")
+    model = (recorded.run.lm.get("model") or recorded.run.model) if recorded else (run.label or "unknown")
     manifest = recorded.manifest if recorded else None
     samples = [_sample(run, index, model) for index in range(len(run.cases))]
     total = Usage.total(record.usage for record in run.records.values() if record.usage is not None)
