@@ -215,6 +215,10 @@ def _spend(status: CompileStatus) -> str:
     ]
     if total is not None and total.usd is not None:
         parts.append(f"USD {total.usd:,.4f}" + (f" / {caps.max_usd:g}" if caps.max_usd is not None else ""))
+    held = status.budget.reserved() if status.budget is not None else None
+    if held is not None and held.calls:  # the worst case of the calls in flight
+        usd = f", USD {held.usd:,.4f}" if total is not None and total.usd is not None else ""
+        parts.append(f"reserved {held.calls:,} call(s), {held.tokens:,} tokens{usd}")
     failed = status.failures.counts() if status.failures is not None else ""
     return ", ".join(parts) + (f"; failed calls: {failed}" if failed else "")
 
