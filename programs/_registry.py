@@ -72,7 +72,7 @@ def guard_format(name: str, **options: Any) -> GuardFormat:
         "dynaguard": DynaGuard, "gpt-oss-safeguard": GptOssSafeguard,
     }  # fmt: skip
     try:
-        return classes[name](**options)  # type: ignore[no-any-return]
+        return classes[name](**options)
     except TypeError:
         raise ConfigError(f"program {name!r}: unsupported option(s) {', '.join(sorted(options))}") from None
 
@@ -294,9 +294,9 @@ async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> PolicyReco
     """
     import dspy
 
-    if is_raw_program(program):
+    if isinstance(program, OfficialPerPolicy | OfficialPerRule | NativePerPolicy | NativePerRule):
         with dspy.context(disable_history=True):  # see judge_target
-            return await program.acall_case(case, lm)  # type: ignore[union-attr]
+            return await program.acall_case(case, lm)
 
     from ._pku import severity_fields
 

@@ -320,3 +320,68 @@ def test_ablate_and_experiment_name_guard_formats_as_variants_and_baselines() ->
         ("official", "per-policy"),
         ("llama-guard", "per-policy"),
     ]
+
+
+def test_granite_guardian_asks_in_the_served_models_version() -> None:
+    from types import SimpleNamespace
+
+    from sp_dspy.data import Case
+    from sp_dspy.programs._guard_formats import GRANITE_41_NO_THINK, GRANITE_41_SCHEMA, GraniteGuardian
+
+    case = Case.model_validate(raw_case(extra={"conversation": CONVERSATION}))
+    fmt = GraniteGuardian()
+    rule = {1: RULES[1]}
+    criterion = f"The assistant's messages violate this rule: {RULES[1]}"
+
+    def lm(model: str) -> Any:
+        return SimpleNamespace(model=model)
+
+    old = fmt.request(case, rule, lm("hosted_vllm/ibm-granite/granite-guardian-3.2-5b"))
+    assert old.body == {
+        "chat_template_kwargs": {"guardian_config": {"risk_name": "rule_1", "risk_definition": criterion}}
+    }
+    new = fmt.request(case, rule, lm("hosted_vllm/ibm-granite/granite-guardian-4.1-8b"))
+    assert new.body == {} and new.messages[:4] == old.messages
+    assert new.messages[4] == {
+        "role": "user",
+        "content": f"{GRANITE_41_NO_THINK}\n\n### Criteria: {criterion}\n\n### Scoring Schema: {GRANITE_41_SCHEMA}",
+    }
+    assert fmt.version_for(lm("hosted_vllm/some-model")) == "3.3"
+    assert GraniteGuardian(version="3.2").version_for(lm("granite-guardian-4.1")) == "3.2"
+    with pytest.raises(ConfigError, match=r"think needs version 3\.3 or 4\.1"):
+        GraniteGuardian(version="3.2", think=True)
+    read = fmt.read(answer("<think>\n</think><score> no </score>"), [1])
+    assert (read.flagged, read.reason) == (False, "")
+
+
+def test_guard_load_and_check_run_a_guard_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sp_dspy import Guard
+
+    policy = "Rules:\n" + "\n".join(f"{n}. {t}" for n, t in RULES.items())
+    with StubServer(
+        responder=lambda body: "<answer>\nFAIL\n</answer>\n<rules_violated>1</rules_violated>"
+    ) as server:
+        guard = Guard.load("dynaguard", lm="hosted_vllm/stub", api_base=server.url, cache=False)
+        verdict = guard.check(policy, CONVERSATION)
+        guard.close()
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "policy.txt").write_text(policy, encoding="utf-8")
+        (tmp_path / "chat.txt").write_text(CONVERSATION, encoding="utf-8")
+        result = CliRunner().invoke(
+            app,
+            ["check", "--policy", "policy.txt", "--conversation", "chat.txt", "--program", "dynaguard",
+             "--lm", "hosted_vllm/stub", "--api-base", server.url, "--no-cache", "--json"],
+        )  # fmt: skip
+        systems = {r.body["messages"][0]["content"] for r in server.chat_requests}
+    assert verdict.violated_rules == [1]
+    assert result.exit_code == 1, result.output  # a rule violated: exit 1
+    assert json.loads(result.stdout)["violated_rules"] == [1]
+    assert systems == {DYNAGUARD_SYSTEM_PROMPT.strip()}
+
+
+def test_serve_guard_refuses_a_protocol_the_format_cannot_express() -> None:
+    result = CliRunner().invoke(
+        app, ["serve", "--guard", "shieldgemma", "--protocol", "per-policy", "--lm", "fake"]
+    )
+    assert isinstance(result.exception, ConfigError)
+    assert "its format cannot express per-policy; use --protocol per-rule" in str(result.exception)
