@@ -4,6 +4,7 @@ documented answer form read, malformed answers excluded, ``--show-request`` on b
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -385,3 +386,56 @@ def test_serve_guard_refuses_a_protocol_the_format_cannot_express() -> None:
     )
     assert isinstance(result.exception, ConfigError)
     assert "its format cannot express per-policy; use --protocol per-rule" in str(result.exception)
+
+
+def test_the_response_cache_keys_each_rules_chat_template_settings(tmp_path: Path) -> None:
+    """Per-rule calls differ only in their chat-template settings: each is its own cache entry, and
+    a rerun replays each rule's own answer (logprobs included) without calling the server."""
+
+    def by_rule(body: dict[str, Any]) -> dict[str, Any]:
+        yes = "Rule 1" in body["chat_template_kwargs"]["guideline"]
+        token = "Yes" if yes else "No"
+        return completion(f"{token}.", [{"token": token, "logprob": -0.1, "top_logprobs": []}])
+
+    dataset = write_dataset(tmp_path / "cases.json", [raw_case(gt=[1], extra={"conversation": CONVERSATION})])
+    preds = []
+    with StubServer(responder=by_rule) as server:
+        for run_id in ("first", "again"):
+            result = CliRunner().invoke(
+                app,
+                ["eval", "--dataset", str(dataset), "--lm", "hosted_vllm/stub", "--api-base", server.url,
+                 "--program", "shieldgemma", "-q", "--output-dir", str(tmp_path), "--run-id", run_id],
+            )  # fmt: skip
+            assert result.exit_code == 0, result.output
+            (path,) = tmp_path.glob(f"per_rule_{run_id}_*.jsonl")
+            lines = [json.loads(line) for line in path.read_text().splitlines()]
+            preds.append(sorted((j["rule"], j["pred"], j["cache_hits"], j["yes_probability"]) for j in lines))
+        calls = len(server.chat_requests)
+    p_yes = round(math.exp(-0.1), 6)
+    assert [(rule, pred, hits) for rule, pred, hits, _ in preds[0]] == [
+        (1, True, 0),
+        (2, False, 0),
+        (3, False, 0),
+    ]
+    assert [(rule, pred, hits) for rule, pred, hits, _ in preds[1]] == [
+        (1, True, 1),
+        (2, False, 1),
+        (3, False, 1),
+    ]
+    assert [round(p, 6) for *_, p in preds[1]] == [p_yes, round(1 - p_yes, 6), round(1 - p_yes, 6)]
+    assert calls == 3
+
+
+def test_experiment_compares_to_a_guard_format_under_its_protocol() -> None:
+    from pydantic import ValidationError
+
+    from sp_dspy._ablate._experiment import ExperimentPlan
+    from sp_dspy._lm import LMConfig
+
+    plan = ExperimentPlan(lm=LMConfig(model="fake"), baseline_program="llama-guard")
+    assert plan.baseline == "llama-guard-per-policy"
+    assert ExperimentPlan(lm=LMConfig(model="fake")).baseline == "official-per-policy"
+    with pytest.raises(
+        ValidationError, match="expected one of dynaguard, gpt-oss-safeguard, llama-guard, official"
+    ):
+        ExperimentPlan(lm=LMConfig(model="fake"), baseline_program="shieldgemma")
