@@ -439,3 +439,34 @@ def test_experiment_compares_to_a_guard_format_under_its_protocol() -> None:
         ValidationError, match="expected one of dynaguard, gpt-oss-safeguard, llama-guard, official"
     ):
         ExperimentPlan(lm=LMConfig(model="fake"), baseline_program="shieldgemma")
+
+
+def test_ablate_puts_the_official_prompt_and_the_models_own_format_side_by_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sp_dspy._report._plots.render_plots", lambda summary: [])
+
+    def both(body: dict[str, Any]) -> str:
+        if body["messages"][0]["role"] == "system":  # the official prompt: its JSON answer
+            return '{"analysis": "", "violated_rules": [{"rule": 1, "explanation": "an address"}]}'
+        return "unsafe\nS1,S2"  # Llama Guard's format
+
+    dataset = write_dataset(tmp_path / "cases.json", [raw_case(gt=[1], extra={"conversation": CONVERSATION})])
+    out = tmp_path / "ablation"
+    with StubServer(responder=both) as server:
+        result = CliRunner().invoke(
+            app,
+            ["ablate", "--dataset", str(dataset), "--lm", "hosted_vllm/stub", "--api-base", server.url,
+             "--variants", "official-per-policy,llama-guard-per-policy", "--out", str(out), "--no-cache",
+             "--n-boot", "20", "-q"],
+            env={"COLUMNS": "200"},
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    variants = {v["label"]: v for v in summary["variants"]}
+    assert summary["baseline"] == "official-per-policy"
+    assert variants["llama-guard-per-policy"]["settings"]["parser"] == "native"
+    assert variants["official-per-policy"]["score"]["ALL"]["rmr_exact"] == 100.0
+    assert variants["llama-guard-per-policy"]["score"]["ALL"]["rmr_exact"] == 0.0  # it also named rule 2
+    assert summary["diffs"]  # the paired comparison against the baseline
+    assert "baseline official-per-policy" in result.output

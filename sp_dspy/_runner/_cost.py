@@ -125,7 +125,8 @@ def plan_eval(
         sampled = units[:: max(1, len(units) // PROMPT_SAMPLE)]
         sizes = [official_prompt_tokens(program, unit) for unit in sampled] or [0]
         per_call, largest = sum(sizes) / len(sizes), max(sizes)
-        basis = "characters / 4 of the official messages"
+        own = isinstance(program, NativePerPolicy | NativePerRule)
+        basis = f"characters / 4 of the {'guard format' if own else 'official'} messages"
         sample = f" (mean of {len(sampled)} calls spread over the run)" if len(sampled) < len(units) else ""
     else:
         per_call, largest = dspy_prompt_tokens(program, cases, protocol)
