@@ -52,7 +52,9 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--start-idx", "--split-seed", "--split-per-seed", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation", "--batch",
         "--framework", "--id", "--failed",
     ),
-    "Guard": ("--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants"),
+    "Guard": (
+        "--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants", "--baseline-program",
+    ),
     "Model": (
         "--lm", "--models", "--config", "--api-base", "--api-key-env", "--temperature", "--max-tokens",
         "--reasoning-effort", "--timeout", "--num-retries", "--no-cache", "--json-schema", "--transport",
@@ -73,7 +75,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",
-        "--gpu-memory-utilization", "--tensor-parallel-size", "--host", "--auth-token-env", "--request-timeout",
+        "--gpu-memory-utilization", "--tensor-parallel-size", "--chat-template", "--reasoning-parser", "--host", "--auth-token-env", "--request-timeout",
         "--max-in-flight", "--max-body-kb", "--max-messages", "--max-rules", "--max-batch",
     ),
 }  # fmt: skip

@@ -56,7 +56,9 @@ def eval_command(
         str,
         typer.Option(
             "--program",
-            help="official, dspy, dspy-cot, dspy-severity[-cot] (PKU-SafeRLHF), or a compiled artifact directory.",
+            help="official, dspy, dspy-cot, dspy-severity[-cot] (PKU-SafeRLHF), a guard model's own format "
+            "(llama-guard, granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard), or a compiled "
+            "artifact directory.",
         ),
     ] = "official",
     protocol: Annotated[

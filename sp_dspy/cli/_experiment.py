@@ -74,6 +74,14 @@ def experiment_command(
     program: Annotated[
         str | None, typer.Option("--program", help="DSPy program to compile: dspy (default) or dspy-cot.")
     ] = None,
+    baseline_program: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline-program",
+            help="Fixed-prompt program the artifacts are compared to: official (default) or a guard model's "
+            "own format (llama-guard, granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard).",
+        ),
+    ] = None,
     optimizers: Annotated[
         str | None,
         typer.Option(
@@ -174,7 +182,7 @@ def experiment_command(
     caps = {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd}
     flags: dict[str, Any] = {
         "dataset": dataset, "benchmark": benchmark, "lenient": lenient or None, "protocol": protocol,
-        "program": program, "optimizers": optimizers, "seeds": seeds, "split_seed": split_seed, "seed_lm": seed_lm or None,
+        "program": program, "baseline_program": baseline_program, "optimizers": optimizers, "seeds": seeds, "split_seed": split_seed, "seed_lm": seed_lm or None,
         "split_per_seed": split_per_seed or None,
         "ratios": None if ratios is None else parse_ratios(ratios), "optimizer_config": optimizer_config,
         "top_k": top_k, "concurrency": concurrency, "n_boot": n_boot, "batch": batch or None,
