@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import ValidationError
 
-from sp_dspy.programs import OfficialPerPolicy, OfficialPerRule, resolve_program, run_case
+from sp_dspy.programs import OfficialPerPolicy, OfficialPerRule, is_raw_program, resolve_program, run_case
 
 from .._data._inputs import SCOPES, guard_case, last_turn_case
 from .._errors import ConfigError, validation_problem
@@ -122,7 +122,7 @@ class Guard:
             dir_or_name, protocol, parser=parser, constrained=constrained,
             max_concurrency=max(1, max_concurrency),
         )  # fmt: skip
-        json_adapter = constrained and not isinstance(program, OfficialPerPolicy | OfficialPerRule)
+        json_adapter = constrained and not is_raw_program(program)
         return cls(
             program,
             label=str(dir_or_name),
@@ -152,14 +152,21 @@ class Guard:
 
     def refuse_scope(self, scope: str) -> None:
         """A ``ConfigError`` for a scope this guard cannot judge: an unknown one, or ``last-turn``
-        with the official program (its prompt is the reference's, which judges the whole conversation)."""
+        with a program that sends its own fixed prompt (the official one keeps the reference's, a
+        guard model's format its model's), which judges the whole conversation."""
         if scope not in SCOPES:
             raise ConfigError(f"scope {scope!r}: expected 'conversation' or 'last-turn'")
-        if scope == "last-turn" and isinstance(self.program, OfficialPerPolicy | OfficialPerRule):
-            raise ConfigError(
-                "scope last-turn: the official program keeps the reference's prompt, which judges the whole "
-                "conversation; use dspy, dspy-cot or a compiled artifact"
-            )
+        if scope != "last-turn" or not is_raw_program(self.program):
+            return
+        sender = (
+            "the official program keeps the reference's prompt"
+            if isinstance(self.program, OfficialPerPolicy | OfficialPerRule)
+            else f"{self.label} sends its guard model's own prompt"
+        )
+        raise ConfigError(
+            f"scope last-turn: {sender}, which judges the whole conversation; "
+            "use dspy, dspy-cot or a compiled artifact"
+        )
 
     def check(
         self,

@@ -16,7 +16,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "._openapi": ("openapi_document",),
     "._gateway_models": ("GuardrailAnswer", "GuardrailRequest", "ModerationAnswer", "ModerationRequest"),
     "._http": ("is_loopback", "refuse_open_bind"),
-    "._service": ("CheckBudget", "GuardService"),
+    "._service": ("CheckLedger", "GuardService"),
     "._start": ("bearer_token", "build_service", "serve"),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._models import CheckAnswer as CheckAnswer
     from ._models import CheckRequest as CheckRequest
     from ._openapi import openapi_document as openapi_document
-    from ._service import CheckBudget as CheckBudget
+    from ._service import CheckLedger as CheckLedger
     from ._service import GuardService as GuardService
     from ._start import bearer_token as bearer_token
     from ._start import build_service as build_service

@@ -76,7 +76,12 @@ def check_command(
         int, typer.Option("--concurrency", min=1, help="With --batch: conversations checked at once.")
     ] = 16,
     program: Annotated[
-        str, typer.Option("--program", help="A compiled artifact directory, official, dspy or dspy-cot.")
+        str,
+        typer.Option(
+            "--program",
+            help="A compiled artifact directory, official, dspy, dspy-cot or a guard model's own format "
+            "(llama-guard, granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard).",
+        ),
     ] = "official",
     protocol: Annotated[
         str | None,
@@ -94,7 +99,7 @@ def check_command(
         typer.Option(
             "--scope",
             help="Judge the whole conversation, or only its last message in the context of the earlier "
-            "ones (last-turn: not with the official program, whose prompt is the reference's).",
+            "ones (last-turn: not with official or a guard model's format, which send their own prompt).",
         ),
     ] = Scope.conversation,
     lm: lmo.Lm = None,
