@@ -36,12 +36,20 @@ def test_last_turn_is_said_after_the_conversation_and_conversation_says_nothing(
     )  # cached apart
 
 
-def test_the_official_program_refuses_last_turn_and_unknown_scopes_in_one_line() -> None:
-    guard = Guard.load("official", lm="fake/all")
-    with pytest.raises(
-        ConfigError, match=r"^scope last-turn: the official program keeps the reference's prompt"
-    ):
+@pytest.mark.parametrize(
+    ("program", "sender"),
+    [("official", "the official program keeps the reference's prompt"),
+     ("llama-guard", "llama-guard sends its guard model's own prompt")],
+)  # fmt: skip
+def test_programs_with_their_own_prompt_refuse_last_turn_and_unknown_scopes_in_one_line(
+    program: str, sender: str
+) -> None:
+    guard = Guard.load(program, lm="openai/stub", api_base="http://127.0.0.1:9")  # never called
+    with pytest.raises(ConfigError) as refused:
         guard.check(POLICY, MESSAGES, scope="last-turn")
+    assert str(refused.value) == (
+        f"scope last-turn: {sender}, which judges the whole conversation; use dspy, dspy-cot or a compiled artifact"
+    )
     with pytest.raises(ConfigError, match=r"^scope 'turn': expected 'conversation' or 'last-turn'$"):
         guard.check(POLICY, MESSAGES, scope="turn")
 
