@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .._guard import Verdict
 
-#: What a check judges (``sp_dspy.data.SCOPES``).
+#: What a check judges: ``Guard.check``'s ``scope``.
 Scope = Literal["conversation", "last-turn"]
 
 

@@ -31,7 +31,7 @@ EXIT_VIOLATED = 1
 
 
 class Scope(StrEnum):
-    """What ``--scope`` judges (``sp_dspy.data.SCOPES``)."""
+    """What ``--scope`` judges: ``Guard.check``'s ``scope``."""
 
     conversation = "conversation"
     last_turn = "last-turn"
