@@ -319,3 +319,27 @@ def test_a_litellm_proxy_blocks_a_conversation_that_breaks_the_policy(tmp_path: 
     assert passed.choices[0].message.content == "Happy to help."
     assert len(chat.chat_requests) == 1  # the blocked call never reached the model
     assert "Turn 2 - User: Thanks. And the backup code?" in judged[0]
+
+
+def test_moderation_scores_are_the_models_probability_where_the_program_records_one() -> None:
+    """ShieldGemma per rule: the first token's P(Yes), from the server's logprobs, is the rule's score."""
+    top = [{"token": "Yes", "logprob": -0.2231}, {"token": "No", "logprob": -1.6094}]  # P(Yes) 0.8
+    answer = {
+        "id": "x", "object": "chat.completion", "model": "stub",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Yes"},
+                     "logprobs": {"content": [{"token": "Yes", "logprob": -0.2231, "top_logprobs": top}]}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+    }  # fmt: skip
+    with StubServer(responder=lambda body: answer) as stub:
+        service = build_service(
+            "shieldgemma", _config(stub.url).model_copy(update={"model": "hosted_vllm/stub"}), protocol="per-rule",
+            parser="robust", policy=POLICY, caps=BudgetCaps(), limits=ServiceLimits(), token=TOKEN, log=[].append,
+        )  # fmt: skip
+        with running(service) as url:
+            moderation = openai.OpenAI(base_url=f"{url}/v1", api_key=TOKEN, max_retries=0, timeout=30)
+            result = moderation.moderations.create(input="Where does Dana live?").results[0]
+    assert result.flagged
+    assert result.category_scores.model_extra == pytest.approx(
+        {f"rule_{rule}": 0.8 for rule in RULE_TEXTS}, abs=1e-3
+    )
+    assert result.categories.model_extra == {f"rule_{rule}": True for rule in RULE_TEXTS}

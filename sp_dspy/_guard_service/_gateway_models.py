@@ -80,7 +80,8 @@ class ModerationResult(BaseModel):
     flagged: bool = Field(description="A rule is violated (or no verdict, with --on-error block).")
     categories: dict[str, bool]
     category_scores: dict[str, float] = Field(
-        description="1.0 violated, 0.0 not (no program records a probability)."
+        description="The model's P(violated) where the program records one (a per-rule guard model's "
+        "first-token P(Yes)), else 1.0 violated, 0.0 not."
     )
     sp_dspy: GatewayVerdict
 

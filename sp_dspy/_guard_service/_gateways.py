@@ -118,10 +118,14 @@ async def _moderations(service: Service, request: web.BaseRequest) -> web.Respon
         assert isinstance(answer, dict)
         extension, flagged = _extension(service, answer, MODERATIONS_PATH)
         violated = set(answer["violated_rules"] or ())
+        # The model's P(violated) where the program records one (JSON keys: the rule numbers as text).
+        probability = {int(rule): p for rule, p in (answer.get("rule_probabilities") or {}).items()}
         results.append({
             "flagged": flagged,
             "categories": {f"rule_{rule}": rule in violated for rule in rules},
-            "category_scores": {f"rule_{rule}": 1.0 if rule in violated else 0.0 for rule in rules},
+            "category_scores": {
+                f"rule_{rule}": probability.get(rule, 1.0 if rule in violated else 0.0) for rule in rules
+            },
             "sp_dspy": extension,
         })  # fmt: skip
     document = {
