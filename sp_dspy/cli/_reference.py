@@ -86,7 +86,7 @@ def _group_markdown() -> str:
     help_option = group.get_help_option(ctx)
     if help_option is not None and (record := help_option.get_help_record(ctx)) is not None:
         rows.append(record)
-    lines += _table(rows) + ["", "| Command | What it does |", "| --- | --- |"]
+    lines += [*_table(rows), "", "| Command | What it does |", "| --- | --- |"]
     lines += [f"| [`{PROGRAM} {name}`](#{name}) | {_plain(short)} |" for name, short in COMMANDS.items()]
     return "\n".join(lines)
 
