@@ -470,3 +470,51 @@ def test_ablate_puts_the_official_prompt_and_the_models_own_format_side_by_side(
     assert variants["llama-guard-per-policy"]["score"]["ALL"]["rmr_exact"] == 0.0  # it also named rule 2
     assert summary["diffs"]  # the paired comparison against the baseline
     assert "baseline official-per-policy" in result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "bos", "header", "end"),
+    [
+        ("llama-guard-3", "<|begin_of_text|>", "<|start_header_id|>{}<|end_header_id|>", "<|eot_id|>"),
+        ("llama-guard-4", "<|begin_of_text|>", "<|header_start|>{}<|header_end|>", "<|eot|>"),
+    ],
+)
+def test_the_shipped_llama_guard_templates_add_the_turn_tokens_only(
+    name: str, bos: str, header: str, end: str
+) -> None:
+    """Rendered as transformers (and so vLLM) render chat templates: the prompt passes through as sent."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from sp_dspy._serve._vllm import chat_template_path
+    from sp_dspy.data import Case
+
+    case = Case.model_validate(raw_case(extra={"conversation": CONVERSATION}))
+    (message,) = make_program("llama-guard").request_for(case).messages  # type: ignore[union-attr]
+    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    template = environment.from_string(chat_template_path(name).read_text(encoding="utf-8"))
+    rendered = template.render(messages=[message], bos_token=bos, add_generation_prompt=True)
+    user, assistant = header.format("user"), header.format("assistant")
+    assert rendered == f"{bos}{user}\n\n{message['content']}{end}{assistant}\n\n"
+
+
+def test_logprobs_are_read_whole_or_not_at_all() -> None:
+    from sp_dspy._lm._logprobs import openai_logprobs
+
+    def data(content: Any) -> dict[str, Any]:
+        return {"choices": [{"message": {"content": "Yes"}, "logprobs": {"content": content}}]}
+
+    (token,) = (
+        openai_logprobs(
+            data([{"token": "Yes", "logprob": -0.5, "top_logprobs": [{"token": "No", "logprob": -1}]}])
+        )
+        or ()
+    )
+    assert (token.token, token.logprob, [(t.token, t.logprob) for t in token.top]) == (
+        "Yes",
+        -0.5,
+        [("No", -1.0)],
+    )
+    assert openai_logprobs({"choices": [{"message": {"content": "Yes"}}]}) is None
+    assert openai_logprobs(data([{"token": "Yes", "logprob": "high"}])) is None
+    assert openai_logprobs(data([{"token": "Yes", "logprob": 0.5}])) is None  # not a log probability
+    assert openai_logprobs(data([{"token": "Yes", "logprob": float("nan")}])) is None
