@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "experiment": "Compile guards with several optimizers and seeds and compare each to the official baseline on test.",
     "report": "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
     "view": "See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.",
+    "export": "Export results as inspect_ai logs (one per variant) or MLflow runs, scored as `score` scores them.",
     "list-models": "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
     "serve": "Serve a model (llama.cpp, vLLM) or, with --guard, a guard over HTTP until Ctrl-C.",
 }
@@ -69,7 +70,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--label",
     ),
     "Run and output": (
-        "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
+        "--out", "--to", "--mlflow-uri", "--mlflow-experiment", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
         "--concurrency", "--quiet", "--verbose", "--log-requests", "--open",
     ),
     "Server": (
