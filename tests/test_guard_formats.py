@@ -518,3 +518,23 @@ def test_logprobs_are_read_whole_or_not_at_all() -> None:
     assert openai_logprobs(data([{"token": "Yes", "logprob": "high"}])) is None
     assert openai_logprobs(data([{"token": "Yes", "logprob": 0.5}])) is None  # not a log probability
     assert openai_logprobs(data([{"token": "Yes", "logprob": float("nan")}])) is None
+
+
+def test_a_capped_run_admits_guard_format_units_at_their_worst_case(tmp_path: Path) -> None:
+    from sp_dspy._data import Case
+    from sp_dspy._pricing import Pricing
+    from sp_dspy._runner._admission import GUARD_TEMPLATE_TOKENS, unit_worst_case
+    from sp_dspy.protocol import build_targets
+
+    result, server = run(tmp_path, "shieldgemma", "per-rule", "No.", "--max-calls", "2", "--concurrency", "1")
+    assert result.exit_code == 3, result.output  # a cap stopped the run
+    assert len(server.chat_requests) == 2
+
+    case = Case.model_validate(raw_case(extra={"conversation": CONVERSATION}))
+    program = make_program("shieldgemma", "per-rule")
+    target = build_targets(case)[0]
+    sent = program.request_for(case, target)  # type: ignore[union-attr]
+    worst = unit_worst_case(program, "per-rule", Pricing(completion_guess=8))
+    reserved = worst((case, target))
+    text_bytes = sum(len(m["content"].encode()) for m in sent.messages)
+    assert reserved.calls == 1 and reserved.prompt_tokens > text_bytes + GUARD_TEMPLATE_TOKENS
