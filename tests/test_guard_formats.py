@@ -538,3 +538,34 @@ def test_a_capped_run_admits_guard_format_units_at_their_worst_case(tmp_path: Pa
     reserved = worst((case, target))
     text_bytes = sum(len(m["content"].encode()) for m in sent.messages)
     assert reserved.calls == 1 and reserved.prompt_tokens > text_bytes + GUARD_TEMPLATE_TOKENS
+
+
+def test_each_guard_model_has_a_preset_with_the_command_line_that_serves_it() -> None:
+    from sp_dspy._lm._config import load_model_configs
+
+    models_file = Path(__file__).resolve().parents[1] / "sp_dspy" / "configs" / "models.yaml"
+    presets = load_model_configs(models_file)
+    text = models_file.read_text(encoding="utf-8")
+    for name, model in [
+        ("llama-guard-3-8b", "meta-llama/Llama-Guard-3-8B"),
+        ("llama-guard-4-12b", "meta-llama/Llama-Guard-4-12B"),
+        ("granite-guardian-3.3-8b", "ibm-granite/granite-guardian-3.3-8b"),
+        ("shieldgemma-9b", "google/shieldgemma-9b"),
+        ("dynaguard-8b", "tomg-group-umd/DynaGuard-8B"),
+        ("gpt-oss-safeguard-20b-vllm", "openai/gpt-oss-safeguard-20b"),
+    ]:
+        assert presets[name].model == f"hosted_vllm/{model}"
+        assert f"sp-dspy serve --backend vllm --model {model} --port 8000" in text
+
+
+def test_a_per_rule_answer_naming_another_rule_is_excluded() -> None:
+    from sp_dspy.data import Case
+    from sp_dspy.protocol import build_targets
+
+    case = Case.model_validate(raw_case())
+    program = make_program("llama-guard", "per-rule")
+    target = build_targets(case)[0]
+    other = program._judgment(case, target, answer(f"unsafe\nS{target.rule + 1}"))  # type: ignore[union-attr]
+    same = program._judgment(case, target, answer(f"unsafe\nS{target.rule}"))  # type: ignore[union-attr]
+    assert (other.pred, other.parse_failed, other.answer) == (None, True, f"unsafe\nS{target.rule + 1}")
+    assert (same.pred, same.parse_status) == (True, "clean")
