@@ -120,6 +120,14 @@ class ServiceMetrics:
                 ("budget_cap", "The caps (--max-calls, --max-total-tokens, --max-usd); absent: uncapped.",
                  (caps.max_calls, caps.max_tokens, caps.max_usd)),
             ):  # fmt: skip
-                samples = [(f'{{kind="{kind}"}}', value) for kind, value in zip(_KINDS, values, strict=True)]
-                family(name, "gauge", help, [(labels, v) for labels, v in samples if v is not None])
+                family(
+                    name,
+                    "gauge",
+                    help,
+                    [
+                        (f'{{kind="{kind}"}}', v)
+                        for kind, v in zip(_KINDS, values, strict=True)
+                        if v is not None
+                    ],
+                )
         return "\n".join(lines) + "\n"
