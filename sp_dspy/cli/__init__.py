@@ -54,6 +54,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Guard": (
         "--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants", "--baseline-program",
+        "--scope", "--on-error",
     ),
     "Model": (
         "--lm", "--models", "--config", "--api-base", "--api-key-env", "--temperature", "--max-tokens",
