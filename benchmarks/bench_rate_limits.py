@@ -107,7 +107,7 @@ def _compile_scoring(settings: dict[str, Any], lm_config: Any) -> dict[str, Any]
     from sp_dspy.programs import resolve_program
 
     cases = load_benchmark(settings["dataset"]).cases[: settings["cases"]]
-    program, _ = resolve_program("dspy-policy", "per-policy")
+    program, _ = resolve_program("dspy", "per-policy")
     lm = make_lm(lm_config)
     started = time.perf_counter()
     records = evaluate_cases(program, cases, lm, concurrency=settings["concurrency"])
@@ -139,7 +139,9 @@ def plain_client(settings: dict[str, Any], results: Any) -> None:
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=settings["concurrency"]) as pool:
         answered = list(pool.map(call, [per_policy_messages(case) for case in cases]))
-    results.put({"wall_s": time.perf_counter() - started, "units": len(cases), "errors": answered.count(False)})
+    results.put(
+        {"wall_s": time.perf_counter() - started, "units": len(cases), "errors": answered.count(False)}
+    )
 
 
 def request_tokens(dataset: Path, cases: int, protocol: str) -> tuple[int, float]:
@@ -177,7 +179,9 @@ def run_row(context: Any, target: Any, settings: dict[str, Any], limits: dict[st
 def rows(args: argparse.Namespace) -> list[tuple[str, str, int, bool, int]]:
     """(client, kind, concurrency, retry-after-ms, cases) of each row asked for."""
     eval_rows = [
-        ("sp-dspy", "per-policy", concurrency, ms, args.cases) for ms in (False, True) for concurrency in (16, 64)
+        ("sp-dspy", "per-policy", concurrency, ms, args.cases)
+        for ms in (False, True)
+        for concurrency in (16, 64)
     ]
     table = {
         "eval": eval_rows,
@@ -189,7 +193,9 @@ def rows(args: argparse.Namespace) -> list[tuple[str, str, int, bool, int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     parser.add_argument("--cases", type=int, default=300, help="Per-policy (and compile) cases per row.")
     parser.add_argument("--per-rule-cases", type=int, default=15, help="Cases of the per-rule rows.")
@@ -213,9 +219,12 @@ def main() -> None:
         f"{'answered':>9}{'errors':>7}{'429s':>6}{'429 %':>7}"
     )
     with tempfile.TemporaryDirectory(prefix="bench-rate-") as tmp:
+        from bench_runner import write_slice  # this directory
+
+        dataset = write_slice(args.dataset, max(args.cases, args.per_rule_cases), Path(tmp))
         for client, kind, concurrency, ms, cases in rows(args):
             protocol = "per-rule" if kind == "per-rule" else "per-policy"
-            calls, tokens = request_tokens(args.dataset, cases, protocol)
+            calls, tokens = request_tokens(dataset, cases, protocol)
             limits: dict[str, Any] = {"requests_per_s": args.rps, "burst": args.burst, "retry_after_ms": ms}
             if kind == "compile":  # a DSPy program's prompts: the request limit alone
                 limits["fake"] = True
@@ -223,7 +232,7 @@ def main() -> None:
                 limits["tokens_per_s"] = args.token_slack * tokens / calls * args.rps
             ideal = max(calls / args.rps, tokens / limits.get("tokens_per_s", float("inf"))) + LATENCY_S
             settings = {
-                "root": str(args.sp_dspy_root), "dataset": str(args.dataset), "cases": cases,
+                "root": str(args.sp_dspy_root), "dataset": str(dataset), "cases": cases,
                 "protocol": protocol, "kind": kind, "concurrency": concurrency,
                 "output_dir": str(Path(tmp) / "out"), "run_id": f"{client}-{kind}-{concurrency}-{ms}",
             }  # fmt: skip

@@ -14,6 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+
 @dataclass
 class _Bucket:
     capacity: float

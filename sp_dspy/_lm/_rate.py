@@ -195,8 +195,8 @@ class RateController:
             self.limit += 1
             return
         self._growth += 1 / self.limit
-        if self._growth >= 1:
-            self._growth -= 1
+        if self._growth >= 1 - 1e-9:  # one round trip's answers (float sums fall short of 1)
+            self._growth = 0.0
             self.limit += 1
 
     def _step_down(self, ticket: Ticket, hints: LimitHints) -> None:
@@ -211,6 +211,27 @@ class RateController:
         """A copy of the counts now."""
         with self._lock:
             return RateStats(**vars(self.stats))
+
+
+class RateWatch:
+    """What one run's calls met at a controller (the controller counts for the whole process):
+    the difference since the watch began; a run on another engine sees nothing."""
+
+    def __init__(self, controller: RateController | None) -> None:
+        self.controller = controller
+        self._start = controller.snapshot() if controller is not None else RateStats()
+
+    def stats(self) -> RateStats:
+        return RateStats() if self.controller is None else self.controller.snapshot().since(self._start)
+
+    def describe(self) -> str:
+        """``concurrency 12 | 429s 5, waited 3.1s``: the progress line's part (empty without a controller)."""
+        if self.controller is None:
+            return ""
+        stats = self.stats()
+        waits = f"429s {stats.rate_limited}, waited {stats.wait_s:.1f}s" if stats.rate_limited else "429s 0"
+        limit = self.controller.concurrency
+        return f"concurrency {limit} | {waits}" if limit else waits
 
 
 _controllers: dict[str, RateController] = {}
@@ -234,3 +255,10 @@ def controllers() -> Mapping[str, RateController]:
     """Every controller made in this process, by endpoint and model."""
     with _registry_lock:
         return dict(_controllers)
+
+
+def limit_bound_s(calls: int, tokens: int, *, rpm: int | None, tpm: int | None) -> float | None:
+    """The least seconds ``calls`` using ``tokens`` take under an account's limits per minute
+    (the slower of the two), None when neither is known: ``--dry-run``'s wall time."""
+    bounds = [60 * amount / limit for amount, limit in ((calls, rpm), (tokens, tpm)) if limit]
+    return max(bounds) if bounds else None

@@ -15,6 +15,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from .._lm._rate import RateWatch
 from .._run_manifest import RunTotals
 from ._engine import Record
 
@@ -47,6 +48,7 @@ class ProgressView:
         enabled: bool = True,
         interval: float = PLAIN_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
+        rate: RateWatch | None = None,
     ) -> None:
         self.enabled = enabled
         self.plain = enabled and not console.is_terminal
@@ -54,6 +56,7 @@ class ProgressView:
         self.cases_done = 0
         self.totals = RunTotals()
         self._interval = interval
+        self._rate = rate  # the endpoint's concurrency and rate-limit waits, where known
         self._clock = clock
         self._started = self._last_line = clock()
         self._progress = Progress(
@@ -92,9 +95,10 @@ class ProgressView:
         totals = self.totals
         usage = totals.usage
         dollars = "$ n/a" if usage.cost is None else f"${usage.cost:.4f}"
+        rate = self._rate.describe() if self._rate is not None else ""
         return (
             f"cases {self.cases_done} | tokens {usage.prompt_tokens:,}+{usage.completion_tokens:,} | "
-            f"{dollars} | errors {totals.errors}"
+            f"{dollars} | errors {totals.errors}" + (f" | {rate}" if rate else "")
         )
 
     def line(self) -> str:
