@@ -68,6 +68,8 @@ class LimitHints:
 
 def parse_hints(headers: Mapping[str, str]) -> LimitHints:
     """The hints in ``headers`` (lower-case names); unreadable values count as absent."""
+    if not any(name.startswith(_HINT_PREFIXES) for name in headers):
+        return NO_HINTS  # most answers: nothing to read
     windows = []
     for window in _WINDOWS:
         for prefix, suffix in (("x-ratelimit-", f"-{window}"), (f"anthropic-ratelimit-{window}-", "")):
@@ -75,7 +77,15 @@ def parse_hints(headers: Mapping[str, str]) -> LimitHints:
             if any(value is not None for value in values):
                 limit, remaining, reset = values
                 windows.append(Window(_number(limit), _number(remaining), _reset_s(reset)))
-    return LimitHints(tuple(windows), retry_after_seconds(headers))
+    retry_after = (
+        retry_after_seconds(headers) if "retry-after" in headers or "retry-after-ms" in headers else None
+    )
+    return LimitHints(tuple(windows), retry_after)
+
+
+_HINT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "retry-after")
+#: An answer without rate-limit headers.
+NO_HINTS = LimitHints()
 
 
 def _number(value: str | None) -> float | None:
