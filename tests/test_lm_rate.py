@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -164,6 +166,24 @@ def test_a_cancelled_waiter_gives_its_place_back() -> None:
     assert asyncio.run(scenario()) == 0
 
 
+def test_callers_on_other_threads_and_event_loops_share_the_limit() -> None:
+    """Compile's threads call synchronously, each call on its own event loop: one limit for all."""
+    control = RateController("threads", limit=2)
+    most = 0
+    lock = threading.Lock()
+
+    async def one_call() -> None:
+        nonlocal most
+        async with control.slot():
+            with lock:
+                most = max(most, control.in_flight)
+            await asyncio.sleep(0.02)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda _: asyncio.run(one_call()), range(24)))
+    assert most == 2 and control.in_flight == 0 and not control._waiters
+
+
 def test_one_controller_per_endpoint_and_model() -> None:
     one = controller_for("http://h/v1/chat/completions", "m")
     assert controller_for("http://h/v1/chat/completions", "m") is one
@@ -303,3 +323,39 @@ def test_the_service_under_a_rate_limit_loses_no_check() -> None:
     assert [a["id"] for a in answers] == [str(n) for n in range(20)]
     assert all(a.get("error") is None and a["violated_rules"] == [1] for a in answers), answers
     assert limits.rejected > 0
+
+
+def test_dry_run_estimates_the_wall_time_from_the_models_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  limited:\n    model: openai/stub\n    api_base: http://127.0.0.1:9/v1\n    rpm: 2\n",
+        encoding="utf-8",
+    )
+    args = ["eval", "--lm", "limited", "--config", str(tmp_path / "models.yaml"), "--limit", "3", "--dry-run"]
+    monkeypatch.setattr(sys, "argv", ["sp-dspy", *args, "--tpm", "1000000"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert exited.value.code in (0, None), out
+    assert (
+        "wall time at the model's rate limits (2 requests/min, 1,000,000 tokens/min): at least 1.5 min" in out
+    )
+
+
+def test_progress_shows_the_concurrency_and_this_runs_rate_limit_waits() -> None:
+    from rich.console import Console
+
+    from sp_dspy._lm._rate import RateWatch
+    from sp_dspy._runner._progress import ProgressView
+
+    control, clock = controller(limit=12)
+    control.rate_limited(Ticket(clock.now - 10))  # before the run: not its own
+    watch = RateWatch(control)
+    control.rate_limited(Ticket(clock.now))
+    control.waited(1.25)
+    view = ProgressView(10, label="m", console=Console(file=None), enabled=False, rate=watch)
+    twice = int(int(12 * CUT) * CUT)  # two episodes: the one before the run and its own
+    assert view.describe().endswith(f"errors 0 | concurrency {twice} | 429s 1, waited 1.2s")
+    assert watch.stats().rate_limited == 1 and watch.stats().wait_s == 1.25
+    assert RateWatch(None).describe() == ""
