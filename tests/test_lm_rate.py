@@ -227,7 +227,7 @@ def test_the_wait_is_the_later_of_the_hint_and_a_jittered_backoff() -> None:
 
 def test_a_call_past_its_rate_limit_budget_raises() -> None:
     control, clock = controller()
-    waits = RateLimitedCall(control, 0.1, model="m", clock=clock)
+    waits = RateLimitedCall(control, 0.1, clock=clock)
     with pytest.raises(RateLimitTimeout, match=r"rate-limit timeout of 0.1 s \(--rate-limit-timeout\)"):
         asyncio.run(waits.wait(429, "slow down", LimitHints(retry_after_s=1.0)))
     assert classify_error(RuntimeError("wrapped")) == "other"

@@ -31,11 +31,10 @@ from ._compat import price_rates
 from ._config import _KEY_HEADERS, LMConfig, display_endpoint
 from ._dspy import AsyncEngine, Shared, SyncEngine, import_dspy, request_system
 from ._errors import error_message, lm_error, retry_after_seconds, status_error, transport_error
-from ._limit_hints import parse_hints
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 from ._prompt_cache import cache_marked
 from ._rate import controller_for
-from ._rate_wait import RateLimitedCall, is_rate_limited
+from ._rate_wait import send_rate_limited
 
 if TYPE_CHECKING:
     import aiohttp
@@ -282,15 +281,10 @@ class DirectChat(Shared):
         if self.preset is not None:
             return self.preset.answer(request)
         model = self.config.model
-        limits = RateLimitedCall(self.rate, self.config.rate_limit_timeout, model=model)
-        while True:
-            async with self.rate.slot() as ticket:
-                status, raw, headers = await self._send(request)
-                if not is_rate_limited(status, raw):
-                    self.rate.answered(ticket, parse_hints(headers))
-                    break
-                self.rate.rate_limited(ticket)
-            await limits.wait(status, error_message(raw), parse_hints(headers))
+        timeout = self.config.rate_limit_timeout
+        status, raw, headers = await send_rate_limited(
+            self.rate, lambda: self._send(request), timeout=timeout
+        )
         if status >= 300:
             raise status_error(
                 status, error_message(raw), model=model, retry_after=retry_after_seconds(headers)

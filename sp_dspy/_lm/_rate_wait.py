@@ -11,12 +11,18 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
+
+from ._errors import error_message
+from ._limit_hints import parse_hints
 
 if TYPE_CHECKING:
     from ._limit_hints import LimitHints
     from ._rate import RateController
+
+#: One attempt's status, body and lower-cased headers.
+Answer = tuple[int, bytes, dict[str, str]]
 
 #: Backoff after the n-th rate limit of one call: ``BASE * 2**n`` seconds, at most ``MAX``, jittered.
 BACKOFF_BASE_S = 0.25
@@ -51,10 +57,9 @@ class RateLimitedCall:
         controller: RateController,
         timeout_s: float,
         *,
-        model: str,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.controller, self.timeout_s, self.model, self.clock = controller, timeout_s, model, clock
+        self.controller, self.timeout_s, self.clock = controller, timeout_s, clock
         self.attempts = 0
         self.started: float | None = None
 
@@ -75,3 +80,19 @@ class RateLimitedCall:
             )
         self.controller.waited(wait)
         await asyncio.sleep(wait)
+
+
+async def send_rate_limited(
+    controller: RateController, send: Callable[[], Awaitable[Answer]], *, timeout: float
+) -> Answer:
+    """``send()`` through the endpoint's controller, again after each rate limit, until an answer
+    that is not one (or :class:`RateLimitTimeout` after ``timeout`` seconds of rate limits)."""
+    limits = RateLimitedCall(controller, timeout)
+    while True:
+        async with controller.slot() as ticket:
+            status, raw, headers = await send()
+            if not is_rate_limited(status, raw):
+                controller.answered(ticket, parse_hints(headers))
+                return status, raw, headers
+            controller.rate_limited(ticket)
+        await limits.wait(status, error_message(raw), parse_hints(headers))
