@@ -15,6 +15,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from .._budget import Ledger, ledger_line
 from .._lm._rate import RateWatch
 from .._run_manifest import RunTotals
 from ._engine import Record
@@ -48,6 +49,7 @@ class ProgressView:
         enabled: bool = True,
         interval: float = PLAIN_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
+        ledger: Ledger | None = None,
         rate: RateWatch | None = None,
     ) -> None:
         self.enabled = enabled
@@ -56,6 +58,7 @@ class ProgressView:
         self.cases_done = 0
         self.totals = RunTotals()
         self._interval = interval
+        self._ledger = ledger  # a capped run: its spend and reservations against the caps
         self._rate = rate  # the endpoint's concurrency and rate-limit waits, where known
         self._clock = clock
         self._started = self._last_line = clock()
@@ -96,10 +99,11 @@ class ProgressView:
         usage = totals.usage
         dollars = "$ n/a" if usage.cost is None else f"${usage.cost:.4f}"
         rate = self._rate.describe() if self._rate is not None else ""
-        return (
+        line = (
             f"cases {self.cases_done} | tokens {usage.prompt_tokens:,}+{usage.completion_tokens:,} | "
             f"{dollars} | errors {totals.errors}" + (f" | {rate}" if rate else "")
         )
+        return line if self._ledger is None else f"{line} | {ledger_line(self._ledger)}"
 
     def line(self) -> str:
         """The plain progress line: units done of the total, the totals, time so far and the ETA."""
