@@ -61,6 +61,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--reasoning-effort", "--timeout", "--num-retries", "--no-cache", "--json-schema", "--transport",
         "--show-request",
     ),
+    "Rate limits": ("--rate-limit-timeout", "--no-adaptive", "--rpm", "--tpm"),
     "Optimizer": (
         "--optimizer", "--optimizers", "--seeds", "--seed-lm", "--optimizer-config", "--set", "--top-k", "--prompt-lm", "--prompt-api-base",
         "--prompt-api-key-env", "--reflection-lm", "--reflection-api-base", "--reflection-api-key-env",

@@ -251,8 +251,21 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps, *, window: int | None) -> None
             f"repeat a stable prefix the provider's cache can serve{saved} (not subtracted from the USD shown)",
             highlight=False,
         )
+    if plan.limit_bound_s is not None:
+        console.print(
+            f"wall time at the model's rate limits ({plan.limits}): at least "
+            f"{_minutes(plan.limit_bound_s)} (calls wait out rate limits; concurrency adapts to them)",
+            highlight=False,
+        )
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
+
+
+def _minutes(seconds: float) -> str:
+    """``45 s``, ``12.5 min``, ``3.2 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def _print_batched(outcome: Any, lm_config: LMConfig) -> None:
