@@ -444,7 +444,8 @@ def test_an_experiment_resumed_over_an_open_batch_collects_it_whatever_its_cap_l
     with pytest.raises(CapReached):
         batch_caps(config, lm, tight)
     paths = RunPaths(tmp_path, "experiment-official-per-policy", lm.short_name())
-    AnswerBook(paths.batch_dir_for("per-policy")).note_submitted("batch-1", ["a", "b"])
+    book = AnswerBook(paths.batch_dir_for("per-policy"))
+    book.note_submitted("batch-1", book.note_intent(["a", "b"]))
     assert batch_caps(config, lm, tight) == BudgetCaps()
 
 

@@ -67,8 +67,8 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--label",
     ),
     "Run and output": (
-        "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
-        "--concurrency", "--quiet", "--verbose", "--log-requests", "--open",
+        "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--resubmit",
+        "--run-config", "--plan", "--concurrency", "--quiet", "--verbose", "--log-requests", "--open",
     ),
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",

@@ -113,6 +113,14 @@ def eval_command(
             "answers within 24 h; --resume collects batches left running.",
         ),
     ] = False,
+    resubmit: Annotated[
+        bool,
+        typer.Option(
+            "--resubmit",
+            help="With --batch --resume: send again the requests of a batch the run was creating when it "
+            "stopped, when the provider cannot tell whether it was created (it may pay them twice).",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
 ) -> None:
@@ -135,7 +143,7 @@ def eval_command(
         "per_rule_layout": per_rule_layout,
         "concurrency": concurrency, "output_dir": output_dir, "run_id": run_id, "resume": resume,
         "caps": {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd},
-        "batch": batch,
+        "batch": batch, "resubmit": resubmit,
     }  # fmt: skip
     settings = build_eval_config(flags, run_config)
     if dry_run:
