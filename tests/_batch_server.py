@@ -9,10 +9,11 @@ answered before the batch expires. ``created`` lists every batch created, in ord
 
 Faults (each settable while the server runs): ``reject_key`` (every batch route answers 401 and
 echoes the key), ``poll_errors`` (the next N retrievals answer 500, echoing the key),
+``create_errors`` (the next N batch creations create the batch, then answer 500),
 ``download_errors`` with ``download_status`` (the next N output downloads fail so),
 ``echo_key`` (every answer carries the key), ``output_fault`` (one output line ``not-json``, a
 JSON ``list``, the file ``truncated`` mid-line, an ``unknown-id``, a ``duplicate`` of the first
-line with another answer), ``list_route`` False (no batch-list route). ``hold`` holds a stage's
+line with another answer; in the first output only), ``list_route`` False (no batch-list route). ``hold`` holds a stage's
 answer (``upload`` before the file is stored, ``create`` after the batch is made, ``poll``,
 ``download``) for that many seconds; ``reached[stage]`` is set when a request reaches it, and
 ``reached["downloaded"]`` once an output was sent (a test kills the client then).
@@ -48,6 +49,7 @@ class FakeBatch:
     expired: bool = False
     results: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
+    unpaid: set[str] = field(default_factory=set)  # requests the batch never ran (expired)
 
     @property
     def custom_ids(self) -> list[str]:
@@ -148,7 +150,13 @@ class _BatchHandler(_Handler):
             else:
                 created = stub._anthropic_batch(stub._new("anthropic", body["requests"], None))
             stub._stage("create")  # created, not yet answered: a client killed now never learns its id
-            self._send_json(200, created)
+            with stub._lock:
+                failing = stub.create_errors > 0
+                stub.create_errors -= 1 if failing else 0
+            if failing:  # created all the same: the client cannot tell
+                self._send_error(500, "stub failure after creating the batch", "server_error")
+            else:
+                self._send_json(200, created)
 
 
 class BatchServer(StubServer):
@@ -173,6 +181,7 @@ class BatchServer(StubServer):
         self.reached = {stage: threading.Event() for stage in STAGES}
         self.reject_key = False
         self.poll_errors = 0
+        self.create_errors = 0
         self.download_errors = 0
         self.download_status = 500
         self.echo_key = False
@@ -197,8 +206,8 @@ class BatchServer(StubServer):
         """Every fault and hold off (a test's resume meets a well-behaved provider)."""
         self.hold.clear()
         self.reject_key = self.echo_key = False
-        self.poll_errors = self.download_errors = 0
-        self.output_fault, self.list_route, self.polls_before_end = None, True, 0
+        self.poll_errors = self.download_errors = self.create_errors = 0
+        self.output_fault, self.list_route, self.polls_before_end, self.expire_after = None, True, 0, None
 
     def _stage(self, stage: str) -> None:
         self.reached[stage].set()
@@ -215,8 +224,9 @@ class BatchServer(StubServer):
         ]
 
     def paid_twice(self) -> int:
-        """Requests some batch held that an earlier batch held too (each paid again)."""
-        ids = [cid for batch in self.created for cid in batch.custom_ids]
+        """Requests some batch ran (answered or failed: paid) that an earlier batch ran too, and those
+        of batches created and not ended yet (they will be paid); expired requests are not paid."""
+        ids = [cid for batch in self.created for cid in batch.custom_ids if cid not in batch.unpaid]
         return len(ids) - len(set(ids))
 
     # ----- OpenAI -----------------------------------------------------------------------------
@@ -300,11 +310,11 @@ class BatchServer(StubServer):
             other = json.loads(lines[-1] if len(lines) > 1 else lines[0])
             lines.append(json.dumps({**other, "custom_id": json.loads(lines[0])["custom_id"]}))
         data = "".join(line + "\n" for line in lines).encode()
-        return (
-            data[: len(data) - len(lines[-1]) // 2 - 1]
-            if self.output_fault == "truncated" and lines
-            else data
-        )
+        if self.output_fault == "truncated" and lines:
+            data = data[: len(data) - len(lines[-1]) // 2 - 1]
+        if lines:
+            self.output_fault = None  # one output only: the batch that asks again is answered well
+        return data
 
     def _answer(self, wire: str, body: dict[str, Any]) -> dict[str, Any]:
         answer = self._completion(body) if wire == "openai" else self._message(body)
@@ -316,6 +326,7 @@ class BatchServer(StubServer):
             body = line["body"] if batch.wire == "openai" else line["params"]
             if self.expire_after is not None and number >= self.expire_after:
                 batch.expired = True
+                batch.unpaid.add(custom_id)
                 if batch.wire == "openai":
                     batch.errors.append({"custom_id": custom_id, "response": None,
                                          "error": {"code": "batch_expired", "message": "expired"}})  # fmt: skip

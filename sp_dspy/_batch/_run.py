@@ -118,7 +118,7 @@ def fill_by_batch(
                 f"--batch: the provider's batches returned no readable answer for {len(twice)} request(s), "
                 f"asked twice; {resume_hint} submits them again"
             )
-        asked.update(wanted)
+        asked.update(list(wanted))
         _submit(wire, book, provider, wanted, console)
 
 
@@ -220,7 +220,7 @@ def _collect(
     """Read an ended batch's output, line by line, into the book; why it ended early, if it did."""
     lines = provider.patiently(
         f"downloading the output of batch {batch.batch_id}", functools.partial(wire.output, batch.batch_id),
-        kept=kept, passing=WHILE_RUNNING,
+        kept=kept, passing=WHILE_RUNNING | {"not_found"},  # an output file not there yet
     )  # fmt: skip
     held = set(batch.custom_ids)
     output = read_output(lines, held, wire.answer_of)
