@@ -213,6 +213,8 @@ def run_scenario(scenario: str, wire: str, tmp: Path, run: Runner, code_root: Pa
             for book in out.glob("*.batch/*.jsonl"):
                 with book.open("ab") as handle:
                     handle.write(b'{"custom_id": "torn-by-a-full-dis')
+        if scenario in ("kill-poll", "kill-create"):  # open: one at a time would pay twice
+            ran.append(run([arg for arg in [*args, "--resume"] if arg != "--batch"], env, tmp))
         server.heal()
         if scenario.endswith("no-list-route"):
             server.list_route = False

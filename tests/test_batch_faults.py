@@ -97,6 +97,8 @@ def test_a_run_killed_at_each_point_resumes_with_every_unit_once_and_nothing_pai
         0,
     ), outcome.row()
     assert outcome.runs[-1][0] == 0, outcome.row()
+    if scenario in ("kill-poll", "kill-create"):
+        assert outcome.runs[1][0] == 2 and "resume it with --batch to collect them" in outcome.runs[1][1]
     if scenario == "kill-create-no-list-route":
         assert outcome.runs[1][0] == 2 and "--resubmit" in outcome.runs[1][1], outcome.row()
 

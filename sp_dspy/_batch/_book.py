@@ -201,18 +201,20 @@ class AnswerBook:
 
     def add_answers(self, answers: list[BatchAnswer]) -> None:
         """Keep ``answers`` (masked) the book does not hold yet; the first answer of a request stands."""
-        new = [masked(a) for a in answers if self._takes(a)]
+        new: dict[str, BatchAnswer] = {}
+        for answer in answers:
+            if answer.custom_id not in new and self._takes(answer):
+                new[answer.custom_id] = masked(answer)
         lines = [
             {"custom_id": a.custom_id, "body": a.body}
             if a.body is not None
             else {"custom_id": a.custom_id, "status": a.status, "message": a.message}
-            for a in new
+            for a in new.values()
         ]
         if lines:
             self._append(self.answers_path, lines)
-        for answer in new:
-            self.answers[answer.custom_id] = answer
-        self.received += sum(1 for answer in new if answer.body is not None)
+        self.answers.update(new)
+        self.received += sum(1 for answer in new.values() if answer.body is not None)
 
     def open_batches(self) -> list[Submitted]:
         """Batches submitted and not yet collected (this invocation's or an earlier one's)."""

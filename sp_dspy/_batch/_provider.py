@@ -99,13 +99,6 @@ class Provider:
             f"--batch: {clause}; {fix}; after the fix, continue with {self.resume_hint}", kind, clause
         )
 
-    def once(self, what: str, call: Callable[[], T]) -> T:
-        """``call()`` once; any failure is :meth:`failed`'s line."""
-        try:
-            return call()
-        except Exception as exc:
-            raise self.failed(what, exc, classify_error(exc)) from None
-
     def create(self, what: str, call: Callable[[], T], *, refused: Callable[[str], None]) -> T:
         """``call()`` once: a batch creation. A failure that says nothing was created calls
         ``refused(kind)`` and is :meth:`failed`'s line; any other leaves the batch's fate to ``--resume``."""

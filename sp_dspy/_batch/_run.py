@@ -171,7 +171,8 @@ def _submit(
     for chunk in _chunks(wire, lines):
         ids = [str(line["custom_id"]) for line in chunk]
         what = f"a batch of {len(ids)} request(s)"
-        file_id = provider.once(f"uploading the input file of {what}", functools.partial(wire.upload, chunk))
+        upload = functools.partial(wire.upload, chunk)  # safe to repeat: an unused file costs nothing
+        file_id = provider.patiently(f"uploading the input file of {what}", upload)
         intent = book.note_intent(ids, file_id)
         batch_id = provider.create(
             f"creating {what}",
