@@ -110,6 +110,8 @@ def test_resubmit_sends_a_batch_that_cannot_be_matched_and_says_so(tmp_path: Pat
         server.create_errors, server.list_route = 1, False
         args = eval_args(server.url, tmp_path / "out", "openai")
         env = environment("openai", tmp_path / "home")
+        alone = in_process([*args, "--resubmit"], env, tmp_path)
+        assert alone.code == 2 and "--resubmit: only with --batch --resume" in alone.printed
         assert in_process(args, env, tmp_path).code == 2
         refused = in_process([*args, "--resume"], env, tmp_path)
         assert refused.code == 2 and "continue with --resume --run-id faults --resubmit" in refused.printed
@@ -188,6 +190,20 @@ def test_an_intent_logged_before_a_create_stays_open_until_its_batch_is_settled(
     book.note_dropped(other, "the provider lists no such batch")
     assert AnswerBook(tmp_path).in_flight() == {"a", "b"}
     assert isinstance(other, Intent) and other.at is not None
+
+
+def test_a_vllm_run_batch_started_for_an_intent_is_found_by_its_input_file(tmp_path: Path) -> None:
+    from sp_dspy._batch._vllm import VllmRunBatch
+
+    wire = VllmRunBatch.__new__(VllmRunBatch)  # no client: find reads the run's directory only
+    wire.directory = tmp_path
+    lines = [json.dumps({"custom_id": cid}) for cid in ("a", "b")]
+    (tmp_path / "vllm-1.in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    intent = Intent("f", ("a", "b"), at=0.0)
+    assert wire.find(intent, set()) == []  # its input written, its child never started: nothing runs
+    (tmp_path / "vllm-1.pid").write_text("1", encoding="utf-8")
+    assert wire.find(intent, set()) == ["vllm-1"]
+    assert wire.find(intent, {"vllm-1"}) == [] and wire.find(Intent("g", ("a",), at=0.0), set()) == []
 
 
 # ----- a batch's output, line by line -----------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
+from .._errors import ConfigError
 from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache, key_for
 from .._metrics import JudgmentRecord
@@ -146,6 +147,11 @@ def eval_command(
         "batch": batch, "resubmit": resubmit,
     }  # fmt: skip
     settings = build_eval_config(flags, run_config)
+    if settings.resubmit and not (settings.batch and settings.resume):
+        raise ConfigError(
+            "--resubmit: only with --batch --resume (it sends again the requests of a batch a stopped "
+            "run was creating, when the provider cannot say whether it exists)"
+        )
     if dry_run:
         for lm_config in configs:  # no local server is started, no LM built
             _print_plan(plan_run(settings, lm_config), settings.caps, window=lmo.context_window(lm_config))
