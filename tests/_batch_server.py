@@ -68,7 +68,10 @@ class _BatchHandler(_Handler):
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client was killed while downloading
 
     def _key(self) -> str:
         return self.headers.get("x-api-key") or self.headers.get("Authorization", "").removeprefix("Bearer ")
