@@ -192,6 +192,19 @@ def test_an_intent_logged_before_a_create_stays_open_until_its_batch_is_settled(
     assert isinstance(other, Intent) and other.at is not None
 
 
+def test_a_log_written_before_intents_reads_its_uploaded_file_as_one(tmp_path: Path) -> None:
+    """An earlier sp-dspy logged an upload, not an intent: --resume finds the batch by that file."""
+    uploaded = {"event": "uploaded", "file": "file-1", "custom_ids": ["a", "b"]}
+    (tmp_path / "batches.jsonl").write_text(json.dumps(uploaded) + "\n", encoding="utf-8")
+    (intent,) = AnswerBook(tmp_path).intents.values()
+    assert (intent.custom_ids, intent.file, intent.at) == (("a", "b"), "file-1", None)
+    submitted = {"event": "submitted", "batch": "batch-1", "file": "file-1", "custom_ids": ["a", "b"]}
+    with (tmp_path / "batches.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(submitted) + "\n")
+    book = AnswerBook(tmp_path)
+    assert book.intents == {} and [b.batch_id for b in book.open_batches()] == ["batch-1"]
+
+
 def test_a_vllm_run_batch_started_for_an_intent_is_found_by_its_input_file(tmp_path: Path) -> None:
     from sp_dspy._batch._vllm import VllmRunBatch
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from .._errors import ConfigError, OutputError
+from .._errors import ConfigError, OutputError, SpDspyError
 from .._lm import classify_error
 from .._lm._config import display_endpoint
 from .._redact import redact
@@ -104,6 +104,8 @@ class Provider:
         ``refused(kind)`` and is :meth:`failed`'s line; any other leaves the batch's fate to ``--resume``."""
         try:
             return call()
+        except SpDspyError:
+            raise  # already one line of sp-dspy's own (a local run-batch that cannot start)
         except Exception as exc:
             kind = classify_error(exc)
             if kind in REFUSED:
@@ -127,6 +129,8 @@ class Provider:
         while True:
             try:
                 return call()
+            except SpDspyError:
+                raise  # already one line of sp-dspy's own
             except Exception as exc:
                 kind = classify_error(exc)
                 if kind not in passing:

@@ -14,6 +14,7 @@ import functools
 import time
 from typing import TYPE_CHECKING
 
+from .._errors import SpDspyError
 from ._provider import ProviderFailed
 
 if TYPE_CHECKING:
@@ -39,8 +40,9 @@ def recover(
             found = provider.patiently(
                 f"listing the provider's batches to find {what}", functools.partial(wire.find, intent, known)
             )
-        except ProviderFailed as failed:
-            _unmatched(book, provider, console, intent, f"{failed.clause}", resubmit=resubmit)
+        except SpDspyError as failed:  # the list failed, or the log cannot be matched (no time)
+            reason = failed.clause if isinstance(failed, ProviderFailed) else str(failed)
+            _unmatched(book, provider, console, intent, reason, resubmit=resubmit)
             continue
         if len(found) == 1:
             book.note_submitted(found[0], intent)
