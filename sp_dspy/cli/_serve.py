@@ -25,13 +25,20 @@ from .._lm import configure_cache, redact
 from .._serve import LlamaCppServer, ServeState, VLLMServer, clear_state, read_state, state_path, write_state
 from . import _lm_options as lmo
 from . import _options as opt
-from ._check import _read_text
+from ._check import Scope, _read_text
 from ._console import console, err_console
 
 DEFAULT_N_CTX = 8192
 #: The guard service's port unless ``--port`` says otherwise.
 DEFAULT_GUARD_PORT = 8080
 GUARD_LIMITS = ServiceLimits()  # the guard service's defaults, shown in --help
+
+
+class OnError(StrEnum):
+    """``--on-error``: a gateway's answer when the guard gives no verdict."""
+
+    block = "block"
+    allow = "allow"
 
 
 class Backend(StrEnum):
@@ -160,7 +167,7 @@ def serve(
         typer.Option(
             "--max-in-flight",
             min=1,
-            help="--guard: checks at once; past it 429 with Retry-After.",
+            help="--guard: checks at once; past it 429 with Retry-After (a request with more checks than this: 413).",
             show_default=str(GUARD_LIMITS.max_in_flight),
         ),
     ] = None,
@@ -197,6 +204,24 @@ def serve(
             show_default=str(GUARD_LIMITS.max_batch),
         ),
     ] = None,
+    scope: Annotated[
+        Scope | None,
+        typer.Option(
+            "--scope",
+            help="--guard: judge the whole conversation, or only its last message in the context of the "
+            "earlier ones (last-turn: not with official or a guard model's format); a request may say otherwise.",
+            show_default="conversation",
+        ),
+    ] = None,
+    on_error: Annotated[
+        OnError | None,
+        typer.Option(
+            "--on-error",
+            help="--guard: what the gateway routes (LiteLLM's guardrail API, /v1/moderations) answer when "
+            "the guard gives no verdict: block or allow.",
+            show_default="block",
+        ),
+    ] = None,
     max_calls: opt.MaxCalls = None,
     max_total_tokens: opt.MaxTotalTokens = None,
     max_usd: opt.MaxUsd = None,
@@ -207,8 +232,9 @@ def serve(
     """Serve a model (llama.cpp, vLLM) or, with --guard, a guard over HTTP until Ctrl-C.
 
     A model server listens on 127.0.0.1; other commands use it meanwhile. The guard service
-    answers POST /v1/check and /v1/check/batch with verdicts, GET /healthz, /readyz, /metrics
-    and /openapi.json; SIGTERM finishes the checks in flight (new ones get 503), exit 143.
+    answers POST /v1/check and /v1/check/batch with verdicts, LiteLLM's guardrail API
+    (/beta/litellm_basic_guardrail_api) and OpenAI's /v1/moderations, GET /healthz, /readyz,
+    /metrics and /openapi.json; SIGTERM finishes the checks in flight (new ones get 503), exit 143.
     """
     server_flags = {
         "--backend": backend, "--model": model, "--n-ctx": n_ctx, "--threads": threads,
@@ -221,7 +247,7 @@ def serve(
         "--auth-token-env": auth_token_env, "--request-timeout": request_timeout, "--max-in-flight": max_in_flight,
         "--max-body-kb": max_body_kb, "--max-messages": max_messages, "--max-rules": max_rules,
         "--max-batch": max_batch, "--max-calls": max_calls, "--max-total-tokens": max_total_tokens,
-        "--max-usd": max_usd, "--lm": lm, "--config": config,
+        "--max-usd": max_usd, "--lm": lm, "--config": config, "--scope": scope, "--on-error": on_error,
     }  # fmt: skip
     if guard is not None:
         if given := [flag for flag, value in server_flags.items() if value is not None]:
@@ -233,7 +259,7 @@ def serve(
         _serve_guard(
             guard, lm=lm, config=config, lm_flags=lm_flags, protocol=protocol, parser=parser or "strict",
             policy=policy, host=host or "127.0.0.1", port=port or DEFAULT_GUARD_PORT, token_env=auth_token_env,
-            caps=caps,
+            caps=caps, scope=(scope or Scope.conversation).value, on_error=(on_error or OnError.block).value,
             limits={key: value for key, value in limits.items() if value is not None},
         )  # fmt: skip
         return
@@ -338,6 +364,8 @@ def _serve_guard(
     token_env: str | None,
     caps: BudgetCaps,
     limits: dict[str, Any],
+    scope: str,
+    on_error: str,
 ) -> None:
     """Serve ``spec`` over HTTP until Ctrl-C or SIGTERM, then stop gracefully (exit 130 or 143)."""
     # Deferred: aiohttp's server, the guard and the runner's pricing load only when a guard is served.
@@ -359,7 +387,7 @@ def _serve_guard(
     with lmo.lm_session(lm_config) as live:
         service = build_service(
             spec, live, protocol=protocol, parser=parser, policy=policy_text, caps=caps,
-            limits=ServiceLimits(**limits), token=token, log=_log,
+            limits=ServiceLimits(**limits), token=token, log=_log, scope=scope, on_error=on_error,
         )  # fmt: skip
         capped = ", ".join(
             f"{name} {value:g}" for name, value in caps.model_dump().items() if value is not None
@@ -378,7 +406,11 @@ def _serve_guard(
                 markup=False,
             )
 
-        serve_service(service, host, port, announce=announce)
+        try:
+            serve_service(service, host, port, announce=announce)
+        except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: stopped at once (typer would say 130)
+            err_console.print("stopped at once: checks still in flight got no answer", highlight=False)
+            raise typer.Exit(interrupted_exit_code()) from None
     err_console.print("stopped: every check in flight was answered", highlight=False)
     raise typer.Exit(interrupted_exit_code())
 
