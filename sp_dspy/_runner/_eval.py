@@ -479,6 +479,7 @@ def _fill_by_batch(
         resume_hint=f"--resume --run-id {paths.run_id}",
         retry_errors=retry_errors,
         concurrency=config.concurrency,
+        resubmit=config.resubmit,
         context=lambda: _in_both(_adapter_context(json_adapter), _prompt_marks(config)),
     )  # fmt: skip
 

@@ -72,7 +72,8 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--label",
     ),
     "Run and output": (
-        "--out", "--to", "--mlflow-uri", "--mlflow-experiment", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
+        "--out", "--to", "--mlflow-uri", "--mlflow-experiment", "--force", "--output-dir", "--json", "--run-id",
+        "--resume", "--retry-errors", "--resubmit", "--run-config", "--plan",
         "--concurrency", "--quiet", "--verbose", "--log-requests", "--open",
     ),
     "Server": (
