@@ -175,7 +175,8 @@ class Ledger:
     The check and the reservation are one step under a lock no ``await`` is ever made under, so
     threads and asyncio tasks alike never start a call the cap cannot cover. A ledger with a
     ``parent`` (a compile inside an experiment) is admitted by both: its own caps and the
-    parent's hold, and the parent's total is every child's.
+    parent's hold, and the parent's total is every child's. ``earlier``: what the job spent before
+    this invocation (a resumed experiment's finished steps).
     """
 
     def __init__(
@@ -185,9 +186,14 @@ class Ledger:
         parent: Ledger | None = None,
         max_lm_errors: int = 10,
         earlier: Spend | None = None,
+        replays_count: bool | None = None,
     ) -> None:
         self.caps = caps or BudgetCaps()
         self.parent = parent
+        #: Whether an answer replayed from the response cache counts at its price (a compile's, an
+        #: experiment's: their reruns are replays) or as nothing (an eval run counts what it pays).
+        inherited = parent is not None and parent.replays_count
+        self.replays_count: bool = replays_count if replays_count is not None else inherited
         self.max_lm_errors = max_lm_errors
         self.roles: dict[str, Spend] = {} if earlier is None else {EARLIER: earlier}
         self.refusals = 0
@@ -317,6 +323,8 @@ class Ledger:
         """Replace a reservation with what its calls actually used (the parent's share too)."""
         with self._lock:
             self._reserved = _minus(self._reserved, ticket.reservation)
+            if self._reserved.calls == 0:
+                self._reserved = _ZERO  # no float residue of the dollars once nothing is in flight
             self.roles[ticket.role] = self.roles.get(ticket.role, Spend()) + spent
             self._lock.notify_all()
         if ticket.parent is not None and self.parent is not None:

@@ -26,7 +26,7 @@ from rich.console import Console
 from sp_dspy.optimizers import OPTIMIZER_NAMES, get_recipe, load_settings
 
 from .._benchmarks import BenchmarkName, load_benchmark
-from .._budget import CAP_NAMES, BudgetCaps, Spend, projected
+from .._budget import CAP_NAMES, BudgetCaps, Ledger, Spend, projected
 from .._compile._artifact import write_json
 from .._compile._data import DEFAULT_RATIOS
 from .._data import Split, make_split
@@ -271,15 +271,16 @@ def _paths(out: Path, label: str, plan: ExperimentPlan) -> RunPaths:
     return RunPaths(out / RESULTS_DIR, f"{RUN_ID}-{label}", plan.lm.short_name())
 
 
-def caps_left(caps: BudgetCaps, spent: Spend) -> BudgetCaps:
-    """The caps the next step may spend up to; ``CapReached`` when one is spent."""
-    used = {"max_calls": spent.calls, "max_tokens": spent.tokens, "max_usd": spent.usd or 0.0}
+def step_ledger(plan: ExperimentPlan, out: Path) -> Ledger:
+    """The experiment's ledger for its next step: its caps, and what its finished steps spent as
+    their records say (each step is admitted by it, so no step passes what the others left)."""
+    return Ledger(plan.caps, earlier=spent_so_far(plan, out), replays_count=True)
+
+
+def caps_left(ledger: Ledger) -> BudgetCaps:
+    """The caps the next step may spend up to (for its warnings and manifest); ``CapReached`` when one is spent."""
     left: dict[str, Any] = {}
-    for cap in CAP_NAMES:
-        limit = getattr(caps, cap)
-        if limit is None:
-            continue
-        remaining = limit - used[cap]
+    for cap, remaining in ledger.left().items():
         if remaining <= 0 or (cap != "max_usd" and remaining < 1):
             raise CapReached(cap)
         left[cap] = remaining if cap == "max_usd" else int(remaining)
@@ -658,8 +659,9 @@ def _run_locked(
                 step.status = "finished earlier"
                 console.print(f"{head}: finished earlier, not run again", highlight=False)
                 continue
+            ledger = step_ledger(plan, out)
             try:
-                caps = caps_left(plan.caps, spent_so_far(plan, out))
+                caps = caps_left(ledger)
             except CapReached as reached:
                 outcome.capped_by = reached.cap
                 return outcome
@@ -670,7 +672,9 @@ def _run_locked(
                 _seeded(live[role], seed, plan.seed_lm) for role in ("task", "prompt", "reflection")
             )
             assert task_lm is not None
-            compiled = compile_guard(config, task_lm, prompt_lm, reflection_lm, lms=lms, window=window)
+            compiled = compile_guard(
+                config, task_lm, prompt_lm, reflection_lm, lms=lms, window=window, ledger=ledger
+            )
             step.warnings = compiled.warnings
             for warning in compiled.warnings:  # capped demos, failed calls: the manifest keeps them too
                 console.print(f"{head}: warning: {warning}", highlight=False, soft_wrap=True)
@@ -683,10 +687,15 @@ def _run_locked(
             console.print(f"{head}: dev {compiled.manifest.dev.before.score:.2f} -> "
                           f"{compiled.manifest.dev.after.score:.2f}", highlight=False)  # fmt: skip
 
-        def remaining(config: EvalConfig) -> BudgetCaps:
+        def admitting(config: EvalConfig) -> Ledger | None:
+            """The ledger a test evaluation is admitted by (a batched one: checked as a whole, here)."""
             try:
-                left = caps_left(plan.caps, spent_so_far(plan, out))
-                return batch_caps(config, task, left) if plan.batch else left
+                ledger = step_ledger(plan, out)
+                left = caps_left(ledger)
+                if plan.batch:
+                    batch_caps(config, task, left)
+                    return None
+                return ledger if plan.caps.any else None
             except CapReached as reached:
                 outcome.capped_by, outcome.cap_note = reached.cap, reached.why
                 raise
@@ -695,7 +704,7 @@ def _run_locked(
             outcome.ablation = run_ablation(
                 ablation_plan(plan, out), out, resume=(out / "plan.json").exists(), retry_errors=retry_errors,
                 session=lambda _config: nullcontext(task), lm=(lms or {}).get("task"), console=console,
-                show_progress=show_progress, caps=remaining, write_report=False,
+                show_progress=show_progress, ledger=admitting, write_report=False,
             )  # fmt: skip
         except CapReached:
             return outcome

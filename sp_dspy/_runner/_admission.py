@@ -106,9 +106,11 @@ def _dspy_bound(program: Any, protocol: str) -> Callable[[Any], int]:
     return judgment
 
 
-def record_spend(record: Record | None, calls: int, pricing: Pricing) -> Spend:
+def record_spend(
+    record: Record | None, calls: int, pricing: Pricing, *, replays_count: bool = False
+) -> Spend:
     """What a unit's record says its calls used (``None``: nothing); a replayed answer paid nothing now,
-    and the caps count what a run pays."""
+    and the caps count what a run pays (``replays_count``: at its price, as an experiment counts)."""
     usage = None if record is None else record.usage
     prompt = 0 if usage is None else usage.prompt_tokens
     completion = 0 if usage is None else usage.completion_tokens
@@ -139,7 +141,9 @@ class UnitAdmission:
             worst = self.worst(unit)
             with self.ledger.admitted("task", worst) as admission:
                 record = await work(unit)
-                admission.used = record_spend(record, worst.calls, self.pricing)
+                admission.used = record_spend(
+                    record, worst.calls, self.pricing, replays_count=self.ledger.replays_count
+                )
                 return record
 
         return admitted
@@ -153,6 +157,9 @@ def run_admission(
     if not caps.any and parent is None:
         return None
     pricing = run_pricing(program, protocol, lm_config)
-    require_prices(caps, {lm_config.model: pricing})
     ledger = Ledger(caps, parent=parent, max_lm_errors=NO_ERROR_LIMIT)  # failing LMs: EarlyStop
+    scope: Ledger | None = ledger
+    while scope is not None:  # the job's caps need what the run's own do: prices, an output limit
+        require_prices(scope.caps, {lm_config.model: pricing})
+        scope = scope.parent
     return UnitAdmission(ledger, pricing, unit_worst_case(program, protocol, pricing))
