@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sp_dspy.programs import OfficialPerPolicy, OfficialPerRule, program_spec
+from sp_dspy.programs import NativePerPolicy, NativePerRule, is_raw_program, program_spec
 
 from .._budget import Spend, projected
 from .._data import Case
@@ -53,12 +53,18 @@ class EvalPlan(BaseModel):
 
 
 def _is_official(program: Any) -> bool:
-    return isinstance(program, OfficialPerPolicy | OfficialPerRule)
+    """A program sending its own messages (the official baselines, a guard model's format)."""
+    return is_raw_program(program)
 
 
 def official_prompt_tokens(program: Any, unit: Any) -> int:
     """Estimated prompt tokens of one official-baseline unit: its exact messages / 4."""
-    if isinstance(unit, tuple):
+    if isinstance(program, NativePerRule):
+        case, target = unit
+        messages = program.request_for(case, target).messages
+    elif isinstance(program, NativePerPolicy):
+        messages = program.request_for(unit).messages
+    elif isinstance(unit, tuple):
         case, target = unit
         messages = per_rule_messages(case, target, layout=program.layout)
     else:
@@ -108,7 +114,8 @@ def plan_eval(
         sampled = units[:: max(1, len(units) // PROMPT_SAMPLE)]
         sizes = [official_prompt_tokens(program, unit) for unit in sampled] or [0]
         per_call, largest = sum(sizes) / len(sizes), max(sizes)
-        basis = "characters / 4 of the official messages"
+        own = isinstance(program, NativePerPolicy | NativePerRule)
+        basis = f"characters / 4 of the {'guard format' if own else 'official'} messages"
         sample = f" (mean of {len(sampled)} calls spread over the run)" if len(sampled) < len(units) else ""
     else:
         per_call, largest = dspy_prompt_tokens(program, cases, protocol)
@@ -164,7 +171,7 @@ def cacheable_prefix(
         if prefix < smallest or calls < 2:
             return 0, 0
         return prefix * (calls - 1), prefix if writes else 0
-    if protocol != "per-rule" or program.layout != "prefix":
+    if protocol != "per-rule" or getattr(program, "layout", None) != "prefix":
         return 0, 0
     read = written = 0
     for case in cases:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
-from sp_dspy.programs import judge_target, resolve_program, run_case
+from sp_dspy.programs import GUARD_PROGRAMS, RAW_PROGRAMS, judge_target, resolve_program, run_case
 
 from .._benchmarks import benchmark_kind, load_benchmark
 from .._budget import BudgetExceeded, Ledger, Spend, require_prices
@@ -214,7 +214,7 @@ def run_eval(
             "run_id": paths.run_id,
             "program": label,
             "protocol": protocol,
-            "parser": config.parser if config.program == "official" else "dspy-adapter",
+            "parser": _parser_label(config),
         }
         if protocol == "per-rule" and config.program == "official":
             run_fields["layout"] = config.per_rule_layout
@@ -297,7 +297,7 @@ def run_eval(
             try:
                 book = _fill_by_batch(
                     config, job, units, lm, paths=paths, console=console, retry_errors=retry_errors,
-                    json_adapter=lm_config.json_schema and config.program != "official",
+                    json_adapter=lm_config.json_schema and config.program not in RAW_PROGRAMS,
                 )  # fmt: skip
                 if (client := client_of(lm)) is not None:  # always: the batch path needs sp-dspy's engine
                     batch_answers[f"{display_endpoint(client.api_base)} (batch)"] = book.received
@@ -331,7 +331,7 @@ def run_eval(
                 )
                 try:
                     with (
-                        _adapter_context(lm_config.json_schema and config.program != "official"),
+                        _adapter_context(lm_config.json_schema and config.program not in RAW_PROGRAMS),
                         _prompt_marks(config),
                     ):
                         asyncio.run(closing_transports(engine.run(units)))
@@ -414,7 +414,10 @@ def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
     case = cases[0]
     client.capturing = True
     try:
-        with _adapter_context(lm_config.json_schema and config.program != "official"), _prompt_marks(config):
+        with (
+            _adapter_context(lm_config.json_schema and config.program not in RAW_PROGRAMS),
+            _prompt_marks(config),
+        ):
             if protocol == "per-rule":
                 asyncio.run(closing_transports(judge_target(program, case, build_targets(case)[0], lm)))
             else:
@@ -472,12 +475,19 @@ def _fill_by_batch(
     )  # fmt: skip
 
 
+def _parser_label(config: EvalConfig) -> str:
+    """How a run's answers are read: the official parser's mode, a guard model's own format, DSPy's adapter."""
+    if config.program == "official":
+        return config.parser
+    return "native" if config.program in GUARD_PROGRAMS else "dspy-adapter"
+
+
 def _prompt_marks(config: EvalConfig) -> contextlib.AbstractContextManager[Any]:
     """Anthropic prompt-cache marks: a DSPy program's instructions and demonstrations, the
     ``prefix`` layout's per-case prefix; none in the official baselines' bytes."""
-    if config.program != "official":
+    if config.program not in RAW_PROGRAMS:
         return marking_prefix(before_last_message)
-    if config.protocol == "per-rule" and config.per_rule_layout == "prefix":
+    if config.program == "official" and config.protocol == "per-rule" and config.per_rule_layout == "prefix":
         return marking_prefix(prefix_layout_end)
     return contextlib.nullcontext()
 
