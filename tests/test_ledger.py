@@ -215,3 +215,16 @@ def test_the_experiments_total_never_passes_its_cap(tmp_path: Path, cap: float) 
     assert recorded_usd(tmp_path / "exp") == pytest.approx(spend.usd, abs=1e-5)  # and its own accounting
     if cap == 0.42:
         assert outcome.compiles[0].status == "compiled" and outcome.ablation is not None
+
+
+@pytest.mark.network
+def test_the_readiness_probe_is_a_call_the_caps_admit(
+    large_stub: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tests.test_guard_service._config", service_config)
+    with running(_service(large_stub.url, caps=BudgetCaps(max_calls=2))) as url:
+        ready = call(url, "GET", "/readyz")
+        first, second = check(url), check(url)
+        metrics = call(url, "GET", "/metrics")[2]
+    assert (ready[0], first[0], second[0]) == (200, 200, 503)  # the probe took one of the two calls
+    assert len(large_stub.chat_requests) == 2 and 'sp_dspy_guard_budget_spent{kind="calls"} 2' in metrics

@@ -702,24 +702,11 @@ def _run_locked(
             console.print(f"{head}: dev {compiled.manifest.dev.before.score:.2f} -> "
                           f"{compiled.manifest.dev.after.score:.2f}", highlight=False)  # fmt: skip
 
-        def admitting(config: EvalConfig) -> Ledger | None:
-            """The ledger a test evaluation is admitted by (a batched one: checked as a whole, here)."""
-            try:
-                ledger = step_ledger(plan, out)
-                left = caps_left(ledger)
-                if plan.batch:
-                    batch_caps(config, task, left)
-                    return None
-                return ledger if plan.caps.any else None
-            except CapReached as reached:
-                outcome.capped_by, outcome.cap_note = reached.cap, reached.why
-                raise
-
         try:
             outcome.ablation = run_ablation(
                 ablation_plan(plan, out), out, resume=(out / "plan.json").exists(), retry_errors=retry_errors,
                 session=lambda _config: nullcontext(task), lm=(lms or {}).get("task"), console=console,
-                show_progress=show_progress, ledger=admitting, write_report=False,
+                show_progress=show_progress, ledger=_admitting(plan, out, task, outcome), write_report=False,
             )  # fmt: skip
         except CapReached:
             return outcome
@@ -740,6 +727,27 @@ def _run_locked(
         ablation.summary, out / REPORT_FILE, title=title, lead=experiment_html(outcome.summary)
     )
     return outcome
+
+
+def _admitting(
+    plan: ExperimentPlan, out: Path, task: LMConfig, outcome: ExperimentOutcome
+) -> Callable[[EvalConfig], Ledger | None]:
+    """The ledger each test evaluation is admitted by (a batched one: checked as a whole before it
+    is submitted, and none); a spent cap ends the experiment (``outcome`` says which)."""
+
+    def admitting(config: EvalConfig) -> Ledger | None:
+        try:
+            ledger = step_ledger(plan, out)
+            left = caps_left(ledger)
+            if plan.batch:
+                batch_caps(config, task, left)
+                return None
+            return ledger if plan.caps.any else None
+        except CapReached as reached:
+            outcome.capped_by, outcome.cap_note = reached.cap, reached.why
+            raise
+
+    return admitting
 
 
 def summarise(plan: ExperimentPlan, out: Path, ablation: AblationOutcome) -> ExperimentSummary:

@@ -8,11 +8,12 @@ each call's output limit, priced at the run's rate) and settles at what its reco
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sp_dspy.programs import OfficialPerPolicy, OfficialPerRule
+from sp_dspy.programs import is_raw_program
 
 from .._budget import (
     NO_ERROR_LIMIT,
@@ -28,8 +29,7 @@ from .._budget import (
 from .._data import Case
 from .._lm import LMConfig, import_dspy
 from .._pricing import Pricing, message_text, prompt_bound
-from .._protocol import per_policy_messages, per_rule_messages
-from ._cost import run_pricing
+from ._cost import raw_request, run_pricing
 from ._engine import Record
 from ._units import units_of
 
@@ -40,8 +40,8 @@ ADAPTER_ATTEMPTS = 2
 
 def unit_worst_case(program: Any, protocol: str, pricing: Pricing) -> Callable[[Any], Reservation]:
     """The reservation of one unit of ``program`` (a case, or a ``(case, target)`` judgment per-rule)."""
-    if isinstance(program, OfficialPerPolicy | OfficialPerRule):
-        return lambda unit: worst_case(pricing, _official_bound(program, unit))
+    if is_raw_program(program):
+        return lambda unit: _raw_worst_case(program, unit, pricing)
     bound = _dspy_bound(program, protocol)
     return lambda unit: worst_case(pricing, bound(unit), attempts=ADAPTER_ATTEMPTS)
 
@@ -62,14 +62,14 @@ def case_worst_case(program: Any, protocol: str, pricing: Pricing) -> Callable[[
     return of_case
 
 
-def _official_bound(program: Any, unit: Any) -> int:
-    """The prompt bound of one official-baseline unit: its exact messages."""
-    if isinstance(unit, tuple):
-        case, target = unit
-        messages = per_rule_messages(case, target, layout=program.layout)
-    else:
-        messages = per_policy_messages(unit)
-    return prompt_bound("\n".join(message["content"] for message in messages), len(messages))
+def _raw_worst_case(program: Any, unit: Any, pricing: Pricing) -> Reservation:
+    """One unit of a program sending its own messages: their bound, and the call's own output limit
+    where its format sets one (a guard model's few tokens)."""
+    messages, settings = raw_request(program, unit)
+    limit = settings.get("max_tokens")
+    priced = pricing if not limit else dataclasses.replace(pricing, output_limit=int(limit))
+    text = "\n".join(message["content"] for message in messages)
+    return worst_case(priced, prompt_bound(text, len(messages)))
 
 
 def _dspy_bound(program: Any, protocol: str) -> Callable[[Any], int]:
