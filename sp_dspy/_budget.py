@@ -9,8 +9,8 @@ reservation is settled at what it used. Below the runner, compile and the servic
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -332,14 +332,21 @@ class Ledger:
 
     @contextmanager
     def admitted(self, role: str, worst: Reservation) -> Iterator[Admission]:
-        """Admit ``worst`` for the block (the calls run inside it) and settle at what the block
-        set ``used`` to. The one admission every LM call passes: a rate controller that decides
-        when a call may start belongs here, after the reservation and before the block."""
+        """Admit ``worst`` for the block (the calls run inside it, on a thread) and settle at what the
+        block set ``used`` to, whatever it raises."""
         admission = Admission(self.admit(role, worst))
         try:
             yield admission
         finally:
             self.settle(admission.ticket, admission.used or Spend())
+
+    @asynccontextmanager
+    async def aadmitted(self, role: str, worst: Reservation) -> AsyncIterator[Admission]:
+        """:meth:`admitted` for asyncio tasks: the admission eval's units and the guard service's
+        checks pass. A rate controller that decides when a call may start awaits here, after the
+        reservation (a refused call never waits) and before the block."""
+        with self.admitted(role, worst) as admission:
+            yield admission
 
     def wait_idle(self) -> None:
         """Wait until every call in flight (a stopped optimizer's lingering threads) has settled."""

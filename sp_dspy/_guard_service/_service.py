@@ -15,7 +15,7 @@ import ipaddress
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -78,17 +78,17 @@ class CheckLedger:
     pricing: Pricing
     worst: Callable[[Case], Reservation]
 
-    def admitted(self, case: Case) -> AbstractContextManager[Admission]:
+    def admitted(self, case: Case) -> AbstractAsyncContextManager[Admission]:
         """Admit one check of ``case`` (every call of it) for the block, which sets ``used``; raises
         ``BudgetExceeded`` when a cap cannot cover it, or once a cap refused a check (as eval does)."""
         if self.ledger.exhausted:
             raise BudgetExceeded(f"{self.ledger.refused_by} reached")
-        return self.ledger.admitted("guard", self.worst(case))
+        return self.ledger.aadmitted("guard", self.worst(case))
 
-    def probe(self) -> AbstractContextManager[Admission]:
+    def probe(self) -> AbstractAsyncContextManager[Admission]:
         """Admit the readiness probe's call (a few tokens of prompt, the model's output limit)."""
         text = "\n".join(message["content"] for message in PROBE_MESSAGES)
-        return self.ledger.admitted(
+        return self.ledger.aadmitted(
             "probe", worst_case(self.pricing, prompt_bound(text, len(PROBE_MESSAGES)))
         )
 
@@ -309,7 +309,7 @@ class GuardService:
             if self.budget is None:
                 return await self.guard.acheck(policy, dialogue, framework=framework)
             case = self.guard.case(policy, dialogue, framework=framework)
-            with self.budget.admitted(case) as admission:
+            async with self.budget.admitted(case) as admission:
                 verdict = await self.guard.acheck(policy, dialogue, framework=framework)
                 admission.used = self.budget.used(verdict.usage, admission.ticket.calls)
                 return verdict
@@ -362,7 +362,7 @@ class GuardService:
                 if self.budget is None:
                     await achat(lm, PROBE_MESSAGES, cache=False)
                 else:  # a paid call like any other: admitted by the caps
-                    with self.budget.probe() as admission:
+                    async with self.budget.probe() as admission:
                         answer = await achat(lm, PROBE_MESSAGES, cache=False)
                         admission.used = self.budget.used(answer.usage or Usage(), 1)
         except BudgetExceeded as exc:

@@ -139,7 +139,7 @@ class UnitAdmission:
             if self.ledger.exhausted:  # once a cap is met the run takes no further unit, small or not
                 raise BudgetExceeded(f"{self.ledger.refused_by} reached")
             worst = self.worst(unit)
-            with self.ledger.admitted("task", worst) as admission:
+            async with self.ledger.aadmitted("task", worst) as admission:
                 record = await work(unit)
                 admission.used = record_spend(
                     record, worst.calls, self.pricing, replays_count=self.ledger.replays_count
