@@ -8,6 +8,7 @@ reservation is settled at what it used. Below the runner, compile and the servic
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -22,10 +23,15 @@ from ._usage import Usage
 
 CAP_NAMES = ("max_calls", "max_tokens", "max_usd")  # the order caps are checked in
 NO_ERROR_LIMIT = 1_000_000_000  # failing LMs are stopped by other means than a count
+SETTLE_POLL_S = 0.01  # how often a call waiting for the calls in flight to settle asks again
 
 
 class BudgetExceeded(Exception):
     """A call was refused: it would cross a cap (or the share of it this phase may use)."""
+
+
+class NotYet(BudgetExceeded):
+    """A call that does not fit beside the calls in flight, and may once they settle (``admit(later=True)``)."""
 
 
 class OptimizerStopped(BaseException):
@@ -273,46 +279,55 @@ class Ledger:
             with self._lock:
                 self._held = previous
 
-    def admit(self, role: str, worst: Reservation, *, optimizer: bool = False) -> Ticket:
+    def admit(self, role: str, worst: Reservation, *, optimizer: bool = False, later: bool = False) -> Ticket:
         """Reserve ``worst`` (a call's worst case), or raise ``BudgetExceeded``; an ``optimizer`` call
-        raises :class:`OptimizerStopped` instead, and sets ``optimizer_stopped``: later optimizer calls do too."""
+        raises :class:`OptimizerStopped` instead, and sets ``optimizer_stopped``: later optimizer calls do too.
+        ``later``: a call that would fit once the calls in flight settle raises :class:`NotYet` instead
+        (no refusal is counted), for the caller to ask again then."""
         try:
             with self._lock:
-                self._check(role, worst, optimizer)
+                self._check(role, worst, optimizer, later)
                 parent = None
                 if self.parent is not None:
                     try:
-                        parent = self.parent.admit(role, worst)
+                        parent = self.parent.admit(role, worst, later=later)
+                    except NotYet:
+                        raise
                     except BudgetExceeded:
                         self._refused(self.parent.refused_by or "max_calls", optimizer)
                         raise
                 self._reserved = _plus(self._reserved, worst)
                 return Ticket(role, worst, parent)
+        except NotYet:
+            raise
         except BudgetExceeded as exc:
             if not optimizer:
                 raise
             raise OptimizerStopped(str(exc)) from exc
 
-    def _check(self, role: str, worst: Reservation, optimizer: bool) -> None:
-        """Raise ``BudgetExceeded`` when ``worst`` may not start (holding the lock)."""
+    def _check(self, role: str, worst: Reservation, optimizer: bool, later: bool) -> None:
+        """Raise ``BudgetExceeded`` when ``worst`` may not start (holding the lock), ``NotYet`` when
+        (with ``later``) it may once the calls in flight settle."""
         if optimizer and self.optimizer_stopped:
             raise BudgetExceeded(f"the optimizer was stopped: {role} LM call refused")
         if self.failing:
             self.optimizer_stopped = self.optimizer_stopped or optimizer
             why = "a lasting LM failure" if self.halted else f"{self.lm_errors} failed LM calls"
             raise BudgetExceeded(f"{why}: {role} LM call refused")
-        spent, reserved = self.total(), _plus(self._reserved, worst)
-        after = (
-            spent.calls + reserved.calls,
-            spent.tokens + reserved.tokens,
-            (spent.usd or 0.0) + reserved.usd,
-        )
+        spent, reserved = self.total(), self._reserved
+        used = (spent.calls, spent.tokens, spent.usd or 0.0)
         held = (self._held.calls, self._held.tokens, self._held.usd)
-        for cap, total, back in zip(CAP_NAMES, after, held, strict=True):
+        asked = (worst.calls, worst.tokens, worst.usd)
+        flying = (reserved.calls, reserved.tokens, reserved.usd)
+        for cap, *figures in zip(CAP_NAMES, used, held, asked, flying, strict=True):
             limit = getattr(self.caps, cap)
-            if limit is not None and total > limit - back:
-                self._refused(cap, optimizer)
-                raise BudgetExceeded(f"{cap} reached: {role} LM call refused")
+            total, back, ask, fly = figures
+            if limit is None or total + fly + ask <= limit - back:
+                continue
+            if later and fly > 0 and total + ask <= limit - back:
+                raise NotYet(cap)  # it fits once the calls in flight settle, unless they spend it
+            self._refused(cap, optimizer)
+            raise BudgetExceeded(f"{cap} reached: {role} LM call refused")
 
     def _refused(self, cap: str, optimizer: bool) -> None:
         self.optimizer_stopped = self.optimizer_stopped or optimizer
@@ -343,10 +358,20 @@ class Ledger:
     @asynccontextmanager
     async def aadmitted(self, role: str, worst: Reservation) -> AsyncIterator[Admission]:
         """:meth:`admitted` for asyncio tasks: the admission eval's units and the guard service's
-        checks pass. A rate controller that decides when a call may start awaits here, after the
-        reservation (a refused call never waits) and before the block."""
-        with self.admitted(role, worst) as admission:
+        checks pass. A call that fits once the calls in flight settle waits for them (it is refused
+        only when it cannot fit beside what is spent); a rate controller that decides when a call
+        may start awaits here too, after the reservation and before the block."""
+        while True:
+            try:
+                ticket = self.admit(role, worst, later=True)
+                break
+            except NotYet:
+                await asyncio.sleep(SETTLE_POLL_S)
+        admission = Admission(ticket)
+        try:
             yield admission
+        finally:
+            self.settle(ticket, admission.used or Spend())
 
     def wait_idle(self) -> None:
         """Wait until every call in flight (a stopped optimizer's lingering threads) has settled."""

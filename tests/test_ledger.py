@@ -83,6 +83,29 @@ def test_concurrent_tasks_never_pass_a_cap_and_settle_at_what_they_used() -> Non
     assert ledger.refused_by == "max_tokens" and ledger.refusals == 54
 
 
+def test_async_calls_wait_for_the_calls_in_flight_and_are_refused_only_when_they_cannot_fit() -> None:
+    ledger = Ledger(BudgetCaps(max_tokens=10_000))
+    admitted: list[int] = []
+    refused: list[int] = []
+
+    async def call(number: int) -> None:
+        try:
+            async with ledger.aadmitted("task", Reservation(1, 100, 1_000, 0.0)) as admission:
+                await asyncio.sleep(0.005)
+                admitted.append(number)
+                admission.used = Spend(calls=1, usage=Usage(prompt_tokens=100, completion_tokens=150))
+        except BudgetExceeded:
+            refused.append(number)
+
+    async def main() -> None:
+        await asyncio.gather(*(call(n) for n in range(64)))
+
+    asyncio.run(main())
+    # 36 calls of 250 tokens spent 9,000; the 37th fits its 1,000 beside them; the 38th never can.
+    assert len(admitted) == 37 and len(refused) == 27 and ledger.total().tokens == 9_250
+    assert ledger.refused_by == "max_tokens" and ledger.reserved().calls == 0
+
+
 def test_a_step_is_admitted_by_its_own_caps_and_the_jobs() -> None:
     job = Ledger(BudgetCaps(max_calls=5), earlier=Spend(calls=2))
     step = job.child(BudgetCaps(max_tokens=100))
