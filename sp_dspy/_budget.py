@@ -215,10 +215,6 @@ class Ledger:
     def __deepcopy__(self, memo: dict[int, Any]) -> Ledger:
         return self  # shared by every copy of a budgeted LM, like a connection
 
-    def child(self, caps: BudgetCaps | None = None, *, max_lm_errors: int = 10) -> Ledger:
-        """A ledger of one step of this job, under its caps (``caps``: the step's own as well)."""
-        return Ledger(caps, parent=self, max_lm_errors=max_lm_errors)
-
     @property
     def exhausted(self) -> bool:
         return self.refusals > 0

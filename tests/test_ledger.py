@@ -108,7 +108,7 @@ def test_async_calls_wait_for_the_calls_in_flight_and_are_refused_only_when_they
 
 def test_a_step_is_admitted_by_its_own_caps_and_the_jobs() -> None:
     job = Ledger(BudgetCaps(max_calls=5), earlier=Spend(calls=2))
-    step = job.child(BudgetCaps(max_tokens=100))
+    step = Ledger(BudgetCaps(max_tokens=100), parent=job)
     tickets = [step.admit("task", Reservation(1, 10, 20, 0.0)) for _ in range(3)]
     assert job.left() == {"max_calls": 0} and step.left() == {"max_tokens": 40, "max_calls": 0}
     with pytest.raises(BudgetExceeded, match="max_calls"):
@@ -118,7 +118,7 @@ def test_a_step_is_admitted_by_its_own_caps_and_the_jobs() -> None:
         step.settle(ticket, Spend(calls=1))
     assert job.total().calls == 5 and step.total().calls == 3
     assert ledger_line(step) == "tokens 0+0 reserved/100"
-    assert ledger_line(job.child()) == "calls 5+0 reserved/5"  # a step without caps shows the job's
+    assert ledger_line(Ledger(parent=job)) == "calls 5+0 reserved/5"  # a step without caps shows the job's
 
 
 def test_a_call_that_raises_releases_its_reservation() -> None:
