@@ -9,6 +9,7 @@ each call's output limit, priced at the run's rate) and settles at what its reco
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,9 @@ from ._units import units_of
 #: Calls one DSPy predictor may make for one answer: the chat adapter asks again through the JSON
 #: adapter when it cannot parse the first answer.
 ADAPTER_ATTEMPTS = 2
+#: What a guard model's own chat template adds around the settings a guard format sends it
+#: (Granite Guardian's and ShieldGemma's instructions: a few hundred tokens), held on top.
+GUARD_TEMPLATE_TOKENS = 1024
 
 
 def unit_worst_case(program: Any, protocol: str, pricing: Pricing) -> Callable[[Any], Reservation]:
@@ -63,13 +67,16 @@ def case_worst_case(program: Any, protocol: str, pricing: Pricing) -> Callable[[
 
 
 def _raw_worst_case(program: Any, unit: Any, pricing: Pricing) -> Reservation:
-    """One unit of a program sending its own messages: their bound, and the call's own output limit
-    where its format sets one (a guard model's few tokens)."""
-    messages, settings = raw_request(program, unit)
+    """One unit of a program sending its own messages (the official baselines, a guard model's format):
+    their bound, with the body settings a guard model's chat template renders into the prompt beside
+    its own text, and the call's own output limit where its format sets one (a guard model's few tokens)."""
+    messages, body, settings = raw_request(program, unit)
+    bound = prompt_bound(message_text(None, messages), len(messages))
+    if body:
+        bound += prompt_bound(json.dumps(body, ensure_ascii=False), 0) + GUARD_TEMPLATE_TOKENS
     limit = settings.get("max_tokens")
     priced = pricing if not limit else dataclasses.replace(pricing, output_limit=int(limit))
-    text = "\n".join(message["content"] for message in messages)
-    return worst_case(priced, prompt_bound(text, len(messages)))
+    return worst_case(priced, bound)
 
 
 def _dspy_bound(program: Any, protocol: str) -> Callable[[Any], int]:
