@@ -29,7 +29,7 @@ from sp_dspy._ablate._experiment import (
     spent_so_far,
 )
 from sp_dspy._ablate._seeds import SeedResult, verdict
-from sp_dspy._budget import BudgetCaps
+from sp_dspy._budget import BudgetCaps, Ledger
 from sp_dspy._compile._artifact import write_json
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
@@ -401,7 +401,7 @@ def test_a_compile_the_cap_cut_short_does_not_count_twice_against_the_cap(tmp_pa
         )
     spent = spent_so_far(plan, out)  # copro-s1 is compiled again: its replays count in its own budget
     assert (spent.calls, spent.tokens) == (10, 6)
-    assert caps_left(BudgetCaps(max_calls=25), spent).max_calls == 15
+    assert caps_left(Ledger(BudgetCaps(max_calls=25), earlier=spent)).max_calls == 15
 
 
 def test_a_stopped_test_evaluation_names_the_experiment_command_that_continues_it(

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from sp_dspy.programs import load_program
 
-from .._budget import BudgetCaps
+from .._budget import BudgetCaps, Ledger
 from .._errors import ConfigError
 from .._report import OFFICIAL_PER_POLICY, build_summary, write_html
 from .._run_manifest import ErrorSummary, previous_run
@@ -153,7 +153,7 @@ def run_ablation(
     lm: Any = None,
     console: Console | None = None,
     show_progress: bool = True,
-    caps: Callable[[EvalConfig], BudgetCaps] | None = None,
+    ledger: Callable[[EvalConfig], Ledger | None] | None = None,
     write_report: bool = True,
 ) -> AblationOutcome:
     """Run the plan's variants one after another in ``out`` (skipping finished ones), then write the report.
@@ -162,10 +162,10 @@ def run_ablation(
     ``lm`` is one ``dspy.LM`` for every variant (tests pass the fake); by default each
     variant builds its own. ``retry_errors`` (with ``resume``) re-sends errored units, also
     of finished variants; ``log_requests`` keeps each unit's requests with its record. A
-    variant that stops early raises ``RunStopped``. ``caps`` gives each variant, when it
-    starts, the caps it may spend up to (an experiment's one budget: what is left of it), from
-    the variant's eval settings (a batched one is checked as a whole before it is submitted); a
-    variant a cap stops ends the ablation there (status ``capped``, no summary).
+    variant that stops early raises ``RunStopped``. ``ledger`` gives each variant, when it
+    starts, the ledger its calls are admitted by (an experiment's: its caps and what its other
+    steps spent), from the variant's eval settings (a batched one is checked as a whole before it is
+    submitted, and gets none); a variant a cap stops ends the ablation there (status ``capped``, no summary).
     ``write_report`` False leaves ``summary.json`` and ``report.html`` to the caller.
     """
     # The plan saved records its dataset and split files resolved: --resume works from any directory.
@@ -192,8 +192,6 @@ def run_ablation(
                             continue
                     console.print(head, highlight=False)
                     config = variant_config(plan, variant, paths, resume=resume)
-                    if caps is not None:
-                        config = config.model_copy(update={"caps": caps(config)})
                     result = run_eval(
                         config,
                         live,
@@ -202,6 +200,7 @@ def run_ablation(
                         show_progress=show_progress,
                         retry_errors=retry_errors,
                         log_requests=log_requests,
+                        ledger=None if ledger is None else ledger(config),
                     )
                     run.status = "interrupted" if result.interrupted else "complete"
                     if result.capped_by is not None and not result.interrupted:

@@ -431,7 +431,7 @@ def compile_guard(
     if config.dry_run:
         return outcome
     status = status or CompileStatus()
-    budget = Ledger(config.caps, parent=ledger)
+    budget = Ledger(config.caps, parent=ledger, replays_count=True)  # a rerun is a replay: every call counts
     failures = CallFailures()
     status.caps, status.budget, status.failures = config.caps, budget, failures
     from sp_dspy._compile._budgeted_lm import BudgetedLM  # imports DSPy

@@ -61,18 +61,26 @@ def _is_official(program: Any) -> bool:
     return is_raw_program(program)
 
 
-def official_prompt_tokens(program: Any, unit: Any) -> int:
-    """Estimated prompt tokens of one official-baseline unit: its exact messages / 4."""
+def raw_request(program: Any, unit: Any) -> tuple[list[dict[str, str]], dict[str, Any], dict[str, Any]]:
+    """The exact messages of one unit of a program sending its own (the official baselines, a guard
+    model's format), the body fields sent beside them and the call's own settings (a guard format's
+    ``chat_template_kwargs`` and ``max_tokens``)."""
     if isinstance(program, NativePerRule):
         case, target = unit
-        messages = program.request_for(case, target).messages
-    elif isinstance(program, NativePerPolicy):
-        messages = program.request_for(unit).messages
-    elif isinstance(unit, tuple):
+        request = program.request_for(case, target)
+        return request.messages, request.body, request.settings
+    if isinstance(program, NativePerPolicy):
+        request = program.request_for(unit)
+        return request.messages, request.body, request.settings
+    if isinstance(unit, tuple):
         case, target = unit
-        messages = per_rule_messages(case, target, layout=program.layout)
-    else:
-        messages = per_policy_messages(unit)
+        return per_rule_messages(case, target, layout=program.layout), {}, {}
+    return per_policy_messages(unit), {}, {}
+
+
+def official_prompt_tokens(program: Any, unit: Any) -> int:
+    """Estimated prompt tokens of one official-baseline unit: its exact messages / 4."""
+    messages, _, _ = raw_request(program, unit)
     return estimate_tokens("\n".join(message["content"] for message in messages))
 
 

@@ -338,7 +338,13 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool, wind
             f"[yellow]stopped at {flag}[/yellow]: spent {spent.calls:,} call(s), {spent.tokens:,} tokens"
             f"{f', ${spent.usd:,.4f}' if spent.usd is not None else ''}; {outcome.units_run} unit(s) written to "
             f"{outcome.results_file}; continue with --resume --run-id {outcome.paths.run_id} "
-            f"and a larger {flag} (or none)",
+            f"and a larger {flag} (or none)"
+            + (
+                ""
+                if flag == "--max-calls"
+                else "; a unit starts only when its worst case (its prompt and the model's output limit, "
+                "--max-tokens) fits what the cap leaves"
+            ),
             soft_wrap=True,
         )
         return
