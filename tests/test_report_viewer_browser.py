@@ -231,7 +231,7 @@ def test_run_against_run_filters_and_header(browser: WebDriver, page: str, runs:
         ).first_selected_option
         assert label.text.endswith(f"({len(ids)})")
     header = browser.find_element(By.CSS_SELECTOR, "ul.cv-paired").text
-    assert "B − A on" in header and "McNemar p =" in header and "RMR@1.0" in header
+    assert "B − A on" in header and "paired test p =" in header and "RMR@1.0" in header
 
 
 def test_hostile_answers_and_labels_stay_text(browser: WebDriver, page: str) -> None:

@@ -49,6 +49,7 @@ from ._seeds import (
     ExperimentSummary,
     experiment_html,
     manifest_spend,
+    optimizer_gains,
     optimizer_result,
     results_spend,
     seed_result,
@@ -723,14 +724,24 @@ def summarise(plan: ExperimentPlan, out: Path, ablation: AblationOutcome) -> Exp
     comparison = ablation.summary
     assert comparison is not None
     files = {run.variant.label: run.results_file for run in ablation.runs}
-    results = []
-    for optimizer in plan.optimizers:
-        seeds = [
-            seed_result(comparison, optimizer, seed, artifact_dir(out, optimizer, seed),
-                        files[artifact_dir(out, optimizer, seed).name])
+    per_optimizer = {
+        optimizer: [
+            seed_result(
+                comparison,
+                optimizer,
+                seed,
+                artifact_dir(out, optimizer, seed),
+                files[artifact_dir(out, optimizer, seed).name],
+            )
             for seed in plan.seeds
-        ]  # fmt: skip
-        results.append(optimizer_result(optimizer, seeds, comparison.baseline))
+        ]
+        for optimizer in plan.optimizers
+    }
+    gains = optimizer_gains(comparison, ablation.cases, files, per_optimizer)
+    results = [
+        optimizer_result(optimizer, seeds, comparison.baseline, gains[optimizer], len(plan.optimizers))
+        for optimizer, seeds in per_optimizer.items()
+    ]
     base = comparison.variant(comparison.baseline).cells["ALL"]
     return ExperimentSummary(
         plan=plan.public_dict(),

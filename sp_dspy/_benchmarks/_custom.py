@@ -26,6 +26,7 @@ class CustomKind(BenchmarkKind):
     """A user's own policy cases as JSONL (``_custom``): RMR/RDR over all cases and per tag."""
 
     name: ClassVar[str] = "custom"
+    unit: ClassVar[str] = "group"
     task: ClassVar[str] = "name every rule of your application's policy that a conversation violates"
     breakdown: ClassVar[Literal["tag"]] = "tag"
 

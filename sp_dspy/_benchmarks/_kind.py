@@ -29,6 +29,12 @@ class BenchmarkKind(Protocol):
         """The ``--benchmark`` value and what manifests record."""
 
     @property
+    def unit(self) -> str:
+        """What ``Case.unit`` is on this benchmark, in one word (``conversation``, ``prompt``,
+        ``group``): the independent unit every bootstrap and paired test resamples whole."""
+        return "case"
+
+    @property
     def task(self) -> str:
         """One line: what the guard is asked to do on this benchmark's cases."""
 

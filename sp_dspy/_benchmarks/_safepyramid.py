@@ -19,6 +19,7 @@ class SafePyramidKind(BenchmarkKind):
     """The SafePyramid benchmark: a JSON file, a Hub id, or the bundled sample."""
 
     name: ClassVar[str] = "safepyramid"
+    unit: ClassVar[str] = "conversation"
     task: ClassVar[str] = (
         "name every rule of an application's policy (with exceptions, conditionals and regulatory "
         "frameworks) that a multi-turn conversation violates"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .. import __version__
 from .._benchmarks import benchmark_kind
+from .._metrics._pvalues import paired_test_name
 from ._html_tables import (
     diff_table,
     esc,
@@ -100,8 +101,9 @@ def _diffs(summary: ComparisonSummary) -> str:
     return (
         f"<h2>Differences to the baseline ({esc(summary.baseline)})</h2><p class=lead>Variant minus baseline "
         "on the cases both scored, with a 95% paired bootstrap CI; coloured when the interval excludes 0 "
-        "(green = better, red = worse; for RDR lower is better). McNemar's test compares exact matches.</p>"
-        + tables
+        "(green = better, red = worse; for RDR lower is better). Intervals resample whole "
+        f"{esc(summary.unit)}s, the same draws for both sides; exact matches are compared by the "
+        f"{esc(paired_test_name(summary.unit))} (p printed to 3 decimals).</p>" + tables
     )
 
 

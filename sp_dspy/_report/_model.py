@@ -91,10 +91,11 @@ class DiffRow(BaseModel):
     baseline: str
     cell: str
     n_pairs: int
+    n_units: int = 0  # the independent units (conversations...) the pairs form, which the CI resamples
     diff: dict[str, float | None]
     ci: dict[str, list[float] | None]
     ci_note: str | None = None  # why ``ci`` is empty: the comparison's own (``PairedDiff.ci_note``)
-    mcnemar_p: float | None = None
+    test_p: float | None = None  # the paired randomization test of exact match (``PairedTest``)
     variant_only_exact: int = 0
     baseline_only_exact: int = 0
 
@@ -107,7 +108,9 @@ class DiffRow(BaseModel):
 class ComparisonSummary(BaseModel):
     """The whole comparison: dataset identity, settings, variants, paired differences."""
 
-    schema_version: int = 2  # 2: VariantResult.pku became extra (any kind's own metrics)
+    # 2: VariantResult.pku became extra (any kind's own metrics); 3: intervals and the paired test
+    # resample the benchmark's units (``unit``), DiffRow.mcnemar_p became test_p.
+    schema_version: int = 3
     benchmark: str = "safepyramid"
     dataset: str = ""
     content_hash: str = ""
@@ -117,6 +120,8 @@ class ComparisonSummary(BaseModel):
     baseline: str
     n_boot: int
     seed: int
+    #: What every interval and paired test resamples: the benchmark's unit (``BenchmarkKind.unit``).
+    unit: str = "conversation"
     cap_aware: bool = False
     variants: list[VariantResult]
     diffs: list[DiffRow] = Field(default_factory=list)

@@ -215,6 +215,7 @@ def build_summary(
     # The cases' kind, not the flag: PKU metrics need PKU's gold labels (safe, severity).
     kind = kind_of_cases(cases)
     by: Breakdown = (kind or benchmark_kind(benchmark)).breakdown
+    unit = (kind or benchmark_kind(benchmark)).unit
     loaded = []
     for label, paths in variants:
         if not paths:
@@ -249,20 +250,21 @@ def build_summary(
             continue
         compared = compare_cells(
             cases, records[chosen], records[label], cap_aware=cap_aware, n_boot=n_boot, seed=seed,
-            excluded_wrong=False, by=by,
+            excluded_wrong=False, by=by, unit=unit,
         )  # fmt: skip
         for cell, comparison in compared.items():
-            paired, test = comparison.paired, comparison.mcnemar
+            paired, test = comparison.paired, comparison.test
             diffs.append(
                 DiffRow(
                     label=label,
                     baseline=chosen,
                     cell=cell,
                     n_pairs=paired.n_pairs,
+                    n_units=paired.n_units,
                     diff=paired.diff,
                     ci=paired.ci,
                     ci_note=paired.ci_note,
-                    mcnemar_p=round(test.p_value, 4) if test.n_pairs else None,
+                    test_p=test.p_value if test.n_pairs else None,
                     variant_only_exact=test.b_only,
                     baseline_only_exact=test.a_only,
                 )
@@ -283,6 +285,7 @@ def build_summary(
         baseline=chosen,
         n_boot=n_boot,
         seed=seed,
+        unit=unit,
         cap_aware=cap_aware,
         variants=built,
         diffs=diffs,
