@@ -385,7 +385,10 @@ def write_splits(plan: ExperimentPlan, folder: Path) -> None:
     loaded = load_benchmark(plan.dataset, lenient=plan.lenient, benchmark=plan.benchmark)
 
     def split(seed: int) -> Split:
-        return make_split(loaded.cases, seed=seed, ratios=plan.ratios, dataset_hash=loaded.content_hash)
+        return make_split(
+            loaded.cases, seed=seed, ratios=plan.ratios, dataset_hash=loaded.content_hash,
+            benchmark=plan.benchmark, dataset=plan.dataset,
+        )  # fmt: skip
 
     if not plan.split_per_seed:
         write_json(folder / SPLIT_FILE, split(plan.split_seed).model_dump())

@@ -27,6 +27,7 @@ class CustomKind(BenchmarkKind):
 
     name: ClassVar[str] = "custom"
     unit: ClassVar[str] = "group"
+    title: ClassVar[str] = "custom"
     task: ClassVar[str] = "name every rule of your application's policy that a conversation violates"
     breakdown: ClassVar[Literal["tag"]] = "tag"
 

@@ -29,6 +29,11 @@ class BenchmarkKind(Protocol):
         """The ``--benchmark`` value and what manifests record."""
 
     @property
+    def title(self) -> str:
+        """The benchmark's name in a sentence (``SafePyramid``, ``PKU-SafeRLHF``, ``custom``)."""
+        return self.name
+
+    @property
     def unit(self) -> str:
         """What ``Case.unit`` is on this benchmark, in one word (``conversation``, ``prompt``,
         ``group``): the independent unit every bootstrap and paired test resamples whole."""
@@ -97,6 +102,15 @@ class BenchmarkKind(Protocol):
         cell, rules, framework, conversation and outcome: each fact a column and, when it takes
         few values, a filter (a list: a case can have several categories). None by default."""
         return {}
+
+
+def looks_like_results(path: Path) -> bool:
+    """Whether ``path``'s first line is a result record (an ``id`` and ``violated_rules``, or a
+    judgment) rather than a case: for naming a results file given as a dataset."""
+    first = first_json_line(path)
+    if not isinstance(first, dict) or "id" not in first or "policy" in first:
+        return False
+    return "violated_rules" in first or first.get("kind") == "judgment"
 
 
 def first_json_line(path: Path) -> object:

@@ -20,6 +20,7 @@ class SafePyramidKind(BenchmarkKind):
 
     name: ClassVar[str] = "safepyramid"
     unit: ClassVar[str] = "conversation"
+    title: ClassVar[str] = "SafePyramid"
     task: ClassVar[str] = (
         "name every rule of an application's policy (with exceptions, conditionals and regulatory "
         "frameworks) that a multi-turn conversation violates"

@@ -8,7 +8,6 @@ static table below), so it imports its layers at module level; only what pulls i
 from __future__ import annotations
 
 import importlib
-import io
 import os
 import sys
 from typing import Annotated, Any
@@ -177,6 +176,19 @@ def _group(
     pass
 
 
+def usage_line(error: Exception) -> str | None:
+    """A usage error (mistyped flag, missing argument) as one line naming the command, its
+    message (with click's suggestion: ``Possible options: --dataset``) and where help is; None
+    for an exception that is not click's."""
+    format_message = getattr(error, "format_message", None)
+    if format_message is None:
+        return None
+    message = str(format_message()).replace("\n", " ").strip()
+    ctx = getattr(error, "ctx", None)
+    command = "sp-dspy" if ctx is None or ctx.parent is None else f"sp-dspy {ctx.info_name}"
+    return f"{command}: {message[:1].lower()}{message[1:]} (see {command} --help)"
+
+
 def main() -> None:
     """Console-script entry point: every ``SpDspyError`` becomes one line and exit 2; SIGTERM
     stops a command as Ctrl-C does (records kept, manifest ``interrupted``), exit 143 vs 130."""
@@ -198,11 +210,12 @@ def main() -> None:
     except typer.Abort:
         sys.exit(1)
     except typer.TyperException as error:  # usage errors (typer's bundled click)
-        show = getattr(error, "show", None)
-        if show is None:
+        line = usage_line(error)
+        if line is None:
             raise
-        shown = io.StringIO()  # the usage error may echo a stray argument: a key pasted by mistake
-        show(file=shown)
-        sys.stderr.write(redact(shown.getvalue()))
+        # One line, like every other refusal; the message may echo a stray argument: a key pasted by mistake.
+        err_console.print(
+            f"[bold red]error:[/bold red] {escape(redact(line))}", highlight=False, soft_wrap=True
+        )
         sys.exit(getattr(error, "exit_code", 2))
     sys.exit(code if isinstance(code, int) else 0)

@@ -20,11 +20,10 @@ from pydantic import BaseModel, Field
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
 from .._data._selection import CaseSelection
 from .._errors import ConfigError, DataError
-from .._metrics import read_result_files
 from .._table import FitTable
 from . import _options as opt
 from ._console import console, warn, write_json_report
-from ._dataset import load_for_results
+from ._dataset import load_for_results, read_results
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -148,7 +147,7 @@ def compare_command(
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
     paths = [_paths(raw, side) for raw, side in ((results_a, "RESULTS_A"), (results_b, "RESULTS_B"))]
-    sides = [read_result_files(side, skip_bad_lines=skip_bad_lines) for side in paths]
+    sides = [read_results(side, skip_bad_lines=skip_bad_lines) for side in paths]
     select = CaseSelection(
         level=level, domain=domain, split=split, limit=limit, start_idx=start_idx, shard=shard
     )

@@ -18,10 +18,10 @@ import typer
 from .._benchmarks import benchmark_kind
 from .._data._selection import CaseSelection
 from .._errors import ConfigError
-from .._metrics import read_result_files, score
+from .._metrics import score
 from . import _options as opt
 from ._console import console, warn, write_json_report
-from ._dataset import load_for_results
+from ._dataset import load_for_results, read_results
 
 
 def register(app: typer.Typer) -> None:
@@ -58,7 +58,7 @@ def score_command(
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
 
-    results = read_result_files(files, skip_bad_lines=skip_bad_lines, allow_empty=False)
+    results = read_results(files, skip_bad_lines=skip_bad_lines, allow_empty=False)
     select = CaseSelection(
         level=level, domain=domain, split=split, limit=limit, start_idx=start_idx, shard=shard
     )

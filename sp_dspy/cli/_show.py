@@ -15,11 +15,11 @@ from rich.table import Table
 
 from .._benchmarks import benchmark_kind
 from .._errors import DataError
-from .._metrics import case_outcomes, classify_failure, read_result_files, resolve_records
+from .._metrics import case_outcomes, classify_failure, resolve_records
 from .._metrics._official import cells_of
 from . import _options as opt
 from ._console import console, visible
-from ._dataset import load_for_results
+from ._dataset import load_for_results, read_results
 
 if TYPE_CHECKING:
     from .._data import Case
@@ -49,7 +49,7 @@ def show_command(
     lenient: opt.Lenient = False,
 ) -> None:
     """Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer."""
-    results = read_result_files(files)
+    results = read_results(files)
     data = load_for_results(
         [files], [results], dataset=dataset, benchmark=benchmark, lenient=lenient, check=False
     )

@@ -10,7 +10,7 @@ import typer
 
 from .._data._selection import CaseSelection
 from . import _options as opt
-from ._console import console, err_console
+from ._console import check_target, console, err_console
 from ._report import print_notes, summarise_results
 
 
@@ -51,6 +51,7 @@ def view_command(
     """
     from .._report import write_html
 
+    check_target(out, "--out")
     select = CaseSelection(split=split, limit=limit, start_idx=start_idx, shard=shard)
     summary, skipped = summarise_results(
         results, label or [], baseline, dataset=dataset, benchmark=benchmark, select=select,
