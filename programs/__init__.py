@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._pku import severity_fields as severity_fields
     from ._registry import ARTIFACT_KIND as ARTIFACT_KIND
     from ._registry import PROGRAM_NAMES as PROGRAM_NAMES
+    from ._registry import PROGRAM_SUMMARIES as PROGRAM_SUMMARIES
     from ._registry import PROTOCOLS as PROTOCOLS
     from ._registry import SEVERITY_PROGRAMS as SEVERITY_PROGRAMS
     from ._registry import GuardProgram as GuardProgram
@@ -61,6 +62,7 @@ _LAZY = {
         "._registry": (
             "ARTIFACT_KIND",
             "PROGRAM_NAMES",
+            "PROGRAM_SUMMARIES",
             "PROTOCOLS",
             "SEVERITY_PROGRAMS",
             "GuardProgram",

@@ -27,6 +27,14 @@ if TYPE_CHECKING:
     from sp_dspy.protocol import RuleTarget
 
 PROGRAM_NAMES: Final = ("official", "dspy", "dspy-cot", "dspy-severity", "dspy-severity-cot")
+PROGRAM_SUMMARIES: Final = {
+    "official": "the reference harness's prompt and parser, as published (the baseline)",
+    "dspy": "a DSPy signature of the same task, compilable by every optimizer",
+    "dspy-cot": "the dspy program with chain of thought (a reasoning field before the answer)",
+    "dspy-severity": "PKU-SafeRLHF: the rules violated plus the response's safe flag and severity",
+    "dspy-severity-cot": "dspy-severity with chain of thought",
+}
+"""One line per program of ``PROGRAM_NAMES``: what ``sp-dspy list-programs`` says it is."""
 SEVERITY_PROGRAMS: Final = ("dspy-severity", "dspy-severity-cot")
 """Per-policy only: they predict a response's safe flag and severity besides its rule set."""
 PROTOCOLS: Final[tuple[Protocol, ...]] = ("per-policy", "per-rule")

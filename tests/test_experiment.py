@@ -133,9 +133,12 @@ def check_figures(summary: dict[str, Any], out: Path) -> None:
         gain = result["gain"]
         assert gain["mean"] == pytest.approx(sum(gains) / 3, abs=0.01) and gain["n_seeds"] == 3
         assert gain["unit"] == "conversation" and gain["n_units"] * 3 == gain["n_pairs"]
-        assert result["verdict"].startswith(
-            f"{result['optimizer']} against {summary['baseline']}: mean RMR gain"
-        ) and f"per seed: {sum(instructed)} of 3 seeds beat" in result["verdict"]
+        assert (
+            result["verdict"].startswith(
+                f"{result['optimizer']} against {summary['baseline']}: mean RMR gain"
+            )
+            and f"per seed: {sum(instructed)} of 3 seeds beat" in result["verdict"]
+        )
         if len(summary["optimizers"]) > 1 and gain["ci"] is not None:
             assert "Holm-adjusted across 2 optimizers" in result["verdict"]
 

@@ -31,13 +31,16 @@ COMMANDS: dict[str, str] = {
     "show": "Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer.",
     "split": "Split a dataset into train/dev/test by conversation (all levels on one side).",
     "compile": "Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact.",
-    "compare": "Compare two result sets on the same cases: paired differences with CIs and McNemar's test.",
+    "compare": "Compare two result sets on the same cases: paired differences with CIs and a paired randomization test.",
     "check": "Check one conversation against a policy with a guard and print the violated rules.",
     "ablate": "Run several guard variants on one LM and the same cases; write summary.json and report.html.",
     "experiment": "Compile guards with several optimizers and seeds and compare each to the official baseline on test.",
     "report": "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
     "view": "See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.",
     "list-models": "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
+    "list-programs": "List the guard programs --program can name, the protocols each runs, and what each is.",
+    "list-benchmarks": "List the benchmarks --benchmark can name: their task, cells and the unit intervals resample.",
+    "runs": "List the runs in an output directory: id, benchmark, protocol, program, model, status, scores, cost, date.",
     "serve": "Serve a model (llama.cpp, vLLM) or, with --guard, a guard over HTTP until Ctrl-C.",
 }
 
@@ -63,7 +66,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Budget": ("--max-calls", "--max-total-tokens", "--max-usd", "--dry-run"),
     "Scoring": (
         "--cap-aware", "--per-rule", "--skip-bad-lines", "--no-data-cache", "--n-boot", "--seed", "--baseline",
-        "--label",
+        "--label", "--fail-under",
     ),
     "Run and output": (
         "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",

@@ -15,11 +15,13 @@ from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
 from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache, key_for
 from .._metrics import JudgmentRecord
+from .._metrics._gate import EXIT_BELOW_THRESHOLD
 from .._runner import EvalPlan, build_eval_config, first_request, new_run_id, plan_run, run_eval
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
+from ._fail_under import FailUnder, check_known_cells, meets, parse_fail_under
 
 if TYPE_CHECKING:
     from .._compile import BudgetCaps
@@ -115,13 +117,16 @@ def eval_command(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
+    fail_under: FailUnder = None,
 ) -> None:
     """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.
 
     Exit status: 0 every unit answered; 2 bad input, an error, or a run stopped early on a
     failure retrying cannot fix (key, model, address); 3 some units ended in error, or a
-    budget cap stopped the run; 130 Ctrl-C, 143 SIGTERM (finished units kept: --resume continues).
+    budget cap stopped the run; 4 every unit answered but a --fail-under threshold is not met;
+    130 Ctrl-C, 143 SIGTERM (finished units kept: --resume continues).
     """
+    thresholds = parse_fail_under(fail_under)
     configs = lmo.lm_configs(lm, models, config, default=lmo.LOCAL, **lm_flags.overrides())
     local = any(lmo.is_local(c) for c in configs)
     local_default = local and limit is None and dataset is None and split is None
@@ -138,6 +143,7 @@ def eval_command(
         "batch": batch,
     }  # fmt: skip
     settings = build_eval_config(flags, run_config)
+    check_known_cells(thresholds, settings.data.benchmark)
     if dry_run:
         for lm_config in configs:  # no local server is started, no LM built
             _print_plan(plan_run(settings, lm_config), settings.caps, window=lmo.context_window(lm_config))
@@ -169,7 +175,7 @@ def eval_command(
             shown = batch_line(live, request) if settings.batch else request.shown()
             typer.echo(json.dumps(shown, indent=2, ensure_ascii=False))
         return
-    units_failed = False
+    units_failed, below = False, False
     for lm_config in configs:
         with lmo.lm_session(lm_config) as live:
             if verbose:
@@ -190,8 +196,13 @@ def eval_command(
         if outcome.capped_by:
             raise SystemExit(EXIT_UNFINISHED)
         units_failed = units_failed or outcome.errors.errors > 0
+        if outcome.report is not None:
+            label = live.display_name() if len(configs) > 1 else ""
+            below = not meets(outcome.report, thresholds, label=label) or below
     if units_failed:
         raise SystemExit(EXIT_UNFINISHED)
+    if below:
+        raise SystemExit(EXIT_BELOW_THRESHOLD)
 
 
 def batch_wire(lm_config: LMConfig) -> Any:
