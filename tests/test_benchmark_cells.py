@@ -130,7 +130,8 @@ def test_a_custom_run_has_no_level_cell_on_any_command_and_breaks_down_by_tag(
 
     shown = cli("show", str(empty), *custom)
     no_level_cell(shown.output)
-    assert "custom (tag delivery, tag tone); status" in shown.output
+    assert "tag delivery, tag tone; status" in shown.output and "custom (tag" not in shown.output
+    assert "decisive" not in shown.output
 
 
 def test_a_pku_run_has_no_level_cell(tmp_path: Path) -> None:

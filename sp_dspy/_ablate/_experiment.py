@@ -717,7 +717,11 @@ def _run_locked(
 
     title = f"sp-dspy experiment: {plan.lm.display_name()}, {', '.join(plan.optimizers)} x seeds {plan.seeds}"
     outcome.report_file = write_html(
-        ablation.summary, out / REPORT_FILE, title=title, lead=experiment_html(outcome.summary)
+        ablation.summary,
+        out / REPORT_FILE,
+        title=title,
+        lead=experiment_html(outcome.summary),
+        command="sp-dspy experiment",
     )
     return outcome
 

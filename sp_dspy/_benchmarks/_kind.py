@@ -54,6 +54,12 @@ class BenchmarkKind(Protocol):
         return False
 
     @property
+    def rule_types(self) -> bool:
+        """Whether the rubric's rule types (decisive, distractor, exception, conditional) mean
+        anything here: SafePyramid's do; elsewhere every rule is plain and no type is shown."""
+        return False
+
+    @property
     def breakdown(self) -> Breakdown:
         """The cells every command shows beside ``ALL``: ``"level"`` (L0/L1/L2), ``"tag"`` (one
         per tag of the cases) or ``"none"``; a kind without levels has no level cell anywhere."""

@@ -27,6 +27,7 @@ class SafePyramidKind(BenchmarkKind):
     )
     full_note: ClassVar[str] = "the full SafePyramid benchmark has 3,000"
     has_leaderboard: ClassVar[bool] = True
+    rule_types: ClassVar[bool] = True
     breakdown: ClassVar[Literal["level"]] = "level"
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:

@@ -45,7 +45,8 @@ def table(headers: Iterable[str], rows: Iterable[str], cls: str = "") -> str:
     """``headers`` and ``rows`` are already-escaped HTML fragments."""
     head = "".join(f"<th>{h}</th>" for h in headers)
     attr = f' class="{cls}"' if cls else ""
-    return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    # A wide table scrolls inside its own box: the page never cuts a column.
+    return f"<div class=scroll><table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
 
 
 def row(cells: Iterable[str], cls: str = "") -> str:
@@ -114,6 +115,8 @@ def published_table(summary: ComparisonSummary, board: Leaderboard, cell: str) -
     """User rows and published rows of one cell, ranked together by RMR."""
     entries: list[tuple[float, str]] = []
     for entry in summary.variants:
+        if entry.pipeline_check:  # a fake LM's figures are the script's, not a model's
+            continue
         s = entry.cells[cell]
         cells = [
             variant_name(entry, summary.baseline),

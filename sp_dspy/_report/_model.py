@@ -78,6 +78,14 @@ class VariantResult(BaseModel):
     wall_s: float | None = None
     latency_s_per_case: float | None = None
     dataset_hashes: list[str] = Field(default_factory=list)
+
+    @property
+    def pipeline_check(self) -> bool:
+        """A run on the scripted fake LM: it tests the pipeline, so it is never ranked beside the
+        published leaderboard (its figures are whatever the script answers)."""
+        lm = str(self.settings.get("lm", ""))
+        return self.model == "fake" or lm == "fake" or lm.startswith("fake/")
+
     #: The benchmark kind's own metrics of the variant (``BenchmarkKind.variant_report``):
     #: PKU-SafeRLHF's PkuReport (binary, categories, severity); a custom policy's binary view
     #: and per-rule scores; None on SafePyramid.

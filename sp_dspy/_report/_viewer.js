@@ -22,7 +22,7 @@
   function view(D) {
     var S = D.S, C = D.cases, R = D.res, RUNS = D.runs, NR = RUNS.length, BASE = D.baseline;
     var PAGE = 100;
-    var LEVELS = D.breakdown === "level", TAGS = D.breakdown === "tag";
+    var LEVELS = D.breakdown === "level", TAGS = D.breakdown === "tag", DOMAINS = D.domains !== false;
     var OUTCOMES = [["", "any outcome"], ["x", "exact match"], ["t", "within tolerance"],
       ["w", "beyond tolerance"], ["fp", "has a false positive"], ["fn", "has a false negative"],
       ["e", "excluded"]];
@@ -251,7 +251,7 @@
       });
       add(controls, search);
       if (LEVELS) select("Level", values(distinct(function (c) { return [c.lv]; }), "all levels"), "lv", function (v) { state.lv = v; });
-      select("Domain", values(distinct(function (c) { return [c.d]; }), "all domains"), "d", function (v) { state.d = v; });
+      if (DOMAINS) select("Domain", values(distinct(function (c) { return [c.d]; }), "all domains"), "d", function (v) { state.d = v; });
       if (TAGS) select("Tag", values(distinct(function (c) { return c.tg; }), "all tags"), "tg", function (v) { state.tg = v; });
       D.facts.forEach(function (name) {
         var seen = distinct(function (c) { return (c.f || {})[name]; });
@@ -285,7 +285,7 @@
     var table = el("table", "cv-list"), thead = el("thead"), tbody = el("tbody"), more = el("button", "cv-more");
     var columns = [["id", "Case", "id"]];
     if (LEVELS) columns.push(["lv", "Level", "lv"]);
-    columns.push(["d", "Domain", "d"]);
+    if (DOMAINS) columns.push(["d", "Domain", "d"]);
     if (TAGS) columns.push(["tg", "Tags", ""]);
     D.facts.forEach(function (name) { columns.push(["f:" + name, name, ""]); });
     columns.push(["g", "Gold", "g"]);
@@ -446,7 +446,7 @@
     function detail(i) {
       var c = C[i], box = el("div", "cv-case"), facts = [["gold rules", c.g.length ? c.g.join(", ") : "none"]];
       if (LEVELS) facts.push(["level", c.lv]);
-      facts.push(["domain", c.d]);
+      if (DOMAINS) facts.push(["domain", c.d]);
       if (c.tg) facts.push(["tags", c.tg.join(", ")]);
       for (var name in c.f || {}) facts.push([name, c.f[name].join(", ")]);
       add(box, el("h4", null, c.id), dl(facts));

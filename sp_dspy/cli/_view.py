@@ -59,7 +59,7 @@ def view_command(
     )  # fmt: skip
     print_notes(summary, skipped)
     title = f"sp-dspy view: {', '.join(entry.label for entry in summary.variants)}"
-    page = write_html(summary, out, title=title, plots=[])
+    page = write_html(summary, out, title=title, plots=[], command="sp-dspy view")
     console.print(f"Cases view of {summary.n_cases} case(s) written to {page}", markup=False, highlight=False)
     if open_page and not webbrowser.open(page.resolve().as_uri()):
         err_console.print(
