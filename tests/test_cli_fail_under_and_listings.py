@@ -101,7 +101,10 @@ def test_runs_lists_each_run_newest_first_and_as_json(tmp_path: Path) -> None:
 def test_list_programs_and_list_benchmarks_name_every_choice() -> None:
     programs = invoke("list-programs")
     assert programs.exit_code == 0
-    for name in ("official", "dspy", "dspy-cot", "dspy-severity", "dspy-severity-cot"):
+    from sp_dspy.programs import PROGRAM_NAMES
+
+    assert len(PROGRAM_NAMES) == 10
+    for name in PROGRAM_NAMES:
         assert name in programs.stdout.split()
     benchmarks = invoke("list-benchmarks")
     assert benchmarks.exit_code == 0

@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from rich.console import Console
 
 from sp_dspy.optimizers import OPTIMIZER_NAMES, get_recipe, load_settings
+from sp_dspy.programs import RAW_PROGRAMS
 
 from .._benchmarks import BenchmarkName, load_benchmark
 from .._budget import CAP_NAMES, BudgetCaps, Spend, projected
@@ -54,6 +55,7 @@ from ._seeds import (
     results_spend,
     seed_result,
 )
+from ._variants import NAMED_VARIANTS
 
 EXPERIMENT_FILE = "experiment.json"
 LOCK_FILE = "experiment.lock"
@@ -89,6 +91,9 @@ class ExperimentPlan(BaseModel):
     lenient: bool = False
     protocol: Protocol = "per-policy"
     program: Literal["dspy", "dspy-cot"] = "dspy"
+    #: The fixed-prompt program the artifacts are compared to: the official prompt, or the model's
+    #: own guard format (``llama-guard``, ...) under the same protocol.
+    baseline_program: str = "official"
     optimizers: list[str] = Field(default_factory=lambda: ["mipro"], min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     split_seed: int = 0
@@ -141,10 +146,20 @@ class ExperimentPlan(BaseModel):
                 raise ValueError(f"settings for unknown optimizer {name!r}")
         return value
 
+    @model_validator(mode="after")
+    def _baseline_variant(self) -> Self:
+        if self.baseline not in NAMED_VARIANTS or self.baseline_program not in RAW_PROGRAMS:
+            supported = sorted({p for p, protocol, _ in NAMED_VARIANTS.values() if protocol == self.protocol})
+            raise ValueError(
+                f"baseline_program {self.baseline_program!r}: expected one of "
+                f"{', '.join(p for p in supported if p in RAW_PROGRAMS)} under {self.protocol}"
+            )
+        return self
+
     @property
     def baseline(self) -> str:
-        """The official baseline's variant name under this protocol."""
-        return f"official-{self.protocol}"
+        """The baseline's variant name under this protocol (the official prompt unless set)."""
+        return f"{self.baseline_program}-{self.protocol}"
 
     def public_dict(self) -> dict[str, Any]:
         """The plan as saved: JSON types, the LMs' settings without secrets."""
@@ -457,7 +472,7 @@ def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = No
             split=f"{folder / SPLIT_FILE}:test",
         )
         baseline = EvalConfig(
-            data=data, program="official", protocol=plan.protocol, caps=plan.caps, batch=plan.batch
+            data=data, program=plan.baseline_program, protocol=plan.protocol, caps=plan.caps, batch=plan.batch
         )
         _, test_cases = select_cases(baseline)
         units = len(units_of(test_cases, plan.protocol))

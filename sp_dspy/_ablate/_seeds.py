@@ -416,7 +416,15 @@ def experiment_html(summary: ExperimentSummary) -> str:
         f"RMR@1.0 {num(base.get('rmr_exact'))}, RDR {num(base.get('rdr'))}; {spend.get('calls', 0):,} calls, "
         f"{_money(spend.get('usd'))}). Δ is seed minus baseline on the cases both scored with its paired "
         "bootstrap CI; a seed beats the baseline when its RMR interval excludes 0. The last row: mean ± sample "
-        "standard deviation [range] across seeds.</p>",
+        "standard deviation [range] across seeds. The verdict (in bold) is about the optimizer: its mean gain "
+        "across seeds with a 95% interval that resamples the test units and the seeds (so the spread between "
+        "seeds is in it)"
+        + (
+            f"; its p-value is Holm-adjusted across the {len(summary.optimizers)} optimizers"
+            if len(summary.optimizers) > 1
+            else ""
+        )
+        + ".</p>",
     ]
     for result in summary.optimizers:
         parts.append(f"<h3>{esc(result.optimizer)}</h3><p><b>{esc(result.verdict)}</b></p>")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 import numpy as np
 from pydantic import ValidationError
 
-from sp_dspy._budget import NO_ERROR_LIMIT, Budget, OptimizerStopped, require_prices
+from sp_dspy._budget import NO_ERROR_LIMIT, Ledger, OptimizerStopped, require_prices
 from sp_dspy._compile._artifact import claim_out, eval_command, program_state, save_artifact, state_key
 from sp_dspy._compile._budget import HELPER_COMPLETION, build_plan
 from sp_dspy._compile._data import load_compile_data
@@ -151,7 +151,7 @@ def _fit_demos(settings: Any, student: Any, window: int, completion: int) -> tup
 def _optimize(
     setup: CompileSetup,
     lms: dict[str, Any],
-    budget: Budget,
+    budget: Ledger,
     recorder: CandidateRecorder,
     failures: CallFailures,
 ) -> Any | None:
@@ -191,7 +191,16 @@ def _optimize(
     return program if budget.refusals == refusals else None
 
 
-def _raise_failure(setup: CompileSetup, budget: Budget, failures: CallFailures) -> None:
+def _final_scoring(setup: CompileSetup) -> tuple[int, int, float]:
+    """What the optimizer leaves of the caps for the final dev scoring: its projection, and the worst
+    case of the calls it has in flight at once beyond that (each reserves its output limit)."""
+    projected, pricing = setup.plan.phases["dev_after"]["task"], setup.pricing["task"]
+    limit = pricing.output_limit if pricing.output_limit is not None else pricing.completion_guess
+    beyond = min(projected.calls, setup.config.concurrency) * max(0, limit - pricing.completion_guess)
+    return projected.calls, projected.tokens + beyond, (projected.usd or 0.0) + pricing.usd(0, beyond)
+
+
+def _raise_failure(setup: CompileSetup, budget: Ledger, failures: CallFailures) -> None:
     """Stop the compile when the LM itself failed for good, or kept failing (a cap is not a failure)."""
     out = setup.config.out
     if failures.stopped:
@@ -398,6 +407,7 @@ def compile_guard(
     lms: dict[str, Any] | None = None,
     status: CompileStatus | None = None,
     window: int | None = None,
+    ledger: Ledger | None = None,
 ) -> CompileOutcome:
     """Compile a guard program as ``config`` says and write the artifact to ``config.out``.
 
@@ -407,6 +417,7 @@ def compile_guard(
     An existing artifact in ``config.out`` is refused unless ``config.force``. With
     ``config.dry_run`` nothing is built, written or called: the outcome holds the plan.
     ``window``: the task LM's context window (a local server's ``n_ctx``); default: LiteLLM's map.
+    ``ledger``: the ledger of a job this compile is a step of (an experiment's): its caps hold too.
     """
     from sp_dspy._compile._recorder import CandidateRecorder
 
@@ -420,7 +431,7 @@ def compile_guard(
     if config.dry_run:
         return outcome
     status = status or CompileStatus()
-    budget = Budget(caps=config.caps)
+    budget = Ledger(config.caps, parent=ledger)
     failures = CallFailures()
     status.caps, status.budget, status.failures = config.caps, budget, failures
     from sp_dspy._compile._budgeted_lm import BudgetedLM  # imports DSPy
@@ -448,8 +459,7 @@ def compile_guard(
 
         start = Contender("start", program_state(setup.student.module))
         recorder = CandidateRecorder(type(setup.student.module))
-        reserve = setup.plan.phases["dev_after"]["task"]
-        with budget.hold_back(reserve.calls, reserve.tokens, reserve.usd or 0.0):
+        with budget.hold_back(*_final_scoring(setup)):
             status.enter("scoring the starting program on dev")
             start.dev = score(start.state)
             status.scored(start.dev, start=True)

@@ -26,7 +26,7 @@ import orjson
 from .._errors import ConfigError
 from .._redact import redact_data
 from .._usage import Usage, parse_usage
-from ._cache import ENDPOINT_GROUP_KEY
+from ._cache import BODY_FIELDS_KEY, ENDPOINT_GROUP_KEY
 from ._compat import price_rates
 from ._config import _KEY_HEADERS, LMConfig, display_endpoint
 from ._dspy import AsyncEngine, Shared, SyncEngine, import_dspy, request_system
@@ -138,7 +138,8 @@ class DirectChat(Shared):
             self.params["temperature"] = config.temperature
         if limit is not None:
             self.params[self.limit_field] = limit
-        if config.reasoning_effort is not None:  # "reasoning.effort" -> {"reasoning": {"effort": ...}}
+        if config.reasoning_effort is not None and profile.effort_field is not None:
+            # "reasoning.effort" -> {"reasoning": {"effort": ...}}
             *parents, last = profile.effort_field.split(".")
             target = self.params
             for name in parents:
@@ -222,6 +223,7 @@ class DirectChat(Shared):
         text, reasoning, finish = (
             _anthropic_answer(data) if self.anthropic else _openai_answer(data, self.config.model)
         )
+        logprobs = None if self.anthropic else _openai_logprobs(data)
         finish = _FINISH.get(finish, finish) if isinstance(finish, str) else None
         usage = parse_usage(data.get("usage"))
         parts: list[Any] = [lm15.ThinkingPart(reasoning)] if reasoning else []
@@ -241,6 +243,7 @@ class DirectChat(Shared):
                 cache_read_tokens=usage.cache_read_tokens,
                 cache_write_tokens=usage.cache_write_tokens,
             ),
+            logprobs=logprobs,
             provider_data=batched,
         )
 
@@ -339,6 +342,39 @@ def _openai_answer(data: dict[str, Any], model: str) -> tuple[str, str | None, A
     )
 
 
+def _openai_logprobs(data: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The answer's token logprobs (``choices[0].logprobs.content``) as DSPy's ``TokenLogprob``s; None
+    when the server sent none (a guard's probability of ``Yes`` is read from the first one)."""
+    choices = data.get("choices")
+    first: Any = choices[0] if isinstance(choices, list) and choices else None
+    block = first.get("logprobs") if isinstance(first, dict) else None
+    content = block.get("content") if isinstance(block, dict) else None
+    if not isinstance(content, list):
+        return None
+    lm15 = import_dspy().lm15
+
+    def scored(item: Any) -> bool:
+        return (
+            isinstance(item, dict) and isinstance(item.get("token"), str) and _is_number(item.get("logprob"))
+        )
+
+    tokens = []
+    for item in content:
+        if not scored(item):
+            return None  # a malformed block is no logprobs, never a made-up one
+        top = [
+            lm15.TopLogprob(t["token"], float(t["logprob"]))
+            for t in item.get("top_logprobs") or []
+            if scored(t)
+        ]
+        tokens.append(lm15.TokenLogprob(item["token"], float(item["logprob"]), top=tuple(top)))
+    return tuple(tokens)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value and value <= 0
+
+
 def _anthropic_answer(data: dict[str, Any]) -> tuple[str, str | None, Any]:
     """Text, thinking and stop reason of a messages response."""
     blocks = [b for b in data.get("content") or [] if isinstance(b, Mapping)]
@@ -374,13 +410,21 @@ def request_overrides(request: Request) -> dict[str, Any]:
     overrides["response_format"] = form
     if config.stop:
         overrides["stop"] = list(config.stop)
+    if config.logprobs is not None:  # 0: the chosen tokens' logprobs only; n: n alternatives each
+        overrides["logprobs"] = True
+        overrides["top_logprobs"] = config.logprobs or None
     extensions = dict(config.extensions or {})
     metadata = extensions.get("metadata")
-    if isinstance(metadata, Mapping) and ENDPOINT_GROUP_KEY in metadata:
-        # The endpoint's share of DSPy's cache key (``_cache.ENDPOINT_GROUP_KEY``), never sent.
-        rest = {k: v for k, v in metadata.items() if k != ENDPOINT_GROUP_KEY}
+    body_fields: Any = None
+    if isinstance(metadata, Mapping) and {ENDPOINT_GROUP_KEY, BODY_FIELDS_KEY} & set(metadata):
+        # The endpoint's share of DSPy's cache key (``_cache.ENDPOINT_GROUP_KEY``), never sent; a
+        # program's own body fields (``_cache.BODY_FIELDS_KEY``), sent as body fields.
+        body_fields = metadata.get(BODY_FIELDS_KEY)
+        rest = {k: v for k, v in metadata.items() if k not in (ENDPOINT_GROUP_KEY, BODY_FIELDS_KEY)}
         extensions["metadata"] = rest or None
     overrides.update(extensions)
+    if isinstance(body_fields, Mapping):
+        overrides.update(body_fields)
     return overrides
 
 

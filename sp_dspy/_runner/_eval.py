@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
-from sp_dspy.programs import judge_target, resolve_program, run_case
+from sp_dspy.programs import GUARD_PROGRAMS, RAW_PROGRAMS, judge_target, resolve_program, run_case
 
 from .._benchmarks import benchmark_kind, load_benchmark
-from .._budget import BudgetExceeded, Spend, require_prices
+from .._budget import BudgetExceeded, Ledger, Spend, require_prices
 from .._data import Benchmark, Case, conversation_id
 from .._data._scan import read_regular
 from .._data._selection import resolved_path
@@ -43,8 +43,9 @@ from .._run_manifest import (
 )
 from .._user_dirs import ensure_writable_dir
 from ..files import read_json_file
+from ._admission import run_admission
 from ._config import EvalConfig
-from ._cost import EvalPlan, capped_budget, plan_eval, run_pricing
+from ._cost import EvalPlan, plan_eval, run_pricing
 from ._engine import Record, Unit, UnitEngine
 from ._failures import EarlyStop
 from ._fake_gold import teach_fake
@@ -169,10 +170,12 @@ def run_eval(
     show_progress: bool = True,
     retry_errors: bool = False,
     log_requests: bool = False,
+    ledger: Ledger | None = None,
 ) -> EvalOutcome:
     """Run one model over the selected cases, append results durably, score them.
 
     ``log_requests`` keeps with each record the requests its unit sent (``--log-requests``).
+    ``ledger``: a job's ledger this run is a step of (an experiment's): its caps hold too.
 
     Raises:
         RunStopped: the run stopped early on a lasting failure (after writing the
@@ -211,7 +214,7 @@ def run_eval(
             "run_id": paths.run_id,
             "program": label,
             "protocol": protocol,
-            "parser": config.parser if config.program == "official" else "dspy-adapter",
+            "parser": _parser_label(config),
         }
         if protocol == "per-rule" and config.program == "official":
             run_fields["layout"] = config.per_rule_layout
@@ -227,7 +230,7 @@ def run_eval(
             repair_torn_tail(results_file)  # a torn last line is no unit done
         existing = read_run_results(results_file)
         units = job.pending(existing)
-        caps = capped_budget(config.caps, program, protocol, cases, lm_config)
+        caps = run_admission(config.caps, program, protocol, lm_config, parent=ledger)
         outcome.skipped_on_resume, outcome.skipped_errors = job.skipped, job.skipped_errors
 
         work, endpoint_requests = _counting(job.work, lm, lm_config)
@@ -294,7 +297,7 @@ def run_eval(
             try:
                 book = _fill_by_batch(
                     config, job, units, lm, paths=paths, console=console, retry_errors=retry_errors,
-                    json_adapter=lm_config.json_schema and config.program != "official",
+                    json_adapter=lm_config.json_schema and config.program not in RAW_PROGRAMS,
                 )  # fmt: skip
                 if (client := client_of(lm)) is not None:  # always: the batch path needs sp-dspy's engine
                     batch_answers[f"{display_endpoint(client.api_base)} (batch)"] = book.received
@@ -310,8 +313,12 @@ def run_eval(
             with (
                 JsonlStore(results_file) as store,
                 ProgressView(
-                    len(units), label=f"{model} {protocol}", console=console, enabled=show_progress
-                ) as view,
+                    len(units),
+                    label=f"{model} {protocol}",
+                    console=console,
+                    enabled=show_progress,
+                    ledger=None if caps is None else caps.ledger,
+                ) as view,  # fmt: skip
             ):
                 engine: UnitEngine[Any, Record] = UnitEngine(
                     work=work if caps is None else caps.wrap(work),
@@ -324,7 +331,7 @@ def run_eval(
                 )
                 try:
                     with (
-                        _adapter_context(lm_config.json_schema and config.program != "official"),
+                        _adapter_context(lm_config.json_schema and config.program not in RAW_PROGRAMS),
                         _prompt_marks(config),
                     ):
                         asyncio.run(closing_transports(engine.run(units)))
@@ -342,8 +349,8 @@ def run_eval(
                 f"free space (or fix the cause), then continue with --resume --run-id {paths.run_id}"
             ) from None
         if caps is not None:
-            outcome.spent = caps.budget.total()
-            outcome.capped_by = caps.budget.refused_by if engine.stats.stopped else None
+            outcome.spent = caps.ledger.total()
+            outcome.capped_by = caps.ledger.refused_by if engine.stats.stopped else None
         complete = not (outcome.interrupted or outcome.stopped) and outcome.capped_by is None
         outcome.results = read_run_results(results_file, strict=complete)  # the one read after the units
         if complete:
@@ -407,7 +414,10 @@ def first_request(config: EvalConfig, lm_config: LMConfig) -> HttpRequest:
     case = cases[0]
     client.capturing = True
     try:
-        with _adapter_context(lm_config.json_schema and config.program != "official"), _prompt_marks(config):
+        with (
+            _adapter_context(lm_config.json_schema and config.program not in RAW_PROGRAMS),
+            _prompt_marks(config),
+        ):
             if protocol == "per-rule":
                 asyncio.run(closing_transports(judge_target(program, case, build_targets(case)[0], lm)))
             else:
@@ -465,12 +475,19 @@ def _fill_by_batch(
     )  # fmt: skip
 
 
+def _parser_label(config: EvalConfig) -> str:
+    """How a run's answers are read: the official parser's mode, a guard model's own format, DSPy's adapter."""
+    if config.program == "official":
+        return config.parser
+    return "native" if config.program in GUARD_PROGRAMS else "dspy-adapter"
+
+
 def _prompt_marks(config: EvalConfig) -> contextlib.AbstractContextManager[Any]:
     """Anthropic prompt-cache marks: a DSPy program's instructions and demonstrations, the
     ``prefix`` layout's per-case prefix; none in the official baselines' bytes."""
-    if config.program != "official":
+    if config.program not in RAW_PROGRAMS:
         return marking_prefix(before_last_message)
-    if config.protocol == "per-rule" and config.per_rule_layout == "prefix":
+    if config.program == "official" and config.protocol == "per-rule" and config.per_rule_layout == "prefix":
         return marking_prefix(prefix_layout_end)
     return contextlib.nullcontext()
 

@@ -22,6 +22,7 @@ from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
 from ._eval import EXIT_UNFINISHED, LOCAL_DEFAULT_LIMIT, SMALL_MODEL_NOTE
+from ._export import DEFAULT_EXPERIMENT, MlflowExperiment, MlflowUri, mlflow_check, mlflow_log_plan
 
 if TYPE_CHECKING:
     from .._ablate import AblationOutcome
@@ -139,6 +140,8 @@ def ablate_command(
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    mlflow_uri: MlflowUri = None,
+    mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT,
 ) -> None:
     """Run several guard variants on one LM and the same cases; write summary.json and report.html.
 
@@ -176,6 +179,7 @@ def ablate_command(
         settings["concurrency"] = min(settings.get("concurrency") or 16, lmo.LOCAL_CONCURRENCY)
     plan = build_plan(settings, where)
     configure_cache(enabled=plan.lm.cache, warn=warn)
+    tracking = mlflow_check(mlflow_uri)
     outcome = run_ablation(
         plan,
         out,
@@ -195,6 +199,8 @@ def ablate_command(
         # SystemExit, not typer.Exit: ``main`` runs the app with standalone_mode=False.
         raise SystemExit(interrupted_exit_code())
     _print_outcome(outcome, small=lmo.is_local(lm_config))
+    if tracking is not None:
+        mlflow_log_plan(tracking, outcome.out, experiment=mlflow_experiment)
     if outcome.units_failed:
         raise SystemExit(EXIT_UNFINISHED)
 

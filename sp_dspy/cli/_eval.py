@@ -21,6 +21,7 @@ from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
+from ._export import DEFAULT_EXPERIMENT, MlflowExperiment, MlflowUri, mlflow_check, mlflow_log_eval
 from ._fail_under import FailUnder, check_known_cells, meets, parse_fail_under
 
 if TYPE_CHECKING:
@@ -57,7 +58,9 @@ def eval_command(
         str,
         typer.Option(
             "--program",
-            help="official, dspy, dspy-cot, dspy-severity[-cot] (PKU-SafeRLHF), or a compiled artifact directory.",
+            help="official, dspy, dspy-cot, dspy-severity[-cot] (PKU-SafeRLHF), a guard model's own format "
+            "(llama-guard, granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard), or a compiled "
+            "artifact directory.",
         ),
     ] = "official",
     protocol: Annotated[
@@ -118,6 +121,8 @@ def eval_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
     fail_under: FailUnder = None,
+    mlflow_uri: MlflowUri = None,
+    mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT,
 ) -> None:
     """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.
 
@@ -175,6 +180,7 @@ def eval_command(
             shown = batch_line(live, request) if settings.batch else request.shown()
             typer.echo(json.dumps(shown, indent=2, ensure_ascii=False))
         return
+    tracking = mlflow_check(mlflow_uri)
     units_failed, below = False, False
     for lm_config in configs:
         with lmo.lm_session(lm_config) as live:
@@ -190,6 +196,8 @@ def eval_command(
         )
         _print_batched(outcome, live)
         _print_prompt_cache(outcome, live, batch=settings.batch)
+        if tracking is not None:
+            mlflow_log_eval(tracking, [outcome.results_file], experiment=mlflow_experiment)
         if outcome.interrupted:
             # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.
             raise SystemExit(interrupted_exit_code())

@@ -26,6 +26,7 @@ from . import _options as opt
 from ._ablate import _overlay, resolve_lm
 from ._console import console, err_console
 from ._eval import EXIT_UNFINISHED
+from ._export import DEFAULT_EXPERIMENT, MlflowExperiment, MlflowUri, mlflow_check, mlflow_log_plan
 
 if TYPE_CHECKING:
     from .._ablate._experiment import ExperimentOutcome, ExperimentPlan, ExperimentPrice
@@ -73,6 +74,14 @@ def experiment_command(
     ] = None,
     program: Annotated[
         str | None, typer.Option("--program", help="DSPy program to compile: dspy (default) or dspy-cot.")
+    ] = None,
+    baseline_program: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline-program",
+            help="Fixed-prompt program the artifacts are compared to: official (default) or a guard model's "
+            "own format (llama-guard, granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard).",
+        ),
     ] = None,
     optimizers: Annotated[
         str | None,
@@ -145,6 +154,8 @@ def experiment_command(
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    mlflow_uri: MlflowUri = None,
+    mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT,
 ) -> None:
     """Compile guards with several optimizers and seeds and compare each to the official baseline on test.
 
@@ -172,7 +183,7 @@ def experiment_command(
     caps = {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd}
     flags: dict[str, Any] = {
         "dataset": dataset, "benchmark": benchmark, "lenient": lenient or None, "protocol": protocol,
-        "program": program, "optimizers": optimizers, "seeds": seeds, "split_seed": split_seed, "seed_lm": seed_lm or None,
+        "program": program, "baseline_program": baseline_program, "optimizers": optimizers, "seeds": seeds, "split_seed": split_seed, "seed_lm": seed_lm or None,
         "split_per_seed": split_per_seed or None,
         "ratios": None if ratios is None else parse_ratios(ratios), "optimizer_config": optimizer_config,
         "top_k": top_k, "concurrency": concurrency, "n_boot": n_boot, "batch": batch or None,
@@ -187,6 +198,7 @@ def experiment_command(
         _print_price(price_experiment(plan, out, window=lmo.context_window(plan.lm)), plan)
         return
     configure_cache(enabled=plan.lm.cache)
+    tracking = mlflow_check(mlflow_uri)
     try:
         outcome = run_experiment(
             plan, out, resume=resume, retry_errors=retry_errors, session=lmo.lm_session, console=err_console, show_progress=not quiet,
@@ -205,6 +217,8 @@ def experiment_command(
         _stopped(out, why, cap=True)
         raise SystemExit(EXIT_UNFINISHED)
     _print_outcome(outcome)
+    if tracking is not None:
+        mlflow_log_plan(tracking, out, experiment=mlflow_experiment)
     if outcome.ablation is not None and outcome.ablation.units_failed:
         raise SystemExit(EXIT_UNFINISHED)
 

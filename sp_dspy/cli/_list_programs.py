@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from sp_dspy.programs import PROGRAM_NAMES, PROGRAM_SUMMARIES, PROTOCOLS, SEVERITY_PROGRAMS
+from sp_dspy.programs import (
+    GUARD_PROGRAMS,
+    PROGRAM_NAMES,
+    PROGRAM_SUMMARIES,
+    PROTOCOLS,
+    SEVERITY_PROGRAMS,
+    guard_format,
+)
 
 from .._table import FitTable
 from ._console import console
@@ -18,7 +25,13 @@ def list_programs_command() -> None:
     """List the guard programs --program can name, the protocols each runs, and what each is."""
     table = FitTable("name", "protocols", "what it is", title="Programs")
     for name in PROGRAM_NAMES:
-        protocols = ("per-policy",) if name in SEVERITY_PROGRAMS else PROTOCOLS
+        protocols = (
+            guard_format(name).protocols
+            if name in GUARD_PROGRAMS
+            else ("per-policy",)
+            if name in SEVERITY_PROGRAMS
+            else PROTOCOLS
+        )
         table.add_row(name, ", ".join(protocols), PROGRAM_SUMMARIES[name])
     console.print(table)
     console.print(

@@ -89,12 +89,26 @@ def serve(
     tensor_parallel_size: Annotated[
         int | None, typer.Option("--tensor-parallel-size", min=1, help="vllm: GPUs to shard the model over.")
     ] = None,
+    chat_template: Annotated[
+        str | None,
+        typer.Option(
+            "--chat-template",
+            help="vllm: the chat template, a file or one sp-dspy ships (llama-guard-3, llama-guard-4).",
+        ),
+    ] = None,
+    reasoning_parser: Annotated[
+        str | None,
+        typer.Option(
+            "--reasoning-parser", help="vllm: the server's reasoning parser (e.g. qwen3, openai_gptoss)."
+        ),
+    ] = None,
     guard: Annotated[
         str | None,
         typer.Option(
             "--guard",
             help="Serve this guard over HTTP instead of a model: a compiled artifact directory, official, "
-            "dspy or dspy-cot (POST /v1/check).",
+            "dspy, dspy-cot or a guard model's own format (llama-guard, granite-guardian, shieldgemma, "
+            "dynaguard, gpt-oss-safeguard) (POST /v1/check).",
         ),
     ] = None,
     protocol: Annotated[
@@ -200,6 +214,7 @@ def serve(
         "--backend": backend, "--model": model, "--n-ctx": n_ctx, "--threads": threads,
         "--n-parallel": n_parallel, "--max-model-len": max_model_len,
         "--gpu-memory-utilization": gpu_memory_utilization, "--tensor-parallel-size": tensor_parallel_size,
+        "--chat-template": chat_template, "--reasoning-parser": reasoning_parser,
     }  # fmt: skip
     guard_flags = {
         "--protocol": protocol, "--parser": parser, "--policy": policy, "--host": host,
@@ -235,6 +250,8 @@ def serve(
         "--max-model-len": max_model_len,
         "--gpu-memory-utilization": gpu_memory_utilization,
         "--tensor-parallel-size": tensor_parallel_size,
+        "--chat-template": chat_template,
+        "--reasoning-parser": reasoning_parser,
     }
     llama_cpp_flags = {"--n-ctx": n_ctx, "--threads": threads, "--n-parallel": n_parallel}
     other_flags = vllm_flags if backend is Backend.llama_cpp else llama_cpp_flags
@@ -257,6 +274,8 @@ def serve(
             max_model_len=max_model_len,
             gpu_memory_utilization=gpu_memory_utilization,
             tensor_parallel_size=tensor_parallel_size,
+            chat_template=chat_template,
+            reasoning_parser=reasoning_parser,
             inherit_output=True,
         )
         err_console.print(f"starting vllm serve {model} (loading can take minutes) ...", highlight=False)
