@@ -65,6 +65,12 @@ def test_score_exits_4_when_a_threshold_is_not_met_and_0_when_all_are() -> None:
     assert "Scored 24 cases" in missed.stdout  # the score is printed before the verdict
 
 
+def test_score_json_says_what_its_intervals_resampled(tmp_path: Path) -> None:
+    out = tmp_path / "score.json"
+    assert invoke("score", RUN, "--n-boot", "20", "--json", out).exit_code == 0
+    assert json.loads(out.read_text(encoding="utf-8"))["bootstrap"]["unit"] == "conversation"
+
+
 def test_eval_exits_4_when_the_run_finished_below_the_threshold(tmp_path: Path) -> None:
     args = ["--limit", "3", "-q", "--output-dir", tmp_path, "--fail-under", "rmr=90"]
     below = invoke("eval", "--lm", "fake/empty", *args)  # answers no rule: misses every violation

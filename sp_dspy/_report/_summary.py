@@ -246,6 +246,7 @@ def build_summary(
             n_boot=n_boot,
             all_ids=all_ids,
             by=by,
+            unit=unit,
         )
         loaded.append((label, files, results, report))
     labels = assign_labels([(label, files, results, report.mode) for label, files, results, report in loaded])

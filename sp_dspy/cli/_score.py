@@ -86,6 +86,7 @@ def score_command(
         n_boot=n_boot,
         all_ids=[c.id for c in loaded.cases],
         by=kind.breakdown,
+        unit=kind.unit,
     )
 
     document_data = report.to_json_dict()
