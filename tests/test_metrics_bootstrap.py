@@ -19,7 +19,7 @@ from sp_dspy._metrics import (
     score,
     sign_flip_p,
 )
-from sp_dspy._metrics._bootstrap import _percentile, _weights, bootstrap_matrix, outcome_matrix, resample_sums
+from sp_dspy._metrics._bootstrap import _weights, bootstrap_matrix, outcome_matrix, percentile, resample_sums
 from tests._factories import raw_case
 
 RULES = {n: f"Rule number {n} applies." for n in range(1, 6)}
@@ -192,11 +192,11 @@ def test_packed_resample_sums_equal_the_multiplicity_product(n: int, high: int) 
 )
 def test_percentile_is_numpys_to_the_bit(values: list[float], q: float) -> None:
     expected = float(np.percentile(np.array(values), q))
-    assert _percentile(np.sort(np.array(values)), q) == expected
+    assert percentile(np.sort(np.array(values)), q) == expected
 
 
 def test_percentile_on_bootstrap_sized_rows() -> None:
     rows = np.random.default_rng(5).integers(0, 400, size=(20, 1000)) / 4
     for row in rows:
         for q in (2.5, 97.5):
-            assert _percentile(np.sort(row), q) == float(np.percentile(row, q))
+            assert percentile(np.sort(row), q) == float(np.percentile(row, q))

@@ -131,7 +131,7 @@ def unit_matrix(matrix: np.ndarray, units: Sequence[str] | None = None) -> np.nd
     return out
 
 
-def _statistics(sums: np.ndarray) -> dict[str, np.ndarray]:
+def unit_statistics(sums: np.ndarray) -> dict[str, np.ndarray]:
     """Per-resample RMR, RMR@1.0 and RDR (unrounded) from the column sums of a ``unit_matrix``."""
     sums = sums.astype(np.float64)
     n, disagreement, union = sums[:, 0], sums[:, 3], sums[:, 4]
@@ -139,16 +139,16 @@ def _statistics(sums: np.ndarray) -> dict[str, np.ndarray]:
     return {"rmr_avg": 100.0 * sums[:, 1] / (len(TAUS) * n), "rmr_exact": 100.0 * sums[:, 2] / n, "rdr": rdr}
 
 
-def _intervals(stats: Mapping[str, np.ndarray]) -> dict[str, list[float]]:
+def percentile_intervals(stats: Mapping[str, np.ndarray]) -> dict[str, list[float]]:
     """2.5th and 97.5th percentile of each metric, rounded to 2 decimals."""
     rows = np.sort(np.stack([stats[metric] for metric in CI_METRICS]), axis=1)
     return {
-        metric: [round(_percentile(rows[i], 2.5), 2), round(_percentile(rows[i], 97.5), 2)]
+        metric: [round(percentile(rows[i], 2.5), 2), round(percentile(rows[i], 97.5), 2)]
         for i, metric in enumerate(CI_METRICS)
     }
 
 
-def _percentile(ordered: np.ndarray, q: float) -> float:
+def percentile(ordered: np.ndarray, q: float) -> float:
     """``np.percentile(values, q)`` (default "linear" method) of sorted ``values``, to the bit,
     without its per-call overhead and first-use import of ``numpy.ma``."""
     last = len(ordered) - 1
@@ -161,7 +161,7 @@ def _percentile(ordered: np.ndarray, q: float) -> float:
     return b - (b - a) * (1 - gamma) if gamma >= 0.5 else a + (b - a) * gamma
 
 
-def _rng(seed: int, name: str) -> np.random.Generator:
+def cell_rng(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
 
 
@@ -178,8 +178,8 @@ def bootstrap_matrix(
     ``units[i]``; ``None``: each case alone); None if nothing is scored."""
     if matrix.shape[0] == 0 or n_boot <= 0:
         return None
-    (sums,) = resample_sums([unit_matrix(matrix, units)], n_boot, _rng(seed, name))
-    return _intervals(_statistics(sums))
+    (sums,) = resample_sums([unit_matrix(matrix, units)], n_boot, cell_rng(seed, name))
+    return percentile_intervals(unit_statistics(sums))
 
 
 def start_intervals(

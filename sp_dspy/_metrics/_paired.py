@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._bootstrap import CI_METRICS, _intervals, _rng, _statistics, outcome_matrix, resample_sums, unit_matrix
+from ._bootstrap import (
+    CI_METRICS,
+    cell_rng,
+    outcome_matrix,
+    percentile_intervals,
+    resample_sums,
+    unit_matrix,
+    unit_statistics,
+)
 from ._official import Breakdown, CaseOutcome, case_outcomes, compute_cell, grouped
 from ._pvalues import paired_test_name
 
@@ -141,9 +149,9 @@ def paired_diff(
         return PairedDiff(n_pairs=n, n_units=k, a=a, b=b, diff=diff, ci=ci, ci_note=note)
     if n and n_boot > 0:
         matrices = [unit_matrix(outcome_matrix(out), units) for out in (out_a, out_b)]
-        sums_a, sums_b = resample_sums(matrices, n_boot, _rng(seed, "paired"))
-        stats_a, stats_b = _statistics(sums_a), _statistics(sums_b)
-        ci = dict(_intervals({m: stats_b[m] - stats_a[m] for m in CI_METRICS}))
+        sums_a, sums_b = resample_sums(matrices, n_boot, cell_rng(seed, "paired"))
+        stats_a, stats_b = unit_statistics(sums_a), unit_statistics(sums_b)
+        ci = dict(percentile_intervals({m: stats_b[m] - stats_a[m] for m in CI_METRICS}))
     return PairedDiff(n_pairs=n, n_units=k, a=a, b=b, diff=diff, ci=ci)
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ._bootstrap import _percentile, _rng, _statistics, outcome_matrix, resample_sums, unit_matrix
+from ._bootstrap import cell_rng, outcome_matrix, percentile, resample_sums, unit_matrix, unit_statistics
 from ._official import case_outcomes
 from ._paired import MIN_CI_PAIRS
 
@@ -74,20 +74,20 @@ def seed_gain(
     if not seeds or not keep:
         return empty
     matrices = [unit_matrix(outcome_matrix([side[i] for i in keep]), units) for side in outcomes]
-    full = [_statistics(matrix.sum(axis=0, keepdims=True))[GAIN_METRIC][0] for matrix in matrices]
+    full = [unit_statistics(matrix.sum(axis=0, keepdims=True))[GAIN_METRIC][0] for matrix in matrices]
     mean = float(np.mean([value - full[0] for value in full[1:]]))
     if len(set(units)) < MIN_CI_PAIRS:  # as a paired comparison withholds it, with the same words
         note = f"not informative ({len(set(units))} {unit}s < {MIN_CI_PAIRS})"
         return empty.model_copy(update={"mean": round(mean, 2), "ci_note": note})
     if n_boot <= 0:
         return empty.model_copy(update={"mean": round(mean, 2)})
-    rng = _rng(seed, "seed gain")
+    rng = cell_rng(seed, "seed gain")
     sums = resample_sums(matrices, n_boot, rng)
-    rmr = np.stack([_statistics(s)[GAIN_METRIC] for s in sums])  # (1 + seeds, n_boot)
+    rmr = np.stack([unit_statistics(s)[GAIN_METRIC] for s in sums])  # (1 + seeds, n_boot)
     gains = rmr[1:] - rmr[0]
     drawn = rng.integers(0, len(seeds), size=(n_boot, len(seeds)))
     means = np.sort(gains[drawn, np.arange(n_boot)[:, None]].mean(axis=1))
-    ci = [round(_percentile(means, 2.5), 2), round(_percentile(means, 97.5), 2)]
+    ci = [round(percentile(means, 2.5), 2), round(percentile(means, 97.5), 2)]
     below, above = int((means <= 0).sum()), int((means >= 0).sum())
     p_value = min(1.0, 2 * (min(below, above) + 1) / (n_boot + 1))
     return empty.model_copy(update={"mean": round(mean, 2), "ci": ci, "p_value": p_value})
