@@ -145,3 +145,33 @@ def test_the_verdicts_interval_includes_the_between_seed_spread() -> None:
         and spread.ci[0] < 0 < spread.ci[1]
         and width(spread.ci) > 1.5 * width(steady.ci)
     )
+
+
+def test_holm_adjusts_a_family_of_p_values_step_down() -> None:
+    from sp_dspy._metrics import holm
+
+    # Sorted 0.01, 0.03, 0.04 of m = 3: x3, x2, x1, kept monotone; an untested one stays None.
+    assert holm([0.04, None, 0.01, 0.03]) == pytest.approx([0.06, None, 0.03, 0.06], nan_ok=False)  # type: ignore[arg-type]
+    assert holm([0.5, 0.6]) == [1.0, 1.0]
+    assert holm([]) == []
+
+
+def test_the_verdict_names_the_gain_its_interval_and_the_holm_adjustment() -> None:
+    from sp_dspy._ablate._seeds import SeedResult, verdict
+    from sp_dspy._metrics._seed_gain import SeedGain
+
+    seeds = [
+        SeedResult(optimizer="mipro", seed=n, label=f"mipro-s{n}", artifact="", test={}, diff={"rmr_avg": d},
+                   ci={"rmr_avg": [d - 3, d + 3]}, beats_baseline=d - 3 > 0)
+        for n, d in enumerate((2.0, 6.0, 7.0))
+    ]  # fmt: skip
+    gain = SeedGain(n_seeds=3, n_pairs=300, n_units=100, unit="conversation", mean=5.0, ci=[1.2, 8.4],
+                    p_value=0.004, p_holm=0.008)  # fmt: skip
+    text = verdict("mipro", seeds, "official", gain, n_optimizers=2)
+    assert text == (
+        "mipro against official: mean RMR gain +5.0 over 3 seeds, 95% CI [+1.2, +8.4] (conversations and seeds "
+        "resampled), p = 0.008 Holm-adjusted across 2 optimizers: mipro beats the baseline; per seed: 2 of 3 "
+        "seeds beat official (RMR, 95% paired CI excluding 0); seeds ranging +2.0 to +7.0."
+    )
+    alone = verdict("mipro", seeds, "official", gain.model_copy(update={"ci": [-0.5, 8.4], "p_value": 0.09}))
+    assert "p = 0.090: no gain shown" in alone and "Holm" not in alone
