@@ -80,11 +80,21 @@ class VariantResult(BaseModel):
     dataset_hashes: list[str] = Field(default_factory=list)
 
     @property
-    def pipeline_check(self) -> bool:
-        """A run on the scripted fake LM: it tests the pipeline, so it is never ranked beside the
-        published leaderboard (its figures are whatever the script answers)."""
+    def fake_lm(self) -> bool:
+        """A run on the scripted fake LM: its figures are whatever the script answers."""
         lm = str(self.settings.get("lm", ""))
         return self.model == "fake" or lm == "fake" or lm.startswith("fake/")
+
+    @property
+    def small_local(self) -> bool:
+        """A run on the embedded SmolLM2-135M: a plumbing check, its verdicts noise."""
+        return "smollm" in (self.model or "").lower() or "smollm" in self.label.lower()
+
+    @property
+    def pipeline_check(self) -> bool:
+        """A run that tests the pipeline, not a guard (the fake LM, the embedded SmolLM): it is
+        never ranked beside the published leaderboard."""
+        return self.fake_lm or self.small_local
 
     #: The benchmark kind's own metrics of the variant (``BenchmarkKind.variant_report``):
     #: PKU-SafeRLHF's PkuReport (binary, categories, severity); a custom policy's binary view

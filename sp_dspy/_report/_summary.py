@@ -59,13 +59,13 @@ def honesty_notes(
         per_variant.setdefault(message, []).append(label)
 
     for entry in variants:
-        if "smollm" in (entry.model or "").lower() or "smollm" in entry.label.lower():
+        if entry.small_local:
             said(
                 entry.label,
-                "SmolLM2-135M is a 135M-parameter local model;"
-                " a run on it is a plumbing check, not a guard. Its scores say nothing about guarding quality.",
+                "SmolLM2-135M is a 135M-parameter local model; a run on it is a plumbing check, not a guard."
+                " Its scores say nothing about guarding quality (not shown beside the published leaderboard).",
             )
-        if entry.pipeline_check:
+        if entry.fake_lm:
             said(
                 entry.label,
                 "the scripted fake LM produced these results; they test the pipeline, not a model"
