@@ -31,6 +31,7 @@ from ._compat import price_rates
 from ._config import _KEY_HEADERS, LMConfig, display_endpoint
 from ._dspy import AsyncEngine, Shared, SyncEngine, import_dspy, request_system
 from ._errors import error_message, lm_error, retry_after_seconds, status_error, transport_error
+from ._logprobs import openai_logprobs
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 from ._prompt_cache import cache_marked
 
@@ -223,7 +224,7 @@ class DirectChat(Shared):
         text, reasoning, finish = (
             _anthropic_answer(data) if self.anthropic else _openai_answer(data, self.config.model)
         )
-        logprobs = None if self.anthropic else _openai_logprobs(data)
+        logprobs = None if self.anthropic else openai_logprobs(data)
         finish = _FINISH.get(finish, finish) if isinstance(finish, str) else None
         usage = parse_usage(data.get("usage"))
         parts: list[Any] = [lm15.ThinkingPart(reasoning)] if reasoning else []
@@ -340,39 +341,6 @@ def _openai_answer(data: dict[str, Any], model: str) -> tuple[str, str | None, A
         reasoning if isinstance(reasoning, str) and reasoning else None,
         choice.get("finish_reason"),
     )
-
-
-def _openai_logprobs(data: dict[str, Any]) -> tuple[Any, ...] | None:
-    """The answer's token logprobs (``choices[0].logprobs.content``) as DSPy's ``TokenLogprob``s; None
-    when the server sent none (a guard's probability of ``Yes`` is read from the first one)."""
-    choices = data.get("choices")
-    first: Any = choices[0] if isinstance(choices, list) and choices else None
-    block = first.get("logprobs") if isinstance(first, dict) else None
-    content = block.get("content") if isinstance(block, dict) else None
-    if not isinstance(content, list):
-        return None
-    lm15 = import_dspy().lm15
-
-    def scored(item: Any) -> bool:
-        return (
-            isinstance(item, dict) and isinstance(item.get("token"), str) and _is_number(item.get("logprob"))
-        )
-
-    tokens = []
-    for item in content:
-        if not scored(item):
-            return None  # a malformed block is no logprobs, never a made-up one
-        top = [
-            lm15.TopLogprob(t["token"], float(t["logprob"]))
-            for t in item.get("top_logprobs") or []
-            if scored(t)
-        ]
-        tokens.append(lm15.TokenLogprob(item["token"], float(item["logprob"]), top=tuple(top)))
-    return tuple(tokens)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value == value and value <= 0
 
 
 def _anthropic_answer(data: dict[str, Any]) -> tuple[str, str | None, Any]:
