@@ -49,7 +49,9 @@ def test_dry_run_prints_the_projection_and_sends_nothing(tmp_path: Path) -> None
     judgments = sum(len(build_targets(case)) for case in SAMPLE)
     assert "dry run: nothing was sent" in result.output
     # A table, or its stacked form when it does not fit the terminal (``FitTable``).
-    assert re.search(rf"│ +24 │ +{judgments} │|cases 24 +calls {judgments}\b", result.output.replace(",", ""))
+    assert re.search(
+        rf"│ +24 │ +{judgments} │|cases 24\s+calls {judgments}\b", result.output.replace(",", "")
+    )
     assert "$" in result.output  # a priced model gets dollars
     assert not list(tmp_path.glob("*.jsonl")) and not list(tmp_path.glob("manifest_*"))
 

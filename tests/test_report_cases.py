@@ -173,7 +173,7 @@ def test_view_writes_the_page_without_plots_and_opens_it(
     assert result.exit_code == 0, result.output
     assert f"Cases view of {len(CASES)} case(s) written to {out}" in result.output
     page = out.read_text(encoding="utf-8")
-    assert 'id="sp-cases-data"' in page and "<img" not in page and "McNemar p =" in page
+    assert 'id="sp-cases-data"' in page and "<img" not in page and "paired test p =" in page
     assert opened == [out.resolve().as_uri()] and "no web browser" not in result.output
     monkeypatch.setattr("webbrowser.open", lambda uri: False)  # a machine without a browser
     result = CliRunner().invoke(app, ["view", files[0], "--out", str(out), "--open"], env={"COLUMNS": "300"})

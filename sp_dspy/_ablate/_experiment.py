@@ -50,6 +50,7 @@ from ._seeds import (
     ExperimentSummary,
     experiment_html,
     manifest_spend,
+    optimizer_gains,
     optimizer_result,
     results_spend,
     seed_result,
@@ -418,7 +419,10 @@ def write_splits(plan: ExperimentPlan, folder: Path) -> None:
     loaded = load_benchmark(plan.dataset, lenient=plan.lenient, benchmark=plan.benchmark)
 
     def split(seed: int) -> Split:
-        return make_split(loaded.cases, seed=seed, ratios=plan.ratios, dataset_hash=loaded.content_hash)
+        return make_split(
+            loaded.cases, seed=seed, ratios=plan.ratios, dataset_hash=loaded.content_hash,
+            benchmark=plan.benchmark, dataset=plan.dataset,
+        )  # fmt: skip
 
     if not plan.split_per_seed:
         write_json(folder / SPLIT_FILE, split(plan.split_seed).model_dump())
@@ -742,7 +746,11 @@ def _run_locked(
 
     title = f"sp-dspy experiment: {plan.lm.display_name()}, {', '.join(plan.optimizers)} x seeds {plan.seeds}"
     outcome.report_file = write_html(
-        ablation.summary, out / REPORT_FILE, title=title, lead=experiment_html(outcome.summary)
+        ablation.summary,
+        out / REPORT_FILE,
+        title=title,
+        lead=experiment_html(outcome.summary),
+        command="sp-dspy experiment",
     )
     return outcome
 
@@ -773,14 +781,24 @@ def summarise(plan: ExperimentPlan, out: Path, ablation: AblationOutcome) -> Exp
     comparison = ablation.summary
     assert comparison is not None
     files = {run.variant.label: run.results_file for run in ablation.runs}
-    results = []
-    for optimizer in plan.optimizers:
-        seeds = [
-            seed_result(comparison, optimizer, seed, artifact_dir(out, optimizer, seed),
-                        files[artifact_dir(out, optimizer, seed).name])
+    per_optimizer = {
+        optimizer: [
+            seed_result(
+                comparison,
+                optimizer,
+                seed,
+                artifact_dir(out, optimizer, seed),
+                files[artifact_dir(out, optimizer, seed).name],
+            )
             for seed in plan.seeds
-        ]  # fmt: skip
-        results.append(optimizer_result(optimizer, seeds, comparison.baseline))
+        ]
+        for optimizer in plan.optimizers
+    }
+    gains = optimizer_gains(comparison, ablation.cases, files, per_optimizer)
+    results = [
+        optimizer_result(optimizer, seeds, comparison.baseline, gains[optimizer], len(plan.optimizers))
+        for optimizer, seeds in per_optimizer.items()
+    ]
     base = comparison.variant(comparison.baseline).cells["ALL"]
     return ExperimentSummary(
         plan=plan.public_dict(),

@@ -218,7 +218,9 @@ def run_ablation(
             return outcome
         outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
         title = f"sp-dspy ablation: {plan.lm.display_name()} on {outcome.summary.n_cases} cases"
-        outcome.report_file = write_html(outcome.summary, out / REPORT_FILE, title=title)
+        outcome.report_file = write_html(
+            outcome.summary, out / REPORT_FILE, title=title, command="sp-dspy ablate"
+        )
         return outcome
 
 

@@ -425,7 +425,7 @@ def compile_guard(
     window = window or context_window(task)
     setup = prepare(config, task, prompt, reflection, window=window)
     outcome = CompileOutcome(
-        plan=setup.plan, config=config, score_command=eval_command(config.out, task), window=window,
+        plan=setup.plan, config=config, score_command=eval_command(config, task), window=window,
         warnings=list(setup.warnings),
     )  # fmt: skip
     if config.dry_run:

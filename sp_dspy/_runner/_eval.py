@@ -368,6 +368,7 @@ def run_eval(
                 per_rule=protocol == "per-rule",
                 all_ids={c.id for c in cases},
                 by=benchmark_kind(loaded.benchmark).breakdown,
+                unit=benchmark_kind(loaded.benchmark).unit,
             )
         outcome.errors = job.error_summary(outcome.results)
         manifest(outcome.results)

@@ -16,12 +16,14 @@ from .._errors import ConfigError
 from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache, key_for
 from .._metrics import JudgmentRecord
+from .._metrics._gate import EXIT_BELOW_THRESHOLD
 from .._runner import EvalPlan, build_eval_config, first_request, new_run_id, plan_run, run_eval
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
 from ._export import DEFAULT_EXPERIMENT, MlflowExperiment, MlflowUri, mlflow_check, mlflow_log_eval
+from ._fail_under import FailUnder, check_known_cells, meets, parse_fail_under
 
 if TYPE_CHECKING:
     from .._compile import BudgetCaps
@@ -127,6 +129,7 @@ def eval_command(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
+    fail_under: FailUnder = None,
     mlflow_uri: MlflowUri = None,
     mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT,
 ) -> None:
@@ -134,8 +137,10 @@ def eval_command(
 
     Exit status: 0 every unit answered; 2 bad input, an error, or a run stopped early on a
     failure retrying cannot fix (key, model, address); 3 some units ended in error, or a
-    budget cap stopped the run; 130 Ctrl-C, 143 SIGTERM (finished units kept: --resume continues).
+    budget cap stopped the run; 4 every unit answered but a --fail-under threshold is not met;
+    130 Ctrl-C, 143 SIGTERM (finished units kept: --resume continues).
     """
+    thresholds = parse_fail_under(fail_under)
     configs = lmo.lm_configs(lm, models, config, default=lmo.LOCAL, **lm_flags.overrides())
     local = any(lmo.is_local(c) for c in configs)
     local_default = local and limit is None and dataset is None and split is None
@@ -157,6 +162,7 @@ def eval_command(
             "--resubmit: only with --batch --resume (it sends again the requests of a batch a stopped "
             "run was creating, when the provider cannot say whether it exists)"
         )
+    check_known_cells(thresholds, settings.data.benchmark)
     if dry_run:
         for lm_config in configs:  # no local server is started, no LM built
             _print_plan(plan_run(settings, lm_config), settings.caps, window=lmo.context_window(lm_config))
@@ -189,7 +195,7 @@ def eval_command(
             typer.echo(json.dumps(shown, indent=2, ensure_ascii=False))
         return
     tracking = mlflow_check(mlflow_uri)
-    units_failed = False
+    units_failed, below = False, False
     for lm_config in configs:
         with lmo.lm_session(lm_config) as live:
             if verbose:
@@ -212,8 +218,13 @@ def eval_command(
         if outcome.capped_by:
             raise SystemExit(EXIT_UNFINISHED)
         units_failed = units_failed or outcome.errors.errors > 0
+        if outcome.report is not None:
+            label = live.display_name() if len(configs) > 1 else ""
+            below = not meets(outcome.report, thresholds, label=label) or below
     if units_failed:
         raise SystemExit(EXIT_UNFINISHED)
+    if below:
+        raise SystemExit(EXIT_BELOW_THRESHOLD)
 
 
 def batch_wire(lm_config: LMConfig) -> Any:
