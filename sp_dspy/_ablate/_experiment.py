@@ -322,7 +322,7 @@ def batch_caps(config: EvalConfig, lm_config: LMConfig, left: BudgetCaps) -> Bud
     protocol = str(config.protocol)  # an ablation variant's: always set
     batches = results.batch_dir_for(protocol)
     book = AnswerBook(batches) if batches.is_dir() else None
-    if book is not None and (book.open_batches() or book.uploads):
+    if book is not None and book.in_flight():
         return BudgetCaps()  # submitted before a kill: paid already, collecting it costs nothing more
     priced = plan_run(config, lm_config)
     units = priced.estimate.calls

@@ -11,7 +11,7 @@ from typing import Any
 
 from .._benchmarks import benchmark_kind, kind_of_cases
 from .._data._schema import Case
-from .._errors import ConfigError
+from .._errors import ConfigError, DataError
 from .._metrics import ResultSet, ScoreReport, compare_cells, read_result_files, resolve_records, score
 from .._metrics._official import LEVELS, Breakdown, grouped
 from ._cases import ViewedRun, cases_document
@@ -220,7 +220,9 @@ def build_summary(
         if not paths:
             raise ConfigError(f"report: variant {label or '(unlabelled)'} has no result files")
         files = [str(p) for p in paths]
-        results = read_result_files(files, skip_bad_lines=skip_bad_lines)
+        results = read_result_files(files, skip_bad_lines=skip_bad_lines, allow_empty=False)
+        if not results.records and not results.judgments:  # a page of 100% excluded would hide a wrong file
+            raise DataError(f"{', '.join(files)}: no result records to show (lines of other kinds only)")
         report = score(
             cases,
             results,

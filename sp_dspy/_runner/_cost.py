@@ -17,6 +17,7 @@ from .._budget import Spend, projected
 from .._data import Case
 from .._lm import LMConfig
 from .._lm._prompt_cache import minimum_tokens
+from .._lm._rate import limit_bound_s
 from .._pricing import (
     PROMPT_SAMPLE,
     Pricing,
@@ -50,6 +51,9 @@ class EvalPlan(BaseModel):
     #: Prompt tokens the provider's prompt cache could serve (a stable prefix reused), and the USD that saves.
     cache_read_tokens: int = 0
     cache_saved_usd: float | None = None
+    #: Seconds the calls take at least under the model's known limits (``--rpm``, ``--tpm``); None: unknown.
+    limit_bound_s: float | None = None
+    limits: str = ""  # the limits it is bound by, as the user gave them
 
 
 def _is_official(program: Any) -> bool:
@@ -139,6 +143,12 @@ def plan_eval(
         protocol=protocol,
         cases=len(cases),
         estimate=estimate,
+        limit_bound_s=limit_bound_s(estimate.calls, estimate.tokens, rpm=lm_config.rpm, tpm=lm_config.tpm),
+        limits=", ".join(
+            f"{limit:,} {what}/min"
+            for limit, what in ((lm_config.rpm, "requests"), (lm_config.tpm, "tokens"))
+            if limit
+        ),
         batch_usd=batch_usd,
         priced=pricing.known,
         largest_prompt=largest,

@@ -26,6 +26,7 @@ from .._errors import ConfigError, DataError, OutputError, validation_problem
 from .._lm import closing_transports, import_dspy, make_lm
 from .._lm._direct import RequestCaptured, client_of
 from .._lm._prompt_cache import before_last_message, marking_prefix
+from .._lm._rate import RateWatch
 from .._lm._replicas import display_endpoint
 from .._metrics import ResultSet, score
 from .._protocol import build_targets
@@ -234,6 +235,7 @@ def run_eval(
         outcome.skipped_on_resume, outcome.skipped_errors = job.skipped, job.skipped_errors
 
         work, endpoint_requests = _counting(job.work, lm, lm_config)
+        rate = RateWatch(client.rate if (client := client_of(lm)) is not None else None)
 
         batch_answers: dict[str, int] = {}  # answers the provider's batch API sent this invocation
         # Read before this invocation's start entry replaces it: a resumed run's time adds up.
@@ -249,9 +251,12 @@ def run_eval(
                 split_bytes = read_regular(Path(config.data.split.rpartition(":")[0]), "split file")
                 split_info = {"spec": typed.split, "sha256": hashlib.sha256(split_bytes).hexdigest()}
             started_at = started.isoformat(timespec="seconds")
+            limited = rate.stats()
             if earlier is not None:  # a resumed run: its time and start include the earlier invocations
                 wall_s += earlier.wall_s or 0.0
                 started_at = earlier.started_at
+                limited.rate_limited += earlier.rate_limited
+                limited.wait_s += earlier.rate_limit_wait_s
             run = ModelRun(
                 model=model,
                 lm=lm_config.public_dict(),
@@ -266,6 +271,8 @@ def run_eval(
                 errors=outcome.errors,
                 endpoint_requests={**endpoint_requests(), **batch_answers},
                 transport="direct" if client_of(lm) is not None else "dspy",
+                rate_limited=limited.rate_limited,
+                rate_limit_wait_s=round(limited.wait_s, 3),
                 # The benchmark's own cells: no level cell for a kind without levels.
                 metrics=None if outcome.report is None else dict(outcome.report.cells),
             )
@@ -318,6 +325,7 @@ def run_eval(
                     console=console,
                     enabled=show_progress,
                     ledger=None if caps is None else caps.ledger,
+                    rate=rate,
                 ) as view,  # fmt: skip
             ):
                 engine: UnitEngine[Any, Record] = UnitEngine(
@@ -471,6 +479,7 @@ def _fill_by_batch(
         resume_hint=f"--resume --run-id {paths.run_id}",
         retry_errors=retry_errors,
         concurrency=config.concurrency,
+        resubmit=config.resubmit,
         context=lambda: _in_both(_adapter_context(json_adapter), _prompt_marks(config)),
     )  # fmt: skip
 

@@ -54,12 +54,14 @@ PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Guard": (
         "--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants", "--baseline-program",
+        "--scope", "--on-error",
     ),
     "Model": (
         "--lm", "--models", "--config", "--api-base", "--api-key-env", "--temperature", "--max-tokens",
         "--reasoning-effort", "--timeout", "--num-retries", "--no-cache", "--json-schema", "--transport",
         "--show-request",
     ),
+    "Rate limits": ("--rate-limit-timeout", "--no-adaptive", "--rpm", "--tpm"),
     "Optimizer": (
         "--optimizer", "--optimizers", "--seeds", "--seed-lm", "--optimizer-config", "--set", "--top-k", "--prompt-lm", "--prompt-api-base",
         "--prompt-api-key-env", "--reflection-lm", "--reflection-api-base", "--reflection-api-key-env",
@@ -70,7 +72,8 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--label",
     ),
     "Run and output": (
-        "--out", "--to", "--mlflow-uri", "--mlflow-experiment", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
+        "--out", "--to", "--mlflow-uri", "--mlflow-experiment", "--force", "--output-dir", "--json", "--run-id",
+        "--resume", "--retry-errors", "--resubmit", "--run-config", "--plan",
         "--concurrency", "--quiet", "--verbose", "--log-requests", "--open",
     ),
     "Server": (

@@ -69,6 +69,8 @@ def compile_command(
     reasoning_effort: lmo.ReasoningEffort = None,
     timeout: lmo.Timeout = None,
     num_retries: lmo.NumRetries = None,
+    rate_limit_timeout: lmo.RateLimitTimeout = None,
+    no_adaptive: lmo.NoAdaptive = False,
     json_schema: lmo.JsonSchema = False,
     prompt_lm: Annotated[
         str | None, typer.Option("--prompt-lm", help="LM that proposes instructions (default: --lm).")
@@ -142,7 +144,8 @@ def compile_command(
     task = lmo.lm_configs(
         lm, None, config, default=lm, api_base=api_base, api_key_env=api_key_env, cache=cache,
         temperature=temperature, max_tokens=max_tokens, reasoning_effort=reasoning_effort, timeout=timeout,
-        num_retries=num_retries, json_schema=json_schema or None,
+        num_retries=num_retries, json_schema=json_schema or None, rate_limit_timeout=rate_limit_timeout,
+        adaptive=False if no_adaptive else None,
     )[0]  # fmt: skip
 
     def helper_lm(spec: str | None, flag: str, base: str | None, key_env: str | None) -> LMConfig | None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
+from .._errors import ConfigError
 from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache, key_for
 from .._metrics import JudgmentRecord
@@ -116,6 +117,14 @@ def eval_command(
             "answers within 24 h; --resume collects batches left running.",
         ),
     ] = False,
+    resubmit: Annotated[
+        bool,
+        typer.Option(
+            "--resubmit",
+            help="With --batch --resume: send again the requests of a batch the run was creating when it "
+            "stopped, when the provider cannot tell whether it was created (it may pay them twice).",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
     mlflow_uri: MlflowUri = None,
@@ -140,9 +149,14 @@ def eval_command(
         "per_rule_layout": per_rule_layout,
         "concurrency": concurrency, "output_dir": output_dir, "run_id": run_id, "resume": resume,
         "caps": {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd},
-        "batch": batch,
+        "batch": batch, "resubmit": resubmit,
     }  # fmt: skip
     settings = build_eval_config(flags, run_config)
+    if settings.resubmit and not (settings.batch and settings.resume):
+        raise ConfigError(
+            "--resubmit: only with --batch --resume (it sends again the requests of a batch a stopped "
+            "run was creating, when the provider cannot say whether it exists)"
+        )
     if dry_run:
         for lm_config in configs:  # no local server is started, no LM built
             _print_plan(plan_run(settings, lm_config), settings.caps, window=lmo.context_window(lm_config))
@@ -251,8 +265,21 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps, *, window: int | None) -> None
             f"repeat a stable prefix the provider's cache can serve{saved} (not subtracted from the USD shown)",
             highlight=False,
         )
+    if plan.limit_bound_s is not None:
+        console.print(
+            f"wall time at the model's rate limits ({plan.limits}): at least "
+            f"{_minutes(plan.limit_bound_s)} (calls wait out rate limits; concurrency adapts to them)",
+            highlight=False,
+        )
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
+
+
+def _minutes(seconds: float) -> str:
+    """``45 s``, ``12.5 min``, ``3.2 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def _print_batched(outcome: Any, lm_config: LMConfig) -> None:

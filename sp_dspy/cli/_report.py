@@ -31,7 +31,7 @@ def parse_results(arguments: list[str], labels: list[str]) -> list[tuple[str | N
     """
     variants: list[tuple[str | None, list[Path]]] = []
     for argument in arguments:
-        if Path(argument).is_file():
+        if Path(argument).exists() and not Path(argument).is_dir():  # a device too: the reader says why not
             variants.append((None, [Path(argument)]))
             continue
         label, sep, listed = argument.partition("=")
@@ -47,7 +47,7 @@ def parse_results(arguments: list[str], labels: list[str]) -> list[tuple[str | N
         if not files:
             raise ConfigError(f"RESULTS {argument}: no files after '='")
         for file in files:
-            if not file.is_file():
+            if not file.exists():
                 raise ConfigError(f"RESULTS {label}=...: no such file: {file}")
         variants.append((label.strip(), files))
     unlabelled = [i for i, (label, _) in enumerate(variants) if label is None]
