@@ -26,6 +26,7 @@ from litellm.proxy.guardrails.guardrail_hooks.generic_guardrail_api import Gener
 
 from sp_dspy._budget import BudgetCaps
 from sp_dspy._guard_service import build_service, openapi_document
+from sp_dspy._guard_service._gateway_models import ModerationAnswer
 from sp_dspy._guard_service._gateways import NOT_SENT, GuardrailRequest, conversation_of
 from sp_dspy._guard_service._http import Refused
 from sp_dspy._guard_service._limits import ServiceLimits
@@ -238,6 +239,103 @@ def test_the_gateway_routes_spend_the_services_one_budget() -> None:
     assert litellm[0] == moderation[0] == 200 and len(stub.chat_requests) == 2
     assert [answer[0] for answer in refused] == [503] * 3
     assert {answer[2]["error_class"] for answer in refused} == {"budget"}
+
+
+@pytest.mark.parametrize("on_error", ["block", "allow"])
+def test_a_moderation_keeps_every_paid_answer_when_the_budget_stops_an_input(on_error: str) -> None:
+    log: list[str] = []
+    inputs = ["The password is hunter2.", "What time is it?", "And the backup code?"]
+    with (
+        StubServer(responder=judge) as stub,
+        running(_service(stub.url, log=log, caps=BudgetCaps(max_calls=2), on_error=on_error)) as url,
+    ):
+        status, _, answer = call(url, "POST", "/v1/moderations", {"input": inputs}, token=TOKEN)
+        none_judged = call(url, "POST", "/v1/moderations", {"input": ["a", "b"]}, token=TOKEN)
+        metrics = call(url, "GET", "/metrics", token=TOKEN)[2]
+        calls = len(stub.chat_requests)
+    assert status == 200 and calls == 2
+    ModerationAnswer.model_validate(answer)  # the schema /openapi.json publishes
+    paid, clean, stopped = answer["results"]
+    assert paid["flagged"] and paid["categories"]["rule_1"] and paid["sp_dspy"]["violated_rules"] == [1]
+    assert not clean["flagged"] and clean["sp_dspy"]["violated_rules"] == []
+    assert stopped["flagged"] is (on_error == "block")
+    assert stopped["sp_dspy"] == {
+        "status": "not_judged", "violated_rules": None, "error_class": "budget", "on_error": on_error,
+        "error": "input[2]: budget: max_calls reached: guard LM call refused (the service's caps count since it "
+                 "started)", "latency_ms": None, "id": None,
+    }  # fmt: skip
+    assert not any(stopped["categories"].values()) and not any(stopped["category_scores"].values())
+    verb = "blocked" if on_error == "block" else "allowed"
+    assert [line for line in log if "not_judged" in line] == [
+        f"/v1/moderations: no verdict, {verb} (--on-error {on_error}): the guard gave no verdict (status "
+        f"not_judged, budget): {stopped['sp_dspy']['error']}"
+    ]
+    # Nothing judged, nothing paid: the request's answer is the refusal, as on /v1/check.
+    assert none_judged[0] == 503 and none_judged[2]["error_class"] == "budget"
+    assert 'sp_dspy_guard_checks_refused_total{endpoint="/v1/moderations",error_class="budget"} 3' in metrics
+
+
+def test_a_moderation_input_whose_check_fails_is_marked_and_the_others_are_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log: list[str] = []
+    with StubServer(responder=judge) as stub:
+        service = _service(stub.url, log=log)
+        real = service.guard.acheck
+
+        async def broken(policy: str, dialogue: Any, **kwargs: Any) -> Any:
+            if "boom" in json.dumps(dialogue):
+                raise RuntimeError("boom")
+            return await real(policy, dialogue, **kwargs)
+
+        monkeypatch.setattr(service.guard, "acheck", broken)
+        with running(service) as url:
+            client = openai.OpenAI(base_url=f"{url}/v1", api_key=TOKEN, max_retries=0, timeout=30)
+            answer = client.moderations.create(
+                input=["It is hunter2.", "boom", "Turn 1 - User: hi\nTurn 1 - User: again"]
+            )
+    paid, failed, bad = answer.results
+    assert paid.flagged and (paid.model_extra or {})["sp_dspy"]["violated_rules"] == [1]
+    assert failed.flagged and (failed.model_extra or {})["sp_dspy"]["error"] == (
+        "input[1]: internal error (RuntimeError); the service's log has the details"
+    )
+    assert (failed.model_extra or {})["sp_dspy"]["error_class"] == "internal"
+    extension = (bad.model_extra or {})["sp_dspy"]
+    assert (
+        bad.flagged
+        and extension["error_class"] == "bad_input"
+        and extension["error"].startswith("input[2]: ")
+        and "got two User turns in a row" in extension["error"]
+    )
+    assert len(stub.chat_requests) == 1
+    assert sum(line.startswith("internal error on POST /v1/moderations: Traceback") for line in log) == 1
+
+
+def test_every_route_judges_through_one_path_and_its_verdicts_are_counted_by_route() -> None:
+    with StubServer(responder=judge) as stub, running(_service(stub.url)) as url:
+        call(url, "POST", "/v1/check", {"messages": MESSAGES}, token=TOKEN)
+        call(
+            url,
+            "POST",
+            "/v1/check/batch",
+            {"checks": [{"messages": SAFE}, {"messages": MESSAGES}]},
+            token=TOKEN,
+        )
+        call(url, "POST", "/beta/litellm_basic_guardrail_api",
+             {"input_type": "request", "structured_messages": SAFE}, token=TOKEN)  # fmt: skip
+        call(url, "POST", "/v1/moderations", {"input": ["It is hunter2.", "hi", "ho"]}, token=TOKEN)
+        metrics = call(url, "GET", "/metrics", token=TOKEN)[2].splitlines()
+    verdicts = {
+        "/v1/check": 1, "/v1/check/batch": 2, "/beta/litellm_basic_guardrail_api": 1, "/v1/moderations": 3,
+    }  # fmt: skip
+    violations = {"/v1/check": 1, "/v1/check/batch": 1, "/v1/moderations": 1}
+    for endpoint, count in verdicts.items():
+        assert f'sp_dspy_guard_verdicts_total{{endpoint="{endpoint}",status="clean"}} {count}' in metrics
+    assert [line for line in metrics if line.startswith("sp_dspy_guard_violations_total{")] == [
+        f'sp_dspy_guard_violations_total{{endpoint="{endpoint}"}} {count}'
+        for endpoint, count in sorted(violations.items())
+    ]
+    assert "sp_dspy_guard_check_seconds_count 7" in metrics  # every route's checks, one histogram
 
 
 DSPY_ANSWER = "[[ ## violated_rules ## ]]\n[]\n\n[[ ## completed ## ]]"

@@ -151,8 +151,9 @@ def test_a_batch_answers_every_check_in_order_bad_ones_with_their_error() -> Non
     assert [a["line"] for a in answers] == [1, 2, 3, 4]
     assert answers[0]["id"] == "a" and answers[0]["violated"] == [{"rule": 1, "text": RULE_TEXTS[1]}]
     assert answers[1] == {"line": 2, "id": "no-policy", "error": "checks[1]: policy: missing (give it in the body, "
-                          "or start the service with --policy FILE)"}  # fmt: skip
-    assert "rule" in answers[2]["error"] and "status" not in answers[2]
+                          "or start the service with --policy FILE)", "error_class": "bad_input"}  # fmt: skip
+    assert answers[2]["error"].startswith("checks[2]: ") and "rule" in answers[2]["error"]
+    assert "status" not in answers[2] and answers[2]["error_class"] == "bad_input"
     assert answers[3]["violated_rules"] == [1]
 
 
@@ -172,12 +173,14 @@ def test_health_readiness_metrics_and_the_api_description() -> None:
     for line in (
         'sp_dspy_guard_requests_total{endpoint="/v1/check",code="200"} 1',
         'sp_dspy_guard_requests_total{endpoint="/v1/check",code="422"} 1',
-        'sp_dspy_guard_verdicts_total{status="recovered"} 1',
+        'sp_dspy_guard_verdicts_total{endpoint="/v1/check",status="recovered"} 1',
+        'sp_dspy_guard_violations_total{endpoint="/v1/check"} 1',
         'sp_dspy_guard_check_seconds_bucket{le="+Inf"} 1',
         "sp_dspy_guard_check_seconds_count 1",
         "sp_dspy_guard_in_flight 0",
     ):
         assert line in text.splitlines(), line
+    assert "sp_dspy_guard_checks_refused_total{" not in text  # the 422 was its body's, before any check
     assert 'sp_dspy_guard_tokens_total{kind="prompt"} ' in text and "sp_dspy_guard_cost_usd_total " in text
     assert api[0] == 200 and api[2] == openapi_document()
     document = api[2]
@@ -279,7 +282,7 @@ def test_a_dead_lm_fails_readiness_and_answers_502_with_its_class(monkeypatch: p
         "unreachable",
         None,
     )
-    assert 'sp_dspy_guard_lm_errors_total{error_class="unreachable"} 1' in metrics[2]
+    assert 'sp_dspy_guard_lm_errors_total{endpoint="/v1/check",error_class="unreachable"} 1' in metrics[2]
     assert KEY not in json.dumps([ready[2], answer[2]])
 
 
@@ -320,7 +323,7 @@ def test_concurrent_clients_each_get_their_verdict() -> None:
         metrics = call(url, "GET", "/metrics")[2]
     assert [answer[0] for answer in answers] == [200] * 32
     assert [answer[2]["id"] for answer in answers] == [str(n) for n in range(32)]
-    assert 'sp_dspy_guard_verdicts_total{status="recovered"} 32' in metrics
+    assert 'sp_dspy_guard_verdicts_total{endpoint="/v1/check",status="recovered"} 32' in metrics
 
 
 def test_a_budget_cap_refuses_further_checks_and_readiness() -> None:
@@ -366,22 +369,52 @@ def test_an_unexpected_failure_is_a_500_line_and_a_redacted_log(monkeypatch: pyt
     assert KEY not in line
 
 
-def test_a_batch_check_that_raises_is_its_answers_error_without_the_key(
+def test_a_batch_check_that_raises_is_one_line_the_others_answered_and_the_key_only_logged_masked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("STUB_API_KEY", KEY)
-
-    async def broken(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(f"boom with {KEY}")
+    boom = [{"role": "user", "content": "boom"}]
 
     with StubServer(responder=_answer) as stub:
-        service = _service(stub.url)
+        log: list[str] = []
+        service = _service(stub.url, log=log)
+        real = service.guard.acheck
+
+        async def broken(policy: str, dialogue: Any, **kwargs: Any) -> Any:
+            if dialogue == boom:
+                raise RuntimeError(f"boom with {KEY}")
+            return await real(policy, dialogue, **kwargs)
+
         monkeypatch.setattr(service.guard, "acheck", broken)
+        checks = [{"policy": POLICY, "messages": m} for m in (MESSAGES, boom, MESSAGES)]
         with running(service) as url:
-            status, _, body = call(
-                url, "POST", "/v1/check/batch", {"checks": [{"policy": POLICY, "messages": MESSAGES}]}
-            )
-    assert status == 200 and body == {"answers": [{"line": 1, "error": "boom with ***"}]}
+            status, _, body = call(url, "POST", "/v1/check/batch", {"checks": checks})
+            metrics = call(url, "GET", "/metrics")[2]
+    first, failed, third = body["answers"]
+    assert status == 200 and first["violated_rules"] == third["violated_rules"] == [1]
+    assert failed == {"line": 2, "error": "checks[1]: internal error (RuntimeError); the service's log has the "
+                      "details", "error_class": "internal"}  # fmt: skip
+    (line,) = log
+    assert line.startswith("internal error on POST /v1/check/batch: Traceback") and "boom with ***" in line
+    assert KEY not in line and KEY not in json.dumps(body)
+    assert (
+        'sp_dspy_guard_checks_refused_total{endpoint="/v1/check/batch",error_class="internal"} 1' in metrics
+    )
+
+
+def test_a_batch_keeps_every_paid_verdict_when_the_budget_stops_a_check() -> None:
+    checks = [{"policy": POLICY, "messages": MESSAGES, "id": str(n)} for n in range(3)]
+    with (
+        StubServer(responder=_answer) as stub,
+        running(_service(stub.url, caps=BudgetCaps(max_calls=2))) as url,
+    ):
+        status, _, body = call(url, "POST", "/v1/check/batch", {"checks": checks})
+        calls = len(stub.chat_requests)
+    answers = body["answers"]
+    assert status == 200 and calls == 2
+    assert [a["violated_rules"] for a in answers[:2]] == [[1], [1]]  # both paid for, both answered
+    assert answers[2] == {"line": 3, "id": "2", "error": "checks[2]: budget: max_calls reached: guard LM call "
+                          "refused (the service's caps count since it started)", "error_class": "budget"}  # fmt: skip
 
 
 def test_a_stop_finishes_the_checks_in_flight_and_refuses_new_ones() -> None:

@@ -40,14 +40,17 @@ class GuardrailRequest(BaseModel):
 class GatewayVerdict(BaseModel):
     """sp-dspy's extension of a gateway answer: the verdict behind it."""
 
-    status: str = Field(description="The verdict's status: ok, recovered, failed, refused or error.")
+    status: str = Field(
+        description="The verdict's status: ok, recovered, failed, refused or error; not_judged: a moderation "
+        "input the service refused (error_class: budget, bad_input, internal) while it judged others."
+    )
     violated_rules: list[int] | None = Field(description="None: the guard gave no verdict (see status).")
     error: str | None = None
     error_class: str | None = None
     on_error: Literal["block", "allow"] | None = Field(
         default=None, description="Set when the guard gave no verdict: what --on-error made of it."
     )
-    latency_ms: float
+    latency_ms: float | None = Field(description="None: not judged.")
     id: str | None = None
 
 

@@ -1,28 +1,30 @@
 """The gateway routes: LiteLLM's Generic Guardrail API and OpenAI's moderation API over the same
-checks as ``/v1/check`` (``GuardService.answer_check``: token, limits, budget, metrics).
+checks as ``/v1/check`` (``GuardService.judge``: token, limits, budget, metrics).
 
 A gateway reads yes or no: a verdict with violated rules blocks (``BLOCKED``, ``flagged``), one
 without lets the call go on, and a check that gave no verdict (an LM error, a refusal, an answer
 that did not parse, a deadline) follows ``--on-error``: ``block`` (the default) or ``allow``,
-with the reason in the answer and one line in the log.
+with the reason in the answer and one line in the log. So does a moderation input the service
+did not judge while it judged others of the request (a budget cap, a bad input): their answers
+are paid for and come back; a request none of whose checks was judged gets the refusal's status.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import uuid
-from collections.abc import Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from aiohttp import web
 
 from .._data._inputs import SCOPES
 from .._guard import Guard
+from .._redact import redact
 from ._gateway_models import GuardrailRequest, ModerationRequest
-from ._http import Handler, Refused, json_answer, json_body, validated
+from ._http import Handler, Refused, json_answer, json_body, refusal_class, validated
 from ._limits import ServiceLimits
+from ._models import CheckRequest
 
 GUARDRAIL_PATH = "/beta/litellm_basic_guardrail_api"
 MODERATIONS_PATH = "/v1/moderations"
@@ -32,6 +34,8 @@ ON_ERROR = ("block", "allow")
 #: start with a user turn), and before a response LiteLLM sends without its request.
 NOT_SENT = "(not sent to the guard)"
 _TURN_START = "turn 1 - user:"
+#: The ``sp_dspy.status`` of a moderation input the service did not judge (``error_class`` says why).
+NOT_JUDGED = "not_judged"
 
 
 class Service(Protocol):
@@ -50,16 +54,7 @@ class Service(Protocol):
 
     def refuse_draining(self) -> None: ...
 
-    def slots(self, count: int) -> AbstractContextManager[None]: ...
-
-    async def answer_check(
-        self,
-        policy: str | None,
-        dialogue: str | list[dict[str, Any]],
-        framework: str,
-        request_id: str | None,
-        scope: str | None = None,
-    ) -> dict[str, Any]: ...
+    async def judge(self, route: str, checks: Sequence[CheckRequest]) -> list[dict[str, Any] | Refused]: ...
 
 
 def gateway_routes(service: Service) -> dict[str, dict[str, Handler]]:
@@ -79,9 +74,13 @@ async def _guardrail(service: Service, request: web.BaseRequest) -> web.Response
         raise Refused(
             422, f"additional_provider_specific_params.scope: {scope!r}: expected conversation or last-turn"
         )
-    messages = conversation_of(body)
-    with service.slots(1):
-        answer = await service.answer_check(policy, messages, "", body.litellm_call_id, scope)
+    check = CheckRequest.model_validate(
+        {"policy": policy, "messages": conversation_of(body), "id": body.litellm_call_id, "scope": scope}
+    )
+    # One check: refused, nothing was paid, and the refusal's status is the answer (LiteLLM's fail_on_error).
+    (answer,) = await service.judge(GUARDRAIL_PATH, [check])
+    if isinstance(answer, Refused):
+        raise answer
     extension, blocked = _extension(service, answer, GUARDRAIL_PATH)
     reason = None
     if answer["violated_rules"]:
@@ -105,29 +104,10 @@ async def _moderations(service: Service, request: web.BaseRequest) -> web.Respon
         )
     policy = body.policy if body.policy is not None else service.policy
     rules = service.rules(policy)  # a bad or missing policy: 422 before any check
-    with service.slots(len(texts)):
-        found = await asyncio.gather(
-            *(service.answer_check(policy, _conversation(text), "", None) for text in texts),
-            return_exceptions=True,
-        )
-    refusal = next((item for item in found if isinstance(item, BaseException)), None)
-    if refusal is not None:
-        raise refusal
-    results = []
-    for answer in found:
-        assert isinstance(answer, dict)
-        extension, flagged = _extension(service, answer, MODERATIONS_PATH)
-        violated = set(answer["violated_rules"] or ())
-        # The model's P(violated) where the program records one (JSON keys: the rule numbers as text).
-        probability = {int(rule): p for rule, p in (answer.get("rule_probabilities") or {}).items()}
-        results.append({
-            "flagged": flagged,
-            "categories": {f"rule_{rule}": rule in violated for rule in rules},
-            "category_scores": {
-                f"rule_{rule}": probability.get(rule, 1.0 if rule in violated else 0.0) for rule in rules
-            },
-            "sp_dspy": extension,
-        })  # fmt: skip
+    found = await service.judge(MODERATIONS_PATH, [_check(text, policy) for text in texts])
+    if all(isinstance(answer, Refused) for answer in found):  # none judged, nothing paid
+        raise next(answer for answer in found if isinstance(answer, Refused))
+    results = [_result(service, rules, index, answer) for index, answer in enumerate(found)]
     document = {
         "id": f"modr-{uuid.uuid4().hex}",
         "model": body.model or service.guard.label,
@@ -139,6 +119,28 @@ async def _moderations(service: Service, request: web.BaseRequest) -> web.Respon
         },
     }
     return json_answer(200, document)
+
+
+def _result(
+    service: Service, rules: Mapping[int, str], index: int, answer: dict[str, Any] | Refused
+) -> dict[str, Any]:
+    """One input's moderation result; an input the service refused (its request's others judged)
+    is marked not judged and follows ``--on-error``."""
+    if isinstance(answer, Refused):
+        answer = {"status": NOT_JUDGED, "violated_rules": None, "error": redact(f"input[{index}]: {answer}"),
+                  "error_class": refusal_class(answer)}  # fmt: skip
+    extension, flagged = _extension(service, answer, MODERATIONS_PATH)
+    violated = set(answer["violated_rules"] or ())
+    # The model's P(violated) where the program records one (JSON keys: the rule numbers as text).
+    probability = {int(rule): p for rule, p in (answer.get("rule_probabilities") or {}).items()}
+    return {
+        "flagged": flagged,
+        "categories": {f"rule_{rule}": rule in violated for rule in rules},
+        "category_scores": {
+            f"rule_{rule}": probability.get(rule, 1.0 if rule in violated else 0.0) for rule in rules
+        },
+        "sp_dspy": extension,
+    }
 
 
 def conversation_of(body: GuardrailRequest) -> list[dict[str, str]]:
@@ -201,9 +203,11 @@ def _inputs(given: str | list[str] | list[dict[str, Any]]) -> list[str]:
     return texts
 
 
-def _conversation(text: str) -> str | list[dict[str, str]]:
-    """A moderation input: ``Turn N`` text is a conversation, anything else one user message."""
-    return text if text.lstrip().lower().startswith(_TURN_START) else [{"role": "user", "content": text}]
+def _check(text: str, policy: str | None) -> CheckRequest:
+    """A moderation input's check: ``Turn N`` text is a conversation, anything else one user message."""
+    if text.lstrip().lower().startswith(_TURN_START):
+        return CheckRequest(policy=policy, conversation=text)
+    return CheckRequest(policy=policy, messages=[{"role": "user", "content": text}])
 
 
 def _param(params: Mapping[str, Any], name: str) -> str | None:

@@ -42,6 +42,14 @@ class Refused(Exception):
         self.headers = dict(headers)
 
 
+def refusal_class(refusal: Refused) -> str:
+    """Why a check got no verdict, as a stable class: the refusal's own (``budget``, ``draining``), else
+    ``bad_input`` for a 4xx and ``internal`` for a 5xx."""
+    if refusal.error_class is not None:
+        return refusal.error_class
+    return "bad_input" if refusal.status < 500 else "internal"
+
+
 def json_answer(status: int, document: Mapping[str, Any], headers: Mapping[str, str] = {}) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(document), content_type=JSON_TYPE, headers=headers)
 

@@ -1,7 +1,7 @@
 """The guard service's counters, written as Prometheus' text format for ``GET /metrics``.
 
 A handful of counters and one histogram: written here rather than with a client library
-(no new dependency for six metric families). Everything runs on the service's one event
+(no new dependency for a few metric families). Everything runs on the service's one event
 loop, so no lock is needed.
 """
 
@@ -11,7 +11,7 @@ from bisect import bisect_left
 from collections import Counter
 
 from .._budget import Ledger
-from .._usage import Usage
+from .._guard import Verdict
 
 #: Upper bounds (seconds) of the check latency histogram: an LM answers in tens of ms to minutes.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -33,8 +33,10 @@ class ServiceMetrics:
 
     def __init__(self) -> None:
         self.requests: Counter[tuple[str, int]] = Counter()  # (endpoint, HTTP status)
-        self.verdicts: Counter[str] = Counter()  # by verdict status
-        self.lm_errors: Counter[str] = Counter()  # by error class
+        self.verdicts: Counter[tuple[str, str]] = Counter()  # (endpoint, verdict status)
+        self.lm_errors: Counter[tuple[str, str]] = Counter()  # (endpoint, error class)
+        self.violations: Counter[str] = Counter()  # by endpoint: verdicts naming a violated rule
+        self.refused: Counter[tuple[str, str]] = Counter()  # (endpoint, why): checks given no verdict
         self.buckets = [0] * len(BUCKETS)
         self.latency_sum = 0.0
         self.latency_count = 0
@@ -46,11 +48,15 @@ class ServiceMetrics:
     def request(self, endpoint: str, status: int) -> None:
         self.requests[(endpoint, status)] += 1
 
-    def check(self, status: str, error_class: str | None, usage: Usage, seconds: float) -> None:
-        """Count one finished check: its verdict, its LM failure if any, its tokens, dollars and latency."""
-        self.verdicts[status] += 1
-        if status == "error":
-            self.lm_errors[error_class or "unknown"] += 1
+    def check(self, endpoint: str, verdict: Verdict, seconds: float) -> None:
+        """Count one finished check of ``endpoint``: its verdict, a violation or LM failure if any,
+        its tokens, dollars and latency."""
+        self.verdicts[(endpoint, verdict.status)] += 1
+        if verdict.violated_rules:
+            self.violations[endpoint] += 1
+        if verdict.status == "error":
+            self.lm_errors[(endpoint, verdict.error_class or "unknown")] += 1
+        usage = verdict.usage
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
         self.usd += usage.cost or 0.0
@@ -59,6 +65,12 @@ class ServiceMetrics:
             self.buckets[index] += 1
         self.latency_sum += seconds
         self.latency_count += 1
+
+    def refusal(self, endpoint: str, error_class: str) -> None:
+        """Count one check of ``endpoint`` the service refused before a verdict (a bad input, a budget
+        cap, an internal error): a gateway answers the others of its request, so the status code alone
+        does not show it."""
+        self.refused[(endpoint, error_class)] += 1
 
     def text(self, ledger: Ledger | None = None) -> str:
         """The exposition: ``# HELP``/``# TYPE`` then the samples of each family (``ledger``: the
@@ -74,12 +86,23 @@ class ServiceMetrics:
             [(f'{{endpoint="{_label(e)}",code="{code}"}}', n) for (e, code), n in sorted(self.requests.items())],
         )  # fmt: skip
         family(
-            "verdicts_total", "counter", "Checks answered, by verdict status.",
-            [(f'{{status="{_label(s)}"}}', n) for s, n in sorted(self.verdicts.items())],
+            "verdicts_total", "counter", "Checks answered, by endpoint and verdict status.",
+            [(f'{{endpoint="{_label(e)}",status="{_label(s)}"}}', n) for (e, s), n in sorted(self.verdicts.items())],
         )  # fmt: skip
         family(
-            "lm_errors_total", "counter", "Checks the LM failed (status error), by error class.",
-            [(f'{{error_class="{_label(c)}"}}', n) for c, n in sorted(self.lm_errors.items())],
+            "violations_total", "counter", "Checks whose verdict named a violated rule, by endpoint.",
+            [(f'{{endpoint="{_label(e)}"}}', n) for e, n in sorted(self.violations.items())],
+        )  # fmt: skip
+        family(
+            "lm_errors_total", "counter", "Checks the LM failed (status error), by endpoint and error class.",
+            [(f'{{endpoint="{_label(e)}",error_class="{_label(c)}"}}', n)
+             for (e, c), n in sorted(self.lm_errors.items())],
+        )  # fmt: skip
+        family(
+            "checks_refused_total", "counter",
+            "Checks the service refused before a verdict (bad_input, budget, internal), by endpoint and why.",
+            [(f'{{endpoint="{_label(e)}",error_class="{_label(c)}"}}', n)
+             for (e, c), n in sorted(self.refused.items())],
         )  # fmt: skip
         cumulative = 0
         samples: list[tuple[str, float]] = []

@@ -82,11 +82,13 @@ class BatchVerdict(CheckAnswer):
 
 
 class BatchError(BaseModel):
-    """One check of a batch that has no verdict: why (a bad input, a budget cap)."""
+    """One check of a batch that has no verdict: why (a bad input, a budget cap); the batch's other
+    checks are answered all the same."""
 
     line: int = Field(description="The check's position in the batch, from 1.")
     id: str | None = None
-    error: str
+    error: str = Field(description="One line: checks[i], the field and why.")
+    error_class: str = Field(description="bad_input, budget, draining or internal.")
 
 
 class BatchAnswer(BaseModel):

@@ -1,9 +1,9 @@
 """The guard service: one ``Guard`` (one LM, one connection pool, one budget) behind HTTP.
 
-Every check is ``Guard.acheck``, batches run through ``answer_lines`` as ``check --batch``
-does: the service adds only what a network needs (a bearer token, body, message, rule and
-in-flight limits, one-line errors, metrics, a readiness probe, a graceful stop). It is
-stateless: replicas behind a load balancer need nothing shared.
+Every check of every route is ``Guard.acheck`` through one path (``GuardService.judge``: the
+limits, the budget, the metrics); the service adds only what a network needs (a bearer token,
+body, message, rule and in-flight limits, one-line errors, metrics, a readiness probe, a
+graceful stop). It is stateless: replicas behind a load balancer need nothing shared.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import functools
 import hmac
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -22,9 +22,9 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from .._budget import Admission, BudgetExceeded, Ledger, Reservation, Spend, spent, worst_case
-from .._data import BadLine, Case, GuardLine, Source, policy_rules
+from .._data import Case, Source, policy_rules
 from .._errors import ConfigError, DataError
-from .._guard import Guard, LineAnswer, Verdict, answer_lines
+from .._guard import Guard, Verdict
 from .._guard._guard import DEADLINE
 from .._interrupt import graceful_stop
 from .._lm import classify_error
@@ -40,6 +40,7 @@ from ._http import (
     error_answer,
     json_answer,
     json_body,
+    refusal_class,
     unreadable_body,
     validated,
 )
@@ -215,8 +216,9 @@ class GuardService:
     async def _check(self, request: web.BaseRequest) -> web.Response:
         self.refuse_draining()  # before the body: a stopping server may not read it in full
         body = validated(CheckRequest, await json_body(request))
-        with self.slots(1):
-            answer = await self.answer_check(body.policy, body.dialogue, body.framework, body.id, body.scope)
+        (answer,) = await self.judge(request.path, [body])
+        if isinstance(answer, Refused):  # one check, nothing paid: the request's answer is the refusal
+            raise answer
         status = 200
         if answer["status"] == "error":
             status = 504 if answer["error_class"] == DEADLINE else 502
@@ -230,24 +232,16 @@ class GuardService:
             raise Refused(
                 422, f"checks: {count} checks, more than the limit of {self.limits.max_batch} (--max-batch)"
             )
-        lines: list[GuardLine | BadLine] = []
-        for number, check in enumerate(body.checks, start=1):
-            policy = check.policy if check.policy is not None else self.policy
-            if policy is None:
-                lines.append(BadLine(number, check.id, f"checks[{number - 1}]: {_NO_POLICY}"))
+        answers: list[dict[str, Any]] = []
+        judged = await self.judge(request.path, body.checks)
+        for number, (check, found) in enumerate(zip(body.checks, judged, strict=True), start=1):
+            head: dict[str, Any] = {"line": number} if check.id is None else {"line": number, "id": check.id}
+            if isinstance(found, Refused):
+                error = redact(f"checks[{number - 1}]: {found}")
+                answers.append({**head, "error": error, "error_class": refusal_class(found)})
             else:
-                lines.append(GuardLine(number, check.id, policy, check.dialogue, check.framework))
-        scopes = [check.scope for check in body.checks]
-        answers: list[LineAnswer] = []
-
-        async def answer(line: GuardLine) -> dict[str, Any]:
-            scope = scopes[line.number - 1]
-            found = await self.answer_check(line.policy, line.conversation, line.framework, None, scope)
-            del found["id"]  # the line's own comes first
-            return found
-
-        with self.slots(count):
-            await answer_lines(lines, answer, lambda done: answers.append(_masked(done)), concurrency=count)
+                del found["id"]  # the line's own comes first
+                answers.append({**head, **found})
         return json_answer(200, {"answers": answers})
 
     async def _healthz(self, request: web.BaseRequest) -> web.Response:
@@ -283,19 +277,33 @@ class GuardService:
         except DataError as exc:
             raise Refused(422, str(exc)) from None
 
-    async def answer_check(
-        self,
-        policy: str | None,
-        dialogue: str | list[dict[str, Any]],
-        framework: str,
-        request_id: str | None,
-        scope: str | None = None,
-    ) -> dict[str, Any]:
-        """One check through the guard, inside the limits and the budget; a bad input is a 422.
-        ``scope`` ``None``: the service's (``--scope``)."""
+    async def judge(self, route: str, checks: Sequence[CheckRequest]) -> list[dict[str, Any] | Refused]:
+        """Every check of one request to ``route``, concurrently, holding that many ``--max-in-flight``
+        slots: each its answer (a ``CheckAnswer``'s JSON data), or the refusal that kept it from a
+        verdict (a bad input, a budget cap, an internal error). The one path of every route: a refused
+        check never takes the others' paid answers with it; the route decides what to answer for it."""
+        with self.slots(len(checks)):
+            return list(await asyncio.gather(*(self._judged(route, check) for check in checks)))
+
+    async def _judged(self, route: str, check: CheckRequest) -> dict[str, Any] | Refused:
+        try:
+            return await self._answer_check(route, check)
+        except Refused as refusal:
+            self.metrics.refusal(route, refusal_class(refusal))
+            return refusal
+        except Exception as exc:  # one check's failure: logged, its request's other checks still answered
+            self.log(redact(f"internal error on POST {route}: " + "".join(
+                traceback.format_exception(exc)).rstrip()))  # fmt: skip
+            self.metrics.refusal(route, "internal")
+            return Refused(500, f"internal error ({type(exc).__name__}); the service's log has the details")
+
+    async def _answer_check(self, route: str, check: CheckRequest) -> dict[str, Any]:
+        """One check through the guard, inside the limits and the budget; a bad input is a 422. Its
+        policy and scope ``None``: the service's (``--policy``, ``--scope``)."""
         started = time.perf_counter()
-        policy = policy if policy is not None else self.policy
-        scope = scope or self.scope
+        policy = check.policy if check.policy is not None else self.policy
+        scope = check.scope or self.scope
+        dialogue, framework = check.dialogue, check.framework
         rules = self.rules(policy)
         assert policy is not None  # rules() refused a missing one
         try:
@@ -312,7 +320,7 @@ class GuardService:
                           f"{self.limits.max_messages} (--max-messages)")  # fmt: skip
         verdict = await self._verdict(policy, dialogue, framework, scope)
         seconds = time.perf_counter() - started
-        self.metrics.check(verdict.status, verdict.error_class, verdict.usage, seconds)
+        self.metrics.check(route, verdict, seconds)
         # A ``CheckAnswer`` (its schema is the API's), built as JSON data: validating the verdict
         # again would cost more than the rest of the service's work on it.
         answer = verdict.model_dump(mode="json")
@@ -321,7 +329,7 @@ class GuardService:
         ]  # fmt: skip
         if verdict.error is not None:
             answer["error"] = redact(verdict.error)
-        answer.update(latency_ms=round(seconds * 1000, 3), id=request_id)
+        answer.update(latency_ms=round(seconds * 1000, 3), id=check.id)
         return answer
 
     async def _verdict(
@@ -446,10 +454,3 @@ class GuardService:
 
 
 _NO_POLICY = "policy: missing (give it in the body, or start the service with --policy FILE)"
-
-
-def _masked(answer: LineAnswer) -> LineAnswer:
-    """A batch answer whose error (a check that raised: its exception's text) shows no key."""
-    if "status" not in answer and "error" in answer:
-        answer["error"] = redact(answer["error"])
-    return answer

@@ -218,7 +218,8 @@ def serve(
         typer.Option(
             "--on-error",
             help="--guard: what the gateway routes (LiteLLM's guardrail API, /v1/moderations) answer when "
-            "the guard gives no verdict: block or allow.",
+            "the guard gives no verdict, or a moderation input was not judged (a budget cap) while others "
+            "were: block or allow.",
             show_default="block",
         ),
     ] = None,
