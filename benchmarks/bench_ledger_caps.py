@@ -10,7 +10,7 @@ answered, its prompt tokens as the stub counted them plus 4,000 completion token
     PYTHONPATH=. python benchmarks/bench_ledger_caps.py                 # every scenario
     PYTHONPATH=. python benchmarks/bench_ledger_caps.py --only serve
 
-Not a test (``tests/test_ledger.py`` holds those); figures are in ``docs/budgets.md``.
+Not a test (``tests/test_ledger.py`` holds those); figures are in ``docs/evaluate/caps.md``.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ the code before issue 33) for the sp-dspy rows.
     python benchmarks/bench_rate_limits.py
     python benchmarks/bench_rate_limits.py --sp-dspy-root /path/to/older/checkout --rows eval
 
-Not a test: timings depend on the machine and on its load. Figures are in ``docs/rate-limits.md``.
+Not a test: timings depend on the machine and on its load. Figures are in ``docs/evaluate/rate-limits.md``.
 """
 
 from __future__ import annotations

@@ -23,6 +23,6 @@ def list_benchmarks_command() -> None:
         table.add_row(name, cells, kind.unit, kind.task)
     console.print(table)
     console.print(
-        "The unit is what every bootstrap interval and paired test resamples whole (docs/statistics.md).",
+        "The unit is what every bootstrap interval and paired test resamples whole (docs/concepts/statistics.md).",
         highlight=False,
     )
