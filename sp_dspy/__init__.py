@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_getattr
-
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "sp_dspy._data": ("Benchmark", "Case", "Split", "load_pku", "load_split", "make_split"),

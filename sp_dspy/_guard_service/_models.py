@@ -12,8 +12,8 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import models_json_schema
 
-from .. import __version__
 from .._guard import Verdict
+from .._version import __version__
 
 
 class CheckRequest(BaseModel):

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import __version__
 from .._benchmarks import benchmark_kind
+from .._version import __version__
 from ._html_tables import (
     diff_table,
     esc,
