@@ -117,7 +117,10 @@ class EvalInvocation:
         self.existing = read_run_results(self.results_file)
         units = self.job.pending(self.existing)
         self.caps = capped_budget(config.caps, inputs.program, self.protocol, inputs.cases, self.lm_config)
-        self.outcome.skipped_on_resume, self.outcome.skipped_errors = self.job.skipped, self.job.skipped_errors
+        self.outcome.skipped_on_resume, self.outcome.skipped_errors = (
+            self.job.skipped,
+            self.job.skipped_errors,
+        )
         self.work, self.endpoint_requests = _counting(self.job.work, self.lm, self.lm_config)
         # Read before this invocation's start entry replaces it: a resumed run's time adds up.
         self.earlier = previous_run(inputs.paths.manifest, self.model) if config.resume else None
