@@ -215,8 +215,8 @@ def serve(
 ) -> None:
     """Serve a model (llama.cpp, vLLM) or, with --guard, a guard over HTTP until Ctrl-C.
 
-    A model server listens on 127.0.0.1 for other commands. The guard service answers POST /v1/check and
-    /v1/check/batch, GET /healthz, /readyz, /metrics, /openapi.json; SIGTERM finishes those in flight, exit 143.
+    A model server listens on 127.0.0.1 for other commands. The guard service answers POST /v1/check,
+    /v1/check/batch, GET /healthz, /readyz, /metrics, /openapi.json; SIGTERM finishes checks in flight.
     """
     server_flags = {"--backend": backend, "--model": model, "--n-ctx": n_ctx, "--threads": threads,
                     "--n-parallel": n_parallel, "--max-model-len": max_model_len,
