@@ -335,7 +335,7 @@ def test_experiment_dry_run_batch_prices_the_test_evaluations_both_ways(tmp_path
     output = " ".join(invoke([*args, "--dry-run", "--batch"], code=0).output.split())
     assert "USD batched" in output and "(not batched)" in output
     assert "batched USD: the test evaluations at the price map's batch prices" in output
-    from sp_dspy._ablate._experiment import build_experiment, price_experiment
+    from sp_dspy._ablate import build_experiment, price_experiment
 
     settings = {"lm": {"model": "openai/gpt-5-mini"}, "optimizers": ["copro"], "seeds": [1],
                 "ratios": [0.25, 0.25, 0.5], "batch": True}  # fmt: skip

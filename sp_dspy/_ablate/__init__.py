@@ -4,16 +4,17 @@ include compiles), one report (``summary.json``, ``report.html``).
 Importing this package does not import DSPy.
 """
 
-from ._experiment import (
+from ._experiment import ExperimentOutcome, run_experiment
+from ._plan import (
     EXPERIMENT_FILE,
-    ExperimentOutcome,
+    PLAN_FILE,
+    AblationPlan,
     ExperimentPlan,
-    ExperimentPrice,
     build_experiment,
-    price_experiment,
-    run_experiment,
+    build_plan,
+    read_plan_file,
 )
-from ._plan import PLAN_FILE, AblationPlan, build_plan, read_plan_file
+from ._price import ExperimentPrice, price_experiment
 from ._run import RESULTS_DIR, AblationOutcome, run_ablation
 
 __all__ = [

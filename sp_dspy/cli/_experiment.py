@@ -27,7 +27,7 @@ from ._console import console, err_console
 from ._eval import EXIT_UNFINISHED
 
 if TYPE_CHECKING:
-    from .._ablate._experiment import ExperimentOutcome, ExperimentPlan, ExperimentPrice
+    from .._ablate import ExperimentOutcome, ExperimentPlan, ExperimentPrice
 
 
 def register(app: typer.Typer) -> None:
@@ -167,7 +167,7 @@ def experiment_command(
     Exit status: 0 every step finished; 2 bad input or an error; 3 a cap stopped the experiment
     or some units ended in error; 130 Ctrl-C, 143 SIGTERM (finished steps kept: --resume continues).
     """
-    from .._ablate._experiment import price_experiment
+    from .._ablate import price_experiment
 
     flags: dict[str, Any] = {
         "dataset": dataset, "benchmark": benchmark, "lenient": lenient or None, "protocol": protocol,
@@ -191,7 +191,7 @@ def _plan(
     config: Path | None, lm_flags: lmo.LmFlags, resume: bool,
 ) -> ExperimentPlan:  # fmt: skip
     """The experiment plan: the flags over the ``--plan`` file (on ``--resume``, the saved plan)."""
-    from .._ablate._experiment import EXPERIMENT_FILE, build_experiment
+    from .._ablate import EXPERIMENT_FILE, build_experiment
 
     if plan_file is None and resume and (out / EXPERIMENT_FILE).exists():
         plan_file = out / EXPERIMENT_FILE
@@ -217,7 +217,7 @@ def _plan(
 
 def _run(plan: ExperimentPlan, out: Path, *, resume: bool, retry_errors: bool, quiet: bool) -> None:
     """Run the experiment and print its outcome; exit 3 when a cap stopped it or units ended in error."""
-    from .._ablate._experiment import run_experiment
+    from .._ablate import run_experiment
 
     configure_cache(enabled=plan.lm.cache)
     try:
