@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from rich.console import Console
 
@@ -42,6 +42,7 @@ from ._seeds import (
     results_spend,
     seed_result,
 )
+from ._steps import CompileStep
 
 LOCK_FILE = "experiment.lock"
 SPLIT_FILE = "splits.json"
@@ -225,17 +226,6 @@ def write_splits(plan: ExperimentPlan, folder: Path) -> None:
 
 
 @dataclass
-class CompileStep:
-    """One optimizer seed's compile: what happened to it this time."""
-
-    optimizer: str
-    seed: int
-    out: Path
-    status: Literal["compiled", "finished earlier", "capped", "not started"] = "not started"
-    warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
 class ExperimentOutcome:
     """What ``run_experiment`` did; ``summary`` is None unless every step finished."""
 
@@ -328,53 +318,22 @@ def _run_locked(
     window: int | None,
     retry_errors: bool,
 ) -> ExperimentOutcome:
-    """``run_experiment`` once it holds the experiment's lock."""
-    from .._compile import compile_guard
-
+    """``run_experiment`` once it holds the experiment's lock: the compile steps, then the evaluation
+    steps (an ablation of the baseline and every artifact), then the summary and report."""
     write_json(out / EXPERIMENT_FILE, plan.public_dict())
     outcome = ExperimentOutcome(plan=plan, out=out)
     if not (out / SPLIT_FILE).exists():
         write_splits(plan, out)
         console.print(f"split: {out / SPLIT_FILE}", highlight=False)
-    steps = plan.steps()
     with _live(plan, session) as live:
+        steps = [CompileStep(o, s, artifact_dir(out, o, s)) for o, s in plan.steps()]
+        for number, step in enumerate(steps, 1):
+            outcome.compiles.append(step)
+            head = f"[compile {number}/{len(steps)}] {step.optimizer} seed {step.seed}"
+            if not _compile(step, head, plan, out, live, outcome, lms=lms, console=console, window=window):
+                return outcome
         task = live["task"]
         assert task is not None
-        for number, (optimizer, seed) in enumerate(steps, 1):
-            step = CompileStep(optimizer, seed, artifact_dir(out, optimizer, seed))
-            outcome.compiles.append(step)
-            head = f"[compile {number}/{len(steps)}] {optimizer} seed {seed}"
-            manifest = step.out / "manifest.json"
-            if manifest.exists() and not json.loads(manifest.read_text(encoding="utf-8")).get(
-                "budget_limited"
-            ):
-                step.status = "finished earlier"
-                console.print(f"{head}: finished earlier, not run again", highlight=False)
-                continue
-            try:
-                caps = caps_left(plan.caps, spent_so_far(plan, out))
-            except CapReached as reached:
-                outcome.capped_by = reached.cap
-                return outcome
-            console.print(f"{head} -> {step.out}", highlight=False)
-            split = split_file(out, plan, seed)
-            config = compile_config(plan, out, optimizer, seed, split, caps=caps, force=True)
-            task_lm, prompt_lm, reflection_lm = (
-                _seeded(live[role], seed, plan.seed_lm) for role in ("task", "prompt", "reflection")
-            )
-            assert task_lm is not None
-            compiled = compile_guard(config, task_lm, prompt_lm, reflection_lm, lms=lms, window=window)
-            step.warnings = compiled.warnings
-            for warning in compiled.warnings:  # capped demos, failed calls: the manifest keeps them too
-                console.print(f"{head}: warning: {warning}", highlight=False, soft_wrap=True)
-            assert compiled.manifest is not None
-            if compiled.manifest.budget_limited:
-                step.status = "capped"
-                outcome.capped_by = compiled.manifest.budget.refused_by or "max_calls"
-                return outcome
-            step.status = "compiled"
-            console.print(f"{head}: dev {compiled.manifest.dev.before.score:.2f} -> "
-                          f"{compiled.manifest.dev.after.score:.2f}", highlight=False)  # fmt: skip
 
         def remaining(config: EvalConfig) -> BudgetCaps:
             try:
@@ -395,11 +354,56 @@ def _run_locked(
         except RunStopped as stopped:
             command = f"sp-dspy experiment --out {out} --resume --retry-errors"
             raise RunStopped(stopped.kind, stopped.reason, command) from None
+    _report(plan, out, outcome)
+    return outcome
+
+
+def _compile(
+    step: CompileStep, head: str, plan: ExperimentPlan, out: Path, live: dict[str, LMConfig | None],
+    outcome: ExperimentOutcome, *, lms: dict[str, Any] | None, console: Console, window: int | None,
+) -> bool:  # fmt: skip
+    """Run one compile step (unless it finished earlier); whether the experiment may go on."""
+    from .._compile import compile_guard
+
+    if step.finished:
+        step.status = "finished earlier"
+        console.print(f"{head}: finished earlier, not run again", highlight=False)
+        return True
+    try:
+        caps = caps_left(plan.caps, spent_so_far(plan, out))
+    except CapReached as reached:
+        outcome.capped_by = reached.cap
+        return False
+    console.print(f"{head} -> {step.out}", highlight=False)
+    split = split_file(out, plan, step.seed)
+    config = compile_config(plan, out, step.optimizer, step.seed, split, caps=caps, force=True)
+    task_lm, prompt_lm, reflection_lm = (
+        _seeded(live[role], step.seed, plan.seed_lm) for role in ("task", "prompt", "reflection")
+    )
+    assert task_lm is not None
+    compiled = compile_guard(config, task_lm, prompt_lm, reflection_lm, lms=lms, window=window)
+    step.warnings = compiled.warnings
+    for warning in compiled.warnings:  # capped demos, failed calls: the manifest keeps them too
+        console.print(f"{head}: warning: {warning}", highlight=False, soft_wrap=True)
+    assert compiled.manifest is not None
+    if compiled.manifest.budget_limited:
+        step.status = "capped"
+        outcome.capped_by = compiled.manifest.budget.refused_by or "max_calls"
+        return False
+    step.status = "compiled"
+    console.print(f"{head}: dev {compiled.manifest.dev.before.score:.2f} -> "
+                  f"{compiled.manifest.dev.after.score:.2f}", highlight=False)  # fmt: skip
+    return True
+
+
+def _report(plan: ExperimentPlan, out: Path, outcome: ExperimentOutcome) -> None:
+    """The summary (seeds against the baseline, spread, verdict) and the HTML report, once every step finished."""
     ablation = outcome.ablation
+    assert ablation is not None
     if ablation.capped_by is not None:
         outcome.capped_by = ablation.capped_by
     if ablation.summary is None:
-        return outcome
+        return
     outcome.summary = summarise(plan, out, ablation)
     outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
     from .._report import write_html
@@ -408,7 +412,6 @@ def _run_locked(
     outcome.report_file = write_html(
         ablation.summary, out / REPORT_FILE, title=title, lead=experiment_html(outcome.summary)
     )
-    return outcome
 
 
 def summarise(plan: ExperimentPlan, out: Path, ablation: AblationOutcome) -> ExperimentSummary:
