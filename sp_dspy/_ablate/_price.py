@@ -49,10 +49,9 @@ def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = No
     per call (the compiled prompt: instructions and demonstrations), times the test units. A
     ``batch`` plan prices the test evaluations at the batch rate too (compiles never batch).
     """
-    from .._compile import compile_guard
-    from .._runner._eval import plan_run, select_cases
+    from .._runner import plan_run
+    from .._runner._eval import select_cases
 
-    steps: list[PricedStep] = []
     with tempfile.TemporaryDirectory() as scratch:
         folder = out if (out / SPLIT_FILE).exists() else Path(scratch)
         if folder != out:
@@ -68,46 +67,17 @@ def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = No
         )
         _, test_cases = select_cases(baseline)
         units = len(units_of(test_cases, plan.protocol))
-        guess = completion_guess(plan.protocol, plan.program == "dspy-cot", plan.lm)
-        pricing, batched = pricing_for(plan.lm, guess), pricing_for(plan.lm, guess, batch=True)
-        evaluations: list[PricedStep] = []
-        for optimizer, seed in plan.steps():
-            split = split_file(folder, plan, seed)
-            config = compile_config(plan, out, optimizer, seed, split, dry_run=True, caps=plan.caps)
-            compiled = compile_guard(config, plan.lm, plan.prompt_lm, plan.reflection_lm, window=window).plan
-            name = artifact_dir(out, optimizer, seed).name
-            done = (artifact_dir(out, optimizer, seed) / "manifest.json").exists()
-            steps.append(PricedStep(step="compile", name=name, estimate=compiled.total, done=done))
-            final = compiled.phases["dev_after"]["task"]
-            per_call = final.usage.prompt_tokens / final.calls if final.calls else 0.0
-            evaluations.append(
-                PricedStep(
-                    step="test",
-                    name=name,
-                    estimate=projected(units, per_call, pricing.completion_guess, pricing),
-                    batch_usd=projected(units, per_call, guess, batched).usd if plan.batch else None,
-                )
-            )
+        compiles, evaluations = _compiles_priced(plan, out, folder, units, window=window)
         base = plan_run(baseline, plan.lm)
-        steps.append(
-            PricedStep(step="test", name=plan.baseline, estimate=base.estimate, batch_usd=base.batch_usd)
-        )
-        steps.extend(evaluations)
+        steps = [
+            *compiles,
+            PricedStep(step="test", name=plan.baseline, estimate=base.estimate, batch_usd=base.batch_usd),
+            *evaluations,
+        ]
     for step in steps:
         if step.step == "test":
             step.done = _evaluated(out, step.name, plan)
-    total = sum((step.estimate for step in steps), Spend())
-    left = sum((step.estimate for step in steps if not step.done), Spend())
-    if any(step.estimate.usd is None for step in steps):  # a partly priced total would understate it
-        total.usage.cost = left.usage.cost = None
-    total_batch = left_batch = None
-    if (
-        plan.batch
-        and total.usd is not None
-        and all(s.batch_usd is not None for s in steps if s.step == "test")
-    ):
-        total_batch = sum(_batched_usd(step) for step in steps)
-        left_batch = sum(_batched_usd(step) for step in steps if not step.done)
+    total, left, total_batch, left_batch = _totals(plan, steps)
     batch_lines = [
         f"batched USD: the test evaluations at {batch_price_basis(plan.lm)}; compiles one call at a time "
         "(an optimizer's next call depends on earlier answers)"
@@ -126,6 +96,55 @@ def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = No
             "answers already in the response cache cost nothing; --resume runs only what is not finished",
         ],
     )
+
+
+def _totals(plan: ExperimentPlan, steps: list[PricedStep]) -> tuple[Spend, Spend, float | None, float | None]:
+    """Every step's spend and the unfinished ones' (unpriced when a step is), and the same in USD
+    with the test evaluations at the batch rate (``batch`` plans whose evaluations are all priced)."""
+    total = sum((step.estimate for step in steps), Spend())
+    left = sum((step.estimate for step in steps if not step.done), Spend())
+    if any(step.estimate.usd is None for step in steps):  # a partly priced total would understate it
+        total.usage.cost = left.usage.cost = None
+    total_batch = left_batch = None
+    if (
+        plan.batch
+        and total.usd is not None
+        and all(s.batch_usd is not None for s in steps if s.step == "test")
+    ):
+        total_batch = sum(_batched_usd(step) for step in steps)
+        left_batch = sum(_batched_usd(step) for step in steps if not step.done)
+    return total, left, total_batch, left_batch
+
+
+def _compiles_priced(
+    plan: ExperimentPlan, out: Path, folder: Path, units: int, *, window: int | None
+) -> tuple[list[PricedStep], list[PricedStep]]:
+    """Each compile as ``compile --dry-run`` prices it, and the test evaluation of its artifact:
+    ``units`` calls at the prompt size its final dev scoring is priced at."""
+    from .._compile import compile_guard
+
+    guess = completion_guess(plan.protocol, plan.program == "dspy-cot", plan.lm)
+    pricing, batched = pricing_for(plan.lm, guess), pricing_for(plan.lm, guess, batch=True)
+    compiles: list[PricedStep] = []
+    evaluations: list[PricedStep] = []
+    for optimizer, seed in plan.steps():
+        split = split_file(folder, plan, seed)
+        config = compile_config(plan, out, optimizer, seed, split, dry_run=True, caps=plan.caps)
+        compiled = compile_guard(config, plan.lm, plan.prompt_lm, plan.reflection_lm, window=window).plan
+        name = artifact_dir(out, optimizer, seed).name
+        done = (artifact_dir(out, optimizer, seed) / "manifest.json").exists()
+        compiles.append(PricedStep(step="compile", name=name, estimate=compiled.total, done=done))
+        final = compiled.phases["dev_after"]["task"]
+        per_call = final.usage.prompt_tokens / final.calls if final.calls else 0.0
+        evaluations.append(
+            PricedStep(
+                step="test",
+                name=name,
+                estimate=projected(units, per_call, pricing.completion_guess, pricing),
+                batch_usd=projected(units, per_call, guess, batched).usd if plan.batch else None,
+            )
+        )
+    return compiles, evaluations
 
 
 def _batched_usd(step: PricedStep) -> float:
