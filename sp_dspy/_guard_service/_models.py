@@ -116,8 +116,8 @@ _ERRORS = {
 }
 
 
-def openapi_document() -> dict[str, Any]:
-    """The OpenAPI 3.1 description of the service, its schemas generated from the models above."""
+def _schemas() -> dict[str, Any]:
+    """The JSON schemas of the requests (as validated) and answers (as serialized)."""
     models: list[type[BaseModel]] = [CheckRequest, BatchRequest, CheckAnswer, BatchAnswer, ErrorBody]
     _, top = models_json_schema(
         [
@@ -126,7 +126,11 @@ def openapi_document() -> dict[str, Any]:
         ],
         ref_template=_REF,
     )
-    schemas = top.get("$defs", {})
+    return dict(top.get("$defs", {}))
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 description of the service, its schemas generated from the models above."""
     check_answers = {
         "200": _json_body("CheckAnswer", "The verdict (status ok, recovered, failed or refused)"),
         "502": _json_body(
@@ -175,7 +179,7 @@ def openapi_document() -> dict[str, Any]:
             },
         },
         "components": {
-            "schemas": schemas,
+            "schemas": _schemas(),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
