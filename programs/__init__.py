@@ -18,6 +18,11 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._examples import PROGRAM_INPUTS as PROGRAM_INPUTS
     from ._examples import case_to_example as case_to_example
     from ._examples import rubric_json as rubric_json
+    from ._native import GuardFormat as GuardFormat
+    from ._native import NativeAnswer as NativeAnswer
+    from ._native import NativePerPolicy as NativePerPolicy
+    from ._native import NativePerRule as NativePerRule
+    from ._native import NativeRequest as NativeRequest
     from ._official import OfficialPerPolicy as OfficialPerPolicy
     from ._official import OfficialPerRule as OfficialPerRule
     from ._outputs import JudgmentRecord as JudgmentRecord
@@ -38,10 +43,15 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._pku import PkuSeverityGuardCoT as PkuSeverityGuardCoT
     from ._pku import severity_fields as severity_fields
     from ._registry import ARTIFACT_KIND as ARTIFACT_KIND
+    from ._registry import GUARD_PROGRAMS as GUARD_PROGRAMS
     from ._registry import PROGRAM_NAMES as PROGRAM_NAMES
     from ._registry import PROTOCOLS as PROTOCOLS
+    from ._registry import RAW_PROGRAMS as RAW_PROGRAMS
     from ._registry import SEVERITY_PROGRAMS as SEVERITY_PROGRAMS
     from ._registry import GuardProgram as GuardProgram
+    from ._registry import default_protocol as default_protocol
+    from ._registry import guard_format as guard_format
+    from ._registry import is_raw_program as is_raw_program
     from ._registry import judge_target as judge_target
     from ._registry import load_program as load_program
     from ._registry import make_program as make_program
@@ -55,15 +65,21 @@ _LAZY = {
         "._examples": ("PROGRAM_INPUTS", "case_to_example", "rubric_json"),
         "._outputs": ("JudgmentRecord", "PolicyRecord", "Status", "Usage", "aggregate_judgments"),
         "._official": ("OfficialPerPolicy", "OfficialPerRule"),
+        "._native": ("GuardFormat", "NativeAnswer", "NativePerPolicy", "NativePerRule", "NativeRequest"),
         "._per_policy": ("FindViolatedRules", "PerPolicyGuard", "PerPolicyGuardCoT"),
         "._per_rule": ("JudgeRule", "PerRuleGuard", "PerRuleGuardCoT", "rubric_targets", "target_examples"),
         "._pku": ("AssessResponse", "PkuSeverityGuard", "PkuSeverityGuardCoT", "severity_fields"),
         "._registry": (
             "ARTIFACT_KIND",
+            "GUARD_PROGRAMS",
             "PROGRAM_NAMES",
+            "RAW_PROGRAMS",
             "PROTOCOLS",
             "SEVERITY_PROGRAMS",
             "GuardProgram",
+            "default_protocol",
+            "guard_format",
+            "is_raw_program",
             "judge_target",
             "load_program",
             "make_program",

@@ -17,6 +17,7 @@ from sp_dspy.lm import answer_price, history_batched, history_usage
 from sp_dspy.protocol import build_targets, framework_for, parse_policy_output
 
 from ._examples import case_to_example
+from ._native import GuardFormat, NativePerPolicy, NativePerRule, check_protocol
 from ._official import OfficialPerPolicy, OfficialPerRule, lm_errors
 from ._outputs import JudgmentRecord, PolicyRecord, Protocol, Status, Usage, error_fields
 
@@ -26,7 +27,11 @@ if TYPE_CHECKING:
     from sp_dspy.data import Case
     from sp_dspy.protocol import RuleTarget
 
-PROGRAM_NAMES: Final = ("official", "dspy", "dspy-cot", "dspy-severity", "dspy-severity-cot")
+GUARD_PROGRAMS: Final = ("llama-guard", "granite-guardian", "shieldgemma", "dynaguard", "gpt-oss-safeguard")
+"""Guard models asked in their own authors' format (``_guard_formats``, ``_policy_formats``)."""
+PROGRAM_NAMES: Final = ("official", "dspy", "dspy-cot", "dspy-severity", "dspy-severity-cot", *GUARD_PROGRAMS)
+RAW_PROGRAMS: Final = ("official", *GUARD_PROGRAMS)
+"""Programs that send their own messages (no DSPy adapter): nothing of them is compiled."""
 SEVERITY_PROGRAMS: Final = ("dspy-severity", "dspy-severity-cot")
 """Per-policy only: they predict a response's safe flag and severity besides its rule set."""
 PROTOCOLS: Final[tuple[Protocol, ...]] = ("per-policy", "per-rule")
@@ -35,7 +40,10 @@ ARTIFACT_KIND: Final = "sp-dspy-compiled-guard"
 """The ``kind`` of a compiled artifact's manifest (a run's manifest, a split file are other kinds)."""
 STATE_FILE: Final = "program.json"
 
-GuardProgram: TypeAlias = "OfficialPerPolicy | OfficialPerRule | dspy.Module"
+GuardProgram: TypeAlias = (
+    "OfficialPerPolicy | OfficialPerRule | NativePerPolicy | NativePerRule | dspy.Module"
+)
+RawProgram: TypeAlias = "OfficialPerPolicy | OfficialPerRule | NativePerPolicy | NativePerRule"
 
 
 def _dspy_classes() -> dict[tuple[str, str], Any]:
@@ -54,6 +62,31 @@ def _dspy_classes() -> dict[tuple[str, str], Any]:
     }
 
 
+def guard_format(name: str, **options: Any) -> GuardFormat:
+    """The format of guard program ``name`` (in ``GUARD_PROGRAMS``) with its options."""
+    from ._guard_formats import GraniteGuardian, LlamaGuard, ShieldGemma
+    from ._policy_formats import DynaGuard, GptOssSafeguard
+
+    classes: dict[str, Any] = {
+        "llama-guard": LlamaGuard, "granite-guardian": GraniteGuardian, "shieldgemma": ShieldGemma,
+        "dynaguard": DynaGuard, "gpt-oss-safeguard": GptOssSafeguard,
+    }  # fmt: skip
+    try:
+        return classes[name](**options)
+    except TypeError:
+        raise ConfigError(f"program {name!r}: unsupported option(s) {', '.join(sorted(options))}") from None
+
+
+def default_protocol(name: str) -> str:
+    """The protocol a program name runs when none is asked: per-policy, or a guard format's only one."""
+    return guard_format(name).protocols[0] if name in GUARD_PROGRAMS else "per-policy"
+
+
+def is_raw_program(program: Any) -> bool:
+    """Whether ``program`` sends its own messages (official baselines, guard formats): no adapter."""
+    return isinstance(program, OfficialPerPolicy | OfficialPerRule | NativePerPolicy | NativePerRule)
+
+
 def make_program(name: str, protocol: str = "per-policy", **options: Any) -> GuardProgram:
     """A fresh program: ``name`` in ``PROGRAM_NAMES``, ``protocol`` in ``PROTOCOLS``.
 
@@ -67,6 +100,15 @@ def make_program(name: str, protocol: str = "per-policy", **options: Any) -> Gua
         raise ConfigError(f"program {name!r}: expected one of {', '.join(PROGRAM_NAMES)}")
     if name in SEVERITY_PROGRAMS and protocol != "per-policy":
         raise ConfigError(f"program {name!r}: per-policy only (one call grades the whole response)")
+    if name in GUARD_PROGRAMS:
+        concurrency = options.pop("max_concurrency", None)
+        fmt = guard_format(name, **options)
+        check_protocol(fmt, protocol)
+        if protocol == "per-policy":
+            if concurrency is not None:
+                raise ConfigError(f"program {name!r} (per-policy): unsupported option(s) max_concurrency")
+            return NativePerPolicy(fmt)
+        return NativePerRule(fmt) if concurrency is None else NativePerRule(fmt, max_concurrency=concurrency)
     if name == "official":
         factory: Any = OfficialPerPolicy if protocol == "per-policy" else OfficialPerRule
     else:
@@ -83,6 +125,8 @@ def program_spec(program: GuardProgram) -> dict[str, str]:
     """``{"program": name, "protocol": protocol}``: the manifest fields ``load_program`` reads."""
     if isinstance(program, OfficialPerPolicy | OfficialPerRule):
         return {"program": "official", "protocol": program.protocol}
+    if isinstance(program, NativePerPolicy | NativePerRule):
+        return {"program": program.name, "protocol": program.protocol}
     names = {cls: name for (name, _), cls in _dspy_classes().items()}
     name = next((names[cls] for cls in type(program).__mro__ if cls in names), "dspy")
     return {"program": name, "protocol": program.protocol}
@@ -129,8 +173,8 @@ def load_program(artifact_dir: str | Path, **options: Any) -> dspy.Module:
             f"{manifest_path}: field 'kind' is {kind!r:.60}, expected {ARTIFACT_KIND!r} (not an artifact)"
         )
     name, protocol = manifest.get("program"), manifest.get("protocol")
-    if name == "official" or name not in PROGRAM_NAMES:
-        expected = ", ".join(repr(n) for n in PROGRAM_NAMES if n != "official")
+    if name in RAW_PROGRAMS or name not in PROGRAM_NAMES:
+        expected = ", ".join(repr(n) for n in PROGRAM_NAMES if n not in RAW_PROGRAMS)
         raise DataError(f"{manifest_path}: field 'program' is {name!r}, expected one of {expected}")
     if protocol not in PROTOCOLS:
         raise DataError(f"{manifest_path}: field 'protocol' is {protocol!r}, expected one of {PROTOCOLS}")
@@ -212,7 +256,7 @@ def resolve_program(
         if flags:
             raise ConfigError(f"--program: {expected}, got {spec!r}")
         raise ConfigError(f"program {spec!r}: {expected} (no such directory)")
-    protocol = protocol or "per-policy"
+    protocol = protocol or default_protocol(spec)
     options: dict[str, Any] = {}
     if max_concurrency is not None and protocol == "per-rule":
         options["max_concurrency"] = max_concurrency
@@ -250,7 +294,7 @@ async def run_case(program: GuardProgram, case: Case, lm: dspy.LM) -> PolicyReco
     """
     import dspy
 
-    if isinstance(program, OfficialPerPolicy | OfficialPerRule):
+    if isinstance(program, OfficialPerPolicy | OfficialPerRule | NativePerPolicy | NativePerRule):
         with dspy.context(disable_history=True):  # see judge_target
             return await program.acall_case(case, lm)
 
@@ -304,7 +348,7 @@ async def judge_target(program: GuardProgram, case: Case, target: RuleTarget, lm
 
     from ._per_rule import PerRuleGuard, hand_up_usage
 
-    if isinstance(program, OfficialPerRule):
+    if isinstance(program, OfficialPerRule | NativePerRule):
         # Its answers are read from each call's result; DSPy's history (its last 10,000 calls)
         # would keep every answer whole, so memory would grow with what the model returns.
         with dspy.context(disable_history=True):

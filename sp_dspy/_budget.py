@@ -1,8 +1,9 @@
-"""What a run may spend and what it spent: caps, and a budget that reserves each call's share.
+"""What a job may spend and what it spent: the caps, and the one :class:`Ledger` every LM call is admitted by.
 
-Eval and compile both cap calls, tokens and dollars this way: each call (an eval unit, a
-compile's LM call) reserves its estimated share under a lock, is refused past a cap, and
-settles what it used. Below both the runner and compile.
+Eval, compile, experiment and the guard service cap calls, tokens and dollars this way: before
+a call its worst case (its prompt and its output limit, priced at the run's rate) is reserved
+under a lock, a call the caps cannot cover does not start, and when the answer comes the
+reservation is settled at what it used. Below the runner, compile and the service.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -132,33 +133,79 @@ def projected(calls: int, prompt_per_call: float, completion_per_call: int, pric
 
 
 @dataclass(frozen=True)
-class Ticket:
-    role: str
+class Reservation:
+    """The worst case of one admission: its calls, their prompt tokens, all their tokens (prompt
+    plus each call's output limit) and those tokens' USD at the run's rate."""
+
     calls: int
+    prompt_tokens: int
     tokens: int
     usd: float
-    prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """An admitted reservation, to settle once its calls end; ``parent``: its share in the parent ledger."""
+
+    role: str
+    reservation: Reservation
+    parent: Ticket | None = None
+
+    @property
+    def calls(self) -> int:
+        return self.reservation.calls
 
 
 @dataclass
-class Budget:
-    """Caps, what was spent per role, and the reservations of calls in flight."""
+class Admission:
+    """What :meth:`Ledger.admitted` yields: the ticket, and ``used``, set by the caller to what
+    its calls spent (left ``None``: nothing, a call that failed before any answer)."""
 
-    caps: BudgetCaps = field(default_factory=BudgetCaps)
-    roles: dict[str, Spend] = field(default_factory=dict)
-    refusals: int = 0
-    refused_by: str | None = None
-    optimizer_stopped: bool = False
-    max_lm_errors: int = 10
-    lm_errors: int = 0
-    last_error: str | None = None
-    halted: bool = False  # a lasting failure (``halt``): every later call is refused
-    _held: tuple[int, int, float] = (0, 0, 0.0)
-    _reserved: tuple[int, int, float] = (0, 0, 0.0)
-    _lock: threading.Condition = field(default_factory=threading.Condition)
+    ticket: Ticket
+    used: Spend | None = None
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Budget:
+
+class Ledger:
+    """The one spend ledger of a job (an eval run, a compile, an experiment, the guard service):
+    its caps, what was spent per role, and what the calls in flight reserved.
+
+    Every LM call is admitted here first (:meth:`admit`, or :meth:`admitted` around the call): it
+    reserves the call's worst case, and is refused (``BudgetExceeded``) when spent plus reserved
+    plus that would pass a cap; :meth:`settle` replaces the reservation with what the call used.
+    The check and the reservation are one step under a lock no ``await`` is ever made under, so
+    threads and asyncio tasks alike never start a call the cap cannot cover. A ledger with a
+    ``parent`` (a compile inside an experiment) is admitted by both: its own caps and the
+    parent's hold, and the parent's total is every child's.
+    """
+
+    def __init__(
+        self,
+        caps: BudgetCaps | None = None,
+        *,
+        parent: Ledger | None = None,
+        max_lm_errors: int = 10,
+        earlier: Spend | None = None,
+    ) -> None:
+        self.caps = caps or BudgetCaps()
+        self.parent = parent
+        self.max_lm_errors = max_lm_errors
+        self.roles: dict[str, Spend] = {} if earlier is None else {EARLIER: earlier}
+        self.refusals = 0
+        self.refused_by: str | None = None
+        self.optimizer_stopped = False
+        self.lm_errors = 0
+        self.last_error: str | None = None
+        self.halted = False  # a lasting failure (``halt``): every later call is refused
+        self._held = _ZERO
+        self._reserved = _ZERO
+        self._lock = threading.Condition()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Ledger:
         return self  # shared by every copy of a budgeted LM, like a connection
+
+    def child(self, caps: BudgetCaps | None = None, *, max_lm_errors: int = 10) -> Ledger:
+        """A ledger of one step of this job, under its caps (``caps``: the step's own as well)."""
+        return Ledger(caps, parent=self, max_lm_errors=max_lm_errors)
 
     @property
     def exhausted(self) -> bool:
@@ -182,72 +229,178 @@ class Budget:
             self.last_error = f"{role} LM: {error}"
 
     def total(self) -> Spend:
-        with self._lock:  # reentrant: ``reserve`` calls this holding it
+        """What was spent (settled), every role together (``earlier``: before this invocation)."""
+        with self._lock:
             return sum(self.roles.values(), Spend())
+
+    def reserved(self) -> Reservation:
+        """What the calls in flight hold now."""
+        with self._lock:
+            return self._reserved
+
+    def left(self) -> dict[str, float]:
+        """What each cap (here or in a parent) leaves after what is spent and reserved; uncapped: absent."""
+        with self._lock:
+            total, held = self.total(), self._reserved
+            used = {"max_calls": total.calls + held.calls, "max_tokens": total.tokens + held.tokens,
+                    "max_usd": (total.usd or 0.0) + held.usd}  # fmt: skip
+            left: dict[str, float] = {
+                cap: getattr(self.caps, cap) - used[cap]
+                for cap in CAP_NAMES
+                if getattr(self.caps, cap) is not None
+            }
+        if self.parent is not None:
+            above = self.parent.left()
+            for cap in CAP_NAMES:
+                if cap in above:
+                    left[cap] = min(left.get(cap, above[cap]), above[cap])
+        return left
 
     @contextmanager
     def hold_back(self, calls: int = 0, tokens: int = 0, usd: float = 0.0) -> Iterator[None]:
         """Within the block, calls may use the caps minus these amounts."""
         with self._lock:
-            previous, self._held = self._held, (calls, tokens, usd)
+            previous, self._held = self._held, Reservation(calls, 0, tokens, usd)
         try:
             yield
         finally:
             with self._lock:
                 self._held = previous
 
-    def reserve(
-        self, role: str, calls: int, prompt_tokens: int, tokens: int, usd: float, *, optimizer: bool = False
-    ) -> Ticket:
-        """Reserve a call's estimated share, or raise ``BudgetExceeded``; an ``optimizer`` call raises
-        :class:`OptimizerStopped` instead, and sets ``optimizer_stopped``: later optimizer calls do too."""
+    def admit(self, role: str, worst: Reservation, *, optimizer: bool = False) -> Ticket:
+        """Reserve ``worst`` (a call's worst case), or raise ``BudgetExceeded``; an ``optimizer`` call
+        raises :class:`OptimizerStopped` instead, and sets ``optimizer_stopped``: later optimizer calls do too."""
         try:
             with self._lock:
-                if optimizer and self.optimizer_stopped:
-                    raise BudgetExceeded(f"the optimizer was stopped: {role} LM call refused")
-                if self.failing:
-                    self.optimizer_stopped = self.optimizer_stopped or optimizer
-                    why = "a lasting LM failure" if self.halted else f"{self.lm_errors} failed LM calls"
-                    raise BudgetExceeded(f"{why}: {role} LM call refused")
-                spent, reserved = self.total(), self._reserved
-                after = (
-                    spent.calls + reserved[0] + calls,
-                    spent.tokens + reserved[1] + tokens,
-                    (spent.usd or 0.0) + reserved[2] + usd,
-                )
-                for cap, total, held in zip(CAP_NAMES, after, self._held, strict=True):
-                    limit = getattr(self.caps, cap)
-                    if limit is not None and total > limit - held:
-                        self.optimizer_stopped = self.optimizer_stopped or optimizer
-                        self.refusals += 1
-                        self.refused_by = self.refused_by or cap
-                        raise BudgetExceeded(f"{cap} reached: {role} LM call refused")
-                self._reserved = (reserved[0] + calls, reserved[1] + tokens, reserved[2] + usd)
-                return Ticket(role, calls, tokens, usd, prompt_tokens)
+                self._check(role, worst, optimizer)
+                parent = None
+                if self.parent is not None:
+                    try:
+                        parent = self.parent.admit(role, worst)
+                    except BudgetExceeded:
+                        self._refused(self.parent.refused_by or "max_calls", optimizer)
+                        raise
+                self._reserved = _plus(self._reserved, worst)
+                return Ticket(role, worst, parent)
         except BudgetExceeded as exc:
             if not optimizer:
                 raise
             raise OptimizerStopped(str(exc)) from exc
 
+    def _check(self, role: str, worst: Reservation, optimizer: bool) -> None:
+        """Raise ``BudgetExceeded`` when ``worst`` may not start (holding the lock)."""
+        if optimizer and self.optimizer_stopped:
+            raise BudgetExceeded(f"the optimizer was stopped: {role} LM call refused")
+        if self.failing:
+            self.optimizer_stopped = self.optimizer_stopped or optimizer
+            why = "a lasting LM failure" if self.halted else f"{self.lm_errors} failed LM calls"
+            raise BudgetExceeded(f"{why}: {role} LM call refused")
+        spent, reserved = self.total(), _plus(self._reserved, worst)
+        after = (
+            spent.calls + reserved.calls,
+            spent.tokens + reserved.tokens,
+            (spent.usd or 0.0) + reserved.usd,
+        )
+        held = (self._held.calls, self._held.tokens, self._held.usd)
+        for cap, total, back in zip(CAP_NAMES, after, held, strict=True):
+            limit = getattr(self.caps, cap)
+            if limit is not None and total > limit - back:
+                self._refused(cap, optimizer)
+                raise BudgetExceeded(f"{cap} reached: {role} LM call refused")
+
+    def _refused(self, cap: str, optimizer: bool) -> None:
+        self.optimizer_stopped = self.optimizer_stopped or optimizer
+        self.refusals += 1
+        self.refused_by = self.refused_by or cap
+
     def settle(self, ticket: Ticket, spent: Spend) -> None:
-        """Replace a reservation with what the call actually cost."""
+        """Replace a reservation with what its calls actually used (the parent's share too)."""
         with self._lock:
-            res_calls, res_tokens, res_usd = self._reserved
-            self._reserved = (res_calls - ticket.calls, res_tokens - ticket.tokens, res_usd - ticket.usd)
+            self._reserved = _minus(self._reserved, ticket.reservation)
             self.roles[ticket.role] = self.roles.get(ticket.role, Spend()) + spent
             self._lock.notify_all()
+        if ticket.parent is not None and self.parent is not None:
+            self.parent.settle(ticket.parent, spent)
+
+    @contextmanager
+    def admitted(self, role: str, worst: Reservation) -> Iterator[Admission]:
+        """Admit ``worst`` for the block (the calls run inside it) and settle at what the block
+        set ``used`` to. The one admission every LM call passes: a rate controller that decides
+        when a call may start belongs here, after the reservation and before the block."""
+        admission = Admission(self.admit(role, worst))
+        try:
+            yield admission
+        finally:
+            self.settle(admission.ticket, admission.used or Spend())
 
     def wait_idle(self) -> None:
         """Wait until every call in flight (a stopped optimizer's lingering threads) has settled."""
         with self._lock:
-            self._lock.wait_for(lambda: self._reserved[0] == 0)
+            self._lock.wait_for(lambda: self._reserved.calls == 0)
+
+
+EARLIER = "earlier"  # the role of what a resumed job spent before this invocation
+_ZERO = Reservation(0, 0, 0, 0.0)
+
+
+def _plus(a: Reservation, b: Reservation) -> Reservation:
+    return Reservation(
+        a.calls + b.calls, a.prompt_tokens + b.prompt_tokens, a.tokens + b.tokens, a.usd + b.usd
+    )
+
+
+def _minus(a: Reservation, b: Reservation) -> Reservation:
+    return Reservation(
+        a.calls - b.calls, a.prompt_tokens - b.prompt_tokens, a.tokens - b.tokens, a.usd - b.usd
+    )
+
+
+def worst_case(pricing: Pricing, prompt_tokens: int, *, calls: int = 1, attempts: int = 1) -> Reservation:
+    """The reservation of ``calls`` calls of ``prompt_tokens`` each (an upper bound: ``prompt_bound``),
+    each writing at most the model's output limit, priced at ``pricing``'s rate (batch or list).
+    ``attempts``: calls one of them may take (a DSPy adapter's fallback asks again); they count as one
+    call against ``--max-calls``, as a unit's record does. Without a known output limit (only when no
+    token or dollar cap needs it, :func:`require_prices`) the expected completion stands in."""
+    limit = pricing.output_limit if pricing.output_limit is not None else pricing.completion_guess
+    sent = calls * attempts
+    return Reservation(
+        calls=calls,
+        prompt_tokens=sent * prompt_tokens,
+        tokens=sent * (prompt_tokens + limit),
+        usd=sent * pricing.usd(prompt_tokens, limit),
+    )
 
 
 def require_prices(caps: BudgetCaps, pricing: Mapping[str, Pricing]) -> None:
-    """``--max-usd`` needs every model (``pricing`` by name) priced: an unpriced one would never reach the cap."""
+    """``--max-usd`` needs every model (``pricing`` by name) priced: an unpriced one would never reach
+    the cap; ``--max-usd`` and ``--max-total-tokens`` need each model's output limit, a call's worst case."""
     unpriced = [name for name, each in pricing.items() if not each.known]
     if caps.max_usd is not None and unpriced:
         raise ConfigError(
             f"--max-usd: no price for {' or '.join(unpriced)} in the price map DSPy uses; "
             "cap --max-calls or --max-total-tokens instead"
         )
+    unlimited = [name for name, each in pricing.items() if each.output_limit is None]
+    flag = "--max-usd" if caps.max_usd is not None else "--max-total-tokens" if caps.max_tokens else None
+    if flag is not None and unlimited:
+        raise ConfigError(
+            f"{flag}: no output limit is known for {' or '.join(unlimited)}, so a call's worst case cannot be "
+            "reserved before it starts; set --max-tokens (the completion tokens a call may write)"
+        )
+
+
+def ledger_line(ledger: Ledger) -> str:
+    """The spend and the reservations of the calls in flight, against each cap of ``ledger`` (or of
+    the job above it): ``calls 12+3 reserved/40 | tokens 3,400+1,200 reserved/20,000 | $0.0123+0.0040 reserved/0.05``."""
+    scope = ledger
+    while not scope.caps.any and scope.parent is not None:
+        scope = scope.parent  # a step without caps of its own: the job's caps, and the job's spend
+    caps, total, held = scope.caps, scope.total(), scope.reserved()
+    parts = []
+    if caps.max_calls is not None:
+        parts.append(f"calls {total.calls:,}+{held.calls:,} reserved/{caps.max_calls:,}")
+    if caps.max_tokens is not None:
+        parts.append(f"tokens {total.tokens:,}+{held.tokens:,} reserved/{caps.max_tokens:,}")
+    if caps.max_usd is not None:
+        parts.append(f"${total.usd or 0.0:.4f}+{held.usd:.4f} reserved/{caps.max_usd:g}")
+    return " | ".join(parts) or f"calls {total.calls:,}+{held.calls:,} reserved"

@@ -13,12 +13,16 @@ from typing import Any
 
 from ._lm import LMConfig, import_dspy
 from ._lm._compat import BATCH_DISCOUNT, has_batch_prices, price_rates
+from ._lm._fake import FAKE_OUTPUT_LIMIT
+from ._lm._profiles import PROFILES
 from ._usage import Usage
 
 CHARS_PER_TOKEN = 4
 # Typical completion lengths (tokens) of one answer.
 COMPLETION_GUESS = {"per-policy": 120, "per-rule": 40}
 COT_EXTRA = 300
+#: Tokens a chat template adds per message (role markers), and once more to prime the answer, at most.
+TEMPLATE_TOKENS = 8
 PROMPT_SAMPLE = 200  # prompts whose size a mean is taken over (an even spread is enough)
 
 
@@ -29,6 +33,8 @@ class Pricing:
     prompt: float | None = None
     completion: float | None = None
     completion_guess: int = 200
+    #: The most completion tokens one call may write (None: unknown): what a reservation holds.
+    output_limit: int | None = None
 
     @property
     def known(self) -> bool:
@@ -43,15 +49,42 @@ class Pricing:
 def pricing_for(config: LMConfig, completion_guess: int, *, batch: bool = False) -> Pricing:
     """USD per token from the price map DSPy prices calls with (``batch``: the batch API's);
     unpriced for fakes and unknown models."""
+    limit = output_limit(config)
     if config.is_fake or not config.provider:
-        return Pricing(completion_guess=completion_guess)
+        return Pricing(completion_guess=completion_guess, output_limit=limit)
     import_dspy()  # the offline price-map environment is set before DSPy loads
     model = config.model.split("/", 1)[1]
     try:
         prompt, completion, *_ = price_rates(config.provider, model, batch=batch)
     except Exception:  # advisory metadata: a malformed entry must not stop a compile
         prompt = completion = None
-    return Pricing(prompt=prompt, completion=completion, completion_guess=completion_guess)
+    return Pricing(
+        prompt=prompt, completion=completion, completion_guess=completion_guess, output_limit=limit
+    )
+
+
+def output_limit(config: LMConfig) -> int | None:
+    """The most completion tokens one call of ``config`` may write: its ``max_tokens``, else the limit
+    its provider's requests carry by default (Anthropic's), else the model's maximum output in
+    LiteLLM's model map; the fake's own limit; None when none is known (a served model without one)."""
+    if config.max_tokens:
+        return config.max_tokens
+    if config.is_fake:
+        return FAKE_OUTPUT_LIMIT
+    profile = PROFILES.get(config.provider)
+    if profile is not None and profile.default_limit is not None:
+        return profile.default_limit
+    if not config.provider:
+        return None
+    import_dspy()  # the offline model-map environment is set before LiteLLM loads
+    import litellm
+
+    try:
+        info = litellm.get_model_info(config.model)
+    except Exception:  # not in the map (a custom or served model): unknown
+        return None
+    limit = info.get("max_output_tokens") or info.get("max_tokens")
+    return int(limit) if limit else None
 
 
 def cache_savings(config: LMConfig, usage: Usage, *, batch: bool = False) -> float | None:
@@ -98,6 +131,13 @@ def completion_guess(protocol: str, cot: bool, config: LMConfig) -> int:
     """The completion tokens one answer is expected to take (capped by the config's ``max_tokens``)."""
     guess = COMPLETION_GUESS[protocol] + (COT_EXTRA if cot else 0)
     return min(guess, config.max_tokens) if config.max_tokens else guess
+
+
+def prompt_bound(text: str, messages: int = 1) -> int:
+    """The most prompt tokens ``text`` (in ``messages`` chat messages) can be: one per UTF-8 byte (a
+    tokenizer's token covers a byte at least) and a chat template's markers. What a reservation holds;
+    ``estimate_tokens`` is what a projection expects."""
+    return len(text.encode("utf-8")) + TEMPLATE_TOKENS * (messages + 1)
 
 
 def estimate_tokens(text: str) -> int:

@@ -34,6 +34,7 @@ from sp_dspy._protocol._targets import (
     framework_for,
     per_rule_messages,
 )
+from sp_dspy._protocol._turns import Speaker, conversation_turns, speaker_lines
 
 __all__ = [
     "LAYOUTS",
@@ -47,15 +48,18 @@ __all__ = [
     "PolicyParse",
     "Protocol",
     "RuleTarget",
+    "Speaker",
     "Status",
     "TargetType",
     "VerdictParse",
     "build_targets",
+    "conversation_turns",
     "framework_for",
     "parse_policy_output",
     "parse_verdict_output",
     "per_policy_messages",
     "per_rule_messages",
     "policy_response_format",
+    "speaker_lines",
     "verdict_response_format",
 ]

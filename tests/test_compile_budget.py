@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sp_dspy._budget import Budget, BudgetExceeded, Spend
+from sp_dspy._budget import BudgetExceeded, Ledger, Reservation, Spend
 from sp_dspy._compile import BudgetCaps, CompileConfig, CompileStatus, compile_guard
 from sp_dspy._compile._budgeted_lm import BudgetedLM
 from sp_dspy._errors import ConfigError
@@ -21,34 +21,34 @@ from tests.test_compile_optimizers import INSTRUCTED, TINY, engine_calls, run_co
 
 
 def test_reservations_refuse_past_the_call_cap() -> None:
-    budget = Budget(caps=BudgetCaps(max_calls=3))
-    tickets = [budget.reserve("task", 1, 10, 20, 0.0) for _ in range(3)]
+    budget = Ledger(BudgetCaps(max_calls=3))
+    tickets = [budget.admit("task", Reservation(1, 10, 20, 0.0)) for _ in range(3)]
     with pytest.raises(BudgetExceeded, match="max_calls"):
-        budget.reserve("task", 1, 10, 20, 0.0)
+        budget.admit("task", Reservation(1, 10, 20, 0.0))
     for ticket in tickets:
         budget.settle(ticket, Spend(calls=1, usage=Usage(prompt_tokens=10, completion_tokens=5)))
     assert budget.total().calls == 3 and budget.refusals == 1 and budget.refused_by == "max_calls"
 
 
 def test_hold_back_reserves_budget_for_later() -> None:
-    budget = Budget(caps=BudgetCaps(max_calls=5))
+    budget = Ledger(BudgetCaps(max_calls=5))
     with budget.hold_back(calls=3):
-        budget.settle(budget.reserve("task", 2, 0, 0, 0.0), Spend(calls=2))
+        budget.settle(budget.admit("task", Reservation(2, 0, 0, 0.0)), Spend(calls=2))
         with pytest.raises(BudgetExceeded):
-            budget.reserve("task", 1, 0, 0, 0.0)
-    budget.settle(budget.reserve("task", 3, 0, 0, 0.0), Spend(calls=3))  # the held-back share
+            budget.admit("task", Reservation(1, 0, 0, 0.0))
+    budget.settle(budget.admit("task", Reservation(3, 0, 0, 0.0)), Spend(calls=3))  # the held-back share
     assert budget.total().calls == 5
 
 
 def test_concurrent_reservations_never_exceed_the_cap() -> None:
-    budget = Budget(caps=BudgetCaps(max_calls=100))
+    budget = Ledger(BudgetCaps(max_calls=100))
     granted: list[int] = []
     lock = threading.Lock()
 
     def worker() -> None:
         for _ in range(40):
             try:
-                ticket = budget.reserve("task", 1, 1, 1, 0.0)
+                ticket = budget.admit("task", Reservation(1, 1, 1, 0.0))
             except BudgetExceeded:
                 continue
             with lock:
@@ -64,19 +64,19 @@ def test_concurrent_reservations_never_exceed_the_cap() -> None:
 
 
 def test_token_and_dollar_caps_use_estimates_before_the_call() -> None:
-    budget = Budget(caps=BudgetCaps(max_tokens=100, max_usd=1.0))
+    budget = Ledger(BudgetCaps(max_tokens=100, max_usd=1.0))
     budget.settle(
-        budget.reserve("task", 1, 40, 60, 0.5),
+        budget.admit("task", Reservation(1, 40, 60, 0.5)),
         Spend(calls=1, usage=Usage(prompt_tokens=40, completion_tokens=20)),
     )
     with pytest.raises(BudgetExceeded, match="max_tokens"):
-        budget.reserve("task", 1, 30, 50, 0.1)  # 60 spent + 50 estimated > 100
-    budget.reserve("task", 1, 10, 40, 0.1)
+        budget.admit("task", Reservation(1, 30, 50, 0.1))  # 60 spent + 50 estimated > 100
+    budget.admit("task", Reservation(1, 10, 40, 0.1))
 
 
 def test_budgeted_lm_counts_completions_refuses_without_calling_and_shares_the_budget() -> None:
     lm = make_lm(LMConfig(model="fake/oracle"))
-    budget = Budget(caps=BudgetCaps(max_calls=4))
+    budget = Ledger(BudgetCaps(max_calls=4))
     guarded = BudgetedLM(lm, budget, "task")
     guarded("Is anything violated?", n=3)
     assert budget.total().calls == 3 == len(fake_engine(lm).calls)  # type: ignore[union-attr]
@@ -91,7 +91,7 @@ def test_budgeted_lm_counts_completions_refuses_without_calling_and_shares_the_b
 def test_a_copy_of_the_budgeted_lm_calls_with_its_own_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """SIMBA samples on ``lm.copy(rollout_id=r, temperature=1.0)``: the call carries them."""
     lm = make_lm(LMConfig(model="fake/oracle"))
-    guarded = BudgetedLM(lm, Budget(caps=BudgetCaps()), "task")
+    guarded = BudgetedLM(lm, Ledger(BudgetCaps()), "task")
     seen: list[float | None] = []
     engine = fake_engine(lm)
     assert engine is not None
@@ -209,10 +209,10 @@ def test_an_lm_that_fails_stops_the_compile_with_one_line(
 
 
 def test_after_ten_lm_failures_every_call_is_refused() -> None:
-    budget = Budget()
+    budget = Ledger()
     for _ in range(budget.max_lm_errors):
-        budget.settle(budget.reserve("task", 1, 0, 0, 0.0), Spend(calls=1))
+        budget.settle(budget.admit("task", Reservation(1, 0, 0, 0.0)), Spend(calls=1))
         budget.record_error("task", "LMServerError: 500")
     with pytest.raises(BudgetExceeded, match="10 failed LM calls"):
-        budget.reserve("task", 1, 0, 0, 0.0)
+        budget.admit("task", Reservation(1, 0, 0, 0.0))
     assert budget.failing and budget.refusals == 0  # not a cap: the compile reports it as a failure

@@ -104,7 +104,8 @@ def test_program_is_an_existing_artifact_directory_or_a_name(tmp_path: Path) -> 
     result = invoke(tmp_path, "--program", str(tmp_path / "missing"), "--run-id", "m")
     assert isinstance(result.exception, ConfigError)
     assert str(result.exception) == (
-        "--program: expected official, dspy, dspy-cot, dspy-severity, dspy-severity-cot or an "
+        "--program: expected official, dspy, dspy-cot, dspy-severity, dspy-severity-cot, llama-guard, "
+        "granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard or an "
         f"artifact directory, got '{tmp_path / 'missing'}'"
     )
 

@@ -96,14 +96,16 @@ def test_max_calls_stops_the_run_keeps_its_records_and_resume_finishes_it(
 
 
 def test_max_total_tokens_stops_before_the_unit_that_would_cross_it(tmp_path: Path) -> None:
+    # A unit reserves its worst case: its prompt's bytes and the fake's output limit (about 10,000
+    # tokens here); the fake uses about 2,000 of them.
     result = invoke(
-        tmp_path, "--limit", "6", "--max-total-tokens", "5000", "--concurrency", "1", "--run-id", "t"
+        tmp_path, "--limit", "6", "--max-total-tokens", "20000", "--concurrency", "1", "--run-id", "t"
     )
     assert result.exit_code == 3, (result.output, result.exception)
     kept = records(tmp_path / "results_t_fake.jsonl")
     assert 0 < len(kept) < 6
     used = sum(r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"] for r in kept)
-    assert used <= 5000 + 200  # at most the last answer beyond its estimate
+    assert used <= 20000  # never beyond the cap: each unit's worst case was reserved before it started
     assert "stopped at --max-total-tokens" in result.output
 
 
@@ -121,12 +123,13 @@ def test_max_usd_caps_a_priced_model(tmp_path: Path) -> None:
             "--run-id",
             "u",
         )
-        result = invoke(tmp_path, *args, "--max-usd", "0.002", lm="openai/gpt-4o-mini")
+        # A unit reserves its prompt's bytes and 200 completion tokens: about $0.002 at the list price.
+        result = invoke(tmp_path, *args, "--max-tokens", "200", "--max-usd", "0.005", lm="openai/gpt-4o-mini")
         sent = len(server.requests)
     assert result.exit_code == 3, (result.output, result.exception)
     kept = records(tmp_path / "results_u_gpt-4o-mini.jsonl")
     assert 0 < len(kept) == sent < 12
-    assert sum(r["cost"] for r in kept) <= 0.002 * 1.1
+    assert sum(r["cost"] for r in kept) <= 0.005
     assert "stopped at --max-usd" in result.output
 
 

@@ -235,7 +235,8 @@ def test_without_an_lm_the_configured_dspy_lm_is_used() -> None:
     [
         (
             {"dir_or_name": "gepa"},
-            "program 'gepa': expected official, dspy, dspy-cot, dspy-severity, dspy-severity-cot or an artifact directory",
+            "program 'gepa': expected official, dspy, dspy-cot, dspy-severity, dspy-severity-cot, llama-guard, "
+            "granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard or an artifact directory",
         ),
         ({"dir_or_name": "official", "parser": "lenient"}, "parser 'lenient': expected 'strict' or 'robust'"),
         ({"dir_or_name": "dspy", "protocol": "per-case"}, "protocol 'per-case'"),

@@ -20,6 +20,7 @@ from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._lm import LMConfig, make_lm
 from sp_dspy._lm._fake import FakeEngine
 from sp_dspy.programs import (
+    GUARD_PROGRAMS,
     JudgmentRecord,
     OfficialPerPolicy,
     PerPolicyGuard,
@@ -95,7 +96,7 @@ def test_resolve_program_a_path_is_always_an_artifact_a_string_only_when_the_dir
 
 
 def test_resolve_program_errors_name_the_cli_flags_or_the_api_arguments(tmp_path: Path) -> None:
-    names = "official, dspy, dspy-cot, dspy-severity, dspy-severity-cot"
+    names = "official, dspy, dspy-cot, dspy-severity, dspy-severity-cot, " + ", ".join(GUARD_PROGRAMS)
     cases: list[tuple[Any, str | None, str, str]] = [
         (
             "gepa", None,

@@ -149,13 +149,17 @@ def test_answers_replayed_from_the_cache_do_not_count_against_max_usd(
 ) -> None:
     from sp_dspy._budget import BudgetCaps
 
+    # Each unit reserves its worst case first (its prompt's bytes, 20 completion tokens): a cap of 90%
+    # of the fresh run's price covers any one unit's reservation, and not the fresh run.
+    short = lm(server).model_copy(update={"max_tokens": 20})
+
     def evaluate(run_id: str, caps: BudgetCaps) -> Any:
         settings = {"output_dir": tmp_path, "run_id": run_id, "concurrency": 1, "caps": caps}
-        config = EvalConfig.model_validate({**settings, "data": DataSelection(limit=6)})
-        return run_eval(config, lm(server), show_progress=False)
+        config = EvalConfig.model_validate({**settings, "data": DataSelection(limit=12)})
+        return run_eval(config, short, show_progress=False)
 
     fresh = evaluate("fresh", BudgetCaps())
     price = sum(r["cost"] for r in iter_records(fresh.results_file))
-    replayed = evaluate("replayed", BudgetCaps(max_usd=price / 2))  # a fresh run would stop halfway
-    assert replayed.capped_by is None and len(list(iter_records(replayed.results_file))) == 6
-    assert replayed.spent is not None and (replayed.spent.paid, replayed.spent.cache_hits) == (0.0, 6)
+    replayed = evaluate("replayed", BudgetCaps(max_usd=price * 0.9))  # a fresh run would stop before the end
+    assert replayed.capped_by is None and len(list(iter_records(replayed.results_file))) == 12
+    assert replayed.spent is not None and (replayed.spent.paid, replayed.spent.cache_hits) == (0.0, 12)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sp_dspy.optimizers import OPTIMIZER_NAMES, get_recipe, load_settings
+from sp_dspy.programs import RAW_PROGRAMS
 
 from .._benchmarks import BenchmarkName
 from .._budget import BudgetCaps
@@ -32,7 +33,7 @@ from .._runner._paths import RunId
 from .._user_dirs import ensure_writable_dir
 from .._writer_lock import WriterLock
 from .._yaml_lines import read_yaml_mapping
-from ._variants import DEFAULT_VARIANTS
+from ._variants import DEFAULT_VARIANTS, NAMED_VARIANTS
 
 PLAN_FILE = "plan.json"
 EXPERIMENT_FILE = "experiment.json"
@@ -196,6 +197,9 @@ class ExperimentPlan(BaseModel):
     lenient: bool = False
     protocol: Protocol = "per-policy"
     program: Literal["dspy", "dspy-cot"] = "dspy"
+    #: The fixed-prompt program the artifacts are compared to: the official prompt, or the model's
+    #: own guard format (``llama-guard``, ...) under the same protocol.
+    baseline_program: str = "official"
     optimizers: list[str] = Field(default_factory=lambda: ["mipro"], min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     split_seed: int = 0
@@ -248,10 +252,20 @@ class ExperimentPlan(BaseModel):
                 raise ValueError(f"settings for unknown optimizer {name!r}")
         return value
 
+    @model_validator(mode="after")
+    def _baseline_variant(self) -> Self:
+        if self.baseline not in NAMED_VARIANTS or self.baseline_program not in RAW_PROGRAMS:
+            supported = sorted({p for p, protocol, _ in NAMED_VARIANTS.values() if protocol == self.protocol})
+            raise ValueError(
+                f"baseline_program {self.baseline_program!r}: expected one of "
+                f"{', '.join(p for p in supported if p in RAW_PROGRAMS)} under {self.protocol}"
+            )
+        return self
+
     @property
     def baseline(self) -> str:
-        """The official baseline's variant name under this protocol."""
-        return f"official-{self.protocol}"
+        """The baseline's variant name under this protocol (the official prompt unless set)."""
+        return f"{self.baseline_program}-{self.protocol}"
 
     def public_dict(self) -> dict[str, Any]:
         """The plan as saved: JSON types, the LMs' settings without secrets."""

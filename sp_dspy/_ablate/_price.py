@@ -63,7 +63,7 @@ def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = No
             split=f"{folder / SPLIT_FILE}:test",
         )
         baseline = EvalConfig(
-            data=data, program="official", protocol=plan.protocol, caps=plan.caps, batch=plan.batch
+            data=data, program=plan.baseline_program, protocol=plan.protocol, caps=plan.caps, batch=plan.batch
         )
         _, test_cases = select_cases(baseline)
         units = len(units_of(test_cases, plan.protocol))

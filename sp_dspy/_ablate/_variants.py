@@ -28,6 +28,15 @@ NAMED_VARIANTS: dict[str, tuple[str, Protocol, Layout]] = {
     "dspy-per-rule": ("dspy", "per-rule", "official"),
     "dspy-cot-per-policy": ("dspy-cot", "per-policy", "official"),
     "dspy-cot-per-rule": ("dspy-cot", "per-rule", "official"),
+    # Guard models in their own authors' format, beside the official prompt to the same model.
+    "llama-guard-per-policy": ("llama-guard", "per-policy", "official"),
+    "llama-guard-per-rule": ("llama-guard", "per-rule", "official"),
+    "granite-guardian-per-rule": ("granite-guardian", "per-rule", "official"),
+    "shieldgemma-per-rule": ("shieldgemma", "per-rule", "official"),
+    "dynaguard-per-policy": ("dynaguard", "per-policy", "official"),
+    "dynaguard-per-rule": ("dynaguard", "per-rule", "official"),
+    "gpt-oss-safeguard-per-policy": ("gpt-oss-safeguard", "per-policy", "official"),
+    "gpt-oss-safeguard-per-rule": ("gpt-oss-safeguard", "per-rule", "official"),
 }
 ARTIFACT_PROGRAMS = ("dspy", "dspy-cot")
 

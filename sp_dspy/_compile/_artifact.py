@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sp_dspy._budget import Budget
+from sp_dspy._budget import Ledger
 from sp_dspy._compile._data import ids_hash
 from sp_dspy._compile._types import (
     BudgetRecord,
@@ -222,7 +222,7 @@ def eval_command(out: Path, task: LMConfig) -> str:
 
 def save_artifact(
     setup: CompileSetup,
-    budget: Budget,
+    budget: Ledger,
     *,
     start: Contender,
     contenders: list[Contender],

@@ -1,13 +1,14 @@
-"""``BudgetedLM``: a ``dspy.BaseLM`` that charges each call of the LM it wraps to a :class:`Budget`.
+"""``BudgetedLM``: a ``dspy.BaseLM`` whose every call of the LM it wraps is admitted by a :class:`Ledger`.
 
 Optimizers call LMs deep inside DSPy, so a compile's caps are enforced in the LM: each call
-reserves its estimated share, is refused past a cap, and settles what it used. Every call
+reserves its worst case (its prompt and its output limit), is refused past a cap, and settles what it used. Every call
 counts, cached or not, so a capped compile is deterministic and its rerun a replay. This
 module imports DSPy; a compile imports it when it builds its LMs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -15,10 +16,10 @@ from typing import Any
 
 import dspy
 
-from sp_dspy._budget import Budget, spent
+from sp_dspy._budget import Ledger, spent, worst_case
 from sp_dspy._compile._failures import CallFailures, CallOutcome
 from sp_dspy._lm import classify_error, history_usage, redact
-from sp_dspy._pricing import Pricing, estimate_tokens, message_text
+from sp_dspy._pricing import Pricing, estimate_tokens, message_text, prompt_bound
 
 # Failures that belong to one input (too long, rejected by a content filter, unreadable),
 # not to the LM: they leave that example unanswered and do not count towards stopping.
@@ -36,7 +37,7 @@ class BudgetedLM(dspy.BaseLM):
     def __init__(
         self,
         inner: Any,
-        budget: Budget,
+        budget: Ledger,
         role: str,
         pricing: Pricing | None = None,
         *,
@@ -65,12 +66,12 @@ class BudgetedLM(dspy.BaseLM):
     def _charged(self, prompt: Any, messages: Any, kwargs: Mapping[str, Any]) -> Iterator[Any]:
         """A fresh copy of the inner LM to call, its call reserved before and settled after."""
         n = int(kwargs.get("n") or self.kwargs.get("n") or 1)
-        prompt_tokens = estimate_tokens(message_text(prompt, messages))
-        guess = self.pricing.completion_guess
-        tokens, usd = n * (prompt_tokens + guess), n * self.pricing.usd(prompt_tokens, guess)
-        ticket = self.budget.reserve(
-            self.role, n, prompt_tokens * n, tokens, usd, optimizer=self.stops_optimizer
-        )
+        text = message_text(prompt, messages)
+        prompt_tokens = estimate_tokens(text)  # what an answer reporting no usage is counted at
+        limit = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens")
+        pricing = self.pricing if not limit else dataclasses.replace(self.pricing, output_limit=int(limit))
+        worst = worst_case(pricing, prompt_bound(text, len(messages or []) or 1), calls=n)
+        ticket = self.budget.admit(self.role, worst, optimizer=self.stops_optimizer)
         call = self.inner.copy()
         call.kwargs = dict(self.kwargs)
         try:
@@ -98,7 +99,7 @@ class BudgetedLM(dspy.BaseLM):
             else:
                 completion = used.completion_tokens
             cost = entry.get("cost")
-            used_prompt = (used.prompt_tokens if used else 0) or ticket.prompt_tokens
+            used_prompt = (used.prompt_tokens if used else 0) or prompt_tokens * ticket.calls
             usd_spent = (
                 float(cost)
                 if cost is not None

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sp_dspy._benchmarks import BenchmarkName
-from sp_dspy._budget import Budget, BudgetCaps
+from sp_dspy._budget import BudgetCaps, Ledger
 from sp_dspy._compile._budget import CompilePlan
 from sp_dspy._compile._data import DEFAULT_RATIOS, CompileData
 from sp_dspy._lm import LMConfig
@@ -63,7 +63,7 @@ class CompileStatus:
 
     caps: BudgetCaps = field(default_factory=BudgetCaps)
     phase: str = "starting"
-    budget: Budget | None = None
+    budget: Ledger | None = None
     start_score: float | None = None
     best_score: float | None = None
     recorder: Any = None

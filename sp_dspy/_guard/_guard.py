@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import ValidationError
 
-from sp_dspy.programs import OfficialPerPolicy, OfficialPerRule, resolve_program, run_case
+from sp_dspy.programs import is_raw_program, resolve_program, run_case
 
 from .._data._inputs import guard_case
 from .._errors import ConfigError, validation_problem
@@ -122,7 +122,7 @@ class Guard:
             dir_or_name, protocol, parser=parser, constrained=constrained,
             max_concurrency=max(1, max_concurrency),
         )  # fmt: skip
-        json_adapter = constrained and not isinstance(program, OfficialPerPolicy | OfficialPerRule)
+        json_adapter = constrained and not is_raw_program(program)
         return cls(
             program,
             label=str(dir_or_name),

@@ -13,7 +13,7 @@ from .._lazy import lazy_getattr
 _MODULES: dict[str, tuple[str, ...]] = {
     "._limits": ("ServiceLimits",),
     "._models": ("BatchRequest", "CheckAnswer", "CheckRequest", "openapi_document"),
-    "._service": ("CheckBudget", "GuardService", "is_loopback", "refuse_open_bind"),
+    "._service": ("CheckLedger", "GuardService", "is_loopback", "refuse_open_bind"),
     "._start": ("bearer_token", "build_service", "serve"),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._models import CheckAnswer as CheckAnswer
     from ._models import CheckRequest as CheckRequest
     from ._models import openapi_document as openapi_document
-    from ._service import CheckBudget as CheckBudget
+    from ._service import CheckLedger as CheckLedger
     from ._service import GuardService as GuardService
     from ._service import is_loopback as is_loopback
     from ._service import refuse_open_bind as refuse_open_bind

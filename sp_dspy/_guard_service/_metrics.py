@@ -10,11 +10,13 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 
+from .._budget import Ledger
 from .._usage import Usage
 
 #: Upper bounds (seconds) of the check latency histogram: an LM answers in tens of ms to minutes.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 PREFIX = "sp_dspy_guard"
+_KINDS = ("calls", "tokens", "usd")
 
 
 def _number(value: float) -> str:
@@ -58,8 +60,27 @@ class ServiceMetrics:
         self.latency_sum += seconds
         self.latency_count += 1
 
-    def text(self) -> str:
-        """The exposition: ``# HELP``/``# TYPE`` then the samples of each family."""
+    def _latency_histogram(self) -> list[str]:
+        """The ``check_seconds`` histogram's exposition: cumulative buckets, sum and count."""
+        cumulative = 0
+        samples: list[tuple[str, float]] = []
+        for bound, count in zip(BUCKETS, self.buckets, strict=True):
+            cumulative += count
+            samples.append((f'_bucket{{le="{bound:g}"}}', cumulative))
+        samples += [
+            ('_bucket{le="+Inf"}', self.latency_count),
+            ("_sum", self.latency_sum),
+            ("_count", self.latency_count),
+        ]
+        return [
+            f"# HELP {PREFIX}_check_seconds Seconds per check, LM calls included.",
+            f"# TYPE {PREFIX}_check_seconds histogram",
+            *(f"{PREFIX}_check_seconds{suffix} {_number(value)}" for suffix, value in samples),
+        ]
+
+    def text(self, ledger: Ledger | None = None) -> str:
+        """The exposition: ``# HELP``/``# TYPE`` then the samples of each family (``ledger``: the
+        service's caps, with what is spent and what the checks in flight reserved)."""
         lines: list[str] = []
 
         def family(name: str, kind: str, help: str, samples: list[tuple[str, float]]) -> None:
@@ -78,23 +99,7 @@ class ServiceMetrics:
             "lm_errors_total", "counter", "Checks the LM failed (status error), by error class.",
             [(f'{{error_class="{_label(c)}"}}', n) for c, n in sorted(self.lm_errors.items())],
         )  # fmt: skip
-        cumulative = 0
-        samples: list[tuple[str, float]] = []
-        for bound, count in zip(BUCKETS, self.buckets, strict=True):
-            cumulative += count
-            samples.append((f'_bucket{{le="{bound:g}"}}', cumulative))
-        samples += [
-            ('_bucket{le="+Inf"}', self.latency_count),
-            ("_sum", self.latency_sum),
-            ("_count", self.latency_count),
-        ]
-        lines.extend(
-            (
-                f"# HELP {PREFIX}_check_seconds Seconds per check, LM calls included.",
-                f"# TYPE {PREFIX}_check_seconds histogram",
-            )
-        )
-        lines.extend(f"{PREFIX}_check_seconds{suffix} {_number(value)}" for suffix, value in samples)
+        lines.extend(self._latency_histogram())
         family(
             "tokens_total", "counter", "LM tokens the checks used (answers replayed from the cache included).",
             [('{kind="prompt"}', self.prompt_tokens), ('{kind="completion"}', self.completion_tokens)],
@@ -106,4 +111,25 @@ class ServiceMetrics:
             [("", self.usd)],
         )
         family("in_flight", "gauge", "Checks in flight now.", [("", self.in_flight)])
+        if ledger is not None:
+            total, held = ledger.total(), ledger.reserved()
+            caps = ledger.caps
+            for name, help, values in (
+                ("budget_spent", "What the checks spent against the caps (--max-*).",
+                 (total.calls, total.tokens, total.usd or 0.0)),
+                ("budget_reserved", "What the checks in flight reserved: each one's worst case.",
+                 (held.calls, held.tokens, held.usd)),
+                ("budget_cap", "The caps (--max-calls, --max-total-tokens, --max-usd); absent: uncapped.",
+                 (caps.max_calls, caps.max_tokens, caps.max_usd)),
+            ):  # fmt: skip
+                family(
+                    name,
+                    "gauge",
+                    help,
+                    [
+                        (f'{{kind="{kind}"}}', v)
+                        for kind, v in zip(_KINDS, values, strict=True)
+                        if v is not None
+                    ],
+                )
         return "\n".join(lines) + "\n"

@@ -15,21 +15,22 @@ import ipaddress
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from .._budget import NO_ERROR_LIMIT, Budget, BudgetCaps, BudgetExceeded, Ticket, spent
-from .._data import BadLine, GuardLine, Source, policy_rules
+from .._budget import Admission, BudgetExceeded, Ledger, Reservation, Spend, spent
+from .._data import BadLine, Case, GuardLine, Source, policy_rules
 from .._errors import ConfigError, DataError, validation_problem
 from .._guard import Guard, LineAnswer, Verdict, answer_lines
 from .._guard._guard import DEADLINE
 from .._interrupt import graceful_stop
 from .._lm import classify_error
-from .._pricing import Pricing, estimate_tokens
+from .._pricing import Pricing
 from .._redact import redact
 from ._limits import ServiceLimits
 from ._metrics import ServiceMetrics
@@ -66,47 +67,32 @@ class Refused(Exception):
         self.headers = dict(headers)
 
 
-class CheckBudget:
-    """The service's caps (per process, since it started): each check reserves its estimated
-    calls, tokens and dollars before it runs and settles what its verdict reports it used."""
+@dataclass(frozen=True)
+class CheckLedger:
+    """The service's caps (per process, since it started): the ledger each check is admitted by, the
+    worst case of a check (every call of it) and the rate its answers are priced at."""
 
-    def __init__(self, caps: BudgetCaps, pricing: Pricing, *, per_rule: bool) -> None:
-        self.budget = Budget(caps=caps, max_lm_errors=NO_ERROR_LIMIT)  # a failing LM: 502s, /readyz
-        self.pricing = pricing
-        self.per_rule = per_rule
+    ledger: Ledger
+    pricing: Pricing
+    worst: Callable[[Case], Reservation]
 
-    def reserve(self, rules: int, text: str) -> Ticket:
-        """Reserve one check of a policy of ``rules`` rules and ``text`` (policy and conversation)."""
-        calls = rules if self.per_rule else 1
-        prompt = estimate_tokens(text) * calls
-        guess = self.pricing.completion_guess * calls
-        try:
-            if self.budget.exhausted:  # once a cap is met no further check runs, small or not (as eval)
-                raise BudgetExceeded(f"{self.budget.refused_by} reached")
-            return self.budget.reserve(
-                "guard", calls, prompt, prompt + guess, self.pricing.usd(prompt, guess)
-            )
-        except BudgetExceeded as exc:
-            raise Refused(503, f"budget: {exc} (the service's caps count since it started)",
-                          error_class="budget") from None  # fmt: skip
+    def admitted(self, case: Case) -> AbstractContextManager[Admission]:
+        """Admit one check of ``case`` (every call of it) for the block, which sets ``used``; raises
+        ``BudgetExceeded`` when a cap cannot cover it, or once a cap refused a check (as eval does)."""
+        if self.ledger.exhausted:
+            raise BudgetExceeded(f"{self.ledger.refused_by} reached")
+        return self.ledger.admitted("guard", self.worst(case))
 
-    def settle(self, ticket: Ticket, verdict: Verdict | None) -> None:
-        """Replace the check's reservation with what its verdict used (``None``: it raised before
-        any call, a bad input: nothing)."""
-        calls = prompt = completion = 0
-        usd: float | None = None
-        if verdict is not None:
-            calls = ticket.calls
-            prompt, completion = verdict.usage.prompt_tokens, verdict.usage.completion_tokens
-            usd = verdict.usage.cost
-            if usd is None and self.pricing.known:
-                usd = self.pricing.usd(prompt, completion)
-        # A verdict does not say which answers were replayed from the cache: every answer counts.
-        self.budget.settle(ticket, spent(calls, prompt, completion, usd, cached=False, replays_count=True))
-
-    @property
-    def exhausted(self) -> bool:
-        return self.budget.exhausted
+    def spend(self, verdict: Verdict, calls: int) -> Spend:
+        """What a check's verdict used: a verdict does not say which answers were replayed from the
+        cache, so every answer counts."""
+        usage = verdict.usage
+        usd = usage.cost
+        if usd is None and self.pricing.known:
+            usd = self.pricing.usd(usage.prompt_tokens, usage.completion_tokens)
+        return spent(
+            calls, usage.prompt_tokens, usage.completion_tokens, usd, cached=False, replays_count=True
+        )
 
 
 def is_loopback(host: str) -> bool:
@@ -144,7 +130,7 @@ class GuardService:
         *,
         policy: str | None = None,
         limits: ServiceLimits = ServiceLimits(),
-        budget: CheckBudget | None = None,
+        budget: CheckLedger | None = None,
         token: str | None = None,
         log: Callable[[str], None] = lambda line: None,
     ) -> None:
@@ -257,8 +243,8 @@ class GuardService:
     async def _readyz(self, request: web.Request) -> web.Response:
         if self.draining:
             raise Refused(503, "shutting down", error_class="draining")
-        if self.budget is not None and self.budget.exhausted:
-            raise Refused(503, f"budget: {self.budget.budget.refused_by} reached", error_class="budget")
+        if self.budget is not None and self.budget.ledger.exhausted:
+            raise Refused(503, f"budget: {self.budget.ledger.refused_by} reached", error_class="budget")
         failure = await self._probed()
         if failure is not None:
             raise Refused(503, failure.error, error_class=failure.error_class)
@@ -266,7 +252,8 @@ class GuardService:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(
-            body=self.metrics.text().encode("utf-8"), headers={"Content-Type": PROMETHEUS_TEXT}
+            body=self.metrics.text(None if self.budget is None else self.budget.ledger).encode("utf-8"),
+            headers={"Content-Type": PROMETHEUS_TEXT},
         )
 
     async def _openapi(self, request: web.Request) -> web.Response:
@@ -294,15 +281,7 @@ class GuardService:
         if isinstance(dialogue, list) and len(dialogue) > self.limits.max_messages:
             raise Refused(422, f"messages: {len(dialogue)} messages, more than the limit of "
                           f"{self.limits.max_messages} (--max-messages)")  # fmt: skip
-        ticket = None if self.budget is None else self.budget.reserve(len(rules), policy + str(dialogue))
-        verdict: Verdict | None = None
-        try:
-            verdict = await self.guard.acheck(policy, dialogue, framework=framework)
-        except DataError as exc:
-            raise Refused(422, str(exc)) from None
-        finally:
-            if ticket is not None and self.budget is not None:
-                self.budget.settle(ticket, verdict)
+        verdict = await self._verdict(policy, dialogue, framework)
         seconds = time.perf_counter() - started
         self.metrics.check(verdict.status, verdict.error_class, verdict.usage, seconds)
         # A ``CheckAnswer`` (its schema is the API's), built as JSON data: validating the verdict
@@ -315,6 +294,22 @@ class GuardService:
             answer["error"] = redact(verdict.error)
         answer.update(latency_ms=round(seconds * 1000, 3), id=request_id)
         return answer
+
+    async def _verdict(self, policy: str, dialogue: str | list[dict[str, Any]], framework: str) -> Verdict:
+        """The guard's verdict, the check admitted by the budget first (a bad input is a 422 and costs nothing)."""
+        try:
+            if self.budget is None:
+                return await self.guard.acheck(policy, dialogue, framework=framework)
+            case = self.guard.case(policy, dialogue, framework=framework)
+            with self.budget.admitted(case) as admission:
+                verdict = await self.guard.acheck(policy, dialogue, framework=framework)
+                admission.used = self.budget.spend(verdict, admission.ticket.calls)
+                return verdict
+        except DataError as exc:
+            raise Refused(422, str(exc)) from None
+        except BudgetExceeded as exc:
+            raise Refused(503, f"budget: {exc} (the service's caps count since it started)",
+                          error_class="budget") from None  # fmt: skip
 
     @contextmanager
     def _slots(self, count: int) -> Iterator[None]:

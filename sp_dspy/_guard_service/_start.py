@@ -7,14 +7,15 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .._budget import BudgetCaps, require_prices
+from .._budget import NO_ERROR_LIMIT, BudgetCaps, Ledger, require_prices
 from .._errors import ConfigError
 from .._guard import Guard
 from .._lm import LMConfig
 from .._redact import register_secret
+from .._runner._admission import case_worst_case
 from .._runner._cost import run_pricing
 from ._limits import ServiceLimits
-from ._service import CheckBudget, GuardService, refuse_open_bind
+from ._service import CheckLedger, GuardService, refuse_open_bind
 
 
 def bearer_token(variable: str | None) -> str | None:
@@ -52,7 +53,8 @@ def build_service(
     if caps.any:
         pricing = run_pricing(guard.program, guard.protocol, lm_config)
         require_prices(caps, {lm_config.model: pricing})
-        budget = CheckBudget(caps, pricing, per_rule=guard.protocol == "per-rule")
+        ledger = Ledger(caps, max_lm_errors=NO_ERROR_LIMIT)  # a failing LM: 502s, /readyz
+        budget = CheckLedger(ledger, pricing, case_worst_case(guard.program, guard.protocol, pricing))
     return GuardService(guard, policy=policy, limits=limits, budget=budget, token=token, log=log)
 
 

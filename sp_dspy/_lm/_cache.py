@@ -24,6 +24,10 @@ DISK_SIZE_LIMIT_BYTES = 30 * 1024**3
 #: cache keys (made of the request and LM settings only); ``metadata`` is the one setting DSPy
 #: passes through untouched, and the engines remove the key before sending (``request_overrides``).
 ENDPOINT_GROUP_KEY = "sp_endpoint_group"
+#: The key, in a call's ``metadata``, of body fields a program sends as they are (a guard model's
+#: ``chat_template_kwargs``): DSPy's canonical request has no slot for them, its cache key holds
+#: them (two guidelines are two answers), and sp-dspy's HTTP engine merges them into the body.
+BODY_FIELDS_KEY = "sp_body_fields"
 _lock = threading.Lock()
 _endpoint_groups: dict[str, str] = {}
 _configured = False  # whether configure_cache was called

@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._errors import ConfigError
 from .._usage import Usage, parse_usage
+from ._cache import BODY_FIELDS_KEY
 from ._compat import acall, call
 from ._direct import BATCHED, client_of
 from ._dspy import import_dspy
+from ._profiles import PROFILES
 from ._result import ChatResult
 
 if TYPE_CHECKING:
@@ -108,6 +111,7 @@ def _to_result(lm: Any, result: Any) -> ChatResult:
     if usage is None and result.raw is not None and not result.responses:
         usage = parse_usage(_raw_usage(result.raw))
     client = client_of(lm)
+    first_token = _first_token_logprobs(output.get("logprobs") if isinstance(output, Mapping) else None)
     cost = result.cost if client is None or usage is None else client.price(usage)
     if cost is not None:
         usage = (usage or Usage()).model_copy(update={"cost": cost})
@@ -120,19 +124,62 @@ def _to_result(lm: Any, result: Any) -> ChatResult:
         batched=batched,
         model=result.response_model,
         finish_reason=getattr(response, "finish_reason", None),
+        first_token_logprobs=first_token,
     )
 
 
-def chat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
+def _first_token_logprobs(logprobs: Any) -> dict[str, float] | None:
+    """``{token: logprob}`` of the first decoding step (the chosen token and its alternatives)."""
+    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+    if not content:
+        return None
+    first = content[0]
+    found = {str(first["token"]): float(first["logprob"])}
+    for top in first.get("top_logprobs") or []:
+        found.setdefault(str(top["token"]), float(top["logprob"]))
+    return found
+
+
+def effort_setting(lm: Any) -> tuple[str | None, bool]:
+    """The reasoning effort ``lm`` is configured with, and whether the request carries it in a body
+    field (False: the server reads none, so a harmony model's prompt must say it)."""
+    client = client_of(lm)
+    if client is None:
+        effort = getattr(lm, "kwargs", {}).get("reasoning_effort")
+        return (effort if isinstance(effort, str) else None), True
+    return client.config.reasoning_effort, PROFILES[client.config.provider].effort_field is not None
+
+
+def _call_kwargs(lm: Any, kwargs: dict[str, Any], body: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``kwargs`` with ``body`` (fields sent as they are) carried in the call's ``metadata``, where
+    sp-dspy's HTTP engine reads them (``_cache.BODY_FIELDS_KEY``)."""
+    if not body:
+        return kwargs
+    if client_of(lm) is None and not str(getattr(lm, "model", "")).startswith("fake/"):
+        raise ConfigError(
+            f"model '{getattr(lm, 'model', '')}': this program sends body fields ({', '.join(sorted(body))}) "
+            "that only sp-dspy's HTTP engine carries; drop --transport dspy"
+        )
+    metadata = dict(getattr(lm, "kwargs", {}).get("metadata") or {})
+    return {**kwargs, "metadata": {**metadata, BODY_FIELDS_KEY: dict(body)}}
+
+
+def chat(
+    lm: dspy.LM, messages: Messages, *, body: Mapping[str, Any] | None = None, **kwargs: Any
+) -> ChatResult:
     """Send ``messages`` (``role``/``content`` dicts) through ``lm`` without an adapter.
 
     ``kwargs`` override the LM's settings for this call (``temperature``, ``max_tokens``,
-    ``response_format``, ``cache=False``, ``rollout_id``...). Errors are DSPy's ``LM*Error``
-    classes after DSPy's own retries (see ``classify_error``).
+    ``response_format``, ``cache=False``, ``rollout_id``, ``logprobs``...); ``body``: fields sent
+    in the request body as they are (a guard model's ``chat_template_kwargs``), which DSPy's
+    request has no slot for. Errors are DSPy's ``LM*Error`` classes after DSPy's own retries
+    (see ``classify_error``).
     """
-    return _to_result(lm, call(lm, [dict(m) for m in messages], kwargs))
+    return _to_result(lm, call(lm, [dict(m) for m in messages], _call_kwargs(lm, kwargs, body)))
 
 
-async def achat(lm: dspy.LM, messages: Messages, **kwargs: Any) -> ChatResult:
+async def achat(
+    lm: dspy.LM, messages: Messages, *, body: Mapping[str, Any] | None = None, **kwargs: Any
+) -> ChatResult:
     """Async :func:`chat`."""
-    return _to_result(lm, await acall(lm, [dict(m) for m in messages], kwargs))
+    return _to_result(lm, await acall(lm, [dict(m) for m in messages], _call_kwargs(lm, kwargs, body)))

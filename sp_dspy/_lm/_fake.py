@@ -33,6 +33,9 @@ PROPOSED_INSTRUCTION = (
     "Check every rule of the policy against the chatbot's turns and list the number of every rule "
     "the conversation violates."
 )
+#: The most completion tokens a fake answer has when the call sets no ``max_tokens`` (a longer one is cut),
+#: so that a fake run's caps, like a real model's, can reserve each call's worst case.
+FAKE_OUTPUT_LIMIT = 512
 PLAIN_INSTRUCTION = "Read the policy and the conversation, then list the rules the chatbot's replies violate."
 _SEVERAL_RULES = re.compile(r"\[\s*\d+\s*(?:,\s*\d+\s*)+\]")
 
@@ -161,6 +164,9 @@ class FakeEngine(SyncEngine):
         text = self.reply(
             messages, response_format=request.config.response_format, temperature=request.config.temperature
         )
+        limit = request.config.max_tokens or FAKE_OUTPUT_LIMIT
+        if count_tokens(text) > limit:  # a real model stops at its output limit too
+            text = " ".join(text.split()[:limit])
         usage = lm15.Usage(
             input_tokens=sum(count_tokens(m["content"]) for m in messages), output_tokens=count_tokens(text)
         )

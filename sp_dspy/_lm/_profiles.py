@@ -39,8 +39,9 @@ class ProviderProfile:
     limit_field_for: tuple[tuple[str, str], ...] = ()
     #: Output cap sent when none is configured (Anthropic requires one); None: send none.
     default_limit: int | None = None
-    #: Dotted body path of the reasoning effort (``reasoning.effort`` nests it).
-    effort_field: str = "reasoning_effort"
+    #: Dotted body path of the reasoning effort (``reasoning.effort`` nests it); None: the server
+    #: reads none (a harmony model there takes it in its system message, ``effort_setting``).
+    effort_field: str | None = "reasoning_effort"
     #: Extra fixed headers of the wire (the API version Anthropic requires).
     headers: tuple[tuple[str, str], ...] = ()
 
@@ -86,7 +87,8 @@ PROFILES: dict[str, ProviderProfile] = {
     ),
     "hosted_vllm": _SELF_HOSTED,
     "openai_like": _SELF_HOSTED,
-    "llamacpp": _SELF_HOSTED,
+    # llama.cpp's server has no reasoning-effort field.
+    "llamacpp": ProviderProfile(wire="openai-chat", self_hosted=True, effort_field=None),
     "sp-openai-compatible": _SELF_HOSTED,
 }
 

@@ -23,3 +23,6 @@ class ChatResult(BaseModel):
     batched: bool = False
     model: str | None = None
     finish_reason: str | None = None
+    #: The first answer token's logprob by token, its alternatives included (None: the server sent
+    #: none; asked for with ``logprobs``): where a guard's probability of ``Yes`` is read.
+    first_token_logprobs: dict[str, float] | None = None

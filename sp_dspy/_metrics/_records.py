@@ -206,6 +206,9 @@ class JudgmentRecord(_Line):
     gt: VerdictFlag = None
     pred: VerdictFlag = None
     reason: str | None = None
+    yes_probability: float | None = _optional(
+        "P(Yes) of the verdict's first token, when the server returned logprobs (ShieldGemma)."
+    )
 
     @property
     def has_verdict(self) -> bool:

@@ -1,29 +1,19 @@
-"""What an eval run will cost before any call (``--dry-run``), and its caps while it runs.
+"""What an eval run will cost before any call (``--dry-run``): the projection compile makes too.
 
-The mechanism compile uses too (``sp_dspy._pricing``, ``sp_dspy._budget``): its prices, prompt
-tokens as characters / 4 of the real prompts, and a :class:`Budget` each unit reserves its estimate from.
+Its prices and prompt tokens as characters / 4 of the real prompts (``sp_dspy._pricing``); while
+the run goes, its caps are the ledger's (``_admission``), which reserves each unit's worst case.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sp_dspy.programs import OfficialPerPolicy, OfficialPerRule, program_spec
+from sp_dspy.programs import NativePerPolicy, NativePerRule, is_raw_program, program_spec
 
-from .._budget import (
-    NO_ERROR_LIMIT,
-    Budget,
-    BudgetCaps,
-    BudgetExceeded,
-    Spend,
-    Ticket,
-    projected,
-    require_prices,
-    spent,
-)
+from .._budget import Spend, projected
 from .._data import Case
 from .._lm import LMConfig
 from .._lm._prompt_cache import minimum_tokens
@@ -40,7 +30,6 @@ from .._pricing import (
 from .._protocol import build_targets, per_policy_messages, per_rule_messages
 from .._protocol._targets import prefix_layout_end
 from .._usage import Usage
-from ._engine import Record
 from ._units import units_of
 
 
@@ -64,12 +53,18 @@ class EvalPlan(BaseModel):
 
 
 def _is_official(program: Any) -> bool:
-    return isinstance(program, OfficialPerPolicy | OfficialPerRule)
+    """A program sending its own messages (the official baselines, a guard model's format)."""
+    return is_raw_program(program)
 
 
 def official_prompt_tokens(program: Any, unit: Any) -> int:
     """Estimated prompt tokens of one official-baseline unit: its exact messages / 4."""
-    if isinstance(unit, tuple):
+    if isinstance(program, NativePerRule):
+        case, target = unit
+        messages = program.request_for(case, target).messages
+    elif isinstance(program, NativePerPolicy):
+        messages = program.request_for(unit).messages
+    elif isinstance(unit, tuple):
         case, target = unit
         messages = per_rule_messages(case, target, layout=program.layout)
     else:
@@ -119,7 +114,8 @@ def plan_eval(
         sampled = units[:: max(1, len(units) // PROMPT_SAMPLE)]
         sizes = [official_prompt_tokens(program, unit) for unit in sampled] or [0]
         per_call, largest = sum(sizes) / len(sizes), max(sizes)
-        basis = "characters / 4 of the official messages"
+        own = isinstance(program, NativePerPolicy | NativePerRule)
+        basis = f"characters / 4 of the {'guard format' if own else 'official'} messages"
         sample = f" (mean of {len(sampled)} calls spread over the run)" if len(sampled) < len(units) else ""
     else:
         per_call, largest = dspy_prompt_tokens(program, cases, protocol)
@@ -175,7 +171,7 @@ def cacheable_prefix(
         if prefix < smallest or calls < 2:
             return 0, 0
         return prefix * (calls - 1), prefix if writes else 0
-    if protocol != "per-rule" or program.layout != "prefix":
+    if protocol != "per-rule" or getattr(program, "layout", None) != "prefix":
         return 0, 0
     read = written = 0
     for case in cases:
@@ -189,58 +185,3 @@ def cacheable_prefix(
             read += prefix * (len(targets) - 1)
             written += prefix if writes else 0
     return read, written
-
-
-class EvalBudget:
-    """The caps of one eval run: a unit that would cross one is not started (:class:`BudgetExceeded`)."""
-
-    def __init__(self, caps: BudgetCaps, pricing: Pricing, prompt_tokens: Callable[[Any], int]) -> None:
-        self.budget = Budget(caps=caps, max_lm_errors=NO_ERROR_LIMIT)  # failing LMs: EarlyStop
-        self.pricing = pricing
-        self.prompt_tokens = prompt_tokens
-
-    def settle(self, ticket: Ticket, record: Record | None) -> None:
-        """Replace the reservation with what the unit's record reports it used (``None``: nothing)."""
-        usage = None if record is None else record.usage
-        prompt = 0 if usage is None else usage.prompt_tokens
-        completion = 0 if usage is None else usage.completion_tokens
-        cost = None if usage is None else usage.cost
-        # A record's cost is its answers' price, also when replayed from the cache; the caps
-        # count what a run pays, and a replayed answer paid nothing now.
-        cached = record is not None and bool(record.cache_hits)
-        known = cost is not None or self.pricing.known
-        usd = (float(cost) if cost is not None else self.pricing.usd(prompt, completion)) if known else None
-        self.budget.settle(
-            ticket, spent(ticket.calls, prompt, completion, usd, cached=cached, replays_count=False)
-        )
-
-    def wrap(self, work: Callable[[Any], Awaitable[Record]]) -> Callable[[Any], Awaitable[Record]]:
-        """``work`` that reserves the unit's estimated call before it starts and settles when it ends."""
-
-        async def capped(unit: Any) -> Record:
-            if self.budget.exhausted:  # once a cap is met the run takes no further unit, small or not
-                raise BudgetExceeded(f"{self.budget.refused_by} reached")
-            prompt, guess = self.prompt_tokens(unit), self.pricing.completion_guess
-            ticket = self.budget.reserve("task", 1, prompt, prompt + guess, self.pricing.usd(prompt, guess))
-            record: Record | None = None
-            try:
-                record = await work(unit)
-                return record
-            finally:
-                self.settle(ticket, record)
-
-        return capped
-
-
-def capped_budget(
-    caps: BudgetCaps, program: Any, protocol: str, cases: Sequence[Case], lm_config: LMConfig
-) -> EvalBudget | None:
-    """The run's :class:`EvalBudget` (prompts: official exact, DSPy the mean), or ``None`` without caps."""
-    if not caps.any:
-        return None
-    pricing = run_pricing(program, protocol, lm_config)
-    require_prices(caps, {lm_config.model: pricing})
-    if _is_official(program):
-        return EvalBudget(caps, pricing, lambda unit: official_prompt_tokens(program, unit))
-    mean = round(dspy_prompt_tokens(program, cases, protocol)[0])
-    return EvalBudget(caps, pricing, lambda unit: mean)

@@ -13,7 +13,7 @@ from rich.console import Console
 from sp_dspy.programs import judge_target, resolve_program, run_case
 
 from .._benchmarks import load_benchmark
-from .._budget import require_prices
+from .._budget import Ledger, require_prices
 from .._data import Benchmark, Case, conversation_id
 from .._errors import ConfigError, DataError, validation_problem
 from .._lm import closing_transports, make_lm
@@ -121,10 +121,12 @@ def run_eval(
     show_progress: bool = True,
     retry_errors: bool = False,
     log_requests: bool = False,
+    ledger: Ledger | None = None,
 ) -> EvalOutcome:
     """Run one model over the selected cases, append results durably, score them.
 
     ``log_requests`` keeps with each record the requests its unit sent (``--log-requests``).
+    ``ledger``: a job's ledger this run is a step of (an experiment's): its caps hold too.
     With ``config.batch`` the units are answered in rounds of provider batches (``_batched``).
 
     Raises:
@@ -149,7 +151,7 @@ def run_eval(
     with RunLock(paths):  # one writer per run: a second --resume would send and record units twice
         invocation = EvalInvocation(
             inputs, lm_config, console=console or Console(stderr=True), retry_errors=retry_errors,
-            log_requests=log_requests,
+            log_requests=log_requests, ledger=ledger,
         )  # fmt: skip
         return invocation.run(lm, show_progress=show_progress)
 

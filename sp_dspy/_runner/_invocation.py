@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from sp_dspy.programs import GUARD_PROGRAMS
+
 from .._benchmarks import benchmark_kind
-from .._budget import BudgetExceeded
+from .._budget import BudgetExceeded, Ledger
 from .._data import Benchmark, Case
 from .._data._selection import resolved_path
 from .._errors import ConfigError, OutputError
@@ -33,8 +35,8 @@ from .._provenance import git_commit, package_versions, redacted_argv
 from .._regular import read_regular
 from .._run_manifest import RUNNING, ModelRun, RunManifest, RunTotals, previous_run, read_run_manifest
 from .._run_manifest import write_manifest as write_manifest_file
+from ._admission import UnitAdmission, run_admission
 from ._config import DataSelection, EvalConfig
-from ._cost import EvalBudget, capped_budget
 from ._engine import Record, Unit, UnitEngine
 from ._failures import EarlyStop
 from ._fake_gold import teach_fake
@@ -69,10 +71,11 @@ class EvalInvocation:
 
     def __init__(
         self, inputs: StepInputs, lm_config: LMConfig, *, console: Console, retry_errors: bool,
-        log_requests: bool,
+        log_requests: bool, ledger: Ledger | None = None,
     ) -> None:  # fmt: skip
         self.inputs, self.config, self.lm_config = inputs, inputs.config, lm_config
         self.console, self.retry_errors, self.log_requests = console, retry_errors, log_requests
+        self.ledger = ledger  # a job's ledger this run is a step of (an experiment's): its caps hold too
         self.protocol = str(inputs.config.protocol)
         self.model = lm_config.display_name()
         self.results_file = inputs.paths.results_for(self.protocol)
@@ -80,7 +83,7 @@ class EvalInvocation:
         self.batch_answers: dict[str, int] = {}  # answers the provider's batch API sent this invocation
         self.started, self.clock = datetime.now(UTC), time.perf_counter()
         self.early = EarlyStop()
-        self.caps: EvalBudget | None = None
+        self.caps: UnitAdmission | None = None
 
     # ----- before anything is sent --------------------------------------------------------
     def check(self) -> None:
@@ -116,7 +119,9 @@ class EvalInvocation:
             repair_torn_tail(self.results_file)
         self.existing = read_run_results(self.results_file)
         units = self.job.pending(self.existing)
-        self.caps = capped_budget(config.caps, inputs.program, self.protocol, inputs.cases, self.lm_config)
+        self.caps = run_admission(
+            config.caps, inputs.program, self.protocol, self.lm_config, parent=self.ledger
+        )
         self.outcome.skipped_on_resume, self.outcome.skipped_errors = (
             self.job.skipped,
             self.job.skipped_errors,
@@ -132,7 +137,7 @@ class EvalInvocation:
             "run_id": self.inputs.paths.run_id,
             "program": self.inputs.label,
             "protocol": self.protocol,
-            "parser": config.parser if config.program == "official" else "dspy-adapter",
+            "parser": _parser_label(config),
         }
         if self.protocol == "per-rule" and config.program == "official":
             fields["layout"] = config.per_rule_layout
@@ -146,8 +151,12 @@ class EvalInvocation:
         with (
             JsonlStore(self.results_file) as store,
             ProgressView(
-                len(units), label=f"{self.model} {self.protocol}", console=self.console, enabled=show_progress
-            ) as view,
+                len(units),
+                label=f"{self.model} {self.protocol}",
+                console=self.console,
+                enabled=show_progress,
+                ledger=None if self.caps is None else self.caps.ledger,
+            ) as view,  # fmt: skip
         ):
             engine: UnitEngine[Any, Record] = UnitEngine(
                 work=self.work if self.caps is None else self.caps.wrap(self.work),
@@ -216,8 +225,8 @@ class EvalInvocation:
         """Read the results once, score them when the run is complete, write the final manifest."""
         outcome, inputs = self.outcome, self.inputs
         if self.caps is not None:
-            outcome.spent = self.caps.budget.total()
-            outcome.capped_by = self.caps.budget.refused_by if engine.stats.stopped else None
+            outcome.spent = self.caps.ledger.total()
+            outcome.capped_by = self.caps.ledger.refused_by if engine.stats.stopped else None
         complete = not (outcome.interrupted or outcome.stopped) and outcome.capped_by is None
         outcome.results = read_run_results(self.results_file, strict=complete)  # the one read after the units
         if complete:
@@ -282,6 +291,13 @@ class EvalInvocation:
             # The benchmark's own cells: no level cell for a kind without levels.
             metrics=None if outcome.report is None else dict(outcome.report.cells),
         )
+
+
+def _parser_label(config: EvalConfig) -> str:
+    """How a run's answers are read: the official parser's mode, a guard model's own format, DSPy's adapter."""
+    if config.program == "official":
+        return config.parser
+    return "native" if config.program in GUARD_PROGRAMS else "dspy-adapter"
 
 
 def _counting(

@@ -15,6 +15,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from .._budget import Ledger, ledger_line
 from .._run_manifest import RunTotals
 from ._engine import Record
 
@@ -47,6 +48,7 @@ class ProgressView:
         enabled: bool = True,
         interval: float = PLAIN_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
+        ledger: Ledger | None = None,
     ) -> None:
         self.enabled = enabled
         self.plain = enabled and not console.is_terminal
@@ -54,6 +56,7 @@ class ProgressView:
         self.cases_done = 0
         self.totals = RunTotals()
         self._interval = interval
+        self._ledger = ledger  # a capped run: its spend and reservations against the caps
         self._clock = clock
         self._started = self._last_line = clock()
         self._progress = Progress(
@@ -92,10 +95,11 @@ class ProgressView:
         totals = self.totals
         usage = totals.usage
         dollars = "$ n/a" if usage.cost is None else f"${usage.cost:.4f}"
-        return (
+        line = (
             f"cases {self.cases_done} | tokens {usage.prompt_tokens:,}+{usage.completion_tokens:,} | "
             f"{dollars} | errors {totals.errors}"
         )
+        return line if self._ledger is None else f"{line} | {ledger_line(self._ledger)}"
 
     def line(self) -> str:
         """The plain progress line: units done of the total, the totals, time so far and the ETA."""

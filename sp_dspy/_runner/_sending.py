@@ -8,6 +8,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from sp_dspy.programs import RAW_PROGRAMS
+
 from .._lm import import_dspy
 from .._lm._prompt_cache import before_last_message, marking_prefix
 from .._protocol._targets import prefix_layout_end
@@ -20,16 +22,16 @@ if TYPE_CHECKING:
 @contextlib.contextmanager
 def sending_context(config: EvalConfig, lm_config: LMConfig) -> Iterator[None]:
     """Both contexts of ``config``'s program on ``lm_config``'s model."""
-    with adapter_context(lm_config.json_schema and config.program != "official"), prompt_marks(config):
+    with adapter_context(lm_config.json_schema and config.program not in RAW_PROGRAMS), prompt_marks(config):
         yield
 
 
 def prompt_marks(config: EvalConfig) -> contextlib.AbstractContextManager[Any]:
     """Anthropic prompt-cache marks: a DSPy program's instructions and demonstrations, the
     ``prefix`` layout's per-case prefix; none in the official baselines' bytes."""
-    if config.program != "official":
+    if config.program not in RAW_PROGRAMS:
         return marking_prefix(before_last_message)
-    if config.protocol == "per-rule" and config.per_rule_layout == "prefix":
+    if config.program == "official" and config.protocol == "per-rule" and config.per_rule_layout == "prefix":
         return marking_prefix(prefix_layout_end)
     return contextlib.nullcontext()
 

@@ -33,6 +33,8 @@ def vllm_command(
     max_model_len: int | None = None,
     gpu_memory_utilization: float | None = None,
     tensor_parallel_size: int | None = None,
+    chat_template: str | None = None,
+    reasoning_parser: str | None = None,
     extra_args: Sequence[str] = (),
     executable: str = "vllm",
 ) -> list[str]:
@@ -53,7 +55,33 @@ def vllm_command(
         command += ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
     if tensor_parallel_size is not None:
         command += ["--tensor-parallel-size", str(tensor_parallel_size)]
+    if chat_template is not None:
+        command += ["--chat-template", str(chat_template_path(chat_template))]
+    if reasoning_parser is not None:
+        command += ["--reasoning-parser", reasoning_parser]
     return [*command, *extra_args]
+
+
+#: The chat templates sp-dspy ships (``--chat-template NAME``): a guard model's turn tokens only.
+CHAT_TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "configs" / "chat_templates"
+
+
+def chat_template_names() -> list[str]:
+    return sorted(path.stem for path in CHAT_TEMPLATES_DIR.glob("*.jinja"))
+
+
+def chat_template_path(name_or_path: str) -> Path:
+    """A shipped template by name (``llama-guard-3``), else a template file; ``ConfigError`` if neither."""
+    shipped = CHAT_TEMPLATES_DIR / f"{name_or_path}.jinja"
+    if shipped.is_file():
+        return shipped
+    path = Path(name_or_path)
+    if path.is_file():
+        return path.resolve()
+    raise ConfigError(
+        f"--chat-template {name_or_path!r}: no such file, nor one of sp-dspy's templates "
+        f"({', '.join(chat_template_names())})"
+    )
 
 
 def vllm_executable() -> str:
@@ -91,6 +119,8 @@ class VLLMServer(ChildServer):
         max_model_len: int | None = None,
         gpu_memory_utilization: float | None = None,
         tensor_parallel_size: int | None = None,
+        chat_template: str | None = None,
+        reasoning_parser: str | None = None,
         inherit_output: bool = False,
         startup_timeout: float = 1800.0,
     ) -> None:
@@ -105,6 +135,8 @@ class VLLMServer(ChildServer):
             max_model_len=max_model_len,
             gpu_memory_utilization=gpu_memory_utilization,
             tensor_parallel_size=tensor_parallel_size,
+            chat_template=chat_template,
+            reasoning_parser=reasoning_parser,
         )
         self._command()  # validate now, not after a slow start
         self.inherit_output = inherit_output

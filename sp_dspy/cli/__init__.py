@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "experiment": "Compile guards with several optimizers and seeds and compare each to the official baseline on test.",
     "report": "Compare result sets (protocols, programs, models) in one self-contained HTML report.",
     "view": "See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.",
+    "export": "Export results as inspect_ai logs (one per variant) or MLflow runs, scored as `score` scores them.",
     "list-models": "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
     "serve": "Serve a model (llama.cpp, vLLM) or, with --guard, a guard over HTTP until Ctrl-C.",
 }
@@ -51,7 +52,9 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--start-idx", "--split-seed", "--split-per-seed", "--shard", "--lenient", "--with-evidence", "--allow-overlap", "--policy", "--conversation", "--batch",
         "--framework", "--id", "--failed",
     ),
-    "Guard": ("--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants"),
+    "Guard": (
+        "--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants", "--baseline-program",
+    ),
     "Model": (
         "--lm", "--models", "--config", "--api-base", "--api-key-env", "--temperature", "--max-tokens",
         "--reasoning-effort", "--timeout", "--num-retries", "--no-cache", "--json-schema", "--transport",
@@ -67,12 +70,12 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--label",
     ),
     "Run and output": (
-        "--out", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
+        "--out", "--to", "--mlflow-uri", "--mlflow-experiment", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
         "--concurrency", "--quiet", "--verbose", "--log-requests", "--open",
     ),
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",
-        "--gpu-memory-utilization", "--tensor-parallel-size", "--host", "--auth-token-env", "--request-timeout",
+        "--gpu-memory-utilization", "--tensor-parallel-size", "--chat-template", "--reasoning-parser", "--host", "--auth-token-env", "--request-timeout",
         "--max-in-flight", "--max-body-kb", "--max-messages", "--max-rules", "--max-batch",
     ),
 }  # fmt: skip

@@ -22,6 +22,7 @@ from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
 from ._eval import EXIT_UNFINISHED, LOCAL_DEFAULT_LIMIT, SMALL_MODEL_NOTE
+from ._export import MlflowFlags, mlflow_log_plan
 
 if TYPE_CHECKING:
     from .._ablate import AblationOutcome, AblationPlan
@@ -150,6 +151,7 @@ def ablate_command(
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    mlflow: MlflowFlags = MlflowFlags(),
 ) -> None:
     """Run several guard variants on one LM and the same cases; write summary.json and report.html.
 
@@ -168,7 +170,15 @@ def ablate_command(
         },
     }  # fmt: skip
     plan = _plan(out, plan_file, flags, lm, config=config, lm_flags=lm_flags, resume=resume)
-    _run(plan, out, resume=resume, retry_errors=retry_errors, log_requests=log_requests, quiet=quiet)
+    _run(
+        plan,
+        out,
+        resume=resume,
+        retry_errors=retry_errors,
+        log_requests=log_requests,
+        quiet=quiet,
+        mlflow=mlflow,
+    )
 
 
 def _plan(
@@ -198,12 +208,14 @@ def _plan(
 
 
 def _run(
-    plan: AblationPlan, out: Path, *, resume: bool, retry_errors: bool, log_requests: bool, quiet: bool
-) -> None:
+    plan: AblationPlan, out: Path, *, resume: bool, retry_errors: bool, log_requests: bool, quiet: bool,
+    mlflow: MlflowFlags,
+) -> None:  # fmt: skip
     """Run the ablation and print its outcome; exit 3 when units ended in error."""
     from .._ablate import run_ablation
 
     configure_cache(enabled=plan.lm.cache, warn=warn)
+    tracking = mlflow.tracking()
     outcome = run_ablation(
         plan,
         out,
@@ -223,6 +235,8 @@ def _run(
         # SystemExit, not typer.Exit: ``main`` runs the app with standalone_mode=False.
         raise SystemExit(interrupted_exit_code())
     _print_outcome(outcome, small=lmo.is_local(plan.lm))
+    if tracking is not None:
+        mlflow_log_plan(tracking, outcome.out, experiment=mlflow.mlflow_experiment)
     if outcome.units_failed:
         raise SystemExit(EXIT_UNFINISHED)
 

@@ -66,7 +66,12 @@ def check_command(
         int, typer.Option("--concurrency", min=1, help="With --batch: conversations checked at once.")
     ] = 16,
     program: Annotated[
-        str, typer.Option("--program", help="A compiled artifact directory, official, dspy or dspy-cot.")
+        str,
+        typer.Option(
+            "--program",
+            help="A compiled artifact directory, official, dspy, dspy-cot or a guard model's own format "
+            "(llama-guard, granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard).",
+        ),
     ] = "official",
     protocol: Annotated[
         str | None,

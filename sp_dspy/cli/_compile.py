@@ -30,6 +30,7 @@ from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
 from ._eval import EXIT_UNFINISHED
+from ._export import MlflowFlags, mlflow_log_compile
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -151,6 +152,7 @@ def compile_command(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Dev cases in flight.")] = 8,
     force: Annotated[bool, typer.Option("--force", help="Replace an artifact already in --out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Hide the progress display.")] = False,
+    mlflow: MlflowFlags = MlflowFlags(),
 ) -> None:
     """Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact."""
     from .._compile import CompileConfig, compile_guard  # numpy
@@ -181,7 +183,7 @@ def compile_command(
         for warning in outcome.warnings:  # before anything is spent: capped demos, a foreign split
             err_console.print(f"[yellow]warning:[/yellow] {warning}")
         return
-    _compile(settings, (task, prompt, reflection), no_cache=no_cache, quiet=quiet)
+    _compile(settings, (task, prompt, reflection), no_cache=no_cache, quiet=quiet, mlflow=mlflow)
 
 
 def _lms(
@@ -214,13 +216,14 @@ def _lms(
 
 def _compile(
     settings: CompileConfig, lms: tuple[LMConfig, LMConfig | None, LMConfig | None], *, no_cache: bool,
-    quiet: bool,
+    quiet: bool, mlflow: MlflowFlags,
 ) -> None:  # fmt: skip
     """Compile with a live progress display; print the outcome (exit 3: failed calls left answers out)."""
     from .._compile import CompileStatus, compile_guard
 
     task, prompt, reflection = lms
     out = settings.out
+    tracking = mlflow.tracking()
     # The terminal's stderr, bound now: while the compile runs, sys.stderr goes to compile.log.
     terminal = Console(file=sys.stderr)
     configure_cache(enabled=not no_cache, warn=lambda message: warn(message, on=terminal))
@@ -243,6 +246,8 @@ def _compile(
             _print_interrupted(status, out, had_artifact=had_artifact, cached=cached)
             raise typer.Exit(interrupted_exit_code()) from None
     _print_outcome(outcome)
+    if tracking is not None:
+        mlflow_log_compile(tracking, out, experiment=mlflow.mlflow_experiment)
     if outcome.errors.errors:  # an artifact was saved, but on answers its failed calls left out
         raise SystemExit(EXIT_UNFINISHED)
 
@@ -258,6 +263,10 @@ def _spend(status: CompileStatus) -> str:
     ]
     if total is not None and total.usd is not None:
         parts.append(f"USD {total.usd:,.4f}" + (f" / {caps.max_usd:g}" if caps.max_usd is not None else ""))
+    held = status.budget.reserved() if status.budget is not None else None
+    if held is not None and held.calls:  # the worst case of the calls in flight
+        usd = f", USD {held.usd:,.4f}" if total is not None and total.usd is not None else ""
+        parts.append(f"reserved {held.calls:,} call(s), {held.tokens:,} tokens{usd}")
     failed = status.failures.counts() if status.failures is not None else ""
     return ", ".join(parts) + (f"; failed calls: {failed}" if failed else "")
 

@@ -20,6 +20,7 @@ from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
+from ._export import MlflowFlags, mlflow_log_eval
 
 if TYPE_CHECKING:
     from .._compile import BudgetCaps
@@ -115,6 +116,7 @@ def eval_command(
     batch: BatchOption = False,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
+    mlflow: MlflowFlags = MlflowFlags(),
 ) -> None:
     """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.
 
@@ -140,7 +142,7 @@ def eval_command(
         _show_requests(settings, configs)
         return
     _run_models(settings, configs, retry_errors=retry_errors, log_requests=log_requests, quiet=quiet,
-                verbose=verbose)  # fmt: skip
+                verbose=verbose, mlflow=mlflow)  # fmt: skip
 
 
 def _ready(
@@ -181,9 +183,10 @@ def _show_requests(settings: EvalConfig, configs: list[LMConfig]) -> None:
 
 def _run_models(
     settings: EvalConfig, configs: list[LMConfig], *, retry_errors: bool, log_requests: bool, quiet: bool,
-    verbose: bool,
+    verbose: bool, mlflow: MlflowFlags,
 ) -> None:  # fmt: skip
     """Run and print each model in turn; exit 3 when a unit ended in error or a cap stopped a run."""
+    tracking = mlflow.tracking()
     units_failed = False
     for lm_config in configs:
         with lmo.lm_session(lm_config) as live:
@@ -199,6 +202,8 @@ def _run_models(
         )
         _print_batched(outcome, live)
         _print_prompt_cache(outcome, live, batch=settings.batch)
+        if tracking is not None:
+            mlflow_log_eval(tracking, [outcome.results_file], experiment=mlflow.mlflow_experiment)
         if outcome.interrupted:
             # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.
             raise SystemExit(interrupted_exit_code())

@@ -25,6 +25,7 @@ from . import _options as opt
 from ._ablate import _overlay, resolve_lm
 from ._console import console, err_console
 from ._eval import EXIT_UNFINISHED
+from ._export import MlflowFlags, mlflow_log_plan
 
 if TYPE_CHECKING:
     from .._ablate import ExperimentOutcome, ExperimentPlan, ExperimentPrice
@@ -129,6 +130,15 @@ RetryErrorsOption = Annotated[
     bool, typer.Option("--retry-errors", help="On --resume, re-send test units that ended in error.")
 ]
 
+BaselineProgramOption = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline-program",
+        help="Fixed-prompt program the artifacts are compared to: official (default) or a guard model's "
+        "own format (llama-guard, granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard).",
+    ),
+]
+
 
 @lmo.with_lm_flags
 def experiment_command(
@@ -142,6 +152,7 @@ def experiment_command(
     lenient: opt.Lenient = False,
     protocol: ProtocolOption = None,
     program: ProgramOption = None,
+    baseline_program: BaselineProgramOption = None,
     optimizers: OptimizersOption = None,
     seeds: SeedsOption = None,
     split_seed: SplitSeedOption = None,
@@ -161,6 +172,7 @@ def experiment_command(
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    mlflow: MlflowFlags = MlflowFlags(),
 ) -> None:
     """Compile guards with several optimizers and seeds and compare each to the official baseline on test.
 
@@ -171,19 +183,18 @@ def experiment_command(
 
     flags: dict[str, Any] = {
         "dataset": dataset, "benchmark": benchmark, "lenient": lenient or None, "protocol": protocol,
-        "program": program, "optimizers": optimizers, "seeds": seeds, "split_seed": split_seed,
-        "seed_lm": seed_lm or None, "split_per_seed": split_per_seed or None,
+        "program": program, "baseline_program": baseline_program, "optimizers": optimizers, "seeds": seeds,
+        "split_seed": split_seed, "seed_lm": seed_lm or None, "split_per_seed": split_per_seed or None,
         "ratios": None if ratios is None else parse_ratios(ratios), "optimizer_config": optimizer_config,
         "top_k": top_k, "concurrency": concurrency, "n_boot": n_boot, "batch": batch or None,
-        "settings": parse_settings(set_ or []) or None,
-        "caps": caps.caps() if any(value is not None for value in caps.caps().values()) else None,
+        "settings": parse_settings(set_ or []) or None, "caps": caps.caps() if caps.given else None,
     }  # fmt: skip
     lms = {"lm": lm, "prompt_lm": prompt_lm, "reflection_lm": reflection_lm}
     plan = _plan(out, plan_file, flags, lms, config=config, lm_flags=lm_flags, resume=resume)
     if dry_run:
         _print_price(price_experiment(plan, out, window=lmo.context_window(plan.lm)), plan)
         return
-    _run(plan, out, resume=resume, retry_errors=retry_errors, quiet=quiet)
+    _run(plan, out, resume=resume, retry_errors=retry_errors, quiet=quiet, mlflow=mlflow)
 
 
 def _plan(
@@ -215,11 +226,14 @@ def _plan(
     return build_experiment(settings, where)
 
 
-def _run(plan: ExperimentPlan, out: Path, *, resume: bool, retry_errors: bool, quiet: bool) -> None:
+def _run(
+    plan: ExperimentPlan, out: Path, *, resume: bool, retry_errors: bool, quiet: bool, mlflow: MlflowFlags
+) -> None:
     """Run the experiment and print its outcome; exit 3 when a cap stopped it or units ended in error."""
     from .._ablate import run_experiment
 
     configure_cache(enabled=plan.lm.cache)
+    tracking = mlflow.tracking()
     try:
         outcome = run_experiment(
             plan, out, resume=resume, retry_errors=retry_errors, session=lmo.lm_session, console=err_console,
@@ -238,6 +252,8 @@ def _run(plan: ExperimentPlan, out: Path, *, resume: bool, retry_errors: bool, q
         _stopped(out, why, cap=True)
         raise SystemExit(EXIT_UNFINISHED)
     _print_outcome(outcome)
+    if tracking is not None:
+        mlflow_log_plan(tracking, out, experiment=mlflow.mlflow_experiment)
     if outcome.ablation is not None and outcome.ablation.units_failed:
         raise SystemExit(EXIT_UNFINISHED)
 

@@ -163,6 +163,11 @@ class CapFlags:
     max_total_tokens: MaxTotalTokens = None
     max_usd: MaxUsd = None
 
+    @property
+    def given(self) -> bool:
+        """Whether any cap flag was given."""
+        return any(value is not None for value in vars(self).values())
+
     def caps(self) -> dict[str, Any]:
         """The ``BudgetCaps`` settings these flags give."""
         return {"max_calls": self.max_calls, "max_tokens": self.max_total_tokens, "max_usd": self.max_usd}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -92,7 +93,8 @@ GuardOption = Annotated[
     typer.Option(
         "--guard",
         help="Serve this guard over HTTP instead of a model: a compiled artifact directory, official, "
-        "dspy or dspy-cot (POST /v1/check).",
+        "dspy, dspy-cot or a guard model's own format (llama-guard, granite-guardian, shieldgemma, "
+        "dynaguard, gpt-oss-safeguard) (POST /v1/check).",
     ),
 ]
 ProtocolOption = Annotated[
@@ -182,6 +184,35 @@ MaxBatchOption = Annotated[
     ),
 ]
 
+ChatTemplateOption = Annotated[
+    str | None,
+    typer.Option(
+        "--chat-template",
+        help="vllm: the chat template, a file or one sp-dspy ships (llama-guard-3, llama-guard-4).",
+    ),
+]
+ReasoningParserOption = Annotated[
+    str | None,
+    typer.Option(
+        "--reasoning-parser", help="vllm: the server's reasoning parser (e.g. qwen3, openai_gptoss)."
+    ),
+]
+
+
+@dataclass
+class VllmFlags:
+    """The options of ``--backend vllm`` (a flag group)."""
+
+    max_model_len: MaxModelLenOption = None
+    gpu_memory_utilization: GpuMemoryUtilizationOption = None
+    tensor_parallel_size: TensorParallelSizeOption = None
+    chat_template: ChatTemplateOption = None
+    reasoning_parser: ReasoningParserOption = None
+
+    def flags(self) -> dict[str, Any]:
+        """Each option by its flag (``--max-model-len``: value)."""
+        return {f"--{name.replace('_', '-')}": value for name, value in vars(self).items()}
+
 
 @lmo.with_lm_flags
 def serve(
@@ -191,9 +222,7 @@ def serve(
     n_ctx: NCtxOption = None,
     threads: ThreadsOption = None,
     n_parallel: NParallelOption = None,
-    max_model_len: MaxModelLenOption = None,
-    gpu_memory_utilization: GpuMemoryUtilizationOption = None,
-    tensor_parallel_size: TensorParallelSizeOption = None,
+    vllm: VllmFlags = VllmFlags(),
     guard: GuardOption = None,
     protocol: ProtocolOption = None,
     parser: ParserOption = None,
@@ -219,9 +248,7 @@ def serve(
     /v1/check/batch, GET /healthz, /readyz, /metrics, /openapi.json; SIGTERM finishes checks in flight.
     """
     server_flags = {"--backend": backend, "--model": model, "--n-ctx": n_ctx, "--threads": threads,
-                    "--n-parallel": n_parallel, "--max-model-len": max_model_len,
-                    "--gpu-memory-utilization": gpu_memory_utilization,
-                    "--tensor-parallel-size": tensor_parallel_size}  # fmt: skip
+                    "--n-parallel": n_parallel, **vllm.flags()}  # fmt: skip
     caps = {"--max-calls": max_calls, "--max-total-tokens": max_total_tokens, "--max-usd": max_usd}
     limits = {"max_in_flight": max_in_flight, "max_messages": max_messages, "max_rules": max_rules,
               "max_batch": max_batch, "max_body_bytes": max_body_kb and max_body_kb * 1024,
@@ -240,8 +267,7 @@ def serve(
             "an option of the guard service; add --guard ARTIFACT|official")  # fmt: skip
     _serve_model(
         backend or Backend.llama_cpp, model, port, n_ctx=n_ctx, threads=threads, n_parallel=n_parallel,
-        vllm_flags={"--max-model-len": max_model_len, "--gpu-memory-utilization": gpu_memory_utilization,
-                    "--tensor-parallel-size": tensor_parallel_size},
+        vllm=vllm,
     )  # fmt: skip
 
 
@@ -259,11 +285,11 @@ def _serve_model(
     n_ctx: int | None,
     threads: int | None,
     n_parallel: int | None,
-    vllm_flags: dict[str, Any],
+    vllm: VllmFlags,
 ) -> None:
     """Serve a model with ``backend`` in the foreground; the other backend's flags are refused."""
     llama_cpp_flags = {"--n-ctx": n_ctx, "--threads": threads, "--n-parallel": n_parallel}
-    other_flags = vllm_flags if backend is Backend.llama_cpp else llama_cpp_flags
+    other_flags = vllm.flags() if backend is Backend.llama_cpp else llama_cpp_flags
     if given := [flag for flag, value in other_flags.items() if value is not None]:
         raise ConfigError(f"{', '.join(given)}: not an option of --backend {backend.value}")
     server: LlamaCppServer | VLLMServer
@@ -277,17 +303,18 @@ def _serve_model(
         return
     if not model:
         raise ConfigError("--model: --backend vllm needs a Hub model id or a local model directory")
-    max_model_len = vllm_flags["--max-model-len"]
     server = VLLMServer(
         model,
         port,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=vllm_flags["--gpu-memory-utilization"],
-        tensor_parallel_size=vllm_flags["--tensor-parallel-size"],
+        max_model_len=vllm.max_model_len,
+        gpu_memory_utilization=vllm.gpu_memory_utilization,
+        tensor_parallel_size=vllm.tensor_parallel_size,
+        chat_template=vllm.chat_template,
+        reasoning_parser=vllm.reasoning_parser,
         inherit_output=True,
     )
     err_console.print(f"starting vllm serve {model} (loading can take minutes) ...", highlight=False)
-    _run_foreground(server, backend, model, n_ctx=max_model_len)
+    _run_foreground(server, backend, model, n_ctx=vllm.max_model_len)
 
 
 def _run_foreground(

@@ -1,0 +1,34 @@
+"""Results where people already look: inspect_ai evaluation logs and MLflow runs.
+
+Both read what a job wrote through the loader ``sp-dspy score`` uses and never score on
+their own. inspect_ai and MLflow are optional extras (``sp-dspy[inspect]``,
+``sp-dspy[mlflow]``), imported only when an export runs.
+"""
+
+from ._inspect import inspect_log, write_inspect_logs
+from ._mlflow import (
+    DEFAULT_EXPERIMENT,
+    MlflowLogger,
+    check_tracking_uri,
+    compile_facts,
+    log_compile,
+    log_variant,
+    require_mlflow,
+    tracking_uri,
+)
+from ._scored import ScoredRun, scored_run
+
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "MlflowLogger",
+    "ScoredRun",
+    "check_tracking_uri",
+    "compile_facts",
+    "inspect_log",
+    "log_compile",
+    "log_variant",
+    "require_mlflow",
+    "scored_run",
+    "tracking_uri",
+    "write_inspect_logs",
+]
