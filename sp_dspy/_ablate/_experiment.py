@@ -27,9 +27,7 @@ from .._compile._artifact import write_json
 from .._data import Split, make_split
 from .._errors import ConfigError
 from .._lm import LMConfig
-from .._runner import DataSelection, EvalConfig
-from .._runner._failures import RunStopped
-from .._runner._paths import RunPaths
+from .._runner import DataSelection, EvalConfig, RunPaths, RunStopped
 from .._user_dirs import ensure_writable_dir
 from .._writer_lock import WriterLock
 from ._plan import EXPERIMENT_FILE, AblationPlan, ExperimentPlan, reconcile_experiment
@@ -116,8 +114,7 @@ def batch_caps(config: EvalConfig, lm_config: LMConfig, left: BudgetCaps) -> Bud
     if not left.any:
         return BudgetCaps()
     from .._batch import AnswerBook
-    from .._runner import read_run_results
-    from .._runner._eval import plan_run
+    from .._runner import plan_run, read_run_results
 
     results = RunPaths(config.output_dir, config.run_id or RUN_ID, lm_config.short_name())
     protocol = str(config.protocol)  # an ablation variant's: always set

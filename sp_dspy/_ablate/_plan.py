@@ -26,9 +26,8 @@ from .._data._selection import resolved_path
 from .._errors import ConfigError, DataError, validation_problem
 from .._lm import LMConfig
 from .._lm._config import ANSWER_SETTINGS
-from .._runner import DataSelection
+from .._runner import DataSelection, first_difference, refuse_changed
 from .._runner._config import Parser, Protocol
-from .._runner._identity import first_difference, refuse_changed
 from .._runner._paths import RunId
 from .._user_dirs import ensure_writable_dir
 from .._writer_lock import WriterLock

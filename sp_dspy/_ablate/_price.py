@@ -14,8 +14,7 @@ from pydantic import BaseModel, Field
 from .._budget import Spend, projected
 from .._pricing import batch_price_basis, completion_guess, pricing_for
 from .._run_manifest import previous_run
-from .._runner import DataSelection, EvalConfig
-from .._runner._units import units_of
+from .._runner import DataSelection, EvalConfig, units_of
 from ._experiment import SPLIT_FILE, artifact_dir, compile_config, split_file, variant_paths, write_splits
 from ._plan import ExperimentPlan
 
@@ -49,8 +48,7 @@ def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = No
     per call (the compiled prompt: instructions and demonstrations), times the test units. A
     ``batch`` plan prices the test evaluations at the batch rate too (compiles never batch).
     """
-    from .._runner import plan_run
-    from .._runner._eval import select_cases
+    from .._runner import plan_run, select_cases
 
     with tempfile.TemporaryDirectory() as scratch:
         folder = out if (out / SPLIT_FILE).exists() else Path(scratch)

@@ -19,10 +19,7 @@ from sp_dspy.programs import load_program
 from .._budget import BudgetCaps
 from .._errors import ConfigError
 from .._report import OFFICIAL_PER_POLICY, build_summary, write_html
-from .._runner import EvalConfig, new_run_id
-from .._runner._eval import select_cases
-from .._runner._failures import RunStopped
-from .._runner._paths import RunPaths
+from .._runner import EvalConfig, RunPaths, RunStopped, new_run_id, select_cases
 from .._user_dirs import ensure_writable_dir
 from ._plan import AblationPlan, ablation_lock, reconcile, save_plan
 from ._steps import EvaluateStep, Executor, VariantRun

@@ -21,9 +21,7 @@ from rich.console import Console
 
 from .._budget import BudgetCaps
 from .._run_manifest import ErrorSummary, previous_run
-from .._runner import EvalConfig, read_run_results, run_eval
-from .._runner._paths import RunPaths
-from .._runner._units import unit_errors
+from .._runner import EvalConfig, RunPaths, read_run_results, run_eval, unit_errors
 from ._variants import PlannedVariant
 
 if TYPE_CHECKING:

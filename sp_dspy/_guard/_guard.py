@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from sp_dspy.programs import is_raw_program, resolve_program, run_case
 
-from .._data._inputs import guard_case
+from .._data import guard_case
 from .._errors import ConfigError, validation_problem
 from .._lm import (
     LMConfig,
@@ -38,7 +38,7 @@ from .._protocol._parse_models import PARSE_MODES
 from ._verdict import Verdict
 
 if TYPE_CHECKING:
-    from sp_dspy._data._schema import Case
+    from sp_dspy._data import Case
     from sp_dspy.programs import GuardProgram
 
 _T = TypeVar("_T")

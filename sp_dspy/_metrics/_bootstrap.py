@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._official import TAUS, Breakdown, CaseOutcome, case_outcomes, cell_names, compute_cell, grouped
 
 if TYPE_CHECKING:
-    from .._data._schema import Case
+    from .._data import Case
     from ._records import PolicyRecord
 
 CI_METRICS: tuple[str, ...] = ("rmr_avg", "rmr_exact", "rdr")
