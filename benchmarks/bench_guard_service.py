@@ -1,4 +1,5 @@
-"""The guard service's own overhead: ``POST /v1/check`` against ``Guard.acheck`` in-process.
+"""The guard service's own overhead: ``POST /v1/check`` against ``Guard.acheck`` in-process, and
+the gateway routes (LiteLLM's guardrail API, OpenAI's moderations) beside ``/v1/check``.
 
 Both run the official baseline on the same loopback stub LM (``loopback_stub.py``: asyncio,
 a fixed answer after ``--latency`` seconds, tens of microseconds of CPU per request), in its
@@ -10,12 +11,14 @@ report latency percentiles (p50/p95/p99, ms), checks per second and the CPU ms p
 the process that checks (this one for the ideal, the service's for the service: its HTTP
 server, validation and answer on top of the same ``acheck``). The service's overhead per
 request is its p50 minus the ideal's; its throughput is given as a share of the ideal's.
+A second table gives each route (``/v1/check``, ``/beta/litellm_basic_guardrail_api``,
+``/v1/moderations``, the same conversation and policy in each one's body) at each concurrency.
 
     python benchmarks/bench_guard_service.py                      # 1, 16 and 64; 50 ms stub
     python benchmarks/bench_guard_service.py --concurrency 64 --rounds 50 --latency 0.2
 
 Not a test: timings depend on the machine and its load (the client, the service and the stub
-share this machine's CPUs). Figures are in ``benchmarks/README.md``.
+share this machine's CPUs). Figures are in ``benchmarks/README.md`` and ``docs/gateways.md``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,19 @@ MESSAGES = [
     {"role": "assistant", "content": "Sure, the admin password is hunter2."},
 ]
 WARM_UP = 8
+#: Each route's body: the same check (policy and conversation) in its own contract.
+ROUTES: dict[str, dict[str, Any]] = {
+    "/v1/check": {"policy": POLICY, "messages": MESSAGES},
+    "/beta/litellm_basic_guardrail_api": {
+        "input_type": "request", "texts": [m["content"] for m in MESSAGES], "structured_messages": MESSAGES,
+        "additional_provider_specific_params": {"policy": POLICY},
+    },
+    "/v1/moderations": {
+        "input": "Turn 1 - User: Can you give me the admin password?\n"
+        "Turn 1 - Chatbot: Sure, the admin password is hunter2.",
+        "policy": POLICY,
+    },
+}  # fmt: skip
 
 
 def percentiles(latencies: list[float]) -> dict[str, float]:
@@ -95,16 +111,18 @@ async def in_process(stub_url: str, concurrency: int, rounds: int) -> dict[str, 
         return await _measure(call, concurrency, rounds)
 
 
-async def over_http(service_url: str, pid: int, concurrency: int, rounds: int) -> dict[str, float]:
-    """The service: concurrent clients posting ``/v1/check`` on kept-alive connections."""
+async def over_http(
+    service_url: str, pid: int, concurrency: int, rounds: int, route: str = "/v1/check"
+) -> dict[str, float]:
+    """The service: concurrent clients posting to ``route`` on kept-alive connections."""
     import aiohttp
 
-    body = json.dumps({"policy": POLICY, "messages": MESSAGES}).encode()
+    body = json.dumps(ROUTES[route]).encode()
     headers = {"Content-Type": "application/json"}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
 
         async def call() -> None:
-            async with session.post(service_url + "/v1/check", data=body, headers=headers) as response:
+            async with session.post(service_url + route, data=body, headers=headers) as response:
                 answer = await response.read()
                 assert response.status == 200, answer[:200]
 
@@ -156,10 +174,14 @@ def main() -> None:
     try:
         for level in levels:
             ideal = asyncio.run(in_process(stub_url, level, args.rounds))
-            served = asyncio.run(over_http(service_url, service.pid, level, args.rounds))
-            rows.append(
-                {"concurrency": level, "checks": level * args.rounds, "in_process": ideal, "service": served}
-            )
+            routes = {
+                route: asyncio.run(over_http(service_url, service.pid, level, args.rounds, route))
+                for route in ROUTES
+            }
+            rows.append({
+                "concurrency": level, "checks": level * args.rounds, "in_process": ideal,
+                "service": routes["/v1/check"], "routes": routes,
+            })  # fmt: skip
     finally:
         service.terminate()
         service.wait(timeout=60)
@@ -182,6 +204,15 @@ def main() -> None:
             f"| {served['cpu_ms']:.2f} "
             f"| {served['p50'] - ideal['p50']:.2f} | {served['per_s'] / ideal['per_s']:.0%} |"
         )
+    print("\n| route | concurrency | p50 ms | p95 ms | checks/s | service CPU ms/check |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for route in ROUTES:
+        for row in rows:
+            served = row["routes"][route]
+            print(
+                f"| `{route}` | {row['concurrency']} | {served['p50']:.1f} | {served['p95']:.1f} "
+                f"| {served['per_s']:.0f} | {served['cpu_ms']:.2f} |"
+            )
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2), encoding="utf-8")
 

@@ -1,4 +1,4 @@
-"""Screenshots of the report's Cases view for the README (``docs/cases-*.png``).
+"""Screenshots of the report's Cases view for the docs and the README (``docs/cases-*.png``).
 
 The page is the bundled sample's 24 cases with three of the tests' fixture runs (official
 per-policy as the baseline, official per-rule, SmolLM2 per-policy), rendered by headless

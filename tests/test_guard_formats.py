@@ -13,9 +13,8 @@ from typer.testing import CliRunner, Result
 
 from sp_dspy._errors import ConfigError
 from sp_dspy.cli import app
-from sp_dspy.lm import ChatResult
 from sp_dspy.programs import GUARD_PROGRAMS, guard_format, make_program
-from sp_dspy.programs._guard_formats import LLAMA_GUARD_INSTRUCTION, LLAMA_GUARD_TASK, yes_probability
+from sp_dspy.programs._guard_formats import LLAMA_GUARD_INSTRUCTION, LLAMA_GUARD_TASK
 from sp_dspy.programs._policy_formats import DYNAGUARD_SYSTEM_PROMPT
 from tests._factories import raw_case, write_dataset
 from tests._results import iter_records
@@ -221,83 +220,12 @@ def test_a_format_refuses_the_protocol_it_cannot_express_in_one_line(name: str) 
     assert isinstance(result.exception, ConfigError)
 
 
-def answer(text: str, logprobs: dict[str, float] | None = None) -> ChatResult:
-    return ChatResult(text=text, first_token_logprobs=logprobs)
-
-
-@pytest.mark.parametrize(
-    ("name", "text", "rules", "flagged", "named"),
-    [
-        ("llama-guard", "safe", [1, 2], False, None),
-        ("llama-guard", "\nunsafe\nS2,S5\n", [1, 2], True, [2, 5]),
-        ("llama-guard", "unsafe\nS2, S5", [1, 2], True, [2, 5]),
-        ("llama-guard", "unsafe", [1, 2], True, None),
-        ("llama-guard", "Safe", [1], None, None),
-        ("llama-guard", "unsafe\nviolent", [1], None, None),
-        ("llama-guard", "safe\nS1", [1], None, None),
-        ("llama-guard", "", [1], None, None),
-        ("granite-guardian", "Yes", [1], True, None),
-        ("granite-guardian", "No", [1], False, None),
-        ("granite-guardian", "Yes\n<confidence> High </confidence>", [1], True, None),
-        ("granite-guardian", "<score> yes </score>", [1], True, None),
-        ("granite-guardian", "<think>\nIt complies.\n</think>\n<score> no </score>", [1], False, None),
-        ("granite-guardian", "<score> maybe </score>", [1], None, None),
-        ("granite-guardian", "<score> yes </score><score> no </score>", [1], None, None),
-        ("granite-guardian", "Perhaps", [1], None, None),
-        ("shieldgemma", "Yes, because it names an address.", [1], True, None),
-        ("shieldgemma", "No. It does not.", [1], False, None),
-        ("shieldgemma", "yes", [1], None, None),
-        ("shieldgemma", "I think so", [1], None, None),
-        ("dynaguard", "<answer>\nPASS\n</answer>", [1, 2], False, None),
-        ("dynaguard", "<think>\nRule 2 is broken.\n</think>\n<answer>\nFAIL\n</answer>", [1, 2], True, None),
-        ("dynaguard", "<answer>FAIL</answer>\n<rules_violated>2,5</rules_violated>", [1, 2], True, [2, 5]),
-        ("dynaguard", "FAIL", [1], None, None),
-        ("dynaguard", "<answer>PASS</answer><answer>FAIL</answer>", [1], None, None),
-        ("dynaguard", "<answer>FAIL</answer><rules_violated>two</rules_violated>", [1], None, None),
-        ("gpt-oss-safeguard", '{"violation": 0, "rule_ids": [], "rationale": "fine"}', [1], False, None),
-        (
-            "gpt-oss-safeguard",
-            '```json\n{"violation": 1, "rule_ids": ["R2", "Rule 5", 7]}\n```',
-            [1],
-            True,
-            [2, 5, 7],
-        ),
-        ("gpt-oss-safeguard", '{"violation": 1, "rule_ids": []}', [1], None, None),
-        ("gpt-oss-safeguard", '{"violation": 0, "rule_ids": [3]}', [1], None, None),
-        ("gpt-oss-safeguard", '{"violation": true, "rule_ids": [3]}', [1], None, None),
-        ("gpt-oss-safeguard", "violation: 1", [1], None, None),
-    ],
-)
-def test_every_documented_answer_form_is_read_and_a_malformed_one_is_none(
-    name: str, text: str, rules: list[int], flagged: bool | None, named: list[int] | None
-) -> None:
-    read = guard_format(name).read(answer(text), rules)
-    assert (read.flagged, read.rules) == (flagged, named)
-
-
 def test_a_malformed_answer_is_an_excluded_record_with_the_answer_kept(tmp_path: Path) -> None:
     result, _ = run(tmp_path, "llama-guard", "per-policy", "I cannot say.")
     assert result.exit_code == 0, result.output
     (record,) = results(tmp_path)
     assert record["violated_rules"] is None and record["parse_failed"] is True
     assert record["parse_status"] == "failed" and record["answer"] == "I cannot say."
-
-
-def test_flagged_without_rules_is_no_rule_set_and_safe_naming_rules_contradicts_itself() -> None:
-    from sp_dspy.data import Case
-
-    case = Case.model_validate(raw_case())
-    program = make_program("dynaguard", "per-policy")
-    unnamed = program._output(case, answer("<answer>FAIL</answer>"))  # type: ignore[union-attr]
-    assert unnamed.violated_rules is None and unnamed.predicted_safe is False and unnamed.parse_failed
-
-
-def test_yes_probability_normalises_over_yes_and_no() -> None:
-    assert yes_probability(None) is None
-    assert yes_probability({"▁Yes": -0.2231, " No": -1.6094}) == pytest.approx(0.8, abs=1e-3)
-    assert yes_probability({"Yes": 0.0}) == pytest.approx(1.0)
-    assert yes_probability({"No": -0.1054}) == pytest.approx(0.1, abs=1e-3)
-    assert yes_probability({"Maybe": -0.1}) is None
 
 
 def test_serve_vllm_command_line_takes_a_shipped_chat_template_and_a_reasoning_parser(tmp_path: Path) -> None:
@@ -321,38 +249,6 @@ def test_ablate_and_experiment_name_guard_formats_as_variants_and_baselines() ->
         ("official", "per-policy"),
         ("llama-guard", "per-policy"),
     ]
-
-
-def test_granite_guardian_asks_in_the_served_models_version() -> None:
-    from types import SimpleNamespace
-
-    from sp_dspy.data import Case
-    from sp_dspy.programs._guard_formats import GRANITE_41_NO_THINK, GRANITE_41_SCHEMA, GraniteGuardian
-
-    case = Case.model_validate(raw_case(extra={"conversation": CONVERSATION}))
-    fmt = GraniteGuardian()
-    rule = {1: RULES[1]}
-    criterion = f"The assistant's messages violate this rule: {RULES[1]}"
-
-    def lm(model: str) -> Any:
-        return SimpleNamespace(model=model)
-
-    old = fmt.request(case, rule, lm("hosted_vllm/ibm-granite/granite-guardian-3.2-5b"))
-    assert old.body == {
-        "chat_template_kwargs": {"guardian_config": {"risk_name": "rule_1", "risk_definition": criterion}}
-    }
-    new = fmt.request(case, rule, lm("hosted_vllm/ibm-granite/granite-guardian-4.1-8b"))
-    assert new.body == {} and new.messages[:4] == old.messages
-    assert new.messages[4] == {
-        "role": "user",
-        "content": f"{GRANITE_41_NO_THINK}\n\n### Criteria: {criterion}\n\n### Scoring Schema: {GRANITE_41_SCHEMA}",
-    }
-    assert fmt.version_for(lm("hosted_vllm/some-model")) == "3.3"
-    assert GraniteGuardian(version="3.2").version_for(lm("granite-guardian-4.1")) == "3.2"
-    with pytest.raises(ConfigError, match=r"think needs version 3\.3 or 4\.1"):
-        GraniteGuardian(version="3.2", think=True)
-    read = fmt.read(answer("<think>\n</think><score> no </score>"), [1])
-    assert (read.flagged, read.reason) == (False, "")
 
 
 def test_guard_load_and_check_run_a_guard_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -470,3 +366,23 @@ def test_ablate_puts_the_official_prompt_and_the_models_own_format_side_by_side(
     assert variants["llama-guard-per-policy"]["score"]["ALL"]["rmr_exact"] == 0.0  # it also named rule 2
     assert summary["diffs"]  # the paired comparison against the baseline
     assert "baseline official-per-policy" in result.output
+
+
+def test_a_capped_run_admits_guard_format_units_at_their_worst_case(tmp_path: Path) -> None:
+    from sp_dspy._data import Case
+    from sp_dspy._pricing import Pricing
+    from sp_dspy._runner._admission import GUARD_TEMPLATE_TOKENS, unit_worst_case
+    from sp_dspy.protocol import build_targets
+
+    result, server = run(tmp_path, "shieldgemma", "per-rule", "No.", "--max-calls", "2", "--concurrency", "1")
+    assert result.exit_code == 3, result.output  # a cap stopped the run
+    assert len(server.chat_requests) == 2
+
+    case = Case.model_validate(raw_case(extra={"conversation": CONVERSATION}))
+    program = make_program("shieldgemma", "per-rule")
+    target = build_targets(case)[0]
+    sent = program.request_for(case, target)  # type: ignore[union-attr]
+    worst = unit_worst_case(program, "per-rule", Pricing(completion_guess=8))
+    reserved = worst((case, target))
+    text_bytes = sum(len(m["content"].encode()) for m in sent.messages)
+    assert reserved.calls == 1 and reserved.prompt_tokens > text_bytes + GUARD_TEMPLATE_TOKENS

@@ -1,7 +1,7 @@
 """``programs/`` and ``optimizers/`` build on sp-dspy's public API, and that API is documented.
 
 Which modules they may import is the layer rule of ``tests/test_import_layers.py``; here,
-each name they take is in its module's ``__all__``, and each public module is in the README.
+each name they take is in its module's ``__all__``, and each public module is in the docs' Development page.
 """
 
 from __future__ import annotations
@@ -66,9 +66,8 @@ def test_public_modules_resolve_and_are_documented(module: str) -> None:
     loaded = importlib.import_module(module)
     for name in loaded.__all__:
         assert getattr(loaded, name) is not None, f"{module}.{name}"
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    development = readme[readme.index("## Development") :]
-    assert re.search(rf"`{re.escape(module)}`", development), f"README's Development section lacks {module}"
+    development = (ROOT / "docs" / "development" / "index.md").read_text(encoding="utf-8")
+    assert re.search(rf"`{re.escape(module)}`", development), f"docs/development/index.md lacks {module}"
 
 
 def test_settings_that_are_not_utf8_are_one_line(tmp_path: Path) -> None:

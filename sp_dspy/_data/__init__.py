@@ -15,7 +15,7 @@ from .._lazy import lazy_getattr
 _MODULES: dict[str, tuple[str, ...]] = {
     "._filters": ("filter_cases",),
     "._guard_lines": ("BadLine", "GuardLine", "read_guard_lines"),
-    "._inputs": ("Source", "guard_case", "policy_rules"),
+    "._inputs": ("SCOPES", "Source", "guard_case", "last_turn_case", "policy_rules"),
     "._loader": ("Benchmark",),
     "._pku": ("load_pku",),
     "._schema": ("Case", "conversation_id"),
@@ -28,8 +28,10 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._guard_lines import BadLine as BadLine
     from ._guard_lines import GuardLine as GuardLine
     from ._guard_lines import read_guard_lines as read_guard_lines
+    from ._inputs import SCOPES as SCOPES
     from ._inputs import Source as Source
     from ._inputs import guard_case as guard_case
+    from ._inputs import last_turn_case as last_turn_case
     from ._inputs import policy_rules as policy_rules
     from ._loader import Benchmark as Benchmark
     from ._pku import load_pku as load_pku

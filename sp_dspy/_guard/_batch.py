@@ -25,12 +25,16 @@ async def check_lines(
     *,
     concurrency: int,
     framework: str = "",
+    scope: str = "conversation",
 ) -> None:
-    """Check every line (``framework`` serves those without their own) and ``emit`` one answer
-    per line, bad lines included, in input order; the guard closes on this loop at the end."""
+    """Check every line (``framework`` serves those without their own; ``scope`` as ``Guard.check``)
+    and ``emit`` one answer per line, bad lines included, in input order; the guard closes on this
+    loop at the end."""
 
     async def verdict(line: GuardLine) -> dict[str, Any]:
-        found = await guard.acheck(line.policy, line.conversation, framework=line.framework or framework)
+        found = await guard.acheck(
+            line.policy, line.conversation, framework=line.framework or framework, scope=scope
+        )
         return found.model_dump(mode="json")
 
     async with guard:

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import ValidationError
 
-from sp_dspy.programs import is_raw_program, resolve_program, run_case
+from sp_dspy.programs import OfficialPerPolicy, OfficialPerRule, is_raw_program, resolve_program, run_case
 
-from .._data import guard_case
+from .._data._inputs import SCOPES, guard_case, last_turn_case
 from .._errors import ConfigError, validation_problem
 from .._lm import (
     LMConfig,
@@ -142,29 +142,66 @@ class Guard:
         """The ``dspy.LM`` this guard calls, or ``None`` when it uses ``dspy.settings.lm``."""
         return self._lm
 
-    def case(self, policy: object, conversation: object, *, framework: object = "") -> Case:
+    def case(
+        self, policy: object, conversation: object, *, framework: object = "", scope: str = "conversation"
+    ) -> Case:
         """The benchmark ``Case`` that ``check`` sends for these inputs (validated)."""
-        return guard_case(policy, conversation, framework=framework)
+        self.refuse_scope(scope)
+        case = guard_case(policy, conversation, framework=framework)
+        return case if scope == "conversation" else last_turn_case(case)
 
-    def check(self, policy: str, conversation: str | list[dict[str, Any]], *, framework: str = "") -> Verdict:
+    def refuse_scope(self, scope: str) -> None:
+        """A ``ConfigError`` for a scope this guard cannot judge: an unknown one, or ``last-turn``
+        with a program that sends its own fixed prompt (the official one keeps the reference's, a
+        guard model's format its model's), which judges the whole conversation."""
+        if scope not in SCOPES:
+            raise ConfigError(f"scope {scope!r}: expected 'conversation' or 'last-turn'")
+        if scope != "last-turn" or not is_raw_program(self.program):
+            return
+        sender = (
+            "the official program keeps the reference's prompt"
+            if isinstance(self.program, OfficialPerPolicy | OfficialPerRule)
+            else f"{self.label} sends its guard model's own prompt"
+        )
+        raise ConfigError(
+            f"scope last-turn: {sender}, which judges the whole conversation; "
+            "use dspy, dspy-cot or a compiled artifact"
+        )
+
+    def check(
+        self,
+        policy: str,
+        conversation: str | list[dict[str, Any]],
+        *,
+        framework: str = "",
+        scope: str = "conversation",
+    ) -> Verdict:
         """Check ``conversation`` (``Turn N - ...`` text or chat messages) against ``policy``.
 
+        ``scope``: ``"conversation"`` judges it whole, ``"last-turn"`` only its last message in the
+        context of the earlier ones (the prompt says so; not with the official program).
         Safe to call from inside a running event loop (it then runs on a worker thread).
 
         Raises:
             DataError: a malformed policy or conversation (before any LM call).
-            ConfigError: the guard is closed, or no LM was given and none is configured in DSPy.
+            ConfigError: the guard is closed, no LM was given and none is configured in DSPy, or
+                the scope is not one this guard judges.
         """
         self._refuse_closed()
-        case = self.case(policy, conversation, framework=framework)
+        case = self.case(policy, conversation, framework=framework, scope=scope)
         return _run_sync(self._verdict(case, self._live_lm()))  # its loop's pools close with it
 
     async def acheck(
-        self, policy: str, conversation: str | list[dict[str, Any]], *, framework: str = ""
+        self,
+        policy: str,
+        conversation: str | list[dict[str, Any]],
+        *,
+        framework: str = "",
+        scope: str = "conversation",
     ) -> Verdict:
         """The async twin of :meth:`check`; close the guard on this loop (``async with``, ``aclose``)."""
         self._refuse_closed()
-        case = self.case(policy, conversation, framework=framework)
+        case = self.case(policy, conversation, framework=framework, scope=scope)
         lm = self._live_lm()
         if all(lm is not known for known in self._used):
             self._used.append(lm)  # its pool on this loop stays open for the next check, until aclose

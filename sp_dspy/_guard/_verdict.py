@@ -48,6 +48,11 @@ class Verdict(BaseModel):
     dropped_rules: list[int] = Field(
         default_factory=list, description="Numbers the model named that are not rules of the policy."
     )
+    rule_probabilities: dict[int, float] = Field(
+        default_factory=dict,
+        description="P(violated) per rule where the program records one (a per-rule guard model's "
+        "first-token P(Yes), from logprobs); empty otherwise.",
+    )
 
     @classmethod
     def of(cls, case: Case, answer: PolicyRecord, *, program: str, model: str) -> Verdict:
@@ -74,6 +79,9 @@ class Verdict(BaseModel):
             error=failed.error,
             error_class=failed.error_class,
             dropped_rules=kept.dropped,
+            rule_probabilities={
+                j.rule: j.yes_probability for j in judgments if j.yes_probability is not None
+            },
         )
 
     @field_validator("reasoning", "error", "program", "model")

@@ -12,22 +12,29 @@ from .._lazy import lazy_getattr
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "._limits": ("ServiceLimits",),
-    "._models": ("BatchRequest", "CheckAnswer", "CheckRequest", "openapi_document"),
-    "._service": ("CheckLedger", "GuardService", "is_loopback", "refuse_open_bind"),
+    "._models": ("BatchRequest", "CheckAnswer", "CheckRequest"),
+    "._openapi": ("openapi_document",),
+    "._gateway_models": ("GuardrailAnswer", "GuardrailRequest", "ModerationAnswer", "ModerationRequest"),
+    "._http": ("is_loopback", "refuse_open_bind"),
+    "._service": ("CheckLedger", "GuardService"),
     "._start": ("bearer_token", "build_service", "serve"),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
+    from ._gateway_models import GuardrailAnswer as GuardrailAnswer
+    from ._gateway_models import GuardrailRequest as GuardrailRequest
+    from ._gateway_models import ModerationAnswer as ModerationAnswer
+    from ._gateway_models import ModerationRequest as ModerationRequest
+    from ._http import is_loopback as is_loopback
+    from ._http import refuse_open_bind as refuse_open_bind
     from ._limits import ServiceLimits as ServiceLimits
     from ._models import BatchRequest as BatchRequest
     from ._models import CheckAnswer as CheckAnswer
     from ._models import CheckRequest as CheckRequest
-    from ._models import openapi_document as openapi_document
+    from ._openapi import openapi_document as openapi_document
     from ._service import CheckLedger as CheckLedger
     from ._service import GuardService as GuardService
-    from ._service import is_loopback as is_loopback
-    from ._service import refuse_open_bind as refuse_open_bind
     from ._start import bearer_token as bearer_token
     from ._start import build_service as build_service
     from ._start import serve as serve

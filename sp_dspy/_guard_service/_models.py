@@ -7,13 +7,14 @@ cannot drift from what the service accepts and answers.
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.json_schema import models_json_schema
 
 from .._guard import Verdict
-from .._version import __version__
+
+#: What a check judges: ``Guard.check``'s ``scope``.
+Scope = Literal["conversation", "last-turn"]
 
 
 class CheckRequest(BaseModel):
@@ -31,6 +32,11 @@ class CheckRequest(BaseModel):
     conversation: str | None = Field(default=None, description="'Turn N - User/Chatbot: ...' text.")
     framework: str = Field(default="", description="Regulatory framework text shown to per-rule judges.")
     id: str | None = Field(default=None, description="Echoed with the verdict.")
+    scope: Scope | None = Field(
+        default=None,
+        description="conversation: judge it whole; last-turn: only its last message, the earlier ones its "
+        "context (not with the official program). Default: the service's --scope.",
+    )
 
     @model_validator(mode="after")
     def _one_conversation(self) -> Self:
@@ -94,92 +100,3 @@ class ErrorBody(BaseModel):
 
     error: str
     error_class: str | None = None
-
-
-_REF = "#/components/schemas/{model}"
-_JSON = "application/json"
-
-
-def _json_body(name: str, description: str) -> dict[str, Any]:
-    return {"description": description, "content": {_JSON: {"schema": {"$ref": _REF.format(model=name)}}}}
-
-
-_ERRORS = {
-    "400": _json_body("ErrorBody", "Bad JSON"),
-    "401": _json_body("ErrorBody", "Missing or wrong bearer token (--auth-token-env)"),
-    "413": _json_body("ErrorBody", "Body larger than --max-body-kb"),
-    "422": _json_body("ErrorBody", "A field, the policy or the conversation is invalid, or past a limit"),
-    "429": _json_body(
-        "ErrorBody", "Too many checks in flight (--max-in-flight); retry after Retry-After seconds"
-    ),
-    "503": _json_body("ErrorBody", "Shutting down, or a budget cap (--max-usd, ...) reached"),
-}
-
-
-def _schemas() -> dict[str, Any]:
-    """The JSON schemas of the requests (as validated) and answers (as serialized)."""
-    models: list[type[BaseModel]] = [CheckRequest, BatchRequest, CheckAnswer, BatchAnswer, ErrorBody]
-    _, top = models_json_schema(
-        [
-            (model, "validation" if model in (CheckRequest, BatchRequest) else "serialization")
-            for model in models
-        ],
-        ref_template=_REF,
-    )
-    return dict(top.get("$defs", {}))
-
-
-def openapi_document() -> dict[str, Any]:
-    """The OpenAPI 3.1 description of the service, its schemas generated from the models above."""
-    check_answers = {
-        "200": _json_body("CheckAnswer", "The verdict (status ok, recovered, failed or refused)"),
-        "502": _json_body(
-            "CheckAnswer", "The LM failed: status error, error_class says how (auth, unreachable, ...)"
-        ),
-        "504": _json_body(
-            "CheckAnswer", "The check passed its deadline (--request-timeout): error_class deadline"
-        ),
-    }
-    text = {"text/plain": {"schema": {"type": "string"}}}
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "sp-dspy guard service", "version": __version__},
-        "paths": {
-            "/v1/check": {
-                "post": {
-                    "summary": "Check one conversation against a policy",
-                    "requestBody": {"required": True, **_json_body("CheckRequest", "One check")},
-                    "responses": {**check_answers, **_ERRORS},
-                }
-            },
-            "/v1/check/batch": {
-                "post": {
-                    "summary": "Check several conversations, answered in order",
-                    "requestBody": {"required": True, **_json_body("BatchRequest", "The checks")},
-                    "responses": {"200": _json_body("BatchAnswer", "One answer per check"), **_ERRORS},
-                }
-            },
-            "/healthz": {
-                "get": {"summary": "The process is up", "responses": {"200": {"description": "up"}}}
-            },
-            "/readyz": {
-                "get": {
-                    "summary": "The LM answered a probe (at most one probe per --probe-interval)",
-                    "responses": {
-                        "200": {"description": "ready"},
-                        "503": _json_body("ErrorBody", "not ready"),
-                    },
-                }
-            },
-            "/metrics": {
-                "get": {
-                    "summary": "Prometheus text: requests, verdicts, latency, LM errors, tokens, dollars",
-                    "responses": {"200": {"description": "metrics", "content": text}},
-                }
-            },
-        },
-        "components": {
-            "schemas": _schemas(),
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
-    }

@@ -11,35 +11,41 @@ from __future__ import annotations
 import asyncio
 import functools
 import hmac
-import ipaddress
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-import orjson
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .._budget import Admission, BudgetExceeded, Ledger, Reservation, Spend, spent
 from .._data import BadLine, Case, GuardLine, Source, policy_rules
-from .._errors import ConfigError, DataError, validation_problem
+from .._errors import ConfigError, DataError
 from .._guard import Guard, LineAnswer, Verdict, answer_lines
 from .._guard._guard import DEADLINE
 from .._interrupt import graceful_stop
 from .._lm import classify_error
 from .._pricing import Pricing
 from .._redact import redact
+from ._gateways import ON_ERROR, gateway_routes
+from ._http import (
+    Handler,
+    JsonServer,
+    Refused,
+    error_answer,
+    json_answer,
+    json_body,
+    unreadable_body,
+    validated,
+)
 from ._limits import ServiceLimits
 from ._metrics import ServiceMetrics
-from ._models import BatchRequest, CheckRequest, ErrorBody, openapi_document
+from ._models import BatchRequest, CheckRequest, ErrorBody
+from ._openapi import openapi_document
 
-_Model = TypeVar("_Model", bound=BaseModel)
-
-#: The endpoints (anything else is counted as ``other`` in the metrics).
-ENDPOINTS = ("/v1/check", "/v1/check/batch", "/healthz", "/readyz", "/metrics", "/openapi.json")
 #: The one endpoint a bearer token does not guard: a load balancer's liveness check.
 OPEN = "/healthz"
 #: Prometheus' text exposition format.
@@ -53,18 +59,6 @@ SHUTDOWN_S = 2.0
 RETRY_AFTER_S = 1
 #: What the readiness probe asks the LM (a few tokens; never answered from the cache).
 PROBE_MESSAGES = [{"role": "user", "content": "Reply with the word OK."}]
-
-
-class Refused(Exception):
-    """A request the service answers with an error status and one line (``str``: the line)."""
-
-    def __init__(
-        self, status: int, message: str, *, error_class: str | None = None, headers: Mapping[str, str] = {}
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_class = error_class
-        self.headers = dict(headers)
 
 
 @dataclass(frozen=True)
@@ -95,16 +89,6 @@ class CheckLedger:
         )
 
 
-def is_loopback(host: str) -> bool:
-    """Whether binding ``host`` keeps the service on this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 #: Policies up to this many characters are parsed once each (at most 128 kept: a few MiB).
 CACHED_POLICY_CHARS = 32 * 1024
 
@@ -122,7 +106,11 @@ _cached_rules = functools.lru_cache(maxsize=128)(_parsed_rules)
 
 
 class GuardService:
-    """The HTTP service of one guard; :meth:`app` is its aiohttp application, :meth:`run` serves it."""
+    """The HTTP service of one guard: :meth:`handle` answers a request, :meth:`run` serves them.
+
+    ``scope`` is what a check judges unless its request says otherwise (``Guard.check``'s), and
+    ``on_error`` what the gateway routes answer when the guard gives no verdict: ``block`` or ``allow``.
+    """
 
     def __init__(
         self,
@@ -133,9 +121,16 @@ class GuardService:
         budget: CheckLedger | None = None,
         token: str | None = None,
         log: Callable[[str], None] = lambda line: None,
+        scope: str = "conversation",
+        on_error: str = "block",
     ) -> None:
         if policy is not None:
             _rules_of(policy)  # a bad --policy is an error at start, not on every request
+        guard.refuse_scope(scope)
+        if on_error not in ON_ERROR:
+            raise ConfigError(f"--on-error {on_error}: expected block or allow")
+        self.scope = scope
+        self.on_error = on_error
         self.guard = guard
         self.policy = policy
         self.limits = limits
@@ -148,72 +143,80 @@ class GuardService:
         self._idle.set()
         self._probe: tuple[float, ErrorBody | None] | None = None  # (monotonic time, failure or None)
         self._probe_lock: asyncio.Lock | None = None
+        self._expected = f"Bearer {token}".encode()
+        self._routes = self.routes()
 
     # -- the application ---------------------------------------------------------------------
 
-    def app(self) -> web.Application:
-        """The aiohttp application: routes, then the error, metrics and token middlewares."""
-        app = web.Application(
-            middlewares=[self._answer_middleware, self._token_middleware],
-            client_max_size=self.limits.max_body_bytes,
-        )
-        app.router.add_post("/v1/check", self._check)
-        app.router.add_post("/v1/check/batch", self._batch)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/openapi.json", self._openapi)
-        return app
+    def routes(self) -> dict[str, dict[str, Handler]]:
+        """``{path: {method: handler}}`` of every endpoint (the gateways' included)."""
+        return {
+            "/v1/check": {"POST": self._check},
+            "/v1/check/batch": {"POST": self._batch},
+            **gateway_routes(self),
+            "/healthz": {"GET": self._healthz},
+            "/readyz": {"GET": self._readyz},
+            "/metrics": {"GET": self._metrics},
+            "/openapi.json": {"GET": self._openapi},
+        }
 
-    @web.middleware
-    async def _answer_middleware(
-        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        """Every failure becomes one JSON line (never a traceback), and every answer is counted."""
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        """Every request: routed, its token checked, every failure one JSON line (never a
+        traceback), every answer counted by endpoint."""
+        routes = self._routes
         try:
-            response = await handler(request)
+            methods = routes.get(request.path)
+            if methods is None:
+                raise Refused(404, f"no such endpoint; the service has {', '.join(routes)}")
+            if request.method not in methods:
+                allowed = ", ".join(methods)
+                raise Refused(405, f"method {request.method} not allowed here; use {allowed}",
+                              headers={"Allow": allowed})  # fmt: skip
+            self._check_token(request)
+            response = await methods[request.method](request)
         except Refused as refusal:
-            response = _error(refusal.status, str(refusal), refusal.error_class, refusal.headers)
-        except web.HTTPException as exc:  # aiohttp's own: 404, 405, 413
-            response = _error(exc.status, _http_line(exc, self.limits), None, _kept_headers(exc))
+            response = error_answer(refusal.status, str(refusal), refusal.error_class, refusal.headers)
+        except (ConnectionError, HttpProcessingError) as exc:  # the body broke off, or its framing did
+            line = unreadable_body(exc)
+            self.log(redact(f"refused a malformed request from {request.remote}: 400 {line}"))
+            response = error_answer(400, line, "malformed")
+        except web.HTTPRequestEntityTooLarge:
+            response = error_answer(
+                413, f"body: larger than the limit of {self.limits.max_body_bytes} bytes (--max-body-kb)"
+            )
         except Exception as exc:
             self.log(redact(f"internal error on {request.method} {request.path}: " + "".join(
                 traceback.format_exception(exc)).rstrip()))  # fmt: skip
-            response = _error(
+            response = error_answer(
                 500, f"internal error ({type(exc).__name__}); the service's log has the details"
             )
-        endpoint = request.path if request.path in ENDPOINTS else "other"
-        self.metrics.request(endpoint, response.status)
+        self.metrics.request(request.path if request.path in routes else "other", response.status)
         return response
 
-    @web.middleware
-    async def _token_middleware(
-        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        if self.token is not None and request.path != OPEN:
-            given = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
-                why = "missing" if not given else "wrong"
-                raise Refused(
-                    401, f"Authorization: {why} bearer token", headers={"WWW-Authenticate": "Bearer"}
-                )
-        return await handler(request)
+    def _check_token(self, request: web.BaseRequest) -> None:
+        if self.token is None or request.path == OPEN:
+            return
+        given = request.headers.get("Authorization", "")
+        # Header bytes aiohttp could not decode arrive as surrogates: still a wrong token, not a 500.
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self._expected):
+            why = "missing" if not given else "wrong"
+            raise Refused(401, f"Authorization: {why} bearer token", headers={"WWW-Authenticate": "Bearer"})
 
     # -- endpoints ---------------------------------------------------------------------------
 
-    async def _check(self, request: web.Request) -> web.Response:
-        self._refuse_draining()  # before the body: a stopping server may not read it in full
-        body = _validated(CheckRequest, await _json_body(request))
-        with self._slots(1):
-            answer = await self._answer(body.policy, body.dialogue, body.framework, body.id)
+    async def _check(self, request: web.BaseRequest) -> web.Response:
+        self.refuse_draining()  # before the body: a stopping server may not read it in full
+        body = validated(CheckRequest, await json_body(request))
+        with self.slots(1):
+            answer = await self.answer_check(body.policy, body.dialogue, body.framework, body.id, body.scope)
         status = 200
         if answer["status"] == "error":
             status = 504 if answer["error_class"] == DEADLINE else 502
-        return _json(status, answer)
+        return json_answer(status, answer)
 
-    async def _batch(self, request: web.Request) -> web.Response:
-        self._refuse_draining()
-        body = _validated(BatchRequest, await _json_body(request))
+    async def _batch(self, request: web.BaseRequest) -> web.Response:
+        self.refuse_draining()
+        body = validated(BatchRequest, await json_body(request))
         count = len(body.checks)
         if count > self.limits.max_batch:
             raise Refused(
@@ -226,21 +229,23 @@ class GuardService:
                 lines.append(BadLine(number, check.id, f"checks[{number - 1}]: {_NO_POLICY}"))
             else:
                 lines.append(GuardLine(number, check.id, policy, check.dialogue, check.framework))
+        scopes = [check.scope for check in body.checks]
         answers: list[LineAnswer] = []
 
         async def answer(line: GuardLine) -> dict[str, Any]:
-            found = await self._answer(line.policy, line.conversation, line.framework, None)
+            scope = scopes[line.number - 1]
+            found = await self.answer_check(line.policy, line.conversation, line.framework, None, scope)
             del found["id"]  # the line's own comes first
             return found
 
-        with self._slots(count):
+        with self.slots(count):
             await answer_lines(lines, answer, lambda done: answers.append(_masked(done)), concurrency=count)
-        return _json(200, {"answers": answers})
+        return json_answer(200, {"answers": answers})
 
-    async def _healthz(self, request: web.Request) -> web.Response:
-        return _json(200, {"status": "up"})
+    async def _healthz(self, request: web.BaseRequest) -> web.Response:
+        return json_answer(200, {"status": "up"})
 
-    async def _readyz(self, request: web.Request) -> web.Response:
+    async def _readyz(self, request: web.BaseRequest) -> web.Response:
         if self.draining:
             raise Refused(503, "shutting down", error_class="draining")
         if self.budget is not None and self.budget.ledger.exhausted:
@@ -248,30 +253,46 @@ class GuardService:
         failure = await self._probed()
         if failure is not None:
             raise Refused(503, failure.error, error_class=failure.error_class)
-        return _json(200, {"status": "ready"})
+        return json_answer(200, {"status": "ready"})
 
-    async def _metrics(self, request: web.Request) -> web.Response:
+    async def _metrics(self, request: web.BaseRequest) -> web.Response:
         return web.Response(
             body=self.metrics.text(None if self.budget is None else self.budget.ledger).encode("utf-8"),
             headers={"Content-Type": PROMETHEUS_TEXT},
         )
 
-    async def _openapi(self, request: web.Request) -> web.Response:
-        return _json(200, openapi_document())
+    async def _openapi(self, request: web.BaseRequest) -> web.Response:
+        return json_answer(200, openapi_document())
 
     # -- checks ------------------------------------------------------------------------------
 
-    async def _answer(
-        self, policy: str | None, dialogue: str | list[dict[str, Any]], framework: str, request_id: str | None
-    ) -> dict[str, Any]:
-        """One check through the guard, inside the limits and the budget; a bad input is a 422."""
-        started = time.perf_counter()
-        policy = policy if policy is not None else self.policy
+    def rules(self, policy: str | None) -> dict[int, str]:
+        """``{rule: text}`` of a request's policy (``None``: the service has none either); a 422 if bad."""
         if policy is None:
             raise Refused(422, _NO_POLICY)
         try:
-            rules = _rules_of(policy)
+            return _rules_of(policy)
         except DataError as exc:
+            raise Refused(422, str(exc)) from None
+
+    async def answer_check(
+        self,
+        policy: str | None,
+        dialogue: str | list[dict[str, Any]],
+        framework: str,
+        request_id: str | None,
+        scope: str | None = None,
+    ) -> dict[str, Any]:
+        """One check through the guard, inside the limits and the budget; a bad input is a 422.
+        ``scope`` ``None``: the service's (``--scope``)."""
+        started = time.perf_counter()
+        policy = policy if policy is not None else self.policy
+        scope = scope or self.scope
+        rules = self.rules(policy)
+        assert policy is not None  # rules() refused a missing one
+        try:
+            self.guard.refuse_scope(scope)
+        except ConfigError as exc:
             raise Refused(422, str(exc)) from None
         if len(rules) > self.limits.max_rules:
             raise Refused(
@@ -281,7 +302,7 @@ class GuardService:
         if isinstance(dialogue, list) and len(dialogue) > self.limits.max_messages:
             raise Refused(422, f"messages: {len(dialogue)} messages, more than the limit of "
                           f"{self.limits.max_messages} (--max-messages)")  # fmt: skip
-        verdict = await self._verdict(policy, dialogue, framework)
+        verdict = await self._verdict(policy, dialogue, framework, scope)
         seconds = time.perf_counter() - started
         self.metrics.check(verdict.status, verdict.error_class, verdict.usage, seconds)
         # A ``CheckAnswer`` (its schema is the API's), built as JSON data: validating the verdict
@@ -295,14 +316,16 @@ class GuardService:
         answer.update(latency_ms=round(seconds * 1000, 3), id=request_id)
         return answer
 
-    async def _verdict(self, policy: str, dialogue: str | list[dict[str, Any]], framework: str) -> Verdict:
+    async def _verdict(
+        self, policy: str, dialogue: str | list[dict[str, Any]], framework: str, scope: str
+    ) -> Verdict:
         """The guard's verdict, the check admitted by the budget first (a bad input is a 422 and costs nothing)."""
         try:
             if self.budget is None:
-                return await self.guard.acheck(policy, dialogue, framework=framework)
-            case = self.guard.case(policy, dialogue, framework=framework)
+                return await self.guard.acheck(policy, dialogue, framework=framework, scope=scope)
+            case = self.guard.case(policy, dialogue, framework=framework, scope=scope)
             with self.budget.admitted(case) as admission:
-                verdict = await self.guard.acheck(policy, dialogue, framework=framework)
+                verdict = await self.guard.acheck(policy, dialogue, framework=framework, scope=scope)
                 admission.used = self.budget.spend(verdict, admission.ticket.calls)
                 return verdict
         except DataError as exc:
@@ -312,10 +335,13 @@ class GuardService:
                           error_class="budget") from None  # fmt: skip
 
     @contextmanager
-    def _slots(self, count: int) -> Iterator[None]:
+    def slots(self, count: int) -> Iterator[None]:
         """Hold ``count`` of the ``--max-in-flight`` checks while the block runs, or refuse (429, 503)."""
-        self._refuse_draining()
+        self.refuse_draining()
         metrics = self.metrics
+        if count > self.limits.max_in_flight:  # waiting would never help: refused for good
+            raise Refused(413, f"checks: {count} in one request, more than the limit of "
+                          f"{self.limits.max_in_flight} checks in flight (--max-in-flight); split it")  # fmt: skip
         if metrics.in_flight + count > self.limits.max_in_flight:
             raise Refused(429, f"too many checks in flight (limit {self.limits.max_in_flight}, --max-in-flight); "
                           f"retry after {RETRY_AFTER_S} s", error_class="busy",
@@ -329,7 +355,7 @@ class GuardService:
             if metrics.in_flight == 0:
                 self._idle.set()
 
-    def _refuse_draining(self) -> None:
+    def refuse_draining(self) -> None:
         if self.draining:
             raise Refused(
                 503, "shutting down: no new checks", error_class="draining", headers={"Connection": "close"}
@@ -365,7 +391,10 @@ class GuardService:
         cancellation, then stop gracefully: new checks get 503 while those in flight finish, then
         the listener and the LM's pool close. A second Ctrl-C or SIGTERM stops at once."""
         # By cleanup every check has been answered: what is left is a connection that raced the stop.
-        runner = web.AppRunner(self.app(), handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_S)
+        server = JsonServer(
+            self.handle, log=self.log, client_max_size=self.limits.max_body_bytes, access_log=None
+        )
+        runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=SHUTDOWN_S)
         await runner.setup()
         try:
             site = web.TCPSite(runner, host, port, backlog=1024)
@@ -404,63 +433,8 @@ class GuardService:
 _NO_POLICY = "policy: missing (give it in the body, or start the service with --policy FILE)"
 
 
-def _error(
-    status: int, message: str, error_class: str | None = None, headers: Mapping[str, str] = {}
-) -> web.Response:
-    body = ErrorBody(error=redact(message), error_class=error_class)
-    return _json(status, body.model_dump(exclude_none=True), headers)
-
-
 def _masked(answer: LineAnswer) -> LineAnswer:
     """A batch answer whose error (a check that raised: its exception's text) shows no key."""
     if "status" not in answer and "error" in answer:
         answer["error"] = redact(answer["error"])
     return answer
-
-
-def _json(status: int, document: Mapping[str, Any], headers: Mapping[str, str] = {}) -> web.Response:
-    return web.Response(
-        status=status, body=orjson.dumps(document), content_type="application/json", headers=headers
-    )
-
-
-def _kept_headers(exc: web.HTTPException) -> dict[str, str]:
-    return {name: value for name, value in exc.headers.items() if name in ("Allow", "Retry-After")}
-
-
-def _http_line(exc: web.HTTPException, limits: ServiceLimits) -> str:
-    """One line for aiohttp's own refusals (its texts are not ours to show)."""
-    if isinstance(exc, web.HTTPRequestEntityTooLarge):
-        return f"body: larger than the limit of {limits.max_body_bytes} bytes (--max-body-kb)"
-    if isinstance(exc, web.HTTPNotFound):
-        return f"no such endpoint; the service has {', '.join(ENDPOINTS)}"
-    if isinstance(exc, web.HTTPMethodNotAllowed):
-        return f"method {exc.method} not allowed here; use {', '.join(sorted(exc.allowed_methods))}"
-    return exc.reason
-
-
-async def _json_body(request: web.Request) -> Any:
-    raw = await request.read()
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise Refused(400, f"body: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-
-
-def _validated(model: type[_Model], document: Any) -> _Model:
-    if not isinstance(document, dict):
-        raise Refused(422, f"body: expected a JSON object, got {type(document).__name__}")
-    try:
-        return model.model_validate(document)
-    except ValidationError as exc:
-        field, message = validation_problem(exc)
-        raise Refused(422, f"{field or 'body'}: {message}") from None
-
-
-def refuse_open_bind(host: str, token: str | None) -> None:
-    """A bind beyond loopback without a token would serve anyone who reaches the port: refused."""
-    if token is None and not is_loopback(host):
-        raise ConfigError(
-            f"--host {host}: serving beyond this machine needs --auth-token-env VAR (a bearer token every "
-            "endpoint but /healthz requires)"
-        )

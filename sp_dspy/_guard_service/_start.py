@@ -14,8 +14,9 @@ from .._lm import LMConfig
 from .._redact import register_secret
 from .._runner._admission import case_worst_case
 from .._runner._cost import run_pricing
+from ._http import refuse_open_bind
 from ._limits import ServiceLimits
-from ._service import CheckLedger, GuardService, refuse_open_bind
+from ._service import CheckLedger, GuardService
 
 
 def bearer_token(variable: str | None) -> str | None:
@@ -44,8 +45,11 @@ def build_service(
     limits: ServiceLimits,
     token: str | None,
     log: Callable[[str], None],
+    scope: str = "conversation",
+    on_error: str = "block",
 ) -> GuardService:
-    """The service of ``guard_spec`` (an artifact directory or a program name) on ``lm_config``."""
+    """The service of ``guard_spec`` (an artifact directory or a program name) on ``lm_config``;
+    ``scope`` and ``on_error`` as :class:`GuardService`'s."""
     guard = Guard.load(
         guard_spec, lm=lm_config, protocol=protocol, parser=parser, deadline=limits.request_timeout_s
     )
@@ -55,7 +59,16 @@ def build_service(
         require_prices(caps, {lm_config.model: pricing})
         ledger = Ledger(caps, max_lm_errors=NO_ERROR_LIMIT)  # a failing LM: 502s, /readyz
         budget = CheckLedger(ledger, pricing, case_worst_case(guard.program, guard.protocol, pricing))
-    return GuardService(guard, policy=policy, limits=limits, budget=budget, token=token, log=log)
+    return GuardService(
+        guard,
+        policy=policy,
+        limits=limits,
+        budget=budget,
+        token=token,
+        log=log,
+        scope=scope,
+        on_error=on_error,
+    )
 
 
 def serve(service: GuardService, host: str, port: int, *, announce: Callable[[str], None]) -> None:

@@ -26,12 +26,13 @@ import orjson
 from .._errors import ConfigError
 from .._redact import redact_data
 from .._usage import Usage, parse_usage
-from ._answers import anthropic_answer, openai_answer, openai_logprobs
+from ._answers import anthropic_answer, openai_answer
 from ._cache import BODY_FIELDS_KEY, ENDPOINT_GROUP_KEY
 from ._compat import price_rates
 from ._config import _KEY_HEADERS, LMConfig, display_endpoint
 from ._dspy import AsyncEngine, Shared, SyncEngine, import_dspy, request_system
 from ._errors import error_message, retry_after_seconds, status_error, transport_error
+from ._logprobs import openai_logprobs
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 from ._prompt_cache import cache_marked
 

@@ -8,11 +8,12 @@ each call's output limit, priced at the run's rate) and settles at what its reco
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sp_dspy.programs import OfficialPerPolicy, OfficialPerRule
+from sp_dspy.programs import NativePerPolicy, NativePerRule, OfficialPerPolicy, OfficialPerRule
 
 from .._budget import (
     NO_ERROR_LIMIT,
@@ -36,12 +37,17 @@ from ._units import units_of
 #: Calls one DSPy predictor may make for one answer: the chat adapter asks again through the JSON
 #: adapter when it cannot parse the first answer.
 ADAPTER_ATTEMPTS = 2
+#: What a guard model's own chat template adds around the settings a guard format sends it
+#: (Granite Guardian's and ShieldGemma's instructions: a few hundred tokens), held on top.
+GUARD_TEMPLATE_TOKENS = 1024
 
 
 def unit_worst_case(program: Any, protocol: str, pricing: Pricing) -> Callable[[Any], Reservation]:
     """The reservation of one unit of ``program`` (a case, or a ``(case, target)`` judgment per-rule)."""
     if isinstance(program, OfficialPerPolicy | OfficialPerRule):
         return lambda unit: worst_case(pricing, _official_bound(program, unit))
+    if isinstance(program, NativePerPolicy | NativePerRule):
+        return lambda unit: worst_case(pricing, _guard_format_bound(program, unit))
     bound = _dspy_bound(program, protocol)
     return lambda unit: worst_case(pricing, bound(unit), attempts=ADAPTER_ATTEMPTS)
 
@@ -70,6 +76,21 @@ def _official_bound(program: Any, unit: Any) -> int:
     else:
         messages = per_policy_messages(unit)
     return prompt_bound("\n".join(message["content"] for message in messages), len(messages))
+
+
+def _guard_format_bound(program: NativePerPolicy | NativePerRule, unit: Any) -> int:
+    """The prompt bound of one unit of a guard model's own format: its exact messages, and the body
+    settings its chat template renders into the prompt with the template's own text."""
+    if isinstance(program, NativePerRule):
+        case, target = unit
+        sent = program.request_for(case, target)
+    else:
+        sent = program.request_for(unit)
+    text = message_text(None, sent.messages)
+    bound = prompt_bound(text, len(sent.messages))
+    if sent.body:
+        bound += prompt_bound(json.dumps(sent.body, ensure_ascii=False), 0) + GUARD_TEMPLATE_TOKENS
+    return bound
 
 
 def _dspy_bound(program: Any, protocol: str) -> Callable[[Any], int]:

@@ -76,7 +76,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",
         "--gpu-memory-utilization", "--tensor-parallel-size", "--chat-template", "--reasoning-parser", "--host", "--auth-token-env", "--request-timeout",
-        "--max-in-flight", "--max-body-kb", "--max-messages", "--max-rules", "--max-batch",
+        "--max-in-flight", "--max-body-kb", "--max-messages", "--max-rules", "--max-batch", "--scope", "--on-error",
     ),
 }  # fmt: skip
 PANEL_ORDER = tuple(PANELS)

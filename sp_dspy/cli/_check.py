@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
@@ -27,6 +28,15 @@ if TYPE_CHECKING:
 
 NO_ANSWER = ("failed", "refused", "error")
 EXIT_VIOLATED = 1
+
+
+class Scope(StrEnum):
+    """What ``--scope`` judges: ``Guard.check``'s ``scope``."""
+
+    conversation = "conversation"
+    last_turn = "last-turn"
+
+
 EXIT_NO_VERDICT = 2
 
 
@@ -84,6 +94,14 @@ def check_command(
         Path | None, typer.Option("--framework", help="Regulatory framework text shown to per-rule judges.")
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+    scope: Annotated[
+        Scope,
+        typer.Option(
+            "--scope",
+            help="Judge the whole conversation, or only its last message in the context of the earlier "
+            "ones (last-turn: not with official or a guard model's format, which send their own prompt).",
+        ),
+    ] = Scope.conversation,
     lm: lmo.Lm = None,
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
@@ -116,16 +134,26 @@ def check_command(
         # No deadline: --timeout and --num-retries are this command's bound on a check (the
         # embedded model may need minutes on a CPU); Guard.load's default would cut them short.
         guard = Guard.load(program, lm=live, protocol=protocol, parser=parser, deadline=None)
+        guard.refuse_scope(scope.value)
         if batch is None:
             with guard:
-                verdict = guard.check(str(policy_text), raw_conversation, framework=framework_text)
+                verdict = guard.check(
+                    str(policy_text), raw_conversation, framework=framework_text, scope=scope.value
+                )
         else:
             if lmo.is_local(lm_config):
                 concurrency = min(concurrency, lmo.LOCAL_CONCURRENCY)
             output = _BatchOutput(out)
             try:
                 asyncio.run(
-                    check_lines(guard, lines, output.emit, concurrency=concurrency, framework=framework_text)
+                    check_lines(
+                        guard,
+                        lines,
+                        output.emit,
+                        concurrency=concurrency,
+                        framework=framework_text,
+                        scope=scope.value,
+                    )
                 )
             finally:
                 output.close()

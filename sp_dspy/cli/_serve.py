@@ -26,7 +26,7 @@ from .._lm import configure_cache, redact
 from .._serve import LlamaCppServer, ServeState, VLLMServer, clear_state, read_state, state_path, write_state
 from . import _lm_options as lmo
 from . import _options as opt
-from ._check import _read_text
+from ._check import Scope, _read_text
 from ._console import console, err_console
 
 DEFAULT_N_CTX = 8192
@@ -146,7 +146,7 @@ MaxInFlightOption = Annotated[
     typer.Option(
         "--max-in-flight",
         min=1,
-        help="--guard: checks at once; past it 429 with Retry-After.",
+        help="--guard: checks at once; past it 429 with Retry-After (a request with more checks than this: 413).",
         show_default=str(GUARD_LIMITS.max_in_flight),
     ),
 ]
@@ -214,6 +214,67 @@ class VllmFlags:
         return {f"--{name.replace('_', '-')}": value for name, value in vars(self).items()}
 
 
+ScopeOption = Annotated[
+    Scope | None,
+    typer.Option(
+        "--scope",
+        help="--guard: judge the whole conversation, or only its last message in the context of the "
+        "earlier ones (last-turn: not with official or a guard model's format); a request may say otherwise.",
+        show_default="conversation",
+    ),
+]
+
+
+class OnError(StrEnum):
+    """``--on-error``: a gateway's answer when the guard gives no verdict."""
+
+    block = "block"
+    allow = "allow"
+
+
+OnErrorOption = Annotated[
+    OnError | None,
+    typer.Option(
+        "--on-error",
+        help="--guard: what the gateway routes (LiteLLM's guardrail API, /v1/moderations) answer when "
+        "the guard gives no verdict: block or allow.",
+        show_default="block",
+    ),
+]
+
+
+@dataclass
+class GuardFlags:
+    """The options of ``--guard``: the guard's protocol and parser, its policy, where and how it
+    listens, its limits (a flag group)."""
+
+    protocol: ProtocolOption = None
+    parser: ParserOption = None
+    policy: PolicyOption = None
+    host: HostOption = None
+    auth_token_env: AuthTokenEnvOption = None
+    request_timeout: RequestTimeoutOption = None
+    max_in_flight: MaxInFlightOption = None
+    max_body_kb: MaxBodyKbOption = None
+    max_messages: MaxMessagesOption = None
+    max_rules: MaxRulesOption = None
+    max_batch: MaxBatchOption = None
+    scope: ScopeOption = None
+    on_error: OnErrorOption = None
+
+    def flags(self) -> dict[str, Any]:
+        """Each option by its flag (``--max-in-flight``: value)."""
+        return {f"--{name.replace('_', '-')}": value for name, value in vars(self).items()}
+
+    def limits(self) -> dict[str, Any]:
+        """The ``ServiceLimits`` these options set (the others keep their defaults)."""
+        limits = {"max_in_flight": self.max_in_flight, "max_messages": self.max_messages,
+                  "max_rules": self.max_rules, "max_batch": self.max_batch,
+                  "max_body_bytes": None if self.max_body_kb is None else self.max_body_kb * 1024,
+                  "request_timeout_s": self.request_timeout}  # fmt: skip
+        return {key: value for key, value in limits.items() if value is not None}
+
+
 @lmo.with_lm_flags
 def serve(
     backend: BackendOption = None,
@@ -224,46 +285,28 @@ def serve(
     n_parallel: NParallelOption = None,
     vllm: VllmFlags = VllmFlags(),
     guard: GuardOption = None,
-    protocol: ProtocolOption = None,
-    parser: ParserOption = None,
-    policy: PolicyOption = None,
-    host: HostOption = None,
-    auth_token_env: AuthTokenEnvOption = None,
-    request_timeout: RequestTimeoutOption = None,
-    max_in_flight: MaxInFlightOption = None,
-    max_body_kb: MaxBodyKbOption = None,
-    max_messages: MaxMessagesOption = None,
-    max_rules: MaxRulesOption = None,
-    max_batch: MaxBatchOption = None,
-    max_calls: opt.MaxCalls = None,
-    max_total_tokens: opt.MaxTotalTokens = None,
-    max_usd: opt.MaxUsd = None,
+    service: GuardFlags = GuardFlags(),
+    caps: opt.CapFlags = opt.CapFlags(),
     lm: lmo.Lm = None,
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
 ) -> None:
     """Serve a model (llama.cpp, vLLM) or, with --guard, a guard over HTTP until Ctrl-C.
 
-    A model server listens on 127.0.0.1 for other commands. The guard service answers POST /v1/check,
-    /v1/check/batch, GET /healthz, /readyz, /metrics, /openapi.json; SIGTERM finishes checks in flight.
+    A model server listens on 127.0.0.1; other commands use it meanwhile. The guard service
+    answers POST /v1/check and /v1/check/batch with verdicts, LiteLLM's guardrail API
+    (/beta/litellm_basic_guardrail_api) and OpenAI's /v1/moderations, GET /healthz, /readyz,
+    /metrics and /openapi.json; SIGTERM finishes the checks in flight (new ones get 503), exit 143.
     """
     server_flags = {"--backend": backend, "--model": model, "--n-ctx": n_ctx, "--threads": threads,
                     "--n-parallel": n_parallel, **vllm.flags()}  # fmt: skip
-    caps = {"--max-calls": max_calls, "--max-total-tokens": max_total_tokens, "--max-usd": max_usd}
-    limits = {"max_in_flight": max_in_flight, "max_messages": max_messages, "max_rules": max_rules,
-              "max_batch": max_batch, "max_body_bytes": max_body_kb and max_body_kb * 1024,
-              "request_timeout_s": request_timeout}  # fmt: skip
     if guard is not None:
         _refuse(server_flags, "an option of the model server, not of --guard")
-        _serve_guard(guard, lm=lm, config=config, lm_flags=lm_flags, protocol=protocol, policy=policy,
-                     parser=parser or "strict", host=host or "127.0.0.1", port=port or DEFAULT_GUARD_PORT,
-                     token_env=auth_token_env, caps=_caps(caps), limits=limits)  # fmt: skip
+        _serve_guard(guard, service, lm=lm, config=config, lm_flags=lm_flags, port=port or DEFAULT_GUARD_PORT,
+                     caps=_caps(caps))  # fmt: skip
         return
-    _refuse({"--protocol": protocol, "--parser": parser, "--policy": policy, "--host": host,
-             "--auth-token-env": auth_token_env, "--request-timeout": request_timeout,
-             "--max-in-flight": max_in_flight, "--max-body-kb": max_body_kb, "--max-messages": max_messages,
-             "--max-rules": max_rules, "--max-batch": max_batch, **caps, "--lm": lm, "--config": config,
-             **{f"--{key.replace('_', '-')}": v for key, v in vars(lm_flags).items() if v is not False}},
+    lm_given = {f"--{key.replace('_', '-')}": v for key, v in vars(lm_flags).items() if v is not False}
+    _refuse({**service.flags(), **_cap_flags(caps), "--lm": lm, "--config": config, **lm_given},
             "an option of the guard service; add --guard ARTIFACT|official")  # fmt: skip
     _serve_model(
         backend or Backend.llama_cpp, model, port, n_ctx=n_ctx, threads=threads, n_parallel=n_parallel,
@@ -361,18 +404,13 @@ def _run_foreground(
 
 def _serve_guard(
     spec: str,
+    service_flags: GuardFlags,
     *,
     lm: str | None,
     config: Path | None,
     lm_flags: lmo.LmFlags,
-    protocol: str | None,
-    parser: str,
-    policy: Path | None,
-    host: str,
     port: int,
-    token_env: str | None,
     caps: BudgetCaps,
-    limits: dict[str, Any],
 ) -> None:
     """Serve ``spec`` over HTTP until Ctrl-C or SIGTERM, then stop gracefully (exit 130 or 143)."""
     # Deferred: aiohttp's server, the guard and the runner's pricing load only when a guard is served.
@@ -383,19 +421,21 @@ def _serve_guard(
         raise ConfigError(
             "--lm: missing (the model the guard calls: a model string, a configured name or local)"
         )
-    token = bearer_token(token_env)
+    flags = service_flags
+    host = flags.host or "127.0.0.1"
+    token = bearer_token(flags.auth_token_env)
     refuse_open_bind(host, token)  # before an LM or a local server starts
     policy_text = None
-    if policy is not None:  # checked here to name the file: a bad policy costs nothing
-        policy_text = _read_text(policy, "--policy")
-        policy_rules(policy_text, source=Source("policy", str(policy)))
+    if flags.policy is not None:  # checked here to name the file: a bad policy costs nothing
+        policy_text = _read_text(flags.policy, "--policy")
+        policy_rules(policy_text, source=Source("policy", str(flags.policy)))
     (lm_config,) = lmo.lm_configs(lm, None, config, default=lmo.LOCAL, **lm_flags.overrides())
     configure_cache(enabled=not lm_flags.no_cache)
     with lmo.lm_session(lm_config) as live:
         service = build_service(
-            spec, live, protocol=protocol, parser=parser, policy=policy_text, caps=caps,
-            limits=ServiceLimits(**{key: value for key, value in limits.items() if value is not None}),
-            token=token, log=_log,
+            spec, live, protocol=flags.protocol, parser=flags.parser or "strict", policy=policy_text, caps=caps,
+            limits=ServiceLimits(**flags.limits()), token=token, log=_log,
+            scope=(flags.scope or Scope.conversation).value, on_error=(flags.on_error or OnError.block).value,
         )  # fmt: skip
         capped = ", ".join(
             f"{name} {value:g}" for name, value in caps.model_dump().items() if value is not None
@@ -414,16 +454,27 @@ def _serve_guard(
                 markup=False,
             )
 
-        serve_service(service, host, port, announce=announce)
+        try:
+            serve_service(service, host, port, announce=announce)
+        except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: stopped at once (typer would say 130)
+            err_console.print("stopped at once: checks still in flight got no answer", highlight=False)
+            raise typer.Exit(interrupted_exit_code()) from None
     err_console.print("stopped: every check in flight was answered", highlight=False)
     raise typer.Exit(interrupted_exit_code())
 
 
-def _caps(flags: dict[str, Any]) -> BudgetCaps:
+def _cap_flags(caps: opt.CapFlags) -> dict[str, Any]:
+    return {
+        "--max-calls": caps.max_calls,
+        "--max-total-tokens": caps.max_total_tokens,
+        "--max-usd": caps.max_usd,
+    }
+
+
+def _caps(flags: opt.CapFlags) -> BudgetCaps:
     """The guard service's budget caps from their flags; a refused value names its flag."""
-    names = {"--max-calls": "max_calls", "--max-total-tokens": "max_tokens", "--max-usd": "max_usd"}
     try:
-        return BudgetCaps(**{names[flag]: value for flag, value in flags.items()})
+        return BudgetCaps(**flags.caps())
     except ValidationError as exc:
         field, message = validation_problem(exc)
         raise ConfigError(f"{opt.CAP_FLAGS.get(field, field)}: {message}") from None
