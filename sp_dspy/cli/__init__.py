@@ -53,7 +53,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--framework", "--id", "--failed",
     ),
     "Guard": (
-        "--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants", "--baseline-program",
+        "--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants", "--baseline-program", "--scope",
     ),
     "Model": (
         "--lm", "--models", "--config", "--api-base", "--api-key-env", "--temperature", "--max-tokens",
@@ -76,7 +76,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",
         "--gpu-memory-utilization", "--tensor-parallel-size", "--chat-template", "--reasoning-parser", "--host", "--auth-token-env", "--request-timeout",
-        "--max-in-flight", "--max-body-kb", "--max-messages", "--max-rules", "--max-batch", "--scope", "--on-error",
+        "--max-in-flight", "--max-body-kb", "--max-messages", "--max-rules", "--max-batch", "--on-error",
     ),
 }  # fmt: skip
 PANEL_ORDER = tuple(PANELS)
