@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._registry import ARTIFACT_KIND as ARTIFACT_KIND
     from ._registry import GUARD_PROGRAMS as GUARD_PROGRAMS
     from ._registry import PROGRAM_NAMES as PROGRAM_NAMES
+    from ._registry import PROGRAM_SUMMARIES as PROGRAM_SUMMARIES
     from ._registry import PROTOCOLS as PROTOCOLS
     from ._registry import RAW_PROGRAMS as RAW_PROGRAMS
     from ._registry import SEVERITY_PROGRAMS as SEVERITY_PROGRAMS
@@ -73,6 +74,7 @@ _LAZY = {
             "ARTIFACT_KIND",
             "GUARD_PROGRAMS",
             "PROGRAM_NAMES",
+            "PROGRAM_SUMMARIES",
             "RAW_PROGRAMS",
             "PROTOCOLS",
             "SEVERITY_PROGRAMS",

@@ -32,6 +32,19 @@ GUARD_PROGRAMS: Final = ("llama-guard", "granite-guardian", "shieldgemma", "dyna
 PROGRAM_NAMES: Final = ("official", "dspy", "dspy-cot", "dspy-severity", "dspy-severity-cot", *GUARD_PROGRAMS)
 RAW_PROGRAMS: Final = ("official", *GUARD_PROGRAMS)
 """Programs that send their own messages (no DSPy adapter): nothing of them is compiled."""
+PROGRAM_SUMMARIES: Final = {
+    "official": "the reference harness's prompt and parser, as published (the baseline)",
+    "dspy": "a DSPy signature of the same task, compilable by every optimizer",
+    "dspy-cot": "the dspy program with chain of thought (a reasoning field before the answer)",
+    "dspy-severity": "PKU-SafeRLHF: the rules violated plus the response's safe flag and severity",
+    "dspy-severity-cot": "dspy-severity with chain of thought",
+    "llama-guard": "Llama Guard 3/4 in its own prompt format (docs/guard-models.md)",
+    "granite-guardian": "Granite Guardian in its served version's format (docs/guard-models.md)",
+    "shieldgemma": "ShieldGemma in its own prompt format (docs/guard-models.md)",
+    "dynaguard": "DynaGuard in its own prompt format (docs/guard-models.md)",
+    "gpt-oss-safeguard": "gpt-oss-safeguard in its own prompt format (docs/guard-models.md)",
+}
+"""One line per program of ``PROGRAM_NAMES``: what ``sp-dspy list-programs`` says it is."""
 SEVERITY_PROGRAMS: Final = ("dspy-severity", "dspy-severity-cot")
 """Per-policy only: they predict a response's safe flag and severity besides its rule set."""
 PROTOCOLS: Final[tuple[Protocol, ...]] = ("per-policy", "per-rule")

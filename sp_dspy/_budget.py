@@ -8,9 +8,10 @@ reservation is settled at what it used. Below the runner, compile and the servic
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +23,15 @@ from ._usage import Usage
 
 CAP_NAMES = ("max_calls", "max_tokens", "max_usd")  # the order caps are checked in
 NO_ERROR_LIMIT = 1_000_000_000  # failing LMs are stopped by other means than a count
+SETTLE_POLL_S = 0.01  # how often a call waiting for the calls in flight to settle asks again
 
 
 class BudgetExceeded(Exception):
     """A call was refused: it would cross a cap (or the share of it this phase may use)."""
+
+
+class NotYet(BudgetExceeded):
+    """A call that does not fit beside the calls in flight, and may once they settle (``admit(later=True)``)."""
 
 
 class OptimizerStopped(BaseException):
@@ -175,7 +181,8 @@ class Ledger:
     The check and the reservation are one step under a lock no ``await`` is ever made under, so
     threads and asyncio tasks alike never start a call the cap cannot cover. A ledger with a
     ``parent`` (a compile inside an experiment) is admitted by both: its own caps and the
-    parent's hold, and the parent's total is every child's.
+    parent's hold, and the parent's total is every child's. ``earlier``: what the job spent before
+    this invocation (a resumed experiment's finished steps).
     """
 
     def __init__(
@@ -185,9 +192,14 @@ class Ledger:
         parent: Ledger | None = None,
         max_lm_errors: int = 10,
         earlier: Spend | None = None,
+        replays_count: bool | None = None,
     ) -> None:
         self.caps = caps or BudgetCaps()
         self.parent = parent
+        #: Whether an answer replayed from the response cache counts at its price (a compile's, an
+        #: experiment's: their reruns are replays) or as nothing (an eval run counts what it pays).
+        inherited = parent is not None and parent.replays_count
+        self.replays_count: bool = replays_count if replays_count is not None else inherited
         self.max_lm_errors = max_lm_errors
         self.roles: dict[str, Spend] = {} if earlier is None else {EARLIER: earlier}
         self.refusals = 0
@@ -202,10 +214,6 @@ class Ledger:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Ledger:
         return self  # shared by every copy of a budgeted LM, like a connection
-
-    def child(self, caps: BudgetCaps | None = None, *, max_lm_errors: int = 10) -> Ledger:
-        """A ledger of one step of this job, under its caps (``caps``: the step's own as well)."""
-        return Ledger(caps, parent=self, max_lm_errors=max_lm_errors)
 
     @property
     def exhausted(self) -> bool:
@@ -267,46 +275,55 @@ class Ledger:
             with self._lock:
                 self._held = previous
 
-    def admit(self, role: str, worst: Reservation, *, optimizer: bool = False) -> Ticket:
+    def admit(self, role: str, worst: Reservation, *, optimizer: bool = False, later: bool = False) -> Ticket:
         """Reserve ``worst`` (a call's worst case), or raise ``BudgetExceeded``; an ``optimizer`` call
-        raises :class:`OptimizerStopped` instead, and sets ``optimizer_stopped``: later optimizer calls do too."""
+        raises :class:`OptimizerStopped` instead, and sets ``optimizer_stopped``: later optimizer calls do too.
+        ``later``: a call that would fit once the calls in flight settle raises :class:`NotYet` instead
+        (no refusal is counted), for the caller to ask again then."""
         try:
             with self._lock:
-                self._check(role, worst, optimizer)
+                self._check(role, worst, optimizer, later)
                 parent = None
                 if self.parent is not None:
                     try:
-                        parent = self.parent.admit(role, worst)
+                        parent = self.parent.admit(role, worst, later=later)
+                    except NotYet:
+                        raise
                     except BudgetExceeded:
                         self._refused(self.parent.refused_by or "max_calls", optimizer)
                         raise
                 self._reserved = _plus(self._reserved, worst)
                 return Ticket(role, worst, parent)
+        except NotYet:
+            raise
         except BudgetExceeded as exc:
             if not optimizer:
                 raise
             raise OptimizerStopped(str(exc)) from exc
 
-    def _check(self, role: str, worst: Reservation, optimizer: bool) -> None:
-        """Raise ``BudgetExceeded`` when ``worst`` may not start (holding the lock)."""
+    def _check(self, role: str, worst: Reservation, optimizer: bool, later: bool) -> None:
+        """Raise ``BudgetExceeded`` when ``worst`` may not start (holding the lock), ``NotYet`` when
+        (with ``later``) it may once the calls in flight settle."""
         if optimizer and self.optimizer_stopped:
             raise BudgetExceeded(f"the optimizer was stopped: {role} LM call refused")
         if self.failing:
             self.optimizer_stopped = self.optimizer_stopped or optimizer
             why = "a lasting LM failure" if self.halted else f"{self.lm_errors} failed LM calls"
             raise BudgetExceeded(f"{why}: {role} LM call refused")
-        spent, reserved = self.total(), _plus(self._reserved, worst)
-        after = (
-            spent.calls + reserved.calls,
-            spent.tokens + reserved.tokens,
-            (spent.usd or 0.0) + reserved.usd,
-        )
+        spent, reserved = self.total(), self._reserved
+        used = (spent.calls, spent.tokens, spent.usd or 0.0)
         held = (self._held.calls, self._held.tokens, self._held.usd)
-        for cap, total, back in zip(CAP_NAMES, after, held, strict=True):
+        asked = (worst.calls, worst.tokens, worst.usd)
+        flying = (reserved.calls, reserved.tokens, reserved.usd)
+        for cap, *figures in zip(CAP_NAMES, used, held, asked, flying, strict=True):
             limit = getattr(self.caps, cap)
-            if limit is not None and total > limit - back:
-                self._refused(cap, optimizer)
-                raise BudgetExceeded(f"{cap} reached: {role} LM call refused")
+            total, back, ask, fly = figures
+            if limit is None or total + fly + ask <= limit - back:
+                continue
+            if later and fly > 0 and total + ask <= limit - back:
+                raise NotYet(cap)  # it fits once the calls in flight settle, unless they spend it
+            self._refused(cap, optimizer)
+            raise BudgetExceeded(f"{cap} reached: {role} LM call refused")
 
     def _refused(self, cap: str, optimizer: bool) -> None:
         self.optimizer_stopped = self.optimizer_stopped or optimizer
@@ -317,6 +334,8 @@ class Ledger:
         """Replace a reservation with what its calls actually used (the parent's share too)."""
         with self._lock:
             self._reserved = _minus(self._reserved, ticket.reservation)
+            if self._reserved.calls == 0:
+                self._reserved = _ZERO  # no float residue of the dollars once nothing is in flight
             self.roles[ticket.role] = self.roles.get(ticket.role, Spend()) + spent
             self._lock.notify_all()
         if ticket.parent is not None and self.parent is not None:
@@ -324,14 +343,31 @@ class Ledger:
 
     @contextmanager
     def admitted(self, role: str, worst: Reservation) -> Iterator[Admission]:
-        """Admit ``worst`` for the block (the calls run inside it) and settle at what the block
-        set ``used`` to. The one admission every LM call passes: a rate controller that decides
-        when a call may start belongs here, after the reservation and before the block."""
+        """Admit ``worst`` for the block (the calls run inside it, on a thread) and settle at what the
+        block set ``used`` to, whatever it raises."""
         admission = Admission(self.admit(role, worst))
         try:
             yield admission
         finally:
             self.settle(admission.ticket, admission.used or Spend())
+
+    @asynccontextmanager
+    async def aadmitted(self, role: str, worst: Reservation) -> AsyncIterator[Admission]:
+        """:meth:`admitted` for asyncio tasks: the admission eval's units and the guard service's
+        checks pass. A call that fits once the calls in flight settle waits for them (it is refused
+        only when it cannot fit beside what is spent); a rate controller that decides when a call
+        may start awaits here too, after the reservation and before the block."""
+        while True:
+            try:
+                ticket = self.admit(role, worst, later=True)
+                break
+            except NotYet:
+                await asyncio.sleep(SETTLE_POLL_S)
+        admission = Admission(ticket)
+        try:
+            yield admission
+        finally:
+            self.settle(ticket, admission.used or Spend())
 
     def wait_idle(self) -> None:
         """Wait until every call in flight (a stopped optimizer's lingering threads) has settled."""

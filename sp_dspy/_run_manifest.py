@@ -200,6 +200,10 @@ class ModelRun(BaseModel):
     #: The LM's engine: ``direct`` (sp-dspy's HTTP engine) or ``dspy`` (DSPy's own, a replica
     #: router or the fake); every call goes through DSPy's execution (cache, retries) either way.
     transport: str = "dspy"
+    #: Rate-limit answers (429, "overloaded") the run's calls met and waited out, and the seconds
+    #: they waited, summed over calls (sp-dspy's HTTP engine; a resumed run adds its invocations').
+    rate_limited: int = 0
+    rate_limit_wait_s: float = 0.0
     metrics: dict[str, Any] | None = None
 
 

@@ -2,6 +2,9 @@
 
 Rich shrinks a too-wide table's columns, cutting long words; :class:`FitTable` then draws
 each row as a block instead: its first cell as a heading, then ``header value`` items.
+Outside a terminal (a pipe, a file, a CI log) every table is stacked, one ``header value``
+item a line: the layout of a table kind never depends on its values' widths, so a script
+reading the output, or a diff of two runs' outputs, sees the same shape every time.
 """
 
 from __future__ import annotations
@@ -38,10 +41,11 @@ class FitTable(Table):
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         unbounded = options.update_width(_UNBOUNDED)
+        piped = not console.is_terminal
         if (
             not self.columns
             or self.width is not None
-            or self.__rich_measure__(console, unbounded).maximum <= options.max_width
+            or (not piped and self.__rich_measure__(console, unbounded).maximum <= options.max_width)
         ):
             yield from super().__rich_console__(console, options)
             return
@@ -60,6 +64,10 @@ class FitTable(Table):
                 item.overflow = "fold"  # a word wider than the console folds; it is never cut
                 items.append(item)
             yield heading
-            yield Padding(Columns(items, padding=(0, 3)), (0, 0, 0, 2))
+            # In a terminal the items fill the width; elsewhere one a line, whatever their widths.
+            if piped:
+                yield from (Padding(item, (0, 0, 0, 2), expand=False) for item in items)
+            else:
+                yield Padding(Columns(items, padding=(0, 3)), (0, 0, 0, 2))
         if self.caption:
             yield _text(console, self.caption, "dim")

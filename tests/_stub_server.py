@@ -20,6 +20,8 @@ from typing import Any, Self
 from sp_dspy._lm._fake import FakeEngine, count_tokens
 from sp_dspy._lm._fake_prompts import message_text
 
+from ._rate_limits import RateLimits, estimated_tokens
+
 Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
 FAILURE_KINDS = ("429", "500", "502", "503", "400", "400-invalid", "401", "404", "drop", "hang")
 # What the stub says for a planned failure (OpenAI's and vLLM's wording for the client errors).
@@ -104,13 +106,19 @@ class _Handler(BaseHTTPRequestHandler):
         chat = anthropic or path.endswith("/chat/completions")
         failure = stub._next_failure() if chat else None
         stub._record(StubRequest("POST", self.path, dict(self.headers), body, failure))
+        self.limit_headers: Mapping[str, str] = {}
+        if chat and stub.limits is not None:  # a provider answers over-limit requests at once
+            status, self.limit_headers = stub.limits.admit(estimated_tokens(b" " * length))
+            if status == 429:
+                self._send_error(429, "Rate limit reached for requests", "requests", self.limit_headers)
+                return
         if stub.latency_s:
             time.sleep(stub.latency_s)
         if failure is not None and self._fail(failure):
             return
         has_messages = isinstance(body, dict) and isinstance(body.get("messages"), list)
         if anthropic and has_messages:
-            self._send_json(200, stub._message(body))
+            self._send_json(200, stub._message(body), self.limit_headers)
         elif not path.endswith("/chat/completions"):
             self._send_error(404, f"no route {self.path}", "not_found")
         elif not has_messages:
@@ -118,7 +126,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif body.get("stream"):
             self._send_error(400, "the stub does not stream", "invalid_request")
         else:
-            self._send_json(200, stub._completion(body))
+            self._send_json(200, stub._completion(body), self.limit_headers)
 
     def _fail(self, failure: str) -> bool:
         """Answer with the planned failure; False when the request should then succeed."""
@@ -151,6 +159,7 @@ class StubServer:
             ``"hang:SECONDS"`` (answers late, for timeouts).
         behaviour: behaviour of the default responder's fake engine.
         model_ids: ids listed by ``/v1/models``.
+        limits: the provider's rate limits (``tests._rate_limits``): 429 and ``x-ratelimit-*``.
     """
 
     #: The request handler (a test server with more routes extends it).
@@ -165,6 +174,7 @@ class StubServer:
         *,
         behaviour: str = "oracle",
         model_ids: Sequence[str] = ("stub",),
+        limits: RateLimits | None = None,
     ) -> None:
         for spec in fail_plan:
             parse_failure(spec)
@@ -174,6 +184,7 @@ class StubServer:
         self.responder: Responder = responder or self._fake_reply
         self.fail_plan = list(fail_plan)
         self.model_ids = list(model_ids)
+        self.limits = limits
         self.requests: list[StubRequest] = []
         self._lock = threading.Lock()
         self._chat_count = 0

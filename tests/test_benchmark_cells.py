@@ -130,7 +130,8 @@ def test_a_custom_run_has_no_level_cell_on_any_command_and_breaks_down_by_tag(
 
     shown = cli("show", str(empty), *custom)
     no_level_cell(shown.output)
-    assert "custom (tag delivery, tag tone); status" in shown.output
+    assert "tag delivery, tag tone; status" in shown.output and "custom (tag" not in shown.output
+    assert "decisive" not in shown.output
 
 
 def test_a_pku_run_has_no_level_cell(tmp_path: Path) -> None:
@@ -218,8 +219,9 @@ def test_the_binary_view_and_per_rule_scores_of_a_custom_policy(
 
     table = scored.output
     assert "Violation or not (per conversation, %)" in table and "Per rule of your policy (%)" in table
-    assert re.search(r"over-blocking \(clean flagged\)\s*│\s*50\.00\s*│\s*1 / 2", table), table
-    assert re.search(r"recall \(violating caught\)\s*│\s*66\.67\s*│\s*2 / 3", table), table
+    # Outside a terminal every table is stacked: the row's first cell, then "header value" lines.
+    assert re.search(r"over-blocking \(clean flagged\)\n\s+Value 50\.00\n\s+Of 1 / 2", table), table
+    assert re.search(r"recall \(violating caught\)\n\s+Value 66\.67\n\s+Of 2 / 3", table), table
     assert re.search(
         r"│\s*3\s*│\s*1\s*│\s*2\s*│\s*50\.00\s*│\s*100\.00\s*│\s*66\.67\s*│ Never insult", table
     ), table

@@ -58,7 +58,8 @@ def test_registry_names_three_kinds_and_refuses_others() -> None:
     assert benchmark_names() == ("safepyramid", "pku-saferlhf", "custom")
     with pytest.raises(DataError, match=r"^--benchmark: unknown benchmark 'nope' \(choose safepyramid, "):
         benchmark_kind("nope")
-    for command in (["split", "--out", "s.json"], ["eval", "--lm", "fake"], ["score", str(EXAMPLE)]):
+    results = Path(__file__).parent / "fixtures" / "report" / "official_per_policy.jsonl"
+    for command in (["split", "--out", "s.json"], ["eval", "--lm", "fake"], ["score", str(results)]):
         result = cli(*command, "--benchmark", "nope", fails=True)
         assert str(result.exception).endswith(
             "unknown benchmark 'nope' (choose safepyramid, pku-saferlhf, custom)"

@@ -67,7 +67,8 @@ def test_text_output_lists_the_violated_rules_with_their_text(files: Path) -> No
     assert (code, type(error)) == (1, SystemExit)  # rules violated: exit 1, like grep finding a match
     assert "Violated rules (3 of 3)" in out
     assert "[before]" in out  # rule text printed as is, not as markup
-    assert "official (per-policy) on fake/all; status clean" in out
+    assert "official (per-policy) on fake/all; answer read as the protocol asks" in out
+    assert "status clean" not in out
 
 
 @pytest.mark.parametrize("conversation", ["chat.json", "wrapped.json", "chat.txt"])
@@ -95,7 +96,7 @@ def test_no_usable_answer_exits_2(files: Path) -> None:
     assert Verdict.model_validate_json(out).status == "failed"
     code, out, _ = run("--policy", "policy.txt", "--conversation", "chat.txt", "--lm", "fake/refuse")
     assert code == 2
-    assert "No verdict (status: refused)" in out
+    assert "No verdict (the model refused to answer)" in out
 
 
 @pytest.mark.network

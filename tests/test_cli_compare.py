@@ -1,4 +1,4 @@
-"""``sp-dspy compare`` on hand-made result files whose McNemar counts are known."""
+"""``sp-dspy compare`` on hand-made result files whose paired-test counts are known."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from sp_dspy._benchmarks import load_benchmark
 from sp_dspy._data import Case
 from sp_dspy._errors import ConfigError, DataError
 from sp_dspy._metrics import read_result_files, score
-from sp_dspy._metrics._bootstrap import CELL_KEYS, MIN_CI_PAIRS
+from sp_dspy._metrics._paired import CELL_KEYS, MIN_CI_PAIRS
 from sp_dspy.cli import _compare
 from tests._factories import raw_case, write_dataset
 
@@ -30,15 +30,16 @@ PLAN: list[tuple[str, Any, Any]] = [
     ("c2-l0", [1], [2]),  # A only
     ("c3-l0", [2], [1]),  # B only
     ("c4-l0", [1, 2], [1]),  # B only
-    ("c1-l1", [1], REFUSED),  # A only: B's exclusion counts as wrong
-    ("c2-l1", [2], [1]),  # B only
-    ("c3-l1", [], [1]),  # B only
-    ("c4-l1", [1], [1]),
-    ("c1-l2", [1], [1]),
-    ("c2-l2", [1], [1]),
-    ("c3-l2", MISSING, [1]),  # A has no result: not compared
-    ("c4-l2", [3], [1]),  # B only
+    ("c5-l1", [1], REFUSED),  # A only: B's exclusion counts as wrong
+    ("c6-l1", [2], [1]),  # B only
+    ("c7-l1", [], [1]),  # B only
+    ("c8-l1", [1], [1]),
+    ("c9-l2", [1], [1]),
+    ("c10-l2", [1], [1]),
+    ("c11-l2", MISSING, [1]),  # A has no result: not compared
+    ("c12-l2", [3], [1]),  # B only
 ]
+# Each case is a conversation of its own (no two share a stem), so the paired test is McNemar's exact test.
 # Per cell: compared cases, A only, B only (hand-counted from PLAN).
 EXPECTED = {"L0": (4, 1, 2), "L1": (4, 1, 2), "L2": (3, 0, 1), "ALL": (11, 2, 5)}
 
@@ -94,7 +95,7 @@ def comparison(setup: dict[str, Path], *extra: str) -> dict[str, Any]:
     return document
 
 
-def test_mcnemar_counts_excluded_cases_as_wrong(setup: dict[str, Path]) -> None:
+def test_the_paired_test_counts_excluded_cases_as_wrong(setup: dict[str, Path]) -> None:
     document = comparison(setup)
     assert (document["compared"], document["only_a"], document["only_b"], document["in_neither"]) == (
         11,
@@ -103,13 +104,15 @@ def test_mcnemar_counts_excluded_cases_as_wrong(setup: dict[str, Path]) -> None:
         0,
     )
     for name, (n, a_only, b_only) in EXPECTED.items():
-        test = document["cells"][name]["mcnemar"]
+        test = document["cells"][name]["test"]
         assert (document["cells"][name]["n"], test["n_pairs"], test["a_only"], test["b_only"]) == (
             n, n, a_only, b_only,
         )  # fmt: skip
-        assert test["method"] == "exact"
+        assert test["method"] == "paired randomization test over conversations"
+        assert test["n_units"] == n
     # Exact binomial, 7 discordant pairs, 2 the other way: 2 * (1 + 7 + 21) / 2**7.
-    assert document["cells"]["ALL"]["mcnemar"]["p_value"] == pytest.approx(58 / 128)
+    assert document["cells"]["ALL"]["test"]["p_value"] == pytest.approx(58 / 128)
+    assert document["unit"] == "conversation" and document["bootstrap"]["unit"] == "conversation"
 
 
 def scored_ids(case_ids: list[str], *excluded: str) -> list[str]:
@@ -121,9 +124,9 @@ def test_differences_are_b_minus_a_of_the_official_scores(setup: dict[str, Path]
     cases = load_benchmark(setup["dataset"]).cases
     results_a = read_result_files([setup["a1"], setup["a2"]])
     results_b = read_result_files([setup["b"]])
-    compared = [case for case in cases if case.id != "c3-l2"]
-    # The paired differences use the cases both sides scored: B refused c1-l1.
-    both_scored: list[Case] = [case for case in compared if case.id != "c1-l1"]
+    compared = [case for case in cases if case.id != "c11-l2"]
+    # The paired differences use the cases both sides scored: B refused c5-l1.
+    both_scored: list[Case] = [case for case in compared if case.id != "c5-l1"]
     cells_a = score(both_scored, results_a, ci=False).cells
     cells_b = score(both_scored, results_b, ci=False).cells
     for name in ("L0", "L1", "L2", "ALL"):
@@ -152,7 +155,7 @@ def test_seeded_intervals_repeat_and_move_with_the_seed(setup: dict[str, Path]) 
     ci = [document["cells"]["ALL"]["paired"]["ci"] for document in (first, again, other)]
     assert ci[0] == ci[1]
     assert ci[0] != ci[2]
-    assert first["bootstrap"] == {"n_boot": 200, "seed": 3, "level": 0.95}
+    assert first["bootstrap"] == {"n_boot": 200, "seed": 3, "level": 0.95, "unit": "conversation"}
 
 
 def test_table_output_says_how_cases_were_counted(setup: dict[str, Path], tmp_path: Path) -> None:
@@ -166,7 +169,8 @@ def test_table_output_says_how_cases_were_counted(setup: dict[str, Path], tmp_pa
     assert "counts as wrong for that side" in text
     assert "Paired differences (B - A)" in text
     assert "B: 1 result id(s) not in the dataset (e.g. zz-999-l0)" in " ".join(result.stderr.split())
-    assert json.loads(out.read_text())["cells"]["ALL"]["mcnemar"]["b_only"] == 5
+    assert json.loads(out.read_text())["cells"]["ALL"]["test"]["b_only"] == 5
+    assert "paired randomization test over conversations" in text
 
 
 def test_level_filter_and_no_bootstrap(setup: dict[str, Path]) -> None:
@@ -182,7 +186,7 @@ def test_a_handful_of_cases_says_the_interval_is_not_informative(setup: dict[str
     from sp_dspy._report import build_summary, render_terminal
     from sp_dspy._report._html_tables import diff_table
 
-    note = "not informative (n=3 < 10)"
+    note = "not informative (3 conversations < 10)"
     a = f"{setup['a1']},{setup['a2']}"
     document = comparison(setup, "--level", "L2")
     paired = document["cells"]["ALL"]["paired"]

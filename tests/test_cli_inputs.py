@@ -161,7 +161,8 @@ def test_a_split_of_another_dataset_is_refused(tmp_path: Path, dataset: Path) ->
         result,
         DataError,
         f"{split_file}: field dataset_hash: 000000000000 is not the hash of the dataset "
-        f"({loaded.content_hash[:12]}); the split was made for another file (make one with sp-dspy split)",
+        f"({loaded.content_hash[:12]}); the split was made for other data: pass the --benchmark and --dataset "
+        "it was made on",
     )
     make_split(loaded.cases, seed=0, ratios=(0.5, 0.0, 0.5), dataset_hash=loaded.content_hash).save(
         split_file

@@ -23,8 +23,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "report"
 CASES = load_benchmark(None).cases
 
 
-def _render(*renderables: object, width: int = 80) -> str:
-    console = Console(width=width, record=True, file=io.StringIO())
+def _render(*renderables: object, width: int = 80, terminal: bool = True) -> str:
+    """What a terminal ``width`` columns wide shows (``terminal=False``: a pipe or a file)."""
+    console = Console(width=width, record=True, file=io.StringIO(), force_terminal=terminal)
     for renderable in renderables:
         console.print(renderable)
     return console.export_text()
@@ -149,3 +150,21 @@ def test_dry_run_projection_keeps_its_numbers_at_80_columns() -> None:
     words = result.output.split()
     assert "377" in words and "741,557" in words and "15,080" in words and "$0.2155" in words
     assert "…" not in result.output
+
+
+def test_outside_a_terminal_a_table_kind_keeps_one_layout_whatever_its_widths() -> None:
+    """Piped or written to a file, a table is stacked, one ``header value`` a line, at any width and
+    for short and long values alike: the same shape for every run."""
+
+    def shape(value: str, width: int) -> list[str]:
+        table = FitTable(title="T")
+        for name in ("name", "model", "settings"):
+            table.add_column(name)
+        table.add_row("gpt", value, "timeout=600")
+        lines = _render(table, width=width, terminal=False).splitlines()
+        return [line.split()[0] if line.strip() else "" for line in lines]
+
+    expected = ["T", "gpt", "model", "settings"]
+    for width in (60, 200):
+        assert shape("x", width) == expected
+        assert shape("openrouter/openai/gpt-oss-safeguard-120b", width) == expected

@@ -22,8 +22,9 @@ from typer.testing import CliRunner, Result
 from sp_dspy._ablate import ExperimentPlan, build_experiment, price_experiment, run_experiment
 from sp_dspy._ablate._experiment import LOCK_FILE, caps_left, spent_so_far
 from sp_dspy._ablate._seeds import SeedResult, verdict
-from sp_dspy._budget import BudgetCaps
+from sp_dspy._budget import BudgetCaps, Ledger
 from sp_dspy._compile._artifact import write_json
+from sp_dspy._data._source import sample_path
 from sp_dspy._errors import ConfigError
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from sp_dspy._lm._fake import INSTRUCTION_PHRASE
@@ -61,6 +62,20 @@ def invoke(*args: str) -> Result:
 def experiment_args(out: Path, *args: str) -> list[str]:
     return ["--out", str(out), "--lm", "fake/instructed", "--optimizers", "copro,mipro", "--seeds", "0,1,2",
             *TINY, *FAST, *args]  # fmt: skip
+
+
+def wide_sample(folder: Path, copies: int = 4) -> Path:
+    """The bundled sample's 8 conversations copied ``copies`` times under new ids: a test part of
+    more than 10 conversations, so each seed's paired interval is informative."""
+    document = json.loads(sample_path().read_text(encoding="utf-8"))
+    cases = [
+        {**case, "id": case["id"][:-3] + f"-r{copy}" + case["id"][-3:]}
+        for copy in range(copies)
+        for case in document["data"]
+    ]
+    path = folder / "wide.json"
+    path.write_text(json.dumps({"metadata": {**document["metadata"], "n_cases": len(cases)}, "data": cases}))
+    return path
 
 
 def finished(out: Path) -> dict[str, int]:
@@ -108,14 +123,26 @@ def check_figures(summary: dict[str, Any], out: Path) -> None:
         assert result["diff"]["rmr_avg"]["min"] == min(gains) and result["diff"]["rmr_avg"]["max"] == max(
             gains
         )
-        assert result["verdict"].startswith(f"{result['optimizer']}: {sum(instructed)} of 3 seeds beat")
+        gain = result["gain"]
+        assert gain["mean"] == pytest.approx(sum(gains) / 3, abs=0.01) and gain["n_seeds"] == 3
+        assert gain["unit"] == "conversation" and gain["n_units"] * 3 == gain["n_pairs"]
+        assert (
+            result["verdict"].startswith(
+                f"{result['optimizer']} against {summary['baseline']}: mean RMR gain"
+            )
+            and f"per seed: {sum(instructed)} of 3 seeds beat" in result["verdict"]
+        )
+        if len(summary["optimizers"]) > 1 and gain["ci"] is not None:
+            assert "Holm-adjusted across 2 optimizers" in result["verdict"]
 
 
 def test_an_experiment_killed_mid_way_resumes_without_redoing_finished_work(tmp_path: Path) -> None:
     out = tmp_path / "exp"
+    wide = ["--dataset", str(wide_sample(tmp_path))]
     process = subprocess.Popen(
-        [*CLI, "experiment", *experiment_args(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        [*CLI, "experiment", *experiment_args(out, *wide)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
     wait_for_a_compile(process, out)
     assert process.poll() is None, "the experiment ended before it could be killed"
     process.send_signal(signal.SIGKILL)
@@ -123,7 +150,7 @@ def test_an_experiment_killed_mid_way_resumes_without_redoing_finished_work(tmp_
     before = finished(out)
     assert 0 < len(before) < 6 and not (out / "summary.json").exists()
 
-    resumed = invoke(*experiment_args(out, "--resume"))
+    resumed = invoke(*experiment_args(out, *wide, "--resume"))
     assert resumed.exit_code == 0, (resumed.output, resumed.exception)
     assert resumed.output.count("finished earlier, not run again") == len(before)
     after = finished(out)
@@ -137,7 +164,7 @@ def test_an_experiment_killed_mid_way_resumes_without_redoing_finished_work(tmp_
 
     results = sorted((out / "results").glob("results_*.jsonl"))
     lines = {path.name: path.read_bytes() for path in results}
-    again = invoke(*experiment_args(out, "--resume"))  # everything finished: nothing is run again
+    again = invoke(*experiment_args(out, *wide, "--resume"))  # everything finished: nothing is run again
     assert again.exit_code == 0, again.output
     assert again.output.count("finished earlier, not run again") == 6 + 7
     assert {path.name: path.read_bytes() for path in results} == lines
@@ -394,7 +421,7 @@ def test_a_compile_the_cap_cut_short_does_not_count_twice_against_the_cap(tmp_pa
         )
     spent = spent_so_far(plan, out)  # copro-s1 is compiled again: its replays count in its own budget
     assert (spent.calls, spent.tokens) == (10, 6)
-    assert caps_left(BudgetCaps(max_calls=25), spent).max_calls == 15
+    assert caps_left(Ledger(BudgetCaps(max_calls=25), earlier=spent)).max_calls == 15
 
 
 def test_a_stopped_test_evaluation_names_the_experiment_command_that_continues_it(

@@ -139,9 +139,10 @@ def test_a_dspy_transport_lm_and_a_direct_one_get_the_same_answer() -> None:
     [("400", "context_length"), ("401", "auth"), ("500", "server_error"), ("429", "rate_limit")],
 )
 def test_failures_raise_dspy_errors_with_the_engine_kinds(failure: str, kind: str) -> None:
+    """A 429 is waited out (``_rate_wait``): with no rate-limit time left it ends as ``rate_limit``."""
     dspy = import_dspy()
     with StubServer(fail_plan=[failure]) as server, pytest.raises(dspy.LMError) as caught:
-        run(achat(lm_for(server, num_retries=0), per_policy_messages()))
+        run(achat(lm_for(server, num_retries=0, rate_limit_timeout=0), per_policy_messages()))
     assert classify_error(caught.value) == kind
 
 

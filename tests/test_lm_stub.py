@@ -197,7 +197,7 @@ def test_failures_without_retries_are_classified(
 ) -> None:
     monkeypatch.setenv("STUB_SERVER_KEY", "stub-secret-key-77")
     with StubServer(fail_plan=[failure]) as server:
-        lm = stub_lm(server, num_retries=0, timeout=0.5, api_key_env="STUB_SERVER_KEY")
+        lm = stub_lm(server, num_retries=0, timeout=0.5, api_key_env="STUB_SERVER_KEY", rate_limit_timeout=0)
         with pytest.raises(Exception) as info:
             chat(lm, [{"role": "user", "content": "fail me"}])
         assert len(server.chat_requests) == 1

@@ -1,7 +1,8 @@
-"""Bootstrap intervals, paired differences and McNemar's test."""
+"""Bootstrap intervals, paired differences and the paired randomization test."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,10 @@ from sp_dspy._metrics import (
     PolicyRecord,
     case_outcomes,
     compare_cells,
-    mcnemar_test,
     score,
+    sign_flip_p,
 )
-from sp_dspy._metrics._bootstrap import _percentile, _weights, bootstrap_matrix, outcome_matrix, resample_sums
+from sp_dspy._metrics._bootstrap import _weights, bootstrap_matrix, outcome_matrix, percentile, resample_sums
 from tests._factories import raw_case
 
 RULES = {n: f"Rule number {n} applies." for n in range(1, 6)}
@@ -117,40 +118,39 @@ def test_paired_difference_uses_cases_scored_by_both() -> None:
         (0, 5, 0.0625),  # 2 * C(5,0) / 2**5
         (1, 9, 0.021484375),  # 2 * (1 + 10) / 2**10
         (3, 3, 1.0),  # 2 * 42 / 64 capped at 1
-        (7, 17, 2 * sum([1, 24, 276, 2024, 10626, 42504, 134596, 346104]) / 2**24),  # n = 24: still exact
+        (7, 17, 2 * sum([1, 24, 276, 2024, 10626, 42504, 134596, 346104]) / 2**24),
+        (10, 30, 2 * sum(math.comb(40, i) for i in range(11)) / 2**40),  # exact at any size: no chi-square
     ],
 )
-def test_mcnemar_exact(a_only: int, b_only: int, p_value: float) -> None:
-    statistic, p, method = mcnemar_test(a_only, b_only)
-    assert (statistic, method) == (None, "exact")
-    assert p == p_value
+def test_the_sign_flip_test_over_single_case_units_is_mcnemars_exact_test(
+    a_only: int, b_only: int, p_value: float
+) -> None:
+    assert sign_flip_p([-1] * a_only + [1] * b_only + [0] * 4) == pytest.approx(p_value, rel=1e-9)
 
 
-def test_mcnemar_chi_square_with_continuity() -> None:
-    statistic, p, method = mcnemar_test(10, 30)
-    assert method == "chi2"
-    assert statistic == 9.025  # (|10 - 30| - 1)^2 / 40
-    assert p == pytest.approx(0.002663, abs=2e-6)  # chi-square(1) upper tail at 9.025
-    statistic, p, _ = mcnemar_test(24, 12)
-    assert statistic == pytest.approx(121 / 36)
-    assert p == pytest.approx(0.06675, abs=1e-4)  # 2 * (1 - Phi(1.8333))
+def test_the_sign_flip_test_counts_a_conversation_once() -> None:
+    """Nine discordant cases in three conversations are three coin flips, not nine: p = 2/8."""
+    assert sign_flip_p([3, 3, 3]) == pytest.approx(0.25)
+    assert sign_flip_p([1] * 9) == pytest.approx(2 / 2**9)
+    assert sign_flip_p([2, -1]) == pytest.approx(1.0)  # totals +-1 and +-3: |1| is the smallest
+    assert sign_flip_p([3, 1]) == pytest.approx(0.5)  # totals 4, 2, -2, -4: |4| in 2 of 4
 
 
-def test_mcnemar_on_result_sets() -> None:
-    result = compare_cells(CASES, PERFECT, MIXED)["ALL"].mcnemar
-    assert (result.n_pairs, result.a_only, result.b_only) == (40, 26, 0)
-    assert result.method == "chi2"
-    assert result.statistic == 625 / 26  # (26 - 1)^2 / 26
+def test_the_paired_test_on_result_sets() -> None:
+    result = compare_cells(CASES, PERFECT, MIXED)["ALL"].test
+    assert (result.n_pairs, result.n_units, result.a_only, result.b_only) == (40, 40, 26, 0)
+    assert result.method == "paired randomization test over conversations"
+    assert result.p_value == pytest.approx(2 / 2**26)
 
 
 def test_compare_cells_counts_an_exclusion_as_wrong_or_leaves_the_pair_out() -> None:
     refused = {**MIXED, **records({CASES[0].id: [1, 2]}, refused=True)}  # A exact on CASES[0], B refused
     missing = {k: v for k, v in PERFECT.items() if k != CASES[-1].id}  # not compared at all
     wrong = compare_cells(CASES, missing, refused, n_boot=0)["ALL"]
-    assert (wrong.n, wrong.mcnemar.n_pairs, wrong.mcnemar.a_only, wrong.mcnemar.b_only) == (39, 39, 27, 0)
+    assert (wrong.n, wrong.test.n_pairs, wrong.test.a_only, wrong.test.b_only) == (39, 39, 27, 0)
     assert (wrong.paired.n_pairs, wrong.b["excluded"], wrong.a["total"]) == (38, 1, 39)
     scored = compare_cells(CASES, missing, refused, n_boot=0, excluded_wrong=False)["ALL"]
-    assert (scored.mcnemar.n_pairs, scored.mcnemar.a_only, scored.paired) == (38, 26, wrong.paired)
+    assert (scored.test.n_pairs, scored.test.a_only, scored.paired) == (38, 26, wrong.paired)
 
 
 def test_scoring_3000_cases_across_ten_domains() -> None:
@@ -192,11 +192,11 @@ def test_packed_resample_sums_equal_the_multiplicity_product(n: int, high: int) 
 )
 def test_percentile_is_numpys_to_the_bit(values: list[float], q: float) -> None:
     expected = float(np.percentile(np.array(values), q))
-    assert _percentile(np.sort(np.array(values)), q) == expected
+    assert percentile(np.sort(np.array(values)), q) == expected
 
 
 def test_percentile_on_bootstrap_sized_rows() -> None:
     rows = np.random.default_rng(5).integers(0, 400, size=(20, 1000)) / 4
     for row in rows:
         for q in (2.5, 97.5):
-            assert _percentile(np.sort(row), q) == float(np.percentile(row, q))
+            assert percentile(np.sort(row), q) == float(np.percentile(row, q))

@@ -57,7 +57,7 @@ def test_json_document_shape() -> None:
     assert document["L2"]["rmr_avg"] is None
     assert document["unknown_ids"] == {"count": 1, "examples": ["ghost-l0"]}
     assert document["bad_lines"] == 0
-    assert document["bootstrap"] == {"n_boot": 50, "seed": 7, "level": 0.95}
+    assert document["bootstrap"] == {"n_boot": 50, "seed": 7, "level": 0.95, "unit": "conversation"}
     assert set(document["domains"]) == {"fraud", "privacy"}
     assert document["failure_modes"]["L1"]["FM-V1"]["count"] == 1
     assert document["error_attribution"]["ALL"]["fp"]["decisive"] == 1

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from sp_dspy._benchmarks import benchmark_kind, load_benchmark
 from sp_dspy._data._pku_policy import PKU_CATEGORIES
+from sp_dspy._errors import SpDspyError
 from sp_dspy._metrics import (
     PolicyRecord,
     ResultSet,
@@ -172,7 +173,7 @@ def test_view_writes_the_page_without_plots_and_opens_it(
     assert result.exit_code == 0, result.output
     assert f"Cases view of {len(CASES)} case(s) written to {out}" in result.output
     page = out.read_text(encoding="utf-8")
-    assert 'id="sp-cases-data"' in page and "<img" not in page and "McNemar p =" in page
+    assert 'id="sp-cases-data"' in page and "<img" not in page and "paired test p =" in page
     assert opened == [out.resolve().as_uri()] and "no web browser" not in result.output
     monkeypatch.setattr("webbrowser.open", lambda uri: False)  # a machine without a browser
     result = CliRunner().invoke(app, ["view", files[0], "--out", str(out), "--open"], env={"COLUMNS": "300"})
@@ -184,3 +185,27 @@ def test_view_writes_the_page_without_plots_and_opens_it(
         app, ["view", *files, "--out", str(out), "--limit", "5"], env={"COLUMNS": "300"}
     )
     assert result.exit_code == 0 and "Cases view of 5 case(s)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (None, "/dev/zero: result file is a device or socket, not a regular file"),
+        ("", "empty result file (no records to score)"),
+        ("\n\n", "empty result file (no records to score)"),
+        ('{"answer": "[]"}\n', "skipped"),  # its one line bad, --skip-bad-lines: nothing left
+    ],
+    ids=["device", "empty", "blank-lines", "no-valid-record"],
+)
+def test_view_and_report_refuse_what_they_cannot_show(tmp_path: Path, content: str | None, why: str) -> None:
+    """As score does: no page of 100% excluded cases for a file without records, no "no such file" for a device."""
+    path = "/dev/zero" if content is None else str(tmp_path / "results.jsonl")
+    if content is not None:
+        Path(path).write_text(content, encoding="utf-8")
+    for command in ("view", "report"):
+        args = [command, path, "--out", str(tmp_path / "page.html"), "--n-boot", "0", "--skip-bad-lines"]
+        result = CliRunner().invoke(app, args)
+        assert isinstance(result.exception, SpDspyError) and result.exception.exit_code == 2, result.output
+        message = str(result.exception)
+        assert (why in message) if why != "skipped" else ("no result records to show" in message), message
+        assert not (tmp_path / "page.html").exists()

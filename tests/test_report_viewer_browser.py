@@ -231,7 +231,7 @@ def test_run_against_run_filters_and_header(browser: WebDriver, page: str, runs:
         ).first_selected_option
         assert label.text.endswith(f"({len(ids)})")
     header = browser.find_element(By.CSS_SELECTOR, "ul.cv-paired").text
-    assert "B − A on" in header and "McNemar p =" in header and "RMR@1.0" in header
+    assert "B − A on" in header and "paired test p =" in header and "RMR@1.0" in header
 
 
 def test_hostile_answers_and_labels_stay_text(browser: WebDriver, page: str) -> None:
@@ -276,3 +276,26 @@ def test_a_custom_policy_shows_its_tags_and_keeps_its_texts_inert(browser: WebDr
     assert "onerror=window.__pwned=3" in detail.find_element(By.CSS_SELECTOR, ".cv-conv").text
     assert browser.execute_script("return window.__pwned === undefined")
     assert not browser.find_elements(By.CSS_SELECTOR, "#sp-cases img")
+
+
+def test_the_view_is_in_the_url_fragment_so_a_link_opens_it_again(
+    browser: WebDriver, page: str, runs: dict[str, Path]
+) -> None:
+    _open(browser, page)
+    _choose(browser, "run", "0")
+    _choose(browser, "o", "fp")
+    browser.find_element(By.CSS_SELECTOR, "tr.cv-row").click()
+    link = browser.current_url
+    fragment = link.partition("#")[2]
+    with_fp = [cid for cid, o in _outcomes(runs["A"]).items() if not o.excluded and o.fp]
+    assert "run=0" in fragment and "o=fp" in fragment and f"case={with_fp[0]}" in fragment
+    _open(browser, page)  # the bare page: the first view, no fragment written
+    assert "#" not in browser.current_url and len(_shown(browser)) == len(CASES)
+    browser.get("about:blank")
+    _open(browser, link)  # the link: the same filters, the same case open
+    assert _shown(browser) == with_fp
+    assert Select(
+        browser.find_element(By.CSS_SELECTOR, 'select[data-filter="o"]')
+    ).first_selected_option.text == ("has a false positive")
+    detail = browser.find_element(By.CSS_SELECTOR, "tr.cv-detail")
+    assert detail.find_element(By.CSS_SELECTOR, "h4").text == with_fp[0]

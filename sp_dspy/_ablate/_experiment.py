@@ -22,12 +22,15 @@ from typing import Any
 from rich.console import Console
 
 from .._benchmarks import load_benchmark
-from .._budget import CAP_NAMES, BudgetCaps, Spend
+from .._budget import CAP_NAMES, BudgetCaps, Ledger, Reservation, Spend
 from .._compile._artifact import write_json
 from .._data import Split, make_split
 from .._errors import ConfigError
 from .._lm import LMConfig
-from .._runner import DataSelection, EvalConfig, RunPaths, RunStopped
+from .._runner import DataSelection, EvalConfig
+from .._runner._failures import RunStopped
+from .._runner._paths import RunPaths
+from .._runner._units import units_of
 from .._user_dirs import ensure_writable_dir
 from .._writer_lock import WriterLock
 from ._plan import EXPERIMENT_FILE, AblationPlan, ExperimentPlan, reconcile_experiment
@@ -36,6 +39,7 @@ from ._seeds import (
     ExperimentSummary,
     experiment_html,
     manifest_spend,
+    optimizer_gains,
     optimizer_result,
     results_spend,
     seed_result,
@@ -85,15 +89,16 @@ def variant_paths(out: Path, label: str, plan: ExperimentPlan) -> RunPaths:
     return RunPaths(out / RESULTS_DIR, f"{RUN_ID}-{label}", plan.lm.short_name())
 
 
-def caps_left(caps: BudgetCaps, spent: Spend) -> BudgetCaps:
-    """The caps the next step may spend up to; ``CapReached`` when one is spent."""
-    used = {"max_calls": spent.calls, "max_tokens": spent.tokens, "max_usd": spent.usd or 0.0}
+def step_ledger(plan: ExperimentPlan, out: Path) -> Ledger:
+    """The experiment's ledger for its next step: its caps, and what its finished steps spent as
+    their records say (each step is admitted by it, so no step passes what the others left)."""
+    return Ledger(plan.caps, earlier=spent_so_far(plan, out), replays_count=True)
+
+
+def caps_left(ledger: Ledger) -> BudgetCaps:
+    """The caps the next step may spend up to (for its warnings and manifest); ``CapReached`` when one is spent."""
     left: dict[str, Any] = {}
-    for cap in CAP_NAMES:
-        limit = getattr(caps, cap)
-        if limit is None:
-            continue
-        remaining = limit - used[cap]
+    for cap, remaining in ledger.left().items():
         if remaining <= 0 or (cap != "max_usd" and remaining < 1):
             raise CapReached(cap)
         left[cap] = remaining if cap == "max_usd" else int(remaining)
@@ -101,59 +106,78 @@ def caps_left(caps: BudgetCaps, spent: Spend) -> BudgetCaps:
 
 
 def batch_caps(config: EvalConfig, lm_config: LMConfig, left: BudgetCaps) -> BudgetCaps:
-    """The caps of a batched test evaluation: none, once its units not yet answered, projected at
-    the batch rate, fit in what is ``left`` of the experiment's caps.
+    """The caps of a batched test evaluation: none, once the worst case of its units not yet answered
+    (each one's prompt and output limit, at the batch rate) fits in what is ``left`` of the experiment's caps.
 
     A batch is paid as a whole, so eval refuses per-call caps with ``--batch``; the experiment's
-    cap is kept by checking each batched step before it is submitted instead.
+    cap is kept by admitting each batched step as a whole before it is submitted instead.
 
     Raises:
-        CapReached: the projection exceeds a cap left (``why`` says by how much); nothing is sent.
+        CapReached: the worst case exceeds a cap left (``why`` says by how much); nothing is sent.
         ConfigError: ``--max-usd`` is set and the model has no batch price to check it with.
     """
     if not left.any:
         return BudgetCaps()
     from .._batch import AnswerBook
-    from .._runner import plan_run, read_run_results
+    from .._runner import read_run_results
 
     results = RunPaths(config.output_dir, config.run_id or RUN_ID, lm_config.short_name())
     protocol = str(config.protocol)  # an ablation variant's: always set
     batches = results.batch_dir_for(protocol)
     book = AnswerBook(batches) if batches.is_dir() else None
-    if book is not None and (book.open_batches() or book.uploads):
+    if book is not None and book.in_flight():
         return BudgetCaps()  # submitted before a kill: paid already, collecting it costs nothing more
-    priced = plan_run(config, lm_config)
-    units = priced.estimate.calls
+    worst, priced = _batch_worst_case(config, lm_config)
     path = results.results_for(protocol)
     answered = (
         sum(1 for record in read_run_results(path).lines if not record.error_class) if path.exists() else 0
     )
-    pending = max(0, units - answered)
-    share = pending / units if units else 0.0
+    pending = max(0, worst.calls - answered)
+    share = pending / worst.calls if worst.calls else 0.0
     name = (config.run_id or "").removeprefix(f"{RUN_ID}-")  # the variant's label
-    if left.max_usd is not None and priced.batch_usd is None:
+    if left.max_usd is not None and not priced:
         raise ConfigError(
             f"--max-usd with --batch: model '{lm_config.display_name()}' has no batch price, so the "
             f"batched test evaluation of {name} cannot be held to the cap; drop --max-usd or --batch"
         )
-    tokens, usd = round(priced.estimate.tokens * share), (priced.batch_usd or 0.0) * share
-    projected_use: dict[str, tuple[float, str]] = {
+    tokens, usd = round(worst.tokens * share), worst.usd * share
+    worst_use: dict[str, tuple[float, str]] = {
         "max_calls": (pending, f"{pending} call(s)"),
         "max_tokens": (tokens, f"{tokens:,} tokens"),
         "max_usd": (usd, f"{usd:.4f} USD"),
     }
     for cap in CAP_NAMES:
         limit = getattr(left, cap)
-        use, shown = projected_use[cap]
+        use, shown = worst_use[cap]
         if limit is not None and use > limit:
             remaining = f"{limit:.4f} USD" if cap == "max_usd" else f"{limit:,}"
             raise CapReached(
                 cap,
-                f"the batched test evaluation of {name} is projected at {shown} at the batch rate "
-                f"({pending} unit(s) left), more than the {remaining} left of the cap; a batch is paid "
-                "as a whole, so it was not submitted",
+                f"the batched test evaluation of {name} may take up to {shown} at the batch rate "
+                f"({pending} unit(s) left, each at its prompt and output limit), more than the {remaining} "
+                "left of the cap; a batch is paid as a whole, so it was not submitted",
             )
     return BudgetCaps()
+
+
+def _batch_worst_case(config: EvalConfig, lm_config: LMConfig) -> tuple[Reservation, bool]:
+    """The worst case of every unit of a batched evaluation at the batch rate, and whether it is priced."""
+    from .._runner._admission import unit_worst_case
+    from .._runner._cost import run_pricing
+    from .._runner._eval import build_program, select_cases
+
+    _, cases = select_cases(config)
+    program, protocol, _ = build_program(config, constrained=lm_config.json_schema, cases=cases)
+    pricing = run_pricing(program, protocol, lm_config, batch=True)
+    worst = unit_worst_case(program, protocol, pricing)
+    parts = [worst(unit) for unit in units_of(cases, protocol)]
+    total = Reservation(
+        calls=len(parts),
+        prompt_tokens=sum(part.prompt_tokens for part in parts),
+        tokens=sum(part.tokens for part in parts),
+        usd=sum(part.usd for part in parts),
+    )
+    return total, pricing.known
 
 
 def compile_config(
@@ -197,7 +221,10 @@ def write_splits(plan: ExperimentPlan, folder: Path) -> None:
     loaded = load_benchmark(plan.dataset, lenient=plan.lenient, benchmark=plan.benchmark)
 
     def split(seed: int) -> Split:
-        return make_split(loaded.cases, seed=seed, ratios=plan.ratios, dataset_hash=loaded.content_hash)
+        return make_split(
+            loaded.cases, seed=seed, ratios=plan.ratios, dataset_hash=loaded.content_hash,
+            benchmark=plan.benchmark, dataset=plan.dataset,
+        )  # fmt: skip
 
     if not plan.split_per_seed:
         write_json(folder / SPLIT_FILE, split(plan.split_seed).model_dump())
@@ -331,20 +358,11 @@ def _run_locked(
                 return outcome
         task = live["task"]
         assert task is not None
-
-        def remaining(config: EvalConfig) -> BudgetCaps:
-            try:
-                left = caps_left(plan.caps, spent_so_far(plan, out))
-                return batch_caps(config, task, left) if plan.batch else left
-            except CapReached as reached:
-                outcome.capped_by, outcome.cap_note = reached.cap, reached.why
-                raise
-
         try:
             outcome.ablation = run_ablation(
                 ablation_plan(plan, out), out, resume=(out / "plan.json").exists(), retry_errors=retry_errors,
                 session=lambda _config: nullcontext(task), lm=(lms or {}).get("task"), console=console,
-                show_progress=show_progress, caps=remaining, write_report=False,
+                show_progress=show_progress, ledger=_admitting(plan, out, task, outcome), write_report=False,
             )  # fmt: skip
         except CapReached:
             return outcome
@@ -366,8 +384,9 @@ def _compile(
         step.status = "finished earlier"
         console.print(f"{head}: finished earlier, not run again", highlight=False)
         return True
+    ledger = step_ledger(plan, out)
     try:
-        caps = caps_left(plan.caps, spent_so_far(plan, out))
+        caps = caps_left(ledger)
     except CapReached as reached:
         outcome.capped_by = reached.cap
         return False
@@ -378,7 +397,7 @@ def _compile(
         _seeded(live[role], step.seed, plan.seed_lm) for role in ("task", "prompt", "reflection")
     )
     assert task_lm is not None
-    compiled = compile_guard(config, task_lm, prompt_lm, reflection_lm, lms=lms, window=window)
+    compiled = compile_guard(config, task_lm, prompt_lm, reflection_lm, lms=lms, window=window, ledger=ledger)
     step.warnings = compiled.warnings
     for warning in compiled.warnings:  # capped demos, failed calls: the manifest keeps them too
         console.print(f"{head}: warning: {warning}", highlight=False, soft_wrap=True)
@@ -407,8 +426,33 @@ def _report(plan: ExperimentPlan, out: Path, outcome: ExperimentOutcome) -> None
 
     title = f"sp-dspy experiment: {plan.lm.display_name()}, {', '.join(plan.optimizers)} x seeds {plan.seeds}"
     outcome.report_file = write_html(
-        ablation.summary, out / REPORT_FILE, title=title, lead=experiment_html(outcome.summary)
+        ablation.summary,
+        out / REPORT_FILE,
+        title=title,
+        lead=experiment_html(outcome.summary),
+        command="sp-dspy experiment",
     )
+
+
+def _admitting(
+    plan: ExperimentPlan, out: Path, task: LMConfig, outcome: ExperimentOutcome
+) -> Callable[[EvalConfig], Ledger | None]:
+    """The ledger each test evaluation is admitted by (a batched one: checked as a whole before it
+    is submitted, and none); a spent cap ends the experiment (``outcome`` says which)."""
+
+    def admitting(config: EvalConfig) -> Ledger | None:
+        try:
+            ledger = step_ledger(plan, out)
+            left = caps_left(ledger)
+            if plan.batch:
+                batch_caps(config, task, left)
+                return None
+            return ledger if plan.caps.any else None
+        except CapReached as reached:
+            outcome.capped_by, outcome.cap_note = reached.cap, reached.why
+            raise
+
+    return admitting
 
 
 def summarise(plan: ExperimentPlan, out: Path, ablation: AblationOutcome) -> ExperimentSummary:
@@ -416,14 +460,24 @@ def summarise(plan: ExperimentPlan, out: Path, ablation: AblationOutcome) -> Exp
     comparison = ablation.summary
     assert comparison is not None
     files = {run.variant.label: run.results_file for run in ablation.runs}
-    results = []
-    for optimizer in plan.optimizers:
-        seeds = [
-            seed_result(comparison, optimizer, seed, artifact_dir(out, optimizer, seed),
-                        files[artifact_dir(out, optimizer, seed).name])
+    per_optimizer = {
+        optimizer: [
+            seed_result(
+                comparison,
+                optimizer,
+                seed,
+                artifact_dir(out, optimizer, seed),
+                files[artifact_dir(out, optimizer, seed).name],
+            )
             for seed in plan.seeds
-        ]  # fmt: skip
-        results.append(optimizer_result(optimizer, seeds, comparison.baseline))
+        ]
+        for optimizer in plan.optimizers
+    }
+    gains = optimizer_gains(comparison, ablation.cases, files, per_optimizer)
+    results = [
+        optimizer_result(optimizer, seeds, comparison.baseline, gains[optimizer], len(plan.optimizers))
+        for optimizer, seeds in per_optimizer.items()
+    ]
     base = comparison.variant(comparison.baseline).cells["ALL"]
     return ExperimentSummary(
         plan=plan.public_dict(),

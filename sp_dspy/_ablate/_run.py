@@ -16,7 +16,7 @@ from rich.console import Console
 
 from sp_dspy.programs import load_program
 
-from .._budget import BudgetCaps
+from .._budget import BudgetCaps, Ledger
 from .._errors import ConfigError
 from .._report import OFFICIAL_PER_POLICY, build_summary, write_html
 from .._runner import EvalConfig, RunPaths, RunStopped, new_run_id, select_cases
@@ -117,7 +117,7 @@ def run_ablation(
     lm: Any = None,
     console: Console | None = None,
     show_progress: bool = True,
-    caps: Callable[[EvalConfig], BudgetCaps] | None = None,
+    ledger: Callable[[EvalConfig], Ledger | None] | None = None,
     write_report: bool = True,
 ) -> AblationOutcome:
     """Run the plan's variants one after another in ``out`` (skipping finished ones), then write the report.
@@ -126,10 +126,10 @@ def run_ablation(
     ``lm`` is one ``dspy.LM`` for every variant (tests pass the fake); by default each
     variant builds its own. ``retry_errors`` (with ``resume``) re-sends errored units, also
     of finished variants; ``log_requests`` keeps each unit's requests with its record. A
-    variant that stops early raises ``RunStopped``. ``caps`` gives each variant, when it
-    starts, the caps it may spend up to (an experiment's one budget: what is left of it), from
-    the variant's eval settings (a batched one is checked as a whole before it is submitted); a
-    variant a cap stops ends the ablation there (status ``capped``, no summary).
+    variant that stops early raises ``RunStopped``. ``ledger`` gives each variant, when it
+    starts, the ledger its calls are admitted by (an experiment's: its caps and what its other
+    steps spent), from the variant's eval settings (a batched one is checked as a whole before it is
+    submitted, and gets none); a variant a cap stops ends the ablation there (status ``capped``, no summary).
     ``write_report`` False leaves ``summary.json`` and ``report.html`` to the caller.
     """
     # The plan saved records its dataset and split files resolved: --resume works from any directory.
@@ -143,7 +143,7 @@ def run_ablation(
         outcome = AblationOutcome(plan=plan, out=out, cases=cases)
         executor = Executor(
             console, cases, resume=resume, retry_errors=retry_errors, log_requests=log_requests,
-            show_progress=show_progress, lm=lm, caps=caps,
+            show_progress=show_progress, lm=lm, ledger=ledger,
         )  # fmt: skip
         with (session or nullcontext)(plan.lm) as live:
             try:
@@ -160,7 +160,9 @@ def run_ablation(
             return outcome
         outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
         title = f"sp-dspy ablation: {plan.lm.display_name()} on {outcome.summary.n_cases} cases"
-        outcome.report_file = write_html(outcome.summary, out / REPORT_FILE, title=title)
+        outcome.report_file = write_html(
+            outcome.summary, out / REPORT_FILE, title=title, command="sp-dspy ablate"
+        )
         return outcome
 
 

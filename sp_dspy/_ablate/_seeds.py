@@ -1,9 +1,12 @@
 """An experiment's result across optimizer seeds: each seed against the baseline, then per
-optimizer the mean, the spread, how many seeds beat the baseline, and a verdict in words.
+optimizer the mean gain with an interval that includes the between-seed spread, how many seeds
+beat the baseline, and a verdict in words.
 
 One compile is one draw: a reader must see the spread across seeds before believing a gain.
-Every figure is read off the ablation's ``ComparisonSummary`` (the same paired bootstrap and
-McNemar test ``compare`` uses), the compile manifests and the results files; nothing is rescored.
+Each seed's figures are read off the ablation's ``ComparisonSummary`` (the same paired unit
+bootstrap and paired randomization test ``compare`` uses), the compile manifests and the results
+files; the optimizer's mean gain (``SeedGain``) resamples the same units and, besides, the seeds;
+across optimizers its p-values are Holm-adjusted.
 """
 
 from __future__ import annotations
@@ -17,7 +20,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .._budget import Spend
+from .._data import Case
+from .._metrics import PolicyRecord, holm, read_result_files, resolve_records
 from .._metrics._bootstrap import CI_METRICS
+from .._metrics._pvalues import format_p
+from .._metrics._seed_gain import SeedGain, seed_gain
 from .._report._html_tables import esc, num, table
 from .._report._model import ComparisonSummary, DiffRow, write_text
 from .._run_manifest import RunTotals
@@ -41,7 +48,7 @@ class SeedResult(BaseModel):
     diff: dict[str, float | None]  # seed minus baseline on the cases both scored
     ci: dict[str, list[float] | None]
     ci_note: str | None = None
-    mcnemar_p: float | None = None
+    test_p: float | None = None  # the paired randomization test of exact match over the units
     n_pairs: int = 0
     beats_baseline: bool = False  # RMR higher, its 95% CI excluding 0
     worse_than_baseline: bool = False  # RMR lower, its 95% CI excluding 0
@@ -80,6 +87,8 @@ class OptimizerResult(BaseModel):
     seeds_beating: int
     seeds_worse: int
     seeds_with_ci: int
+    #: The mean gain across seeds with its hierarchical interval and (Holm-adjusted) p-value.
+    gain: SeedGain | None = None
     compile_spend: dict[str, Any]
     evaluation_spend: dict[str, Any]
     verdict: str
@@ -88,7 +97,7 @@ class OptimizerResult(BaseModel):
 class ExperimentSummary(BaseModel):
     """``summary.json`` of ``sp-dspy experiment``: the plan, per optimizer and seed, and the comparison."""
 
-    schema_version: int = 1
+    schema_version: int = 2  # 2: the optimizer's gain (units and seeds resampled, Holm-adjusted p)
     kind: str = "sp-dspy-experiment"
     plan: dict[str, Any]
     baseline: str
@@ -157,7 +166,7 @@ def seed_result(
         diff={} if row is None else dict(row.diff),
         ci={} if row is None else dict(row.ci),
         ci_note=None if row is None else row.ci_note,
-        mcnemar_p=None if row is None else row.mcnemar_p,
+        test_p=None if row is None else row.test_p,
         n_pairs=0 if row is None else row.n_pairs,
         beats_baseline=bool(interval) and interval[0] > 0,  # type: ignore[index]
         worse_than_baseline=bool(interval) and interval[1] < 0,  # type: ignore[index]
@@ -174,11 +183,41 @@ def _signed(value: float) -> str:
     return f"{value:+.1f}"
 
 
-def verdict(optimizer: str, seeds: list[SeedResult], baseline: str) -> str:
+def _gain_head(optimizer: str, gain: SeedGain, baseline: str, n_optimizers: int) -> str:
+    """The optimizer-level sentence: mean gain, its interval over units and seeds, the p-value."""
+    assert gain.mean is not None
+    word = "seed" if gain.n_seeds == 1 else "seeds"
+    head = f"{optimizer} against {baseline}: mean RMR gain {_signed(gain.mean)} over {gain.n_seeds} {word}"
+    if gain.ci is None:
+        return head + f" (no interval: {gain.ci_note or '--n-boot 0'})"
+    head += f", 95% CI [{_signed(gain.ci[0])}, {_signed(gain.ci[1])}] ({gain.unit}s and seeds resampled)"
+    if n_optimizers > 1 and gain.p_holm is not None:
+        head += f", p = {format_p(gain.p_holm)} Holm-adjusted across {n_optimizers} optimizers"
+    else:
+        head += f", p = {format_p(gain.p_value)}"
+    p_value = gain.p_holm if n_optimizers > 1 else gain.p_value
+    if gain.ci[0] > 0:
+        claim = "beats" if p_value is not None and p_value < 0.05 else "may beat (not after adjustment)"
+        head += f": {optimizer} {claim} the baseline"
+    elif gain.ci[1] < 0:
+        head += f": {optimizer} does worse than the baseline"
+    else:
+        head += ": no gain shown"
+    return head
+
+
+def verdict(
+    optimizer: str,
+    seeds: list[SeedResult],
+    baseline: str,
+    gain: SeedGain | None = None,
+    n_optimizers: int = 1,
+) -> str:
     """The result in words, no stronger than the intervals allow.
 
-    ``mipro: 2 of 3 seeds beat official-per-policy (RMR, 95% paired CI excluding 0); the mean
-    gain +4.1 RMR, seeds ranging +1.0 to +7.2.``
+    With ``gain``, the optimizer-level claim leads (``mipro against b: mean RMR gain +4.1 over 3
+    seeds, 95% CI [+1.0, +7.2] (conversations and seeds resampled), p = 0.012: mipro beats the
+    baseline``), then each seed's own paired result; ``n_optimizers`` > 1: the p-value is Holm's.
     """
     n = len(seeds)
     diffs = [s.diff.get(HEADLINE) for s in seeds]
@@ -189,7 +228,7 @@ def verdict(optimizer: str, seeds: list[SeedResult], baseline: str) -> str:
     word = "seed" if n == 1 else "seeds"
     if not with_ci:
         head = (
-            f"{optimizer}: none of {n} {word} has a confidence interval (too few paired cases or --n-boot 0),"
+            f"{optimizer}: none of {n} {word} has a confidence interval (too few paired units or --n-boot 0),"
             f" so no seed can be said to beat {baseline}"
         )
     else:
@@ -198,6 +237,8 @@ def verdict(optimizer: str, seeds: list[SeedResult], baseline: str) -> str:
             head += f", {worse} did worse"
         if len(with_ci) < n:
             head += f"; {n - len(with_ci)} without an interval"
+    if gain is not None and gain.mean is not None:
+        head = _gain_head(optimizer, gain, baseline, n_optimizers) + "; per seed: " + head.split(": ", 1)[1]
     if not known:
         return head + "; no seed has a paired difference."
     mean = statistics.fmean(known)
@@ -207,7 +248,41 @@ def verdict(optimizer: str, seeds: list[SeedResult], baseline: str) -> str:
         tail += f", seeds ranging {_signed(min(known))} to {_signed(max(known))}"
     else:
         tail += "; one seed cannot tell a gain from the luck of one compile"
+    if gain is not None and gain.mean is not None:
+        tail = tail.replace(f"the mean {kind} {_signed(mean)} RMR, ", "")
     return f"{head}; {tail}."
+
+
+def optimizer_gains(
+    comparison: ComparisonSummary,
+    cases: list[Case],
+    files: dict[str, Path],
+    per_optimizer: dict[str, list[SeedResult]],
+) -> dict[str, SeedGain]:
+    """Each optimizer's mean gain over the baseline across its seeds (``seed_gain``: the summary's
+    units, draws and seed), its p-values Holm-adjusted across the optimizers."""
+
+    def records(label: str) -> dict[str, PolicyRecord]:
+        return resolve_records(cases, read_result_files([files[label]]))
+
+    baseline = records(comparison.baseline)
+    gains = {
+        optimizer: seed_gain(
+            cases,
+            baseline,
+            [records(s.label) for s in seeds],
+            unit=comparison.unit,
+            cap_aware=comparison.cap_aware,
+            n_boot=comparison.n_boot,
+            seed=comparison.seed,
+        )
+        for optimizer, seeds in per_optimizer.items()
+    }
+    adjusted = holm([gain.p_value for gain in gains.values()])
+    return {
+        optimizer: gain.model_copy(update={"p_holm": p})
+        for (optimizer, gain), p in zip(gains.items(), adjusted, strict=True)
+    }
 
 
 def _sum_spend(documents: list[dict[str, Any]]) -> dict[str, Any]:
@@ -220,8 +295,14 @@ def _sum_spend(documents: list[dict[str, Any]]) -> dict[str, Any]:
     return total
 
 
-def optimizer_result(optimizer: str, seeds: list[SeedResult], baseline: str) -> OptimizerResult:
-    """One optimizer's seeds, their mean and spread, counts and verdict."""
+def optimizer_result(
+    optimizer: str,
+    seeds: list[SeedResult],
+    baseline: str,
+    gain: SeedGain | None = None,
+    n_optimizers: int = 1,
+) -> OptimizerResult:
+    """One optimizer's seeds, their mean and spread, its gain, counts and verdict."""
     return OptimizerResult(
         optimizer=optimizer,
         seeds=seeds,
@@ -230,9 +311,10 @@ def optimizer_result(optimizer: str, seeds: list[SeedResult], baseline: str) -> 
         seeds_beating=sum(s.beats_baseline for s in seeds),
         seeds_worse=sum(s.worse_than_baseline for s in seeds),
         seeds_with_ci=sum(bool(s.ci.get(HEADLINE)) for s in seeds),
+        gain=gain,
         compile_spend=_sum_spend([s.compile for s in seeds]),
         evaluation_spend=_sum_spend([s.evaluation for s in seeds]),
-        verdict=verdict(optimizer, seeds, baseline),
+        verdict=verdict(optimizer, seeds, baseline, gain, n_optimizers),
     )
 
 
@@ -266,7 +348,7 @@ def _seed_rows(result: OptimizerResult) -> list[str]:
                 f"{_ci(seed.ci.get(metric))})"
             )
         cells += [
-            "–" if seed.mcnemar_p is None else f"{seed.mcnemar_p:.4f}",
+            format_p(seed.test_p),
             f"{num(seed.dev_before)} → {num(seed.dev_after)}",
             f"{seed.compile.get('calls', 0):,} / {_money(seed.compile.get('usd'))}",
             f"{seed.evaluation.get('calls', 0):,} / {_money(seed.evaluation.get('usd'))}",
@@ -315,7 +397,7 @@ def experiment_html(summary: ExperimentSummary) -> str:
     headers = [
         "Seed",
         *(f"{name} (Δ, 95% CI)" for name in METRIC_NAMES.values()),
-        "McNemar p",
+        "Paired test p",
         "Dev before → after",
         "Compile calls / USD",
         "Test calls / USD",
@@ -334,7 +416,15 @@ def experiment_html(summary: ExperimentSummary) -> str:
         f"RMR@1.0 {num(base.get('rmr_exact'))}, RDR {num(base.get('rdr'))}; {spend.get('calls', 0):,} calls, "
         f"{_money(spend.get('usd'))}). Δ is seed minus baseline on the cases both scored with its paired "
         "bootstrap CI; a seed beats the baseline when its RMR interval excludes 0. The last row: mean ± sample "
-        "standard deviation [range] across seeds.</p>",
+        "standard deviation [range] across seeds. The verdict (in bold) is about the optimizer: its mean gain "
+        "across seeds with a 95% interval that resamples the test units and the seeds (so the spread between "
+        "seeds is in it)"
+        + (
+            f"; its p-value is Holm-adjusted across the {len(summary.optimizers)} optimizers"
+            if len(summary.optimizers) > 1
+            else ""
+        )
+        + ".</p>",
     ]
     for result in summary.optimizers:
         parts.append(f"<h3>{esc(result.optimizer)}</h3><p><b>{esc(result.verdict)}</b></p>")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 
-from .._budget import BudgetCaps
+from .._budget import Ledger
 from .._run_manifest import ErrorSummary, previous_run
 from .._runner import EvalConfig, RunPaths, read_run_results, run_eval, unit_errors
 from ._variants import PlannedVariant
@@ -83,8 +83,8 @@ class CompileStep:
 class Executor:
     """Runs a plan's evaluation steps in order (see the module's docstring).
 
-    ``caps``: the caps a step may spend up to, asked when it starts (an experiment's one budget:
-    what is left of it); ``lm``: one ``dspy.LM`` for every step (tests pass the fake).
+    ``ledger``: the ledger a step's calls are admitted by, asked when it starts (an experiment's:
+    its caps and what its other steps spent); ``lm``: one ``dspy.LM`` for every step (tests pass the fake).
     """
 
     console: Console
@@ -94,7 +94,7 @@ class Executor:
     log_requests: bool = False
     show_progress: bool = True
     lm: Any = None
-    caps: Callable[[EvalConfig], BudgetCaps] | None = None
+    ledger: Callable[[EvalConfig], Ledger | None] | None = None
 
     def evaluate(self, steps: list[EvaluateStep], live: LMConfig, runs: list[VariantRun]) -> None:
         """Run ``steps`` one after another on ``live``, appending each one's :class:`VariantRun` to
@@ -116,11 +116,10 @@ class Executor:
     def _evaluate_one(self, step: EvaluateStep, live: LMConfig, run: VariantRun) -> bool:
         """Run one evaluation step into ``run``; whether the plan may go on."""
         config = step.config
-        if self.caps is not None:
-            config = config.model_copy(update={"caps": self.caps(config)})
         result = run_eval(
             config, live, console=self.console, lm=self.lm, show_progress=self.show_progress,
             retry_errors=self.retry_errors, log_requests=self.log_requests,
+            ledger=None if self.ledger is None else self.ledger(config),
         )  # fmt: skip
         run.status = "interrupted" if result.interrupted else "complete"
         if result.capped_by is not None and not result.interrupted:

@@ -4,11 +4,10 @@ API base: OpenAI itself, and servers that take the same input files."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from .._lm._profiles import SELF_HOSTED_PLACEHOLDER_KEY, key_for
-from ._wire import BatchAnswer, BatchState
+from ._wire import CLOCK_SLACK_S, BatchAnswer, BatchState, Intent
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -17,6 +16,8 @@ if TYPE_CHECKING:
 
 #: The endpoint every line posts to (the one-at-a-time path's ``/chat/completions``).
 ENDPOINT: Final = "/v1/chat/completions"
+#: The batch metadata key holding the intent's fingerprint (how ``--resume`` recognises its batch).
+INTENT_KEY: Final = "sp_dspy_intent"
 _ENDED = {"completed", "failed", "expired", "cancelled"}
 #: Error codes of requests a batch never ran (they stay unanswered: a later batch sends them).
 _NOT_RUN = {"batch_expired", "batch_cancelled"}
@@ -37,27 +38,37 @@ class OpenAIBatches:
             base_url=client.api_base.strip().rstrip("/"),
             default_headers=dict(client.config.extra_headers or {}),
             timeout=client.config.timeout,
+            max_retries=0,  # the run retries reads itself; a create is never retried blindly
         )
 
     @staticmethod
     def line(custom_id: str, request: HttpRequest) -> dict[str, Any]:
         return {"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": request.body}
 
-    def submit(self, lines: list[dict[str, Any]], uploaded: Callable[[str], None]) -> str:
+    def upload(self, lines: list[dict[str, Any]]) -> str | None:
         data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
-        file = self.sdk.files.create(file=("batch.jsonl", data), purpose="batch")
-        uploaded(file.id)
-        return self._create(file.id)
+        return str(self.sdk.files.create(file=("batch.jsonl", data), purpose="batch").id)
 
-    def adopt(self, file_id: str) -> str:
-        for batch in self.sdk.batches.list(limit=100):
-            if batch.input_file_id == file_id:
-                return str(batch.id)
-        return self._create(file_id)
-
-    def _create(self, file_id: str) -> str:
-        batch = self.sdk.batches.create(input_file_id=file_id, endpoint=ENDPOINT, completion_window="24h")
+    def create(self, lines: list[dict[str, Any]], intent: Intent) -> str:
+        if intent.file is None:
+            raise ValueError("an OpenAI batch is created from an uploaded input file")
+        batch = self.sdk.batches.create(
+            input_file_id=intent.file,
+            endpoint=ENDPOINT,
+            completion_window="24h",
+            metadata={INTENT_KEY: intent.fingerprint},
+        )
         return str(batch.id)
+
+    def find(self, intent: Intent, known: set[str]) -> list[str]:
+        found: list[str] = []
+        for batch in self.sdk.batches.list(limit=100):  # newest first, page after page
+            if intent.at is not None and batch.created_at < intent.at - CLOCK_SLACK_S:
+                break
+            mine = (batch.metadata or {}).get(INTENT_KEY) == intent.fingerprint
+            if (mine or (intent.file and batch.input_file_id == intent.file)) and batch.id not in known:
+                found.append(str(batch.id))
+        return found
 
     def poll(self, batch_id: str) -> BatchState:
         batch = self.sdk.batches.retrieve(batch_id)
@@ -77,33 +88,40 @@ class OpenAIBatches:
             ended_early=early,
         )
 
-    def answers(self, batch_id: str) -> Iterator[BatchAnswer]:
+    def output(self, batch_id: str) -> list[bytes]:
         batch = self.sdk.batches.retrieve(batch_id)
+        lines: list[bytes] = []
         for file_id in (batch.output_file_id, batch.error_file_id):
-            if not file_id:
-                continue
-            for text in self.sdk.files.content(file_id).text.splitlines():
-                if text.strip():
-                    answer = answer_of(json.loads(text))
-                    if answer is not None:
-                        yield answer
+            if file_id:
+                lines += self.sdk.files.content(file_id).content.splitlines()
+        return lines
+
+    @staticmethod
+    def answer_of(line: dict[str, Any]) -> BatchAnswer | None:
+        return answer_of(line)
 
 
 def answer_of(line: dict[str, Any]) -> BatchAnswer | None:
-    """One output/error-file line as an answer; None for a request the batch never ran."""
+    """One output/error-file line as an answer; None for a request the batch never ran.
+
+    Raises:
+        ValueError: the line has neither a response nor an error.
+    """
     custom_id = str(line.get("custom_id"))
-    response = line.get("response") or {}
+    response = line.get("response")
     body = response.get("body") if isinstance(response, dict) else None
     status = response.get("status_code") if isinstance(response, dict) else None
     if isinstance(status, int) and 200 <= status < 300 and isinstance(body, dict):
         return BatchAnswer(custom_id, body=body)
-    if isinstance(status, int):
+    if isinstance(status, int) and status >= 300:
         error = body.get("error") if isinstance(body, dict) else None
         message = error.get("message") if isinstance(error, dict) else None
         return BatchAnswer(custom_id, status=status, message=str(message or body or ""))
-    error = line.get("error") or {}
-    code = error.get("code") if isinstance(error, dict) else None
+    error = line.get("error")
+    if not isinstance(error, dict):
+        raise ValueError("neither a response with a status nor an error")
+    code = error.get("code")
     if code in _NOT_RUN:
         return None
-    message = error.get("message") if isinstance(error, dict) else None
+    message = error.get("message")
     return BatchAnswer(custom_id, status=500, message=str(message or code or "the batch failed this request"))

@@ -9,12 +9,17 @@ The noted requests, exactly the bodies the one-at-a-time path would post, go out
 they are answered the next round runs the units that waited. A program's later calls (known only
 from an earlier answer) are noted in that round and batched in turn. Each unit's program thus runs
 once per round it takes part in.
+
+Every provider call goes through ``_provider`` (one redacted line, exit 2, never a traceback); a
+request whose output line was unreadable is asked again once per invocation.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +27,11 @@ import orjson
 
 from .._errors import ConfigError, OutputError
 from .._lm._direct import client_of
-from ._book import AnswerBook, Wanted, current_unit
+from .._redact import redact
+from ._book import AnswerBook, Submitted, Wanted, current_unit
+from ._output import read_output
+from ._provider import WHILE_RUNNING, Provider, patience
+from ._recover import recover
 from ._registry import wire_for
 from ._wire import BatchWire
 
@@ -74,17 +83,21 @@ def fill_by_batch(
     console: Console,
     resume_hint: str,
     retry_errors: bool,
+    resubmit: bool = False,
 ) -> AnswerBook:
     """Run rounds of the units until none waits for an answer, each round's unanswered requests
     submitted as batches (logged in ``directory``) and collected before the next round.
 
     ``run_round()`` runs the units still waiting on the answers so far (``lm``'s engine reads them
-    from the book, at batch prices) and says whether a unit still waits for one.
+    from the book, at batch prices) and says whether a unit still waits for one. ``resubmit``: send
+    the requests of a batch being created when the run stopped that the provider cannot match (it
+    may pay them twice).
 
     Raises:
         ConfigError: the LM has no batch API sp-dspy drives.
         BatchEnded: a batch expired, was cancelled or failed (its answers are kept; ``--resume``
             submits the rest again).
+        ProviderFailed: a provider call failed (one line: what, why, what to do).
         KeyboardInterrupt: left while batches run; ``--resume`` collects them.
     """
     client = client_of(lm)
@@ -98,24 +111,25 @@ def fill_by_batch(
     book.model = client.config.model
     client.preset = book
     interval = poll_interval()
-    sent: set[str] = set()  # custom ids submitted by this invocation
+    provider = Provider(
+        client.config, client.api_base, resume_hint, patience(), min(1.0, max(interval, 0.01))
+    )
+    asked: Counter[str] = Counter()  # custom ids submitted by this invocation, and how often
+    recover(wire, book, provider, console, resubmit=resubmit)
     while True:
-        for file_id, custom_ids in list(book.uploads.items()):  # killed between upload and create
-            batch_id = wire.adopt(file_id)
-            book.note_submitted(batch_id, custom_ids, file_id=file_id)
-            console.print(f"batch {batch_id}: recovered from its uploaded file {file_id}", highlight=False)
         if book.open_batches():
-            _wait(wire, book, console, interval, resume_hint)
+            _wait(wire, book, provider, console, interval)
         wanted = _capture(run_round, book)
         if not wanted:
             return book
-        if set(wanted) <= sent:
+        twice = [cid for cid in wanted if asked[cid] >= 2]
+        if twice:
             raise OutputError(
-                f"--batch: the provider's batches returned no answer for {len(wanted)} request(s) they "
-                f"held; {resume_hint} submits them again"
+                f"--batch: the provider's batches returned no readable answer for {len(twice)} request(s), "
+                f"asked twice; {resume_hint} submits them again"
             )
-        sent |= set(wanted)
-        _submit(wire, book, wanted, console, resume_hint)
+        asked.update(list(wanted))
+        _submit(wire, book, provider, wanted, console)
 
 
 def _capture(run_round: Callable[[], bool], book: AnswerBook) -> dict[str, Wanted]:
@@ -147,51 +161,79 @@ def _chunks(wire: BatchWire, lines: list[dict[str, Any]]) -> list[list[dict[str,
 
 
 def _submit(
-    wire: BatchWire, book: AnswerBook, wanted: dict[str, Wanted], console: Console, resume_hint: str
+    wire: BatchWire, book: AnswerBook, provider: Provider, wanted: dict[str, Wanted], console: Console
 ) -> None:
-    """Submit ``wanted`` in as many batches as the limits need, logging each as it is created."""
+    """Submit ``wanted`` in as many batches as the limits need: each input file uploaded, the intent
+    logged, then the batch created (once: a failure leaves its fate to ``--resume``) and logged."""
     lines = [wire.line(cid, item.request) for cid, item in wanted.items()]
     for chunk in _chunks(wire, lines):
         ids = [str(line["custom_id"]) for line in chunk]
-        uploaded: list[str] = []
-
-        def note(file_id: str, ids: list[str] = ids, uploaded: list[str] = uploaded) -> None:
-            book.note_upload(file_id, ids)
-            uploaded.append(file_id)
-
-        batch_id = wire.submit(chunk, note)
-        book.note_submitted(batch_id, ids, file_id=uploaded[0] if uploaded else None)
+        what = f"a batch of {len(ids)} request(s)"
+        upload = functools.partial(wire.upload, chunk)  # safe to repeat: an unused file costs nothing
+        file_id = provider.patiently(f"uploading the input file of {what}", upload)
+        intent = book.note_intent(ids, file_id)
+        batch_id = provider.create(
+            f"creating {what}",
+            functools.partial(wire.create, chunk, intent),
+            refused=functools.partial(book.note_dropped, intent),
+        )
+        book.note_submitted(batch_id, intent)
         units = len({unit for cid in ids for unit in wanted[cid].units})
         console.print(
             f"batch {batch_id}: submitted {len(ids)} request(s) of {units} unit(s); "
-            f"leave it running with Ctrl-C and collect it later with {resume_hint}",
+            f"leave it running with Ctrl-C and collect it later with {provider.resume_hint}",
+            markup=False,
             highlight=False,
         )
 
 
-def _wait(wire: BatchWire, book: AnswerBook, console: Console, interval: float, resume_hint: str) -> None:
+def _wait(wire: BatchWire, book: AnswerBook, provider: Provider, console: Console, interval: float) -> None:
     """Poll the open batches until each has ended, collecting each one's answers as it ends."""
     while True:
         ended_early: list[str] = []
         for batch in book.open_batches():
-            state = wire.poll(batch.batch_id)
+            kept = (
+                f"the {len(book.answers)} answer(s) collected so far are kept, the provider keeps the batch"
+            )
+            state = provider.patiently(
+                f"polling batch {batch.batch_id}", functools.partial(wire.poll, batch.batch_id),
+                kept=kept, passing=WHILE_RUNNING,
+            )  # fmt: skip
             if state != batch.state:
-                console.print(state.line(batch.batch_id), highlight=False)
+                console.print(redact(state.line(batch.batch_id)), markup=False, highlight=False)
                 book.note_state(batch.batch_id, state)
-            if not state.ended:
-                continue
-            held = set(batch.custom_ids)
-            answers = [a for a in wire.answers(batch.batch_id) if a.custom_id in held]
-            book.add_answers(answers)
-            book.note_state(batch.batch_id, state, collected=True)
-            missing = len(held - {a.custom_id for a in answers})
-            if state.ended_early and missing:
-                ended_early.append(
-                    f"batch {batch.batch_id} {state.ended_early}: {missing} of {len(batch.custom_ids)} "
-                    f"request(s) unanswered ({len(answers)} answer(s) kept)"
-                )
+            if state.ended:
+                ended_early += _collect(wire, book, provider, console, batch, kept)
         if ended_early:
-            raise BatchEnded(f"{'; '.join(ended_early)}; {resume_hint} submits the unanswered ones again")
+            raise BatchEnded(
+                f"{'; '.join(ended_early)}; {provider.resume_hint} submits the unanswered ones again"
+            )
         if not book.open_batches():
             return
         time.sleep(interval)
+
+
+def _collect(
+    wire: BatchWire, book: AnswerBook, provider: Provider, console: Console, batch: Submitted, kept: str
+) -> list[str]:
+    """Read an ended batch's output, line by line, into the book; why it ended early, if it did."""
+    lines = provider.patiently(
+        f"downloading the output of batch {batch.batch_id}", functools.partial(wire.output, batch.batch_id),
+        kept=kept, passing=WHILE_RUNNING | {"not_found"},  # an output file not there yet
+    )  # fmt: skip
+    held = set(batch.custom_ids)
+    output = read_output(lines, held, wire.answer_of)
+    for warning in output.lines(batch.batch_id):
+        console.print(f"warning: {warning}", markup=False, highlight=False)
+    book.add_answers(output.answers)
+    state = batch.state
+    book.note_state(batch.batch_id, state, collected=True)
+    missing = len(held - {a.custom_id for a in output.answers})
+    if state.ended_early and missing:
+        return [
+            redact(
+                f"batch {batch.batch_id} {state.ended_early}: {missing} of {len(batch.custom_ids)} "
+                f"request(s) unanswered ({len(output.answers)} answer(s) kept)"
+            )
+        ]
+    return []

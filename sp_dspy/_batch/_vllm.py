@@ -14,13 +14,12 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import OutputError
 from ._openai import ENDPOINT, answer_of
-from ._wire import BatchAnswer, BatchState
+from ._wire import BatchAnswer, BatchState, Intent
 
 if TYPE_CHECKING:
     from .._lm._direct import DirectChat, HttpRequest
@@ -56,7 +55,11 @@ class VllmRunBatch:
     def _path(self, batch_id: str, suffix: str) -> Path:
         return self.directory / f"{batch_id}.{suffix}"
 
-    def submit(self, lines: list[dict[str, Any]], uploaded: Callable[[str], None]) -> str:
+    @staticmethod
+    def upload(lines: list[dict[str, Any]]) -> str | None:
+        return None  # a local input file, written by create
+
+    def create(self, lines: list[dict[str, Any]], intent: Intent) -> str:
         number = 1 + sum(1 for _ in self.directory.glob("vllm-*.in.jsonl"))
         batch_id = f"vllm-{number}"
         source, out = self._path(batch_id, "in.jsonl"), self._path(batch_id, "out.jsonl")
@@ -74,8 +77,20 @@ class VllmRunBatch:
             ) from None
         return batch_id
 
-    def adopt(self, file_id: str) -> str:
-        raise AssertionError("vllm run-batch reads a local file: nothing is uploaded")
+    def find(self, intent: Intent, known: set[str]) -> list[str]:
+        """The run-batch started on exactly the intent's requests (its input file written, its child started)."""
+        wanted = set(intent.custom_ids)
+        found: list[str] = []
+        for source in sorted(self.directory.glob("vllm-*.in.jsonl")):
+            batch_id = source.name.removesuffix(".in.jsonl")
+            ids = {
+                json.loads(text)["custom_id"]
+                for text in source.read_text("utf-8").splitlines()
+                if text.strip()
+            }
+            if ids == wanted and self._path(batch_id, "pid").exists() and batch_id not in known:
+                found.append(batch_id)
+        return found
 
     def poll(self, batch_id: str) -> BatchState:
         rc = self._path(batch_id, "rc")
@@ -95,12 +110,10 @@ class VllmRunBatch:
             )
         return BatchState(status="in_progress")
 
-    def answers(self, batch_id: str) -> Iterator[BatchAnswer]:
+    def output(self, batch_id: str) -> list[bytes]:
         out = self._path(batch_id, "out.jsonl")
-        if not out.exists():
-            return
-        for text in out.read_text("utf-8").splitlines():
-            if text.strip():
-                answer = answer_of(json.loads(text))
-                if answer is not None:
-                    yield answer
+        return out.read_bytes().splitlines() if out.exists() else []
+
+    @staticmethod
+    def answer_of(line: dict[str, Any]) -> BatchAnswer | None:
+        return answer_of(line)

@@ -26,6 +26,8 @@ class CustomKind(BenchmarkKind):
     """A user's own policy cases as JSONL (``_custom``): RMR/RDR over all cases and per tag."""
 
     name: ClassVar[str] = "custom"
+    unit: ClassVar[str] = "group"
+    title: ClassVar[str] = "custom"
     task: ClassVar[str] = "name every rule of your application's policy that a conversation violates"
     breakdown: ClassVar[Literal["tag"]] = "tag"
 

@@ -29,6 +29,17 @@ class BenchmarkKind(Protocol):
         """The ``--benchmark`` value and what manifests record."""
 
     @property
+    def title(self) -> str:
+        """The benchmark's name in a sentence (``SafePyramid``, ``PKU-SafeRLHF``, ``custom``)."""
+        return self.name
+
+    @property
+    def unit(self) -> str:
+        """What ``Case.unit`` is on this benchmark, in one word (``conversation``, ``prompt``,
+        ``group``): the independent unit every bootstrap and paired test resamples whole."""
+        return "case"
+
+    @property
     def task(self) -> str:
         """One line: what the guard is asked to do on this benchmark's cases."""
 
@@ -40,6 +51,12 @@ class BenchmarkKind(Protocol):
     @property
     def has_leaderboard(self) -> bool:
         """Whether SafePyramid's published leaderboard and failure modes apply."""
+        return False
+
+    @property
+    def rule_types(self) -> bool:
+        """Whether the rubric's rule types (decisive, distractor, exception, conditional) mean
+        anything here: SafePyramid's do; elsewhere every rule is plain and no type is shown."""
         return False
 
     @property
@@ -91,6 +108,15 @@ class BenchmarkKind(Protocol):
         cell, rules, framework, conversation and outcome: each fact a column and, when it takes
         few values, a filter (a list: a case can have several categories). None by default."""
         return {}
+
+
+def looks_like_results(path: Path) -> bool:
+    """Whether ``path``'s first line is a result record (an ``id`` and ``violated_rules``, or a
+    judgment) rather than a case: for naming a results file given as a dataset."""
+    first = first_json_line(path)
+    if not isinstance(first, dict) or "id" not in first or "policy" in first:
+        return False
+    return "violated_rules" in first or first.get("kind") == "judgment"
 
 
 def first_json_line(path: Path) -> object:

@@ -24,6 +24,8 @@ class PkuSafeRlhfKind(BenchmarkKind):
     """PKU-SafeRLHF responses judged against a fixed 19-rule harm policy (``_pku``)."""
 
     name: ClassVar[str] = "pku-saferlhf"
+    unit: ClassVar[str] = "prompt"
+    title: ClassVar[str] = "PKU-SafeRLHF"
     tau_curve: ClassVar[bool] = False
     task: ClassVar[str] = (
         "name the harm categories (rules of a fixed 19-rule policy) that a chatbot's response violates"

@@ -17,7 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from .._data import Benchmark, Case, filter_cases
 from .._errors import DataError
-from ._kind import BenchmarkKind
+from ._kind import BenchmarkKind, looks_like_results
 
 
 def _safepyramid() -> BenchmarkKind:
@@ -80,6 +80,14 @@ BenchmarkName = Annotated[str, AfterValidator(check_benchmark_name)]
 """A config field holding a registered ``--benchmark`` value."""
 
 
+def dataset_kind(path: Path) -> BenchmarkKind | None:
+    """The kind whose dataset format the local file ``path`` looks like, or None (for naming a
+    dataset given where results are expected)."""
+    if not path.is_file():
+        return None
+    return next((kind for kind in map(benchmark_kind, benchmark_names()) if kind.recognises(path)), None)
+
+
 def kind_of_cases(cases: Sequence[Case]) -> BenchmarkKind | None:
     """The kind all ``cases`` belong to, or None when they are empty or mixed."""
     names = {case.benchmark for case in cases}
@@ -112,6 +120,11 @@ def load_benchmark(
         path = None if dataset is None else Path(dataset).expanduser()
         if path is None or not path.is_file() or kind.recognises(path):
             raise
+        if looks_like_results(path):
+            raise DataError(
+                f"{path}: is a results file, not a {kind.title} dataset: give it as RESULTS, "
+                "and as --dataset the data the run was made on"
+            ) from None
         for other in benchmark_names():
             if other != benchmark and benchmark_kind(other).recognises(path):
                 raise DataError(

@@ -19,12 +19,15 @@ class SafePyramidKind(BenchmarkKind):
     """The SafePyramid benchmark: a JSON file, a Hub id, or the bundled sample."""
 
     name: ClassVar[str] = "safepyramid"
+    unit: ClassVar[str] = "conversation"
+    title: ClassVar[str] = "SafePyramid"
     task: ClassVar[str] = (
         "name every rule of an application's policy (with exceptions, conditionals and regulatory "
         "frameworks) that a multi-turn conversation violates"
     )
     full_note: ClassVar[str] = "the full SafePyramid benchmark has 3,000"
     has_leaderboard: ClassVar[bool] = True
+    rule_types: ClassVar[bool] = True
     breakdown: ClassVar[Literal["level"]] = "level"
 
     def load(self, dataset: str | None, *, with_evidence: bool = False, lenient: bool = False) -> Benchmark:

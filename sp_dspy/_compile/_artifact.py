@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import json
 import os
+import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from sp_dspy._compile._data import ids_hash
 from sp_dspy._compile._types import (
     BudgetRecord,
     CandidateRecord,
+    CompileConfig,
     CompileManifest,
     CompileSetup,
     Contender,
@@ -28,6 +30,7 @@ from sp_dspy._compile._types import (
     Selection,
     SplitRecord,
 )
+from sp_dspy._data._selection import resolved_path
 from sp_dspy._errors import ConfigError, OutputError
 from sp_dspy._lm import LMConfig
 from sp_dspy._provenance import git_commit, package_versions, redacted_argv
@@ -211,13 +214,20 @@ def _header(setup: CompileSetup, start: Contender, selection: Selection, budget_
         lines.append(f"{selection.reason[0].upper()}{selection.reason[1:]}.")
     if budget_limited:
         lines.append("Budget-limited: a cap stopped the compile; this is the best program found before it.")
-    lines.append(f"Run it: `{eval_command(config.out, setup.configs['task'])}`")
+    lines.append(f"Run it: `{eval_command(config, setup.configs['task'])}`")
     return lines
 
 
-def eval_command(out: Path, task: LMConfig) -> str:
-    """The command that scores an artifact on its test part with the LM it was compiled for."""
-    return f"sp-dspy eval --program {out} {task.command_flags()} --split {out}/{SPLITS_FILE}:test"
+def eval_command(config: CompileConfig, task: LMConfig) -> str:
+    """The command that scores an artifact on its test part with the LM it was compiled for, on the
+    data it was compiled on (its ``--benchmark`` and ``--dataset``), runnable as printed."""
+    out = shlex.quote(str(config.out.expanduser().resolve()))
+    data = f"--benchmark {config.benchmark}"
+    if config.dataset is not None:
+        data += f" --dataset {shlex.quote(resolved_path(config.dataset))}"
+    if config.lenient:
+        data += " --lenient"
+    return f"sp-dspy eval --program {out} {data} {task.command_flags()} --split {out}/{SPLITS_FILE}:test"
 
 
 def save_artifact(

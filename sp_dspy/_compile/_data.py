@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sp_dspy._benchmarks import load_benchmark
 from sp_dspy._data import Benchmark, Case, Split, load_split, make_split
+from sp_dspy._data._selection import resolved_path
 from sp_dspy._errors import DataError
 
 DEFAULT_RATIOS: tuple[float, float, float] = (0.1, 0.1, 0.8)
@@ -54,7 +55,10 @@ def load_compile_data(
         where = source = str(splits)
         split.check_dataset(loaded.content_hash, where)
     else:
-        split = make_split(loaded.cases, seed=seed, ratios=ratios, dataset_hash=loaded.content_hash)
+        split = make_split(
+            loaded.cases, seed=seed, ratios=ratios, dataset_hash=loaded.content_hash,
+            benchmark=benchmark, dataset=None if dataset is None else resolved_path(dataset),
+        )  # fmt: skip
         where = "generated split"
         split.check_disjoint(where)
         source = f"generated (seed {seed}, ratios {','.join(f'{r:g}' for r in ratios)})"

@@ -1,7 +1,8 @@
 """Scoring a candidate on dev as ``sp-dspy eval`` would: the runner's records, the official metrics.
 
 The dev score is the strict RMR (``rmr_avg_strict`` before its per-tau rounding: excluded and
-budget-refused cases at 0) to two decimals, with a 95% bootstrap interval over the cases.
+budget-refused cases at 0) to two decimals, with a 95% bootstrap interval resampling the cases' units (``Case.unit``: conversations,
+prompts, groups), as every other interval does.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ def evaluate_on_dev(
     records = evaluate_cases(program, cases, lm, concurrency=concurrency, skip_on=(BudgetExceeded,))
     outcomes = case_outcomes(cases, {r.id: r for r in records if isinstance(r, PolicyRecord)})
     matched = sum(sum(o.hits[: len(TAUS)]) for o in outcomes if not o.excluded)
-    interval = bootstrap_matrix(outcome_matrix(outcomes, strict=True), name="dev", n_boot=N_BOOT, seed=seed)
+    interval = bootstrap_matrix(
+        outcome_matrix(outcomes, strict=True),
+        name="dev",
+        n_boot=N_BOOT,
+        seed=seed,
+        units=[outcome.unit for outcome in outcomes],
+    )
     cell = compute_cell(outcomes)
     return DevScore(
         score=round(100 * matched / (len(TAUS) * len(outcomes)), 2) if outcomes else 0.0,

@@ -304,13 +304,13 @@ def compile_guard(
     window = window or context_window(task)
     setup = prepare(config, task, prompt, reflection, window=window)
     outcome = CompileOutcome(
-        plan=setup.plan, config=config, score_command=eval_command(config.out, task), window=window,
+        plan=setup.plan, config=config, score_command=eval_command(config, task), window=window,
         warnings=list(setup.warnings),
     )  # fmt: skip
     if config.dry_run:
         return outcome
     status = status or CompileStatus()
-    budget = Ledger(config.caps, parent=ledger)
+    budget = Ledger(config.caps, parent=ledger, replays_count=True)  # a rerun is a replay: every call counts
     failures = CallFailures()
     status.caps, status.budget, status.failures = config.caps, budget, failures
     from sp_dspy._compile._budgeted_lm import BudgetedLM  # imports DSPy

@@ -111,6 +111,14 @@ class Case(BaseModel):
         """The id shared by the L0/L1/L2 versions of one conversation (the split group)."""
         return self.group or conversation_id(self.id)
 
+    @property
+    def unit(self) -> str:
+        """The independent unit this case belongs to, which every bootstrap and paired test resamples
+        whole: a SafePyramid conversation (its L0/L1/L2 cases share one dialogue, so their outcomes
+        move together), a PKU-SafeRLHF prompt (both responses), a custom case's ``group``. It is the
+        split group, so a unit is never cut by a split either (``BenchmarkKind.unit`` names it)."""
+        return self.conversation_id
+
 
 def conversation_id(case_id: str) -> str:
     """``priv-866-l2`` -> ``priv-866``; ids without a level suffix are their own group."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import shlex
 from collections import defaultdict
 from pathlib import Path
 from typing import Literal
@@ -28,6 +29,10 @@ class Split(BaseModel):
     seed: int
     ratios: tuple[float, float, float]
     dataset_hash: str
+    #: The ``--benchmark`` and ``--dataset`` (absolute when a local file; None: the kind's default
+    #: data) the split was made on, so a mismatch can name the flags that select that data again.
+    benchmark: str | None = None
+    dataset: str | None = None
 
     def part(self, name: str) -> list[str]:
         if name not in PARTS:
@@ -54,8 +59,18 @@ class Split(BaseModel):
         if self.dataset_hash != dataset_hash:
             raise DataError(
                 f"{where}: field dataset_hash: {self.dataset_hash[:12]} is not the hash of the dataset "
-                f"({dataset_hash[:12]}); the split was made for another file (make one with sp-dspy split)"
+                f"({dataset_hash[:12]}); {self.made_for()}"
             )
+
+    def made_for(self) -> str:
+        """What data the split was made on, as the flags that select it again (when it says)."""
+        if self.benchmark is None:
+            return "the split was made for other data: pass the --benchmark and --dataset it was made on"
+        flags = f"--benchmark {self.benchmark}"
+        flags += (
+            f" --dataset {shlex.quote(self.dataset)}" if self.dataset else " (its default data, no --dataset)"
+        )
+        return f"the split was made on {flags}: pass those flags, or make a split of this data with sp-dspy split"
 
     def save(self, path: Path) -> None:
         """Write the split as JSON (parent directories made); a path that cannot be written is one line."""
@@ -83,6 +98,8 @@ def make_split(
     seed: int = 0,
     ratios: tuple[float, float, float] = (0.1, 0.1, 0.8),
     dataset_hash: str,
+    benchmark: str | None = None,
+    dataset: str | None = None,
 ) -> Split:
     """Split conversations (not cases) into train/dev/test, interleaving domains."""
     by_domain: dict[str, list[str]] = defaultdict(list)
@@ -108,7 +125,9 @@ def make_split(
         for group in order[start : start + count]:
             assigned[name].extend(members[group])
         start += count
-    return Split(**assigned, seed=seed, ratios=ratios, dataset_hash=dataset_hash)
+    return Split(
+        **assigned, seed=seed, ratios=ratios, dataset_hash=dataset_hash, benchmark=benchmark, dataset=dataset
+    )
 
 
 def _part_sizes(total: int, ratios: tuple[float, float, float]) -> list[int]:

@@ -111,25 +111,27 @@ class ServiceMetrics:
             [("", self.usd)],
         )
         family("in_flight", "gauge", "Checks in flight now.", [("", self.in_flight)])
-        if ledger is not None:
-            total, held = ledger.total(), ledger.reserved()
-            caps = ledger.caps
-            for name, help, values in (
-                ("budget_spent", "What the checks spent against the caps (--max-*).",
-                 (total.calls, total.tokens, total.usd or 0.0)),
-                ("budget_reserved", "What the checks in flight reserved: each one's worst case.",
-                 (held.calls, held.tokens, held.usd)),
-                ("budget_cap", "The caps (--max-calls, --max-total-tokens, --max-usd); absent: uncapped.",
-                 (caps.max_calls, caps.max_tokens, caps.max_usd)),
-            ):  # fmt: skip
-                family(
-                    name,
-                    "gauge",
-                    help,
-                    [
-                        (f'{{kind="{kind}"}}', v)
-                        for kind, v in zip(_KINDS, values, strict=True)
-                        if v is not None
-                    ],
-                )
+        for name, help, samples in [] if ledger is None else ledger_samples(ledger):
+            family(name, "gauge", help, samples)
         return "\n".join(lines) + "\n"
+
+
+def ledger_samples(ledger: Ledger) -> list[tuple[str, str, list[tuple[str, float]]]]:
+    """The gauges of the service's caps: what is spent, what the checks in flight reserved, the caps."""
+    total, held, caps = ledger.total(), ledger.reserved(), ledger.caps
+    figures: tuple[tuple[str, str, tuple[float | None, ...]], ...] = (
+        ("budget_spent", "What the checks spent against the caps (--max-*).",
+         (total.calls, total.tokens, total.usd or 0.0)),
+        ("budget_reserved", "What the checks in flight reserved: each one's worst case.",
+         (held.calls, held.tokens, held.usd)),
+        ("budget_cap", "The caps (--max-calls, --max-total-tokens, --max-usd); absent: uncapped.",
+         (caps.max_calls, caps.max_tokens, caps.max_usd)),
+    )  # fmt: skip
+    return [
+        (
+            name,
+            help,
+            [(f'{{kind="{kind}"}}', v) for kind, v in zip(_KINDS, values, strict=True) if v is not None],
+        )
+        for name, help, values in figures
+    ]

@@ -14,22 +14,24 @@ import hmac
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from .._budget import Admission, BudgetExceeded, Ledger, Reservation, Spend, spent
+from .._budget import Admission, BudgetExceeded, Ledger, Reservation, Spend, spent, worst_case
 from .._data import BadLine, Case, GuardLine, Source, policy_rules
 from .._errors import ConfigError, DataError
 from .._guard import Guard, LineAnswer, Verdict, answer_lines
 from .._guard._guard import DEADLINE
 from .._interrupt import graceful_stop
 from .._lm import classify_error
-from .._pricing import Pricing
+from .._lm._chat import achat
+from .._pricing import Pricing, prompt_bound
 from .._redact import redact
+from .._usage import Usage
 from ._gateways import ON_ERROR, gateway_routes
 from ._http import (
     Handler,
@@ -70,17 +72,23 @@ class CheckLedger:
     pricing: Pricing
     worst: Callable[[Case], Reservation]
 
-    def admitted(self, case: Case) -> AbstractContextManager[Admission]:
+    def admitted(self, case: Case) -> AbstractAsyncContextManager[Admission]:
         """Admit one check of ``case`` (every call of it) for the block, which sets ``used``; raises
         ``BudgetExceeded`` when a cap cannot cover it, or once a cap refused a check (as eval does)."""
         if self.ledger.exhausted:
             raise BudgetExceeded(f"{self.ledger.refused_by} reached")
-        return self.ledger.admitted("guard", self.worst(case))
+        return self.ledger.aadmitted("guard", self.worst(case))
 
-    def spend(self, verdict: Verdict, calls: int) -> Spend:
-        """What a check's verdict used: a verdict does not say which answers were replayed from the
-        cache, so every answer counts."""
-        usage = verdict.usage
+    def probe(self) -> AbstractAsyncContextManager[Admission]:
+        """Admit the readiness probe's call (a few tokens of prompt, the model's output limit)."""
+        text = "\n".join(message["content"] for message in PROBE_MESSAGES)
+        return self.ledger.aadmitted(
+            "probe", worst_case(self.pricing, prompt_bound(text, len(PROBE_MESSAGES)))
+        )
+
+    def used(self, usage: Usage, calls: int) -> Spend:
+        """What a check's verdict (or the probe's answer) used: a verdict does not say which answers
+        were replayed from the cache, so every answer counts."""
         usd = usage.cost
         if usd is None and self.pricing.known:
             usd = self.pricing.usd(usage.prompt_tokens, usage.completion_tokens)
@@ -324,9 +332,9 @@ class GuardService:
             if self.budget is None:
                 return await self.guard.acheck(policy, dialogue, framework=framework, scope=scope)
             case = self.guard.case(policy, dialogue, framework=framework, scope=scope)
-            with self.budget.admitted(case) as admission:
+            async with self.budget.admitted(case) as admission:
                 verdict = await self.guard.acheck(policy, dialogue, framework=framework, scope=scope)
-                admission.used = self.budget.spend(verdict, admission.ticket.calls)
+                admission.used = self.budget.used(verdict.usage, admission.ticket.calls)
                 return verdict
         except DataError as exc:
             raise Refused(422, str(exc)) from None
@@ -377,7 +385,14 @@ class GuardService:
             return ErrorBody(error="no LM configured", error_class="no_lm")
         try:
             async with asyncio.timeout(self.guard.deadline):
-                await lm.acall(messages=PROBE_MESSAGES, cache=False)
+                if self.budget is None:
+                    await achat(lm, PROBE_MESSAGES, cache=False)
+                else:  # a paid call like any other: admitted by the caps
+                    async with self.budget.probe() as admission:
+                        answer = await achat(lm, PROBE_MESSAGES, cache=False)
+                        admission.used = self.budget.used(answer.usage or Usage(), 1)
+        except BudgetExceeded as exc:
+            return ErrorBody(error=f"budget: {exc}", error_class="budget")
         except Exception as exc:
             kind = DEADLINE if isinstance(exc, TimeoutError) else classify_error(exc)
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

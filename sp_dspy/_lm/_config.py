@@ -40,6 +40,9 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "reasoning_effort": (lambda v: v in REASONING_EFFORTS, f"must be one of {', '.join(REASONING_EFFORTS)}"),
     "timeout": (lambda v: v > 0, "must be a positive number of seconds"),
     "num_retries": (lambda v: v >= 0, "must be 0 or more"),
+    "rate_limit_timeout": (lambda v: v >= 0, "must be 0 or more seconds"),
+    "rpm": (lambda v: v >= 1, "must be a positive number of requests per minute"),
+    "tpm": (lambda v: v >= 1, "must be a positive number of tokens per minute"),
 }
 
 
@@ -68,6 +71,13 @@ class LMConfig(BaseModel):
     reasoning_effort: str | None = None
     timeout: float | None = 120
     num_retries: int = 3
+    #: Seconds one call may spend rate-limited (429, "overloaded") before it ends as an error.
+    rate_limit_timeout: float = 1800
+    #: Adapt the calls in flight to the endpoint's rate limits (off: the caller's concurrency, pinned).
+    adaptive: bool = True
+    #: The account's known limits (requests, tokens per minute): ``--dry-run`` estimates wall time.
+    rpm: int | None = None
+    tpm: int | None = None
     cache: bool = True
     json_schema: bool = False
     transport: Transport = "auto"
@@ -108,7 +118,10 @@ class LMConfig(BaseModel):
             raise ValueError(f"{', '.join(reserved)} cannot be set here (sp-dspy sends them)")
         return value
 
-    @field_validator("api_key_env", "temperature", "max_tokens", "reasoning_effort", "timeout", "num_retries")
+    @field_validator(
+        "api_key_env", "temperature", "max_tokens", "reasoning_effort", "timeout", "num_retries",
+        "rate_limit_timeout", "rpm", "tpm",
+    )  # fmt: skip
     @classmethod
     def _checked(cls, value: Any, info: ValidationInfo) -> Any:
         allowed, message = _CHECKS[info.field_name or ""]

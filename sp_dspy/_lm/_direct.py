@@ -35,6 +35,8 @@ from ._errors import error_message, retry_after_seconds, status_error, transport
 from ._logprobs import openai_logprobs
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 from ._prompt_cache import cache_marked
+from ._rate import controller_for
+from ._rate_wait import send_rate_limited
 
 if TYPE_CHECKING:
     import aiohttp
@@ -158,6 +160,8 @@ class DirectChat(Shared):
         )
         #: Answers the endpoint sent, whoever asked (not cache replays): the manifest's ``endpoint_requests``.
         self.answered = 0
+        #: The admission of calls to this endpoint and model, shared by every client of the process.
+        self.rate = controller_for(display_endpoint(self.url), self.model_id, adaptive=config.adaptive)
         _clients.add(self)
 
     @property
@@ -272,25 +276,39 @@ class DirectChat(Shared):
         return session
 
     async def _post(self, request: HttpRequest) -> dict[str, Any]:
-        """The answer's JSON, else DSPy's error class for the failure (``Retry-After`` kept)."""
-        import aiohttp
+        """The answer's JSON, else DSPy's error class for the failure (``Retry-After`` kept).
 
-        model = self.config.model
+        A rate limit (429, an "overloaded" answer) is no failure: the call waits (the later of
+        the provider's hints and a jittered backoff) and is sent again through the endpoint's
+        controller until answered, or until ``rate_limit_timeout`` seconds of rate limits end it
+        with :class:`RateLimitTimeout`; DSPy's retries (``num_retries``) are not spent on it.
+        """
         if self.preset is not None:
             return self.preset.answer(request)
+        model = self.config.model
+        timeout = self.config.rate_limit_timeout
+        status, raw, headers = await send_rate_limited(
+            self.rate, lambda: self._send(request), timeout=timeout
+        )
+        if status >= 300:
+            raise status_error(
+                status, error_message(raw), model=model, retry_after=retry_after_seconds(headers)
+            )
+        self.answered += 1
+        return _json_object(raw, model)
+
+    async def _send(self, request: HttpRequest) -> tuple[int, bytes, dict[str, str]]:
+        """One attempt: the status, body and (lower-cased) headers, else DSPy's transport error."""
+        import aiohttp
+
         try:
             async with self._session().post(request.url, data=orjson.dumps(request.body)) as response:
                 raw = await response.read()
-                status = response.status
-                headers = {} if status < 300 else {k.lower(): v for k, v in response.headers.items()}
+                headers = {k.lower(): v for k, v in response.headers.items()}
+                return response.status, raw, headers
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
             timeout = isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError)
-            raise transport_error(exc, model=model, timeout=timeout) from exc
-        if status >= 300:
-            wait = retry_after_seconds(headers)
-            raise status_error(status, error_message(raw), model=model, retry_after=wait)
-        self.answered += 1
-        return _json_object(raw, model)
+            raise transport_error(exc, model=self.config.model, timeout=timeout) from exc
 
     def price(self, usage: Usage) -> float | None:
         """USD of an answer that took ``usage`` tokens here at the snapshot's prices (the batch

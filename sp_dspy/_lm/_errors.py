@@ -36,7 +36,7 @@ STATUS_KINDS = {429: "rate_limit", 401: "auth", 403: "auth", 402: "billing", 408
 # auth failure: same fix.
 _BY_CLASS_NAME = {
     "context_length": "ContextWindowExceededError ContextLengthError",
-    "rate_limit": "LMRateLimitError RateLimitError",
+    "rate_limit": "LMRateLimitError RateLimitError RateLimitTimeout",
     "auth": "LMAuthError AuthError AuthenticationError PermissionDeniedError LMNotConfiguredError NotConfiguredError",
     "billing": "LMBillingError BillingError",
     "not_found": "LMUnsupportedModelError UnsupportedModelError NotFoundError",

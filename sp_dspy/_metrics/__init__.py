@@ -18,36 +18,24 @@ from ._official import (
     rmr_match,
     tolerance,
 )
+from ._pvalues import format_p, holm, paired_test_name
 from ._reader import read_result_files
 from ._records import JudgmentRecord, PolicyRecord, ResultSet
 from ._render import render_score_table
 from ._score import ScoreReport, resolve_records, score
 
 if TYPE_CHECKING:
-    from ._bootstrap import (
-        CellComparison,
-        McNemarResult,
-        PairedDiff,
-        bootstrap_matrix,
-        compare_cells,
-        mcnemar_test,
-        outcome_matrix,
-    )
+    from ._bootstrap import bootstrap_matrix, outcome_matrix, unit_matrix
+    from ._paired import CellComparison, PairedDiff, PairedTest, compare_cells, sign_flip_p
 
 __getattr__ = lazy_getattr(
     __name__,
-    dict.fromkeys(
-        [
-            "CellComparison",
-            "McNemarResult",
-            "PairedDiff",
-            "bootstrap_matrix",
-            "compare_cells",
-            "mcnemar_test",
-            "outcome_matrix",
-        ],
-        "._bootstrap",
-    ),
+    {
+        **dict.fromkeys(["bootstrap_matrix", "outcome_matrix", "unit_matrix"], "._bootstrap"),
+        **dict.fromkeys(
+            ["CellComparison", "PairedDiff", "PairedTest", "compare_cells", "sign_flip_p"], "._paired"
+        ),
+    },
     globals(),
 )
 
@@ -57,8 +45,8 @@ __all__ = [
     "CaseOutcome",
     "CellComparison",
     "JudgmentRecord",
-    "McNemarResult",
     "PairedDiff",
+    "PairedTest",
     "PolicyRecord",
     "ResultSet",
     "ScoreReport",
@@ -67,13 +55,17 @@ __all__ = [
     "classify_failure",
     "compare_cells",
     "compute_cell",
+    "format_p",
+    "holm",
     "level_cells",
-    "mcnemar_test",
     "outcome_matrix",
+    "paired_test_name",
     "read_result_files",
     "render_score_table",
     "resolve_records",
     "rmr_match",
     "score",
+    "sign_flip_p",
     "tolerance",
+    "unit_matrix",
 ]

@@ -63,6 +63,8 @@ class CaseOutcome:
     union: int
     hits: tuple[bool, ...]
     tags: tuple[str, ...] = ()
+    #: The benchmark's independent unit the case belongs to (``Case.unit``): what a bootstrap resamples.
+    unit: str = ""
 
     @property
     def exact(self) -> bool:
@@ -149,6 +151,7 @@ def outcome(case: Case, record: PolicyRecord | None, *, cap_aware: bool = False)
         union=len(gt) + fp,
         hits=hits,
         tags=tuple(case.tags),
+        unit=case.unit,
     )
 
 

@@ -54,6 +54,8 @@ class ScoreReport(BaseModel):
     bad_lines: int = 0
     n_boot: int = 0
     seed: int = 0
+    #: What the intervals resampled (``BenchmarkKind.unit``: conversation, prompt, group).
+    unit: str = "conversation"
 
     def breakdown_cells(self) -> list[str]:
         """The cells besides ``ALL`` that hold cases (so a ``--level`` run shows no empty rows)."""
@@ -84,7 +86,7 @@ class ScoreReport(BaseModel):
             failure_modes=self.failure_modes,
             error_attribution=self.error_attribution,
             ci=ci,
-            bootstrap={"n_boot": self.n_boot, "seed": self.seed, "level": 0.95},
+            bootstrap={"n_boot": self.n_boot, "seed": self.seed, "level": 0.95, "unit": self.unit},
             unknown_ids=self.unknown_ids.model_dump(),
             bad_lines=self.bad_lines,
         )
@@ -138,12 +140,14 @@ def score(
     n_boot: int = 1000,
     all_ids: Collection[str] | None = None,
     by: Breakdown = "level",
+    unit: str = "conversation",
 ) -> ScoreReport:
     """Score result records (or per-rule judgments) against ``cases``.
 
     ``all_ids`` are ids that are known but filtered out of ``cases`` (e.g. other levels under
     ``--level``); results for them are not reported as unknown. ``by``: the benchmark's cells
-    beside ``ALL`` (``BenchmarkKind.breakdown``; SafePyramid's levels by default).
+    beside ``ALL`` (``BenchmarkKind.breakdown``; SafePyramid's levels by default); ``unit``: the
+    name of ``Case.unit`` the intervals resample (``BenchmarkKind.unit``), as the report says it.
     """
     with gc_paused():
         records, counts = _resolve(cases, results, per_rule=per_rule)
@@ -176,4 +180,5 @@ def score(
             bad_lines=results.bad_lines if isinstance(results, ResultSet) else 0,
             n_boot=n_boot if ci else 0,
             seed=seed,
+            unit=unit,
         )

@@ -152,8 +152,11 @@ def _result(
     return entry
 
 
-def _case(case: Case, strings: _Strings, facts: dict[str, list[str]], *, levels: bool) -> dict[str, Any]:
-    """One case's row and detail (``levels``: the benchmark has levels; others carry none, not L0)."""
+def _case(
+    case: Case, strings: _Strings, facts: dict[str, list[str]], *, levels: bool, types: bool = True
+) -> dict[str, Any]:
+    """One case's row and detail (``levels``: the benchmark has levels; others carry none, not L0;
+    ``types``: its rule types mean something, else none is shown, not SafePyramid's "decisive")."""
     meta = case.failure_mode_metadata
     flags = {
         **dict.fromkeys(meta.distractor_rules, "distractor"),
@@ -164,7 +167,12 @@ def _case(case: Case, strings: _Strings, facts: dict[str, list[str]], *, levels:
     for rule in case.rubric.entries():
         flag = flags.get(rule.rule)  # said only where the type does not already say it
         rules.append(
-            [rule.rule, strings(rule.text), rule.type, *([flag] if flag not in (None, rule.type) else [])]
+            [
+                rule.rule,
+                strings(rule.text),
+                rule.type if types else "",
+                *([flag] if flag not in (None, rule.type) else []),
+            ]
         )
     entry: dict[str, Any] = {
         "id": case.id,
@@ -201,7 +209,7 @@ def cases_document(
     for case in cases:
         facts = {name: values for name, values in kind.case_facts(case).items() if values}
         fact_names.update(dict.fromkeys(facts))
-        documents.append(_case(case, strings, facts, levels=kind.breakdown == "level"))
+        documents.append(_case(case, strings, facts, levels=kind.breakdown == "level", types=kind.rule_types))
     results = []
     for run in runs:
         judged: dict[str, list[JudgmentRecord]] = {}
@@ -227,6 +235,8 @@ def cases_document(
     return {
         "breakdown": kind.breakdown,
         "modes": kind.has_leaderboard,
+        # One domain (a custom policy's, a filtered run's) is no column and no filter.
+        "domains": len({case.domain for case in cases}) > 1,
         "facts": list(fact_names),
         "runs": [{"label": run.label, "variant": run.variant} for run in runs],
         "baseline": labels.index(baseline) if baseline in labels else 0,

@@ -8,6 +8,7 @@ import html
 from collections.abc import Iterable, Sequence
 
 from .._metrics._per_rule import TARGET_TYPES
+from .._metrics._pvalues import format_p
 from ._leaderboard import Leaderboard
 from ._model import FAILURE_MODES, ComparisonSummary, DiffRow, VariantResult
 
@@ -44,7 +45,8 @@ def table(headers: Iterable[str], rows: Iterable[str], cls: str = "") -> str:
     """``headers`` and ``rows`` are already-escaped HTML fragments."""
     head = "".join(f"<th>{h}</th>" for h in headers)
     attr = f' class="{cls}"' if cls else ""
-    return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    # A wide table scrolls inside its own box: the page never cuts a column.
+    return f"<div class=scroll><table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
 
 
 def row(cells: Iterable[str], cls: str = "") -> str:
@@ -102,17 +104,19 @@ def _delta(diff: DiffRow, metric: str, lower_is_better: bool = False) -> str:
 def diff_table(summary: ComparisonSummary, cell: str) -> str:
     rows = []
     for d in summary.diffs_for(cell):
-        cells = [esc(d.label), str(d.n_pairs), _delta(d, "rmr_avg"), _delta(d, "rmr_exact")]
+        cells = [esc(d.label), f"{d.n_pairs} ({d.n_units})", _delta(d, "rmr_avg"), _delta(d, "rmr_exact")]
         cells += [_delta(d, "rdr", lower_is_better=True), f"{d.variant_only_exact} / {d.baseline_only_exact}"]
-        rows.append(row([*cells, DASH if d.mcnemar_p is None else f"{d.mcnemar_p:.3g}"]))
-    headers = ["Variant", "Paired cases", "Δ RMR [95% CI]", "Δ RMR@1.0", "Δ RDR"]
-    return table([*headers, "Exact: only variant / only baseline", "McNemar p"], rows, "num")
+        rows.append(row([*cells, DASH if d.test_p is None else format_p(d.test_p)]))
+    headers = ["Variant", "Paired cases (units)", "Δ RMR [95% CI]", "Δ RMR@1.0", "Δ RDR"]
+    return table([*headers, "Exact: only variant / only baseline", "Paired test p"], rows, "num")
 
 
 def published_table(summary: ComparisonSummary, board: Leaderboard, cell: str) -> str:
     """User rows and published rows of one cell, ranked together by RMR."""
     entries: list[tuple[float, str]] = []
     for entry in summary.variants:
+        if entry.pipeline_check:  # a fake LM's figures are the script's, not a model's
+            continue
         s = entry.cells[cell]
         cells = [
             variant_name(entry, summary.baseline),

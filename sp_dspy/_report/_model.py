@@ -78,6 +78,24 @@ class VariantResult(BaseModel):
     wall_s: float | None = None
     latency_s_per_case: float | None = None
     dataset_hashes: list[str] = Field(default_factory=list)
+
+    @property
+    def fake_lm(self) -> bool:
+        """A run on the scripted fake LM: its figures are whatever the script answers."""
+        lm = str(self.settings.get("lm", ""))
+        return self.model == "fake" or lm == "fake" or lm.startswith("fake/")
+
+    @property
+    def small_local(self) -> bool:
+        """A run on the embedded SmolLM2-135M: a plumbing check, its verdicts noise."""
+        return "smollm" in (self.model or "").lower() or "smollm" in self.label.lower()
+
+    @property
+    def pipeline_check(self) -> bool:
+        """A run that tests the pipeline, not a guard (the fake LM, the embedded SmolLM): it is
+        never ranked beside the published leaderboard."""
+        return self.fake_lm or self.small_local
+
     #: The benchmark kind's own metrics of the variant (``BenchmarkKind.variant_report``):
     #: PKU-SafeRLHF's PkuReport (binary, categories, severity); a custom policy's binary view
     #: and per-rule scores; None on SafePyramid.
@@ -91,10 +109,11 @@ class DiffRow(BaseModel):
     baseline: str
     cell: str
     n_pairs: int
+    n_units: int = 0  # the independent units (conversations...) the pairs form, which the CI resamples
     diff: dict[str, float | None]
     ci: dict[str, list[float] | None]
     ci_note: str | None = None  # why ``ci`` is empty: the comparison's own (``PairedDiff.ci_note``)
-    mcnemar_p: float | None = None
+    test_p: float | None = None  # the paired randomization test of exact match (``PairedTest``)
     variant_only_exact: int = 0
     baseline_only_exact: int = 0
 
@@ -107,7 +126,9 @@ class DiffRow(BaseModel):
 class ComparisonSummary(BaseModel):
     """The whole comparison: dataset identity, settings, variants, paired differences."""
 
-    schema_version: int = 2  # 2: VariantResult.pku became extra (any kind's own metrics)
+    # 2: VariantResult.pku became extra (any kind's own metrics); 3: intervals and the paired test
+    # resample the benchmark's units (``unit``), DiffRow.mcnemar_p became test_p.
+    schema_version: int = 3
     benchmark: str = "safepyramid"
     dataset: str = ""
     content_hash: str = ""
@@ -117,6 +138,8 @@ class ComparisonSummary(BaseModel):
     baseline: str
     n_boot: int
     seed: int
+    #: What every interval and paired test resamples: the benchmark's unit (``BenchmarkKind.unit``).
+    unit: str = "conversation"
     cap_aware: bool = False
     variants: list[VariantResult]
     diffs: list[DiffRow] = Field(default_factory=list)

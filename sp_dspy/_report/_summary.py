@@ -11,7 +11,7 @@ from typing import Any
 
 from .._benchmarks import benchmark_kind, kind_of_cases
 from .._data._schema import Case
-from .._errors import ConfigError
+from .._errors import ConfigError, DataError
 from .._metrics import ResultSet, ScoreReport, compare_cells, read_result_files, resolve_records, score
 from .._metrics._official import LEVELS, Breakdown, grouped
 from ._cases import ViewedRun, cases_document
@@ -52,54 +52,69 @@ def honesty_notes(
         notes.append(
             "No confidence intervals were computed (--n-boot 0): every difference is a point estimate."
         )
+    # A caveat that applies to several variants is said once, naming them all.
+    per_variant: dict[str, list[str]] = {}
+
+    def said(label: str, message: str) -> None:
+        per_variant.setdefault(message, []).append(label)
+
     for entry in variants:
-        lm = str(entry.settings.get("lm", ""))
-        if "smollm" in (entry.model or "").lower() or "smollm" in entry.label.lower():
-            notes.append(
-                f"{entry.label}: {entry.model or 'a SmolLM model'} is a 135M-parameter local model;"
-                " this run is a plumbing check, not a guard. Its scores say nothing about guarding quality."
+        if entry.small_local:
+            said(
+                entry.label,
+                "SmolLM2-135M is a 135M-parameter local model; a run on it is a plumbing check, not a guard."
+                " Its scores say nothing about guarding quality (not shown beside the published leaderboard).",
             )
-        if entry.model == "fake" or lm.startswith("fake/") or lm == "fake":
-            notes.append(
-                f"{entry.label}: the scripted fake LM produced these results; they test the pipeline, not a model."
+        if entry.fake_lm:
+            said(
+                entry.label,
+                "the scripted fake LM produced these results; they test the pipeline, not a model"
+                " (not shown beside the published leaderboard).",
             )
         if entry.protocol == "per-rule" and entry.layout not in (None, "official"):
-            notes.append(
-                f"{entry.label}: per-rule with the cache-friendly layout ({entry.layout}), not the"
-                " official per-rule protocol; published per-rule figures are not directly comparable."
+            said(
+                entry.label,
+                f"per-rule with the cache-friendly layout ({entry.layout}), not the"
+                " official per-rule protocol; published per-rule figures are not directly comparable.",
             )
         total = entry.cells["ALL"]
         if (excluded := total.excluded_pct) > HIGH_EXCLUSION:
-            notes.append(
-                f"{entry.label}: {excluded:g}% of cases were excluded (refused, unparseable, errored or"
-                " missing); its RMR describes only the remaining cases."
+            said(
+                entry.label,
+                f"{excluded:g}% of cases were excluded (refused, unparseable, errored or"
+                " missing); its RMR describes only the remaining cases.",
             )
         if other := sorted(h for h in entry.dataset_hashes if content_hash and h != content_hash):
-            notes.append(
-                f"{entry.label}: its run manifest names another dataset (sha256 {other[0][:12]}…) than the"
-                f" one scored here ({content_hash[:12]}…)."
+            said(
+                entry.label,
+                f"its run manifest names another dataset (sha256 {other[0][:12]}…) than the"
+                f" one scored here ({content_hash[:12]}…).",
             )
         if unknown := entry.score.get("unknown_ids", {}).get("count", 0):
-            notes.append(f"{entry.label}: {unknown} result id(s) are not in this dataset (wrong --dataset?).")
+            said(entry.label, f"{unknown} result id(s) are not in this dataset (wrong --dataset?).")
         if bad := entry.score.get("bad_lines", 0):
-            notes.append(f"{entry.label}: {bad} malformed result line(s) were skipped.")
+            said(entry.label, f"{bad} malformed result line(s) were skipped.")
         if 0 < (coverage := total.cost_coverage) < 100:
-            notes.append(f"{entry.label}: only {coverage:g}% of its cases reported a dollar cost.")
+            said(entry.label, f"only {coverage:g}% of its cases reported a dollar cost.")
         if read := total.cache_read_tokens:
-            notes.append(
-                f"{entry.label}: {read:,} prompt tokens were read from the provider's prompt cache; their dollars"
-                " are at its cache-read rate."
+            said(
+                entry.label,
+                f"{read:,} prompt tokens were read from the provider's prompt cache; their dollars"
+                " are at its cache-read rate.",
             )
         if hits := total.cache_hits:
-            notes.append(
-                f"{entry.label}: {hits} of {total.lm_calls} LM answers came from the response cache; their tokens"
-                " and dollars are counted as when first produced."
+            said(
+                entry.label,
+                f"{hits} of {total.lm_calls} LM answers came from the response cache; their tokens"
+                " and dollars are counted as when first produced.",
             )
         if batched := total.batched:
-            notes.append(
-                f"{entry.label}: {batched} of {total.lm_calls} LM answers came from the provider's batch API"
-                " (--batch); their dollars are at its batch rate."
+            said(
+                entry.label,
+                f"{batched} of {total.lm_calls} LM answers came from the provider's batch API"
+                " (--batch); their dollars are at its batch rate.",
             )
+    notes += [f"{', '.join(labels)}: {message}" for message, labels in per_variant.items()]
     return notes
 
 
@@ -215,12 +230,15 @@ def build_summary(
     # The cases' kind, not the flag: PKU metrics need PKU's gold labels (safe, severity).
     kind = kind_of_cases(cases)
     by: Breakdown = (kind or benchmark_kind(benchmark)).breakdown
+    unit = (kind or benchmark_kind(benchmark)).unit
     loaded = []
     for label, paths in variants:
         if not paths:
             raise ConfigError(f"report: variant {label or '(unlabelled)'} has no result files")
         files = [str(p) for p in paths]
-        results = read_result_files(files, skip_bad_lines=skip_bad_lines)
+        results = read_result_files(files, skip_bad_lines=skip_bad_lines, allow_empty=False)
+        if not results.records and not results.judgments:  # a page of 100% excluded would hide a wrong file
+            raise DataError(f"{', '.join(files)}: no result records to show (lines of other kinds only)")
         report = score(
             cases,
             results,
@@ -230,6 +248,7 @@ def build_summary(
             n_boot=n_boot,
             all_ids=all_ids,
             by=by,
+            unit=unit,
         )
         loaded.append((label, files, results, report))
     labels = assign_labels([(label, files, results, report.mode) for label, files, results, report in loaded])
@@ -249,20 +268,21 @@ def build_summary(
             continue
         compared = compare_cells(
             cases, records[chosen], records[label], cap_aware=cap_aware, n_boot=n_boot, seed=seed,
-            excluded_wrong=False, by=by,
+            excluded_wrong=False, by=by, unit=unit,
         )  # fmt: skip
         for cell, comparison in compared.items():
-            paired, test = comparison.paired, comparison.mcnemar
+            paired, test = comparison.paired, comparison.test
             diffs.append(
                 DiffRow(
                     label=label,
                     baseline=chosen,
                     cell=cell,
                     n_pairs=paired.n_pairs,
+                    n_units=paired.n_units,
                     diff=paired.diff,
                     ci=paired.ci,
                     ci_note=paired.ci_note,
-                    mcnemar_p=round(test.p_value, 4) if test.n_pairs else None,
+                    test_p=test.p_value if test.n_pairs else None,
                     variant_only_exact=test.b_only,
                     baseline_only_exact=test.a_only,
                 )
@@ -283,6 +303,7 @@ def build_summary(
         baseline=chosen,
         n_boot=n_boot,
         seed=seed,
+        unit=unit,
         cap_aware=cap_aware,
         variants=built,
         diffs=diffs,

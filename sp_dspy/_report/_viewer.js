@@ -22,7 +22,7 @@
   function view(D) {
     var S = D.S, C = D.cases, R = D.res, RUNS = D.runs, NR = RUNS.length, BASE = D.baseline;
     var PAGE = 100;
-    var LEVELS = D.breakdown === "level", TAGS = D.breakdown === "tag";
+    var LEVELS = D.breakdown === "level", TAGS = D.breakdown === "tag", DOMAINS = D.domains !== false;
     var OUTCOMES = [["", "any outcome"], ["x", "exact match"], ["t", "within tolerance"],
       ["w", "beyond tolerance"], ["fp", "has a false positive"], ["fn", "has a false negative"],
       ["e", "excluded"]];
@@ -34,6 +34,54 @@
       lv: "", d: "", tg: "", facts: {}, run: others.length ? others[0] : BASE, o: "", m: "", et: "",
       b: others.length ? others[0] : -1, pair: "", q: "", sort: "", dir: 1, shown: PAGE, open: {}
     };
+    // The view in the page's URL fragment (#o=fn&pair=lost&case=priv-101-l0): a link opens the
+    // same filters, sort and open cases. Only what differs from the first view is written.
+    var KEYS = ["lv", "d", "tg", "run", "o", "m", "et", "b", "pair", "q", "sort", "dir"];
+    var NUMERIC = {run: 1, b: 1, dir: 1};
+    var FIRST = {};
+    KEYS.forEach(function (key) { FIRST[key] = state[key]; });
+    function writeHash() {
+      var parts = [];
+      KEYS.forEach(function (key) {
+        if (state[key] !== FIRST[key]) parts.push(key + "=" + encodeURIComponent(String(state[key])));
+      });
+      for (var name in state.facts) {
+        if (state.facts[name]) parts.push("f." + encodeURIComponent(name) + "=" + encodeURIComponent(state.facts[name]));
+      }
+      var open = Object.keys(state.open).map(function (i) { return encodeURIComponent(C[+i].id); });
+      if (open.length) parts.push("case=" + open.join(","));
+      var hash = parts.length ? "#" + parts.join("&") : "";
+      if (hash === (location.hash === "#" ? "" : location.hash)) return;
+      try {
+        history.replaceState(null, "", hash || location.pathname + location.search);
+      } catch (error) {
+        location.replace(hash || "#");
+      }
+    }
+    function readHash() {
+      var text = location.hash.replace(/^#/, "");
+      if (!text) return;
+      var index = {};
+      C.forEach(function (c, i) { index[c.id] = i; });
+      text.split("&").forEach(function (part) {
+        var at = part.indexOf("=");
+        if (at < 0) return;
+        var key = decodeURIComponent(part.slice(0, at)), raw = part.slice(at + 1), value = decodeURIComponent(raw);
+        if (key === "case") {
+          raw.split(",").forEach(function (id) { id = decodeURIComponent(id); if (id in index) state.open[index[id]] = 1; });
+        } else if (key.indexOf("f.") === 0) {
+          state.facts[key.slice(2)] = value;
+          setControl("fact-" + key.slice(2), value);
+        } else if (KEYS.indexOf(key) >= 0) {
+          state[key] = NUMERIC[key] ? +value : value;
+          setControl(key, value);
+        }
+      });
+    }
+    function setControl(key, value) {
+      var control = controls.querySelector('[data-filter="' + key.replace(/["\\]/g, "\\$&") + '"]');
+      if (control) control.value = value;
+    }
 
     function el(tag, cls, text) {
       var e = document.createElement(tag);
@@ -203,7 +251,7 @@
       });
       add(controls, search);
       if (LEVELS) select("Level", values(distinct(function (c) { return [c.lv]; }), "all levels"), "lv", function (v) { state.lv = v; });
-      select("Domain", values(distinct(function (c) { return [c.d]; }), "all domains"), "d", function (v) { state.d = v; });
+      if (DOMAINS) select("Domain", values(distinct(function (c) { return [c.d]; }), "all domains"), "d", function (v) { state.d = v; });
       if (TAGS) select("Tag", values(distinct(function (c) { return c.tg; }), "all tags"), "tg", function (v) { state.tg = v; });
       D.facts.forEach(function (name) {
         var seen = distinct(function (c) { return (c.f || {})[name]; });
@@ -237,7 +285,7 @@
     var table = el("table", "cv-list"), thead = el("thead"), tbody = el("tbody"), more = el("button", "cv-more");
     var columns = [["id", "Case", "id"]];
     if (LEVELS) columns.push(["lv", "Level", "lv"]);
-    columns.push(["d", "Domain", "d"]);
+    if (DOMAINS) columns.push(["d", "Domain", "d"]);
     if (TAGS) columns.push(["tg", "Tags", ""]);
     D.facts.forEach(function (name) { columns.push(["f:" + name, name, ""]); });
     columns.push(["g", "Gold", "g"]);
@@ -293,6 +341,7 @@
         (chosen.length > upto ? "; showing the first " + upto : "");
       more.style.display = chosen.length > upto ? "" : "none";
       more.textContent = "Show " + Math.min(PAGE, chosen.length - upto) + " more";
+      writeHash();
     }
     function toggle(row, i) {
       if (state.open[i]) {
@@ -305,6 +354,7 @@
         row.classList.add("cv-open");
         tbody.insertBefore(detailRow(i), row.nextSibling);
       }
+      writeHash();
     }
 
     // ---- one case ----
@@ -396,7 +446,7 @@
     function detail(i) {
       var c = C[i], box = el("div", "cv-case"), facts = [["gold rules", c.g.length ? c.g.join(", ") : "none"]];
       if (LEVELS) facts.push(["level", c.lv]);
-      facts.push(["domain", c.d]);
+      if (DOMAINS) facts.push(["domain", c.d]);
       if (c.tg) facts.push(["tags", c.tg.join(", ")]);
       for (var name in c.f || {}) facts.push([name, c.f[name].join(", ")]);
       add(box, el("h4", null, c.id), dl(facts));
@@ -418,6 +468,7 @@
     }
 
     buildControls();
+    readHash();
     buildHead();
     more.type = "button";
     more.addEventListener("click", function () { state.shown += PAGE; render(); });

@@ -17,7 +17,8 @@ import re
 from functools import cache
 from importlib import resources
 
-from ._html_tables import esc, num
+from .._metrics._pvalues import format_p
+from ._html_tables import esc
 from ._model import ComparisonSummary
 
 CSS = """
@@ -80,8 +81,8 @@ def read_data_block(block: str) -> object:
 
 
 def _paired(summary: ComparisonSummary) -> str:
-    """Each variant against the baseline over all cases: the paired differences and McNemar's
-    test, as the report's differences table and ``compare`` give them."""
+    """Each variant against the baseline over all cases: the paired differences and the paired
+    randomization test, as the report's differences table and ``compare`` give them."""
     rows = []
     for diff in summary.diffs_for("ALL"):
         parts = []
@@ -94,9 +95,9 @@ def _paired(summary: ComparisonSummary) -> str:
                 text += f" ({diff.ci_note})"
             parts.append(f"{name} {esc(text)}")
         test = (
-            "McNemar –"
-            if diff.mcnemar_p is None
-            else f"McNemar p = {num(diff.mcnemar_p, 4)} ({diff.variant_only_exact} exact only in "
+            "paired test –"
+            if diff.test_p is None
+            else f"paired test p = {format_p(diff.test_p)} ({diff.variant_only_exact} exact only in "
             f"{esc(diff.label)}, {diff.baseline_only_exact} only in {esc(diff.baseline)})"
         )
         rows.append(

@@ -8,12 +8,13 @@ each call's output limit, priced at the run's rate) and settles at what its reco
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sp_dspy.programs import NativePerPolicy, NativePerRule, OfficialPerPolicy, OfficialPerRule
+from sp_dspy.programs import is_raw_program
 
 from .._budget import (
     NO_ERROR_LIMIT,
@@ -29,8 +30,7 @@ from .._budget import (
 from .._data import Case
 from .._lm import LMConfig, import_dspy
 from .._pricing import Pricing, message_text, prompt_bound
-from .._protocol import per_policy_messages, per_rule_messages
-from ._cost import run_pricing
+from ._cost import raw_request, run_pricing
 from ._engine import Record
 from ._units import units_of
 
@@ -44,10 +44,8 @@ GUARD_TEMPLATE_TOKENS = 1024
 
 def unit_worst_case(program: Any, protocol: str, pricing: Pricing) -> Callable[[Any], Reservation]:
     """The reservation of one unit of ``program`` (a case, or a ``(case, target)`` judgment per-rule)."""
-    if isinstance(program, OfficialPerPolicy | OfficialPerRule):
-        return lambda unit: worst_case(pricing, _official_bound(program, unit))
-    if isinstance(program, NativePerPolicy | NativePerRule):
-        return lambda unit: worst_case(pricing, _guard_format_bound(program, unit))
+    if is_raw_program(program):
+        return lambda unit: _raw_worst_case(program, unit, pricing)
     bound = _dspy_bound(program, protocol)
     return lambda unit: worst_case(pricing, bound(unit), attempts=ADAPTER_ATTEMPTS)
 
@@ -68,29 +66,17 @@ def case_worst_case(program: Any, protocol: str, pricing: Pricing) -> Callable[[
     return of_case
 
 
-def _official_bound(program: Any, unit: Any) -> int:
-    """The prompt bound of one official-baseline unit: its exact messages."""
-    if isinstance(unit, tuple):
-        case, target = unit
-        messages = per_rule_messages(case, target, layout=program.layout)
-    else:
-        messages = per_policy_messages(unit)
-    return prompt_bound("\n".join(message["content"] for message in messages), len(messages))
-
-
-def _guard_format_bound(program: NativePerPolicy | NativePerRule, unit: Any) -> int:
-    """The prompt bound of one unit of a guard model's own format: its exact messages, and the body
-    settings its chat template renders into the prompt with the template's own text."""
-    if isinstance(program, NativePerRule):
-        case, target = unit
-        sent = program.request_for(case, target)
-    else:
-        sent = program.request_for(unit)
-    text = message_text(None, sent.messages)
-    bound = prompt_bound(text, len(sent.messages))
-    if sent.body:
-        bound += prompt_bound(json.dumps(sent.body, ensure_ascii=False), 0) + GUARD_TEMPLATE_TOKENS
-    return bound
+def _raw_worst_case(program: Any, unit: Any, pricing: Pricing) -> Reservation:
+    """One unit of a program sending its own messages (the official baselines, a guard model's format):
+    their bound, with the body settings a guard model's chat template renders into the prompt beside
+    its own text, and the call's own output limit where its format sets one (a guard model's few tokens)."""
+    messages, body, settings = raw_request(program, unit)
+    bound = prompt_bound(message_text(None, messages), len(messages))
+    if body:
+        bound += prompt_bound(json.dumps(body, ensure_ascii=False), 0) + GUARD_TEMPLATE_TOKENS
+    limit = settings.get("max_tokens")
+    priced = pricing if not limit else dataclasses.replace(pricing, output_limit=int(limit))
+    return worst_case(priced, bound)
 
 
 def _dspy_bound(program: Any, protocol: str) -> Callable[[Any], int]:
@@ -127,9 +113,11 @@ def _dspy_bound(program: Any, protocol: str) -> Callable[[Any], int]:
     return judgment
 
 
-def record_spend(record: Record | None, calls: int, pricing: Pricing) -> Spend:
+def record_spend(
+    record: Record | None, calls: int, pricing: Pricing, *, replays_count: bool = False
+) -> Spend:
     """What a unit's record says its calls used (``None``: nothing); a replayed answer paid nothing now,
-    and the caps count what a run pays."""
+    and the caps count what a run pays (``replays_count``: at its price, as an experiment counts)."""
     usage = None if record is None else record.usage
     prompt = 0 if usage is None else usage.prompt_tokens
     completion = 0 if usage is None else usage.completion_tokens
@@ -158,9 +146,11 @@ class UnitAdmission:
             if self.ledger.exhausted:  # once a cap is met the run takes no further unit, small or not
                 raise BudgetExceeded(f"{self.ledger.refused_by} reached")
             worst = self.worst(unit)
-            with self.ledger.admitted("task", worst) as admission:
+            async with self.ledger.aadmitted("task", worst) as admission:
                 record = await work(unit)
-                admission.used = record_spend(record, worst.calls, self.pricing)
+                admission.used = record_spend(
+                    record, worst.calls, self.pricing, replays_count=self.ledger.replays_count
+                )
                 return record
 
         return admitted
@@ -174,6 +164,9 @@ def run_admission(
     if not caps.any and parent is None:
         return None
     pricing = run_pricing(program, protocol, lm_config)
-    require_prices(caps, {lm_config.model: pricing})
     ledger = Ledger(caps, parent=parent, max_lm_errors=NO_ERROR_LIMIT)  # failing LMs: EarlyStop
+    scope: Ledger | None = ledger
+    while scope is not None:  # the job's caps need what the run's own do: prices, an output limit
+        require_prices(scope.caps, {lm_config.model: pricing})
+        scope = scope.parent
     return UnitAdmission(ledger, pricing, unit_worst_case(program, protocol, pricing))

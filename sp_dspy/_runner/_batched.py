@@ -83,4 +83,5 @@ def send_by_batch(
         console=console,
         resume_hint=f"--resume --run-id {paths.run_id}",
         retry_errors=retry_errors,
+        resubmit=config.resubmit,
     )  # fmt: skip

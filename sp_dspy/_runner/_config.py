@@ -53,6 +53,7 @@ class EvalConfig(BaseModel):
     resume: bool = False
     caps: BudgetCaps = Field(default_factory=BudgetCaps)  # --max-calls, --max-total-tokens, --max-usd
     batch: bool = False  # --batch: every request through the provider's batch API, at its rate
+    resubmit: bool = False  # --resubmit: send again a batch being created at a kill that cannot be matched
 
 
 def build_eval_config(flags: dict[str, Any], run_config: Path | None = None) -> EvalConfig:

@@ -17,6 +17,7 @@ from .._budget import Spend, projected
 from .._data import Case
 from .._lm import LMConfig
 from .._lm._prompt_cache import minimum_tokens
+from .._lm._rate import limit_bound_s
 from .._pricing import (
     PROMPT_SAMPLE,
     Pricing,
@@ -50,6 +51,9 @@ class EvalPlan(BaseModel):
     #: Prompt tokens the provider's prompt cache could serve (a stable prefix reused), and the USD that saves.
     cache_read_tokens: int = 0
     cache_saved_usd: float | None = None
+    #: Seconds the calls take at least under the model's known limits (``--rpm``, ``--tpm``); None: unknown.
+    limit_bound_s: float | None = None
+    limits: str = ""  # the limits it is bound by, as the user gave them
 
 
 def _is_official(program: Any) -> bool:
@@ -57,18 +61,26 @@ def _is_official(program: Any) -> bool:
     return is_raw_program(program)
 
 
-def official_prompt_tokens(program: Any, unit: Any) -> int:
-    """Estimated prompt tokens of one official-baseline unit: its exact messages / 4."""
+def raw_request(program: Any, unit: Any) -> tuple[list[dict[str, str]], dict[str, Any], dict[str, Any]]:
+    """The exact messages of one unit of a program sending its own (the official baselines, a guard
+    model's format), the body fields sent beside them and the call's own settings (a guard format's
+    ``chat_template_kwargs`` and ``max_tokens``)."""
     if isinstance(program, NativePerRule):
         case, target = unit
-        messages = program.request_for(case, target).messages
-    elif isinstance(program, NativePerPolicy):
-        messages = program.request_for(unit).messages
-    elif isinstance(unit, tuple):
+        request = program.request_for(case, target)
+        return request.messages, request.body, request.settings
+    if isinstance(program, NativePerPolicy):
+        request = program.request_for(unit)
+        return request.messages, request.body, request.settings
+    if isinstance(unit, tuple):
         case, target = unit
-        messages = per_rule_messages(case, target, layout=program.layout)
-    else:
-        messages = per_policy_messages(unit)
+        return per_rule_messages(case, target, layout=program.layout), {}, {}
+    return per_policy_messages(unit), {}, {}
+
+
+def official_prompt_tokens(program: Any, unit: Any) -> int:
+    """Estimated prompt tokens of one official-baseline unit: its exact messages / 4."""
+    messages, _, _ = raw_request(program, unit)
     return estimate_tokens("\n".join(message["content"] for message in messages))
 
 
@@ -139,6 +151,12 @@ def plan_eval(
         protocol=protocol,
         cases=len(cases),
         estimate=estimate,
+        limit_bound_s=limit_bound_s(estimate.calls, estimate.tokens, rpm=lm_config.rpm, tpm=lm_config.tpm),
+        limits=", ".join(
+            f"{limit:,} {what}/min"
+            for limit, what in ((lm_config.rpm, "requests"), (lm_config.tpm, "tokens"))
+            if limit
+        ),
         batch_usd=batch_usd,
         priced=pricing.known,
         largest_prompt=largest,

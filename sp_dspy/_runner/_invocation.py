@@ -29,6 +29,7 @@ from .._data._selection import resolved_path
 from .._errors import ConfigError, OutputError
 from .._lm import closing_transports, import_dspy, make_lm
 from .._lm._direct import client_of
+from .._lm._rate import RateWatch
 from .._lm._replicas import display_endpoint
 from .._metrics import ResultSet, score
 from .._provenance import git_commit, package_versions, redacted_argv
@@ -127,6 +128,7 @@ class EvalInvocation:
             self.job.skipped_errors,
         )
         self.work, self.endpoint_requests = _counting(self.job.work, self.lm, self.lm_config)
+        self.rate = RateWatch(client.rate if (client := client_of(self.lm)) is not None else None)
         # Read before this invocation's start entry replaces it: a resumed run's time adds up.
         self.earlier = previous_run(inputs.paths.manifest, self.model) if config.resume else None
         return units
@@ -156,6 +158,7 @@ class EvalInvocation:
                 console=self.console,
                 enabled=show_progress,
                 ledger=None if self.caps is None else self.caps.ledger,
+                rate=self.rate,
             ) as view,  # fmt: skip
         ):
             engine: UnitEngine[Any, Record] = UnitEngine(
@@ -233,6 +236,7 @@ class EvalInvocation:
             outcome.report = score(
                 inputs.cases, outcome.results, per_rule=self.protocol == "per-rule",
                 all_ids={c.id for c in inputs.cases}, by=benchmark_kind(inputs.loaded.benchmark).breakdown,
+                unit=benchmark_kind(inputs.loaded.benchmark).unit,
             )  # fmt: skip
         outcome.errors = self.job.error_summary(outcome.results)
         self.write_manifest(outcome.results)
@@ -271,9 +275,12 @@ class EvalInvocation:
         outcome = self.outcome
         wall_s = time.perf_counter() - self.clock
         started_at = self.started.isoformat(timespec="seconds")
+        limited = self.rate.stats()
         if self.earlier is not None:
             wall_s += self.earlier.wall_s or 0.0
             started_at = self.earlier.started_at
+            limited.rate_limited += self.earlier.rate_limited
+            limited.wait_s += self.earlier.rate_limit_wait_s
         return ModelRun(
             model=self.model,
             lm=self.lm_config.public_dict(),
@@ -288,6 +295,8 @@ class EvalInvocation:
             errors=outcome.errors,
             endpoint_requests={**self.endpoint_requests(), **self.batch_answers},
             transport="direct" if client_of(self.lm) is not None else "dspy",
+            rate_limited=limited.rate_limited,
+            rate_limit_wait_s=round(limited.wait_s, 3),
             # The benchmark's own cells: no level cell for a kind without levels.
             metrics=None if outcome.report is None else dict(outcome.report.cells),
         )

@@ -16,6 +16,7 @@ from rich.progress import (
 )
 
 from .._budget import Ledger, ledger_line
+from .._lm._rate import RateWatch
 from .._run_manifest import RunTotals
 from ._engine import Record
 
@@ -49,6 +50,7 @@ class ProgressView:
         interval: float = PLAIN_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
         ledger: Ledger | None = None,
+        rate: RateWatch | None = None,
     ) -> None:
         self.enabled = enabled
         self.plain = enabled and not console.is_terminal
@@ -57,6 +59,7 @@ class ProgressView:
         self.totals = RunTotals()
         self._interval = interval
         self._ledger = ledger  # a capped run: its spend and reservations against the caps
+        self._rate = rate  # the endpoint's concurrency and rate-limit waits, where known
         self._clock = clock
         self._started = self._last_line = clock()
         self._progress = Progress(
@@ -95,9 +98,10 @@ class ProgressView:
         totals = self.totals
         usage = totals.usage
         dollars = "$ n/a" if usage.cost is None else f"${usage.cost:.4f}"
+        rate = self._rate.describe() if self._rate is not None else ""
         line = (
             f"cases {self.cases_done} | tokens {usage.prompt_tokens:,}+{usage.completion_tokens:,} | "
-            f"{dollars} | errors {totals.errors}"
+            f"{dollars} | errors {totals.errors}" + (f" | {rate}" if rate else "")
         )
         return line if self._ledger is None else f"{line} | {ledger_line(self._ledger)}"
 

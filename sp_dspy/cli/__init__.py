@@ -8,7 +8,6 @@ static table below), so it imports its layers at module level; only what pulls i
 from __future__ import annotations
 
 import importlib
-import io
 import os
 import sys
 from typing import Annotated, Any
@@ -32,7 +31,7 @@ COMMANDS: dict[str, str] = {
     "show": "Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer.",
     "split": "Split a dataset into train/dev/test by conversation (all levels on one side).",
     "compile": "Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact.",
-    "compare": "Compare two result sets on the same cases: paired differences with CIs and McNemar's test.",
+    "compare": "Compare two result sets on the same cases: paired differences with CIs and a paired randomization test.",
     "check": "Check one conversation against a policy with a guard and print the violated rules.",
     "ablate": "Run several guard variants on one LM and the same cases; write summary.json and report.html.",
     "experiment": "Compile guards with several optimizers and seeds and compare each to the official baseline on test.",
@@ -40,6 +39,9 @@ COMMANDS: dict[str, str] = {
     "view": "See a run's cases, or several runs' side by side: outcomes, rules, answers, won and lost cases.",
     "export": "Export results as inspect_ai logs (one per variant) or MLflow runs, scored as `score` scores them.",
     "list-models": "List configured models (configs/models.yaml, ~/.config/sp-dspy, --config) and the built-in ones.",
+    "list-programs": "List the guard programs --program can name, the protocols each runs, and what each is.",
+    "list-benchmarks": "List the benchmarks --benchmark can name: their task, cells and the unit intervals resample.",
+    "runs": "List the runs in an output directory: id, benchmark, protocol, program, model, status, scores, cost, date.",
     "serve": "Serve a model (llama.cpp, vLLM) or, with --guard, a guard over HTTP until Ctrl-C.",
 }
 
@@ -53,13 +55,15 @@ PANELS: dict[str, tuple[str, ...]] = {
         "--framework", "--id", "--failed",
     ),
     "Guard": (
-        "--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants", "--baseline-program", "--scope",
+        "--program", "--guard", "--protocol", "--parser", "--per-rule-layout", "--variants", "--baseline-program",
+        "--scope", "--on-error",
     ),
     "Model": (
         "--lm", "--models", "--config", "--api-base", "--api-key-env", "--temperature", "--max-tokens",
         "--reasoning-effort", "--timeout", "--num-retries", "--no-cache", "--json-schema", "--transport",
         "--show-request",
     ),
+    "Rate limits": ("--rate-limit-timeout", "--no-adaptive", "--rpm", "--tpm"),
     "Optimizer": (
         "--optimizer", "--optimizers", "--seeds", "--seed-lm", "--optimizer-config", "--set", "--top-k", "--prompt-lm", "--prompt-api-base",
         "--prompt-api-key-env", "--reflection-lm", "--reflection-api-base", "--reflection-api-key-env",
@@ -67,16 +71,17 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Budget": ("--max-calls", "--max-total-tokens", "--max-usd", "--dry-run"),
     "Scoring": (
         "--cap-aware", "--per-rule", "--skip-bad-lines", "--no-data-cache", "--n-boot", "--seed", "--baseline",
-        "--label",
+        "--label", "--fail-under",
     ),
     "Run and output": (
-        "--out", "--to", "--mlflow-uri", "--mlflow-experiment", "--force", "--output-dir", "--json", "--run-id", "--resume", "--retry-errors", "--run-config", "--plan",
+        "--out", "--to", "--mlflow-uri", "--mlflow-experiment", "--force", "--output-dir", "--json", "--run-id",
+        "--resume", "--retry-errors", "--resubmit", "--run-config", "--plan",
         "--concurrency", "--quiet", "--verbose", "--log-requests", "--open",
     ),
     "Server": (
         "--backend", "--model", "--port", "--n-ctx", "--n-parallel", "--threads", "--max-model-len",
         "--gpu-memory-utilization", "--tensor-parallel-size", "--chat-template", "--reasoning-parser", "--host", "--auth-token-env", "--request-timeout",
-        "--max-in-flight", "--max-body-kb", "--max-messages", "--max-rules", "--max-batch", "--on-error",
+        "--max-in-flight", "--max-body-kb", "--max-messages", "--max-rules", "--max-batch",
     ),
 }  # fmt: skip
 PANEL_ORDER = tuple(PANELS)
@@ -180,6 +185,19 @@ def _group(
     pass
 
 
+def usage_line(error: Exception) -> str | None:
+    """A usage error (mistyped flag, missing argument) as one line naming the command, its
+    message (with click's suggestion: ``Possible options: --dataset``) and where help is; None
+    for an exception that is not click's."""
+    format_message = getattr(error, "format_message", None)
+    if format_message is None:
+        return None
+    message = str(format_message()).replace("\n", " ").strip()
+    ctx = getattr(error, "ctx", None)
+    command = "sp-dspy" if ctx is None or ctx.parent is None else f"sp-dspy {ctx.info_name}"
+    return f"{command}: {message[:1].lower()}{message[1:]} (see {command} --help)"
+
+
 def main() -> None:
     """Console-script entry point: every ``SpDspyError`` becomes one line and exit 2; SIGTERM
     stops a command as Ctrl-C does (records kept, manifest ``interrupted``), exit 143 vs 130."""
@@ -201,11 +219,12 @@ def main() -> None:
     except typer.Abort:
         sys.exit(1)
     except typer.TyperException as error:  # usage errors (typer's bundled click)
-        show = getattr(error, "show", None)
-        if show is None:
+        line = usage_line(error)
+        if line is None:
             raise
-        shown = io.StringIO()  # the usage error may echo a stray argument: a key pasted by mistake
-        show(file=shown)
-        sys.stderr.write(redact(shown.getvalue()))
+        # One line, like every other refusal; the message may echo a stray argument: a key pasted by mistake.
+        err_console.print(
+            f"[bold red]error:[/bold red] {escape(redact(line))}", highlight=False, soft_wrap=True
+        )
         sys.exit(getattr(error, "exit_code", 2))
     sys.exit(code if isinstance(code, int) else 0)

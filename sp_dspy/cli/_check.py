@@ -264,9 +264,24 @@ def read_conversation(path: Path) -> str | list[Any]:
     return document
 
 
+#: How the model's answer was read, in words no guard user takes for "no violation" (the
+#: record's ``status`` field keeps the short names).
+ANSWER_READ = {
+    "clean": "answer read as the protocol asks",
+    "recovered": "answer read by the lenient parser (not in the protocol's format)",
+    "failed": "answer unreadable",
+    "refused": "the model refused to answer",
+    "error": "the call failed",
+}
+
+
+def answer_read(status: str) -> str:
+    return ANSWER_READ.get(status, f"answer status {status}")
+
+
 def _print_verdict(verdict: Verdict, rule_texts: dict[int, str]) -> None:
     if verdict.violated_rules is None:
-        console.print(f"[bold red]No verdict[/bold red] (status: {escape(visible(verdict.status))})")
+        console.print(f"[bold red]No verdict[/bold red] ({escape(visible(answer_read(verdict.status)))})")
         if verdict.error:
             console.print(f"error: {visible(verdict.error)}", markup=False, highlight=False)
     elif not verdict.violated_rules:
@@ -290,7 +305,7 @@ def _print_verdict(verdict: Verdict, rule_texts: dict[int, str]) -> None:
     cost = "" if usd is None else f", ${usd:.4f}"
     console.print(
         f"[dim]{escape(visible(verdict.program))} ({verdict.protocol}) on {escape(visible(verdict.model))}; "
-        f"status {escape(visible(verdict.status))}; "
+        f"{escape(visible(answer_read(verdict.status)))}; "
         f"{tokens} tokens{cost}[/dim]",
         highlight=False,
     )

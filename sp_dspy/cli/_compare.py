@@ -2,8 +2,9 @@
 
 Per cell of the benchmark's breakdown (SafePyramid's levels, a custom benchmark's tags, none
 for PKU-SafeRLHF) and pooled (``ALL``), over the cases both sides have results for: ``B - A`` with
-paired bootstrap intervals, and McNemar's test on exact match, a case a side excluded
-counting as wrong for it (a guard must not win by declining the hard cases).
+paired bootstrap intervals over the benchmark's units (SafePyramid conversations, PKU-SafeRLHF
+prompts, custom groups), and a paired randomization test of exact match over the same units,
+a case a side excluded counting as wrong for it (a guard must not win by declining the hard cases).
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from pydantic import BaseModel, Field
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
 from .._data._selection import CaseSelection
 from .._errors import ConfigError, DataError
-from .._metrics import read_result_files
 from .._table import FitTable
 from . import _options as opt
 from ._console import console, warn, write_json_report
-from ._dataset import load_for_results
+from ._dataset import load_for_results, read_results
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -33,13 +33,14 @@ if TYPE_CHECKING:
 
 METRIC_LABELS = {"rmr_avg": "RMR", "rmr_exact": "RMR@1.0", "rdr": "RDR"}
 NOTE_PAIRED = (
-    "B - A over the cases both sides scored; 95% paired bootstrap interval (none where too few "
-    "cases are paired for it to be informative); RDR: lower is better."
+    "B - A over the cases both sides scored; 95% paired bootstrap interval resampling whole units "
+    "(both sides the same draws; none where too few units are paired for it to be informative); "
+    "RDR: lower is better."
 )
-NOTE_MCNEMAR = (
-    "McNemar's test on exact match over every compared case; a case a side excluded "
-    "(refused, unparseable, errored) counts as wrong for that side. "
-    "A only: A exact and B not; B only: the reverse."
+NOTE_TEST = (
+    "Exact paired randomization test of exact match: each unit's sign (its cases exact only in B minus "
+    "only in A) flipped at random; a case a side excluded (refused, unparseable, errored) counts as "
+    "wrong for that side. A only: A exact and B not; B only: the reverse."
 )
 
 
@@ -61,7 +62,8 @@ class Comparison(BaseModel):
     #: The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports;
     #: custom: each side's binary view and per-rule scores).
     extra: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_MCNEMAR])
+    unit: str = "conversation"  # what the bootstrap and the test resample (the benchmark's unit)
+    notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_TEST])
 
 
 def compare_results(
@@ -89,10 +91,11 @@ def compare_results(
             "wrong --dataset or result files?"
         )
     kind = kind_of_cases(compared)
-    by = (kind or benchmark_kind(DEFAULT_BENCHMARK)).breakdown
+    chosen = kind or benchmark_kind(DEFAULT_BENCHMARK)
     cells = compare_cells(
-        compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed, by=by
-    )
+        compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed, by=chosen.breakdown,
+        unit=chosen.unit,
+    )  # fmt: skip
     extra = {}
     for side, results in (("A", results_a), ("B", results_b)):
         report = None if kind is None else kind.variant_report(compared, results, cap_aware=cap_aware)
@@ -107,10 +110,11 @@ def compare_results(
         only_b=len(in_b - in_a),
         in_neither=len(cases) - len(in_a | in_b),
         cells=cells,
-        bootstrap={"n_boot": n_boot, "seed": seed, "level": 0.95},
+        bootstrap={"n_boot": n_boot, "seed": seed, "level": 0.95, "unit": chosen.unit},
         cap_aware=cap_aware,
         benchmark=DEFAULT_BENCHMARK if kind is None else kind.name,
         extra=extra,
+        unit=chosen.unit,
     )
 
 
@@ -139,11 +143,11 @@ def compare_command(
     seed: opt.Seed = 0,
     n_boot: opt.NBoot = 1000,
 ) -> None:
-    """Compare two result sets on the same cases: paired differences with CIs and McNemar's test."""
+    """Compare two result sets on the same cases: paired differences with CIs and a paired randomization test."""
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
     paths = [_paths(raw, side) for raw, side in ((results_a, "RESULTS_A"), (results_b, "RESULTS_B"))]
-    sides = [read_result_files(side, skip_bad_lines=skip_bad_lines) for side in paths]
+    sides = [read_results(side, skip_bad_lines=skip_bad_lines) for side in paths]
     select = CaseSelection(
         level=level, domain=domain, split=split, limit=limit, start_idx=start_idx, shard=shard
     )
@@ -196,7 +200,7 @@ def _present(comparison: Comparison) -> list[str]:
 
 def metrics_table(comparison: Comparison) -> Table:
     table = FitTable(title="Paired differences (B - A)", caption=NOTE_PAIRED)
-    for column in ("Cell", "Metric", "N", "A", "B", "B - A", "95% CI"):
+    for column in ("Cell", "Metric", "N", "Units", "A", "B", "B - A", "95% CI"):
         table.add_column(column, justify="left" if column in ("Cell", "Metric") else "right", no_wrap=True)
     for name in _present(comparison):
         paired = comparison.cells[name].paired
@@ -204,20 +208,31 @@ def metrics_table(comparison: Comparison) -> Table:
             ci = paired.ci.get(metric)
             interval = (paired.ci_note or "-") if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
             values = (_num(paired.a[metric]), _num(paired.b[metric]), _num(paired.diff[metric], "+.2f"))
-            table.add_row(name if metric == "rmr_avg" else "", label, str(paired.n_pairs), *values, interval)
+            counts = (str(paired.n_pairs), str(paired.n_units))
+            table.add_row(name if metric == "rmr_avg" else "", label, *counts, *values, interval)
     return table
 
 
-def mcnemar_table(comparison: Comparison) -> Table:
-    table = FitTable(title="McNemar's test on exact match (RMR@1.0)", caption=NOTE_MCNEMAR)
-    columns = ("Cell", "N", "A excl.", "B excl.", "A only", "B only", "p-value", "Test")
+def test_table(comparison: Comparison) -> Table:
+    from .._metrics import format_p, paired_test_name
+
+    title = f"Exact match (RMR@1.0): {paired_test_name(comparison.unit)}"
+    table = FitTable(title=title, caption=NOTE_TEST)
+    columns = ("Cell", "N", "Units", "A excl.", "B excl.", "A only", "B only", "p-value")
     for column in columns:
         table.add_column(column, justify="left" if column == "Cell" else "right")
     for name in _present(comparison):
         cell = comparison.cells[name]
-        result = cell.mcnemar
-        counts = (cell.n, cell.a["excluded"], cell.b["excluded"], result.a_only, result.b_only)
-        table.add_row(name, *map(str, counts), f"{result.p_value:.4g}", result.method)
+        result = cell.test
+        counts = (
+            cell.n,
+            result.n_units,
+            cell.a["excluded"],
+            cell.b["excluded"],
+            result.a_only,
+            result.b_only,
+        )
+        table.add_row(name, *map(str, counts), format_p(result.p_value))
     return table
 
 
@@ -231,7 +246,7 @@ def _print(comparison: Comparison) -> None:
         highlight=False,
     )
     console.print(metrics_table(comparison))
-    console.print(mcnemar_table(comparison))
+    console.print(test_table(comparison))
     if comparison.extra:
         table = benchmark_kind(comparison.benchmark).report_terminal(list(comparison.extra.items()))
         if table is not None:

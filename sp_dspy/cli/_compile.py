@@ -110,7 +110,18 @@ class SamplingFlags:
     reasoning_effort: lmo.ReasoningEffort = None
     timeout: lmo.Timeout = None
     num_retries: lmo.NumRetries = None
+    rate_limit_timeout: lmo.RateLimitTimeout = None
+    no_adaptive: lmo.NoAdaptive = False
     json_schema: lmo.JsonSchema = False
+
+    def overrides(self) -> dict[str, Any]:
+        """The ``LMConfig`` fields these flags set (``None``: keep the model's)."""
+        changes = {name: value for name, value in vars(self).items() if name != "no_adaptive"}
+        return {
+            **changes,
+            "json_schema": self.json_schema or None,
+            "adaptive": False if self.no_adaptive else None,
+        }
 
 
 @dataclass
@@ -196,7 +207,7 @@ def _lms(
     cache = False if no_cache else None
     task = lmo.lm_configs(
         lm, None, config, default=lm, api_base=api_base, api_key_env=api_key_env, cache=cache,
-        **{**vars(sampling), "json_schema": sampling.json_schema or None},
+        **sampling.overrides(),
     )[0]  # fmt: skip
 
     def helper_lm(spec: str | None, flag: str, base: str | None, key_env: str | None) -> LMConfig | None:

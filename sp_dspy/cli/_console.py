@@ -33,6 +33,17 @@ def warn(message: str, *, on: Console | None = None) -> None:
     (on or err_console).print(f"warning: {visible(message)}", markup=False, highlight=False, soft_wrap=True)
 
 
+def check_target(path: Path | str | None, option: str) -> None:
+    """Refuse, before any work, an output file whose folder does not exist (or is not a folder):
+    a report computed for minutes must not be lost at the write."""
+    if path is None or str(path) == "-":
+        return
+    folder = Path(path).expanduser().parent
+    if not folder.is_dir():
+        what = "is not a directory" if folder.exists() else "does not exist"
+        raise ConfigError(f"{option} {path}: the directory {folder} {what} (create it first)")
+
+
 def write_json_report(json_out: str, document: str) -> Path:
     """Write a ``--json`` document to its file (not ``-``); a failure is one ``ConfigError`` line."""
     target = Path(json_out)

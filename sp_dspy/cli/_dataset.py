@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._benchmarks import DEFAULT_BENCHMARK, load_benchmark
+from .._benchmarks import DEFAULT_BENCHMARK, dataset_kind, load_benchmark
 from .._data import filter_cases
 from .._data._recorded import RecordedData, check_results_belong, recorded_data
 from .._errors import DataError
+from .._metrics import read_result_files
 from ._console import err_console
 
 if TYPE_CHECKING:
@@ -31,6 +32,27 @@ class ScoredData:
     cases: list[Case]
     described: str
     note: str | None = None
+
+
+def read_results(
+    paths: Sequence[Path | str], *, skip_bad_lines: bool = False, allow_empty: bool = True
+) -> ResultSet:
+    """``read_result_files``, but a dataset given where results belong is named as one
+    (``X is a SafePyramid dataset, not a results file``) instead of failing at its first line
+    or, for a custom dataset whose rows carry ids and rules, being scored as answers."""
+    for raw in paths:
+        path = Path(raw)
+        if path.name == "manifest.json":
+            raise DataError(
+                f"{path}: is a run manifest, not a results file: give the results_*.jsonl beside it"
+            )
+        kind = dataset_kind(path)
+        if kind is not None:
+            raise DataError(
+                f"{path}: is a {kind.title} dataset, not a results file: give it as --dataset, "
+                "and as RESULTS the results_*.jsonl a run wrote"
+            )
+    return read_result_files(paths, skip_bad_lines=skip_bad_lines, allow_empty=allow_empty)
 
 
 def load_for_results(

@@ -12,15 +12,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
+from .._errors import ConfigError
 from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache, key_for
 from .._metrics import JudgmentRecord
+from .._metrics._gate import EXIT_BELOW_THRESHOLD
 from .._runner import EvalPlan, build_eval_config, first_request, new_run_id, plan_run, run_eval
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
 from ._export import MlflowFlags, mlflow_log_eval
+from ._fail_under import FailUnder, check_known_cells, meets, parse_fail_under
 
 if TYPE_CHECKING:
     from .._compile import BudgetCaps
@@ -84,6 +87,14 @@ BatchOption = Annotated[
     ),
 ]
 
+ResubmitOption = Annotated[
+    bool,
+    typer.Option(
+        "--resubmit",
+        help="With --batch --resume: send again the requests of a batch the run was creating when it "
+        "stopped, when the provider cannot tell whether it was created (it may pay them twice).",
+    ),
+]
 ParserOption = Annotated[str, typer.Option("--parser", help="strict (official) or robust.")]
 ConcurrencyOption = Annotated[int, typer.Option("--concurrency", min=1, help="LM calls in flight.")]
 OutputDirOption = Annotated[Path, typer.Option("--output-dir", help="Where results go.")]
@@ -114,15 +125,18 @@ def eval_command(
     show_request: ShowRequestOption = False,
     log_requests: opt.LogRequests = False,
     batch: BatchOption = False,
+    resubmit: ResubmitOption = False,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
+    fail_under: FailUnder = None,
     mlflow: MlflowFlags = MlflowFlags(),
 ) -> None:
     """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.
 
     Exit status: 0 every unit answered; 2 bad input, an error, or a run stopped early on a
     failure retrying cannot fix (key, model, address); 3 some units ended in error, or a
-    budget cap stopped the run; 130 Ctrl-C, 143 SIGTERM (finished units kept: --resume continues).
+    budget cap stopped the run; 4 every unit answered but a --fail-under threshold is not met;
+    130 Ctrl-C, 143 SIGTERM (finished units kept: --resume continues).
     """
     configs = lmo.lm_configs(lm, models, config, default=lmo.LOCAL, **lm_flags.overrides())
     local_default = (
@@ -131,8 +145,8 @@ def eval_command(
     flags = {"data": data.selection(limit=LOCAL_DEFAULT_LIMIT if local_default else data.limit),
              "program": program, "protocol": protocol, "allow_overlap": allow_overlap, "parser": parser,
              "per_rule_layout": per_rule_layout, "concurrency": concurrency, "output_dir": output_dir,
-             "run_id": run_id, "resume": resume, "batch": batch, "caps": caps.caps()}  # fmt: skip
-    settings = build_eval_config(flags, run_config)
+             "run_id": run_id, "resume": resume, "batch": batch, "resubmit": resubmit, "caps": caps.caps()}  # fmt: skip
+    settings, thresholds = _checked(build_eval_config(flags, run_config), fail_under)
     if dry_run:
         for lm_config in configs:  # no local server is started, no LM built
             _print_plan(plan_run(settings, lm_config), settings.caps, window=lmo.context_window(lm_config))
@@ -142,7 +156,20 @@ def eval_command(
         _show_requests(settings, configs)
         return
     _run_models(settings, configs, retry_errors=retry_errors, log_requests=log_requests, quiet=quiet,
-                verbose=verbose, mlflow=mlflow)  # fmt: skip
+                verbose=verbose, mlflow=mlflow, thresholds=thresholds)  # fmt: skip
+
+
+def _checked(settings: EvalConfig, fail_under: list[str] | None) -> tuple[EvalConfig, Any]:
+    """The settings, refused where flags contradict (``--resubmit`` without ``--batch --resume``), and the
+    ``--fail-under`` thresholds, each naming a cell the benchmark has."""
+    thresholds = parse_fail_under(fail_under)
+    if settings.resubmit and not (settings.batch and settings.resume):
+        raise ConfigError(
+            "--resubmit: only with --batch --resume (it sends again the requests of a batch a stopped "
+            "run was creating, when the provider cannot say whether it exists)"
+        )
+    check_known_cells(thresholds, settings.data.benchmark)
+    return settings, thresholds
 
 
 def _ready(
@@ -183,11 +210,12 @@ def _show_requests(settings: EvalConfig, configs: list[LMConfig]) -> None:
 
 def _run_models(
     settings: EvalConfig, configs: list[LMConfig], *, retry_errors: bool, log_requests: bool, quiet: bool,
-    verbose: bool, mlflow: MlflowFlags,
+    verbose: bool, mlflow: MlflowFlags, thresholds: Any,
 ) -> None:  # fmt: skip
-    """Run and print each model in turn; exit 3 when a unit ended in error or a cap stopped a run."""
+    """Run and print each model in turn; exit 3 when a unit ended in error or a cap stopped a run,
+    4 when every unit answered but a ``--fail-under`` threshold is not met."""
     tracking = mlflow.tracking()
-    units_failed = False
+    units_failed, below = False, False
     for lm_config in configs:
         with lmo.lm_session(lm_config) as live:
             if verbose:
@@ -210,8 +238,13 @@ def _run_models(
         if outcome.capped_by:
             raise SystemExit(EXIT_UNFINISHED)
         units_failed = units_failed or outcome.errors.errors > 0
+        if outcome.report is not None:
+            label = live.display_name() if len(configs) > 1 else ""
+            below = not meets(outcome.report, thresholds, label=label) or below
     if units_failed:
         raise SystemExit(EXIT_UNFINISHED)
+    if below:
+        raise SystemExit(EXIT_BELOW_THRESHOLD)
 
 
 def batch_wire(lm_config: LMConfig) -> Any:
@@ -263,8 +296,21 @@ def _print_plan(plan: EvalPlan, caps: BudgetCaps, *, window: int | None) -> None
             f"repeat a stable prefix the provider's cache can serve{saved} (not subtracted from the USD shown)",
             highlight=False,
         )
+    if plan.limit_bound_s is not None:
+        console.print(
+            f"wall time at the model's rate limits ({plan.limits}): at least "
+            f"{_minutes(plan.limit_bound_s)} (calls wait out rate limits; concurrency adapts to them)",
+            highlight=False,
+        )
     for line in plan.assumptions:
         console.print(f"[dim]assumes: {line}[/dim]")
+
+
+def _minutes(seconds: float) -> str:
+    """``45 s``, ``12.5 min``, ``3.2 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def _print_batched(outcome: Any, lm_config: LMConfig) -> None:
@@ -323,7 +369,13 @@ def _print_outcome(outcome: Any, model: str, *, small: bool, verbose: bool, wind
             f"[yellow]stopped at {flag}[/yellow]: spent {spent.calls:,} call(s), {spent.tokens:,} tokens"
             f"{f', ${spent.usd:,.4f}' if spent.usd is not None else ''}; {outcome.units_run} unit(s) written to "
             f"{outcome.results_file}; continue with --resume --run-id {outcome.paths.run_id} "
-            f"and a larger {flag} (or none)",
+            f"and a larger {flag} (or none)"
+            + (
+                ""
+                if flag == "--max-calls"
+                else "; a unit starts only when its worst case (its prompt and the model's output limit, "
+                "--max-tokens) fits what the cap leaves"
+            ),
             soft_wrap=True,
         )
         return

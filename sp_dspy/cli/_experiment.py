@@ -18,6 +18,7 @@ from .._data import parse_ratios
 from .._errors import ConfigError
 from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache
+from .._metrics._pvalues import format_p
 from .._table import FitTable
 from .._yaml_lines import read_yaml_mapping
 from . import _lm_options as lmo
@@ -332,7 +333,7 @@ def _print_outcome(outcome: ExperimentOutcome) -> None:
             "Δ RMR [95% CI]",
             "Δ RMR@1.0",
             "Δ RDR",
-            "McNemar p",
+            "Paired test p",
             "Compile calls",
             "Test calls",
         ):
@@ -344,7 +345,7 @@ def _print_outcome(outcome: ExperimentOutcome) -> None:
                 _signed(seed.diff.get("rmr_avg"), seed.ci.get("rmr_avg")),
                 _signed(seed.diff.get("rmr_exact")),
                 _signed(seed.diff.get("rdr")),
-                "–" if seed.mcnemar_p is None else f"{seed.mcnemar_p:.4f}",
+                format_p(seed.test_p),
                 f"{seed.compile.get('calls', 0):,}",
                 f"{seed.evaluation.get('calls', 0):,}",
             )

@@ -74,6 +74,33 @@ Timeout = Annotated[float | None, _setting("--timeout", "Seconds per request.", 
 NumRetries = Annotated[
     int | None, _setting("--num-retries", "Retries of transient errors.", "the model's, else 3")
 ]
+RateLimitTimeout = Annotated[
+    float | None,
+    _setting(
+        "--rate-limit-timeout",
+        "Seconds one call may keep meeting rate limits (429, overloaded) before it ends as an error.",
+        "the model's, else 1800",
+    ),
+]
+NoAdaptive = Annotated[
+    bool,
+    typer.Option(
+        "--no-adaptive",
+        help="Keep --concurrency calls in flight instead of adapting to the endpoint's rate limits.",
+    ),
+]
+Rpm = Annotated[
+    int | None,
+    _setting(
+        "--rpm", "The account's requests per minute for this model (--dry-run's wall time).", "the model's"
+    ),
+]
+Tpm = Annotated[
+    int | None,
+    _setting(
+        "--tpm", "The account's tokens per minute for this model (--dry-run's wall time).", "the model's"
+    ),
+]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the response cache.")]
 JsonSchema = Annotated[
     bool, typer.Option("--json-schema", help="Send a JSON-schema response_format (self-hosted servers).")
@@ -100,16 +127,24 @@ class LmFlags:
     reasoning_effort: ReasoningEffort = None
     timeout: Timeout = None
     num_retries: NumRetries = None
+    rate_limit_timeout: RateLimitTimeout = None
+    no_adaptive: NoAdaptive = False
+    rpm: Rpm = None
+    tpm: Tpm = None
     no_cache: NoCache = False
     json_schema: JsonSchema = False
     transport: Transport = None
 
     def overrides(self) -> dict[str, Any]:
         """The ``LMConfig`` fields these flags set (``None``: keep the model's)."""
-        changes = {
-            field.name: getattr(self, field.name) for field in fields(self) if field.name != "no_cache"
+        flags = ("no_cache", "no_adaptive")
+        changes = {field.name: getattr(self, field.name) for field in fields(self) if field.name not in flags}
+        return {
+            **changes,
+            "cache": False if self.no_cache else None,
+            "adaptive": False if self.no_adaptive else None,
+            "json_schema": self.json_schema or None,
         }
-        return {**changes, "cache": False if self.no_cache else None, "json_schema": self.json_schema or None}
 
 
 def with_lm_flags(command: Callable[..., None]) -> Callable[..., None]:

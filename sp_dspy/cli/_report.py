@@ -10,10 +10,9 @@ import typer
 from .._benchmarks import benchmark_kind
 from .._data._selection import CaseSelection
 from .._errors import ConfigError
-from .._metrics import read_result_files
 from . import _options as opt
-from ._console import console, err_console
-from ._dataset import load_for_results
+from ._console import check_target, console, err_console
+from ._dataset import load_for_results, read_results
 
 if TYPE_CHECKING:
     from .._report import ComparisonSummary
@@ -31,7 +30,7 @@ def parse_results(arguments: list[str], labels: list[str]) -> list[tuple[str | N
     """
     variants: list[tuple[str | None, list[Path]]] = []
     for argument in arguments:
-        if Path(argument).is_file():
+        if Path(argument).exists() and not Path(argument).is_dir():  # a device too: the reader says why not
             variants.append((None, [Path(argument)]))
             continue
         label, sep, listed = argument.partition("=")
@@ -47,7 +46,7 @@ def parse_results(arguments: list[str], labels: list[str]) -> list[tuple[str | N
         if not files:
             raise ConfigError(f"RESULTS {argument}: no files after '='")
         for file in files:
-            if not file.is_file():
+            if not file.exists():
                 raise ConfigError(f"RESULTS {label}=...: no such file: {file}")
         variants.append((label.strip(), files))
     unlabelled = [i for i, (label, _) in enumerate(variants) if label is None]
@@ -90,6 +89,8 @@ def report_command(
     """Compare result sets (protocols, programs, models) in one self-contained HTML report."""
     from .._report import render_terminal, write_html
 
+    check_target(out, "--out")
+    check_target(json_out, "--json")
     select = CaseSelection(split=split, limit=limit, start_idx=start_idx, shard=shard)
     summary, skipped = summarise_results(
         results, label or [], baseline, dataset=dataset, benchmark=benchmark, select=select,
@@ -126,10 +127,10 @@ def summarise_results(
     from .._report import build_summary
 
     variants = parse_results(results, labels)
-    # RESULTS is required, and no variant is empty.
-    first = read_result_files(variants[0][1], skip_bad_lines=True)
+    # RESULTS is required, and no variant is empty; every variant must belong to the dataset.
+    sets = [read_results(paths, skip_bad_lines=True) for _, paths in variants]
     data = load_for_results(
-        [paths for _, paths in variants], [first], dataset=dataset, benchmark=benchmark, select=select,
+        [paths for _, paths in variants], sets, dataset=dataset, benchmark=benchmark, select=select,
         lenient=lenient, announce=False,
     )  # fmt: skip
     loaded = data.loaded

@@ -18,10 +18,12 @@ import typer
 from .._benchmarks import benchmark_kind
 from .._data._selection import CaseSelection
 from .._errors import ConfigError
-from .._metrics import read_result_files, score
+from .._metrics import score
+from .._metrics._gate import EXIT_BELOW_THRESHOLD
 from . import _options as opt
 from ._console import console, warn, write_json_report
-from ._dataset import load_for_results
+from ._dataset import load_for_results, read_results
+from ._fail_under import FailUnder, check_known_cells, meets, parse_fail_under
 
 
 def register(app: typer.Typer) -> None:
@@ -53,12 +55,17 @@ def score_command(
     with_evidence: opt.WithEvidence = False,
     seed: opt.Seed = 0,
     n_boot: opt.NBoot = 1000,
+    fail_under: FailUnder = None,
 ) -> None:
-    """Score result JSONL files (per-policy records or per-rule judgments)."""
+    """Score result JSONL files (per-policy records or per-rule judgments).
+
+    Exit status: 0 scored (and every --fail-under met); 2 bad input; 4 a --fail-under threshold not met.
+    """
     if n_boot < 0:
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
+    thresholds = parse_fail_under(fail_under)
 
-    results = read_result_files(files, skip_bad_lines=skip_bad_lines, allow_empty=False)
+    results = read_results(files, skip_bad_lines=skip_bad_lines, allow_empty=False)
     select = CaseSelection(
         level=level, domain=domain, split=split, limit=limit, start_idx=start_idx, shard=shard
     )
@@ -68,6 +75,7 @@ def score_command(
     )  # fmt: skip
     loaded, cases = data.loaded, data.cases
     kind = benchmark_kind(loaded.benchmark)
+    check_known_cells(thresholds, kind.name)
     report = score(
         cases,
         results,
@@ -78,6 +86,7 @@ def score_command(
         n_boot=n_boot,
         all_ids=[c.id for c in loaded.cases],
         by=kind.breakdown,
+        unit=kind.unit,
     )
 
     document_data = report.to_json_dict()
@@ -107,3 +116,5 @@ def score_command(
         warn(f"{report.unknown_ids.count} result id(s) not in the dataset (e.g. {examples})")
     if target is not None:
         console.print(f"Report written to {target}", markup=False, highlight=False)
+    if not meets(report, thresholds):
+        raise SystemExit(EXIT_BELOW_THRESHOLD)

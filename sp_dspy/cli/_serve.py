@@ -447,7 +447,8 @@ def _serve_guard(
                 f"serving guard {service.guard.label} ({service.guard.protocol}) on "
                 f"{live.display_name()} at {url}\n"
                 + (f"budget per process: {capped}\n" if capped else "")
-                + f'  curl{auth} -d \'{{"policy": "1. ...", "messages": [...]}}\' {url}/v1/check\n'
+                + f"  curl{auth} -H 'Content-Type: application/json'"
+                + f' -d \'{{"policy": "1. ...", "messages": [...]}}\' {url}/v1/check\n'
                 f"API description: {url}/openapi.json; press Ctrl-C to stop",
                 highlight=False,
                 soft_wrap=True,

@@ -15,11 +15,11 @@ from rich.table import Table
 
 from .._benchmarks import benchmark_kind
 from .._errors import DataError
-from .._metrics import case_outcomes, classify_failure, read_result_files, resolve_records
+from .._metrics import case_outcomes, classify_failure, resolve_records
 from .._metrics._official import cells_of
 from . import _options as opt
 from ._console import console, visible
-from ._dataset import load_for_results
+from ._dataset import load_for_results, read_results
 
 if TYPE_CHECKING:
     from .._data import Case
@@ -49,7 +49,7 @@ def show_command(
     lenient: opt.Lenient = False,
 ) -> None:
     """Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer."""
-    results = read_result_files(files)
+    results = read_results(files)
     data = load_for_results(
         [files], [results], dataset=dataset, benchmark=benchmark, lenient=lenient, check=False
     )
@@ -133,6 +133,8 @@ def _where(case: Case) -> str:
     cells = cells_of(case.level, case.tags, by)
     if by == "level":
         return " ".join([*cells, case.domain])
+    if by == "tag":  # a custom policy: its tags say where the case counts, its one domain nothing
+        return ", ".join(cells) or "no tag"
     return case.domain + (f" ({', '.join(cells)})" if cells else "")
 
 
@@ -155,7 +157,9 @@ def _print_case(view: _View) -> None:
         table = Table(show_edge=False, pad_edge=False, expand=False)
         for header in ("rule", "gold", "pred", ""):
             table.add_column(header, justify="right" if header == "rule" else "left", no_wrap=True)
-        table.add_column("type", overflow="fold")
+        typed = benchmark_kind(case.benchmark).rule_types  # elsewhere every rule would read "decisive"
+        if typed:
+            table.add_column("type", overflow="fold")
         table.add_column("text", overflow="fold", ratio=1)
         for rule in rules:
             entry = entries.get(rule)
@@ -164,7 +168,7 @@ def _print_case(view: _View) -> None:
                 "yes" if rule in outcome.gt else "-",
                 "?" if rule in undecided else "yes" if rule in outcome.pred else "-",
                 _mark(rule, outcome, undecided),
-                escape(visible(entry.type)) if entry is not None else "",
+                *([escape(visible(entry.type)) if entry is not None else ""] if typed else []),
                 escape(visible(entry.text)) if entry is not None else "(not a rule of this policy)",
             )
         console.print(table)

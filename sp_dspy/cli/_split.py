@@ -9,6 +9,7 @@ import typer
 
 from .._benchmarks import load_benchmark
 from .._data import make_split, parse_ratios
+from .._data._selection import resolved_path
 from . import _options as opt
 from ._console import console
 
@@ -28,7 +29,10 @@ def split(
     """Split a dataset into train/dev/test by conversation (all levels on one side)."""
     parsed = parse_ratios(ratios)
     loaded = load_benchmark(dataset, lenient=lenient, benchmark=benchmark)
-    result = make_split(loaded.cases, seed=seed, ratios=parsed, dataset_hash=loaded.content_hash)
+    result = make_split(
+        loaded.cases, seed=seed, ratios=parsed, dataset_hash=loaded.content_hash, benchmark=loaded.benchmark,
+        dataset=None if dataset is None else resolved_path(dataset),
+    )  # fmt: skip
     result.save(out)
     sizes = ", ".join(f"{name} {len(result.part(name))}" for name in ("train", "dev", "test"))
     console.print(f"wrote {out}: {sizes} cases (seed {seed}, dataset {loaded.content_hash[:12]})")

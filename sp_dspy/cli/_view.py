@@ -10,7 +10,7 @@ import typer
 
 from .._data._selection import CaseSelection
 from . import _options as opt
-from ._console import console, err_console
+from ._console import check_target, console, err_console
 from ._report import print_notes, summarise_results
 
 
@@ -51,6 +51,7 @@ def view_command(
     """
     from .._report import write_html
 
+    check_target(out, "--out")
     select = CaseSelection(split=split, limit=limit, start_idx=start_idx, shard=shard)
     summary, skipped = summarise_results(
         results, label or [], baseline, dataset=dataset, benchmark=benchmark, select=select,
@@ -58,7 +59,7 @@ def view_command(
     )  # fmt: skip
     print_notes(summary, skipped)
     title = f"sp-dspy view: {', '.join(entry.label for entry in summary.variants)}"
-    page = write_html(summary, out, title=title, plots=[])
+    page = write_html(summary, out, title=title, plots=[], command="sp-dspy view")
     console.print(f"Cases view of {summary.n_cases} case(s) written to {page}", markup=False, highlight=False)
     if open_page and not webbrowser.open(page.resolve().as_uri()):
         err_console.print(
