@@ -96,7 +96,7 @@ def sp_dspy_client(settings: dict[str, Any], results: Any) -> None:
     """Child process: ``run_eval`` against the stub, timing the engine phase only."""
     sys.path.insert(0, str(ROOT))
     from sp_dspy._lm import LMConfig, configure_cache
-    from sp_dspy._runner import EvalConfig, _eval
+    from sp_dspy._runner import EvalConfig, _eval, _invocation
     from sp_dspy._runner._engine import UnitEngine
 
     timings: dict[str, float] = {}
@@ -111,7 +111,7 @@ def sp_dspy_client(settings: dict[str, Any], results: Any) -> None:
                 timings["wall_s"] = time.perf_counter() - wall
                 timings["cpu_s"] = time.process_time() - cpu
 
-    _eval.UnitEngine = TimedEngine  # type: ignore[misc]  # time the engine phase only
+    _invocation.UnitEngine = TimedEngine  # type: ignore[misc]  # time the engine phase only
     configure_cache(enabled=False)
     lm_config = LMConfig(
         model="openai/stub",

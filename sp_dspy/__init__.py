@@ -15,15 +15,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_getattr
-
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "sp_dspy._data": ("Benchmark", "Case", "Split", "load_pku", "load_split", "make_split"),
     "sp_dspy._benchmarks": ("BenchmarkKind", "benchmark_kind", "load_benchmark", "register_benchmark"),
-    "sp_dspy._compile": ("compile_guard",),
-    "sp_dspy._runner": ("EvalConfig", "plan_run", "run_eval"),
-    "sp_dspy._lm": ("closing_transports",),
+    "sp_dspy._compile": ("CompileConfig", "compile_guard"),
+    "sp_dspy._runner": ("DataSelection", "EvalConfig", "build_eval_config", "plan_run", "run_eval"),
+    "sp_dspy._ablate": (
+        "AblationPlan",
+        "ExperimentPlan",
+        "build_experiment",
+        "build_plan",
+        "price_experiment",
+        "run_ablation",
+        "run_experiment",
+    ),
+    "sp_dspy._lm": ("LMConfig", "closing_transports"),
     "sp_dspy._guard": ("Guard", "Verdict"),
     "sp_dspy._errors": ("ConfigError", "DataError", "SpDspyError", "validation_problem"),
     "sp_dspy._usage": ("Usage",),
@@ -31,10 +39,18 @@ _MODULES: dict[str, tuple[str, ...]] = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
+    from ._ablate import AblationPlan as AblationPlan
+    from ._ablate import ExperimentPlan as ExperimentPlan
+    from ._ablate import build_experiment as build_experiment
+    from ._ablate import build_plan as build_plan
+    from ._ablate import price_experiment as price_experiment
+    from ._ablate import run_ablation as run_ablation
+    from ._ablate import run_experiment as run_experiment
     from ._benchmarks import BenchmarkKind as BenchmarkKind
     from ._benchmarks import benchmark_kind as benchmark_kind
     from ._benchmarks import load_benchmark as load_benchmark
     from ._benchmarks import register_benchmark as register_benchmark
+    from ._compile import CompileConfig as CompileConfig
     from ._compile import compile_guard as compile_guard
     from ._data import Benchmark as Benchmark
     from ._data import Case as Case
@@ -48,8 +64,11 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._errors import validation_problem as validation_problem
     from ._guard import Guard as Guard
     from ._guard import Verdict as Verdict
+    from ._lm import LMConfig as LMConfig
     from ._lm import closing_transports as closing_transports
+    from ._runner import DataSelection as DataSelection
     from ._runner import EvalConfig as EvalConfig
+    from ._runner import build_eval_config as build_eval_config
     from ._runner import plan_run as plan_run
     from ._runner import run_eval as run_eval
     from ._usage import Usage as Usage

@@ -14,8 +14,8 @@ from typing import Any, NamedTuple, Protocol
 
 from pydantic import BaseModel, Field, model_serializer, model_validator
 
-from ._data._scan import read_regular
 from ._errors import OutputError
+from ._regular import read_regular
 from ._usage import Usage
 
 #: The error class of a prompt over the model's context window (``sp_dspy._lm.classify_error``).

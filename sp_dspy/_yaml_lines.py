@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from ._data._scan import decode_utf8, read_regular
 from ._errors import ConfigError, DataError
+from ._regular import decode_utf8, read_regular
 
 
 def read_yaml_text(path: Path, what: str) -> tuple[Any, str]:

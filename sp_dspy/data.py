@@ -3,6 +3,6 @@
 Importing this builds the case schema only, not the loaders, the benchmark kinds or the runner.
 """
 
-from sp_dspy._data._schema import Case
+from sp_dspy._data import Case
 
 __all__ = ["Case"]

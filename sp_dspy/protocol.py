@@ -7,6 +7,7 @@ contract's bytes), parsers in ``"strict"`` (the reference's) or ``"robust"`` mod
 OpenAI ``response_format`` of each answer for servers that constrain decoding.
 """
 
+from sp_dspy._protocol import parse_policy_output, parse_verdict_output
 from sp_dspy._protocol._parse_models import (
     PARSE_MODES,
     ParseMode,
@@ -15,8 +16,6 @@ from sp_dspy._protocol._parse_models import (
     Status,
     VerdictParse,
 )
-from sp_dspy._protocol._parse_policy import parse_policy_output
-from sp_dspy._protocol._parse_verdict import parse_verdict_output
 from sp_dspy._protocol._prompts import (
     PER_POLICY_SYSTEM_TEMPLATE,
     PER_RULE_SYSTEM_BASE,

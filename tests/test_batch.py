@@ -286,7 +286,7 @@ def test_experiment_dry_run_batch_prices_the_test_evaluations_both_ways(tmp_path
     output = " ".join(invoke([*args, "--dry-run", "--batch"], code=0).output.split())
     assert "USD batched" in output and "(not batched)" in output
     assert "batched USD: the test evaluations at the price map's batch prices" in output
-    from sp_dspy._ablate._experiment import build_experiment, price_experiment
+    from sp_dspy._ablate import build_experiment, price_experiment
 
     settings = {"lm": {"model": "openai/gpt-5-mini"}, "optimizers": ["copro"], "seeds": [1],
                 "ratios": [0.25, 0.25, 0.5], "batch": True}  # fmt: skip
@@ -418,3 +418,32 @@ def test_experiment_batch_on_a_provider_without_a_batch_api_is_one_line_before_a
     error = fails(["experiment", "--out", str(out), "--lm", "fake/instructed", *EXPERIMENT_TINY, "--batch"])
     assert "provider 'fake' has no batch API sp-dspy can use" in error
     assert not out.exists()
+
+
+def test_each_unit_runs_once_per_round_and_every_record_built_is_written(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One round notes the requests, the next answers them: each case's prompt built twice (not once
+    per capture pass and once more to finish), and no record built and thrown away."""
+    from sp_dspy._runner import _units
+    from sp_dspy.programs import _official
+
+    built: list[str] = []
+    recorded: list[str] = []
+    prompts, record = _official.per_policy_messages, _units.policy_record
+
+    def counting_prompts(case: Any) -> Any:
+        built.append(case.id)
+        return prompts(case)
+
+    def counting_records(case: Any, *args: Any, **kwargs: Any) -> Any:
+        recorded.append(case.id)
+        return record(case, *args, **kwargs)
+
+    monkeypatch.setattr(_official, "per_policy_messages", counting_prompts)
+    monkeypatch.setattr(_units, "policy_record", counting_records)
+    out = tmp_path / "out"
+    invoke(eval_args(server.url, out, "--batch"))
+    ids = [case.id for case in SAMPLE[: int(LIMIT)]]
+    assert sorted(built) == sorted(ids * 2) and sorted(recorded) == sorted(ids)
+    assert len(records(out)) == int(LIMIT) and len(server.created) == 1

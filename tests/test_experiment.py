@@ -19,15 +19,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from sp_dspy._ablate._experiment import (
-    LOCK_FILE,
-    ExperimentPlan,
-    build_experiment,
-    caps_left,
-    price_experiment,
-    run_experiment,
-    spent_so_far,
-)
+from sp_dspy._ablate import ExperimentPlan, build_experiment, price_experiment, run_experiment
+from sp_dspy._ablate._experiment import LOCK_FILE, caps_left, spent_so_far
 from sp_dspy._ablate._seeds import SeedResult, verdict
 from sp_dspy._budget import BudgetCaps, Ledger
 from sp_dspy._compile._artifact import write_json
@@ -389,7 +382,7 @@ def test_the_embedded_model_runs_one_call_at_a_time(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr("sp_dspy.cli._experiment.lmo.is_local", lambda config: True)
     monkeypatch.setattr("sp_dspy.cli._experiment.lmo.context_window", lambda config: 4096)
-    monkeypatch.setattr("sp_dspy._ablate._experiment.run_experiment", capture)
+    monkeypatch.setattr("sp_dspy._ablate.run_experiment", capture)
     invoke("--out", str(tmp_path / "exp"), "--lm", "fake/instructed", "--concurrency", "16", "-q")
     assert seen[0].concurrency == LOCAL_CONCURRENCY
 

@@ -35,9 +35,11 @@ FOUNDATIONS = {
     "sp_dspy/_errors.py",
     "sp_dspy/_lazy.py",
     "sp_dspy/_redact.py",
+    "sp_dspy/_regular.py",
     "sp_dspy/_run_manifest.py",
     "sp_dspy/_usage.py",
     "sp_dspy/_user_dirs.py",
+    "sp_dspy/_version.py",
     "sp_dspy/_yaml_lines.py",
 }
 
@@ -104,6 +106,17 @@ def test_data_needs_only_the_foundations() -> None:
         f"{edge.source}:{edge.line}: imports {edge.module} ({edge.kind} import)"
         for target, edge in sorted(_reached_from("sp_dspy/_data").items())
         if target not in FOUNDATIONS
+    ]
+    assert not offences, "\n".join(offences)
+
+
+def test_the_foundations_need_only_each_other() -> None:
+    """A run's manifest, the YAML reader and the version sit below ``_data`` and the umbrella ``sp_dspy``."""
+    offences = [
+        f"{edge.source}:{edge.line}: imports {edge.module} ({edge.kind} import)"
+        for source in sorted(FOUNDATIONS)
+        for edge in GRAPH[source]
+        if edge.target.startswith("sp_dspy/") and edge.target not in FOUNDATIONS
     ]
     assert not offences, "\n".join(offences)
 

@@ -185,7 +185,7 @@ def test_the_cli_error_line_is_redacted_too(tmp_path: Path) -> None:
 def test_compile_log_masks_printed_text_log_lines_and_the_stopping_traceback(tmp_path: Path) -> None:
     """``compile.log`` takes the optimizers' prints and progress bars past any log filter, and
     library log lines also where the command line did not install redaction."""
-    from sp_dspy._compile._run import library_log
+    from sp_dspy._compile._log import library_log
 
     key = "sk-compile-log-3e8b0f6a1c9d2e7b"
     register_secret(key)

@@ -1,30 +1,41 @@
-"""The ablation plan, saved as ``OUTDIR/plan.json`` (secrets masked; a valid ``--plan`` file).
+"""The plans of an ablation (``OUTDIR/plan.json``) and of an experiment (``OUTDIR/experiment.json``),
+saved with secrets masked (each a valid ``--plan`` file), and the check that a resumed one is the same.
 
 A resumed ablation must ask the same model the same cases with the same sampling, or
-its rows would silently compare two different setups.
+its rows would silently compare two different setups; both compare identities with the one
+identity check (``sp_dspy._runner._identity``), as ``eval --resume`` does.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sp_dspy.optimizers import OPTIMIZER_NAMES, get_recipe, load_settings
+from sp_dspy.programs import RAW_PROGRAMS
+
+from .._benchmarks import BenchmarkName
+from .._budget import BudgetCaps
 from .._compile._artifact import write_json
+from .._compile._data import DEFAULT_RATIOS
 from .._data._scan import read_json_file
+from .._data._selection import resolved_path
 from .._errors import ConfigError, DataError, validation_problem
 from .._lm import LMConfig
 from .._lm._config import ANSWER_SETTINGS
-from .._runner import DataSelection
-from .._runner._config import Parser
+from .._runner import DataSelection, first_difference, refuse_changed
+from .._runner._config import Parser, Protocol
 from .._runner._paths import RunId
 from .._user_dirs import ensure_writable_dir
 from .._writer_lock import WriterLock
 from .._yaml_lines import read_yaml_mapping
-from ._variants import DEFAULT_VARIANTS
+from ._variants import DEFAULT_VARIANTS, NAMED_VARIANTS
 
 PLAN_FILE = "plan.json"
+EXPERIMENT_FILE = "experiment.json"
 #: Held while an ablation writes its ``--out`` (removed when it ends).
 LOCK_FILE = "ablate.lock"
 
@@ -119,24 +130,6 @@ def save_plan(plan: AblationPlan, out: Path) -> Path:
     return out / PLAN_FILE
 
 
-def _flatten(document: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(document, dict):
-        return {prefix: document}
-    flat: dict[str, Any] = {}
-    for key, value in document.items():
-        flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return flat
-
-
-def first_difference(old: dict[str, Any], new: dict[str, Any]) -> tuple[str, Any, Any] | None:
-    """(dotted field, old value, new value) of the first field that differs, or None."""
-    flat_old, flat_new = _flatten(old), _flatten(new)
-    for key in [*flat_old, *(k for k in flat_new if k not in flat_old)]:
-        if flat_old.get(key) != flat_new.get(key):
-            return key, flat_old.get(key), flat_new.get(key)
-    return None
-
-
 def reconcile(plan: AblationPlan, out: Path, *, resume: bool, new_run_id: str) -> AblationPlan:
     """The plan to run in ``out``: check it against a saved one, fill in the run id.
 
@@ -160,16 +153,198 @@ def reconcile(plan: AblationPlan, out: Path, *, resume: bool, new_run_id: str) -
     old, new = saved.identity(), plan.identity()
     if not resume:  # the very same ablation, variants included
         old, new = {**old, "variants": saved.variants}, {**new, "variants": plan.variants}
+    if resume:
+        refuse_changed(old, new, where=str(where))
+        return plan
     found = first_difference(old, new)
     if found is None:
         return plan
     field, was, now = found
-    if resume:
-        raise ConfigError(
-            f"--resume: {where} ran with {field}={was!r}, this run asks for {now!r};"
-            " resuming would mix two setups in one report (use another --out)"
-        )
     raise ConfigError(
         f"{out} holds a different ablation ({where}: {field}={was!r}, now {now!r});"
         " pass --resume to continue it, or choose another --out"
     )
+
+
+# --- the experiment's plan (a plan of compiles, then an ablation of their artifacts) ---------------
+
+#: Settings a resumed experiment may change: they change what it may spend, how fast or how it is
+#: paid (``batch``), not its answers.
+MAY_CHANGE = ("caps", "concurrency", "batch")
+
+
+class ExperimentPlan(BaseModel):
+    """What an experiment runs; built from flags over an optional YAML ``--plan`` file.
+
+    ``settings``: per optimizer, settings over the optimizer file's (``{"mipro": {"num_trials": 2}}``).
+    ``split_seed``: the one split every optimizer seed compiles on (the seeds vary the optimizer only).
+    ``split_per_seed``: each seed compiles on a split of its own, made with that seed; every variant
+    is then tested on the cases in all of their test parts (no compile saw them).
+    ``seed_lm``: each compile's LMs are sent its seed as well (the request body's ``seed``), so a
+    provider that samples by seed samples differently per seed and alike when a seed is rerun.
+    ``batch``: the test evaluations go through the provider's batch API (ablate's ``--batch``);
+    the compiles call one at a time, since an optimizer's next call depends on earlier answers.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    lm: LMConfig
+    prompt_lm: LMConfig | None = None
+    reflection_lm: LMConfig | None = None
+    dataset: str | None = None
+    benchmark: BenchmarkName = "safepyramid"
+    lenient: bool = False
+    protocol: Protocol = "per-policy"
+    program: Literal["dspy", "dspy-cot"] = "dspy"
+    #: The fixed-prompt program the artifacts are compared to: the official prompt, or the model's
+    #: own guard format (``llama-guard``, ...) under the same protocol.
+    baseline_program: str = "official"
+    optimizers: list[str] = Field(default_factory=lambda: ["mipro"], min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    split_seed: int = 0
+    split_per_seed: bool = False  # each seed compiles on a split of its own (seed = the optimizer seed)
+    seed_lm: bool = False  # the compiles' LMs get the seed too (providers that take one: OpenAI-compatible)
+    ratios: tuple[float, float, float] = DEFAULT_RATIOS
+    settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    optimizer_config: Path | None = None
+    top_k: int = Field(default=1, ge=1)
+    caps: BudgetCaps = Field(default_factory=BudgetCaps)
+    concurrency: int = Field(default=8, ge=1, le=1024)
+    batch: bool = False  # the test evaluations through the provider's batch API (compiles never)
+    n_boot: int = Field(default=1000, ge=0)
+
+    @field_validator("optimizers", "seeds", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        """``"a,b"`` (the flag's form) is the list ``[a, b]``."""
+        return [item.strip() for item in value.split(",")] if isinstance(value, str) else value
+
+    @field_validator("optimizers")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in OPTIMIZER_NAMES:
+                raise ValueError(f"unknown optimizer {name!r}; expected one of {', '.join(OPTIMIZER_NAMES)}")
+        if len(set(value)) < len(value):
+            raise ValueError("an optimizer is listed twice")
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, value: list[int]) -> list[int]:
+        if len(set(value)) < len(value):
+            raise ValueError("a seed is listed twice")
+        return value
+
+    @field_validator("ratios")
+    @classmethod
+    def _ratios(cls, value: tuple[float, float, float]) -> tuple[float, float, float]:
+        if any(part < 0 for part in value) or abs(sum(value) - 1.0) > 1e-6:
+            raise ValueError("expected three non-negative train,dev,test ratios summing to 1")
+        return value
+
+    @field_validator("settings")
+    @classmethod
+    def _settings_of_listed(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name in value:
+            if name not in OPTIMIZER_NAMES:
+                raise ValueError(f"settings for unknown optimizer {name!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _baseline_variant(self) -> Self:
+        if self.baseline not in NAMED_VARIANTS or self.baseline_program not in RAW_PROGRAMS:
+            supported = sorted({p for p, protocol, _ in NAMED_VARIANTS.values() if protocol == self.protocol})
+            raise ValueError(
+                f"baseline_program {self.baseline_program!r}: expected one of "
+                f"{', '.join(p for p in supported if p in RAW_PROGRAMS)} under {self.protocol}"
+            )
+        return self
+
+    @property
+    def baseline(self) -> str:
+        """The baseline's variant name under this protocol (the official prompt unless set)."""
+        return f"{self.baseline_program}-{self.protocol}"
+
+    def public_dict(self) -> dict[str, Any]:
+        """The plan as saved: JSON types, the LMs' settings without secrets."""
+        document = self.model_dump(mode="json")
+        for role in ("lm", "prompt_lm", "reflection_lm"):
+            config = getattr(self, role)
+            document[role] = None if config is None else config.public_dict()
+        return document
+
+    def identity(self) -> dict[str, Any]:
+        """What a resumed experiment must share with the run it continues (not caps or concurrency)."""
+        public = self.public_dict()
+        for role in ("lm", "prompt_lm", "reflection_lm"):
+            if public[role] is not None:
+                public[role] = {key: public[role].get(key) for key in ANSWER_SETTINGS}
+        return {key: value for key, value in public.items() if key not in MAY_CHANGE}
+
+    def resolved(self) -> ExperimentPlan:
+        """The dataset and optimizer files as absolute paths (a Hub id stays as it is), so the saved
+        plan means the same from any working directory (``--resume`` from elsewhere)."""
+        dataset = None if self.dataset is None else resolved_path(self.dataset)
+        settings_file = (
+            None if self.optimizer_config is None else self.optimizer_config.expanduser().resolve()
+        )
+        return self.model_copy(update={"dataset": dataset, "optimizer_config": settings_file})
+
+    def steps(self) -> list[tuple[str, int]]:
+        """Every (optimizer, seed) compile, in the order they run."""
+        return [(optimizer, seed) for optimizer in self.optimizers for seed in self.seeds]
+
+
+def build_experiment(settings: dict[str, Any], where: str = "flags") -> ExperimentPlan:
+    """Validate merged settings; the first problem becomes one line naming the field.
+
+    Each optimizer's settings are checked now too: a bad one must not wait for the compiles before it.
+    """
+    try:
+        plan = ExperimentPlan.model_validate(settings)
+    except ValidationError as exc:
+        name, message = validation_problem(exc)
+        raise ConfigError(f"{where}: field {name or 'plan'}: {message}") from None
+    for optimizer in plan.optimizers:
+        recipe = get_recipe(optimizer)
+        load_settings(
+            recipe.name,
+            recipe.settings_model,
+            path=plan.optimizer_config,
+            overrides=plan.settings.get(optimizer),
+        )
+    return plan
+
+
+def load_saved(out: Path) -> ExperimentPlan | None:
+    """``OUTDIR/experiment.json``, or None when the directory holds no experiment yet."""
+    path = out / EXPERIMENT_FILE
+    if not path.exists():
+        return None
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(
+            f"{path}: not readable JSON ({exc}); move it away or choose another --out"
+        ) from None
+    if not isinstance(document, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return build_experiment(document, str(path))
+
+
+def reconcile_experiment(plan: ExperimentPlan, out: Path, *, resume: bool) -> None:
+    """Refuse to mix two experiments in one ``out``: a saved one needs ``resume`` and the same setup."""
+    saved = load_saved(out)
+    saved = None if saved is None else saved.resolved()
+    plan = plan.resolved()
+    where = out / EXPERIMENT_FILE
+    if saved is None:
+        if resume:
+            raise ConfigError(f"--resume: {where} does not exist, so there is no experiment to continue")
+        return
+    if not resume:
+        raise ConfigError(
+            f"{out} already holds an experiment ({where}); pass --resume to continue it, or choose another --out"
+        )
+    refuse_changed(saved.identity(), plan.identity(), where=str(where))

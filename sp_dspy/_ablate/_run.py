@@ -10,7 +10,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -19,41 +19,20 @@ from sp_dspy.programs import load_program
 from .._budget import BudgetCaps, Ledger
 from .._errors import ConfigError
 from .._report import OFFICIAL_PER_POLICY, build_summary, write_html
-from .._run_manifest import ErrorSummary, previous_run
-from .._runner import EvalConfig, new_run_id, read_run_results, run_eval
-from .._runner._eval import select_cases
-from .._runner._failures import RunStopped
-from .._runner._paths import RunPaths
-from .._runner._units import unit_errors
+from .._runner import EvalConfig, RunPaths, RunStopped, new_run_id, select_cases
 from .._user_dirs import ensure_writable_dir
 from ._plan import AblationPlan, ablation_lock, reconcile, save_plan
+from ._steps import EvaluateStep, Executor, VariantRun
 from ._variants import PlannedVariant, resolve_variants
 
 if TYPE_CHECKING:
     from .._data import Benchmark, Case
     from .._lm import LMConfig
-    from .._metrics import ResultSet
     from .._report import ComparisonSummary
 
 RESULTS_DIR = "results"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
-Status = Literal["complete", "skipped", "interrupted", "capped"]
-
-
-@dataclass
-class VariantRun:
-    """One variant's part of the ablation: where it wrote and what happened this time."""
-
-    variant: PlannedVariant
-    run_id: str
-    results_file: Path
-    status: Status
-    units_run: int = 0
-    units_skipped_on_resume: int = 0
-    #: Units whose latest record is an error (``--resume --retry-errors`` re-sends them).
-    errors: ErrorSummary = field(default_factory=ErrorSummary)
-    capped_by: str | None = None  # the cap (max_calls, max_tokens, max_usd) that stopped it
 
 
 @dataclass
@@ -106,21 +85,6 @@ def variant_config(
         resume=resume,
         caps=caps or BudgetCaps(),
     )
-
-
-def _finished(paths: RunPaths, results_file: Path, model: str) -> ResultSet | None:
-    """The run's results when the manifest says this model's run completed and the file is as it left it."""
-    run = previous_run(paths.manifest, model)
-    if run is None or run.status != "complete" or not results_file.exists():
-        return None
-    results = read_run_results(results_file)
-    return results if run.totals.records == len(results.lines) else None
-
-
-def _describe(variant: PlannedVariant) -> str:
-    program = Path(variant.program).name if variant.artifact else variant.program
-    layout = f", {variant.layout} layout (not official)" if variant.layout != "official" else ""
-    return f"{program} {variant.protocol}{layout}"
 
 
 def _prepare(plan: AblationPlan) -> tuple[list[PlannedVariant], Benchmark, list[Case]]:
@@ -177,42 +141,20 @@ def run_ablation(
         plan = reconcile(plan, out, resume=resume, new_run_id=new_run_id())
         save_plan(plan, out)
         outcome = AblationOutcome(plan=plan, out=out, cases=cases)
+        executor = Executor(
+            console, cases, resume=resume, retry_errors=retry_errors, log_requests=log_requests,
+            show_progress=show_progress, lm=lm, ledger=ledger,
+        )  # fmt: skip
         with (session or nullcontext)(plan.lm) as live:
             try:
-                for number, variant in enumerate(variants, 1):
-                    paths = RunPaths(out / RESULTS_DIR, f"{plan.run_id}-{variant.slug}", live.short_name())
-                    run = VariantRun(variant, paths.run_id, paths.results_for(variant.protocol), "skipped")
-                    outcome.runs.append(run)
-                    head = f"[{number}/{len(variants)}] {variant.label}: {_describe(variant)}"
-                    earlier = _finished(paths, run.results_file, live.display_name()) if resume else None
-                    if earlier is not None:
-                        run.errors = unit_errors(earlier, cases, variant.protocol)
-                        if not (retry_errors and run.errors.errors):
-                            console.print(f"{head}: finished earlier, not run again", highlight=False)
-                            continue
-                    console.print(head, highlight=False)
-                    config = variant_config(plan, variant, paths, resume=resume)
-                    result = run_eval(
-                        config,
-                        live,
-                        console=console,
-                        lm=lm,
-                        show_progress=show_progress,
-                        retry_errors=retry_errors,
-                        log_requests=log_requests,
-                        ledger=None if ledger is None else ledger(config),
-                    )
-                    run.status = "interrupted" if result.interrupted else "complete"
-                    if result.capped_by is not None and not result.interrupted:
-                        run.status, run.capped_by = "capped", result.capped_by
-                    run.units_run = result.units_run
-                    run.units_skipped_on_resume = result.skipped_on_resume
-                    run.errors = result.errors
-                    if run.status != "complete":
-                        return outcome
+                executor.evaluate(
+                    evaluation_steps(plan, variants, out, live, resume=resume), live, outcome.runs
+                )
             except RunStopped as stopped:
                 command = f"sp-dspy ablate --out {out} --resume --retry-errors"
                 raise RunStopped(stopped.kind, stopped.reason, command) from None
+        if outcome.interrupted or outcome.capped_by is not None:
+            return outcome
         outcome.summary = summarise(plan, outcome.runs, loaded, cases)
         if not write_report:
             return outcome
@@ -222,6 +164,17 @@ def run_ablation(
             outcome.summary, out / REPORT_FILE, title=title, command="sp-dspy ablate"
         )
         return outcome
+
+
+def evaluation_steps(
+    plan: AblationPlan, variants: list[PlannedVariant], out: Path, live: LMConfig, *, resume: bool
+) -> list[EvaluateStep]:
+    """The plan's evaluations: each variant an eval run of its own (run id ``<run-id>-<variant>``)."""
+    steps = []
+    for variant in variants:
+        paths = RunPaths(out / RESULTS_DIR, f"{plan.run_id}-{variant.slug}", live.short_name())
+        steps.append(EvaluateStep(variant, variant_config(plan, variant, paths, resume=resume), paths))
+    return steps
 
 
 def summarise(

@@ -3,7 +3,7 @@ response cache, durable across kills (``--resume`` polls what was submitted)."""
 
 from ._book import AnswerBook, custom_id, refuse_open_batches
 from ._registry import wire_class, wire_for
-from ._run import BatchEnded, fill_by_batch
+from ._run import BatchEnded, fill_by_batch, labelled
 from ._wire import BatchAnswer, BatchState, BatchWire
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "BatchWire",
     "custom_id",
     "fill_by_batch",
+    "labelled",
     "refuse_open_batches",
     "wire_class",
     "wire_for",

@@ -1,12 +1,14 @@
-"""``eval --batch``: answer a run's units through the provider's batch API before the runner runs.
+"""``eval --batch``: a run's units answered in rounds through the provider's batch API.
 
-Batches fill the response cache, they are no second transport. Each pending unit's program
-runs with the run's LM; its HTTP engine reads answers from the run's :class:`AnswerBook` and, for
-a request without one, notes it and ends the unit (``RequestCaptured``). The noted requests,
-exactly the bodies the one-at-a-time path would post, go out in batches; their answers are
-logged, then served to the programs on the next pass, which DSPy caches under the usual keys.
-A program's later calls (known only from an earlier answer) are noted on that pass and batched
-in turn. When a pass notes nothing, the normal runner completes the run from those answers.
+Batches fill the response cache, they are no second transport. The runner sends the pending
+units through its one engine (``sp_dspy._runner``) with the run's LM, whose HTTP engine reads
+answers from the run's :class:`AnswerBook`; a request without one is noted and ends its unit
+(``RequestCaptured``: no record, the unit waits for the next round), while a unit whose every
+request is answered is recorded then and there, by the code that records one-at-a-time answers.
+The noted requests, exactly the bodies the one-at-a-time path would post, go out in batches; when
+they are answered the next round runs the units that waited. A program's later calls (known only
+from an earlier answer) are noted in that round and batched in turn. Each unit's program thus runs
+once per round it takes part in.
 
 Every provider call goes through ``_provider`` (one redacted line, exit 2, never a traceback); a
 request whose output line was unreadable is asked again once per invocation.
@@ -14,19 +16,17 @@ request whose output line was unreadable is asked again once per invocation.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import os
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from .._errors import ConfigError, OutputError
-from .._lm._direct import RequestCaptured, client_of, closing_transports
+from .._lm._direct import client_of
 from .._redact import redact
 from ._book import AnswerBook, Submitted, Wanted, current_unit
 from ._output import read_output
@@ -63,24 +63,35 @@ def unit_label(key: Hashable) -> str:
     return "#".join(str(part) for part in key) if isinstance(key, tuple) else str(key)
 
 
+def labelled(
+    work: Callable[[Any], Awaitable[Any]], key: Callable[[Any], Hashable]
+) -> Callable[[Any], Awaitable[Any]]:
+    """``work`` naming its unit for the log (each submitted request's ``units``)."""
+
+    async def run(unit: Any) -> Any:
+        current_unit.set(unit_label(key(unit)))  # this task's own context
+        return await work(unit)
+
+    return run
+
+
 def fill_by_batch(
-    work: Callable[[Any], Awaitable[Any]],
-    units: Sequence[Any],
-    key: Callable[[Any], Hashable],
+    run_round: Callable[[], bool],
     lm: Any,
     *,
     directory: Path,
     console: Console,
     resume_hint: str,
     retry_errors: bool,
-    concurrency: int,
-    context: Callable[[], contextlib.AbstractContextManager[Any]],
     resubmit: bool = False,
 ) -> AnswerBook:
-    """Get every request ``units`` need answered through the batch API, logged in ``directory``;
-    afterwards ``lm``'s engine reads those answers (at batch prices) instead of the network.
-    ``resubmit``: send the requests of a batch being created when the run stopped that the
-    provider cannot match (it may pay them twice).
+    """Run rounds of the units until none waits for an answer, each round's unanswered requests
+    submitted as batches (logged in ``directory``) and collected before the next round.
+
+    ``run_round()`` runs the units still waiting on the answers so far (``lm``'s engine reads them
+    from the book, at batch prices) and says whether a unit still waits for one. ``resubmit``: send
+    the requests of a batch being created when the run stopped that the provider cannot match (it
+    may pay them twice).
 
     Raises:
         ConfigError: the LM has no batch API sp-dspy drives.
@@ -108,8 +119,7 @@ def fill_by_batch(
     while True:
         if book.open_batches():
             _wait(wire, book, provider, console, interval)
-        with context():
-            wanted = asyncio.run(closing_transports(_capture(work, units, key, book, concurrency)))
+        wanted = _capture(run_round, book)
         if not wanted:
             return book
         twice = [cid for cid in wanted if asked[cid] >= 2]
@@ -122,28 +132,16 @@ def fill_by_batch(
         _submit(wire, book, provider, wanted, console)
 
 
-async def _capture(
-    work: Callable[[Any], Awaitable[Any]],
-    units: Sequence[Any],
-    key: Callable[[Any], Hashable],
-    book: AnswerBook,
-    concurrency: int,
-) -> dict[str, Wanted]:
-    """Run every unit on the answers so far; the requests still unanswered (and in no open batch)."""
+def _capture(run_round: Callable[[], bool], book: AnswerBook) -> dict[str, Wanted]:
+    """One round on the answers so far; the requests still unanswered (and in no open batch)."""
     book.wanted = {}
     book.collecting = True
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(unit: Any) -> None:
-        async with gate:
-            current_unit.set(unit_label(key(unit)))  # this task's own context
-            with contextlib.suppress(RequestCaptured, Exception):  # the runner records failures
-                await work(unit)
-
     try:
-        await asyncio.gather(*(one(unit) for unit in units))
+        waiting = run_round()
     finally:
         book.collecting = False
+    if not waiting:
+        return {}
     in_flight = book.in_flight()
     return {cid: wanted for cid, wanted in book.wanted.items() if cid not in in_flight}
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .._lm._direct import HttpRequest
+    from .._lm import HttpRequest
 
 
 @dataclass(frozen=True)

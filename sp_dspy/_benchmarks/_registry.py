@@ -15,9 +15,7 @@ from typing import Annotated
 from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
 
-from .._data._filters import filter_cases
-from .._data._loader import Benchmark
-from .._data._schema import Case
+from .._data import Benchmark, Case, filter_cases
 from .._errors import DataError
 from ._kind import BenchmarkKind, looks_like_results
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from .._errors import DataError
+from .._regular import MAX_JSON_FILE_BYTES as MAX_JSON_FILE_BYTES
+from .._regular import decode_utf8 as decode_utf8
+from .._regular import open_regular as open_regular
+from .._regular import read_bounded as read_bounded
+from .._regular import read_regular as read_regular
+from .._regular import size_text
 
 _LEADING_SPACE = re.compile(rb"\s*")
 # A rule line ``N. text``, anchored on "\n" so the regex engine skips to line starts;
@@ -32,22 +36,6 @@ def json_head(raw_bytes: bytes) -> bytes:
     """The first non-space byte of a JSON document (``b"["``, ``b"{"``...), or ``b""``."""
     start = _LEADING_SPACE.match(raw_bytes)
     return raw_bytes[start.end() : start.end() + 1] if start else b""
-
-
-def decode_utf8(raw_bytes: bytes, path: Path, *, first_line: int = 1) -> str:
-    """The file's text; bytes that are not UTF-8 are an error naming their line and column.
-
-    ``first_line``: the line ``raw_bytes`` starts on (a reader going line by line).
-    Never replacement characters: they would silently change what the guard is shown.
-    """
-    try:
-        return raw_bytes.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw_bytes.count(b"\n", 0, exc.start) + first_line
-        column = exc.start - raw_bytes.rfind(b"\n", 0, exc.start)
-        raise DataError(
-            f"{path}:{line}:{column}: not UTF-8 (byte 0x{raw_bytes[exc.start]:02x}); save the file as UTF-8"
-        ) from None
 
 
 #: Nesting reported for JSON too deep for Python's parser (about 1,000 levels).
@@ -96,56 +84,10 @@ def _nesting_exceeded_at(text: str, limit: int) -> int | None:
     return None
 
 
-#: The most bytes a settings-sized file may hold (``read_json_file``'s default): far above any
-#: artifact, split file, manifest, plan, config, policy or conversation.
-MAX_JSON_FILE_BYTES = 64 << 20
 #: The most bytes of a dataset read whole (a SafePyramid JSON, custom or PKU JSONL, ``check --batch``).
 MAX_DATASET_BYTES = 1 << 30
 #: The longest line of a results file (read line by line: the file itself may be any size).
 MAX_LINE_BYTES = 64 << 20
-
-
-def open_regular(path: Path, what: str) -> BinaryIO:
-    """``path`` open for reading, when it is a regular file: every file sp-dspy reads opens here.
-
-    Anything else is one ``DataError`` (``what`` names the file) before a byte is read: a
-    FIFO would block, a device (``/dev/zero``) fill memory. The check goes through the open
-    handle, so a path swapped meanwhile cannot slip past.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, to be refused
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else None
-            raise DataError(f"{path}: {what} is {kind or 'a device or socket'}, not a regular file")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _size_text(limit: int) -> str:
-    return f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else f"{limit} bytes"
-
-
-def read_regular(path: Path, what: str, *, max_bytes: int = MAX_JSON_FILE_BYTES) -> bytes:
-    """The bytes of ``path``, a regular file of at most ``max_bytes``; else one ``DataError``."""
-    with open_regular(path, what) as handle:
-        return read_bounded(handle, path, what, max_bytes=max_bytes)
-
-
-def read_bounded(handle: BinaryIO, path: Path, what: str, *, max_bytes: int) -> bytes:
-    """The rest of ``handle`` (``path``, opened by ``open_regular``), at most ``max_bytes``; else ``DataError``."""
-    try:
-        raw = handle.read(max_bytes + 1)
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    if len(raw) > max_bytes:
-        raise DataError(f"{path}: {what} is larger than {_size_text(max_bytes)}, the most it may be")
-    return raw
 
 
 def read_regular_lines(
@@ -170,7 +112,7 @@ def read_regular_lines(
             number += 1
             if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
                 raise DataError(
-                    f"{path}:{number}: line longer than {_size_text(max_line_bytes)}, the most a line of "
+                    f"{path}:{number}: line longer than {size_text(max_line_bytes)}, the most a line of "
                     f"a {what} may be"
                 )
             text = decode_utf8(raw, path, first_line=number).removesuffix("\n")

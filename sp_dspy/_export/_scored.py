@@ -10,8 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._data import Case
-from .._metrics import CaseOutcome, JudgmentRecord, PolicyRecord, ResultSet, case_outcomes, resolve_records
-from .._metrics._score import ScoreReport
+from .._metrics import (
+    CaseOutcome,
+    JudgmentRecord,
+    PolicyRecord,
+    ResultSet,
+    ScoreReport,
+    case_outcomes,
+    resolve_records,
+)
 from .._run_manifest import RecordedRun
 
 

@@ -38,7 +38,7 @@ from .._protocol._parse_models import PARSE_MODES
 from ._verdict import Verdict
 
 if TYPE_CHECKING:
-    from sp_dspy._data._schema import Case
+    from sp_dspy._data import Case
     from sp_dspy.programs import GuardProgram
 
 _T = TypeVar("_T")

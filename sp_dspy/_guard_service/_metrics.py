@@ -72,6 +72,24 @@ class ServiceMetrics:
         does not show it."""
         self.refused[(endpoint, error_class)] += 1
 
+    def _latency_histogram(self) -> list[str]:
+        """The ``check_seconds`` histogram's exposition: cumulative buckets, sum and count."""
+        cumulative = 0
+        samples: list[tuple[str, float]] = []
+        for bound, count in zip(BUCKETS, self.buckets, strict=True):
+            cumulative += count
+            samples.append((f'_bucket{{le="{bound:g}"}}', cumulative))
+        samples += [
+            ('_bucket{le="+Inf"}', self.latency_count),
+            ("_sum", self.latency_sum),
+            ("_count", self.latency_count),
+        ]
+        return [
+            f"# HELP {PREFIX}_check_seconds Seconds per check, LM calls included.",
+            f"# TYPE {PREFIX}_check_seconds histogram",
+            *(f"{PREFIX}_check_seconds{suffix} {_number(value)}" for suffix, value in samples),
+        ]
+
     def text(self, ledger: Ledger | None = None) -> str:
         """The exposition: ``# HELP``/``# TYPE`` then the samples of each family (``ledger``: the
         service's caps, with what is spent and what the checks in flight reserved)."""
@@ -104,23 +122,7 @@ class ServiceMetrics:
             [(f'{{endpoint="{_label(e)}",error_class="{_label(c)}"}}', n)
              for (e, c), n in sorted(self.refused.items())],
         )  # fmt: skip
-        cumulative = 0
-        samples: list[tuple[str, float]] = []
-        for bound, count in zip(BUCKETS, self.buckets, strict=True):
-            cumulative += count
-            samples.append((f'_bucket{{le="{bound:g}"}}', cumulative))
-        samples += [
-            ('_bucket{le="+Inf"}', self.latency_count),
-            ("_sum", self.latency_sum),
-            ("_count", self.latency_count),
-        ]
-        lines.extend(
-            (
-                f"# HELP {PREFIX}_check_seconds Seconds per check, LM calls included.",
-                f"# TYPE {PREFIX}_check_seconds histogram",
-            )
-        )
-        lines.extend(f"{PREFIX}_check_seconds{suffix} {_number(value)}" for suffix, value in samples)
+        lines.extend(self._latency_histogram())
         family(
             "tokens_total", "counter", "LM tokens the checks used (answers replayed from the cache included).",
             [('{kind="prompt"}', self.prompt_tokens), ('{kind="completion"}', self.completion_tokens)],

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from .. import __version__
+from .._version import __version__
 from ._gateway_models import GuardrailAnswer, GuardrailRequest, ModerationAnswer, ModerationRequest
 from ._models import BatchAnswer, BatchRequest, CheckAnswer, CheckRequest, ErrorBody
 
@@ -33,15 +33,42 @@ _ERRORS = {
 }
 
 
-def openapi_document() -> dict[str, Any]:
-    """The OpenAPI 3.1 description of the service, its schemas generated from the models above."""
+def _schemas() -> dict[str, Any]:
+    """The JSON schemas of the requests (as validated) and answers (as serialized)."""
     requests: list[type[BaseModel]] = [CheckRequest, BatchRequest, GuardrailRequest, ModerationRequest]
     answers: list[type[BaseModel]] = [CheckAnswer, BatchAnswer, GuardrailAnswer, ModerationAnswer, ErrorBody]
     _, top = models_json_schema(
         [(model, "validation") for model in requests] + [(model, "serialization") for model in answers],
         ref_template=_REF,
     )
-    schemas = top.get("$defs", {})
+    return dict(top.get("$defs", {}))
+
+
+def _gateway_paths() -> dict[str, Any]:
+    """The gateways' routes: LiteLLM's guardrail API and OpenAI's moderation API."""
+    return {
+        "/beta/litellm_basic_guardrail_api": {
+            "post": {
+                "summary": "LiteLLM's Generic Guardrail API: BLOCKED with the violated rules, else NONE",
+                "requestBody": {"required": True, **_json_body("GuardrailRequest", "LiteLLM's request")},
+                "responses": {
+                    "200": _json_body("GuardrailAnswer", "The action (--on-error: no verdict)"),
+                    **_ERRORS,
+                },
+            }
+        },
+        "/v1/moderations": {
+            "post": {
+                "summary": "OpenAI's moderation API: categories rule_1..rule_n of the policy, per input",
+                "requestBody": {"required": True, **_json_body("ModerationRequest", "The inputs")},
+                "responses": {"200": _json_body("ModerationAnswer", "One result per input"), **_ERRORS},
+            }
+        },
+    }
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 description of the service, its schemas generated from the models above."""
     check_answers = {
         "200": _json_body("CheckAnswer", "The verdict (status ok, recovered, failed or refused)"),
         "502": _json_body(
@@ -70,23 +97,7 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {"200": _json_body("BatchAnswer", "One answer per check"), **_ERRORS},
                 }
             },
-            "/beta/litellm_basic_guardrail_api": {
-                "post": {
-                    "summary": "LiteLLM's Generic Guardrail API: BLOCKED with the violated rules, else NONE",
-                    "requestBody": {"required": True, **_json_body("GuardrailRequest", "LiteLLM's request")},
-                    "responses": {
-                        "200": _json_body("GuardrailAnswer", "The action (--on-error: no verdict)"),
-                        **_ERRORS,
-                    },
-                }
-            },
-            "/v1/moderations": {
-                "post": {
-                    "summary": "OpenAI's moderation API: categories rule_1..rule_n of the policy, per input",
-                    "requestBody": {"required": True, **_json_body("ModerationRequest", "The inputs")},
-                    "responses": {"200": _json_body("ModerationAnswer", "One result per input"), **_ERRORS},
-                }
-            },
+            **_gateway_paths(),
             "/healthz": {
                 "get": {"summary": "The process is up", "responses": {"200": {"description": "up"}}}
             },
@@ -107,7 +118,7 @@ def openapi_document() -> dict[str, Any]:
             },
         },
         "components": {
-            "schemas": schemas,
+            "schemas": _schemas(),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }

@@ -26,11 +26,12 @@ import orjson
 from .._errors import ConfigError
 from .._redact import redact_data
 from .._usage import Usage, parse_usage
+from ._answers import anthropic_answer, openai_answer
 from ._cache import BODY_FIELDS_KEY, ENDPOINT_GROUP_KEY
 from ._compat import price_rates
 from ._config import _KEY_HEADERS, LMConfig, display_endpoint
 from ._dspy import AsyncEngine, Shared, SyncEngine, import_dspy, request_system
-from ._errors import error_message, lm_error, retry_after_seconds, status_error, transport_error
+from ._errors import error_message, retry_after_seconds, status_error, transport_error
 from ._logprobs import openai_logprobs
 from ._profiles import PROFILES, SELF_HOSTED_PLACEHOLDER_KEY, key_for, model_id
 from ._prompt_cache import cache_marked
@@ -226,7 +227,7 @@ class DirectChat(Shared):
         data = redact_data(await self._post(sent))
         batched = None if self.preset is None else {BATCHED: self.preset.key(sent)}
         text, reasoning, finish = (
-            _anthropic_answer(data) if self.anthropic else _openai_answer(data, self.config.model)
+            anthropic_answer(data) if self.anthropic else openai_answer(data, self.config.model)
         )
         logprobs = None if self.anthropic else openai_logprobs(data)
         finish = _FINISH.get(finish, finish) if isinstance(finish, str) else None
@@ -334,39 +335,6 @@ def _rates_of(
 ) -> tuple[float | None, float | None, float | None, float | None]:
     """USD per (input, output, cache-read, cache-write) token, at the batch API's rates where ``batch``."""
     return price_rates(provider, model, batch=batch)
-
-
-def _openai_answer(data: dict[str, Any], model: str) -> tuple[str, str | None, Any]:
-    """Text, reasoning and finish reason of a chat completion (content parts read as their text).
-
-    An envelope without a first choice holding a message (``choices: []`` or ``null``, a choice
-    with none) is a failed call (``server_error``: retried, ``--retry-errors`` sends it again),
-    never an empty answer, which would count as a refusal.
-    """
-    choices = data.get("choices")
-    choice: Any = choices[0] if isinstance(choices, list) and choices else None
-    message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict):
-        what = "no choices" if choice is None else "no message in its first choice"
-        raise lm_error("server_error", f"malformed response: {what}", model=model)
-    content = message.get("content")
-    if isinstance(content, list):  # OpenAI's content parts: [{"type": "text", "text": ...}, ...]
-        texts = [part.get("text") for part in content if isinstance(part, Mapping)]
-        content = "".join(text for text in texts if isinstance(text, str))
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    return (
-        content if isinstance(content, str) else "",
-        reasoning if isinstance(reasoning, str) and reasoning else None,
-        choice.get("finish_reason"),
-    )
-
-
-def _anthropic_answer(data: dict[str, Any]) -> tuple[str, str | None, Any]:
-    """Text, thinking and stop reason of a messages response."""
-    blocks = [b for b in data.get("content") or [] if isinstance(b, Mapping)]
-    text = "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
-    thinking = "".join(str(b.get("thinking") or "") for b in blocks if b.get("type") == "thinking")
-    return text, thinking or None, data.get("stop_reason")
 
 
 def request_messages(request: Request) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from .._data._schema import Case
+    from .._data import Case
     from ._records import PolicyRecord
 
 #: (tau, eps) with eps = (1 - tau) * 100 kept as an exact integer.

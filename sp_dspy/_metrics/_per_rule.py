@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from .._data._schema import Case
+from .._data import Case
 from .._usage import Usage
 from ._official import CELLS, Breakdown
 from ._records import JudgmentRecord, PolicyRecord

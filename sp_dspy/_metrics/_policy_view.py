@@ -15,7 +15,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
-from .._data._schema import Case
+from .._data import Case
 from ._official import CaseOutcome
 
 

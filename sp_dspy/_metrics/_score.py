@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from .._data import Case
 from .._data._gc import gc_paused
-from .._data._schema import Case
 from .._errors import DataError
 from ._official import (
     TAG_CELL,

@@ -30,7 +30,7 @@ from sp_dspy._protocol._text import (
 )
 
 if TYPE_CHECKING:
-    from sp_dspy._data._schema import Case
+    from sp_dspy._data import Case
 
 _LABELS: dict[str, Literal["safe", "unsafe"]] = {"safe": "safe", "unsafe": "unsafe"}
 _STRICT_ERRORS = (TypeError, ValueError, OverflowError)

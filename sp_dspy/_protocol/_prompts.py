@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from sp_dspy._data._schema import Case
+    from sp_dspy._data import Case
 
 # --- Per-policy protocol (contract section 3) --------------------------------------
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import __version__
 from .._benchmarks import benchmark_kind
 from .._metrics._pvalues import paired_test_name
+from .._version import __version__
 from ._html_tables import (
     diff_table,
     esc,

@@ -42,7 +42,9 @@ class UnitEngine(Generic[Unit, Done]):
 
     ``stop_when(record)`` True ends the run early; ``stop_on``: what ``work`` raises to
     refuse a unit (a budget cap): no record is written for it, no further unit starts;
-    ``skip_on``: what refuses that unit alone (no record), the others still run.
+    ``skip_on``: what refuses that unit alone (no record), the others still run;
+    ``defer_on``: what says a unit cannot finish yet (its request awaits a provider batch): no
+    record, the unit is kept in ``deferred`` for the next ``run``.
     """
 
     work: Callable[[Unit], Awaitable[Done]]
@@ -54,6 +56,8 @@ class UnitEngine(Generic[Unit, Done]):
     stats: EngineStats = field(default_factory=EngineStats)
     stop_on: tuple[type[Exception], ...] = ()
     skip_on: tuple[type[Exception], ...] = ()
+    defer_on: tuple[type[BaseException], ...] = ()
+    deferred: list[Unit] = field(default_factory=list)
     _stopping: bool = field(default=False, init=False, repr=False)
     _workers: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
 
@@ -106,6 +110,9 @@ class UnitEngine(Generic[Unit, Done]):
         except self.stop_on:
             raise
         except self.skip_on:
+            return None
+        except self.defer_on:
+            self.deferred.append(unit)
             return None
         except Exception as exc:  # one failed unit must never stop the run
             return self.on_error(unit, exc)

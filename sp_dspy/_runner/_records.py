@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._lm import HttpRequest, classify_error, redact
 from .._metrics import JudgmentRecord, PolicyRecord
-from .._protocol._parse_policy import case_rule_numbers, keep_policy_rules
+from .._protocol import case_rule_numbers, keep_policy_rules
 from .._usage import Usage
 
 if TYPE_CHECKING:

@@ -16,10 +16,10 @@ import typer
 from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
-from .. import __version__
 from .._errors import ConfigError, SpDspyError
 from .._interrupt import interrupted_exit_code, sigterm_interrupts
 from .._redact import install_log_redaction, redact
+from .._version import __version__
 from ._console import err_console
 
 #: Command name -> one-line help shown by ``--help``; the command lives in module ``_<name>``.

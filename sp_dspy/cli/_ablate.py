@@ -22,10 +22,10 @@ from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
 from ._eval import EXIT_UNFINISHED, LOCAL_DEFAULT_LIMIT, SMALL_MODEL_NOTE
-from ._export import DEFAULT_EXPERIMENT, MlflowExperiment, MlflowUri, mlflow_check, mlflow_log_plan
+from ._export import MlflowFlags, mlflow_log_plan
 
 if TYPE_CHECKING:
-    from .._ablate import AblationOutcome
+    from .._ablate import AblationOutcome, AblationPlan
 
 VARIANTS_HELP = (
     "Comma-separated variant names or compiled artifact directories. Default: official-per-policy,"
@@ -75,19 +75,61 @@ def resolve_lm(
         raise ConfigError(f"{where}: field {role}.{field}: {message}") from None
 
 
+PlanFileOption = Annotated[
+    Path | None,
+    typer.Option("--plan", help="YAML ablation plan (lm, variants, data, ...); flags override."),
+]
+BenchmarkOption = Annotated[
+    str | None, typer.Option("--benchmark", help="safepyramid (default), pku-saferlhf or custom.")
+]
+ParserOption = Annotated[
+    str | None, typer.Option("--parser", help="Official variants' parser: strict (default) or robust.")
+]
+AllowOverlapOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-overlap", help="Run artifact variants on cases of their own train/dev split anyway."
+    ),
+]
+ConcurrencyOption = Annotated[
+    int | None, typer.Option("--concurrency", min=1, help="LM calls in flight (default 16).")
+]
+RunIdOption = Annotated[
+    str | None, typer.Option("--run-id", help="Run id; variants run as <run-id>-<variant>.")
+]
+ResumeOption = Annotated[
+    bool, typer.Option("--resume", help="Continue the ablation in --out; finished variants are skipped.")
+]
+RetryErrorsOption = Annotated[
+    bool,
+    typer.Option("--retry-errors", help="On --resume, re-send errored units (also of finished variants)."),
+]
+BatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--batch",
+        help="Send every variant's requests through the provider's batch API (OpenAI, Anthropic): "
+        "half price; --resume collects batches left running.",
+    ),
+]
+BaselineOption = Annotated[
+    str | None,
+    typer.Option("--baseline", help="Variant to compare against (default official-per-policy)."),
+]
+NBootOption = Annotated[
+    int | None,
+    typer.Option("--n-boot", min=0, help="Bootstrap resamples for the 95% CIs (default 1000)."),
+]
+
+
 @lmo.with_lm_flags
 def ablate_command(
     out: Annotated[Path, typer.Option("--out", help="Output directory (plan, results, summary, report).")],
     lm: lmo.Lm = None,
     variants: Annotated[str | None, typer.Option("--variants", help=VARIANTS_HELP)] = None,
-    plan_file: Annotated[
-        Path | None,
-        typer.Option("--plan", help="YAML ablation plan (lm, variants, data, ...); flags override."),
-    ] = None,
+    plan_file: PlanFileOption = None,
     dataset: opt.Dataset = None,
-    benchmark: Annotated[
-        str | None, typer.Option("--benchmark", help="safepyramid (default), pku-saferlhf or custom.")
-    ] = None,
+    benchmark: BenchmarkOption = None,
     level: opt.Level = None,
     domain: opt.Domain = None,
     split: opt.Split = None,
@@ -95,53 +137,21 @@ def ablate_command(
     start_idx: Annotated[int | None, typer.Option("--start-idx", min=0, help="Skip this many cases.")] = None,
     lenient: opt.Lenient = False,
     with_evidence: opt.WithEvidence = False,
-    parser: Annotated[
-        str | None, typer.Option("--parser", help="Official variants' parser: strict (default) or robust.")
-    ] = None,
-    allow_overlap: Annotated[
-        bool,
-        typer.Option(
-            "--allow-overlap", help="Run artifact variants on cases of their own train/dev split anyway."
-        ),
-    ] = False,
-    concurrency: Annotated[
-        int | None, typer.Option("--concurrency", min=1, help="LM calls in flight (default 16).")
-    ] = None,
-    run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Run id; variants run as <run-id>-<variant>.")
-    ] = None,
-    resume: Annotated[
-        bool, typer.Option("--resume", help="Continue the ablation in --out; finished variants are skipped.")
-    ] = False,
-    retry_errors: Annotated[
-        bool,
-        typer.Option(
-            "--retry-errors", help="On --resume, re-send errored units (also of finished variants)."
-        ),
-    ] = False,
+    parser: ParserOption = None,
+    allow_overlap: AllowOverlapOption = False,
+    concurrency: ConcurrencyOption = None,
+    run_id: RunIdOption = None,
+    resume: ResumeOption = False,
+    retry_errors: RetryErrorsOption = False,
     log_requests: opt.LogRequests = False,
-    batch: Annotated[
-        bool,
-        typer.Option(
-            "--batch",
-            help="Send every variant's requests through the provider's batch API (OpenAI, Anthropic): "
-            "half price; --resume collects batches left running.",
-        ),
-    ] = False,
-    baseline: Annotated[
-        str | None,
-        typer.Option("--baseline", help="Variant to compare against (default official-per-policy)."),
-    ] = None,
-    n_boot: Annotated[
-        int | None,
-        typer.Option("--n-boot", min=0, help="Bootstrap resamples for the 95% CIs (default 1000)."),
-    ] = None,
+    batch: BatchOption = False,
+    baseline: BaselineOption = None,
+    n_boot: NBootOption = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Bootstrap seed (default 0).")] = None,
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
-    mlflow_uri: MlflowUri = None,
-    mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT,
+    mlflow: MlflowFlags = MlflowFlags(),
 ) -> None:
     """Run several guard variants on one LM and the same cases; write summary.json and report.html.
 
@@ -149,13 +159,6 @@ def ablate_command(
     on a failure retrying cannot fix; 3 some units ended in error; 130 Ctrl-C, 143 SIGTERM
     (finished units kept: --resume continues).
     """
-    from .._ablate import PLAN_FILE, build_plan, read_plan_file, run_ablation
-
-    if plan_file is None and resume and (out / PLAN_FILE).exists():
-        plan_file = out / PLAN_FILE
-    where = "flags" if plan_file is None else str(plan_file)
-    base: dict[str, Any] = {} if plan_file is None else read_plan_file(plan_file)
-    lm_config = resolve_lm(lm or base.get("lm"), config, where, **lm_flags.overrides())
     flags: dict[str, Any] = {
         "variants": variants, "parser": parser, "allow_overlap": allow_overlap or None,
         "concurrency": concurrency, "batch": batch or None,
@@ -166,6 +169,30 @@ def ablate_command(
             "with_evidence": with_evidence or None,
         },
     }  # fmt: skip
+    plan = _plan(out, plan_file, flags, lm, config=config, lm_flags=lm_flags, resume=resume)
+    _run(
+        plan,
+        out,
+        resume=resume,
+        retry_errors=retry_errors,
+        log_requests=log_requests,
+        quiet=quiet,
+        mlflow=mlflow,
+    )
+
+
+def _plan(
+    out: Path, plan_file: Path | None, flags: dict[str, Any], lm: str | None, *, config: Path | None,
+    lm_flags: lmo.LmFlags, resume: bool,
+) -> AblationPlan:  # fmt: skip
+    """The ablation plan: the flags over the ``--plan`` file (on ``--resume``, the saved plan)."""
+    from .._ablate import PLAN_FILE, build_plan, read_plan_file
+
+    if plan_file is None and resume and (out / PLAN_FILE).exists():
+        plan_file = out / PLAN_FILE
+    where = "flags" if plan_file is None else str(plan_file)
+    base: dict[str, Any] = {} if plan_file is None else read_plan_file(plan_file)
+    lm_config = resolve_lm(lm or base.get("lm"), config, where, **lm_flags.overrides())
     settings = {**_overlay(base, flags), "lm": lm_config.model_dump()}
     data = settings.get("data") or {}
     if lmo.is_local(lm_config):
@@ -177,9 +204,18 @@ def ablate_command(
             )
         # One llama.cpp slot: more requests in flight only wait in its queue (and time out).
         settings["concurrency"] = min(settings.get("concurrency") or 16, lmo.LOCAL_CONCURRENCY)
-    plan = build_plan(settings, where)
+    return build_plan(settings, where)
+
+
+def _run(
+    plan: AblationPlan, out: Path, *, resume: bool, retry_errors: bool, log_requests: bool, quiet: bool,
+    mlflow: MlflowFlags,
+) -> None:  # fmt: skip
+    """Run the ablation and print its outcome; exit 3 when units ended in error."""
+    from .._ablate import run_ablation
+
     configure_cache(enabled=plan.lm.cache, warn=warn)
-    tracking = mlflow_check(mlflow_uri)
+    tracking = mlflow.tracking()
     outcome = run_ablation(
         plan,
         out,
@@ -198,9 +234,9 @@ def ablate_command(
         )
         # SystemExit, not typer.Exit: ``main`` runs the app with standalone_mode=False.
         raise SystemExit(interrupted_exit_code())
-    _print_outcome(outcome, small=lmo.is_local(lm_config))
+    _print_outcome(outcome, small=lmo.is_local(plan.lm))
     if tracking is not None:
-        mlflow_log_plan(tracking, outcome.out, experiment=mlflow_experiment)
+        mlflow_log_plan(tracking, outcome.out, experiment=mlflow.mlflow_experiment)
     if outcome.units_failed:
         raise SystemExit(EXIT_UNFINISHED)
 

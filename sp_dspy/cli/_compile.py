@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -29,12 +30,12 @@ from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
 from ._eval import EXIT_UNFINISHED
-from ._export import DEFAULT_EXPERIMENT, MlflowExperiment, MlflowUri, mlflow_check, mlflow_log_compile
+from ._export import MlflowFlags, mlflow_log_compile
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from .._compile import CompileOutcome, CompilePlan, CompileStatus
+    from .._compile import CompileConfig, CompileOutcome, CompilePlan, CompileStatus
     from .._lm import LMConfig
 
 #: The DSPy programs a compile can start from (``--program``); ``eval --program`` runs them too.
@@ -45,124 +46,139 @@ def register(app: typer.Typer) -> None:
     app.command("compile")(compile_command)
 
 
+ProgramOption = Annotated[
+    str,
+    typer.Option("--program", help="DSPy program to start from: dspy, or dspy-cot (chain of thought)."),
+]
+OptimizerOption = Annotated[str, typer.Option("--optimizer", help="mipro, gepa, bootstrap, simba or copro.")]
+ApiBaseOption = Annotated[
+    str | None,
+    typer.Option("--api-base", help="Endpoint for every LM of the command (unless overridden)."),
+]
+ApiKeyEnvOption = Annotated[
+    str | None, typer.Option("--api-key-env", help="Key variable for every LM (unless overridden).")
+]
+PromptLmOption = Annotated[
+    str | None, typer.Option("--prompt-lm", help="LM that proposes instructions (default: --lm).")
+]
+PromptApiBaseOption = Annotated[
+    str | None, typer.Option("--prompt-api-base", help="Endpoint of the prompt LM (default: --api-base).")
+]
+PromptApiKeyEnvOption = Annotated[
+    str | None,
+    typer.Option("--prompt-api-key-env", help="Key variable of the prompt LM (default: --api-key-env)."),
+]
+ReflectionLmOption = Annotated[
+    str | None,
+    typer.Option("--reflection-lm", help="GEPA's reflection LM (default: --prompt-lm, else --lm)."),
+]
+ReflectionApiBaseOption = Annotated[
+    str | None,
+    typer.Option("--reflection-api-base", help="Endpoint of the reflection LM (default: --api-base)."),
+]
+ReflectionApiKeyEnvOption = Annotated[
+    str | None,
+    typer.Option(
+        "--reflection-api-key-env", help="Key variable of the reflection LM (default: --api-key-env)."
+    ),
+]
+SplitsOption = Annotated[
+    Path | None,
+    typer.Option("--splits", help="Split file (sp-dspy split); default: a new split made with --seed."),
+]
+RatiosOption = Annotated[str, typer.Option("--ratios", help="train,dev,test ratios of the default split.")]
+OptimizerConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--optimizer-config", help="Optimizer YAML (default: the package's configs/optimizers.yaml)."
+    ),
+]
+SetOption = Annotated[
+    list[str] | None, typer.Option("--set", help="Override an optimizer setting, KEY=VALUE (repeatable).")
+]
+TopKOption = Annotated[
+    int, typer.Option("--top-k", min=1, help="Optimizer candidates scored on dev at the end.")
+]
+
+
+@dataclass
+class SamplingFlags:
+    """The task LM's per-call flags."""
+
+    temperature: lmo.Temperature = None
+    max_tokens: lmo.MaxTokens = None
+    reasoning_effort: lmo.ReasoningEffort = None
+    timeout: lmo.Timeout = None
+    num_retries: lmo.NumRetries = None
+    rate_limit_timeout: lmo.RateLimitTimeout = None
+    no_adaptive: lmo.NoAdaptive = False
+    json_schema: lmo.JsonSchema = False
+
+    def overrides(self) -> dict[str, Any]:
+        """The ``LMConfig`` fields these flags set (``None``: keep the model's)."""
+        changes = {name: value for name, value in vars(self).items() if name != "no_adaptive"}
+        return {
+            **changes,
+            "json_schema": self.json_schema or None,
+            "adaptive": False if self.no_adaptive else None,
+        }
+
+
+@dataclass
+class HelperLmFlags:
+    """The prompt and reflection LMs, each with its own endpoint and key flags."""
+
+    prompt_lm: PromptLmOption = None
+    prompt_api_base: PromptApiBaseOption = None
+    prompt_api_key_env: PromptApiKeyEnvOption = None
+    reflection_lm: ReflectionLmOption = None
+    reflection_api_base: ReflectionApiBaseOption = None
+    reflection_api_key_env: ReflectionApiKeyEnvOption = None
+
+
+@lmo.with_lm_flags
 def compile_command(
     out: Annotated[Path, typer.Option("--out", help="Artifact directory to write.", show_default=False)],
-    program: Annotated[
-        str,
-        typer.Option("--program", help="DSPy program to start from: dspy, or dspy-cot (chain of thought)."),
-    ] = "dspy",
+    program: ProgramOption = "dspy",
     protocol: Annotated[str, typer.Option("--protocol", help="per-policy or per-rule.")] = "per-policy",
-    optimizer: Annotated[
-        str, typer.Option("--optimizer", help="mipro, gepa, bootstrap, simba or copro.")
-    ] = "mipro",
+    optimizer: OptimizerOption = "mipro",
     lm: lmo.Lm = None,
     config: lmo.ModelsConfig = None,
-    api_base: Annotated[
-        str | None,
-        typer.Option("--api-base", help="Endpoint for every LM of the command (unless overridden)."),
-    ] = None,
-    api_key_env: Annotated[
-        str | None, typer.Option("--api-key-env", help="Key variable for every LM (unless overridden).")
-    ] = None,
-    temperature: lmo.Temperature = None,
-    max_tokens: lmo.MaxTokens = None,
-    reasoning_effort: lmo.ReasoningEffort = None,
-    timeout: lmo.Timeout = None,
-    num_retries: lmo.NumRetries = None,
-    rate_limit_timeout: lmo.RateLimitTimeout = None,
-    no_adaptive: lmo.NoAdaptive = False,
-    json_schema: lmo.JsonSchema = False,
-    prompt_lm: Annotated[
-        str | None, typer.Option("--prompt-lm", help="LM that proposes instructions (default: --lm).")
-    ] = None,
-    prompt_api_base: Annotated[
-        str | None, typer.Option("--prompt-api-base", help="Endpoint of the prompt LM (default: --api-base).")
-    ] = None,
-    prompt_api_key_env: Annotated[
-        str | None,
-        typer.Option("--prompt-api-key-env", help="Key variable of the prompt LM (default: --api-key-env)."),
-    ] = None,
-    reflection_lm: Annotated[
-        str | None,
-        typer.Option("--reflection-lm", help="GEPA's reflection LM (default: --prompt-lm, else --lm)."),
-    ] = None,
-    reflection_api_base: Annotated[
-        str | None,
-        typer.Option("--reflection-api-base", help="Endpoint of the reflection LM (default: --api-base)."),
-    ] = None,
-    reflection_api_key_env: Annotated[
-        str | None,
-        typer.Option(
-            "--reflection-api-key-env", help="Key variable of the reflection LM (default: --api-key-env)."
-        ),
-    ] = None,
+    api_base: ApiBaseOption = None,
+    api_key_env: ApiKeyEnvOption = None,
+    sampling: SamplingFlags = SamplingFlags(),
+    helpers: HelperLmFlags = HelperLmFlags(),
     dataset: opt.Dataset = None,
     benchmark: opt.Benchmark = "safepyramid",
-    splits: Annotated[
-        Path | None,
-        typer.Option("--splits", help="Split file (sp-dspy split); default: a new split made with --seed."),
-    ] = None,
-    ratios: Annotated[
-        str, typer.Option("--ratios", help="train,dev,test ratios of the default split.")
-    ] = "0.1,0.1,0.8",
+    splits: SplitsOption = None,
+    ratios: RatiosOption = "0.1,0.1,0.8",
     lenient: opt.Lenient = False,
     seed: opt.Seed = 0,
-    max_calls: opt.MaxCalls = None,
-    max_total_tokens: opt.MaxTotalTokens = None,
-    max_usd: opt.MaxUsd = None,
+    caps: opt.CapFlags = opt.CapFlags(),
     dry_run: opt.DryRun = False,
     no_cache: lmo.NoCache = False,
-    optimizer_config: Annotated[
-        Path | None,
-        typer.Option(
-            "--optimizer-config", help="Optimizer YAML (default: the package's configs/optimizers.yaml)."
-        ),
-    ] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override an optimizer setting, KEY=VALUE (repeatable).")
-    ] = None,
-    top_k: Annotated[
-        int, typer.Option("--top-k", min=1, help="Optimizer candidates scored on dev at the end.")
-    ] = 1,
+    optimizer_config: OptimizerConfigOption = None,
+    set_: SetOption = None,
+    top_k: TopKOption = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Dev cases in flight.")] = 8,
     force: Annotated[bool, typer.Option("--force", help="Replace an artifact already in --out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Hide the progress display.")] = False,
-    mlflow_uri: MlflowUri = None,
-    mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT,
+    mlflow: MlflowFlags = MlflowFlags(),
 ) -> None:
     """Compile a better guard: optimize a DSPy program on train, select on dev, save the artifact."""
-    from .._compile import CompileConfig, CompileStatus, compile_guard  # numpy
+    from .._compile import CompileConfig, compile_guard  # numpy
 
     if program not in COMPILABLE:
         raise ConfigError(f"--program {program!r}: expected {' or '.join(COMPILABLE)}")
     if protocol not in ("per-policy", "per-rule"):
         raise ConfigError(f"--protocol {protocol!r}: expected per-policy or per-rule")
     benchmark_kind(benchmark)  # an unknown name fails here, naming --benchmark and the choices
-    if lm is None:
-        raise ConfigError("--lm is required: a model string, a configured name, fake[/behaviour] or local")
-    cache = False if no_cache else None
-    task = lmo.lm_configs(
-        lm, None, config, default=lm, api_base=api_base, api_key_env=api_key_env, cache=cache,
-        temperature=temperature, max_tokens=max_tokens, reasoning_effort=reasoning_effort, timeout=timeout,
-        num_retries=num_retries, json_schema=json_schema or None, rate_limit_timeout=rate_limit_timeout,
-        adaptive=False if no_adaptive else None,
-    )[0]  # fmt: skip
-
-    def helper_lm(spec: str | None, flag: str, base: str | None, key_env: str | None) -> LMConfig | None:
-        """The prompt or reflection LM: its own endpoint and key flags, else the task LM's."""
-        if spec is None:
-            return None
-        overrides = {"api_base": base or api_base, "api_key_env": key_env or api_key_env, "cache": cache}
-        return lmo.lm_configs(spec, None, config, default=spec, flag=flag, **overrides)[0]
-
-    prompt = helper_lm(prompt_lm, "--prompt-lm", prompt_api_base, prompt_api_key_env)
-    reflection = helper_lm(reflection_lm, "--reflection-lm", reflection_api_base, reflection_api_key_env)
+    task, prompt, reflection = _lms(lm, config, api_base, api_key_env, sampling, helpers, no_cache=no_cache)
     fields = {
         "protocol": protocol, "cot": program == "dspy-cot", "optimizer": optimizer,
-        "optimizer_config": optimizer_config,
-        "overrides": parse_overrides(set_ or []), "dataset": dataset, "benchmark": benchmark, "splits": splits,
-        "ratios": parse_ratios(ratios), "lenient": lenient, "seed": seed, "out": out,
-        "caps": {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd},
+        "optimizer_config": optimizer_config, "overrides": parse_overrides(set_ or []), "dataset": dataset,
+        "benchmark": benchmark, "splits": splits,
+        "ratios": parse_ratios(ratios), "lenient": lenient, "seed": seed, "out": out, "caps": caps.caps(),
         "top_k": top_k, "concurrency": concurrency, "dry_run": dry_run, "force": force,
     }  # fmt: skip
     try:
@@ -178,8 +194,48 @@ def compile_command(
         for warning in outcome.warnings:  # before anything is spent: capped demos, a foreign split
             err_console.print(f"[yellow]warning:[/yellow] {warning}")
         return
+    _compile(settings, (task, prompt, reflection), no_cache=no_cache, quiet=quiet, mlflow=mlflow)
+
+
+def _lms(
+    lm: str | None, config: Path | None, api_base: str | None, api_key_env: str | None,
+    sampling: SamplingFlags, helpers: HelperLmFlags, *, no_cache: bool,
+) -> tuple[LMConfig, LMConfig | None, LMConfig | None]:  # fmt: skip
+    """The task, prompt and reflection LMs' configs (``--lm`` required)."""
+    if lm is None:
+        raise ConfigError("--lm is required: a model string, a configured name, fake[/behaviour] or local")
+    cache = False if no_cache else None
+    task = lmo.lm_configs(
+        lm, None, config, default=lm, api_base=api_base, api_key_env=api_key_env, cache=cache,
+        **sampling.overrides(),
+    )[0]  # fmt: skip
+
+    def helper_lm(spec: str | None, flag: str, base: str | None, key_env: str | None) -> LMConfig | None:
+        """The prompt or reflection LM: its own endpoint and key flags, else the task LM's."""
+        if spec is None:
+            return None
+        overrides = {"api_base": base or api_base, "api_key_env": key_env or api_key_env, "cache": cache}
+        return lmo.lm_configs(spec, None, config, default=spec, flag=flag, **overrides)[0]
+
+    h = helpers
+    prompt = helper_lm(h.prompt_lm, "--prompt-lm", h.prompt_api_base, h.prompt_api_key_env)
+    reflection = helper_lm(
+        h.reflection_lm, "--reflection-lm", h.reflection_api_base, h.reflection_api_key_env
+    )
+    return task, prompt, reflection
+
+
+def _compile(
+    settings: CompileConfig, lms: tuple[LMConfig, LMConfig | None, LMConfig | None], *, no_cache: bool,
+    quiet: bool, mlflow: MlflowFlags,
+) -> None:  # fmt: skip
+    """Compile with a live progress display; print the outcome (exit 3: failed calls left answers out)."""
+    from .._compile import CompileStatus, compile_guard
+
+    task, prompt, reflection = lms
+    out = settings.out
+    tracking = mlflow.tracking()
     # The terminal's stderr, bound now: while the compile runs, sys.stderr goes to compile.log.
-    tracking = mlflow_check(mlflow_uri)
     terminal = Console(file=sys.stderr)
     configure_cache(enabled=not no_cache, warn=lambda message: warn(message, on=terminal))
     status = CompileStatus()
@@ -202,7 +258,7 @@ def compile_command(
             raise typer.Exit(interrupted_exit_code()) from None
     _print_outcome(outcome)
     if tracking is not None:
-        mlflow_log_compile(tracking, out, experiment=mlflow_experiment)
+        mlflow_log_compile(tracking, out, experiment=mlflow.mlflow_experiment)
     if outcome.errors.errors:  # an artifact was saved, but on answers its failed calls left out
         raise SystemExit(EXIT_UNFINISHED)
 

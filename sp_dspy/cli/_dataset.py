@@ -85,6 +85,28 @@ def load_for_results(
     files = [file for side in sides for file in side]
     beside: dict[Path, list[tuple[Path, RunManifest]]] = {}
     recorded = {file: found for file in files if (found := recorded_data(file, beside)) is not None}
+    loaded, recorded = _load_recorded(files, recorded, dataset, benchmark, with_evidence, lenient)
+    if check:
+        ids = {case.id for case in loaded.cases}
+        for result_set in results:
+            where = ", ".join(result_set.files) or "the results"
+            check_results_belong(result_set.result_ids(), ids, where=where, source=loaded.source)
+    if select is not None and select.takes_part:
+        return ScoredData(loaded, select.apply(loaded), f"the cases {select.describe()} selects")
+    cases, described, note = _selected(loaded, sides, recorded)
+    if select is not None and (select.level or select.domain):
+        cases = filter_cases(cases, level=select.level, domain=select.domain)
+    if note is not None and announce:
+        _note(f"note: {note}")
+    return ScoredData(loaded, cases, described, note)
+
+
+def _load_recorded(
+    files: list[Path], recorded: dict[Path, RecordedData], dataset: str | None, benchmark: str | None,
+    with_evidence: bool, lenient: bool,
+) -> tuple[Benchmark, dict[Path, RecordedData]]:  # fmt: skip
+    """The dataset the runs recorded (unless ``--dataset``, or a ``--benchmark`` other than theirs,
+    names another), and the recorded data still in use (none when the user chose another)."""
     chosen = None if dataset is not None else next(iter(recorded.values()), None)
     if chosen is not None and benchmark is not None and chosen.benchmark not in (None, benchmark):
         recorded, chosen = {}, None  # the user asked for another benchmark: its default data, not the runs'
@@ -106,19 +128,7 @@ def load_for_results(
             f"note: no run manifest beside {files[0]} names its dataset: scored on {loaded.source} "
             f"({name}); pass --dataset to score on another"
         )
-    if check:
-        ids = {case.id for case in loaded.cases}
-        for result_set in results:
-            where = ", ".join(result_set.files) or "the results"
-            check_results_belong(result_set.result_ids(), ids, where=where, source=loaded.source)
-    if select is not None and select.takes_part:
-        return ScoredData(loaded, select.apply(loaded), f"the cases {select.describe()} selects")
-    cases, described, note = _selected(loaded, sides, recorded)
-    if select is not None and (select.level or select.domain):
-        cases = filter_cases(cases, level=select.level, domain=select.domain)
-    if note is not None and announce:
-        _note(f"note: {note}")
-    return ScoredData(loaded, cases, described, note)
+    return loaded, recorded
 
 
 def _selected(

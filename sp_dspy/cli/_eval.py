@@ -22,12 +22,13 @@ from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
-from ._export import DEFAULT_EXPERIMENT, MlflowExperiment, MlflowUri, mlflow_check, mlflow_log_eval
+from ._export import MlflowFlags, mlflow_log_eval
 from ._fail_under import FailUnder, check_known_cells, meets, parse_fail_under
 
 if TYPE_CHECKING:
     from .._compile import BudgetCaps
     from .._lm import HttpRequest, LMConfig
+    from .._runner import EvalConfig
 
 # Some units ended in error, or a budget cap stopped the run.
 EXIT_UNFINISHED = 3
@@ -43,95 +44,92 @@ def register(app: typer.Typer) -> None:
     app.command("eval")(eval_command)
 
 
+ProgramOption = Annotated[
+    str,
+    typer.Option(
+        "--program",
+        help="official, dspy, dspy-cot, dspy-severity[-cot] (PKU-SafeRLHF), or a compiled artifact directory.",
+    ),
+]
+ProtocolOption = Annotated[
+    str | None,
+    typer.Option("--protocol", help="per-policy or per-rule (default: per-policy, or the artifact's own)."),
+]
+AllowOverlapOption = Annotated[
+    bool,
+    typer.Option("--allow-overlap", help="Score an artifact on cases of its own train/dev split anyway."),
+]
+PerRuleLayoutOption = Annotated[
+    str, typer.Option("--per-rule-layout", help="official, or prefix (cache-friendly; not official).")
+]
+RunIdOption = Annotated[str | None, typer.Option("--run-id", help="Run id (default: RUN_ID or a timestamp).")]
+ResumeOption = Annotated[
+    bool, typer.Option("--resume", help="Continue a run (same --run-id, or the newest).")
+]
+RetryErrorsOption = Annotated[bool, typer.Option("--retry-errors", help="On --resume, retry errored units.")]
+RunConfigOption = Annotated[
+    Path | None, typer.Option("--run-config", help="YAML file of eval settings; flags override it.")
+]
+ShowRequestOption = Annotated[
+    bool,
+    typer.Option(
+        "--show-request",
+        help="Print the first request exactly as it would be sent (URL, headers with keys masked, "
+        "body) and send nothing.",
+    ),
+]
+BatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--batch",
+        help="Send every request through the provider's batch API (OpenAI, Anthropic): half price, "
+        "answers within 24 h; --resume collects batches left running.",
+    ),
+]
+
+ResubmitOption = Annotated[
+    bool,
+    typer.Option(
+        "--resubmit",
+        help="With --batch --resume: send again the requests of a batch the run was creating when it "
+        "stopped, when the provider cannot tell whether it was created (it may pay them twice).",
+    ),
+]
+ParserOption = Annotated[str, typer.Option("--parser", help="strict (official) or robust.")]
+ConcurrencyOption = Annotated[int, typer.Option("--concurrency", min=1, help="LM calls in flight.")]
+OutputDirOption = Annotated[Path, typer.Option("--output-dir", help="Where results go.")]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")]
+
+
 @lmo.with_lm_flags
 def eval_command(
-    dataset: opt.Dataset = None,
-    benchmark: opt.Benchmark = "safepyramid",
-    level: opt.Level = None,
-    domain: opt.Domain = None,
-    split: opt.Split = None,
-    limit: opt.Limit = None,
-    start_idx: opt.StartIdx = 0,
-    shard: opt.Shard = None,
-    lenient: opt.Lenient = False,
-    with_evidence: opt.WithEvidence = False,
-    program: Annotated[
-        str,
-        typer.Option(
-            "--program",
-            help="official, dspy, dspy-cot, dspy-severity[-cot] (PKU-SafeRLHF), a guard model's own format "
-            "(llama-guard, granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard), or a compiled "
-            "artifact directory.",
-        ),
-    ] = "official",
-    protocol: Annotated[
-        str | None,
-        typer.Option(
-            "--protocol", help="per-policy or per-rule (default: per-policy, or the artifact's own)."
-        ),
-    ] = None,
-    allow_overlap: Annotated[
-        bool,
-        typer.Option("--allow-overlap", help="Score an artifact on cases of its own train/dev split anyway."),
-    ] = False,
-    parser: Annotated[str, typer.Option("--parser", help="strict (official) or robust.")] = "strict",
-    per_rule_layout: Annotated[
-        str, typer.Option("--per-rule-layout", help="official, or prefix (cache-friendly; not official).")
-    ] = "official",
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="LM calls in flight.")] = 16,
-    output_dir: Annotated[Path, typer.Option("--output-dir", help="Where results go.")] = Path(
-        "output/results"
-    ),
-    run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Run id (default: RUN_ID or a timestamp).")
-    ] = None,
-    resume: Annotated[
-        bool, typer.Option("--resume", help="Continue a run (same --run-id, or the newest).")
-    ] = False,
-    retry_errors: Annotated[
-        bool, typer.Option("--retry-errors", help="On --resume, retry errored units.")
-    ] = False,
-    run_config: Annotated[
-        Path | None, typer.Option("--run-config", help="YAML file of eval settings; flags override it.")
-    ] = None,
+    data: opt.DataFlags = opt.DataFlags(),
+    program: ProgramOption = "official",
+    protocol: ProtocolOption = None,
+    allow_overlap: AllowOverlapOption = False,
+    parser: ParserOption = "strict",
+    per_rule_layout: PerRuleLayoutOption = "official",
+    concurrency: ConcurrencyOption = 16,
+    output_dir: OutputDirOption = Path("output/results"),
+    run_id: RunIdOption = None,
+    resume: ResumeOption = False,
+    retry_errors: RetryErrorsOption = False,
+    run_config: RunConfigOption = None,
     lm: lmo.Lm = None,
     models: lmo.Models = None,
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
     dry_run: opt.DryRun = False,
-    max_calls: opt.MaxCalls = None,
-    max_total_tokens: opt.MaxTotalTokens = None,
-    max_usd: opt.MaxUsd = None,
-    show_request: Annotated[
-        bool,
-        typer.Option(
-            "--show-request",
-            help="Print the first request exactly as it would be sent (URL, headers with keys masked, "
-            "body) and send nothing.",
-        ),
-    ] = False,
+    caps: opt.CapFlags = opt.CapFlags(),
+    show_request: ShowRequestOption = False,
     log_requests: opt.LogRequests = False,
-    batch: Annotated[
-        bool,
-        typer.Option(
-            "--batch",
-            help="Send every request through the provider's batch API (OpenAI, Anthropic): half price, "
-            "answers within 24 h; --resume collects batches left running.",
-        ),
-    ] = False,
-    resubmit: Annotated[
-        bool,
-        typer.Option(
-            "--resubmit",
-            help="With --batch --resume: send again the requests of a batch the run was creating when it "
-            "stopped, when the provider cannot tell whether it was created (it may pay them twice).",
-        ),
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")] = False,
+    batch: BatchOption = False,
+    resubmit: ResubmitOption = False,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
     fail_under: FailUnder = None,
-    mlflow_uri: MlflowUri = None,
-    mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT,
+    mlflow: MlflowFlags = MlflowFlags(),
 ) -> None:
     """Evaluate a guard (official baseline, DSPy program or compiled artifact) and score it.
 
@@ -140,40 +138,51 @@ def eval_command(
     budget cap stopped the run; 4 every unit answered but a --fail-under threshold is not met;
     130 Ctrl-C, 143 SIGTERM (finished units kept: --resume continues).
     """
-    thresholds = parse_fail_under(fail_under)
     configs = lmo.lm_configs(lm, models, config, default=lmo.LOCAL, **lm_flags.overrides())
-    local = any(lmo.is_local(c) for c in configs)
-    local_default = local and limit is None and dataset is None and split is None
-    flags: dict[str, Any] = {
-        "data": {
-            "dataset": dataset, "benchmark": benchmark, "level": level, "domain": domain, "split": split,
-            "limit": LOCAL_DEFAULT_LIMIT if local_default else limit, "start_idx": start_idx, "shard": shard,
-            "lenient": lenient, "with_evidence": with_evidence,
-        },
-        "program": program, "protocol": protocol, "allow_overlap": allow_overlap, "parser": parser,
-        "per_rule_layout": per_rule_layout,
-        "concurrency": concurrency, "output_dir": output_dir, "run_id": run_id, "resume": resume,
-        "caps": {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd},
-        "batch": batch, "resubmit": resubmit,
-    }  # fmt: skip
-    settings = build_eval_config(flags, run_config)
+    local_default = (
+        any(map(lmo.is_local, configs)) and data.limit is None and data.dataset is data.split is None
+    )
+    flags = {"data": data.selection(limit=LOCAL_DEFAULT_LIMIT if local_default else data.limit),
+             "program": program, "protocol": protocol, "allow_overlap": allow_overlap, "parser": parser,
+             "per_rule_layout": per_rule_layout, "concurrency": concurrency, "output_dir": output_dir,
+             "run_id": run_id, "resume": resume, "batch": batch, "resubmit": resubmit, "caps": caps.caps()}  # fmt: skip
+    settings, thresholds = _checked(build_eval_config(flags, run_config), fail_under)
+    if dry_run:
+        for lm_config in configs:  # no local server is started, no LM built
+            _print_plan(plan_run(settings, lm_config), settings.caps, window=lmo.context_window(lm_config))
+        return
+    settings = _ready(settings, configs, no_cache=lm_flags.no_cache, local_default=local_default)
+    if show_request:  # each model's first request as JSON on stdout, unwrapped for jq
+        _show_requests(settings, configs)
+        return
+    _run_models(settings, configs, retry_errors=retry_errors, log_requests=log_requests, quiet=quiet,
+                verbose=verbose, mlflow=mlflow, thresholds=thresholds)  # fmt: skip
+
+
+def _checked(settings: EvalConfig, fail_under: list[str] | None) -> tuple[EvalConfig, Any]:
+    """The settings, refused where flags contradict (``--resubmit`` without ``--batch --resume``), and the
+    ``--fail-under`` thresholds, each naming a cell the benchmark has."""
+    thresholds = parse_fail_under(fail_under)
     if settings.resubmit and not (settings.batch and settings.resume):
         raise ConfigError(
             "--resubmit: only with --batch --resume (it sends again the requests of a batch a stopped "
             "run was creating, when the provider cannot say whether it exists)"
         )
     check_known_cells(thresholds, settings.data.benchmark)
-    if dry_run:
-        for lm_config in configs:  # no local server is started, no LM built
-            _print_plan(plan_run(settings, lm_config), settings.caps, window=lmo.context_window(lm_config))
-        return
+    return settings, thresholds
+
+
+def _ready(
+    settings: EvalConfig, configs: list[LMConfig], *, no_cache: bool, local_default: bool
+) -> EvalConfig:
+    """The settings every model of this invocation runs with, after the checks that need no LM call."""
     if settings.run_id is None and not settings.resume:
         # One run id for every model of this invocation, so they share one manifest.
         settings = settings.model_copy(update={"run_id": new_run_id()})
-    if local and settings.concurrency > lmo.LOCAL_CONCURRENCY:
+    if any(lmo.is_local(c) for c in configs) and settings.concurrency > lmo.LOCAL_CONCURRENCY:
         # One llama.cpp slot: more requests in flight only wait in its queue (and time out).
         settings = settings.model_copy(update={"concurrency": lmo.LOCAL_CONCURRENCY})
-    configure_cache(enabled=not lm_flags.no_cache, warn=warn)
+    configure_cache(enabled=not no_cache, warn=warn)
     if local_default:
         err_console.print(
             f"[dim]Embedded model: the first {LOCAL_DEFAULT_LIMIT} cases of the bundled sample "
@@ -184,17 +193,28 @@ def eval_command(
             key_for(lm_config, lm_config.api_bases[0] if lm_config.api_bases else None)
         if settings.batch:  # a provider without a batch API fails before any model is run
             batch_wire(lm_config)
-    if show_request:  # each model's first request as JSON on stdout, unwrapped for jq
-        configure_cache(enabled=False)
-        for lm_config in configs:
-            with lmo.lm_session(lm_config) as live:
-                request = first_request(settings, live)
-            if len(configs) > 1:
-                typer.echo(f"# {live.display_name()}")
-            shown = batch_line(live, request) if settings.batch else request.shown()
-            typer.echo(json.dumps(shown, indent=2, ensure_ascii=False))
-        return
-    tracking = mlflow_check(mlflow_uri)
+    return settings
+
+
+def _show_requests(settings: EvalConfig, configs: list[LMConfig]) -> None:
+    """``--show-request``: each model's first request (or its batch line) as JSON on stdout."""
+    configure_cache(enabled=False)
+    for lm_config in configs:
+        with lmo.lm_session(lm_config) as live:
+            request = first_request(settings, live)
+        if len(configs) > 1:
+            typer.echo(f"# {live.display_name()}")
+        shown = batch_line(live, request) if settings.batch else request.shown()
+        typer.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+
+
+def _run_models(
+    settings: EvalConfig, configs: list[LMConfig], *, retry_errors: bool, log_requests: bool, quiet: bool,
+    verbose: bool, mlflow: MlflowFlags, thresholds: Any,
+) -> None:  # fmt: skip
+    """Run and print each model in turn; exit 3 when a unit ended in error or a cap stopped a run,
+    4 when every unit answered but a ``--fail-under`` threshold is not met."""
+    tracking = mlflow.tracking()
     units_failed, below = False, False
     for lm_config in configs:
         with lmo.lm_session(lm_config) as live:
@@ -211,7 +231,7 @@ def eval_command(
         _print_batched(outcome, live)
         _print_prompt_cache(outcome, live, batch=settings.batch)
         if tracking is not None:
-            mlflow_log_eval(tracking, [outcome.results_file], experiment=mlflow_experiment)
+            mlflow_log_eval(tracking, [outcome.results_file], experiment=mlflow.mlflow_experiment)
         if outcome.interrupted:
             # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.
             raise SystemExit(interrupted_exit_code())

@@ -26,10 +26,10 @@ from . import _options as opt
 from ._ablate import _overlay, resolve_lm
 from ._console import console, err_console
 from ._eval import EXIT_UNFINISHED
-from ._export import DEFAULT_EXPERIMENT, MlflowExperiment, MlflowUri, mlflow_check, mlflow_log_plan
+from ._export import MlflowFlags, mlflow_log_plan
 
 if TYPE_CHECKING:
-    from .._ablate._experiment import ExperimentOutcome, ExperimentPlan, ExperimentPrice
+    from .._ablate import ExperimentOutcome, ExperimentPlan, ExperimentPrice
 
 
 def register(app: typer.Typer) -> None:
@@ -47,122 +47,163 @@ def parse_settings(pairs: list[str]) -> dict[str, dict[str, Any]]:
     return settings
 
 
+OutOption = Annotated[
+    Path, typer.Option("--out", help="Output directory (split, artifacts, results, summary, report).")
+]
+PromptLmOption = Annotated[
+    str | None, typer.Option("--prompt-lm", help="LM that proposes instructions (default: --lm).")
+]
+ReflectionLmOption = Annotated[
+    str | None,
+    typer.Option("--reflection-lm", help="GEPA's reflection LM (default: --prompt-lm, else --lm)."),
+]
+PlanFileOption = Annotated[
+    Path | None,
+    typer.Option("--plan", help="YAML experiment plan (lm, optimizers, seeds, ...); flags override."),
+]
+BenchmarkOption = Annotated[
+    str | None, typer.Option("--benchmark", help="safepyramid (default), pku-saferlhf or custom.")
+]
+ProtocolOption = Annotated[str | None, typer.Option("--protocol", help="per-policy (default) or per-rule.")]
+ProgramOption = Annotated[
+    str | None, typer.Option("--program", help="DSPy program to compile: dspy (default) or dspy-cot.")
+]
+OptimizersOption = Annotated[
+    str | None,
+    typer.Option(
+        "--optimizers", help="Comma-separated optimizers: mipro (default), gepa, bootstrap, simba, copro."
+    ),
+]
+SeedsOption = Annotated[
+    str | None, typer.Option("--seeds", help="Comma-separated optimizer seeds (default 0,1,2).")
+]
+SplitSeedOption = Annotated[
+    int | None, typer.Option("--split-seed", help="Seed of the one train/dev/test split (default 0).")
+]
+SplitPerSeedOption = Annotated[
+    bool,
+    typer.Option(
+        "--split-per-seed", help="A split of its own per seed; test on the cases every split tests on."
+    ),
+]
+SeedLmOption = Annotated[
+    bool,
+    typer.Option("--seed-lm", help="Send each compile's seed to its LMs too (providers that take a seed)."),
+]
+RatiosOption = Annotated[
+    str | None, typer.Option("--ratios", help="train,dev,test ratios of the split (default 0.1,0.1,0.8).")
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override an optimizer setting, OPTIMIZER.KEY=VALUE (repeatable)."),
+]
+OptimizerConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--optimizer-config", help="Optimizer YAML (default: the package's configs/optimizers.yaml)."
+    ),
+]
+TopKOption = Annotated[
+    int | None, typer.Option("--top-k", min=1, help="Optimizer candidates scored on dev at the end.")
+]
+BatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--batch",
+        help="Send the test evaluations through the provider's batch API (OpenAI, Anthropic): half "
+        "price; compiles still call one at a time (an optimizer's next call depends on earlier answers).",
+    ),
+]
+ConcurrencyOption = Annotated[
+    int | None, typer.Option("--concurrency", min=1, help="LM calls in flight (default 8).")
+]
+NBootOption = Annotated[
+    int | None,
+    typer.Option("--n-boot", min=0, help="Bootstrap resamples for the 95% CIs (default 1000)."),
+]
+ResumeOption = Annotated[
+    bool,
+    typer.Option(
+        "--resume", help="Continue the experiment in --out; finished compiles and evaluations are kept."
+    ),
+]
+RetryErrorsOption = Annotated[
+    bool, typer.Option("--retry-errors", help="On --resume, re-send test units that ended in error.")
+]
+
+BaselineProgramOption = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline-program",
+        help="Fixed-prompt program the artifacts are compared to: official (default) or a guard model's "
+        "own format (llama-guard, granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard).",
+    ),
+]
+
+
 @lmo.with_lm_flags
 def experiment_command(
-    out: Annotated[
-        Path, typer.Option("--out", help="Output directory (split, artifacts, results, summary, report).")
-    ],
+    out: OutOption,
     lm: lmo.Lm = None,
-    prompt_lm: Annotated[
-        str | None, typer.Option("--prompt-lm", help="LM that proposes instructions (default: --lm).")
-    ] = None,
-    reflection_lm: Annotated[
-        str | None,
-        typer.Option("--reflection-lm", help="GEPA's reflection LM (default: --prompt-lm, else --lm)."),
-    ] = None,
-    plan_file: Annotated[
-        Path | None,
-        typer.Option("--plan", help="YAML experiment plan (lm, optimizers, seeds, ...); flags override."),
-    ] = None,
+    prompt_lm: PromptLmOption = None,
+    reflection_lm: ReflectionLmOption = None,
+    plan_file: PlanFileOption = None,
     dataset: opt.Dataset = None,
-    benchmark: Annotated[
-        str | None, typer.Option("--benchmark", help="safepyramid (default), pku-saferlhf or custom.")
-    ] = None,
+    benchmark: BenchmarkOption = None,
     lenient: opt.Lenient = False,
-    protocol: Annotated[
-        str | None, typer.Option("--protocol", help="per-policy (default) or per-rule.")
-    ] = None,
-    program: Annotated[
-        str | None, typer.Option("--program", help="DSPy program to compile: dspy (default) or dspy-cot.")
-    ] = None,
-    baseline_program: Annotated[
-        str | None,
-        typer.Option(
-            "--baseline-program",
-            help="Fixed-prompt program the artifacts are compared to: official (default) or a guard model's "
-            "own format (llama-guard, granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard).",
-        ),
-    ] = None,
-    optimizers: Annotated[
-        str | None,
-        typer.Option(
-            "--optimizers", help="Comma-separated optimizers: mipro (default), gepa, bootstrap, simba, copro."
-        ),
-    ] = None,
-    seeds: Annotated[
-        str | None, typer.Option("--seeds", help="Comma-separated optimizer seeds (default 0,1,2).")
-    ] = None,
-    split_seed: Annotated[
-        int | None, typer.Option("--split-seed", help="Seed of the one train/dev/test split (default 0).")
-    ] = None,
-    split_per_seed: Annotated[
-        bool,
-        typer.Option(
-            "--split-per-seed", help="A split of its own per seed; test on the cases every split tests on."
-        ),
-    ] = False,
-    seed_lm: Annotated[
-        bool,
-        typer.Option(
-            "--seed-lm", help="Send each compile's seed to its LMs too (providers that take a seed)."
-        ),
-    ] = False,
-    ratios: Annotated[
-        str | None, typer.Option("--ratios", help="train,dev,test ratios of the split (default 0.1,0.1,0.8).")
-    ] = None,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override an optimizer setting, OPTIMIZER.KEY=VALUE (repeatable)."),
-    ] = None,
-    optimizer_config: Annotated[
-        Path | None,
-        typer.Option(
-            "--optimizer-config", help="Optimizer YAML (default: the package's configs/optimizers.yaml)."
-        ),
-    ] = None,
-    top_k: Annotated[
-        int | None, typer.Option("--top-k", min=1, help="Optimizer candidates scored on dev at the end.")
-    ] = None,
-    max_calls: opt.MaxCalls = None,
-    max_total_tokens: opt.MaxTotalTokens = None,
-    max_usd: opt.MaxUsd = None,
+    protocol: ProtocolOption = None,
+    program: ProgramOption = None,
+    baseline_program: BaselineProgramOption = None,
+    optimizers: OptimizersOption = None,
+    seeds: SeedsOption = None,
+    split_seed: SplitSeedOption = None,
+    split_per_seed: SplitPerSeedOption = False,
+    seed_lm: SeedLmOption = False,
+    ratios: RatiosOption = None,
+    set_: SetOption = None,
+    optimizer_config: OptimizerConfigOption = None,
+    top_k: TopKOption = None,
+    caps: opt.CapFlags = opt.CapFlags(),
     dry_run: opt.DryRun = False,
-    batch: Annotated[
-        bool,
-        typer.Option(
-            "--batch",
-            help="Send the test evaluations through the provider's batch API (OpenAI, Anthropic): half "
-            "price; compiles still call one at a time (an optimizer's next call depends on earlier answers).",
-        ),
-    ] = False,
-    concurrency: Annotated[
-        int | None, typer.Option("--concurrency", min=1, help="LM calls in flight (default 8).")
-    ] = None,
-    n_boot: Annotated[
-        int | None,
-        typer.Option("--n-boot", min=0, help="Bootstrap resamples for the 95% CIs (default 1000)."),
-    ] = None,
-    resume: Annotated[
-        bool,
-        typer.Option(
-            "--resume", help="Continue the experiment in --out; finished compiles and evaluations are kept."
-        ),
-    ] = False,
-    retry_errors: Annotated[
-        bool, typer.Option("--retry-errors", help="On --resume, re-send test units that ended in error.")
-    ] = False,
+    batch: BatchOption = False,
+    concurrency: ConcurrencyOption = None,
+    n_boot: NBootOption = None,
+    resume: ResumeOption = False,
+    retry_errors: RetryErrorsOption = False,
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
-    mlflow_uri: MlflowUri = None,
-    mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT,
+    mlflow: MlflowFlags = MlflowFlags(),
 ) -> None:
     """Compile guards with several optimizers and seeds and compare each to the official baseline on test.
 
     Exit status: 0 every step finished; 2 bad input or an error; 3 a cap stopped the experiment
     or some units ended in error; 130 Ctrl-C, 143 SIGTERM (finished steps kept: --resume continues).
     """
-    from .._ablate._experiment import EXPERIMENT_FILE, build_experiment, price_experiment, run_experiment
+    from .._ablate import price_experiment
+
+    flags: dict[str, Any] = {
+        "dataset": dataset, "benchmark": benchmark, "lenient": lenient or None, "protocol": protocol,
+        "program": program, "baseline_program": baseline_program, "optimizers": optimizers, "seeds": seeds,
+        "split_seed": split_seed, "seed_lm": seed_lm or None, "split_per_seed": split_per_seed or None,
+        "ratios": None if ratios is None else parse_ratios(ratios), "optimizer_config": optimizer_config,
+        "top_k": top_k, "concurrency": concurrency, "n_boot": n_boot, "batch": batch or None,
+        "settings": parse_settings(set_ or []) or None, "caps": caps.caps() if caps.given else None,
+    }  # fmt: skip
+    lms = {"lm": lm, "prompt_lm": prompt_lm, "reflection_lm": reflection_lm}
+    plan = _plan(out, plan_file, flags, lms, config=config, lm_flags=lm_flags, resume=resume)
+    if dry_run:
+        _print_price(price_experiment(plan, out, window=lmo.context_window(plan.lm)), plan)
+        return
+    _run(plan, out, resume=resume, retry_errors=retry_errors, quiet=quiet, mlflow=mlflow)
+
+
+def _plan(
+    out: Path, plan_file: Path | None, flags: dict[str, Any], lm_specs: dict[str, str | None], *,
+    config: Path | None, lm_flags: lmo.LmFlags, resume: bool,
+) -> ExperimentPlan:  # fmt: skip
+    """The experiment plan: the flags over the ``--plan`` file (on ``--resume``, the saved plan)."""
+    from .._ablate import EXPERIMENT_FILE, build_experiment
 
     if plan_file is None and resume and (out / EXPERIMENT_FILE).exists():
         plan_file = out / EXPERIMENT_FILE
@@ -174,35 +215,30 @@ def experiment_command(
     )
     overrides = lm_flags.overrides()
     lms: dict[str, Any] = {
-        "lm": resolve_lm(lm or base.get("lm"), config, where, command="experiment", **overrides)
+        "lm": resolve_lm(lm_specs["lm"] or base.get("lm"), config, where, command="experiment", **overrides)
     }
     helper = {key: overrides[key] for key in ("api_base", "api_key_env", "cache")}
-    for role, flag in (("prompt_lm", prompt_lm), ("reflection_lm", reflection_lm)):
-        spec = flag or base.get(role)
+    for role in ("prompt_lm", "reflection_lm"):
+        spec = lm_specs[role] or base.get(role)
         lms[role] = None if spec is None else resolve_lm(spec, config, where, role=role, **helper)
-    caps = {"max_calls": max_calls, "max_tokens": max_total_tokens, "max_usd": max_usd}
-    flags: dict[str, Any] = {
-        "dataset": dataset, "benchmark": benchmark, "lenient": lenient or None, "protocol": protocol,
-        "program": program, "baseline_program": baseline_program, "optimizers": optimizers, "seeds": seeds, "split_seed": split_seed, "seed_lm": seed_lm or None,
-        "split_per_seed": split_per_seed or None,
-        "ratios": None if ratios is None else parse_ratios(ratios), "optimizer_config": optimizer_config,
-        "top_k": top_k, "concurrency": concurrency, "n_boot": n_boot, "batch": batch or None,
-        "settings": parse_settings(set_ or []) or None,
-        "caps": caps if any(value is not None for value in caps.values()) else None,
-    }  # fmt: skip
     settings = {**_overlay(base, flags), **{role: c and c.model_dump() for role, c in lms.items()}}
     if lmo.is_local(lms["lm"]):  # one llama.cpp slot: more requests in flight only wait in its queue
         settings["concurrency"] = min(settings.get("concurrency") or 8, lmo.LOCAL_CONCURRENCY)
-    plan = build_experiment(settings, where)
-    if dry_run:
-        _print_price(price_experiment(plan, out, window=lmo.context_window(plan.lm)), plan)
-        return
+    return build_experiment(settings, where)
+
+
+def _run(
+    plan: ExperimentPlan, out: Path, *, resume: bool, retry_errors: bool, quiet: bool, mlflow: MlflowFlags
+) -> None:
+    """Run the experiment and print its outcome; exit 3 when a cap stopped it or units ended in error."""
+    from .._ablate import run_experiment
+
     configure_cache(enabled=plan.lm.cache)
-    tracking = mlflow_check(mlflow_uri)
+    tracking = mlflow.tracking()
     try:
         outcome = run_experiment(
-            plan, out, resume=resume, retry_errors=retry_errors, session=lmo.lm_session, console=err_console, show_progress=not quiet,
-            window=lmo.context_window(plan.lm),
+            plan, out, resume=resume, retry_errors=retry_errors, session=lmo.lm_session, console=err_console,
+            show_progress=not quiet, window=lmo.context_window(plan.lm),
         )  # fmt: skip
     except KeyboardInterrupt:
         _stopped(out, "interrupted")
@@ -218,7 +254,7 @@ def experiment_command(
         raise SystemExit(EXIT_UNFINISHED)
     _print_outcome(outcome)
     if tracking is not None:
-        mlflow_log_plan(tracking, out, experiment=mlflow_experiment)
+        mlflow_log_plan(tracking, out, experiment=mlflow.mlflow_experiment)
     if outcome.ablation is not None and outcome.ablation.units_failed:
         raise SystemExit(EXIT_UNFINISHED)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -45,6 +46,18 @@ MlflowExperiment = Annotated[
 ]
 
 
+@dataclass
+class MlflowFlags:
+    """``--mlflow-uri`` and ``--mlflow-experiment`` of the commands that log (a flag group)."""
+
+    mlflow_uri: MlflowUri = None
+    mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT
+
+    def tracking(self) -> str | None:
+        """The tracking store to log to, checked before anything runs (None: no logging)."""
+        return mlflow_check(self.mlflow_uri)
+
+
 class Target(StrEnum):
     inspect = "inspect"
     mlflow = "mlflow"
@@ -52,6 +65,22 @@ class Target(StrEnum):
 
 def register(app: typer.Typer) -> None:
     app.command("export")(export_command)
+
+
+def _check_target(to: Target, out: Path | None, mlflow_uri: str | None) -> str | None:
+    """Refuse a target that cannot be written before anything is scored; the MLflow store's URI."""
+    if to is Target.inspect:
+        if out is None:
+            raise ConfigError("--to inspect needs --out DIR (the folder the logs go into)")
+        require_inspect()
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {out}: exists and is not a folder")
+    uri = tracking_uri(mlflow_uri)
+    if to is Target.mlflow:
+        if uri is None:
+            raise ConfigError("--to mlflow needs --mlflow-uri URI (or MLFLOW_TRACKING_URI)")
+        check_tracking_uri(uri)
+    return uri
 
 
 def export_command(
@@ -79,17 +108,7 @@ def export_command(
     n_boot: opt.NBoot = 1000,
 ) -> None:
     """Export results as inspect_ai logs (one per variant) or MLflow runs, scored as `score` scores them."""
-    if to is Target.inspect:
-        if out is None:
-            raise ConfigError("--to inspect needs --out DIR (the folder the logs go into)")
-        require_inspect()
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"--out {out}: exists and is not a folder")
-    uri = tracking_uri(mlflow_uri)
-    if to is Target.mlflow:
-        if uri is None:
-            raise ConfigError("--to mlflow needs --mlflow-uri URI (or MLFLOW_TRACKING_URI)")
-        check_tracking_uri(uri)
+    uri = _check_target(to, out, mlflow_uri)
     select = CaseSelection(
         level=level, domain=domain, split=split, limit=limit, start_idx=start_idx, shard=shard
     )

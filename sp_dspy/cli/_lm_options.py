@@ -11,7 +11,7 @@ import inspect
 import typing
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -148,28 +148,34 @@ class LmFlags:
 
 
 def with_lm_flags(command: Callable[..., None]) -> Callable[..., None]:
-    """Expand the ``lm_flags: LmFlags`` parameter of ``command`` into one option per field.
+    """Expand each flag-group parameter of ``command`` (``lm_flags: LmFlags``, ``data: DataFlags``,
+    ``caps: CapFlags``: a dataclass of options) into one option per field.
 
     Typer has no option groups: the wrapper's signature lists every flag in that place,
     and the command receives them collected.
     """
     keyword = inspect.Parameter.KEYWORD_ONLY
     hints = typing.get_type_hints(command, include_extras=True)
-    hints |= typing.get_type_hints(LmFlags, include_extras=True)
+    groups = {name: hint for name, hint in hints.items() if is_dataclass(hint) and isinstance(hint, type)}
     params = []
     for param in inspect.signature(command).parameters.values():
-        if param.name == "lm_flags":
+        group = groups.get(param.name)
+        if group is not None:
+            inner = typing.get_type_hints(group, include_extras=True)
             params += [
-                inspect.Parameter(field.name, keyword, annotation=hints[field.name], default=field.default)
-                for field in fields(LmFlags)
+                inspect.Parameter(field.name, keyword, annotation=inner[field.name], default=field.default)
+                for field in fields(group)
             ]
         else:
             params.append(param.replace(kind=keyword, annotation=hints[param.name]))
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> None:
-        lm_flags = LmFlags(**{field.name: kwargs.pop(field.name) for field in fields(LmFlags)})
-        command(**kwargs, lm_flags=lm_flags)
+        collected = {
+            name: group(**{field.name: kwargs.pop(field.name) for field in fields(group)})
+            for name, group in groups.items()
+        }
+        command(**kwargs, **collected)
 
     wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {param.name: param.annotation for param in params}

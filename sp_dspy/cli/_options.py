@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -132,3 +133,41 @@ def caps_below(caps: Any, projected: Any) -> list[tuple[str, float]]:
         for name, flag in CAP_FLAGS.items()
         if (cap := getattr(caps, name)) is not None and amounts[name] is not None and amounts[name] > cap
     ]
+
+
+@dataclass
+class DataFlags:
+    """The case-selection flags of ``eval`` (a command takes them with ``with_lm_flags``)."""
+
+    dataset: Dataset = None
+    benchmark: Benchmark = "safepyramid"
+    level: Level = None
+    domain: Domain = None
+    split: Split = None
+    limit: Limit = None
+    start_idx: StartIdx = 0
+    shard: Shard = None
+    lenient: Lenient = False
+    with_evidence: WithEvidence = False
+
+    def selection(self, **changes: Any) -> dict[str, Any]:
+        """The ``DataSelection`` settings these flags give (``changes`` override them)."""
+        return {**vars(self), **changes}
+
+
+@dataclass
+class CapFlags:
+    """``--max-calls``, ``--max-total-tokens`` and ``--max-usd`` (taken with ``with_lm_flags``)."""
+
+    max_calls: MaxCalls = None
+    max_total_tokens: MaxTotalTokens = None
+    max_usd: MaxUsd = None
+
+    @property
+    def given(self) -> bool:
+        """Whether any cap flag was given."""
+        return any(value is not None for value in vars(self).values())
+
+    def caps(self) -> dict[str, Any]:
+        """The ``BudgetCaps`` settings these flags give."""
+        return {"max_calls": self.max_calls, "max_tokens": self.max_total_tokens, "max_usd": self.max_usd}

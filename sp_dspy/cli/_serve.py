@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -34,13 +35,6 @@ DEFAULT_GUARD_PORT = 8080
 GUARD_LIMITS = ServiceLimits()  # the guard service's defaults, shown in --help
 
 
-class OnError(StrEnum):
-    """``--on-error``: a gateway's answer when the guard gives no verdict."""
-
-    block = "block"
-    allow = "allow"
-
-
 class Backend(StrEnum):
     llama_cpp = "llama-cpp"
     vllm = "vllm"
@@ -50,182 +44,250 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
 
 
+BackendOption = Annotated[
+    Backend | None,
+    typer.Option(
+        "--backend", help="llama-cpp (CPU, GGUF files) or vllm (CUDA GPUs).", show_default="llama-cpp"
+    ),
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="llama-cpp: a .gguf file (default: the embedded SmolLM2-135M-Instruct). "
+        "vllm: a Hub model id or local directory (required).",
+    ),
+]
+PortOption = Annotated[
+    int | None,
+    typer.Option(
+        "--port",
+        min=1,
+        max=65535,
+        help=f"Port (model server: on 127.0.0.1, default a free one; --guard: default {DEFAULT_GUARD_PORT}).",
+    ),
+]
+NCtxOption = Annotated[
+    int | None,
+    typer.Option("--n-ctx", min=256, help=f"llama-cpp: context per request [{DEFAULT_N_CTX}]."),
+]
+ThreadsOption = Annotated[
+    int | None,
+    typer.Option("--threads", min=1, help="llama-cpp: CPU threads (default: half the CPUs, at least 1)."),
+]
+NParallelOption = Annotated[
+    int | None, typer.Option("--n-parallel", min=1, help="llama-cpp: requests decoded together [1].")
+]
+MaxModelLenOption = Annotated[
+    int | None, typer.Option("--max-model-len", min=1, help="vllm: context length (default: auto).")
+]
+GpuMemoryUtilizationOption = Annotated[
+    float | None,
+    typer.Option("--gpu-memory-utilization", min=0.01, max=1.0, help="vllm: share of GPU memory to use."),
+]
+TensorParallelSizeOption = Annotated[
+    int | None, typer.Option("--tensor-parallel-size", min=1, help="vllm: GPUs to shard the model over.")
+]
+GuardOption = Annotated[
+    str | None,
+    typer.Option(
+        "--guard",
+        help="Serve this guard over HTTP instead of a model: a compiled artifact directory, official, "
+        "dspy, dspy-cot or a guard model's own format (llama-guard, granite-guardian, shieldgemma, "
+        "dynaguard, gpt-oss-safeguard) (POST /v1/check).",
+    ),
+]
+ProtocolOption = Annotated[
+    str | None,
+    typer.Option(
+        "--protocol", help="--guard: per-policy or per-rule (default: per-policy, or the artifact's)."
+    ),
+]
+ParserOption = Annotated[
+    str | None,
+    typer.Option(
+        "--parser",
+        help="--guard: the official baseline's parser, strict (the reference's) or robust.",
+        show_default="strict",
+    ),
+]
+PolicyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy", help="--guard: the policy of requests that send none (numbered rules, one per line)."
+    ),
+]
+HostOption = Annotated[
+    str | None,
+    typer.Option(
+        "--host",
+        help="--guard: address to bind; beyond loopback only with --auth-token-env.",
+        show_default="127.0.0.1",
+    ),
+]
+AuthTokenEnvOption = Annotated[
+    str | None,
+    typer.Option(
+        "--auth-token-env",
+        help="--guard: environment variable holding the bearer token every endpoint but /healthz requires.",
+    ),
+]
+RequestTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--request-timeout",
+        min=0.001,
+        help="--guard: seconds one check may take in all (then 504).",
+        show_default=f"{GUARD_LIMITS.request_timeout_s:g}",
+    ),
+]
+MaxInFlightOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-in-flight",
+        min=1,
+        help="--guard: checks at once; past it 429 with Retry-After (a request with more checks than this: 413).",
+        show_default=str(GUARD_LIMITS.max_in_flight),
+    ),
+]
+MaxBodyKbOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-body-kb",
+        min=1,
+        help="--guard: largest request body (KiB).",
+        show_default=str(GUARD_LIMITS.max_body_bytes // 1024),
+    ),
+]
+MaxMessagesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-messages",
+        min=1,
+        help="--guard: messages per check.",
+        show_default=str(GUARD_LIMITS.max_messages),
+    ),
+]
+MaxRulesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-rules", min=1, help="--guard: rules per policy.", show_default=str(GUARD_LIMITS.max_rules)
+    ),
+]
+MaxBatchOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-batch",
+        min=1,
+        help="--guard: checks per batch request.",
+        show_default=str(GUARD_LIMITS.max_batch),
+    ),
+]
+
+ChatTemplateOption = Annotated[
+    str | None,
+    typer.Option(
+        "--chat-template",
+        help="vllm: the chat template, a file or one sp-dspy ships (llama-guard-3, llama-guard-4).",
+    ),
+]
+ReasoningParserOption = Annotated[
+    str | None,
+    typer.Option(
+        "--reasoning-parser", help="vllm: the server's reasoning parser (e.g. qwen3, openai_gptoss)."
+    ),
+]
+
+
+@dataclass
+class VllmFlags:
+    """The options of ``--backend vllm`` (a flag group)."""
+
+    max_model_len: MaxModelLenOption = None
+    gpu_memory_utilization: GpuMemoryUtilizationOption = None
+    tensor_parallel_size: TensorParallelSizeOption = None
+    chat_template: ChatTemplateOption = None
+    reasoning_parser: ReasoningParserOption = None
+
+    def flags(self) -> dict[str, Any]:
+        """Each option by its flag (``--max-model-len``: value)."""
+        return {f"--{name.replace('_', '-')}": value for name, value in vars(self).items()}
+
+
+ScopeOption = Annotated[
+    Scope | None,
+    typer.Option(
+        "--scope",
+        help="--guard: judge the whole conversation, or only its last message in the context of the "
+        "earlier ones (last-turn: not with official or a guard model's format); a request may say otherwise.",
+        show_default="conversation",
+    ),
+]
+
+
+class OnError(StrEnum):
+    """``--on-error``: a gateway's answer when the guard gives no verdict."""
+
+    block = "block"
+    allow = "allow"
+
+
+OnErrorOption = Annotated[
+    OnError | None,
+    typer.Option(
+        "--on-error",
+        help="--guard: what the gateway routes (LiteLLM's guardrail API, /v1/moderations) answer when "
+        "the guard gives no verdict, or a moderation input was not judged (a budget cap) while others "
+        "were: block or allow.",
+        show_default="block",
+    ),
+]
+
+
+@dataclass
+class GuardFlags:
+    """The options of ``--guard``: the guard's protocol and parser, its policy, where and how it
+    listens, its limits (a flag group)."""
+
+    protocol: ProtocolOption = None
+    parser: ParserOption = None
+    policy: PolicyOption = None
+    host: HostOption = None
+    auth_token_env: AuthTokenEnvOption = None
+    request_timeout: RequestTimeoutOption = None
+    max_in_flight: MaxInFlightOption = None
+    max_body_kb: MaxBodyKbOption = None
+    max_messages: MaxMessagesOption = None
+    max_rules: MaxRulesOption = None
+    max_batch: MaxBatchOption = None
+    scope: ScopeOption = None
+    on_error: OnErrorOption = None
+
+    def flags(self) -> dict[str, Any]:
+        """Each option by its flag (``--max-in-flight``: value)."""
+        return {f"--{name.replace('_', '-')}": value for name, value in vars(self).items()}
+
+    def limits(self) -> dict[str, Any]:
+        """The ``ServiceLimits`` these options set (the others keep their defaults)."""
+        limits = {"max_in_flight": self.max_in_flight, "max_messages": self.max_messages,
+                  "max_rules": self.max_rules, "max_batch": self.max_batch,
+                  "max_body_bytes": None if self.max_body_kb is None else self.max_body_kb * 1024,
+                  "request_timeout_s": self.request_timeout}  # fmt: skip
+        return {key: value for key, value in limits.items() if value is not None}
+
+
 @lmo.with_lm_flags
 def serve(
-    backend: Annotated[
-        Backend | None,
-        typer.Option(
-            "--backend", help="llama-cpp (CPU, GGUF files) or vllm (CUDA GPUs).", show_default="llama-cpp"
-        ),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            help="llama-cpp: a .gguf file (default: the embedded SmolLM2-135M-Instruct). "
-            "vllm: a Hub model id or local directory (required).",
-        ),
-    ] = None,
-    port: Annotated[
-        int | None,
-        typer.Option(
-            "--port",
-            min=1,
-            max=65535,
-            help=f"Port (model server: on 127.0.0.1, default a free one; --guard: default {DEFAULT_GUARD_PORT}).",
-        ),
-    ] = None,
-    n_ctx: Annotated[
-        int | None,
-        typer.Option("--n-ctx", min=256, help=f"llama-cpp: context per request [{DEFAULT_N_CTX}]."),
-    ] = None,
-    threads: Annotated[
-        int | None,
-        typer.Option("--threads", min=1, help="llama-cpp: CPU threads (default: half the CPUs, at least 1)."),
-    ] = None,
-    n_parallel: Annotated[
-        int | None, typer.Option("--n-parallel", min=1, help="llama-cpp: requests decoded together [1].")
-    ] = None,
-    max_model_len: Annotated[
-        int | None, typer.Option("--max-model-len", min=1, help="vllm: context length (default: auto).")
-    ] = None,
-    gpu_memory_utilization: Annotated[
-        float | None,
-        typer.Option("--gpu-memory-utilization", min=0.01, max=1.0, help="vllm: share of GPU memory to use."),
-    ] = None,
-    tensor_parallel_size: Annotated[
-        int | None, typer.Option("--tensor-parallel-size", min=1, help="vllm: GPUs to shard the model over.")
-    ] = None,
-    chat_template: Annotated[
-        str | None,
-        typer.Option(
-            "--chat-template",
-            help="vllm: the chat template, a file or one sp-dspy ships (llama-guard-3, llama-guard-4).",
-        ),
-    ] = None,
-    reasoning_parser: Annotated[
-        str | None,
-        typer.Option(
-            "--reasoning-parser", help="vllm: the server's reasoning parser (e.g. qwen3, openai_gptoss)."
-        ),
-    ] = None,
-    guard: Annotated[
-        str | None,
-        typer.Option(
-            "--guard",
-            help="Serve this guard over HTTP instead of a model: a compiled artifact directory, official, "
-            "dspy, dspy-cot or a guard model's own format (llama-guard, granite-guardian, shieldgemma, "
-            "dynaguard, gpt-oss-safeguard) (POST /v1/check).",
-        ),
-    ] = None,
-    protocol: Annotated[
-        str | None,
-        typer.Option(
-            "--protocol", help="--guard: per-policy or per-rule (default: per-policy, or the artifact's)."
-        ),
-    ] = None,
-    parser: Annotated[
-        str | None,
-        typer.Option(
-            "--parser",
-            help="--guard: the official baseline's parser, strict (the reference's) or robust.",
-            show_default="strict",
-        ),
-    ] = None,
-    policy: Annotated[
-        Path | None,
-        typer.Option(
-            "--policy", help="--guard: the policy of requests that send none (numbered rules, one per line)."
-        ),
-    ] = None,
-    host: Annotated[
-        str | None,
-        typer.Option(
-            "--host",
-            help="--guard: address to bind; beyond loopback only with --auth-token-env.",
-            show_default="127.0.0.1",
-        ),
-    ] = None,
-    auth_token_env: Annotated[
-        str | None,
-        typer.Option(
-            "--auth-token-env",
-            help="--guard: environment variable holding the bearer token every endpoint but /healthz requires.",
-        ),
-    ] = None,
-    request_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--request-timeout",
-            min=0.001,
-            help="--guard: seconds one check may take in all (then 504).",
-            show_default=f"{GUARD_LIMITS.request_timeout_s:g}",
-        ),
-    ] = None,
-    max_in_flight: Annotated[
-        int | None,
-        typer.Option(
-            "--max-in-flight",
-            min=1,
-            help="--guard: checks at once; past it 429 with Retry-After (a request with more checks than this: 413).",
-            show_default=str(GUARD_LIMITS.max_in_flight),
-        ),
-    ] = None,
-    max_body_kb: Annotated[
-        int | None,
-        typer.Option(
-            "--max-body-kb",
-            min=1,
-            help="--guard: largest request body (KiB).",
-            show_default=str(GUARD_LIMITS.max_body_bytes // 1024),
-        ),
-    ] = None,
-    max_messages: Annotated[
-        int | None,
-        typer.Option(
-            "--max-messages",
-            min=1,
-            help="--guard: messages per check.",
-            show_default=str(GUARD_LIMITS.max_messages),
-        ),
-    ] = None,
-    max_rules: Annotated[
-        int | None,
-        typer.Option(
-            "--max-rules", min=1, help="--guard: rules per policy.", show_default=str(GUARD_LIMITS.max_rules)
-        ),
-    ] = None,
-    max_batch: Annotated[
-        int | None,
-        typer.Option(
-            "--max-batch",
-            min=1,
-            help="--guard: checks per batch request.",
-            show_default=str(GUARD_LIMITS.max_batch),
-        ),
-    ] = None,
-    scope: Annotated[
-        Scope | None,
-        typer.Option(
-            "--scope",
-            help="--guard: judge the whole conversation, or only its last message in the context of the "
-            "earlier ones (last-turn: not with official or a guard model's format); a request may say otherwise.",
-            show_default="conversation",
-        ),
-    ] = None,
-    on_error: Annotated[
-        OnError | None,
-        typer.Option(
-            "--on-error",
-            help="--guard: what the gateway routes (LiteLLM's guardrail API, /v1/moderations) answer when "
-            "the guard gives no verdict, or a moderation input was not judged (a budget cap) while others "
-            "were: block or allow.",
-            show_default="block",
-        ),
-    ] = None,
-    max_calls: opt.MaxCalls = None,
-    max_total_tokens: opt.MaxTotalTokens = None,
-    max_usd: opt.MaxUsd = None,
+    backend: BackendOption = None,
+    model: ModelOption = None,
+    port: PortOption = None,
+    n_ctx: NCtxOption = None,
+    threads: ThreadsOption = None,
+    n_parallel: NParallelOption = None,
+    vllm: VllmFlags = VllmFlags(),
+    guard: GuardOption = None,
+    service: GuardFlags = GuardFlags(),
+    caps: opt.CapFlags = opt.CapFlags(),
     lm: lmo.Lm = None,
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
@@ -237,51 +299,41 @@ def serve(
     (/beta/litellm_basic_guardrail_api) and OpenAI's /v1/moderations, GET /healthz, /readyz,
     /metrics and /openapi.json; SIGTERM finishes the checks in flight (new ones get 503), exit 143.
     """
-    server_flags = {
-        "--backend": backend, "--model": model, "--n-ctx": n_ctx, "--threads": threads,
-        "--n-parallel": n_parallel, "--max-model-len": max_model_len,
-        "--gpu-memory-utilization": gpu_memory_utilization, "--tensor-parallel-size": tensor_parallel_size,
-        "--chat-template": chat_template, "--reasoning-parser": reasoning_parser,
-    }  # fmt: skip
-    guard_flags = {
-        "--protocol": protocol, "--parser": parser, "--policy": policy, "--host": host,
-        "--auth-token-env": auth_token_env, "--request-timeout": request_timeout, "--max-in-flight": max_in_flight,
-        "--max-body-kb": max_body_kb, "--max-messages": max_messages, "--max-rules": max_rules,
-        "--max-batch": max_batch, "--max-calls": max_calls, "--max-total-tokens": max_total_tokens,
-        "--max-usd": max_usd, "--lm": lm, "--config": config, "--scope": scope, "--on-error": on_error,
-    }  # fmt: skip
+    server_flags = {"--backend": backend, "--model": model, "--n-ctx": n_ctx, "--threads": threads,
+                    "--n-parallel": n_parallel, **vllm.flags()}  # fmt: skip
     if guard is not None:
-        if given := [flag for flag, value in server_flags.items() if value is not None]:
-            raise ConfigError(f"{', '.join(given)}: an option of the model server, not of --guard")
-        limits = {"max_in_flight": max_in_flight, "max_messages": max_messages, "max_rules": max_rules,
-                  "max_batch": max_batch, "max_body_bytes": None if max_body_kb is None else max_body_kb * 1024,
-                  "request_timeout_s": request_timeout}  # fmt: skip
-        caps = _caps(max_calls=max_calls, max_tokens=max_total_tokens, max_usd=max_usd)
-        _serve_guard(
-            guard, lm=lm, config=config, lm_flags=lm_flags, protocol=protocol, parser=parser or "strict",
-            policy=policy, host=host or "127.0.0.1", port=port or DEFAULT_GUARD_PORT, token_env=auth_token_env,
-            caps=caps, scope=(scope or Scope.conversation).value, on_error=(on_error or OnError.block).value,
-            limits={key: value for key, value in limits.items() if value is not None},
-        )  # fmt: skip
+        _refuse(server_flags, "an option of the model server, not of --guard")
+        _serve_guard(guard, service, lm=lm, config=config, lm_flags=lm_flags, port=port or DEFAULT_GUARD_PORT,
+                     caps=_caps(caps))  # fmt: skip
         return
-    given = [flag for flag, value in guard_flags.items() if value is not None]
-    given += [
-        f"--{name.replace('_', '-')}" for name, value in vars(lm_flags).items() if value not in (None, False)
-    ]
-    if given:
-        raise ConfigError(
-            f"{', '.join(given)}: an option of the guard service; add --guard ARTIFACT|official"
-        )
-    backend = backend or Backend.llama_cpp
-    vllm_flags = {
-        "--max-model-len": max_model_len,
-        "--gpu-memory-utilization": gpu_memory_utilization,
-        "--tensor-parallel-size": tensor_parallel_size,
-        "--chat-template": chat_template,
-        "--reasoning-parser": reasoning_parser,
-    }
+    lm_given = {f"--{key.replace('_', '-')}": v for key, v in vars(lm_flags).items() if v is not False}
+    _refuse({**service.flags(), **_cap_flags(caps), "--lm": lm, "--config": config, **lm_given},
+            "an option of the guard service; add --guard ARTIFACT|official")  # fmt: skip
+    _serve_model(
+        backend or Backend.llama_cpp, model, port, n_ctx=n_ctx, threads=threads, n_parallel=n_parallel,
+        vllm=vllm,
+    )  # fmt: skip
+
+
+def _refuse(flags: dict[str, Any], why: str) -> None:
+    """One line naming every flag of ``flags`` that was given, and ``why`` it does not belong."""
+    if given := [flag for flag, value in flags.items() if value is not None]:
+        raise ConfigError(f"{', '.join(given)}: {why}")
+
+
+def _serve_model(
+    backend: Backend,
+    model: str | None,
+    port: int | None,
+    *,
+    n_ctx: int | None,
+    threads: int | None,
+    n_parallel: int | None,
+    vllm: VllmFlags,
+) -> None:
+    """Serve a model with ``backend`` in the foreground; the other backend's flags are refused."""
     llama_cpp_flags = {"--n-ctx": n_ctx, "--threads": threads, "--n-parallel": n_parallel}
-    other_flags = vllm_flags if backend is Backend.llama_cpp else llama_cpp_flags
+    other_flags = vllm.flags() if backend is Backend.llama_cpp else llama_cpp_flags
     if given := [flag for flag, value in other_flags.items() if value is not None]:
         raise ConfigError(f"{', '.join(given)}: not an option of --backend {backend.value}")
     server: LlamaCppServer | VLLMServer
@@ -292,21 +344,21 @@ def serve(
         )
         err_console.print(f"loading {server.model_name} with llama.cpp ...", highlight=False)
         _run_foreground(server, backend, str(server.model), n_ctx=context)
-    else:
-        if not model:
-            raise ConfigError("--model: --backend vllm needs a Hub model id or a local model directory")
-        server = VLLMServer(
-            model,
-            port,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            tensor_parallel_size=tensor_parallel_size,
-            chat_template=chat_template,
-            reasoning_parser=reasoning_parser,
-            inherit_output=True,
-        )
-        err_console.print(f"starting vllm serve {model} (loading can take minutes) ...", highlight=False)
-        _run_foreground(server, backend, model, n_ctx=max_model_len)
+        return
+    if not model:
+        raise ConfigError("--model: --backend vllm needs a Hub model id or a local model directory")
+    server = VLLMServer(
+        model,
+        port,
+        max_model_len=vllm.max_model_len,
+        gpu_memory_utilization=vllm.gpu_memory_utilization,
+        tensor_parallel_size=vllm.tensor_parallel_size,
+        chat_template=vllm.chat_template,
+        reasoning_parser=vllm.reasoning_parser,
+        inherit_output=True,
+    )
+    err_console.print(f"starting vllm serve {model} (loading can take minutes) ...", highlight=False)
+    _run_foreground(server, backend, model, n_ctx=vllm.max_model_len)
 
 
 def _run_foreground(
@@ -353,20 +405,13 @@ def _run_foreground(
 
 def _serve_guard(
     spec: str,
+    service_flags: GuardFlags,
     *,
     lm: str | None,
     config: Path | None,
     lm_flags: lmo.LmFlags,
-    protocol: str | None,
-    parser: str,
-    policy: Path | None,
-    host: str,
     port: int,
-    token_env: str | None,
     caps: BudgetCaps,
-    limits: dict[str, Any],
-    scope: str,
-    on_error: str,
 ) -> None:
     """Serve ``spec`` over HTTP until Ctrl-C or SIGTERM, then stop gracefully (exit 130 or 143)."""
     # Deferred: aiohttp's server, the guard and the runner's pricing load only when a guard is served.
@@ -377,18 +422,21 @@ def _serve_guard(
         raise ConfigError(
             "--lm: missing (the model the guard calls: a model string, a configured name or local)"
         )
-    token = bearer_token(token_env)
+    flags = service_flags
+    host = flags.host or "127.0.0.1"
+    token = bearer_token(flags.auth_token_env)
     refuse_open_bind(host, token)  # before an LM or a local server starts
     policy_text = None
-    if policy is not None:  # checked here to name the file: a bad policy costs nothing
-        policy_text = _read_text(policy, "--policy")
-        policy_rules(policy_text, source=Source("policy", str(policy)))
+    if flags.policy is not None:  # checked here to name the file: a bad policy costs nothing
+        policy_text = _read_text(flags.policy, "--policy")
+        policy_rules(policy_text, source=Source("policy", str(flags.policy)))
     (lm_config,) = lmo.lm_configs(lm, None, config, default=lmo.LOCAL, **lm_flags.overrides())
     configure_cache(enabled=not lm_flags.no_cache)
     with lmo.lm_session(lm_config) as live:
         service = build_service(
-            spec, live, protocol=protocol, parser=parser, policy=policy_text, caps=caps,
-            limits=ServiceLimits(**limits), token=token, log=_log, scope=scope, on_error=on_error,
+            spec, live, protocol=flags.protocol, parser=flags.parser or "strict", policy=policy_text, caps=caps,
+            limits=ServiceLimits(**flags.limits()), token=token, log=_log,
+            scope=(flags.scope or Scope.conversation).value, on_error=(flags.on_error or OnError.block).value,
         )  # fmt: skip
         capped = ", ".join(
             f"{name} {value:g}" for name, value in caps.model_dump().items() if value is not None
@@ -417,10 +465,18 @@ def _serve_guard(
     raise typer.Exit(interrupted_exit_code())
 
 
-def _caps(**caps: Any) -> BudgetCaps:
-    """The guard service's budget caps; a refused value names its flag."""
+def _cap_flags(caps: opt.CapFlags) -> dict[str, Any]:
+    return {
+        "--max-calls": caps.max_calls,
+        "--max-total-tokens": caps.max_total_tokens,
+        "--max-usd": caps.max_usd,
+    }
+
+
+def _caps(flags: opt.CapFlags) -> BudgetCaps:
+    """The guard service's budget caps from their flags; a refused value names its flag."""
     try:
-        return BudgetCaps(**caps)
+        return BudgetCaps(**flags.caps())
     except ValidationError as exc:
         field, message = validation_problem(exc)
         raise ConfigError(f"{opt.CAP_FLAGS.get(field, field)}: {message}") from None
