@@ -93,7 +93,7 @@ def test_the_summary_and_prompt_md_name_the_lm_that_was_used(tmp_path: Path) -> 
     out = tmp_path / "art"
     result = invoke("--lm", "fake/instructed", *BOOTSTRAP, "--out", str(out), "--quiet")
     assert result.exit_code == 0, result.output
-    command = f"sp-dspy eval --program {out} --lm fake/instructed --split {out}/splits.json:test"
+    command = f"sp-dspy eval --program {out} --benchmark safepyramid --lm fake/instructed --split {out}/splits.json:test"
     assert "--lm MODEL" not in result.output and command in result.output.replace("\n", "")
     prompt = (out / "prompt.md").read_text(encoding="utf-8")
     assert "--lm MODEL" not in prompt and f"`{command}`" in prompt

@@ -77,7 +77,7 @@ def test_category_exact_match_over_all_and_over_unsafe_responses() -> None:
     assert (cat.n_eval_unsafe, cat.exact_match_unsafe) == (2, 50.0)  # c1 wrong, c3 exact; c5 excluded
     silent = score_pku(CASES, {case.id: [] for case in CASES}).categories
     assert (silent.exact_match, silent.n_eval_unsafe, silent.exact_match_unsafe) == (40.0, 3, 0.0)
-    console = Console(record=True, width=160)
+    console = Console(record=True, width=160, force_terminal=True)  # a terminal: the tables as tables
     console.print(render_pku_report(score_pku(CASES, PREDICTIONS)))
     text = console.export_text()
     lines = text.splitlines()
@@ -175,7 +175,7 @@ def test_gold_predictions_on_loaded_cases_score_perfectly() -> None:
 
 
 def test_render_shows_metrics_and_paper_figures() -> None:
-    console = Console(record=True, width=140)
+    console = Console(record=True, width=140, force_terminal=True)
     console.print(render_pku_report(score_pku(CASES, PREDICTIONS, predicted_severity={"c1": 2})))
     text = console.export_text()
     for expected in (
@@ -189,7 +189,7 @@ def test_render_shows_metrics_and_paper_figures() -> None:
         "4 / 1",
     ):
         assert expected in text
-    console = Console(record=True, width=140)
+    console = Console(record=True, width=140, force_terminal=True)
     console.print(render_pku_report(score_pku(CASES, PREDICTIONS)))
     assert "severity" not in console.export_text()
 
