@@ -8,18 +8,16 @@ An answer not in the documented form is a parse failure: an excluded answer, nev
 
 from __future__ import annotations
 
-import asyncio
 import re
 from abc import ABC, abstractmethod
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sp_dspy.errors import ConfigError
 from sp_dspy.lm import ChatResult, achat, chat
-from sp_dspy.protocol import RuleTarget, build_targets
+from sp_dspy.protocol import RuleTarget
 
-from ._official import _error_judgment, _error_output, lm_errors
+from ._official import RuleByRule, _error_judgment, _error_output, lm_errors
 from ._outputs import JudgmentRecord, PolicyRecord, Protocol, Status, Usage, aggregate_judgments
 
 if TYPE_CHECKING:
@@ -145,7 +143,7 @@ class NativePerPolicy:
         )
 
 
-class NativePerRule:
+class NativePerRule(RuleByRule):
     """A guard model asked once per target rule, in its own format; verdicts folded into a set."""
 
     protocol: ClassVar[Protocol] = "per-rule"
@@ -161,22 +159,6 @@ class NativePerRule:
 
     def request_for(self, case: Case, target: RuleTarget, lm: Any = None) -> NativeRequest:
         return self.format.request(case, {target.rule: target.text}, lm)
-
-    async def acall_case(self, case: Case, lm: dspy.LM) -> PolicyRecord:
-        gate = asyncio.Semaphore(self.max_concurrency)
-
-        async def judge(target: RuleTarget) -> JudgmentRecord:
-            async with gate:
-                return await self.ajudge(case, target, lm)
-
-        judgments = await asyncio.gather(*(judge(t) for t in build_targets(case)))
-        return self._output(case, list(judgments))
-
-    def call_case(self, case: Case, lm: dspy.LM) -> PolicyRecord:
-        targets = build_targets(case)
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(targets)) or 1) as pool:
-            judgments = list(pool.map(lambda target: self._judge(case, target, lm), targets))
-        return self._output(case, judgments)
 
     async def ajudge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentRecord:
         """One judgment (the runner's unit of work, so per-rule runs resume per judgment)."""

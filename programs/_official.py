@@ -7,6 +7,7 @@ leaderboard was produced without one. ``mode="strict"`` is the reference parser.
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -101,7 +102,43 @@ class OfficialPerPolicy:
         )
 
 
-class OfficialPerRule:
+class RuleByRule(ABC):
+    """A per-rule program's whole case: each rule of the case judged on its own, at most
+    ``max_concurrency`` at once, then the judgments folded into one record. The programs say how
+    one rule is judged (``ajudge``/``_judge``) and how the judgments become the case's record."""
+
+    max_concurrency: int
+
+    @abstractmethod
+    async def ajudge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentRecord:
+        """One judgment (the runner's unit of work, so per-rule runs resume per judgment)."""
+
+    @abstractmethod
+    def _judge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentRecord:
+        """One judgment, synchronously."""
+
+    @abstractmethod
+    def _output(self, case: Case, judgments: list[JudgmentRecord]) -> PolicyRecord:
+        """The case's record from its judgments."""
+
+    async def acall_case(self, case: Case, lm: dspy.LM) -> PolicyRecord:
+        gate = asyncio.Semaphore(self.max_concurrency)
+
+        async def judge(target: RuleTarget) -> JudgmentRecord:
+            async with gate:
+                return await self.ajudge(case, target, lm)
+
+        judgments = await asyncio.gather(*(judge(t) for t in build_targets(case)))
+        return self._output(case, list(judgments))
+
+    def call_case(self, case: Case, lm: dspy.LM) -> PolicyRecord:
+        targets = build_targets(case)
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(targets)) or 1) as pool:
+            judgments = list(pool.map(lambda target: self._judge(case, target, lm), targets))
+        return self._output(case, judgments)
+
+
+class OfficialPerRule(RuleByRule):
     """The per-rule baseline: one fixed-prompt call per target, verdicts folded into a set."""
 
     protocol: ClassVar[Protocol] = "per-rule"
@@ -119,22 +156,6 @@ class OfficialPerRule:
         self.layout: Layout = layout
         self.max_concurrency = max(1, max_concurrency)
         self.extra: dict[str, Any] = {"response_format": verdict_response_format()} if constrained else {}
-
-    async def acall_case(self, case: Case, lm: dspy.LM) -> PolicyRecord:
-        gate = asyncio.Semaphore(self.max_concurrency)
-
-        async def judge(target: RuleTarget) -> JudgmentRecord:
-            async with gate:
-                return await self.ajudge(case, target, lm)
-
-        judgments = await asyncio.gather(*(judge(t) for t in build_targets(case)))
-        return self._output(case, list(judgments))
-
-    def call_case(self, case: Case, lm: dspy.LM) -> PolicyRecord:
-        targets = build_targets(case)
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(targets)) or 1) as pool:
-            judgments = list(pool.map(lambda target: self._judge(case, target, lm), targets))
-        return self._output(case, judgments)
 
     async def ajudge(self, case: Case, target: RuleTarget, lm: dspy.LM) -> JudgmentRecord:
         """One judgment (the runner's unit of work, so per-rule runs resume per judgment)."""
