@@ -76,6 +76,17 @@ def score_json(*args: str | Path) -> dict[str, Any]:
     return json.loads(ok("score", *args, "--json", "-").stdout)
 
 
+def exported_and_scored(
+    results: Path, dataset: Path, out: Path, *, n_boot: str
+) -> tuple[Any, dict[str, Any]]:
+    """The one log ``export --to inspect`` writes for ``results``, read back, and ``score --json``'s report."""
+    ok("export", results, "--to", "inspect", "--out", out, "--dataset", dataset, "--n-boot", n_boot)
+    [log_file] = out.glob("*.eval")
+    return inspect_log.read_eval_log(str(log_file)), score_json(
+        results, "--dataset", dataset, "--n-boot", n_boot
+    )
+
+
 def cell_from_samples(samples: list[Any]) -> dict[str, float | None]:
     """RMR@tau and exact match recomputed from the exported per-sample scores (the reference's rounding)."""
     values = [sample.scores["safepyramid"].value for sample in samples]
@@ -90,21 +101,7 @@ def cell_from_samples(samples: list[Any]) -> dict[str, float | None]:
 def test_inspect_logs_hold_each_sample_and_the_cells_score_prints(
     tmp_path: Path, dataset: Path, results: Path
 ) -> None:
-    ok(
-        "export",
-        results,
-        "--to",
-        "inspect",
-        "--out",
-        tmp_path / "logs",
-        "--dataset",
-        dataset,
-        "--n-boot",
-        "50",
-    )
-    [log_file] = (tmp_path / "logs").glob("*.eval")
-    log = inspect_log.read_eval_log(str(log_file))
-    scored = score_json(results, "--dataset", dataset, "--n-boot", "50")
+    log, scored = exported_and_scored(results, dataset, tmp_path / "logs", n_boot="50")
 
     assert log.status == "success" and log.samples is not None and len(log.samples) == 6
     by_id = {sample.id: sample for sample in log.samples}
@@ -141,21 +138,7 @@ def test_a_per_rule_run_exports_one_sample_per_case_with_its_judgments(tmp_path:
                 {"kind": "judgment", "cid": cid, "rule": rule, "gt": rule in gold, "pred": rule in flagged}
             )
     results = write_lines(tmp_path / "per_rule_b_model.jsonl", lines)
-    ok(
-        "export",
-        results,
-        "--to",
-        "inspect",
-        "--out",
-        tmp_path / "logs",
-        "--dataset",
-        dataset,
-        "--n-boot",
-        "0",
-    )
-    [log_file] = (tmp_path / "logs").glob("*.eval")
-    log = inspect_log.read_eval_log(str(log_file))
-    scored = score_json(results, "--dataset", dataset, "--n-boot", "0")
+    log, scored = exported_and_scored(results, dataset, tmp_path / "logs", n_boot="0")
     assert log.samples is not None and len(log.samples) == 6
     by_id = {sample.id: sample for sample in log.samples}
     assert [j["rule"] for j in by_id["conv-001-l1"].metadata["judgments"]] == [1, 2, 3]
