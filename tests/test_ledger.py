@@ -216,7 +216,7 @@ def recorded_usd(out: Path) -> float:
     "cap", [0.05, 0.42]
 )  # stopped in the compile ($0.37 in all); in the test evaluations
 def test_the_experiments_total_never_passes_its_cap(tmp_path: Path, cap: float) -> None:
-    from sp_dspy._ablate._experiment import build_experiment, run_experiment
+    from sp_dspy._ablate import build_experiment, run_experiment
 
     with StubServer() as stub:
         stub.responder = large_usage(lambda body: stub.fake.reply(body["messages"]))
