@@ -63,7 +63,7 @@ async def admitted(control: RateController, callers: int) -> tuple[list[Ticket],
     return done, callers - len(done)
 
 
-def test_it_starts_moderate_and_doubles_each_round_trip_while_callers_wait() -> None:
+def test_it_starts_moderate_and_quadruples_each_round_trip_while_callers_wait() -> None:
     control, clock = controller()
 
     async def rounds() -> list[int]:
@@ -81,7 +81,7 @@ def test_it_starts_moderate_and_doubles_each_round_trip_while_callers_wait() -> 
                 control.release()
         return seen
 
-    assert asyncio.run(rounds()) == [START, 2 * START, 4 * START, 64 - 7 * START]
+    assert asyncio.run(rounds()) == [START, 64 - START]  # 16, then 16 + 3 x 16 = 64
 
 
 def test_it_does_not_grow_past_what_its_callers_use() -> None:

@@ -5,9 +5,10 @@ the endpoint in the process (the runner's workers, compile's threads, the guard 
 ``check --batch``, a batch run's fallbacks) shares one controller, whatever LM object or event
 loop it calls from. The controller admits at most :attr:`RateController.limit` calls at once:
 
-- it starts moderate (:data:`START`) and grows by one per answered call while the limit is what
-  holds callers back (doubling every round trip: a 64-slot pool is full within a second when
-  the provider has no limit), by one per round trip once a rate limit was met;
+- it starts moderate (:data:`START`) and grows by :data:`SLOW_START_GROWTH` per answered call while
+  the limit is what holds callers back (four times as many every round trip: a 64-slot pool is
+  full after the first round trip when the provider has no limit, so an unlimited run loses a
+  fraction of one round trip), by one per round trip once a rate limit was met;
 - a rate-limit *episode* cuts it once (:data:`CUT`): the 429s of calls sent before the cut belong
   to the episode that caused it and cut nothing more;
 - where answers carry ``x-ratelimit-remaining-*``, it stops growing when little is left and steps
@@ -32,7 +33,9 @@ from dataclasses import dataclass, field
 from ._limit_hints import LimitHints
 
 #: Calls admitted at once before anything is known of the provider's limits.
-START = 8
+START = 16
+#: Calls the limit grows by per answered call until the first rate limit (x4 per round trip).
+SLOW_START_GROWTH = 3
 #: No controller admits more than this many calls at once (the runner's own ceiling).
 CEILING = 1024
 #: The share of the limit a rate-limit episode keeps.
@@ -192,7 +195,7 @@ class RateController:
         if self.in_flight + len(self._waiters) < self.limit or self.limit >= self.ceiling:
             return  # callers are not held back: growing would only pile up a later cut
         if self._slow_start:
-            self.limit += 1
+            self.limit = min(self.ceiling, self.limit + SLOW_START_GROWTH)
             return
         self._growth += 1 / self.limit
         if self._growth >= 1 - 1e-9:  # one round trip's answers (float sums fall short of 1)
