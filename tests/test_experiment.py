@@ -168,6 +168,7 @@ def test_an_experiment_killed_mid_way_resumes_without_redoing_finished_work(tmp_
     again = invoke(*experiment_args(out, *wide, "--resume"))  # everything finished: nothing is run again
     assert again.exit_code == 0, again.output
     assert again.output.count("finished earlier, not run again") == 6 + 7
+    assert again.output.count("[compile ") == 6 and "[compile 6/6]" in again.output  # heads are not markup
     assert {path.name: path.read_bytes() for path in results} == lines
     assert (
         json.loads((out / "summary.json").read_text(encoding="utf-8"))["optimizers"] == summary["optimizers"]

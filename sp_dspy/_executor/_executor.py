@@ -71,7 +71,9 @@ def execute(plan: Plan, context: StepContext) -> PlanOutcome:
             outcome.reached.append(step)
             if plan.skip_finished and step.finished(retry_errors=context.retry_errors):
                 if head is not None:
-                    context.console.print(f"{head}: finished earlier, not run again", highlight=False)
+                    context.console.print(
+                        f"{head}: finished earlier, not run again", highlight=False, markup=False
+                    )
                 continue
             status = _run_step(plan, step, head, context, outcome)
             if status != "complete":
@@ -91,7 +93,7 @@ def _run_step(plan: Plan, step: Step, head: str | None, context: StepContext, ou
         return "capped"
     with step.start():
         if head is not None:
-            context.console.print(step.announce(head), highlight=False)
+            context.console.print(step.announce(head), highlight=False, markup=False)
         try:
             status = step.run(context, ledger, head or "")
         except RunStopped as stopped:

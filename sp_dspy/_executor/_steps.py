@@ -234,12 +234,16 @@ class CompileStep:
         )
         self.warnings = compiled.warnings
         for warning in compiled.warnings:  # capped demos, failed calls: the manifest keeps them too
-            context.console.print(f"{head}: warning: {warning}", highlight=False, soft_wrap=True)
+            context.console.print(
+                f"{head}: warning: {warning}", highlight=False, markup=False, soft_wrap=True
+            )
         assert compiled.manifest is not None
         if compiled.manifest.budget_limited:
             self.status, self.capped_by = "capped", compiled.manifest.budget.refused_by or "max_calls"
             return "capped"
         self.status = "compiled"
         dev = compiled.manifest.dev
-        context.console.print(f"{head}: dev {dev.before.score:.2f} -> {dev.after.score:.2f}", highlight=False)
+        context.console.print(
+            f"{head}: dev {dev.before.score:.2f} -> {dev.after.score:.2f}", highlight=False, markup=False
+        )
         return "complete"
