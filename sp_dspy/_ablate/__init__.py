@@ -12,6 +12,7 @@ from ._plan import (
     ExperimentPlan,
     build_experiment,
     build_plan,
+    read_experiment_file,
     read_plan_file,
 )
 from ._price import ExperimentPrice, price_experiment
@@ -29,6 +30,7 @@ __all__ = [
     "build_experiment",
     "build_plan",
     "price_experiment",
+    "read_experiment_file",
     "read_plan_file",
     "run_ablation",
     "run_experiment",
