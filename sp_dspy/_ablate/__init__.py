@@ -6,6 +6,7 @@ Importing this package does not import DSPy.
 
 from ._experiment import ExperimentOutcome, run_experiment
 from ._plan import (
+    EXPERIMENT_DATA_KEYS,
     EXPERIMENT_FILE,
     PLAN_FILE,
     AblationPlan,
@@ -19,6 +20,7 @@ from ._price import ExperimentPrice, price_experiment
 from ._run import RESULTS_DIR, AblationOutcome, run_ablation
 
 __all__ = [
+    "EXPERIMENT_DATA_KEYS",
     "EXPERIMENT_FILE",
     "PLAN_FILE",
     "RESULTS_DIR",
