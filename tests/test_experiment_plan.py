@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner, Result
 
 from sp_dspy._ablate import EXPERIMENT_FILE, build_experiment, run_experiment
@@ -19,6 +20,7 @@ from sp_dspy._data import Split
 from sp_dspy._errors import ConfigError
 from sp_dspy._runner import DataSelection
 from sp_dspy.cli._experiment import register
+from tests._docs_blocks import ROOT, blocks
 from tests._factories import command_app
 
 #: ``experiment.json`` as the versions before ``data`` saved it (lenient set, so a lost key shows).
@@ -152,3 +154,13 @@ def test_a_plan_file_in_the_flat_form_runs_and_flags_go_over_it(tmp_path: Path) 
     listed.write_text("lm: fake/instructed\ndata: [L1]\n", encoding="utf-8")
     refused = invoke("--out", str(tmp_path / "d"), "--plan", str(listed), "--dry-run")
     assert str(refused.exception) == f"{listed}: field data: expected a mapping of data settings, got list"
+
+
+def test_the_docs_plan_example_builds_and_its_flat_form_is_the_same_plan() -> None:
+    [block] = [b for b in blocks(ROOT / "docs" / "compile" / "experiment.md") if b.language == "yaml"]
+    document = yaml.safe_load(block.text)
+    plan = build_experiment(document, block.where)
+    assert plan.data == DataSelection(dataset="ByteDance/SafePyramid")
+    assert plan.optimizers == ["mipro", "gepa"]
+    flat = {**{key: value for key, value in document.items() if key != "data"}, **document["data"]}
+    assert build_experiment(flat, block.where) == plan
