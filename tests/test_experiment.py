@@ -401,7 +401,7 @@ def test_resume_works_from_another_directory_with_a_relative_dataset(
     args = ["--benchmark", "pku-saferlhf", "--optimizers", "copro", "--seeds", "0", *TINY[:6], *FAST]
     first = invoke("--out", "../exp", "--lm", "fake/instructed", "--dataset", "rows.jsonl", *args)
     assert first.exit_code == 0, (first.output, first.exception)
-    assert json.loads((tmp_path / "exp" / "experiment.json").read_text())["dataset"] == str(
+    assert json.loads((tmp_path / "exp" / "experiment.json").read_text())["data"]["dataset"] == str(
         data / "rows.jsonl"
     )
     monkeypatch.chdir(tmp_path)

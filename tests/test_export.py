@@ -249,6 +249,9 @@ def test_an_experiment_is_one_parent_with_its_variants_and_compiles(
     }
     client = mlflow.MlflowClient(tracking_uri=uri)
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"summary.json", "report.html"}
+    params = parent.data.params  # the plan's data settings a param each (the plan nests them under data)
+    assert params["benchmark"] == "safepyramid" and params["lenient"] == "false" and "data" not in params
+    assert params["optimizers"] == '["bootstrap"]' and "dataset" not in params  # None: not logged
     compiled = runs["compile bootstrap-s0"]
     assert compiled.data.params["optimizer"] == "bootstrap" and compiled.data.params["seed"] == "0"
     manifest = json.loads((tmp_path / "exp" / "artifacts" / "bootstrap-s0" / "manifest.json").read_text())

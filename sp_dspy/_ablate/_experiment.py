@@ -38,7 +38,7 @@ from .._executor import (
     execute,
 )
 from .._lm import LMConfig
-from .._runner import DataSelection, EvalConfig, RunPaths, select_cases, units_of
+from .._runner import EvalConfig, RunPaths, select_cases, units_of
 from .._user_dirs import ensure_writable_dir
 from .._writer_lock import WriterLock
 from ._plan import EXPERIMENT_FILE, AblationPlan, ExperimentPlan, reconcile_experiment
@@ -186,8 +186,8 @@ def compile_config(
     return CompileConfig(
         protocol=plan.protocol, cot=plan.program == "dspy-cot", optimizer=optimizer,
         optimizer_config=plan.optimizer_config, overrides=plan.settings.get(optimizer, {}),
-        dataset=plan.dataset, benchmark=plan.benchmark, splits=split, ratios=plan.ratios,
-        lenient=plan.lenient, seed=seed, out=artifact_dir(out, optimizer, seed), top_k=plan.top_k,
+        dataset=plan.data.dataset, benchmark=plan.data.benchmark, splits=split, ratios=plan.ratios,
+        lenient=plan.data.lenient, seed=seed, out=artifact_dir(out, optimizer, seed), top_k=plan.top_k,
         concurrency=plan.concurrency, **extra,
     )  # fmt: skip
 
@@ -195,9 +195,7 @@ def compile_config(
 def ablation_plan(plan: ExperimentPlan, out: Path) -> AblationPlan:
     """The baseline and every artifact on the split's test part, compared to the baseline."""
     artifacts = [str(artifact_dir(out, optimizer, seed).resolve()) for optimizer, seed in plan.steps()]
-    data = DataSelection(
-        dataset=plan.dataset, benchmark=plan.benchmark, lenient=plan.lenient, split=f"{out / SPLIT_FILE}:test"
-    )
+    data = plan.data.model_copy(update={"split": f"{out / SPLIT_FILE}:test"})
     return AblationPlan(
         lm=plan.lm, variants=[plan.baseline, *artifacts], data=data, concurrency=plan.concurrency,
         run_id=RUN_ID, baseline=plan.baseline, n_boot=plan.n_boot, seed=0, batch=plan.batch,
@@ -215,12 +213,13 @@ def write_splits(plan: ExperimentPlan, folder: Path) -> None:
     With ``split_per_seed`` each seed's split is ``splits-sSEED.json``, and ``splits.json`` holds
     as its test part the cases every one of them tests on (no train or dev part).
     """
-    loaded = load_benchmark(plan.dataset, lenient=plan.lenient, benchmark=plan.benchmark)
+    data = plan.data
+    loaded = load_benchmark(data.dataset, lenient=data.lenient, benchmark=data.benchmark)
 
     def split(seed: int) -> Split:
         return make_split(
             loaded.cases, seed=seed, ratios=plan.ratios, dataset_hash=loaded.content_hash,
-            benchmark=plan.benchmark, dataset=plan.dataset,
+            benchmark=data.benchmark, dataset=data.dataset,
         )  # fmt: skip
 
     if not plan.split_per_seed:

@@ -13,16 +13,15 @@ from pathlib import Path
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails
 
 from sp_dspy.optimizers import OPTIMIZER_NAMES, get_recipe, load_settings
 from sp_dspy.programs import RAW_PROGRAMS
 
-from .._benchmarks import BenchmarkName
 from .._budget import BudgetCaps
 from .._compile._artifact import write_json
 from .._compile._data import DEFAULT_RATIOS
 from .._data._scan import read_json_file
-from .._data._selection import resolved_path
 from .._errors import ConfigError, DataError, validation_problem
 from .._lm import LMConfig
 from .._lm._config import ANSWER_SETTINGS
@@ -171,6 +170,47 @@ def reconcile(plan: AblationPlan, out: Path, *, resume: bool, new_run_id: str) -
 #: Settings a resumed experiment may change: they change what it may spend, how fast or how it is
 #: paid (``batch``), not its answers.
 MAY_CHANGE = ("caps", "concurrency", "batch")
+#: The data settings an experiment takes: which dataset and how it loads. Plans of earlier versions
+#: (``experiment.json``, ``--plan`` files) held them flat, beside ``lm``; they are still read so.
+EXPERIMENT_DATA_KEYS = ("dataset", "benchmark", "lenient")
+_OWN_SPLIT = "an experiment makes its own split of every case of its dataset (--ratios, --split-seed)"
+#: Why ``data`` may not set its other fields in an experiment (one not named here: ``_OWN_SPLIT``).
+NOT_FOR_AN_EXPERIMENT = {
+    "split": f"{_OWN_SPLIT}; drop it",
+    "with_evidence": "an experiment's compiles read the benchmark without evidence (its split and its "
+    "test evaluations read it as they do); drop it",
+}
+
+
+def _field_error(field: tuple[str, ...], message: str, value: Any) -> ValidationError:
+    """A validation error at ``field`` (raised in a validator, pydantic reports it at that path)."""
+    details = InitErrorDetails(type="value_error", loc=field, input=value, ctx={"error": ValueError(message)})
+    return ValidationError.from_exception_data("ExperimentPlan", [details])
+
+
+def nest_data(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` with the flat data keys of an older plan (``dataset``, ``benchmark``, ``lenient``)
+    moved under ``data``, where the plan holds them now.
+
+    Raises:
+        ValidationError: a key is given both flat and under ``data`` (which one is meant is unclear).
+    """
+    flat = {key: document[key] for key in EXPERIMENT_DATA_KEYS if key in document}
+    data = document.get("data")
+    if not flat or not isinstance(data, dict | DataSelection | None):
+        return document  # nothing to move, or a ``data`` pydantic refuses on its own
+    nested = {} if data is None else data
+    if isinstance(nested, DataSelection):
+        nested = nested.model_dump(exclude_unset=True)
+    for key, value in flat.items():
+        if key in nested:
+            raise _field_error(
+                ("data", key),
+                f"given twice: as {key} (the older, flat form) and as data.{key}; keep data.{key}",
+                value,
+            )
+    rest = {key: value for key, value in document.items() if key not in EXPERIMENT_DATA_KEYS}
+    return {**rest, "data": {**nested, **flat}}
 
 
 class ExperimentPlan(BaseModel):
@@ -191,9 +231,9 @@ class ExperimentPlan(BaseModel):
     lm: LMConfig
     prompt_lm: LMConfig | None = None
     reflection_lm: LMConfig | None = None
-    dataset: str | None = None
-    benchmark: BenchmarkName = "safepyramid"
-    lenient: bool = False
+    #: Which dataset and how it loads (``dataset``, ``benchmark``, ``lenient``); the experiment
+    #: selects no cases itself, it splits them all.
+    data: DataSelection = Field(default_factory=DataSelection)
     protocol: Protocol = "per-policy"
     program: Literal["dspy", "dspy-cot"] = "dspy"
     #: The fixed-prompt program the artifacts are compared to: the official prompt, or the model's
@@ -213,11 +253,29 @@ class ExperimentPlan(BaseModel):
     batch: bool = False  # the test evaluations through the provider's batch API (compiles never)
     n_boot: int = Field(default=1000, ge=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _nested_data(cls, value: Any) -> Any:
+        """A plan of an earlier version (flat ``dataset``, ``benchmark``, ``lenient``) reads as it did."""
+        return nest_data(value) if isinstance(value, dict) else value
+
     @field_validator("optimizers", "seeds", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         """``"a,b"`` (the flag's form) is the list ``[a, b]``."""
         return [item.strip() for item in value.split(",")] if isinstance(value, str) else value
+
+    @field_validator("data")
+    @classmethod
+    def _whole_dataset(cls, value: DataSelection) -> DataSelection:
+        """Only the dataset and how it loads: the experiment splits every case itself, and selects none."""
+        for name, info in DataSelection.model_fields.items():
+            if name not in EXPERIMENT_DATA_KEYS and getattr(value, name) != info.get_default():
+                reason = NOT_FOR_AN_EXPERIMENT.get(
+                    name, f"{_OWN_SPLIT}; give it a dataset of just those cases"
+                )
+                raise _field_error((name,), reason, getattr(value, name))
+        return value
 
     @field_validator("optimizers")
     @classmethod
@@ -285,11 +343,10 @@ class ExperimentPlan(BaseModel):
     def resolved(self) -> ExperimentPlan:
         """The dataset and optimizer files as absolute paths (a Hub id stays as it is), so the saved
         plan means the same from any working directory (``--resume`` from elsewhere)."""
-        dataset = None if self.dataset is None else resolved_path(self.dataset)
         settings_file = (
             None if self.optimizer_config is None else self.optimizer_config.expanduser().resolve()
         )
-        return self.model_copy(update={"dataset": dataset, "optimizer_config": settings_file})
+        return self.model_copy(update={"data": self.data.resolved(), "optimizer_config": settings_file})
 
     def steps(self) -> list[tuple[str, int]]:
         """Every (optimizer, seed) compile, in the order they run."""
@@ -315,6 +372,20 @@ def build_experiment(settings: dict[str, Any], where: str = "flags") -> Experime
             overrides=plan.settings.get(optimizer),
         )
     return plan
+
+
+def read_experiment_file(path: Path) -> dict[str, Any]:
+    """The settings in a YAML (or JSON) experiment plan, data keys under ``data`` (an older plan's
+    flat ones moved there), so flags can go over them; errors name the file and line (or field)."""
+    document = read_yaml_mapping(path, "experiment plan", "a mapping of experiment settings")
+    if not isinstance(document.get("data"), dict | None):
+        found = type(document["data"]).__name__
+        raise ConfigError(f"{path}: field data: expected a mapping of data settings, got {found}")
+    try:
+        return nest_data(document)
+    except ValidationError as exc:
+        name, message = validation_problem(exc)
+        raise ConfigError(f"{path}: field {name}: {message}") from None
 
 
 def load_saved(out: Path) -> ExperimentPlan | None:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from .._budget import Spend, projected
 from .._pricing import batch_price_basis, completion_guess, pricing_for
 from .._run_manifest import previous_run
-from .._runner import DataSelection, EvalConfig, units_of
+from .._runner import EvalConfig, units_of
 from ._experiment import SPLIT_FILE, artifact_dir, compile_config, split_file, variant_paths, write_splits
 from ._plan import ExperimentPlan
 
@@ -54,12 +54,7 @@ def price_experiment(plan: ExperimentPlan, out: Path, *, window: int | None = No
         folder = out if (out / SPLIT_FILE).exists() else Path(scratch)
         if folder != out:
             write_splits(plan, folder)
-        data = DataSelection(
-            dataset=plan.dataset,
-            benchmark=plan.benchmark,
-            lenient=plan.lenient,
-            split=f"{folder / SPLIT_FILE}:test",
-        )
+        data = plan.data.model_copy(update={"split": f"{folder / SPLIT_FILE}:test"})
         baseline = EvalConfig(
             data=data, program=plan.baseline_program, protocol=plan.protocol, caps=plan.caps, batch=plan.batch
         )

@@ -20,7 +20,6 @@ from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache
 from .._metrics._pvalues import format_p
 from .._table import FitTable
-from .._yaml_lines import read_yaml_mapping
 from . import _lm_options as lmo
 from . import _options as opt
 from ._ablate import _overlay, resolve_lm
@@ -183,8 +182,9 @@ def experiment_command(
     from .._ablate import price_experiment
 
     flags: dict[str, Any] = {
-        "dataset": dataset, "benchmark": benchmark, "lenient": lenient or None, "protocol": protocol,
-        "program": program, "baseline_program": baseline_program, "optimizers": optimizers, "seeds": seeds,
+        "data": {"dataset": dataset, "benchmark": benchmark, "lenient": lenient or None},
+        "protocol": protocol, "program": program, "baseline_program": baseline_program,
+        "optimizers": optimizers, "seeds": seeds,
         "split_seed": split_seed, "seed_lm": seed_lm or None, "split_per_seed": split_per_seed or None,
         "ratios": None if ratios is None else parse_ratios(ratios), "optimizer_config": optimizer_config,
         "top_k": top_k, "concurrency": concurrency, "n_boot": n_boot, "batch": batch or None,
@@ -203,16 +203,12 @@ def _plan(
     config: Path | None, lm_flags: lmo.LmFlags, resume: bool,
 ) -> ExperimentPlan:  # fmt: skip
     """The experiment plan: the flags over the ``--plan`` file (on ``--resume``, the saved plan)."""
-    from .._ablate import EXPERIMENT_FILE, build_experiment
+    from .._ablate import EXPERIMENT_FILE, build_experiment, read_experiment_file
 
     if plan_file is None and resume and (out / EXPERIMENT_FILE).exists():
         plan_file = out / EXPERIMENT_FILE
     where = "flags" if plan_file is None else str(plan_file)
-    base: dict[str, Any] = (
-        {}
-        if plan_file is None
-        else read_yaml_mapping(plan_file, "experiment plan", "a mapping of experiment settings")
-    )
+    base: dict[str, Any] = {} if plan_file is None else read_experiment_file(plan_file)
     overrides = lm_flags.overrides()
     lms: dict[str, Any] = {
         "lm": resolve_lm(lm_specs["lm"] or base.get("lm"), config, where, command="experiment", **overrides)

@@ -241,6 +241,21 @@ def _plan_variants(out: Path, summary: dict[str, Any]) -> list[tuple[str, Path, 
     return found
 
 
+def _plan_params(summary: dict[str, Any]) -> dict[str, Any]:
+    """The parent run's params: an experiment's plan (its ``data`` settings a param each, as they
+    were before the plan nested them), an ablation's data and statistics settings."""
+    from .._ablate import EXPERIMENT_DATA_KEYS
+
+    plan = summary.get("plan") or {
+        key: summary.get(key) for key in ("benchmark", "dataset", "n_boot", "seed")
+    }
+    data = plan.get("data")
+    if isinstance(data, dict):
+        plan = {key: value for key, value in plan.items() if key != "data"}
+        plan.update({key: data.get(key) for key in EXPERIMENT_DATA_KEYS})
+    return {key: value for key, value in plan.items() if value is not None}
+
+
 def mlflow_log_plan(uri: str, out: Path, *, experiment: str = DEFAULT_EXPERIMENT) -> None:
     """``ablate``/``experiment --mlflow-uri``: a parent run (summary, report) with a child per variant
     and, for an experiment, one per compile."""
@@ -254,13 +269,8 @@ def mlflow_log_plan(uri: str, out: Path, *, experiment: str = DEFAULT_EXPERIMENT
     kind = "experiment" if summary.get("kind") == "sp-dspy-experiment" else "ablation"
     logger = MlflowLogger(uri, experiment)
     parent = logger.start(f"{kind} {out.name}", tags={"sp_dspy.kind": kind})
-    plan = summary.get("plan") or {
-        key: summary.get(key) for key in ("benchmark", "dataset", "n_boot", "seed")
-    }
     artifacts = [path for path in (summary_file, out / "report.html", out / "plan.json") if path.is_file()]
-    logger.log(
-        parent, params={key: value for key, value in plan.items() if value is not None}, artifacts=artifacts
-    )
+    logger.log(parent, params=_plan_params(summary), artifacts=artifacts)
     for label, file, params, extra in _plan_variants(out, summary):
         log_variant(logger, scored_file(file, label=label), parent=parent, params=params)
         for artifact in extra:
