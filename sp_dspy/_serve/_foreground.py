@@ -94,6 +94,7 @@ def serve_model(config: ModelServerConfig, listener: ServeListener | None = None
     """Serve ``config``'s model until Ctrl-C or SIGTERM (in the main thread), then return once the
     server stopped and its record is gone; a server that exits on its own is a ``SpDspyError``."""
     server: LlamaCppServer | VLLMServer
+    n_ctx: int | None
     if config.backend is Backend.llama_cpp:
         context = config.n_ctx or DEFAULT_N_CTX
         server = LlamaCppServer(
