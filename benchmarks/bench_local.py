@@ -84,8 +84,8 @@ def run_layout(
     """One per-rule run of ``layout`` on a fresh server; wall time and llama.cpp's timings."""
     from rich.console import Console
 
+    from sp_dspy._executor import run_eval
     from sp_dspy._lm import LMConfig, configure_cache
-    from sp_dspy._runner import run_eval
     from sp_dspy._runner._config import DataSelection, EvalConfig
     from sp_dspy._serve import LlamaCppServer
     from sp_dspy.cli._lm_options import LOCAL_SETTINGS

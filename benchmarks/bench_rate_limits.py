@@ -66,8 +66,9 @@ def serve(limits: dict[str, Any], ports: Any, stop: Any, counts: Any) -> None:
 def sp_dspy_client(settings: dict[str, Any], results: Any) -> None:
     """Child process: ``run_eval`` (or compile's ``evaluate_cases``) against the server."""
     sys.path.insert(0, settings["root"])
+    from sp_dspy import run_eval
     from sp_dspy._lm import LMConfig, configure_cache
-    from sp_dspy._runner import EvalConfig, _eval
+    from sp_dspy._runner import EvalConfig
 
     configure_cache(enabled=False)
     lm_config = LMConfig(model="openai/stub", api_base=settings["api_base"], cache=False)
@@ -84,7 +85,7 @@ def sp_dspy_client(settings: dict[str, Any], results: Any) -> None:
         }
     )
     started = time.perf_counter()
-    outcome = _eval.run_eval(config, lm_config, show_progress=False)
+    outcome = run_eval(config, lm_config, show_progress=False)
     wall = time.perf_counter() - started
     manifest = json.loads(outcome.paths.manifest.read_text())
     run = manifest["runs"][lm_config.display_name()]

@@ -95,8 +95,9 @@ def serve_threaded(latency_s: float, ports: Any, stop: Any) -> None:
 def sp_dspy_client(settings: dict[str, Any], results: Any) -> None:
     """Child process: ``run_eval`` against the stub, timing the engine phase only."""
     sys.path.insert(0, str(ROOT))
+    from sp_dspy import run_eval
     from sp_dspy._lm import LMConfig, configure_cache
-    from sp_dspy._runner import EvalConfig, _eval, _invocation
+    from sp_dspy._runner import EvalConfig, _invocation
     from sp_dspy._runner._engine import UnitEngine
 
     timings: dict[str, float] = {}
@@ -133,9 +134,9 @@ def sp_dspy_client(settings: dict[str, Any], results: Any) -> None:
         )
 
     warm_cases = WARM_UP_UNITS if settings["protocol"] == "per-policy" else 1
-    _eval.run_eval(config(f"{settings['run_id']}-warm", warm_cases, 4), lm_config, show_progress=False)
+    run_eval(config(f"{settings['run_id']}-warm", warm_cases, 4), lm_config, show_progress=False)
     timings.clear()
-    outcome = _eval.run_eval(
+    outcome = run_eval(
         config(settings["run_id"], settings["cases"], settings["concurrency"]), lm_config, show_progress=False
     )
     excluded = outcome.report.cells["ALL"]["excluded"] if outcome.report is not None else None

@@ -21,7 +21,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "sp_dspy._data": ("Benchmark", "Case", "Split", "load_pku", "load_split", "make_split"),
     "sp_dspy._benchmarks": ("BenchmarkKind", "benchmark_kind", "load_benchmark", "register_benchmark"),
     "sp_dspy._compile": ("CompileConfig", "compile_guard"),
-    "sp_dspy._runner": ("DataSelection", "EvalConfig", "build_eval_config", "plan_run", "run_eval"),
+    "sp_dspy._runner": ("DataSelection", "EvalConfig", "build_eval_config", "plan_run"),
+    "sp_dspy._executor": ("run_eval",),
     "sp_dspy._ablate": (
         "AblationPlan",
         "ExperimentPlan",
@@ -70,6 +71,7 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._errors import DataError as DataError
     from ._errors import SpDspyError as SpDspyError
     from ._errors import validation_problem as validation_problem
+    from ._executor import run_eval as run_eval
     from ._guard import Guard as Guard
     from ._guard import Verdict as Verdict
     from ._guard_service import GuardServiceConfig as GuardServiceConfig
@@ -83,7 +85,6 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._runner import EvalConfig as EvalConfig
     from ._runner import build_eval_config as build_eval_config
     from ._runner import plan_run as plan_run
-    from ._runner import run_eval as run_eval
     from ._serve import ModelServerConfig as ModelServerConfig
     from ._serve import ServeListener as ServeListener
     from ._serve import build_model_server_config as build_model_server_config

@@ -364,8 +364,9 @@ def test_an_ablation_report_says_its_answers_came_by_batch(server: BatchServer, 
 
 def test_an_experiment_counts_a_batched_evaluation_at_the_batch_rate_against_its_cap(tmp_path: Path) -> None:
     """Admitted at its worst case at the batch rate: a cap between that and the list rate's lets it run."""
-    from sp_dspy._ablate._experiment import CapReached, batch_caps
+    from sp_dspy._ablate._experiment import batch_caps
     from sp_dspy._budget import BudgetCaps
+    from sp_dspy._executor import CapReached
     from sp_dspy._runner._admission import unit_worst_case
     from sp_dspy._runner._cost import run_pricing
     from sp_dspy._runner._eval import build_program, select_cases
@@ -396,9 +397,10 @@ def test_an_experiment_counts_a_batched_evaluation_at_the_batch_rate_against_its
 
 def test_an_experiment_resumed_over_an_open_batch_collects_it_whatever_its_cap_left(tmp_path: Path) -> None:
     """A batch submitted before a kill is paid already: its collection is not refused by the cap."""
-    from sp_dspy._ablate._experiment import CapReached, batch_caps
+    from sp_dspy._ablate._experiment import batch_caps
     from sp_dspy._batch import AnswerBook
     from sp_dspy._budget import BudgetCaps
+    from sp_dspy._executor import CapReached
     from sp_dspy._runner._paths import RunPaths
 
     lm = LMConfig(model="openai/gpt-5-mini")

@@ -20,12 +20,13 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from sp_dspy._ablate import ExperimentPlan, build_experiment, price_experiment, run_experiment
-from sp_dspy._ablate._experiment import LOCK_FILE, caps_left, spent_so_far
+from sp_dspy._ablate._experiment import LOCK_FILE, spent_so_far
 from sp_dspy._ablate._seeds import SeedResult, verdict
 from sp_dspy._budget import BudgetCaps, Ledger
 from sp_dspy._compile._artifact import write_json
 from sp_dspy._data._source import sample_path
 from sp_dspy._errors import ConfigError
+from sp_dspy._executor import caps_left
 from sp_dspy._lm import LMConfig, fake_engine, make_lm
 from sp_dspy._lm._fake import INSTRUCTION_PHRASE
 from sp_dspy._runner._failures import RunStopped
@@ -429,11 +430,11 @@ def test_a_stopped_test_evaluation_names_the_experiment_command_that_continues_i
 ) -> None:
     seen: dict[str, Any] = {}
 
-    def stopped(*args: Any, **kwargs: Any) -> None:
-        seen.update(kwargs)
-        raise RunStopped("auth", "the key was refused", "sp-dspy ablate --out X --resume --retry-errors")
+    def stopped(step: Any, context: Any, *args: Any) -> None:
+        seen["retry_errors"] = context.retry_errors
+        raise RunStopped("auth", "the key was refused", "sp-dspy eval --resume --retry-errors --run-id X")
 
-    monkeypatch.setattr("sp_dspy._ablate._experiment.run_ablation", stopped)
+    monkeypatch.setattr("sp_dspy._executor._steps.EvaluateStep.run", stopped)
     out = tmp_path / "exp"
     with pytest.raises(RunStopped) as raised:
         run_experiment(fake_plan(optimizers=["copro"], seeds=[0]), out, show_progress=False)

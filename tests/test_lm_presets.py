@@ -16,12 +16,13 @@ import pytest
 from typer.testing import CliRunner
 
 from sp_dspy._errors import ConfigError
+from sp_dspy._executor import run_eval
 from sp_dspy._lm import LMConfig, classify_error, import_dspy, make_lm
 from sp_dspy._lm._compat import missing_uses
 from sp_dspy._lm._config import load_model_configs
 from sp_dspy._lm._direct import client_of
 from sp_dspy._redact import MASK, redact
-from sp_dspy._runner import DataSelection, EvalConfig, run_eval
+from sp_dspy._runner import DataSelection, EvalConfig
 from sp_dspy.cli import app
 from tests._stub_server import StubServer
 

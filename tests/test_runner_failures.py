@@ -20,10 +20,10 @@ import pytest
 from sp_dspy import load_benchmark
 from sp_dspy._ablate import run_ablation
 from sp_dspy._ablate._plan import AblationPlan
+from sp_dspy._executor import run_eval
 from sp_dspy._lm import LMConfig
 from sp_dspy._metrics import PolicyRecord
-from sp_dspy._runner import DataSelection, EvalConfig, run_eval
-from sp_dspy._runner._eval import EvalOutcome
+from sp_dspy._runner import DataSelection, EvalConfig, EvalOutcome
 from sp_dspy._runner._failures import BAD_REQUEST_STREAK, EarlyStop, RunStopped
 from sp_dspy._runner._fake_gold import teach_fake
 from sp_dspy.cli import main

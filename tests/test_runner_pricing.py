@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from sp_dspy._executor import run_eval
 from sp_dspy._lm import LMConfig
 from sp_dspy._run_manifest import RunManifest
-from sp_dspy._runner import DataSelection, EvalConfig, run_eval
-from sp_dspy._runner._eval import EvalOutcome
+from sp_dspy._runner import DataSelection, EvalConfig, EvalOutcome
 from tests._results import iter_records
 from tests._stub_server import StubServer
 

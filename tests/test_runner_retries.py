@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import pytest
 
 from sp_dspy import load_benchmark
+from sp_dspy._executor import run_eval
 from sp_dspy._lm import LMConfig
 from sp_dspy._protocol import build_targets
-from sp_dspy._runner import DataSelection, EvalConfig, run_eval
-from sp_dspy._runner._eval import EvalOutcome
+from sp_dspy._runner import DataSelection, EvalConfig, EvalOutcome
 from sp_dspy._runner._fake_gold import teach_fake
 from tests._results import iter_records
 from tests._stub_server import StubServer

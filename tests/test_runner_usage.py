@@ -18,8 +18,9 @@ import pytest
 from sp_dspy import load_benchmark
 from sp_dspy._ablate import run_ablation
 from sp_dspy._ablate._plan import AblationPlan
+from sp_dspy._executor import run_eval
 from sp_dspy._lm import LMConfig, configure_cache
-from sp_dspy._runner import DataSelection, EvalConfig, run_eval
+from sp_dspy._runner import DataSelection, EvalConfig
 from tests._lm_fixtures import oracle_stub
 from tests._results import iter_records
 from tests._stub_server import StubServer

@@ -1,10 +1,10 @@
 """``sp-dspy experiment``: does a compiled guard beat the official baseline on cases it never saw?
 
-An experiment is an ablation whose variants include compiles. It saves one grouped split
-(``OUTDIR/splits.json``), compiles each optimizer x seed on its train/dev parts into
-``OUTDIR/artifacts/OPT-sSEED`` (``compile_guard``), then runs the baseline and every artifact
-on its test part as one ablation in ``OUTDIR`` (``run_ablation``: its results, resume and
-paired comparison), and adds the seeds' spread and verdict (``_seeds``). One cap holds for the
+An experiment is one plan run by the executor: it saves one grouped split (``OUTDIR/splits.json``),
+compiles each optimizer x seed on its train/dev parts into ``OUTDIR/artifacts/OPT-sSEED``
+(compile steps), then evaluates the baseline and every artifact on its test part (evaluation steps,
+as an ablation names and compares them: ``OUTDIR/results``, the paired comparison), and adds the
+seeds' spread and verdict (``_seeds``). One cap holds for the
 whole of it: each step may spend what the finished steps left. Killed at any point, the same
 command with ``--resume`` reuses every finished compile and every answered unit.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,17 +24,33 @@ from rich.console import Console
 from .._benchmarks import load_benchmark
 from .._budget import CAP_NAMES, BudgetCaps, Ledger, Reservation, Spend
 from .._compile._artifact import write_json
-from .._data import Split, make_split
+from .._data import Benchmark, Split, make_split
 from .._errors import ConfigError
+from .._executor import (
+    CapReached,
+    CompileStep,
+    EvaluateStep,
+    Plan,
+    PlanOutcome,
+    Step,
+    StepContext,
+    caps_left,
+    execute,
+)
 from .._lm import LMConfig
-from .._runner import DataSelection, EvalConfig
-from .._runner._failures import RunStopped
-from .._runner._paths import RunPaths
-from .._runner._units import units_of
+from .._runner import DataSelection, EvalConfig, RunPaths, select_cases, units_of
 from .._user_dirs import ensure_writable_dir
 from .._writer_lock import WriterLock
 from ._plan import EXPERIMENT_FILE, AblationPlan, ExperimentPlan, reconcile_experiment
-from ._run import REPORT_FILE, RESULTS_DIR, SUMMARY_FILE, AblationOutcome, run_ablation
+from ._run import (
+    REPORT_FILE,
+    RESULTS_DIR,
+    SUMMARY_FILE,
+    AblationOutcome,
+    evaluation_steps,
+    variant_runs,
+)
+from ._run import summarise as summarise_ablation
 from ._seeds import (
     ExperimentSummary,
     experiment_html,
@@ -44,7 +60,7 @@ from ._seeds import (
     results_spend,
     seed_result,
 )
-from ._steps import CompileStep
+from ._variants import NAMED_VARIANTS, PlannedVariant
 
 LOCK_FILE = "experiment.lock"
 SPLIT_FILE = "splits.json"
@@ -55,15 +71,6 @@ RUN_ID = "experiment"
 
 def artifact_dir(out: Path, optimizer: str, seed: int) -> Path:
     return out / ARTIFACTS_DIR / f"{optimizer}-s{seed}"
-
-
-class CapReached(Exception):
-    """The experiment's cap is spent (or, ``why``, a batched step would overrun it): no further step may start."""
-
-    def __init__(self, cap: str, why: str | None = None) -> None:
-        super().__init__(cap)
-        self.cap = cap
-        self.why = why
 
 
 def spent_so_far(plan: ExperimentPlan, out: Path) -> Spend:
@@ -93,16 +100,6 @@ def step_ledger(plan: ExperimentPlan, out: Path) -> Ledger:
     """The experiment's ledger for its next step: its caps, and what its finished steps spent as
     their records say (each step is admitted by it, so no step passes what the others left)."""
     return Ledger(plan.caps, earlier=spent_so_far(plan, out), replays_count=True)
-
-
-def caps_left(ledger: Ledger) -> BudgetCaps:
-    """The caps the next step may spend up to (for its warnings and manifest); ``CapReached`` when one is spent."""
-    left: dict[str, Any] = {}
-    for cap, remaining in ledger.left().items():
-        if remaining <= 0 or (cap != "max_usd" and remaining < 1):
-            raise CapReached(cap)
-        left[cap] = remaining if cap == "max_usd" else int(remaining)
-    return BudgetCaps(**left)
 
 
 def batch_caps(config: EvalConfig, lm_config: LMConfig, left: BudgetCaps) -> BudgetCaps:
@@ -271,19 +268,19 @@ class ExperimentOutcome:
 Session = Callable[[LMConfig], AbstractContextManager[LMConfig]]
 
 
-@contextlib.contextmanager
-def _live(plan: ExperimentPlan, session: Session | None) -> Iterator[dict[str, LMConfig | None]]:
+def _open_lms(
+    plan: ExperimentPlan, session: Session | None, stack: contextlib.ExitStack
+) -> dict[str, LMConfig | None]:
     """Each LM's config to call with for the whole experiment (a local model started once)."""
     opened = session or nullcontext
-    with contextlib.ExitStack() as stack:
-        yield {
-            role: None if config is None else stack.enter_context(opened(config))
-            for role, config in (
-                ("task", plan.lm),
-                ("prompt", plan.prompt_lm),
-                ("reflection", plan.reflection_lm),
-            )
-        }
+    return {
+        role: None if config is None else stack.enter_context(opened(config))
+        for role, config in (
+            ("task", plan.lm),
+            ("prompt", plan.prompt_lm),
+            ("reflection", plan.reflection_lm),
+        )
+    }
 
 
 def _seeded(config: LMConfig | None, seed: int, seed_lm: bool) -> LMConfig | None:
@@ -307,13 +304,14 @@ def run_experiment(
 ) -> ExperimentOutcome:
     """Split, compile every optimizer seed, evaluate the baseline and each artifact on test, summarise.
 
+    One plan run by the executor under the experiment's lock: the compile steps, then the evaluation
+    steps (the baseline and every artifact on the split's test part), then the summary and report.
     ``lms``: ready ``dspy.LM`` objects by role (tests pass the fake); by default each step builds
     its own from the configs. A step a cap stops ends the experiment there (``capped_by``); a
     compile the cap limited is compiled again on ``--resume`` (its answers from the cache).
     ``retry_errors`` (with ``resume``) re-sends the test units that ended in error. A test
     evaluation that stops early raises ``RunStopped`` naming the command that continues it.
     """
-    console = console or Console(stderr=True)
     plan = plan.resolved()
     reconcile_experiment(plan, out, resume=resume)  # fails fast: nothing written yet
     if plan.batch:  # a provider without a batch API fails before the compiles, not after them
@@ -321,138 +319,116 @@ def run_experiment(
 
         wire_class(plan.lm.provider, plan.lm.display_name())
     ensure_writable_dir(out, what="--out")
-    lock = WriterLock(
+    console = console or Console(stderr=True)
+    outcome = ExperimentOutcome(plan=plan, out=out)
+    # The test evaluations continue runs of an earlier invocation once it reached them.
+    parts = _Parts(plan, out, outcome, resume_evaluations=resume and (out / RESULTS_DIR).is_dir())
+    with contextlib.ExitStack() as stack:
+        executed = execute(
+            Plan(
+                lambda: parts.steps(_open_lms(plan, session, stack), console), lock=experiment_lock(out),
+                skip_finished=True, ledger_for=parts.admitting, report=parts.report,
+                continue_command=f"sp-dspy experiment --out {out} --resume --retry-errors",
+            ),
+            StepContext(console, lms=lms or {}, retry_errors=retry_errors, show_progress=show_progress,
+                        window=window),
+        )  # fmt: skip
+    outcome.compiles = [step for step in executed.reached if isinstance(step, CompileStep)]
+    if outcome.ablation is not None:
+        outcome.ablation.runs = variant_runs(executed, parts.variants)
+    outcome.capped_by, outcome.cap_note = executed.capped_by, executed.cap_note
+    return outcome
+
+
+def experiment_lock(out: Path) -> WriterLock:
+    """The one-writer lock of the experiment in ``out``: a second ``--resume`` would compile the same
+    seeds and write the same report under it."""
+    return WriterLock(
         out / LOCK_FILE,
         f"the experiment in {out}",
         "one experiment has one writer; wait for it to end (or stop it), then --resume",
     )
-    with lock:  # a second --resume would compile the same seeds and write the same report under it
-        return _run_locked(plan, out, session=session, lms=lms, console=console, show_progress=show_progress,
-                           window=window, retry_errors=retry_errors)  # fmt: skip
 
 
-def _run_locked(
-    plan: ExperimentPlan,
-    out: Path,
-    *,
-    session: Session | None,
-    lms: dict[str, Any] | None,
-    console: Console,
-    show_progress: bool,
-    window: int | None,
-    retry_errors: bool,
-) -> ExperimentOutcome:
-    """``run_experiment`` once it holds the experiment's lock: the compile steps, then the evaluation
-    steps (an ablation of the baseline and every artifact), then the summary and report."""
-    write_json(out / EXPERIMENT_FILE, plan.public_dict())
-    outcome = ExperimentOutcome(plan=plan, out=out)
-    if not (out / SPLIT_FILE).exists():
-        write_splits(plan, out)
-        console.print(f"split: {out / SPLIT_FILE}", highlight=False)
-    with _live(plan, session) as live:
-        steps = [CompileStep(o, s, artifact_dir(out, o, s)) for o, s in plan.steps()]
-        for number, step in enumerate(steps, 1):
-            outcome.compiles.append(step)
-            head = f"[compile {number}/{len(steps)}] {step.optimizer} seed {step.seed}"
-            if not _compile(step, head, plan, out, live, outcome, lms=lms, console=console, window=window):
-                return outcome
-        task = live["task"]
-        assert task is not None
-        try:
-            outcome.ablation = run_ablation(
-                ablation_plan(plan, out), out, resume=(out / "plan.json").exists(), retry_errors=retry_errors,
-                session=lambda _config: nullcontext(task), lm=(lms or {}).get("task"), console=console,
-                show_progress=show_progress, ledger=_admitting(plan, out, task, outcome), write_report=False,
-            )  # fmt: skip
-        except CapReached:
-            return outcome
-        except RunStopped as stopped:
-            command = f"sp-dspy experiment --out {out} --resume --retry-errors"
-            raise RunStopped(stopped.kind, stopped.reason, command) from None
-    _report(plan, out, outcome)
-    return outcome
+@dataclass
+class _Parts:
+    """The experiment's plan as the executor asks for it: its steps (named under the lock, once the plan
+    and split are saved), the ledger each step is admitted by, and the report once every step finished."""
+
+    plan: ExperimentPlan
+    out: Path
+    outcome: ExperimentOutcome
+    resume_evaluations: bool
+    variants: list[PlannedVariant] = field(default_factory=list)
+    task: LMConfig | None = None
+    loaded: Benchmark | None = None
+
+    def steps(self, live: dict[str, LMConfig | None], console: Console) -> list[Step]:
+        plan, out = self.plan, self.out
+        write_json(out / EXPERIMENT_FILE, plan.public_dict())
+        if not (out / SPLIT_FILE).exists():
+            write_splits(plan, out)
+            console.print(f"split: {out / SPLIT_FILE}", highlight=False)
+        self.task = live["task"]
+        assert self.task is not None
+        compiles: list[Step] = []
+        for optimizer, seed in plan.steps():
+            config = compile_config(plan, out, optimizer, seed, split_file(out, plan, seed), force=True)
+            seeded = tuple(
+                _seeded(live[role], seed, plan.seed_lm) for role in ("task", "prompt", "reflection")
+            )
+            compiles.append(CompileStep(optimizer, seed, config, seeded))  # type: ignore[arg-type]
+        ablation = ablation_plan(plan, out)
+        ablation = ablation.model_copy(update={"data": ablation.data.resolved()})
+        self.loaded, cases = select_cases(EvalConfig(data=ablation.data))
+        self.outcome.ablation = AblationOutcome(plan=ablation, out=out, cases=cases)
+        self.variants = experiment_variants(plan, out)
+        evaluations = evaluation_steps(
+            ablation, self.variants, out, self.task, resume=self.resume_evaluations, cases=cases
+        )
+        return [*compiles, *evaluations]
+
+    def admitting(self, step: Step) -> Ledger | None:
+        """The ledger each step is admitted by: the experiment's caps and what its other steps spent (a
+        batched test evaluation: checked as a whole before it is submitted, and none)."""
+        ledger = step_ledger(self.plan, self.out)
+        left = caps_left(ledger)
+        if isinstance(step, CompileStep):
+            return ledger
+        assert isinstance(step, EvaluateStep) and self.task is not None
+        if self.plan.batch:
+            batch_caps(step.config, self.task, left)
+            return None
+        return ledger if self.plan.caps.any else None
+
+    def report(self, executed: PlanOutcome) -> None:
+        """The summary (seeds against the baseline, spread, verdict) and the HTML report."""
+        ablation, plan, out = self.outcome.ablation, self.plan, self.out
+        assert ablation is not None and self.loaded is not None
+        ablation.runs = variant_runs(executed, self.variants)
+        ablation.summary = summarise_ablation(ablation.plan, ablation.runs, self.loaded, ablation.cases)
+        summary = self.outcome.summary = summarise(plan, out, ablation)
+        self.outcome.summary_file = summary.write_json(out / SUMMARY_FILE)
+        from .._report import write_html
+
+        title = (
+            f"sp-dspy experiment: {plan.lm.display_name()}, {', '.join(plan.optimizers)} x seeds {plan.seeds}"
+        )
+        self.outcome.report_file = write_html(
+            ablation.summary, out / REPORT_FILE, title=title, lead=experiment_html(summary),
+            command="sp-dspy experiment",
+        )  # fmt: skip
 
 
-def _compile(
-    step: CompileStep, head: str, plan: ExperimentPlan, out: Path, live: dict[str, LMConfig | None],
-    outcome: ExperimentOutcome, *, lms: dict[str, Any] | None, console: Console, window: int | None,
-) -> bool:  # fmt: skip
-    """Run one compile step (unless it finished earlier); whether the experiment may go on."""
-    from .._compile import compile_guard
-
-    if step.finished:
-        step.status = "finished earlier"
-        console.print(f"{head}: finished earlier, not run again", highlight=False)
-        return True
-    ledger = step_ledger(plan, out)
-    try:
-        caps = caps_left(ledger)
-    except CapReached as reached:
-        outcome.capped_by = reached.cap
-        return False
-    console.print(f"{head} -> {step.out}", highlight=False)
-    split = split_file(out, plan, step.seed)
-    config = compile_config(plan, out, step.optimizer, step.seed, split, caps=caps, force=True)
-    task_lm, prompt_lm, reflection_lm = (
-        _seeded(live[role], step.seed, plan.seed_lm) for role in ("task", "prompt", "reflection")
-    )
-    assert task_lm is not None
-    compiled = compile_guard(config, task_lm, prompt_lm, reflection_lm, lms=lms, window=window, ledger=ledger)
-    step.warnings = compiled.warnings
-    for warning in compiled.warnings:  # capped demos, failed calls: the manifest keeps them too
-        console.print(f"{head}: warning: {warning}", highlight=False, soft_wrap=True)
-    assert compiled.manifest is not None
-    if compiled.manifest.budget_limited:
-        step.status = "capped"
-        outcome.capped_by = compiled.manifest.budget.refused_by or "max_calls"
-        return False
-    step.status = "compiled"
-    console.print(f"{head}: dev {compiled.manifest.dev.before.score:.2f} -> "
-                  f"{compiled.manifest.dev.after.score:.2f}", highlight=False)  # fmt: skip
-    return True
-
-
-def _report(plan: ExperimentPlan, out: Path, outcome: ExperimentOutcome) -> None:
-    """The summary (seeds against the baseline, spread, verdict) and the HTML report, once every step finished."""
-    ablation = outcome.ablation
-    assert ablation is not None
-    if ablation.capped_by is not None:
-        outcome.capped_by = ablation.capped_by
-    if ablation.summary is None:
-        return
-    outcome.summary = summarise(plan, out, ablation)
-    outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
-    from .._report import write_html
-
-    title = f"sp-dspy experiment: {plan.lm.display_name()}, {', '.join(plan.optimizers)} x seeds {plan.seeds}"
-    outcome.report_file = write_html(
-        ablation.summary,
-        out / REPORT_FILE,
-        title=title,
-        lead=experiment_html(outcome.summary),
-        command="sp-dspy experiment",
-    )
-
-
-def _admitting(
-    plan: ExperimentPlan, out: Path, task: LMConfig, outcome: ExperimentOutcome
-) -> Callable[[EvalConfig], Ledger | None]:
-    """The ledger each test evaluation is admitted by (a batched one: checked as a whole before it
-    is submitted, and none); a spent cap ends the experiment (``outcome`` says which)."""
-
-    def admitting(config: EvalConfig) -> Ledger | None:
-        try:
-            ledger = step_ledger(plan, out)
-            left = caps_left(ledger)
-            if plan.batch:
-                batch_caps(config, task, left)
-                return None
-            return ledger if plan.caps.any else None
-        except CapReached as reached:
-            outcome.capped_by, outcome.cap_note = reached.cap, reached.why
-            raise
-
-    return admitting
+def experiment_variants(plan: ExperimentPlan, out: Path) -> list[PlannedVariant]:
+    """The baseline and every optimizer seed's artifact (labelled by its directory's name), as the
+    ablation of their test evaluations names them; known before any artifact is compiled."""
+    program, protocol, layout = NAMED_VARIANTS[plan.baseline]
+    artifacts = [
+        PlannedVariant(folder.name, str(folder.resolve()), plan.protocol, artifact=True)
+        for folder in (artifact_dir(out, optimizer, seed) for optimizer, seed in plan.steps())
+    ]
+    return [PlannedVariant(plan.baseline, program, protocol, layout), *artifacts]
 
 
 def summarise(plan: ExperimentPlan, out: Path, ablation: AblationOutcome) -> ExperimentSummary:

@@ -1,11 +1,12 @@
-"""``run_ablation``: every variant on the same cases through ``run_eval``, then one report.
+"""``run_ablation``: a plan of evaluation steps, every variant on the same cases, then one report.
 
-Each variant is an ordinary eval run (run id ``<run-id>-<variant>`` in ``OUTDIR/results``),
-so it inherits the runner's durability, resume and manifests.
+Each variant is an ordinary eval run (run id ``<run-id>-<variant>`` in ``OUTDIR/results``) run by
+the executor, so it inherits the runner's durability, resume and manifests.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -16,13 +17,14 @@ from rich.console import Console
 
 from sp_dspy.programs import load_program
 
-from .._budget import BudgetCaps, Ledger
+from .._budget import BudgetCaps
 from .._errors import ConfigError
+from .._executor import EvaluateStep, Plan, PlanOutcome, Status, Step, StepContext, execute
 from .._report import OFFICIAL_PER_POLICY, build_summary, write_html
-from .._runner import EvalConfig, RunPaths, RunStopped, new_run_id, select_cases
+from .._run_manifest import ErrorSummary
+from .._runner import EvalConfig, RunPaths, new_run_id, select_cases
 from .._user_dirs import ensure_writable_dir
 from ._plan import AblationPlan, ablation_lock, reconcile, save_plan
-from ._steps import EvaluateStep, Executor, VariantRun
 from ._variants import PlannedVariant, resolve_variants
 
 if TYPE_CHECKING:
@@ -33,6 +35,21 @@ if TYPE_CHECKING:
 RESULTS_DIR = "results"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
+
+
+@dataclass
+class VariantRun:
+    """One variant's part of the ablation: where it wrote and what happened this time."""
+
+    variant: PlannedVariant
+    run_id: str
+    results_file: Path
+    status: Status
+    units_run: int = 0
+    units_skipped_on_resume: int = 0
+    #: Units whose latest record is an error (``--resume --retry-errors`` re-sends them).
+    errors: ErrorSummary = field(default_factory=ErrorSummary)
+    capped_by: str | None = None  # the cap (max_calls, max_tokens, max_usd) that stopped it
 
 
 @dataclass
@@ -117,64 +134,98 @@ def run_ablation(
     lm: Any = None,
     console: Console | None = None,
     show_progress: bool = True,
-    ledger: Callable[[EvalConfig], Ledger | None] | None = None,
-    write_report: bool = True,
 ) -> AblationOutcome:
     """Run the plan's variants one after another in ``out`` (skipping finished ones), then write the report.
 
-    ``session`` turns ``plan.lm`` into the config to call with, for the whole ablation.
-    ``lm`` is one ``dspy.LM`` for every variant (tests pass the fake); by default each
-    variant builds its own. ``retry_errors`` (with ``resume``) re-sends errored units, also
-    of finished variants; ``log_requests`` keeps each unit's requests with its record. A
-    variant that stops early raises ``RunStopped``. ``ledger`` gives each variant, when it
-    starts, the ledger its calls are admitted by (an experiment's: its caps and what its other
-    steps spent), from the variant's eval settings (a batched one is checked as a whole before it is
-    submitted, and gets none); a variant a cap stops ends the ablation there (status ``capped``, no summary).
-    ``write_report`` False leaves ``summary.json`` and ``report.html`` to the caller.
+    A plan of evaluation steps run by the executor under the ablation's lock. ``session`` turns
+    ``plan.lm`` into the config to call with, for the whole ablation. ``lm`` is one ``dspy.LM`` for
+    every variant (tests pass the fake); by default each variant builds its own. ``retry_errors``
+    (with ``resume``) re-sends errored units, also of finished variants; ``log_requests`` keeps each
+    unit's requests with its record. A variant that stops early raises ``RunStopped``; one a cap
+    stops ends the ablation there (status ``capped``, no summary).
     """
     # The plan saved records its dataset and split files resolved: --resume works from any directory.
     plan = plan.model_copy(update={"data": plan.data.resolved()})
     variants, loaded, cases = _prepare(plan)  # fails fast: nothing written yet
     ensure_writable_dir(out, what="--out")
-    with ablation_lock(out):  # one writer: a second --resume would rewrite the plan and report under it
-        console = console or Console(stderr=True)
-        plan = reconcile(plan, out, resume=resume, new_run_id=new_run_id())
-        save_plan(plan, out)
-        outcome = AblationOutcome(plan=plan, out=out, cases=cases)
-        executor = Executor(
-            console, cases, resume=resume, retry_errors=retry_errors, log_requests=log_requests,
-            show_progress=show_progress, lm=lm, ledger=ledger,
+    outcome = AblationOutcome(plan=plan, out=out, cases=cases)
+    with contextlib.ExitStack() as live_lms:
+
+        def steps() -> list[Step]:  # under the ablation's lock: a second --resume would rewrite the plan
+            outcome.plan = reconcile(outcome.plan, out, resume=resume, new_run_id=new_run_id())
+            save_plan(outcome.plan, out)
+            live = live_lms.enter_context((session or nullcontext)(outcome.plan.lm))
+            return list(evaluation_steps(outcome.plan, variants, out, live, resume=resume, cases=cases))
+
+        def report(executed: PlanOutcome) -> None:
+            outcome.runs = variant_runs(executed, variants)
+            write_report(outcome, loaded)
+
+        executed = execute(
+            Plan(steps, lock=ablation_lock(out), skip_finished=resume, report=report,
+                 continue_command=f"sp-dspy ablate --out {out} --resume --retry-errors"),
+            StepContext(console or Console(stderr=True), lms={} if lm is None else {"task": lm},
+                        retry_errors=retry_errors, log_requests=log_requests, show_progress=show_progress),
         )  # fmt: skip
-        with (session or nullcontext)(plan.lm) as live:
-            try:
-                executor.evaluate(
-                    evaluation_steps(plan, variants, out, live, resume=resume), live, outcome.runs
-                )
-            except RunStopped as stopped:
-                command = f"sp-dspy ablate --out {out} --resume --retry-errors"
-                raise RunStopped(stopped.kind, stopped.reason, command) from None
-        if outcome.interrupted or outcome.capped_by is not None:
-            return outcome
-        outcome.summary = summarise(plan, outcome.runs, loaded, cases)
-        if not write_report:
-            return outcome
-        outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
-        title = f"sp-dspy ablation: {plan.lm.display_name()} on {outcome.summary.n_cases} cases"
-        outcome.report_file = write_html(
-            outcome.summary, out / REPORT_FILE, title=title, command="sp-dspy ablate"
-        )
-        return outcome
+        outcome.runs = variant_runs(executed, variants)
+    return outcome
+
+
+def write_report(outcome: AblationOutcome, loaded: Benchmark) -> None:
+    """Every variant completed: the summary (``summary.json``) and the HTML report."""
+    plan, out = outcome.plan, outcome.out
+    outcome.summary = summarise(plan, outcome.runs, loaded, outcome.cases)
+    outcome.summary_file = outcome.summary.write_json(out / SUMMARY_FILE)
+    title = f"sp-dspy ablation: {plan.lm.display_name()} on {outcome.summary.n_cases} cases"
+    outcome.report_file = write_html(
+        outcome.summary, out / REPORT_FILE, title=title, command="sp-dspy ablate"
+    )
 
 
 def evaluation_steps(
-    plan: AblationPlan, variants: list[PlannedVariant], out: Path, live: LMConfig, *, resume: bool
+    plan: AblationPlan,
+    variants: list[PlannedVariant],
+    out: Path,
+    live: LMConfig,
+    *,
+    resume: bool,
+    cases: list[Case],
 ) -> list[EvaluateStep]:
     """The plan's evaluations: each variant an eval run of its own (run id ``<run-id>-<variant>``)."""
     steps = []
     for variant in variants:
         paths = RunPaths(out / RESULTS_DIR, f"{plan.run_id}-{variant.slug}", live.short_name())
-        steps.append(EvaluateStep(variant, variant_config(plan, variant, paths, resume=resume), paths))
+        config = variant_config(plan, variant, paths, resume=resume)
+        steps.append(
+            EvaluateStep(config, live, label=variant.label, description=describe(variant), paths=paths,
+                         cases=cases)
+        )  # fmt: skip
     return steps
+
+
+def variant_runs(executed: PlanOutcome, variants: list[PlannedVariant]) -> list[VariantRun]:
+    """Each evaluation step the plan reached (its steps are the variants', in order), as the
+    ablation's table and summary read it."""
+    runs = []
+    reached = [step for step in executed.reached if isinstance(step, EvaluateStep)]
+    for variant, step in zip(variants, reached, strict=False):
+        assert step.paths is not None
+        result = step.outcome
+        run = VariantRun(
+            variant, step.paths.run_id, step.results_file, step.status,
+            units_run=0 if result is None else result.units_run,
+            units_skipped_on_resume=0 if result is None else result.skipped_on_resume,
+            errors=step.errors, capped_by=step.capped_by,
+        )  # fmt: skip
+        runs.append(run)
+    return runs
+
+
+def describe(variant: PlannedVariant) -> str:
+    """``official per-policy``, ``mipro-s0 per-rule, prefix layout (not official)``."""
+    program = Path(variant.program).name if variant.artifact else variant.program
+    layout = f", {variant.layout} layout (not official)" if variant.layout != "official" else ""
+    return f"{program} {variant.protocol}{layout}"
 
 
 def summarise(

@@ -1,4 +1,5 @@
-"""``sp-dspy eval`` as a library call: select cases, run a program on an LM unit by unit, score."""
+"""What an evaluation step needs before it runs: the cases, the program, the run's paths; the dry
+run's projection, the first request, and compile's in-memory scoring of a program on cases."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
-from rich.console import Console
 
 from sp_dspy.programs import judge_target, resolve_program, run_case
 
 from .._benchmarks import load_benchmark
-from .._budget import Ledger, require_prices
+from .._budget import require_prices
 from .._data import Benchmark, Case, conversation_id
 from .._errors import ConfigError, DataError, validation_problem
 from .._lm import closing_transports, make_lm
@@ -24,15 +24,12 @@ from ..files import read_json_file
 from ._config import EvalConfig
 from ._cost import EvalPlan, plan_eval, run_pricing
 from ._engine import Record, UnitEngine
-from ._invocation import EvalInvocation, StepInputs
-from ._outcome import EvalOutcome
-from ._paths import RunLock, resolve_run
+from ._invocation import StepInputs
+from ._paths import resolve_run
 from ._sending import sending_context
 from ._units import PerPolicyJob
 
 if TYPE_CHECKING:
-    import dspy
-
     from .._lm import HttpRequest, LMConfig
 
 
@@ -112,48 +109,22 @@ def plan_run(config: EvalConfig, lm_config: LMConfig) -> EvalPlan:
     return plan
 
 
-def run_eval(
-    config: EvalConfig,
-    lm_config: LMConfig,
-    *,
-    console: Console | None = None,
-    lm: dspy.LM | None = None,
-    show_progress: bool = True,
-    retry_errors: bool = False,
-    log_requests: bool = False,
-    ledger: Ledger | None = None,
-) -> EvalOutcome:
-    """Run one model over the selected cases, append results durably, score them.
+def prepare_evaluation(config: EvalConfig, lm_config: LMConfig) -> StepInputs:
+    """What an evaluation step resolves before its run's lock is taken, failing fast (nothing written,
+    nothing sent): the cases, the program, the run's paths, and the output directory checked writable.
 
-    ``log_requests`` keeps with each record the requests its unit sent (``--log-requests``).
-    ``ledger``: a job's ledger this run is a step of (an experiment's): its caps hold too.
-    With ``config.batch`` the units are answered in rounds of provider batches (``_batched``).
-
-    Raises:
-        RunStopped: the run stopped early on a lasting failure (after writing the
-            manifest); every record written is kept.
-        RunLockedError: another process is writing this run.
-        ConfigError: a resume whose dataset, program, selection or model differs from
-            the run's manifest (checked before anything is written or sent).
-        OutputError: the output directory cannot be written, or a write failed
-            mid-run (the run stops at once; ``--resume`` continues it).
+    The settings come back as the manifest records them: the protocol resolved, the dataset and split
+    files absolute, so the run is scored on the same cases from any directory.
     """
     loaded, cases = select_cases(config)
     program, protocol, label = build_program(config, constrained=lm_config.json_schema, cases=cases)
     typed = config.data  # the dataset and split as given, for display
-    # The manifest records what ran, its files resolved: scoring it from elsewhere reads the same cases.
     config = config.model_copy(update={"protocol": protocol, "data": typed.resolved()})
     paths = resolve_run(
         config.output_dir, lm_config.short_name(), config.run_id, resume=config.resume, protocol=protocol
     )
     ensure_writable_dir(config.output_dir, what="--output-dir")  # before any model is called
-    inputs = StepInputs(config, typed, loaded, cases, program, label, paths)
-    with RunLock(paths):  # one writer per run: a second --resume would send and record units twice
-        invocation = EvalInvocation(
-            inputs, lm_config, console=console or Console(stderr=True), retry_errors=retry_errors,
-            log_requests=log_requests, ledger=ledger,
-        )  # fmt: skip
-        return invocation.run(lm, show_progress=show_progress)
+    return StepInputs(config, typed, loaded, cases, program, label, paths)
 
 
 def evaluate_cases(

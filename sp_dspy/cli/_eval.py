@@ -13,11 +13,12 @@ import typer
 
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
 from .._errors import ConfigError
+from .._executor import run_eval
 from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache, key_for
 from .._metrics import JudgmentRecord
 from .._metrics._gate import EXIT_BELOW_THRESHOLD
-from .._runner import EvalPlan, build_eval_config, first_request, new_run_id, plan_run, run_eval
+from .._runner import EvalPlan, build_eval_config, first_request, new_run_id, plan_run
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
