@@ -112,8 +112,9 @@ def serve_guard(
     on_ready: Callable[[ServingGuard], None] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve ``config``'s guard on ``lm`` over HTTP until Ctrl-C or SIGTERM, then return once every check
-    in flight was answered (new ones get 503); a second signal raises :class:`StoppedAtOnce`.
+    """Serve ``config``'s guard on ``lm`` over HTTP until Ctrl-C or SIGTERM (handled in the main thread),
+    then return once every check in flight was answered (new ones get 503); a second signal raises
+    :class:`StoppedAtOnce`. An application with its own event loop runs ``GuardService.run`` instead.
 
     The token, bind address and policy are checked before ``session`` (which may start a local
     server) opens; ``log`` gets the service's log lines (default: the ``sp_dspy`` logger, redacted).

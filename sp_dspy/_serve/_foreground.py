@@ -144,7 +144,7 @@ def _run_foreground(
                 raise SpDspyError(f"the {backend.value} server exited on its own with status {status}")
             finally:
                 clear_state(owner_pid=owner)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: how a foreground server is meant to stop
         return
 
 
