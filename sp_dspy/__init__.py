@@ -32,6 +32,14 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "run_ablation",
         "run_experiment",
     ),
+    "sp_dspy._guard_service": (
+        "GuardServiceConfig",
+        "ServingGuard",
+        "StoppedAtOnce",
+        "build_guard_service_config",
+        "serve_guard",
+    ),
+    "sp_dspy._serve": ("ModelServerConfig", "ServeListener", "build_model_server_config", "serve_model"),
     "sp_dspy._lm": ("LMConfig", "closing_transports"),
     "sp_dspy._guard": ("Guard", "Verdict"),
     "sp_dspy._errors": ("ConfigError", "DataError", "SpDspyError", "validation_problem"),
@@ -66,12 +74,21 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._executor import run_eval as run_eval
     from ._guard import Guard as Guard
     from ._guard import Verdict as Verdict
+    from ._guard_service import GuardServiceConfig as GuardServiceConfig
+    from ._guard_service import ServingGuard as ServingGuard
+    from ._guard_service import StoppedAtOnce as StoppedAtOnce
+    from ._guard_service import build_guard_service_config as build_guard_service_config
+    from ._guard_service import serve_guard as serve_guard
     from ._lm import LMConfig as LMConfig
     from ._lm import closing_transports as closing_transports
     from ._runner import DataSelection as DataSelection
     from ._runner import EvalConfig as EvalConfig
     from ._runner import build_eval_config as build_eval_config
     from ._runner import plan_run as plan_run
+    from ._serve import ModelServerConfig as ModelServerConfig
+    from ._serve import ServeListener as ServeListener
+    from ._serve import build_model_server_config as build_model_server_config
+    from ._serve import serve_model as serve_model
     from ._usage import Usage as Usage
 
 __all__ = sorted(_EXPORTS)

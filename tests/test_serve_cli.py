@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from sp_dspy._errors import ConfigError, SpDspyError
-from sp_dspy._serve import ServeState, _vllm, read_state
+from sp_dspy._serve import ServeState, _foreground, _vllm, read_state
 from sp_dspy.cli import _serve as serve_cli
 
 
@@ -95,9 +95,9 @@ class _FakeServer:
 
 
 def test_foreground_records_then_cleans_up_on_ctrl_c(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(serve_cli.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(_foreground.time, "sleep", lambda seconds: None)
     server = _FakeServer(KeyboardInterrupt)
-    serve_cli._run_foreground(server, serve_cli.Backend.llama_cpp, "/m/tiny.gguf", n_ctx=4096)  # type: ignore[arg-type]
+    _foreground._run_foreground(server, _foreground.Backend.llama_cpp, "/m/tiny.gguf", n_ctx=4096)  # type: ignore[arg-type]
     state = server.seen_states[0]
     assert state is not None
     assert (state.backend, state.model, state.model_name, state.n_ctx) == (
@@ -112,10 +112,10 @@ def test_foreground_records_then_cleans_up_on_ctrl_c(monkeypatch: pytest.MonkeyP
 
 
 def test_foreground_reports_a_server_that_dies(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(serve_cli.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(_foreground.time, "sleep", lambda seconds: None)
     server = _FakeServer(9)
     with pytest.raises(SpDspyError, match="exited on its own with status 9"):
-        serve_cli._run_foreground(server, serve_cli.Backend.vllm, "org/m", n_ctx=None)  # type: ignore[arg-type]
+        _foreground._run_foreground(server, _foreground.Backend.vllm, "org/m", n_ctx=None)  # type: ignore[arg-type]
     assert server.seen_states[0] is not None and server.seen_states[0].backend == "vllm"
     assert server.stopped
     assert read_state() is None

@@ -14,10 +14,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._data import Source, guard_case, policy_rules, read_guard_lines
-from .._data._scan import MAX_JSON_FILE_BYTES, decode_utf8, read_regular
+from .._data._scan import MAX_JSON_FILE_BYTES, decode_utf8
 from .._errors import ConfigError, DataError, OutputError
 from .._guard import Guard, check_lines
 from .._lm import configure_cache, is_lasting
+from .._regular import read_text
 from .._runner._failures import fix_for
 from . import _lm_options as lmo
 from ._console import console, err_console, visible, warn
@@ -114,8 +115,8 @@ def check_command(
     """
     if (conversation is None) == (batch is None):
         raise ConfigError("give one of --conversation FILE (- for standard input) or --batch FILE.jsonl")
-    policy_text = _read_text(policy, "--policy") if policy is not None else None
-    framework_text = _read_text(framework, "--framework") if framework is not None else ""
+    policy_text = read_text(policy, "--policy") if policy is not None else None
+    framework_text = read_text(framework, "--framework") if framework is not None else ""
     # Checked before a local server or an LM starts: bad input costs nothing.
     if policy_text is not None:
         rule_texts = policy_rules(policy_text, source=Source("policy", str(policy)))
@@ -226,13 +227,6 @@ def _is_stdin(path: Path) -> bool:
     return str(path) == "-"
 
 
-def _read_text(path: Path, flag: str) -> str:
-    """The text of a ``flag`` file, read as every file is (a regular file of at most ``MAX_JSON_FILE_BYTES``)."""
-    if not path.exists():
-        raise DataError(f"{flag} {path}: no such file")
-    return decode_utf8(read_regular(path, f"{flag} file"), path)
-
-
 def read_conversation(path: Path) -> str | list[Any]:
     """A ``.json`` file's message list (a bare list or ``{"messages": [...]}``), else the text;
     ``-`` reads standard input, JSON when it starts with ``[`` or ``{``."""
@@ -247,7 +241,7 @@ def read_conversation(path: Path) -> str | list[Any]:
         if not text.lstrip().startswith(("[", "{")):
             return text
     else:
-        text = _read_text(path, "--conversation")
+        text = read_text(path, "--conversation")
         if path.suffix.lower() != ".json":
             return text
     try:

@@ -7,37 +7,30 @@ one command, two things to serve, each refusing the other's flags with one line.
 
 from __future__ import annotations
 
-import os
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
-from .._budget import BudgetCaps
-from .._data import Source, policy_rules
-from .._errors import ConfigError, SpDspyError, validation_problem
-from .._guard_service import ServiceLimits
-from .._interrupt import interrupted_exit_code, sigterm_interrupts
+from .._errors import ConfigError
+from .._guard_service import DEFAULT_GUARD_PORT, ServiceLimits, build_guard_service_config
+from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache, redact
-from .._serve import LlamaCppServer, ServeState, VLLMServer, clear_state, read_state, state_path, write_state
+from .._serve import DEFAULT_N_CTX, Backend, ServeState, build_model_server_config, serve_model, state_path
 from . import _lm_options as lmo
 from . import _options as opt
-from ._check import Scope, _read_text
+from ._check import Scope
 from ._console import console, err_console
 
-DEFAULT_N_CTX = 8192
-#: The guard service's port unless ``--port`` says otherwise.
-DEFAULT_GUARD_PORT = 8080
+if TYPE_CHECKING:
+    from .._guard_service import GuardServiceConfig, ServingGuard
+    from .._lm import LMConfig
+
 GUARD_LIMITS = ServiceLimits()  # the guard service's defaults, shown in --help
-
-
-class Backend(StrEnum):
-    llama_cpp = "llama-cpp"
-    vllm = "vllm"
 
 
 def register(app: typer.Typer) -> None:
@@ -267,13 +260,16 @@ class GuardFlags:
         """Each option by its flag (``--max-in-flight``: value)."""
         return {f"--{name.replace('_', '-')}": value for name, value in vars(self).items()}
 
-    def limits(self) -> dict[str, Any]:
-        """The ``ServiceLimits`` these options set (the others keep their defaults)."""
+    def settings(self) -> dict[str, Any]:
+        """The ``GuardServiceConfig`` settings these options give (None: the config's default)."""
         limits = {"max_in_flight": self.max_in_flight, "max_messages": self.max_messages,
                   "max_rules": self.max_rules, "max_batch": self.max_batch,
                   "max_body_bytes": None if self.max_body_kb is None else self.max_body_kb * 1024,
                   "request_timeout_s": self.request_timeout}  # fmt: skip
-        return {key: value for key, value in limits.items() if value is not None}
+        return {"protocol": self.protocol, "parser": self.parser, "policy": self.policy, "host": self.host,
+                "auth_token_env": self.auth_token_env, "limits": limits,
+                "scope": None if self.scope is None else self.scope.value,
+                "on_error": None if self.on_error is None else self.on_error.value}  # fmt: skip
 
 
 @lmo.with_lm_flags
@@ -303,16 +299,20 @@ def serve(
                     "--n-parallel": n_parallel, **vllm.flags()}  # fmt: skip
     if guard is not None:
         _refuse(server_flags, "an option of the model server, not of --guard")
-        _serve_guard(guard, service, lm=lm, config=config, lm_flags=lm_flags, port=port or DEFAULT_GUARD_PORT,
-                     caps=_caps(caps))  # fmt: skip
+        settings = build_guard_service_config(
+            {"guard": guard, "port": port, **service.settings(), "caps": caps.caps()}
+        )
+        _serve_guard(settings, lm=lm, config=config, lm_flags=lm_flags)
         return
     lm_given = {f"--{key.replace('_', '-')}": v for key, v in vars(lm_flags).items() if v is not False}
     _refuse({**service.flags(), **_cap_flags(caps), "--lm": lm, "--config": config, **lm_given},
             "an option of the guard service; add --guard ARTIFACT|official")  # fmt: skip
-    _serve_model(
-        backend or Backend.llama_cpp, model, port, n_ctx=n_ctx, threads=threads, n_parallel=n_parallel,
-        vllm=vllm,
+    server = build_model_server_config(
+        {"backend": backend, "model": model, "port": port, "n_ctx": n_ctx, "threads": threads,
+         "n_parallel": n_parallel, **vars(vllm)}
     )  # fmt: skip
+    serve_model(server, _Notes())
+    err_console.print(f"stopped; removed {state_path()}", highlight=False)
 
 
 def _refuse(flags: dict[str, Any], why: str) -> None:
@@ -321,148 +321,78 @@ def _refuse(flags: dict[str, Any], why: str) -> None:
         raise ConfigError(f"{', '.join(given)}: {why}")
 
 
-def _serve_model(
-    backend: Backend,
-    model: str | None,
-    port: int | None,
-    *,
-    n_ctx: int | None,
-    threads: int | None,
-    n_parallel: int | None,
-    vllm: VllmFlags,
-) -> None:
-    """Serve a model with ``backend`` in the foreground; the other backend's flags are refused."""
-    llama_cpp_flags = {"--n-ctx": n_ctx, "--threads": threads, "--n-parallel": n_parallel}
-    other_flags = vllm.flags() if backend is Backend.llama_cpp else llama_cpp_flags
-    if given := [flag for flag, value in other_flags.items() if value is not None]:
-        raise ConfigError(f"{', '.join(given)}: not an option of --backend {backend.value}")
-    server: LlamaCppServer | VLLMServer
-    if backend is Backend.llama_cpp:
-        context = n_ctx or DEFAULT_N_CTX
-        server = LlamaCppServer(
-            Path(model) if model else None, port, n_ctx=context, threads=threads, n_parallel=n_parallel or 1
-        )
-        err_console.print(f"loading {server.model_name} with llama.cpp ...", highlight=False)
-        _run_foreground(server, backend, str(server.model), n_ctx=context)
-        return
-    if not model:
-        raise ConfigError("--model: --backend vllm needs a Hub model id or a local model directory")
-    server = VLLMServer(
-        model,
-        port,
-        max_model_len=vllm.max_model_len,
-        gpu_memory_utilization=vllm.gpu_memory_utilization,
-        tensor_parallel_size=vllm.tensor_parallel_size,
-        chat_template=vllm.chat_template,
-        reasoning_parser=vllm.reasoning_parser,
-        inherit_output=True,
-    )
-    err_console.print(f"starting vllm serve {model} (loading can take minutes) ...", highlight=False)
-    _run_foreground(server, backend, model, n_ctx=vllm.max_model_len)
+class _Notes:
+    """What ``serve_model`` says as the model server starts, printed."""
 
-
-def _run_foreground(
-    server: LlamaCppServer | VLLMServer, backend: Backend, model: str, *, n_ctx: int | None
-) -> None:
-    """Start ``server``, record it, wait for Ctrl-C or SIGTERM, then stop and un-record it."""
-    owner = os.getpid()
-    try:
-        # `kill PID` must clean up like Ctrl-C: stop the child, remove the state file.
-        with sigterm_interrupts(), server:
-            state = ServeState(
-                backend=backend.value,
-                pid=server.pid,
-                owner_pid=owner,
-                api_base=server.api_base,
-                model=model,
-                model_name=server.model_name,
-                n_ctx=n_ctx,
+    def starting(self, backend: Backend, model_name: str) -> None:
+        if backend is Backend.llama_cpp:
+            err_console.print(f"loading {model_name} with llama.cpp ...", highlight=False)
+        else:
+            err_console.print(
+                f"starting vllm serve {model_name} (loading can take minutes) ...", highlight=False
             )
-            earlier = read_state()
-            if earlier is not None and earlier.alive():
-                err_console.print(
-                    f"[yellow]note:[/yellow] replacing the record of the server at {earlier.api_base} "
-                    f"(pid {earlier.pid}); `--lm local` now uses this one"
-                )
-            write_state(state)
-            try:
-                console.print(
-                    f"serving [bold]{state.model_name}[/bold] ({state.backend}) at {state.api_base}\n"
-                    "use it from other commands with:\n"
-                    + ("  --lm local\n" if backend is Backend.llama_cpp else "")
-                    + f"  --lm openai/{state.model_name} --api-base {state.api_base}\npress Ctrl-C to stop",
-                    highlight=False,
-                    soft_wrap=True,
-                )
-                while (status := server.poll()) is None:
-                    time.sleep(0.5)
-                raise SpDspyError(f"the {backend.value} server exited on its own with status {status}")
-            finally:
-                clear_state(owner_pid=owner)
-    except KeyboardInterrupt:
-        err_console.print(f"stopped; removed {state_path()}", highlight=False)
+
+    def replacing(self, earlier: ServeState) -> None:
+        err_console.print(
+            f"[yellow]note:[/yellow] replacing the record of the server at {earlier.api_base} "
+            f"(pid {earlier.pid}); `--lm local` now uses this one"
+        )
+
+    def serving(self, state: ServeState) -> None:
+        console.print(
+            f"serving [bold]{state.model_name}[/bold] ({state.backend}) at {state.api_base}\n"
+            "use it from other commands with:\n"
+            + ("  --lm local\n" if state.backend == Backend.llama_cpp else "")
+            + f"  --lm openai/{state.model_name} --api-base {state.api_base}\npress Ctrl-C to stop",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _serve_guard(
-    spec: str,
-    service_flags: GuardFlags,
-    *,
-    lm: str | None,
-    config: Path | None,
-    lm_flags: lmo.LmFlags,
-    port: int,
-    caps: BudgetCaps,
+    settings: GuardServiceConfig, *, lm: str | None, config: Path | None, lm_flags: lmo.LmFlags
 ) -> None:
-    """Serve ``spec`` over HTTP until Ctrl-C or SIGTERM, then stop gracefully (exit 130 or 143)."""
+    """Serve the guard over HTTP until Ctrl-C or SIGTERM, then stop gracefully (exit 130 or 143)."""
     # Deferred: aiohttp's server, the guard and the runner's pricing load only when a guard is served.
-    from .._guard_service import bearer_token, build_service, refuse_open_bind
-    from .._guard_service import serve as serve_service
+    from .._guard_service import StoppedAtOnce, serve_guard
 
     if lm is None:
         raise ConfigError(
             "--lm: missing (the model the guard calls: a model string, a configured name or local)"
         )
-    flags = service_flags
-    host = flags.host or "127.0.0.1"
-    token = bearer_token(flags.auth_token_env)
-    refuse_open_bind(host, token)  # before an LM or a local server starts
-    policy_text = None
-    if flags.policy is not None:  # checked here to name the file: a bad policy costs nothing
-        policy_text = _read_text(flags.policy, "--policy")
-        policy_rules(policy_text, source=Source("policy", str(flags.policy)))
     (lm_config,) = lmo.lm_configs(lm, None, config, default=lmo.LOCAL, **lm_flags.overrides())
-    configure_cache(enabled=not lm_flags.no_cache)
-    with lmo.lm_session(lm_config) as live:
-        service = build_service(
-            spec, live, protocol=flags.protocol, parser=flags.parser or "strict", policy=policy_text, caps=caps,
-            limits=ServiceLimits(**flags.limits()), token=token, log=_log,
-            scope=(flags.scope or Scope.conversation).value, on_error=(flags.on_error or OnError.block).value,
-        )  # fmt: skip
-        capped = ", ".join(
-            f"{name} {value:g}" for name, value in caps.model_dump().items() if value is not None
-        )
 
-        def announce(url: str) -> None:
-            auth = ' -H "Authorization: Bearer $TOKEN"' if token is not None else ""
-            console.print(
-                f"serving guard {service.guard.label} ({service.guard.protocol}) on "
-                f"{live.display_name()} at {url}\n"
-                + (f"budget per process: {capped}\n" if capped else "")
-                + f"  curl{auth} -H 'Content-Type: application/json'"
-                + f' -d \'{{"policy": "1. ...", "messages": [...]}}\' {url}/v1/check\n'
-                f"API description: {url}/openapi.json; press Ctrl-C to stop",
-                highlight=False,
-                soft_wrap=True,
-                markup=False,
-            )
+    @contextmanager
+    def session(lm_config: LMConfig) -> Iterator[LMConfig]:  # once the settings passed their checks
+        configure_cache(enabled=not lm_flags.no_cache)
+        with lmo.lm_session(lm_config) as live:
+            yield live
 
-        try:
-            serve_service(service, host, port, announce=announce)
-        except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: stopped at once (typer would say 130)
-            err_console.print("stopped at once: checks still in flight got no answer", highlight=False)
-            raise typer.Exit(interrupted_exit_code()) from None
+    try:
+        serve_guard(settings, lm_config, session=session, on_ready=_announce, log=_log)
+    except StoppedAtOnce:  # a second Ctrl-C or SIGTERM: stopped at once (typer would say 130)
+        err_console.print("stopped at once: checks still in flight got no answer", highlight=False)
+        raise typer.Exit(interrupted_exit_code()) from None
     err_console.print("stopped: every check in flight was answered", highlight=False)
     raise typer.Exit(interrupted_exit_code())
+
+
+def _announce(serving: ServingGuard) -> None:
+    url = serving.url
+    capped = ", ".join(
+        f"{name} {value:g}" for name, value in serving.caps.model_dump().items() if value is not None
+    )
+    auth = ' -H "Authorization: Bearer $TOKEN"' if serving.auth else ""
+    console.print(
+        f"serving guard {serving.guard} ({serving.protocol}) on {serving.model} at {url}\n"
+        + (f"budget per process: {capped}\n" if capped else "")
+        + f"  curl{auth} -H 'Content-Type: application/json'"
+        + f' -d \'{{"policy": "1. ...", "messages": [...]}}\' {url}/v1/check\n'
+        f"API description: {url}/openapi.json; press Ctrl-C to stop",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def _cap_flags(caps: opt.CapFlags) -> dict[str, Any]:
@@ -471,15 +401,6 @@ def _cap_flags(caps: opt.CapFlags) -> dict[str, Any]:
         "--max-total-tokens": caps.max_total_tokens,
         "--max-usd": caps.max_usd,
     }
-
-
-def _caps(flags: opt.CapFlags) -> BudgetCaps:
-    """The guard service's budget caps from their flags; a refused value names its flag."""
-    try:
-        return BudgetCaps(**flags.caps())
-    except ValidationError as exc:
-        field, message = validation_problem(exc)
-        raise ConfigError(f"{opt.CAP_FLAGS.get(field, field)}: {message}") from None
 
 
 def _log(line: str) -> None:
