@@ -269,7 +269,13 @@ def mlflow_log_plan(uri: str, out: Path, *, experiment: str = DEFAULT_EXPERIMENT
     kind = "experiment" if summary.get("kind") == "sp-dspy-experiment" else "ablation"
     logger = MlflowLogger(uri, experiment)
     parent = logger.start(f"{kind} {out.name}", tags={"sp_dspy.kind": kind})
-    artifacts = [path for path in (summary_file, out / "report.html", out / "plan.json") if path.is_file()]
+    saved = (
+        summary_file,
+        out / "report.html",
+        out / "plan.json",
+        out / "experiment.json",
+    )  # the plan as saved
+    artifacts = [path for path in saved if path.is_file()]
     logger.log(parent, params=_plan_params(summary), artifacts=artifacts)
     for label, file, params, extra in _plan_variants(out, summary):
         log_variant(logger, scored_file(file, label=label), parent=parent, params=params)
