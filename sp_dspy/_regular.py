@@ -63,6 +63,14 @@ def read_regular(path: Path, what: str, *, max_bytes: int = MAX_JSON_FILE_BYTES)
         return read_bounded(handle, path, what, max_bytes=max_bytes)
 
 
+def read_text(path: Path, what: str) -> str:
+    """The text of the file ``what`` names (a flag such as ``--policy``), read as every file is (a regular
+    file of at most ``MAX_JSON_FILE_BYTES``); a missing one is one ``DataError`` naming both."""
+    if not path.exists():
+        raise DataError(f"{what} {path}: no such file")
+    return decode_utf8(read_regular(path, f"{what} file"), path)
+
+
 def read_bounded(handle: BinaryIO, path: Path, what: str, *, max_bytes: int) -> bytes:
     """The rest of ``handle`` (``path``, opened by ``open_regular``), at most ``max_bytes``; else ``DataError``."""
     try:

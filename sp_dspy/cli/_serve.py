@@ -23,10 +23,11 @@ from .._errors import ConfigError, SpDspyError, validation_problem
 from .._guard_service import ServiceLimits
 from .._interrupt import interrupted_exit_code, sigterm_interrupts
 from .._lm import configure_cache, redact
+from .._regular import read_text
 from .._serve import LlamaCppServer, ServeState, VLLMServer, clear_state, read_state, state_path, write_state
 from . import _lm_options as lmo
 from . import _options as opt
-from ._check import Scope, _read_text
+from ._check import Scope
 from ._console import console, err_console
 
 DEFAULT_N_CTX = 8192
@@ -276,7 +277,7 @@ class GuardFlags:
         return {key: value for key, value in limits.items() if value is not None}
 
 
-@lmo.with_lm_flags
+@opt.with_flag_groups
 def serve(
     backend: BackendOption = None,
     model: ModelOption = None,
@@ -428,7 +429,7 @@ def _serve_guard(
     refuse_open_bind(host, token)  # before an LM or a local server starts
     policy_text = None
     if flags.policy is not None:  # checked here to name the file: a bad policy costs nothing
-        policy_text = _read_text(flags.policy, "--policy")
+        policy_text = read_text(flags.policy, "--policy")
         policy_rules(policy_text, source=Source("policy", str(flags.policy)))
     (lm_config,) = lmo.lm_configs(lm, None, config, default=lmo.LOCAL, **lm_flags.overrides())
     configure_cache(enabled=not lm_flags.no_cache)
