@@ -26,7 +26,7 @@ from .._export import (
     tracking_uri,
 )
 from .._run_manifest import read_run_manifest, run_of
-from .._scoring import RecordedSelection, ScoreConfig, score_results
+from .._scoring import RecordedSelection, build_score_config, score_results
 from . import _options as opt
 from ._console import console, say_note, warn
 
@@ -143,11 +143,9 @@ def scored_file(
     label: str | None = None,
 ) -> ScoredRun:
     """One results file scored by ``sp-dspy score FILE``'s own job (``score_results``: refused the same way)."""
-    if n_boot < 0:
-        raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
-    config = ScoreConfig(
-        files=[file], data=data or RecordedSelection(), cap_aware=cap_aware, skip_bad_lines=skip_bad_lines,
-        seed=seed, n_boot=n_boot,
+    config = build_score_config(
+        {"files": [file], "data": data or RecordedSelection(), "cap_aware": cap_aware,
+         "skip_bad_lines": skip_bad_lines, "seed": seed, "n_boot": n_boot}
     )  # fmt: skip
     scored = score_results(config, notify=say_note)
     if scored.results.bad_lines:
