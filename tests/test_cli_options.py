@@ -282,3 +282,24 @@ def test_the_commands_that_read_results_select_data_with_the_same_flags() -> Non
         assert {flag: _flag_help(helps[command])[flag] for flag in flags} == {
             flag: first[flag] for flag in flags
         }
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_every_reading_command_loads_its_data_with_the_group_s_flags(command: str, tmp_path: Path) -> None:
+    """``--with-evidence`` (new on report, view and export) reaches the loader, which refuses it for
+    a custom benchmark in one line naming it."""
+    results = tmp_path / "r.jsonl"
+    results.write_text('{"id": "x", "violated_rules": []}\n', encoding="utf-8")
+    extra = {
+        "compare": [str(results)],
+        "report": ["--out", str(tmp_path / "r.html")],
+        "view": ["--out", str(tmp_path / "v.html")],
+        "export": ["--to", "inspect", "--out", str(tmp_path / "logs")],
+    }.get(command, [])
+    args = [command, str(results), *extra, "--benchmark", "custom", "--with-evidence", "--n-boot", "0"]
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, sp_dspy.DataError), result.output
+    assert (
+        str(result.exception)
+        == "--with-evidence: only SafePyramid has an evidence file; drop it for --benchmark custom"
+    )
