@@ -1,7 +1,8 @@
 """One variant's results as ``sp-dspy score`` sees them, the input of every export.
 
-An export never scores on its own: the per-case outcomes come from ``case_outcomes`` and the
-cells from ``score``, the functions ``score`` itself runs, on the cases the same loader selects.
+An export never scores on its own: a file is scored by ``score``'s own job (``score_results``,
+``scored_file``), the per-case outcomes come from ``case_outcomes`` and the cells from ``score``,
+on the cases the same loader selects.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from .._metrics import (
     case_outcomes,
     resolve_records,
 )
-from .._run_manifest import RecordedRun
+from .._run_manifest import RecordedRun, run_of
+from .._scoring import Note, Notify, RecordedSelection, build_score_config, score_results
 
 
 @dataclass(frozen=True)
@@ -76,4 +78,37 @@ def scored_run(
         recorded=recorded,
         cap_aware=cap_aware,
         judgments=judgments,
+    )
+
+
+def scored_file(
+    file: Path,
+    *,
+    data: RecordedSelection | None = None,
+    cap_aware: bool = False,
+    skip_bad_lines: bool = False,
+    seed: int = 0,
+    n_boot: int = 1000,
+    label: str | None = None,
+    notify: Notify | None = None,
+) -> ScoredRun:
+    """One results file scored by ``sp-dspy score FILE``'s own job (``score_results``: refused the same
+    way); ``notify`` gets the notes said as the data loads, then a warning of the malformed lines skipped."""
+    config = build_score_config(
+        {"files": [file], "data": data or RecordedSelection(), "cap_aware": cap_aware,
+         "skip_bad_lines": skip_bad_lines, "seed": seed, "n_boot": n_boot}
+    )  # fmt: skip
+    scored = score_results(config, notify=notify)
+    if scored.results.bad_lines and notify is not None:
+        notify(Note(f"{file}: {scored.results.bad_lines} malformed result line(s) skipped", warning=True))
+    return scored_run(
+        label or file.stem,
+        (file,),
+        scored.results,
+        benchmark=scored.dataset.benchmark,
+        dataset_source=str(scored.dataset.source),
+        cases=tuple(scored.cases),
+        report=scored.report,
+        recorded=run_of(file),
+        cap_aware=cap_aware,
     )

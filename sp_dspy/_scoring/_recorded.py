@@ -44,10 +44,12 @@ class RecordedSelection(CaseSelection):
 
 class Note(NamedTuple):
     """A line said while the data loads, as shown: ``detail`` (which dataset a manifest named) is
-    informational, else a caveat (``note: ...``)."""
+    informational, ``warning`` says what a score leaves out (``warning: ...``, the malformed result
+    lines an export skipped), else a caveat (``note: ...``)."""
 
     text: str
     detail: bool = False
+    warning: bool = False
 
 
 #: Where the notes go as they come (the CLI: stderr), so one said before an error is not lost.

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from rich import box
 
 from .._errors import ConfigError, validation_problem
+from .._export import mlflow_log_plan
 from .._interrupt import interrupted_exit_code
 from .._lm import LMConfig, configure_cache
 from .._report import render_terminal
@@ -20,9 +21,9 @@ from .._report._html_tables import DASH, count, num
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
-from ._console import console, err_console, visible, warn
+from ._console import console, err_console, say_note, visible, warn
 from ._eval import EXIT_UNFINISHED, LOCAL_DEFAULT_LIMIT, SMALL_MODEL_NOTE
-from ._export import MlflowFlags, mlflow_log_plan
+from ._export import MlflowFlags, print_logged_plan
 
 if TYPE_CHECKING:
     from .._ablate import AblationOutcome, AblationPlan
@@ -236,7 +237,7 @@ def _run(
         raise SystemExit(interrupted_exit_code())
     _print_outcome(outcome, small=lmo.is_local(plan.lm))
     if tracking is not None:
-        mlflow_log_plan(tracking, outcome.out, experiment=mlflow.mlflow_experiment)
+        print_logged_plan(mlflow_log_plan(tracking, outcome.out, notify=say_note))
     if outcome.units_failed:
         raise SystemExit(EXIT_UNFINISHED)
 

@@ -1,25 +1,19 @@
 """``sp-dspy compare``: is B better than A on the same cases, beyond noise?
 
-Per cell of the benchmark's breakdown (SafePyramid's levels, a custom benchmark's tags, none
-for PKU-SafeRLHF) and pooled (``ALL``), over the cases both sides have results for: ``B - A`` with
-paired bootstrap intervals over the benchmark's units (SafePyramid conversations, PKU-SafeRLHF
-prompts, custom groups), and a paired randomization test of exact match over the same units,
-a case a side excluded counting as wrong for it (a guard must not win by declining the hard cases).
+The flags become a ``CompareConfig`` and the job is the library's ``compare_results``
+(``sp_dspy/_report/_compare.py``, which says what is compared and how); this module prints
+its tables, its ``--json`` document and its warnings.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel, Field
 
-from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
-from .._errors import ConfigError, DataError
-from .._scoring import RecordedSelection, load_for_results, read_results
+from .._benchmarks import benchmark_kind
+from .._report import NOTE_PAIRED, NOTE_TEST, build_compare_config, compare_results
 from .._table import FitTable
 from . import _options as opt
 from ._console import console, say_note, warn, write_json_report
@@ -27,94 +21,9 @@ from ._console import console, say_note, warn, write_json_report
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from .._data import Case
-    from .._metrics import CellComparison, ResultSet
+    from .._report import Comparison
 
 METRIC_LABELS = {"rmr_avg": "RMR", "rmr_exact": "RMR@1.0", "rdr": "RDR"}
-NOTE_PAIRED = (
-    "B - A over the cases both sides scored; 95% paired bootstrap interval resampling whole units "
-    "(both sides the same draws; none where too few units are paired for it to be informative); "
-    "RDR: lower is better."
-)
-NOTE_TEST = (
-    "Exact paired randomization test of exact match: each unit's sign (its cases exact only in B minus "
-    "only in A) flipped at random; a case a side excluded (refused, unparseable, errored) counts as "
-    "wrong for that side. A only: A exact and B not; B only: the reverse."
-)
-
-
-class Comparison(BaseModel):
-    """The ``--json`` document of ``sp-dspy compare``."""
-
-    dataset: str
-    files_a: list[str]
-    files_b: list[str]
-    compared: int
-    only_a: int
-    only_b: int
-    in_neither: int
-    direction: str = "B - A"
-    cells: dict[str, CellComparison]
-    bootstrap: dict[str, Any]
-    cap_aware: bool = False
-    benchmark: str = "safepyramid"  # the benchmark kind the cases belong to
-    #: The kind's own metrics per side on the compared cases (PKU-SafeRLHF: A and B PkuReports;
-    #: custom: each side's binary view and per-rule scores).
-    extra: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    unit: str = "conversation"  # what the bootstrap and the test resample (the benchmark's unit)
-    notes: list[str] = Field(default_factory=lambda: [NOTE_PAIRED, NOTE_TEST])
-
-
-def compare_results(
-    cases: Sequence[Case],
-    results_a: ResultSet,
-    results_b: ResultSet,
-    *,
-    dataset: str = "",
-    cap_aware: bool = False,
-    n_boot: int = 1000,
-    seed: int = 0,
-) -> Comparison:
-    """Compare two result sets on the cases both have results for (see the module docstring)."""
-    from .._metrics import CellComparison, compare_cells, resolve_records
-
-    # The model's metric types resolve now: the metrics (numpy) load only when a comparison runs.
-    Comparison.model_rebuild(_types_namespace={"CellComparison": CellComparison})
-    records_a = resolve_records(cases, results_a)
-    records_b = resolve_records(cases, results_b)
-    in_a, in_b = {c.id for c in cases if c.id in records_a}, {c.id for c in cases if c.id in records_b}
-    compared = [case for case in cases if case.id in in_a and case.id in in_b]
-    if not compared:
-        raise DataError(
-            f"{dataset or 'the dataset'}: no case has results on both sides (A: {len(in_a)}, B: {len(in_b)}); "
-            "wrong --dataset or result files?"
-        )
-    kind = kind_of_cases(compared)
-    chosen = kind or benchmark_kind(DEFAULT_BENCHMARK)
-    cells = compare_cells(
-        compared, records_a, records_b, cap_aware=cap_aware, n_boot=n_boot, seed=seed, by=chosen.breakdown,
-        unit=chosen.unit,
-    )  # fmt: skip
-    extra = {}
-    for side, results in (("A", results_a), ("B", results_b)):
-        report = None if kind is None else kind.variant_report(compared, results, cap_aware=cap_aware)
-        if report is not None:
-            extra[side] = report
-    return Comparison(
-        dataset=dataset,
-        files_a=list(results_a.files),
-        files_b=list(results_b.files),
-        compared=len(compared),
-        only_a=len(in_a - in_b),
-        only_b=len(in_b - in_a),
-        in_neither=len(cases) - len(in_a | in_b),
-        cells=cells,
-        bootstrap={"n_boot": n_boot, "seed": seed, "level": 0.95, "unit": chosen.unit},
-        cap_aware=cap_aware,
-        benchmark=DEFAULT_BENCHMARK if kind is None else kind.name,
-        extra=extra,
-        unit=chosen.unit,
-    )
 
 
 def register(app: typer.Typer) -> None:
@@ -135,45 +44,26 @@ def compare_command(
     n_boot: opt.NBoot = 1000,
 ) -> None:
     """Compare two result sets on the same cases: paired differences with CIs and a paired randomization test."""
-    if n_boot < 0:
-        raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
-    paths = [_paths(raw, side) for raw, side in ((results_a, "RESULTS_A"), (results_b, "RESULTS_B"))]
-    sides = [read_results(side, skip_bad_lines=skip_bad_lines) for side in paths]
-    selection = RecordedSelection(**data.selection())
-    scored = load_for_results(paths, sides, data=selection, notify=say_note)
-    loaded, cases = scored.loaded, scored.cases
-    comparison = compare_results(
-        cases, *sides, dataset=loaded.source, cap_aware=cap_aware, n_boot=n_boot, seed=seed
-    )
-    document = json.dumps(comparison.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    config = build_compare_config(
+        {"results_a": _paths(results_a), "results_b": _paths(results_b), "data": data.selection(),
+         "cap_aware": cap_aware, "skip_bad_lines": skip_bad_lines, "seed": seed, "n_boot": n_boot}
+    )  # fmt: skip
+    compared = compare_results(config, notify=say_note)
+    document = compared.to_json()
     if json_out == "-":
         typer.echo(document)
     else:
-        _print(comparison)
-    known = {case.id for case in loaded.cases}
-    for label, results in zip("AB", sides, strict=True):
-        unknown = sorted(results.result_ids() - known)
-        if unknown:
-            warn(f"{label}: {len(unknown)} result id(s) not in the dataset (e.g. {', '.join(unknown[:3])})")
-        if results.bad_lines:
-            warn(f"{label}: {results.bad_lines} malformed result line(s) skipped")
+        _print(compared.comparison)
+    for warning in compared.warnings:
+        warn(warning)
     if json_out not in (None, "-"):
         target = write_json_report(json_out, document)
         console.print(f"Comparison written to {target}", markup=False, highlight=False)
 
 
-def _paths(raw: str, side: str) -> list[Path]:
-    paths = [Path(part.strip()) for part in raw.split(",") if part.strip()]
-    if not paths:
-        raise ConfigError(f"{side}: no result file given")
-    for path in paths:
-        if path.is_dir():
-            raise DataError(
-                f"{side}: {path}: a directory, not a result file (name the results_*.jsonl in it)"
-            )
-        if not path.is_file():
-            raise DataError(f"{side}: {path}: no such file")
-    return paths
+def _paths(raw: str) -> list[Path]:
+    """A side's comma-separated files (the job refuses none, a folder or a missing file)."""
+    return [Path(part.strip()) for part in raw.split(",") if part.strip()]
 
 
 def _num(value: Any, spec: str = ".2f") -> str:

@@ -23,6 +23,7 @@ from sp_dspy.optimizers import parse_overrides
 from .._benchmarks import benchmark_kind
 from .._data import parse_ratios
 from .._errors import ConfigError, validation_problem
+from .._export import mlflow_log_compile
 from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache
 from .._table import FitTable
@@ -30,7 +31,7 @@ from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn
 from ._eval import EXIT_UNFINISHED
-from ._export import MlflowFlags, mlflow_log_compile
+from ._export import MlflowFlags
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -258,7 +259,8 @@ def _compile(
             raise typer.Exit(interrupted_exit_code()) from None
     _print_outcome(outcome)
     if tracking is not None:
-        mlflow_log_compile(tracking, out, experiment=mlflow.mlflow_experiment)
+        logged = mlflow_log_compile(tracking, out)
+        console.print(f"MLflow: compile logged as run {logged.run_id}", markup=False, highlight=False)
     if outcome.errors.errors:  # an artifact was saved, but on answers its failed calls left out
         raise SystemExit(EXIT_UNFINISHED)
 

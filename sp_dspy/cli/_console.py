@@ -39,7 +39,10 @@ def warn(message: str, *, on: Console | None = None) -> None:
 
 def say_note(note: Note) -> None:
     """A note said while recorded data loads, on stderr (no markup: paths may contain brackets): a
-    detail dim, a caveat one line however long."""
+    detail dim, a caveat one line however long, a warning as ``warn`` says it."""
+    if note.warning:
+        warn(note.text)
+        return
     err_console.print(
         note.text,
         style="dim" if note.detail else None,

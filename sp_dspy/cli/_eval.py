@@ -14,6 +14,7 @@ import typer
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
 from .._errors import ConfigError
 from .._executor import run_eval
+from .._export import mlflow_log_eval
 from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache, key_for
 from .._metrics import JudgmentRecord
@@ -22,8 +23,8 @@ from .._runner import EvalPlan, build_eval_config, first_request, new_run_id, pl
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
-from ._console import console, err_console, visible, warn
-from ._export import MlflowFlags, mlflow_log_eval
+from ._console import console, err_console, say_note, visible, warn
+from ._export import MlflowFlags
 from ._fail_under import FailUnder, check_known_cells, meets, parse_fail_under
 
 if TYPE_CHECKING:
@@ -232,7 +233,10 @@ def _run_models(
         _print_batched(outcome, live)
         _print_prompt_cache(outcome, live, batch=settings.batch)
         if tracking is not None:
-            mlflow_log_eval(tracking, [outcome.results_file], experiment=mlflow.mlflow_experiment)
+            for logged in mlflow_log_eval(tracking, [outcome.results_file], notify=say_note):
+                console.print(
+                    f"MLflow: {logged.label} logged as run {logged.run_id}", markup=False, highlight=False
+                )
         if outcome.interrupted:
             # Not typer.Exit: with standalone_mode=False (``main``) click returns its code instead.
             raise SystemExit(interrupted_exit_code())

@@ -16,6 +16,7 @@ from sp_dspy.optimizers import parse_overrides
 
 from .._data import parse_ratios
 from .._errors import ConfigError
+from .._export import mlflow_log_plan
 from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache
 from .._metrics._pvalues import format_p
@@ -23,9 +24,9 @@ from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt
 from ._ablate import _overlay, resolve_lm
-from ._console import console, err_console
+from ._console import console, err_console, say_note
 from ._eval import EXIT_UNFINISHED
-from ._export import MlflowFlags, mlflow_log_plan
+from ._export import MlflowFlags, print_logged_plan
 
 if TYPE_CHECKING:
     from .._ablate import ExperimentOutcome, ExperimentPlan, ExperimentPrice
@@ -250,7 +251,7 @@ def _run(
         raise SystemExit(EXIT_UNFINISHED)
     _print_outcome(outcome)
     if tracking is not None:
-        mlflow_log_plan(tracking, out, experiment=mlflow.mlflow_experiment)
+        print_logged_plan(mlflow_log_plan(tracking, out, notify=say_note))
     if outcome.ablation is not None and outcome.ablation.units_failed:
         raise SystemExit(EXIT_UNFINISHED)
 

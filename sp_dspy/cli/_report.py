@@ -9,12 +9,12 @@ import typer
 
 from .._benchmarks import benchmark_kind
 from .._errors import ConfigError
-from .._scoring import RecordedSelection, load_for_results, read_results
+from .._report import build_report_config, summarise_results
 from . import _options as opt
 from ._console import check_target, console, err_console, say_note
 
 if TYPE_CHECKING:
-    from .._report import ComparisonSummary
+    from .._report import ReportConfig, SummarisedResults
 
 
 def register(app: typer.Typer) -> None:
@@ -85,65 +85,43 @@ def report_command(
 
     check_target(out, "--out")
     check_target(json_out, "--json")
-    summary, skipped = summarise_results(
-        results, label or [], baseline, data=RecordedSelection(**data.selection()), cap_aware=cap_aware,
-        skip_bad_lines=skip_bad_lines, seed=seed, n_boot=n_boot,
+    config = report_config(
+        results, label, baseline, data=data, cap_aware=cap_aware, skip_bad_lines=skip_bad_lines, seed=seed,
+        n_boot=n_boot,
     )  # fmt: skip
+    summarised = summarise_results(config, notify=say_note)
+    summary = summarised.summary
     console.print(render_terminal(summary))
     kind_table = benchmark_kind(summary.benchmark).report_terminal(
         [(entry.label, entry.extra) for entry in summary.variants]
     )
     if kind_table is not None:
         console.print(kind_table)
-    print_notes(summary, skipped)
+    print_notes(summarised)
     if json_out is not None:
         console.print(f"Summary written to {summary.write_json(json_out)}", markup=False, highlight=False)
     console.print(f"Report written to {write_html(summary, out)}", markup=False, highlight=False)
 
 
-def summarise_results(
+def report_config(
     results: list[str],
-    labels: list[str],
+    labels: list[str] | None,
     baseline: str | None,
     *,
-    data: RecordedSelection,
+    data: opt.RecordedFlags,
     cap_aware: bool,
     skip_bad_lines: bool,
     seed: int,
     n_boot: int,
-) -> tuple[ComparisonSummary, int]:
-    """RESULTS scored on the cases their runs selected, as ``report`` and ``view`` show them;
-    with how many malformed dataset cases ``--lenient`` skipped."""
-    from .._report import build_summary
-
-    variants = parse_results(results, labels)
-    # RESULTS is required, and no variant is empty; every variant must belong to the dataset.
-    sets = [read_results(paths, skip_bad_lines=True) for _, paths in variants]
-    scored = load_for_results(
-        [paths for _, paths in variants], sets, data=data, announce=False, notify=say_note
-    )
-    loaded = scored.loaded
-    summary = build_summary(
-        scored.cases,
-        variants,
-        baseline,
-        benchmark=loaded.benchmark,
-        dataset=loaded.source,
-        content_hash=loaded.content_hash,
-        cap_aware=cap_aware,
-        n_boot=n_boot,
-        seed=seed,
-        skip_bad_lines=skip_bad_lines,
-        all_ids=[case.id for case in loaded.cases],
-        cases_note=scored.note,
-    )
-    return summary, loaded.skipped
+) -> ReportConfig:
+    """The ``ReportConfig`` of ``report``'s and ``view``'s flags (RESULTS as ``parse_results`` reads them)."""
+    return build_report_config(
+        {"variants": parse_results(results, labels or []), "baseline": baseline, "data": data.selection(),
+         "cap_aware": cap_aware, "skip_bad_lines": skip_bad_lines, "seed": seed, "n_boot": n_boot}
+    )  # fmt: skip
 
 
-def print_notes(summary: ComparisonSummary, skipped: int) -> None:
+def print_notes(summarised: SummarisedResults) -> None:
     """The summary's caveats on stderr, one ``note:`` line each."""
-    notes = list(summary.notes)
-    if skipped:
-        notes.append(f"{skipped} malformed dataset case(s) skipped (--lenient)")
-    for note in notes:
+    for note in summarised.caveats():
         err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)

@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from .._scoring import RecordedSelection
+from .._report import summarise_results
 from . import _options as opt
-from ._console import check_target, console, err_console
-from ._report import print_notes, summarise_results
+from ._console import check_target, console, err_console, say_note
+from ._report import print_notes, report_config
 
 
 def register(app: typer.Typer) -> None:
@@ -47,11 +47,13 @@ def view_command(
     from .._report import write_html
 
     check_target(out, "--out")
-    summary, skipped = summarise_results(
-        results, label or [], baseline, data=RecordedSelection(**data.selection()), cap_aware=cap_aware,
-        skip_bad_lines=skip_bad_lines, seed=seed, n_boot=n_boot,
+    config = report_config(
+        results, label, baseline, data=data, cap_aware=cap_aware, skip_bad_lines=skip_bad_lines, seed=seed,
+        n_boot=n_boot,
     )  # fmt: skip
-    print_notes(summary, skipped)
+    summarised = summarise_results(config, notify=say_note)
+    summary = summarised.summary
+    print_notes(summarised)
     title = f"sp-dspy view: {', '.join(entry.label for entry in summary.variants)}"
     page = write_html(summary, out, title=title, plots=[], command="sp-dspy view")
     console.print(f"Cases view of {summary.n_cases} case(s) written to {page}", markup=False, highlight=False)
