@@ -42,6 +42,32 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "sp_dspy._serve": ("ModelServerConfig", "ServeListener", "build_model_server_config", "serve_model"),
     "sp_dspy._lm": ("LMConfig", "closing_transports"),
     "sp_dspy._guard": ("CheckConfig", "CheckOutcome", "Guard", "Verdict", "read_check_input", "run_check"),
+    "sp_dspy._report": (
+        "CompareConfig",
+        "ComparedResults",
+        "Comparison",
+        "ComparisonSummary",
+        "ReportConfig",
+        "SummarisedResults",
+        "build_compare_config",
+        "build_report_config",
+        "compare_results",
+        "summarise_results",
+        "write_html",
+    ),
+    "sp_dspy._export": (
+        "ExportConfig",
+        "ExportOutcome",
+        "ExportedRun",
+        "LoggedPlan",
+        "LoggedRun",
+        "MlflowConfig",
+        "build_export_config",
+        "export_results",
+        "mlflow_log_compile",
+        "mlflow_log_eval",
+        "mlflow_log_plan",
+    ),
     "sp_dspy._scoring": (
         "RecordedSelection",
         "ScoreConfig",
@@ -79,6 +105,17 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._errors import SpDspyError as SpDspyError
     from ._errors import validation_problem as validation_problem
     from ._executor import run_eval as run_eval
+    from ._export import ExportConfig as ExportConfig
+    from ._export import ExportedRun as ExportedRun
+    from ._export import ExportOutcome as ExportOutcome
+    from ._export import LoggedPlan as LoggedPlan
+    from ._export import LoggedRun as LoggedRun
+    from ._export import MlflowConfig as MlflowConfig
+    from ._export import build_export_config as build_export_config
+    from ._export import export_results as export_results
+    from ._export import mlflow_log_compile as mlflow_log_compile
+    from ._export import mlflow_log_eval as mlflow_log_eval
+    from ._export import mlflow_log_plan as mlflow_log_plan
     from ._guard import CheckConfig as CheckConfig
     from ._guard import CheckOutcome as CheckOutcome
     from ._guard import Guard as Guard
@@ -92,6 +129,17 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._guard_service import serve_guard as serve_guard
     from ._lm import LMConfig as LMConfig
     from ._lm import closing_transports as closing_transports
+    from ._report import CompareConfig as CompareConfig
+    from ._report import ComparedResults as ComparedResults
+    from ._report import Comparison as Comparison
+    from ._report import ComparisonSummary as ComparisonSummary
+    from ._report import ReportConfig as ReportConfig
+    from ._report import SummarisedResults as SummarisedResults
+    from ._report import build_compare_config as build_compare_config
+    from ._report import build_report_config as build_report_config
+    from ._report import compare_results as compare_results
+    from ._report import summarise_results as summarise_results
+    from ._report import write_html as write_html
     from ._runner import DataSelection as DataSelection
     from ._runner import EvalConfig as EvalConfig
     from ._runner import build_eval_config as build_eval_config
