@@ -9,9 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from rich.console import RenderableType
 
-from .._data._custom import load_custom
-from .._data._loader import Benchmark
-from .._data._schema import Case
+from .._data import Benchmark, Case, load_custom
 from .._errors import DataError
 from .._metrics import ResultSet, ScoreReport, case_outcomes, resolve_records
 from .._metrics._policy_view import PolicyView, policy_view

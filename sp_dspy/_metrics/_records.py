@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from .._data._rule_number import RuleNumber
+from .._data import RuleNumber
 from .._protocol._parse_models import Status
 from .._protocol._targets import Protocol
 from .._usage import Usage

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._data._schema import Case
+from .._data import Case
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet, case_outcomes, classify_failure
 from .._metrics._official import TAUS, CaseOutcome, error_types
 from ._usage import CaseCost

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._benchmarks import benchmark_kind, kind_of_cases
-from .._data._schema import Case
+from .._data import Case
 from .._errors import ConfigError, DataError
 from .._metrics import ResultSet, ScoreReport, compare_cells, read_result_files, resolve_records, score
 from .._metrics._official import LEVELS, Breakdown, grouped

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._benchmarks import BenchmarkName
 from .._budget import BudgetCaps
-from .._data._selection import CaseSelection, resolved_path
+from .._data import CaseSelection, resolved_path
 from .._errors import ConfigError, validation_problem
 from .._yaml_lines import read_yaml_mapping
 from ._paths import RunId

@@ -24,8 +24,7 @@ from sp_dspy.programs import GUARD_PROGRAMS
 
 from .._benchmarks import benchmark_kind
 from .._budget import BudgetExceeded, Ledger
-from .._data import Benchmark, Case
-from .._data._selection import resolved_path
+from .._data import Benchmark, Case, resolved_path
 from .._errors import ConfigError, OutputError
 from .._lm import closing_transports, import_dspy, make_lm
 from .._lm._direct import client_of
