@@ -22,7 +22,7 @@ from ._openai import ENDPOINT, answer_of
 from ._wire import BatchAnswer, BatchState, Intent
 
 if TYPE_CHECKING:
-    from .._lm._direct import DirectChat, HttpRequest
+    from .._lm import DirectChat, HttpRequest
 
 COMMAND_ENV = "SP_DSPY_VLLM_RUN_BATCH"
 

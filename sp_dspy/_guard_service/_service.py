@@ -27,8 +27,7 @@ from .._errors import ConfigError, DataError
 from .._guard import Guard, Verdict
 from .._guard._guard import DEADLINE
 from .._interrupt import graceful_stop
-from .._lm import classify_error
-from .._lm._chat import achat
+from .._lm import achat, classify_error
 from .._pricing import Pricing, prompt_bound
 from .._redact import redact
 from .._usage import Usage
