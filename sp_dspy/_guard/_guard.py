@@ -34,7 +34,7 @@ from .._lm import (
     resolve_model_config,
 )
 from .._metrics import PolicyRecord
-from .._protocol._parse_models import PARSE_MODES
+from .._protocol import PARSE_MODES
 from ._verdict import Verdict
 
 if TYPE_CHECKING:

@@ -29,8 +29,7 @@ from pydantic import (
 )
 
 from .._data import RuleNumber
-from .._protocol._parse_models import Status
-from .._protocol._targets import Protocol
+from .._protocol import Protocol, Status
 from .._usage import Usage
 
 #: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).

@@ -26,8 +26,7 @@ from .._pricing import (
     pricing_for,
     prompt_sizes,
 )
-from .._protocol import build_targets, per_policy_messages, per_rule_messages
-from .._protocol._targets import prefix_layout_end
+from .._protocol import build_targets, per_policy_messages, per_rule_messages, prefix_layout_end
 from .._usage import Usage
 from ._units import units_of
 
