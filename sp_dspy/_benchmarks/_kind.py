@@ -15,8 +15,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from .._data import Benchmark, Case
-    from .._metrics import ResultSet, ScoreReport
-    from .._metrics._official import Breakdown
+    from .._metrics import Breakdown, ResultSet, ScoreReport
     from .._report._model import ComparisonSummary
 
 

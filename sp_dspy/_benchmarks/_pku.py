@@ -9,8 +9,7 @@ from typing import Any, ClassVar
 from rich.console import RenderableType
 
 from .._data import PKU_CATEGORIES, Benchmark, Case, load_pku
-from .._metrics import ResultSet, ScoreReport
-from .._metrics._render import headline_table, per_rule_table
+from .._metrics import ResultSet, ScoreReport, headline_table, per_rule_table
 from .._metrics_pku import PKU_PUBLISHED, PkuReport, render_pku_report, score_pku_results
 from .._report._model import ComparisonSummary
 from .._report._pku import pku_html_section, pku_variants_table

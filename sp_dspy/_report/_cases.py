@@ -16,8 +16,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._data import Case
-from .._metrics import JudgmentRecord, PolicyRecord, ResultSet, case_outcomes, classify_failure
-from .._metrics._official import TAUS, CaseOutcome, error_types
+from .._metrics import (
+    TAUS,
+    CaseOutcome,
+    JudgmentRecord,
+    PolicyRecord,
+    ResultSet,
+    case_outcomes,
+    classify_failure,
+    error_types,
+)
 from ._usage import CaseCost
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .._errors import DataError
-from .._metrics._official import CELLS
+from .._metrics import CELLS
 
 Protocol = Literal["per-policy", "per-rule"]
 _SECTIONS: dict[Protocol, str] = {"per-policy": "overallPolicy", "per-rule": "overallRule"}
