@@ -32,7 +32,7 @@ def run_batch_command() -> list[str]:
     override = os.environ.get(COMMAND_ENV, "").strip()
     if override:
         return shlex.split(override)
-    from .._serve._vllm import vllm_executable  # ConfigError when vLLM is not installed
+    from .._serve import vllm_executable  # ConfigError when vLLM is not installed
 
     return [vllm_executable(), "run-batch"]
 

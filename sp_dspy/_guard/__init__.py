@@ -4,7 +4,7 @@ Importing this package does not import DSPy or LiteLLM; loading a guard does.
 """
 
 from ._batch import LineAnswer, answer_lines, check_lines
-from ._guard import Guard
+from ._guard import DEADLINE, DEFAULT_DEADLINE_S, Guard
 from ._verdict import Verdict
 
-__all__ = ["Guard", "LineAnswer", "Verdict", "answer_lines", "check_lines"]
+__all__ = ["DEADLINE", "DEFAULT_DEADLINE_S", "Guard", "LineAnswer", "Verdict", "answer_lines", "check_lines"]

@@ -29,7 +29,7 @@ from .._metrics import (
 from ._usage import CaseCost
 
 if TYPE_CHECKING:
-    from .._benchmarks._kind import BenchmarkKind
+    from .._benchmarks import BenchmarkKind
 
 #: Outcome codes: exact match, within the tolerance of some tau < 1.0, beyond it, excluded.
 EXACT, WITHIN, WRONG, EXCLUDED = "x", "t", "w", "e"
