@@ -41,7 +41,14 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "sp_dspy._serve": ("ModelServerConfig", "ServeListener", "build_model_server_config", "serve_model"),
     "sp_dspy._lm": ("LMConfig", "closing_transports"),
-    "sp_dspy._guard": ("Guard", "Verdict"),
+    "sp_dspy._guard": ("CheckConfig", "CheckOutcome", "Guard", "Verdict", "read_check_input", "run_check"),
+    "sp_dspy._scoring": (
+        "RecordedSelection",
+        "ScoreConfig",
+        "ScoredResults",
+        "build_score_config",
+        "score_results",
+    ),
     "sp_dspy._errors": ("ConfigError", "DataError", "SpDspyError", "validation_problem"),
     "sp_dspy._usage": ("Usage",),
 }
@@ -72,8 +79,12 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._errors import SpDspyError as SpDspyError
     from ._errors import validation_problem as validation_problem
     from ._executor import run_eval as run_eval
+    from ._guard import CheckConfig as CheckConfig
+    from ._guard import CheckOutcome as CheckOutcome
     from ._guard import Guard as Guard
     from ._guard import Verdict as Verdict
+    from ._guard import read_check_input as read_check_input
+    from ._guard import run_check as run_check
     from ._guard_service import GuardServiceConfig as GuardServiceConfig
     from ._guard_service import ServingGuard as ServingGuard
     from ._guard_service import StoppedAtOnce as StoppedAtOnce
@@ -85,6 +96,11 @@ if TYPE_CHECKING:  # the names as type checkers see them ("as" re-exports them)
     from ._runner import EvalConfig as EvalConfig
     from ._runner import build_eval_config as build_eval_config
     from ._runner import plan_run as plan_run
+    from ._scoring import RecordedSelection as RecordedSelection
+    from ._scoring import ScoreConfig as ScoreConfig
+    from ._scoring import ScoredResults as ScoredResults
+    from ._scoring import build_score_config as build_score_config
+    from ._scoring import score_results as score_results
     from ._serve import ModelServerConfig as ModelServerConfig
     from ._serve import ServeListener as ServeListener
     from ._serve import build_model_server_config as build_model_server_config

@@ -254,3 +254,52 @@ def test_compile_budget_flag_is_max_total_tokens(tmp_path: Path) -> None:
     assert "--max-total-tokens 10 is below the estimate" in result.output
     bad = CliRunner().invoke(group, [*args, "--protocol", "per-case"])
     assert isinstance(bad.exception, ConfigError) and str(bad.exception).startswith("--protocol 'per-case'")
+
+
+#: The commands that read recorded results: one flag group (``RecordedFlags``) selects their data.
+READERS = ("score", "compare", "report", "view", "export")
+
+
+def _flag_help(text: str) -> dict[str, str]:
+    """Long flag -> the first line of its help, read from rich ``--help`` output."""
+    found = {}
+    for line in text.splitlines():
+        row = re.match(r"│ (?:\*\s+)?(--[a-z0-9-]+)\s+(?:[A-Z]+\s+)?(.*?)\s*│$", line)
+        if row:
+            found[row.group(1)] = " ".join(row.group(2).split())
+    return found
+
+
+def test_the_commands_that_read_results_select_data_with_the_same_flags() -> None:
+    from sp_dspy.cli._options import RecordedFlags
+
+    flags = ["--" + name.replace("_", "-") for name in RecordedFlags.__dataclass_fields__]
+    helps = {command: _help(command) for command in READERS}
+    for command, text in helps.items():
+        assert _panels(text)["Data"] == flags, command
+    first = _flag_help(helps["score"])
+    for command in READERS[1:]:
+        assert {flag: _flag_help(helps[command])[flag] for flag in flags} == {
+            flag: first[flag] for flag in flags
+        }
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_every_reading_command_loads_its_data_with_the_group_s_flags(command: str, tmp_path: Path) -> None:
+    """``--with-evidence`` (new on report, view and export) reaches the loader, which refuses it for
+    a custom benchmark in one line naming it."""
+    results = tmp_path / "r.jsonl"
+    results.write_text('{"id": "x", "violated_rules": []}\n', encoding="utf-8")
+    extra = {
+        "compare": [str(results)],
+        "report": ["--out", str(tmp_path / "r.html")],
+        "view": ["--out", str(tmp_path / "v.html")],
+        "export": ["--to", "inspect", "--out", str(tmp_path / "logs")],
+    }.get(command, [])
+    args = [command, str(results), *extra, "--benchmark", "custom", "--with-evidence", "--n-boot", "0"]
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, sp_dspy.DataError), result.output
+    assert (
+        str(result.exception)
+        == "--with-evidence: only SafePyramid has an evidence file; drop it for --benchmark custom"
+    )

@@ -1,5 +1,6 @@
 """The package's shape stays within the project's limits, counted as ``benchmarks/code_shape.py``
-counts it: no module over 500 lines, at most 6 functions over 60 lines in the whole package."""
+counts it: no module over 500 lines, at most 4 functions over 60 lines in the whole package (the
+issue's limit was 6; the limit follows the count down, so a new long function is a decision)."""
 
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ def test_no_module_is_over_500_lines() -> None:
     assert not long, long
 
 
-def test_at_most_six_functions_are_over_60_lines() -> None:
+def test_at_most_four_functions_are_over_60_lines() -> None:
     long = [f"{f.path}:{f.name} ({f.lines})" for path in SHAPE.modules() for f in SHAPE.long_functions(path)]
-    assert len(long) <= 6, "\n".join(long)
+    assert len(long) <= 4, "\n".join(long)
 
 
 def test_the_counter_counts_decorators_and_nested_functions(tmp_path: Path) -> None:

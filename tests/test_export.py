@@ -248,7 +248,11 @@ def test_an_experiment_is_one_parent_with_its_variants_and_compiles(
         "compile bootstrap-s0": parent.info.run_id,
     }
     client = mlflow.MlflowClient(tracking_uri=uri)
-    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"summary.json", "report.html"}
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {
+        "summary.json",
+        "report.html",
+        "experiment.json",
+    }
     params = parent.data.params  # the plan's data settings a param each (the plan nests them under data)
     assert params["benchmark"] == "safepyramid" and params["lenient"] == "false" and "data" not in params
     assert params["optimizers"] == '["bootstrap"]' and "dataset" not in params  # None: not logged

@@ -102,3 +102,35 @@ def test_reports_what_sp_dspy_eval_writes(tmp_path: Path) -> None:
     assert variant.dataset_hashes == [loaded.content_hash]
     notes = "\n".join(summary.notes)
     assert "scripted fake LM" in notes and "another dataset" not in notes
+
+
+@pytest.mark.parametrize(
+    ("flags", "cases"),
+    [(["--level", "L1"], 8), (["--domain", "fraud"], 3), (["--level", "L1", "--limit", "5"], 5)],
+)
+def test_report_and_view_select_cases_with_the_flags_score_takes(
+    app: typer.Typer, tmp_path: Path, flags: list[str], cases: int
+) -> None:
+    """``--level`` and ``--domain`` narrow the runs' cases as in ``score`` (a file without a manifest:
+    every case of the bundled sample, 8 a level, 3 a domain)."""
+    from sp_dspy.cli._view import register as register_view
+
+    summary = tmp_path / "summary.json"
+    args = [
+        "report",
+        str(POLICY),
+        *flags,
+        "--n-boot",
+        "0",
+        "--out",
+        str(tmp_path / "r.html"),
+        "--json",
+        str(summary),
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(summary.read_text(encoding="utf-8"))["n_cases"] == cases
+    view = ["view", str(POLICY), *flags, "--n-boot", "0", "--out", str(tmp_path / "v.html")]
+    shown = CliRunner().invoke(command_app(register_view), view)
+    assert shown.exit_code == 0, shown.output
+    assert f"Cases view of {cases} case(s)" in shown.stdout

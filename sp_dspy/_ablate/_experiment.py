@@ -321,12 +321,12 @@ def run_experiment(
     console = console or Console(stderr=True)
     outcome = ExperimentOutcome(plan=plan, out=out)
     # The test evaluations continue runs of an earlier invocation once it reached them.
-    parts = _Parts(plan, out, outcome, resume_evaluations=resume and (out / RESULTS_DIR).is_dir())
+    run = _ExperimentRun(plan, out, outcome, resume_evaluations=resume and (out / RESULTS_DIR).is_dir())
     with contextlib.ExitStack() as stack:
         executed = execute(
             Plan(
-                lambda: parts.steps(_open_lms(plan, session, stack), console), lock=experiment_lock(out),
-                skip_finished=True, ledger_for=parts.admitting, report=parts.report,
+                lambda: run.steps(_open_lms(plan, session, stack), console), lock=experiment_lock(out),
+                skip_finished=True, ledger_for=run.admitting, report=run.report,
                 continue_command=f"sp-dspy experiment --out {out} --resume --retry-errors",
             ),
             StepContext(console, lms=lms or {}, retry_errors=retry_errors, show_progress=show_progress,
@@ -334,7 +334,7 @@ def run_experiment(
         )  # fmt: skip
     outcome.compiles = [step for step in executed.reached if isinstance(step, CompileStep)]
     if outcome.ablation is not None:
-        outcome.ablation.runs = variant_runs(executed, parts.variants)
+        outcome.ablation.runs = variant_runs(executed, run.variants)
     outcome.capped_by, outcome.cap_note = executed.capped_by, executed.cap_note
     return outcome
 
@@ -350,7 +350,7 @@ def experiment_lock(out: Path) -> WriterLock:
 
 
 @dataclass
-class _Parts:
+class _ExperimentRun:
     """The experiment's plan as the executor asks for it: its steps (named under the lock, once the plan
     and split are saved), the ledger each step is admitted by, and the report once every step finished."""
 
@@ -373,10 +373,11 @@ class _Parts:
         compiles: list[Step] = []
         for optimizer, seed in plan.steps():
             config = compile_config(plan, out, optimizer, seed, split_file(out, plan, seed), force=True)
-            seeded = tuple(
+            task, prompt, reflection = (
                 _seeded(live[role], seed, plan.seed_lm) for role in ("task", "prompt", "reflection")
             )
-            compiles.append(CompileStep(optimizer, seed, config, seeded))  # type: ignore[arg-type]
+            assert task is not None
+            compiles.append(CompileStep(optimizer, seed, config, (task, prompt, reflection)))
         ablation = ablation_plan(plan, out)
         ablation = ablation.model_copy(update={"data": ablation.data.resolved()})
         self.loaded, cases = select_cases(EvalConfig(data=ablation.data))

@@ -126,9 +126,11 @@ class EvaluateStep:
     @property
     def results_file(self) -> Path:
         """The step's results file (known once a plan placed it, or it started)."""
-        paths = self.inputs.paths if self.inputs is not None else self.paths
-        assert paths is not None and self.config.protocol is not None
-        return paths.results_for(self.config.protocol)
+        paths, config = (
+            (self.paths, self.config) if self.inputs is None else (self.inputs.paths, self.inputs.config)
+        )
+        assert paths is not None and config.protocol is not None
+        return paths.results_for(config.protocol)
 
     def finished(self, *, retry_errors: bool) -> bool:
         """Its manifest says this model's run completed and its results file is as the run left it

@@ -122,7 +122,7 @@ NBootOption = Annotated[
 ]
 
 
-@lmo.with_lm_flags
+@opt.with_flag_groups
 def ablate_command(
     out: Annotated[Path, typer.Option("--out", help="Output directory (plan, results, summary, report).")],
     lm: lmo.Lm = None,

@@ -1,26 +1,26 @@
-"""``sp-dspy check``: one policy, one conversation, one verdict, with the ``sp_dspy.Guard`` an application uses."""
+"""``sp-dspy check``: one policy, one conversation, one verdict, with the ``sp_dspy.Guard`` an application uses.
+
+The job is the library's (``CheckConfig``, ``read_check_input``, ``run_check``); this module
+parses the flags and prints the verdict, or streams the batch's answers.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .._data import Source, guard_case, policy_rules, read_guard_lines
-from .._data._scan import MAX_JSON_FILE_BYTES, decode_utf8
-from .._errors import ConfigError, DataError, OutputError
-from .._guard import Guard, check_lines
+from .._errors import OutputError
+from .._guard import CheckConfig, load_check_guard, read_check_input, run_check
 from .._lm import configure_cache, is_lasting
-from .._regular import read_text
 from .._runner._failures import fix_for
 from . import _lm_options as lmo
+from . import _options as opt
 from ._console import console, err_console, visible, warn
 
 if TYPE_CHECKING:
@@ -40,69 +40,81 @@ class Scope(StrEnum):
 
 EXIT_NO_VERDICT = 2
 
+PolicyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy",
+        help="Policy text file: numbered rules, one per line ('1. ...'); with --batch, for lines without one.",
+    ),
+]
+ConversationOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--conversation",
+        help="'Turn N - User/Chatbot: ...' text, or a .json list of {role, content} chat messages; "
+        "- reads standard input.",
+    ),
+]
+BatchOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--batch",
+        help="JSON lines, one check per line ({policy, messages or conversation, id, framework}): "
+        "one verdict per line, in order.",
+    ),
+]
+OutOption = Annotated[
+    Path | None, typer.Option("--out", help="With --batch: write the verdicts here, not to stdout.")
+]
+ConcurrencyOption = Annotated[
+    int, typer.Option("--concurrency", min=1, help="With --batch: conversations checked at once.")
+]
+ProgramOption = Annotated[
+    str,
+    typer.Option(
+        "--program",
+        help="A compiled artifact directory, official, dspy, dspy-cot or a guard model's own format "
+        "(llama-guard, granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard).",
+    ),
+]
+ProtocolOption = Annotated[
+    str | None,
+    typer.Option("--protocol", help="per-policy or per-rule (default: per-policy, or the artifact's)."),
+]
+ParserOption = Annotated[
+    str, typer.Option("--parser", help="Official baseline's parser: strict (the reference's) or robust.")
+]
+FrameworkOption = Annotated[
+    Path | None, typer.Option("--framework", help="Regulatory framework text shown to per-rule judges.")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")]
+ScopeOption = Annotated[
+    Scope,
+    typer.Option(
+        "--scope",
+        help="Judge the whole conversation, or only its last message in the context of the earlier "
+        "ones (last-turn: not with official or a guard model's format, which send their own prompt).",
+    ),
+]
+
 
 def register(app: typer.Typer) -> None:
     app.command("check")(check_command)
 
 
-@lmo.with_lm_flags
+@opt.with_flag_groups
 def check_command(
-    policy: Annotated[
-        Path | None,
-        typer.Option(
-            "--policy",
-            help="Policy text file: numbered rules, one per line ('1. ...'); with --batch, for lines without one.",
-        ),
-    ] = None,
-    conversation: Annotated[
-        Path | None,
-        typer.Option(
-            "--conversation",
-            help="'Turn N - User/Chatbot: ...' text, or a .json list of {role, content} chat messages; "
-            "- reads standard input.",
-        ),
-    ] = None,
-    batch: Annotated[
-        Path | None,
-        typer.Option(
-            "--batch",
-            help="JSON lines, one check per line ({policy, messages or conversation, id, framework}): "
-            "one verdict per line, in order.",
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None, typer.Option("--out", help="With --batch: write the verdicts here, not to stdout.")
-    ] = None,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", min=1, help="With --batch: conversations checked at once.")
-    ] = 16,
-    program: Annotated[
-        str,
-        typer.Option(
-            "--program",
-            help="A compiled artifact directory, official, dspy, dspy-cot or a guard model's own format "
-            "(llama-guard, granite-guardian, shieldgemma, dynaguard, gpt-oss-safeguard).",
-        ),
-    ] = "official",
-    protocol: Annotated[
-        str | None,
-        typer.Option("--protocol", help="per-policy or per-rule (default: per-policy, or the artifact's)."),
-    ] = None,
-    parser: Annotated[
-        str, typer.Option("--parser", help="Official baseline's parser: strict (the reference's) or robust.")
-    ] = "strict",
-    framework: Annotated[
-        Path | None, typer.Option("--framework", help="Regulatory framework text shown to per-rule judges.")
-    ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
-    scope: Annotated[
-        Scope,
-        typer.Option(
-            "--scope",
-            help="Judge the whole conversation, or only its last message in the context of the earlier "
-            "ones (last-turn: not with official or a guard model's format, which send their own prompt).",
-        ),
-    ] = Scope.conversation,
+    policy: PolicyOption = None,
+    conversation: ConversationOption = None,
+    batch: BatchOption = None,
+    out: OutOption = None,
+    concurrency: ConcurrencyOption = 16,
+    program: ProgramOption = "official",
+    protocol: ProtocolOption = None,
+    parser: ParserOption = "strict",
+    framework: FrameworkOption = None,
+    json_output: JsonOption = False,
+    scope: ScopeOption = Scope.conversation,
     lm: lmo.Lm = None,
     config: lmo.ModelsConfig = None,
     lm_flags: lmo.LmFlags = lmo.LmFlags(),
@@ -113,58 +125,33 @@ def check_command(
     Exit status: 0 no rule violated, 1 some rule violated, 2 no verdict or bad input
     (with --batch: the worst line's); 130 Ctrl-C, 143 SIGTERM.
     """
-    if (conversation is None) == (batch is None):
-        raise ConfigError("give one of --conversation FILE (- for standard input) or --batch FILE.jsonl")
-    policy_text = read_text(policy, "--policy") if policy is not None else None
-    framework_text = read_text(framework, "--framework") if framework is not None else ""
-    # Checked before a local server or an LM starts: bad input costs nothing.
-    if policy_text is not None:
-        rule_texts = policy_rules(policy_text, source=Source("policy", str(policy)))
-    if batch is not None:
-        lines = read_guard_lines(batch, policy=policy_text)
-    elif policy_text is None:
-        raise ConfigError("--policy: missing (the policy the conversation is checked against)")
-    else:
-        raw_conversation = read_conversation(Path(str(conversation)))
-        where = "<stdin>" if _is_stdin(Path(str(conversation))) else str(conversation)
-        guard_case(policy_text, raw_conversation, framework=framework_text,
-                   conversation_source=Source("conversation", where))  # fmt: skip
+    check = CheckConfig(
+        policy=policy, conversation=conversation, batch=batch, framework=framework, program=program,
+        protocol=protocol, parser=parser, scope=scope.value, concurrency=concurrency,
+    )  # fmt: skip
+    inputs = read_check_input(check)  # before a local server or an LM starts: bad input costs nothing
     (lm_config,) = lmo.lm_configs(lm, None, config, default=lmo.LOCAL, **lm_flags.overrides())
     configure_cache(enabled=not lm_flags.no_cache, warn=warn)
+    if lmo.is_local(lm_config):
+        check = check.model_copy(update={"concurrency": min(concurrency, lmo.LOCAL_CONCURRENCY)})
     with lmo.lm_session(lm_config) as live:
-        # No deadline: --timeout and --num-retries are this command's bound on a check (the
-        # embedded model may need minutes on a CPU); Guard.load's default would cut them short.
-        guard = Guard.load(program, lm=live, protocol=protocol, parser=parser, deadline=None)
-        guard.refuse_scope(scope.value)
+        guard = load_check_guard(check, live)
         if batch is None:
-            with guard:
-                verdict = guard.check(
-                    str(policy_text), raw_conversation, framework=framework_text, scope=scope.value
-                )
+            verdict = run_check(check, inputs=inputs, guard=guard).verdict
         else:
-            if lmo.is_local(lm_config):
-                concurrency = min(concurrency, lmo.LOCAL_CONCURRENCY)
             output = _BatchOutput(out)
             try:
-                asyncio.run(
-                    check_lines(
-                        guard,
-                        lines,
-                        output.emit,
-                        concurrency=concurrency,
-                        framework=framework_text,
-                        scope=scope.value,
-                    )
-                )
+                run_check(check, inputs=inputs, guard=guard, emit=output.emit)
             finally:
                 output.close()
     if batch is not None:
         _fix_line(output.error_class, live)
         raise typer.Exit(output.code)
+    assert verdict is not None
     if json_output:
         typer.echo(verdict.model_dump_json(indent=2))
     else:
-        _print_verdict(verdict, rule_texts)
+        _print_verdict(verdict, inputs.rules)
     _fix_line(verdict.error_class, live)
     raise typer.Exit(exit_code(verdict.status, verdict.violated_rules))
 
@@ -221,41 +208,6 @@ def _open_out(path: Path) -> TextIO:
         return path.open("w", encoding="utf-8")
     except OSError as exc:
         raise OutputError(f"--out {path}: cannot write ({exc.strerror or type(exc).__name__})") from None
-
-
-def _is_stdin(path: Path) -> bool:
-    return str(path) == "-"
-
-
-def read_conversation(path: Path) -> str | list[Any]:
-    """A ``.json`` file's message list (a bare list or ``{"messages": [...]}``), else the text;
-    ``-`` reads standard input, JSON when it starts with ``[`` or ``{``."""
-    if _is_stdin(path):
-        path = Path("<stdin>")
-        raw = sys.stdin.buffer.read(MAX_JSON_FILE_BYTES + 1)
-        if len(raw) > MAX_JSON_FILE_BYTES:
-            raise DataError(
-                f"--conversation -: standard input holds more than {MAX_JSON_FILE_BYTES >> 20} MiB"
-            )
-        text = decode_utf8(raw, path)
-        if not text.lstrip().startswith(("[", "{")):
-            return text
-    else:
-        text = read_text(path, "--conversation")
-        if path.suffix.lower() != ".json":
-            return text
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    if isinstance(document, dict) and "messages" in document:
-        document = document["messages"]
-    if not isinstance(document, list):
-        raise DataError(
-            f'{path}: expected a JSON list of {{role, content}} messages (or {{"messages": [...]}}), '
-            f"got {type(document).__name__}"
-        )
-    return document
 
 
 #: How the model's answer was read, in words no guard user takes for "no violation" (the

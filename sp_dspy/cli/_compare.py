@@ -18,12 +18,11 @@ import typer
 from pydantic import BaseModel, Field
 
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
-from .._data._selection import CaseSelection
 from .._errors import ConfigError, DataError
+from .._scoring import RecordedSelection, load_for_results, read_results
 from .._table import FitTable
 from . import _options as opt
-from ._console import console, warn, write_json_report
-from ._dataset import load_for_results, read_results
+from ._console import console, say_note, warn, write_json_report
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -122,24 +121,16 @@ def register(app: typer.Typer) -> None:
     app.command("compare")(compare_command)
 
 
+@opt.with_flag_groups
 def compare_command(
     results_a: Annotated[str, typer.Argument(help="Results of A: JSONL file(s), comma-separated.")],
     results_b: Annotated[str, typer.Argument(help="Results of B: JSONL file(s), comma-separated.")],
-    dataset: opt.RecordedDataset = None,
-    benchmark: opt.RecordedBenchmark = None,
-    level: opt.Level = None,
-    domain: opt.Domain = None,
-    split: opt.ScoreSplit = None,
-    limit: opt.ScoreLimit = None,
-    start_idx: opt.ScoreStartIdx = 0,
-    shard: opt.ScoreShard = None,
+    data: opt.RecordedFlags = opt.RecordedFlags(),
     cap_aware: opt.CapAware = False,
     json_out: Annotated[
         str | None, typer.Option("--json", help="Write the comparison as JSON to this file ('-' = stdout).")
     ] = None,
     skip_bad_lines: opt.SkipBadLines = False,
-    lenient: opt.Lenient = False,
-    with_evidence: opt.WithEvidence = False,
     seed: opt.Seed = 0,
     n_boot: opt.NBoot = 1000,
 ) -> None:
@@ -148,14 +139,9 @@ def compare_command(
         raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
     paths = [_paths(raw, side) for raw, side in ((results_a, "RESULTS_A"), (results_b, "RESULTS_B"))]
     sides = [read_results(side, skip_bad_lines=skip_bad_lines) for side in paths]
-    select = CaseSelection(
-        level=level, domain=domain, split=split, limit=limit, start_idx=start_idx, shard=shard
-    )
-    data = load_for_results(
-        paths, sides, dataset=dataset, benchmark=benchmark, select=select, with_evidence=with_evidence,
-        lenient=lenient,
-    )  # fmt: skip
-    loaded, cases = data.loaded, data.cases
+    selection = RecordedSelection(**data.selection())
+    scored = load_for_results(paths, sides, data=selection, notify=say_note)
+    loaded, cases = scored.loaded, scored.cases
     comparison = compare_results(
         cases, *sides, dataset=loaded.source, cap_aware=cap_aware, n_boot=n_boot, seed=seed
     )

@@ -136,7 +136,7 @@ class HelperLmFlags:
     reflection_api_key_env: ReflectionApiKeyEnvOption = None
 
 
-@lmo.with_lm_flags
+@opt.with_flag_groups
 def compile_command(
     out: Annotated[Path, typer.Option("--out", help="Artifact directory to write.", show_default=False)],
     program: ProgramOption = "dspy",

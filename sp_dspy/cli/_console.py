@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from .._errors import ConfigError
+
+if TYPE_CHECKING:
+    from .._scoring import Note
 
 console = Console()
 err_console = Console(stderr=True)
@@ -31,6 +35,18 @@ def visible(text: str) -> str:
 def warn(message: str, *, on: Console | None = None) -> None:
     """One plain line on stderr, or ``on`` a console of it (no rich markup: paths and ids may contain brackets)."""
     (on or err_console).print(f"warning: {visible(message)}", markup=False, highlight=False, soft_wrap=True)
+
+
+def say_note(note: Note) -> None:
+    """A note said while recorded data loads, on stderr (no markup: paths may contain brackets): a
+    detail dim, a caveat one line however long."""
+    err_console.print(
+        note.text,
+        style="dim" if note.detail else None,
+        markup=False,
+        highlight=False,
+        soft_wrap=not note.detail,
+    )
 
 
 def check_target(path: Path | str | None, option: str) -> None:

@@ -103,7 +103,7 @@ QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress ba
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Per-case lines and LM settings.")]
 
 
-@lmo.with_lm_flags
+@opt.with_flag_groups
 def eval_command(
     data: opt.DataFlags = opt.DataFlags(),
     program: ProgramOption = "official",

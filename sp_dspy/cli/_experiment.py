@@ -140,7 +140,7 @@ BaselineProgramOption = Annotated[
 ]
 
 
-@lmo.with_lm_flags
+@opt.with_flag_groups
 def experiment_command(
     out: OutOption,
     lm: lmo.Lm = None,

@@ -16,8 +16,6 @@ from typing import Annotated, Any
 
 import typer
 
-from .._benchmarks import benchmark_kind
-from .._data._selection import CaseSelection
 from .._errors import ConfigError, DataError
 from .._export import (
     DEFAULT_EXPERIMENT,
@@ -27,11 +25,10 @@ from .._export import (
     scored_run,
     tracking_uri,
 )
-from .._metrics import read_result_files, score
 from .._run_manifest import read_run_manifest, run_of
+from .._scoring import RecordedSelection, build_score_config, score_results
 from . import _options as opt
-from ._console import console, warn
-from ._dataset import load_for_results
+from ._console import console, say_note, warn
 
 MlflowUri = Annotated[
     str | None,
@@ -83,6 +80,7 @@ def _check_target(to: Target, out: Path | None, mlflow_uri: str | None) -> str |
     return uri
 
 
+@opt.with_flag_groups
 def export_command(
     files: Annotated[
         list[Path], typer.Argument(help="Result JSONL files, one variant each.", show_default=False)
@@ -93,29 +91,19 @@ def export_command(
     ] = None,
     mlflow_uri: MlflowUri = None,
     mlflow_experiment: MlflowExperiment = DEFAULT_EXPERIMENT,
-    dataset: opt.RecordedDataset = None,
-    benchmark: opt.RecordedBenchmark = None,
-    level: opt.Level = None,
-    domain: opt.Domain = None,
-    split: opt.ScoreSplit = None,
-    limit: opt.ScoreLimit = None,
-    start_idx: opt.ScoreStartIdx = 0,
-    shard: opt.ScoreShard = None,
+    data: opt.RecordedFlags = opt.RecordedFlags(),
     cap_aware: opt.CapAware = False,
     skip_bad_lines: opt.SkipBadLines = False,
-    lenient: opt.Lenient = False,
     seed: opt.Seed = 0,
     n_boot: opt.NBoot = 1000,
 ) -> None:
     """Export results as inspect_ai logs (one per variant) or MLflow runs, scored as `score` scores them."""
     uri = _check_target(to, out, mlflow_uri)
-    select = CaseSelection(
-        level=level, domain=domain, split=split, limit=limit, start_idx=start_idx, shard=shard
-    )
+    selection = RecordedSelection(**data.selection())
     runs = [
         scored_file(
-            file, dataset=dataset, benchmark=benchmark, select=select, cap_aware=cap_aware,
-            skip_bad_lines=skip_bad_lines, lenient=lenient, seed=seed, n_boot=n_boot,
+            file, data=selection, cap_aware=cap_aware, skip_bad_lines=skip_bad_lines, seed=seed,
+            n_boot=n_boot,
         )
         for file in files
     ]  # fmt: skip
@@ -147,38 +135,29 @@ def require_inspect() -> None:
 def scored_file(
     file: Path,
     *,
-    dataset: str | None = None,
-    benchmark: str | None = None,
-    select: CaseSelection | None = None,
+    data: RecordedSelection | None = None,
     cap_aware: bool = False,
     skip_bad_lines: bool = False,
-    lenient: bool = False,
     seed: int = 0,
     n_boot: int = 1000,
     label: str | None = None,
 ) -> ScoredRun:
-    """One results file scored as ``sp-dspy score FILE`` scores it (refused the same way)."""
-    if n_boot < 0:
-        raise ConfigError(f"--n-boot: must be >= 0, got {n_boot}")
-    results = read_result_files([file], skip_bad_lines=skip_bad_lines, allow_empty=False)
-    data = load_for_results(
-        [[file]], [results], dataset=dataset, benchmark=benchmark, select=select, lenient=lenient
-    )
-    kind = benchmark_kind(data.loaded.benchmark)
-    report = score(
-        data.cases, results, cap_aware=cap_aware, ci=n_boot > 0, seed=seed, n_boot=n_boot,
-        all_ids=[case.id for case in data.loaded.cases], by=kind.breakdown,
+    """One results file scored by ``sp-dspy score FILE``'s own job (``score_results``: refused the same way)."""
+    config = build_score_config(
+        {"files": [file], "data": data or RecordedSelection(), "cap_aware": cap_aware,
+         "skip_bad_lines": skip_bad_lines, "seed": seed, "n_boot": n_boot}
     )  # fmt: skip
-    if results.bad_lines:
-        warn(f"{file}: {results.bad_lines} malformed result line(s) skipped")
+    scored = score_results(config, notify=say_note)
+    if scored.results.bad_lines:
+        warn(f"{file}: {scored.results.bad_lines} malformed result line(s) skipped")
     return scored_run(
         label or file.stem,
         (file,),
-        results,
-        benchmark=data.loaded.benchmark,
-        dataset_source=str(data.loaded.source),
-        cases=tuple(data.cases),
-        report=report,
+        scored.results,
+        benchmark=scored.dataset.benchmark,
+        dataset_source=str(scored.dataset.source),
+        cases=tuple(scored.cases),
+        report=scored.report,
         recorded=run_of(file),
         cap_aware=cap_aware,
     )
@@ -269,7 +248,13 @@ def mlflow_log_plan(uri: str, out: Path, *, experiment: str = DEFAULT_EXPERIMENT
     kind = "experiment" if summary.get("kind") == "sp-dspy-experiment" else "ablation"
     logger = MlflowLogger(uri, experiment)
     parent = logger.start(f"{kind} {out.name}", tags={"sp_dspy.kind": kind})
-    artifacts = [path for path in (summary_file, out / "report.html", out / "plan.json") if path.is_file()]
+    saved = (
+        summary_file,
+        out / "report.html",
+        out / "plan.json",
+        out / "experiment.json",
+    )  # the plan as saved
+    artifacts = [path for path in saved if path.is_file()]
     logger.log(parent, params=_plan_params(summary), artifacts=artifacts)
     for label, file, params, extra in _plan_variants(out, summary):
         log_variant(logger, scored_file(file, label=label), parent=parent, params=params)

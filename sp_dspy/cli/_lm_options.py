@@ -6,12 +6,9 @@ embedded llama.cpp model); flags given on the command line override the configur
 
 from __future__ import annotations
 
-import functools
-import inspect
-import typing
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -118,7 +115,7 @@ Transport = Annotated[
 
 @dataclass(frozen=True)
 class LmFlags:
-    """The per-call LM flags of eval, ablate and check; a command takes them with :func:`with_lm_flags`."""
+    """The per-call LM flags of eval, ablate and check; a command takes them with ``with_flag_groups``."""
 
     api_base: ApiBase = None
     api_key_env: ApiKeyEnv = None
@@ -145,41 +142,6 @@ class LmFlags:
             "adaptive": False if self.no_adaptive else None,
             "json_schema": self.json_schema or None,
         }
-
-
-def with_lm_flags(command: Callable[..., None]) -> Callable[..., None]:
-    """Expand each flag-group parameter of ``command`` (``lm_flags: LmFlags``, ``data: DataFlags``,
-    ``caps: CapFlags``: a dataclass of options) into one option per field.
-
-    Typer has no option groups: the wrapper's signature lists every flag in that place,
-    and the command receives them collected.
-    """
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    hints = typing.get_type_hints(command, include_extras=True)
-    groups = {name: hint for name, hint in hints.items() if is_dataclass(hint) and isinstance(hint, type)}
-    params = []
-    for param in inspect.signature(command).parameters.values():
-        group = groups.get(param.name)
-        if group is not None:
-            inner = typing.get_type_hints(group, include_extras=True)
-            params += [
-                inspect.Parameter(field.name, keyword, annotation=inner[field.name], default=field.default)
-                for field in fields(group)
-            ]
-        else:
-            params.append(param.replace(kind=keyword, annotation=hints[param.name]))
-
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> None:
-        collected = {
-            name: group(**{field.name: kwargs.pop(field.name) for field in fields(group)})
-            for name, group in groups.items()
-        }
-        command(**kwargs, **collected)
-
-    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {param.name: param.annotation for param in params}
-    return wrapper
 
 
 def lm_configs(

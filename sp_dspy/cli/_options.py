@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Annotated, Any
 
 import typer
@@ -137,7 +141,7 @@ def caps_below(caps: Any, projected: Any) -> list[tuple[str, float]]:
 
 @dataclass
 class DataFlags:
-    """The case-selection flags of ``eval`` (a command takes them with ``with_lm_flags``)."""
+    """The case-selection flags of ``eval`` (a command takes them with ``with_flag_groups``)."""
 
     dataset: Dataset = None
     benchmark: Benchmark = "safepyramid"
@@ -156,8 +160,30 @@ class DataFlags:
 
 
 @dataclass
+class RecordedFlags:
+    """The data flags of the commands that read recorded results (``score``, ``compare``, ``report``,
+    ``view``, ``export``): the dataset (default: the one the run's manifest records) and its cases
+    (default: those the runs selected); a command takes them with ``with_flag_groups``."""
+
+    dataset: RecordedDataset = None
+    benchmark: RecordedBenchmark = None
+    level: Level = None
+    domain: Domain = None
+    split: ScoreSplit = None
+    limit: ScoreLimit = None
+    start_idx: ScoreStartIdx = 0
+    shard: ScoreShard = None
+    lenient: Lenient = False
+    with_evidence: WithEvidence = False
+
+    def selection(self) -> dict[str, Any]:
+        """The ``RecordedSelection`` settings these flags give."""
+        return dict(vars(self))
+
+
+@dataclass
 class CapFlags:
-    """``--max-calls``, ``--max-total-tokens`` and ``--max-usd`` (taken with ``with_lm_flags``)."""
+    """``--max-calls``, ``--max-total-tokens`` and ``--max-usd`` (taken with ``with_flag_groups``)."""
 
     max_calls: MaxCalls = None
     max_total_tokens: MaxTotalTokens = None
@@ -171,3 +197,38 @@ class CapFlags:
     def caps(self) -> dict[str, Any]:
         """The ``BudgetCaps`` settings these flags give."""
         return {"max_calls": self.max_calls, "max_tokens": self.max_total_tokens, "max_usd": self.max_usd}
+
+
+def with_flag_groups(command: Callable[..., None]) -> Callable[..., None]:
+    """Expand each flag-group parameter of ``command`` (``lm_flags: LmFlags``, ``data: DataFlags`` or
+    ``RecordedFlags``, ``caps: CapFlags``: a dataclass of options) into one option per field.
+
+    Typer has no option groups: the wrapper's signature lists every flag in that place,
+    and the command receives them collected.
+    """
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    hints = typing.get_type_hints(command, include_extras=True)
+    groups = {name: hint for name, hint in hints.items() if is_dataclass(hint) and isinstance(hint, type)}
+    params = []
+    for param in inspect.signature(command).parameters.values():
+        group = groups.get(param.name)
+        if group is not None:
+            inner = typing.get_type_hints(group, include_extras=True)
+            params += [
+                inspect.Parameter(field.name, keyword, annotation=inner[field.name], default=field.default)
+                for field in fields(group)
+            ]
+        else:
+            params.append(param.replace(kind=keyword, annotation=hints[param.name]))
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> None:
+        collected = {
+            name: group(**{field.name: kwargs.pop(field.name) for field in fields(group)})
+            for name, group in groups.items()
+        }
+        command(**kwargs, **collected)
+
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {param.name: param.annotation for param in params}
+    return wrapper

@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .._benchmarks import benchmark_kind
-from .._data._selection import CaseSelection
 from .._errors import ConfigError
+from .._scoring import RecordedSelection, load_for_results, read_results
 from . import _options as opt
-from ._console import check_target, console, err_console
-from ._dataset import load_for_results, read_results
+from ._console import check_target, console, err_console, say_note
 
 if TYPE_CHECKING:
     from .._report import ComparisonSummary
@@ -60,6 +59,7 @@ def parse_results(arguments: list[str], labels: list[str]) -> list[tuple[str | N
     return variants
 
 
+@opt.with_flag_groups
 def report_command(
     results: Annotated[
         list[str],
@@ -68,12 +68,7 @@ def report_command(
             show_default=False,
         ),
     ],
-    dataset: opt.RecordedDataset = None,
-    benchmark: opt.RecordedBenchmark = None,
-    split: opt.ScoreSplit = None,
-    limit: opt.ScoreLimit = None,
-    start_idx: opt.ScoreStartIdx = 0,
-    shard: opt.ScoreShard = None,
+    data: opt.RecordedFlags = opt.RecordedFlags(),
     label: opt.RunLabels = None,
     baseline: opt.BaselineRun = None,
     out: Annotated[Path, typer.Option("--out", help="HTML report to write.")] = Path("report.html"),
@@ -82,7 +77,6 @@ def report_command(
     ] = None,
     cap_aware: opt.CapAware = False,
     skip_bad_lines: opt.SkipBadLines = False,
-    lenient: opt.Lenient = False,
     seed: opt.Seed = 0,
     n_boot: opt.NBoot = 1000,
 ) -> None:
@@ -91,10 +85,9 @@ def report_command(
 
     check_target(out, "--out")
     check_target(json_out, "--json")
-    select = CaseSelection(split=split, limit=limit, start_idx=start_idx, shard=shard)
     summary, skipped = summarise_results(
-        results, label or [], baseline, dataset=dataset, benchmark=benchmark, select=select,
-        lenient=lenient, cap_aware=cap_aware, skip_bad_lines=skip_bad_lines, seed=seed, n_boot=n_boot,
+        results, label or [], baseline, data=RecordedSelection(**data.selection()), cap_aware=cap_aware,
+        skip_bad_lines=skip_bad_lines, seed=seed, n_boot=n_boot,
     )  # fmt: skip
     console.print(render_terminal(summary))
     kind_table = benchmark_kind(summary.benchmark).report_terminal(
@@ -113,10 +106,7 @@ def summarise_results(
     labels: list[str],
     baseline: str | None,
     *,
-    dataset: str | None,
-    benchmark: str | None,
-    select: CaseSelection,
-    lenient: bool,
+    data: RecordedSelection,
     cap_aware: bool,
     skip_bad_lines: bool,
     seed: int,
@@ -129,13 +119,12 @@ def summarise_results(
     variants = parse_results(results, labels)
     # RESULTS is required, and no variant is empty; every variant must belong to the dataset.
     sets = [read_results(paths, skip_bad_lines=True) for _, paths in variants]
-    data = load_for_results(
-        [paths for _, paths in variants], sets, dataset=dataset, benchmark=benchmark, select=select,
-        lenient=lenient, announce=False,
-    )  # fmt: skip
-    loaded = data.loaded
+    scored = load_for_results(
+        [paths for _, paths in variants], sets, data=data, announce=False, notify=say_note
+    )
+    loaded = scored.loaded
     summary = build_summary(
-        data.cases,
+        scored.cases,
         variants,
         baseline,
         benchmark=loaded.benchmark,
@@ -146,7 +135,7 @@ def summarise_results(
         seed=seed,
         skip_bad_lines=skip_bad_lines,
         all_ids=[case.id for case in loaded.cases],
-        cases_note=data.note,
+        cases_note=scored.note,
     )
     return summary, loaded.skipped
 

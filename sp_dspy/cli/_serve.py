@@ -272,7 +272,7 @@ class GuardFlags:
                 "on_error": None if self.on_error is None else self.on_error.value}  # fmt: skip
 
 
-@lmo.with_lm_flags
+@opt.with_flag_groups
 def serve(
     backend: BackendOption = None,
     model: ModelOption = None,

@@ -17,9 +17,9 @@ from .._benchmarks import benchmark_kind
 from .._errors import DataError
 from .._metrics import case_outcomes, classify_failure, resolve_records
 from .._metrics._official import cells_of
+from .._scoring import RecordedSelection, load_for_results, read_results
 from . import _options as opt
-from ._console import console, visible
-from ._dataset import load_for_results, read_results
+from ._console import console, say_note, visible
 
 if TYPE_CHECKING:
     from .._data import Case
@@ -50,9 +50,8 @@ def show_command(
 ) -> None:
     """Show a run case by case: gold and predicted rules with their texts, FP/FN, status and the answer."""
     results = read_results(files)
-    data = load_for_results(
-        [files], [results], dataset=dataset, benchmark=benchmark, lenient=lenient, check=False
-    )
+    recorded = RecordedSelection(dataset=dataset, benchmark=benchmark, lenient=lenient)
+    data = load_for_results([files], [results], data=recorded, check=False, notify=say_note)
     loaded = data.loaded
     by_id = {case.id: case for case in data.cases}  # the run's selected cases
     # Case ids in the order the results file first mentions them.

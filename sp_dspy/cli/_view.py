@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .._data._selection import CaseSelection
+from .._scoring import RecordedSelection
 from . import _options as opt
 from ._console import check_target, console, err_console
 from ._report import print_notes, summarise_results
@@ -18,6 +18,7 @@ def register(app: typer.Typer) -> None:
     app.command("view")(view_command)
 
 
+@opt.with_flag_groups
 def view_command(
     results: Annotated[
         list[str],
@@ -26,12 +27,7 @@ def view_command(
             show_default=False,
         ),
     ],
-    dataset: opt.RecordedDataset = None,
-    benchmark: opt.RecordedBenchmark = None,
-    split: opt.ScoreSplit = None,
-    limit: opt.ScoreLimit = None,
-    start_idx: opt.ScoreStartIdx = 0,
-    shard: opt.ScoreShard = None,
+    data: opt.RecordedFlags = opt.RecordedFlags(),
     label: opt.RunLabels = None,
     baseline: opt.BaselineRun = None,
     out: Annotated[Path, typer.Option("--out", help="HTML page to write.")] = Path("view.html"),
@@ -40,7 +36,6 @@ def view_command(
     ] = False,
     cap_aware: opt.CapAware = False,
     skip_bad_lines: opt.SkipBadLines = False,
-    lenient: opt.Lenient = False,
     seed: opt.Seed = 0,
     n_boot: opt.NBoot = 1000,
 ) -> None:
@@ -52,10 +47,9 @@ def view_command(
     from .._report import write_html
 
     check_target(out, "--out")
-    select = CaseSelection(split=split, limit=limit, start_idx=start_idx, shard=shard)
     summary, skipped = summarise_results(
-        results, label or [], baseline, dataset=dataset, benchmark=benchmark, select=select,
-        lenient=lenient, cap_aware=cap_aware, skip_bad_lines=skip_bad_lines, seed=seed, n_boot=n_boot,
+        results, label or [], baseline, data=RecordedSelection(**data.selection()), cap_aware=cap_aware,
+        skip_bad_lines=skip_bad_lines, seed=seed, n_boot=n_boot,
     )  # fmt: skip
     print_notes(summary, skipped)
     title = f"sp-dspy view: {', '.join(entry.label for entry in summary.variants)}"

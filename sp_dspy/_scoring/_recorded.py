@@ -1,25 +1,55 @@
 """The data result files are scored on: the dataset (the flags, else the run's manifest) and the
-cases the runs selected (their manifests, else the selection flags, else every case)."""
+cases the runs selected (their manifests, else the selection flags, else every case).
+
+Every command that reads recorded results (``score``, ``compare``, ``report``, ``view``, ``show``,
+``export``) loads them here, so they score the same run on the same cases.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
+
+from pydantic import ConfigDict
 
 from .._benchmarks import DEFAULT_BENCHMARK, dataset_kind, load_benchmark
-from .._data import filter_cases
-from .._data._recorded import RecordedData, check_results_belong, recorded_data
+from .._data import CaseSelection, RecordedData, check_results_belong, filter_cases, recorded_data
 from .._errors import DataError
 from .._metrics import read_result_files
-from ._console import err_console
 
 if TYPE_CHECKING:
     from .._data import Benchmark, Case
-    from .._data._selection import CaseSelection
     from .._metrics import ResultSet
     from .._run_manifest import RunManifest
+
+
+class RecordedSelection(CaseSelection):
+    """The data recorded results are scored on: ``dataset`` and ``benchmark`` (None: the ones the run's
+    manifest records, else the bundled sample and SafePyramid), how the dataset loads, and which cases
+    (``CaseSelection``: a split, slice or shard replaces the runs' own selections, level and domain
+    alone narrow them). The settings of the ``--dataset ... --with-evidence`` flags of ``score``,
+    ``compare``, ``report``, ``view`` and ``export``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str | None = None
+    benchmark: str | None = None
+    lenient: bool = False
+    with_evidence: bool = False
+
+
+class Note(NamedTuple):
+    """A line said while the data loads, as shown: ``detail`` (which dataset a manifest named) is
+    informational, else a caveat (``note: ...``)."""
+
+    text: str
+    detail: bool = False
+
+
+#: Where the notes go as they come (the CLI: stderr), so one said before an error is not lost.
+Notify = Callable[[Note], None]
 
 
 @dataclass(frozen=True)
@@ -59,62 +89,65 @@ def load_for_results(
     sides: Sequence[Sequence[Path]],
     results: Sequence[ResultSet],
     *,
-    dataset: str | None,
-    benchmark: str | None,
-    select: CaseSelection | None = None,
-    with_evidence: bool = False,
-    lenient: bool = False,
+    data: RecordedSelection,
     check: bool = True,
     announce: bool = True,
+    notify: Notify | None = None,
 ) -> ScoredData:
     """Load the dataset and the cases the result files of ``sides`` (one per variant) are scored on.
 
     Without ``--dataset``, the manifest of the run that wrote the files names the dataset and its
-    benchmark (a dim line on stderr says so), unless ``--benchmark`` names another; without any
+    benchmark (a detail note says so), unless ``--benchmark`` names another; without any
     manifest, a note names the dataset used. The cases are those the runs selected, read from
     their manifests: a run is scored on its own cases, never on cases it never meant to answer
     (missing records among them still count as excluded). Files of one side are parts of one
     variant (shards, resumed runs): the union of their selections; several sides are compared
     on the cases every side selected; a note says which set when the runs' selections differ.
-    A file without a manifest selected every case. ``select`` (the command's flags): ``--split``,
+    A file without a manifest selected every case. ``data`` (the command's flags): ``--split``,
     ``--start-idx``, ``--limit`` or ``--shard`` replace the recorded selections; ``--level`` and
     ``--domain`` alone narrow them. With ``check``, results none of whose ids is a case are
-    refused, not scored as 100% excluded. ``announce``: print the note on differing selections
-    (``report`` keeps it with its summary's notes instead).
+    refused, not scored as 100% excluded. ``announce``: say the note on differing selections
+    (``report`` keeps it with its summary's notes instead). ``notify`` gets each note as it is said.
     """
+    say = notify or _silent
     files = [file for side in sides for file in side]
     beside: dict[Path, list[tuple[Path, RunManifest]]] = {}
     recorded = {file: found for file in files if (found := recorded_data(file, beside)) is not None}
-    loaded, recorded = _load_recorded(files, recorded, dataset, benchmark, with_evidence, lenient)
+    loaded, recorded = _load_recorded(files, recorded, data, say)
     if check:
         ids = {case.id for case in loaded.cases}
         for result_set in results:
             where = ", ".join(result_set.files) or "the results"
             check_results_belong(result_set.result_ids(), ids, where=where, source=loaded.source)
-    if select is not None and select.takes_part:
-        return ScoredData(loaded, select.apply(loaded), f"the cases {select.describe()} selects")
+    if data.takes_part:
+        return ScoredData(loaded, data.apply(loaded), f"the cases {data.describe()} selects")
     cases, described, note = _selected(loaded, sides, recorded)
-    if select is not None and (select.level or select.domain):
-        cases = filter_cases(cases, level=select.level, domain=select.domain)
+    if data.level or data.domain:
+        cases = filter_cases(cases, level=data.level, domain=data.domain)
     if note is not None and announce:
-        _note(f"note: {note}")
+        say(Note(f"note: {note}"))
     return ScoredData(loaded, cases, described, note)
 
 
+def _silent(note: Note) -> None:
+    """No one to tell: a Python caller reads ``ScoredData.note`` (or passes ``notify``)."""
+
+
 def _load_recorded(
-    files: list[Path], recorded: dict[Path, RecordedData], dataset: str | None, benchmark: str | None,
-    with_evidence: bool, lenient: bool,
-) -> tuple[Benchmark, dict[Path, RecordedData]]:  # fmt: skip
+    files: list[Path], recorded: dict[Path, RecordedData], data: RecordedSelection, say: Notify
+) -> tuple[Benchmark, dict[Path, RecordedData]]:
     """The dataset the runs recorded (unless ``--dataset``, or a ``--benchmark`` other than theirs,
     names another), and the recorded data still in use (none when the user chose another)."""
+    dataset, benchmark = data.dataset, data.benchmark
     chosen = None if dataset is not None else next(iter(recorded.values()), None)
     if chosen is not None and benchmark is not None and chosen.benchmark not in (None, benchmark):
         recorded, chosen = {}, None  # the user asked for another benchmark: its default data, not the runs'
     name = benchmark or (chosen.benchmark if chosen else None) or DEFAULT_BENCHMARK
     try:
         loaded = load_benchmark(
-            chosen.source if chosen else dataset, benchmark=name, with_evidence=with_evidence, lenient=lenient
-        )
+            chosen.source if chosen else dataset, benchmark=name, with_evidence=data.with_evidence,
+            lenient=data.lenient,
+        )  # fmt: skip
     except DataError as exc:
         if chosen is None:
             raise
@@ -122,12 +155,12 @@ def _load_recorded(
             f"{chosen.manifest}: the run's dataset does not load ({exc}); pass --dataset"
         ) from None
     if chosen is not None:
-        _note(f"dataset from {chosen.manifest}: {loaded.source} ({name})", dim=True)
+        say(Note(f"dataset from {chosen.manifest}: {loaded.source} ({name})", detail=True))
     elif dataset is None:
-        _note(
+        say(Note(
             f"note: no run manifest beside {files[0]} names its dataset: scored on {loaded.source} "
             f"({name}); pass --dataset to score on another"
-        )
+        ))  # fmt: skip
     return loaded, recorded
 
 
@@ -174,8 +207,3 @@ def _selected(
     which = "every side" if len(sides) > 1 else "any of them"
     words = f"the {len(cases)} case(s) {which} selected"
     return cases, words, f"the runs selected different cases ({listed}): scored on {words}"
-
-
-def _note(text: str, *, dim: bool = False) -> None:
-    """A line on stderr (no markup: paths may contain brackets); a note stays one line, however long."""
-    err_console.print(text, style="dim" if dim else None, markup=False, highlight=False, soft_wrap=not dim)
