@@ -11,10 +11,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._lm import LMConfig, import_dspy
-from ._lm._compat import BATCH_DISCOUNT, has_batch_prices, price_rates
-from ._lm._fake import FAKE_OUTPUT_LIMIT
-from ._lm._profiles import PROFILES
+from ._lm import (
+    BATCH_DISCOUNT,
+    FAKE_OUTPUT_LIMIT,
+    PROFILES,
+    LMConfig,
+    has_batch_prices,
+    import_dspy,
+    price_rates,
+)
 from ._usage import Usage
 
 CHARS_PER_TOKEN = 4

@@ -4,7 +4,7 @@
 :func:`read_yaml_file` a YAML document with each top-level key's line (else ``ConfigError``).
 """
 
-from sp_dspy._data._scan import read_json_file
+from sp_dspy._data import read_json_file
 from sp_dspy._yaml_lines import read_yaml_file
 
 __all__ = ["read_json_file", "read_yaml_file"]

@@ -4,10 +4,18 @@ provider's usage dict), a failure's kind, secrets masked,
 and the budgets of GEPA's and MIPROv2's ``auto`` presets. Importing this does not import DSPy.
 """
 
-from sp_dspy._lm import classify_error
-from sp_dspy._lm._chat import achat, answer_price, chat, effort_setting, history_batched, history_usage
-from sp_dspy._lm._compat import gepa_auto_metric_calls, mipro_auto_run
-from sp_dspy._lm._result import ChatResult
+from sp_dspy._lm import (
+    ChatResult,
+    achat,
+    answer_price,
+    chat,
+    classify_error,
+    effort_setting,
+    gepa_auto_metric_calls,
+    history_batched,
+    history_usage,
+    mipro_auto_run,
+)
 from sp_dspy._redact import redact
 from sp_dspy._usage import Usage, parse_usage
 

@@ -7,33 +7,33 @@ contract's bytes), parsers in ``"strict"`` (the reference's) or ``"robust"`` mod
 OpenAI ``response_format`` of each answer for servers that constrain decoding.
 """
 
-from sp_dspy._protocol import parse_policy_output, parse_verdict_output
-from sp_dspy._protocol._parse_models import (
+from sp_dspy._protocol import (
+    LAYOUTS,
     PARSE_MODES,
-    ParseMode,
-    ParseStatus,
-    PolicyParse,
-    Status,
-    VerdictParse,
-)
-from sp_dspy._protocol._prompts import (
     PER_POLICY_SYSTEM_TEMPLATE,
     PER_RULE_SYSTEM_BASE,
     PER_RULE_SYSTEM_EXCEPTION,
-    per_policy_messages,
-)
-from sp_dspy._protocol._schemas import policy_response_format, verdict_response_format
-from sp_dspy._protocol._targets import (
-    LAYOUTS,
     Layout,
+    ParseMode,
+    ParseStatus,
+    PolicyParse,
     Protocol,
     RuleTarget,
+    Speaker,
+    Status,
     TargetType,
+    VerdictParse,
     build_targets,
+    conversation_turns,
     framework_for,
+    parse_policy_output,
+    parse_verdict_output,
+    per_policy_messages,
     per_rule_messages,
+    policy_response_format,
+    speaker_lines,
+    verdict_response_format,
 )
-from sp_dspy._protocol._turns import Speaker, conversation_turns, speaker_lines
 
 __all__ = [
     "LAYOUTS",

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
-from .._lm._profiles import SELF_HOSTED_PLACEHOLDER_KEY, key_for
+from .._lm import SELF_HOSTED_PLACEHOLDER_KEY, key_for
 from ._wire import CLOCK_SLACK_S, BatchAnswer, BatchState, Intent
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .._lm._direct import DirectChat, HttpRequest
+    from .._lm import DirectChat, HttpRequest
 
 #: HTTP statuses of Anthropic's error types (a failed request is recorded as sending it would have).
 _STATUS = {

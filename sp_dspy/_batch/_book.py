@@ -23,8 +23,7 @@ from typing import Any
 import orjson
 
 from .._errors import ConfigError, DataError, OutputError
-from .._lm._direct import HttpRequest, RequestCaptured
-from .._lm._errors import status_error
+from .._lm import HttpRequest, RequestCaptured, status_error
 from .._redact import redact, redact_data
 from .._runner._store import JsonlStore, repair_torn_tail
 from ._wire import BatchAnswer, BatchState, Intent, fingerprint

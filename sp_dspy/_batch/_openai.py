@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final
 
-from .._lm._profiles import SELF_HOSTED_PLACEHOLDER_KEY, key_for
+from .._lm import SELF_HOSTED_PLACEHOLDER_KEY, key_for
 from ._wire import CLOCK_SLACK_S, BatchAnswer, BatchState, Intent
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .._lm._direct import DirectChat, HttpRequest
+    from .._lm import DirectChat, HttpRequest
 
 #: The endpoint every line posts to (the one-at-a-time path's ``/chat/completions``).
 ENDPOINT: Final = "/v1/chat/completions"

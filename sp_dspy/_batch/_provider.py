@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from .._errors import ConfigError, OutputError, SpDspyError
-from .._lm import classify_error
-from .._lm._config import display_endpoint
+from .._lm import classify_error, display_endpoint
 from .._redact import redact
 
 if TYPE_CHECKING:

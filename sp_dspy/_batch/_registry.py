@@ -12,7 +12,7 @@ from ._vllm import VllmRunBatch
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .._lm._direct import DirectChat, HttpRequest
+    from .._lm import DirectChat, HttpRequest
     from ._wire import BatchWire
 
 

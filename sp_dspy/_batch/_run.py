@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .._errors import ConfigError, OutputError
-from .._lm._direct import client_of
+from .._lm import client_of
 from .._redact import redact
 from ._book import AnswerBook, Submitted, Wanted, current_unit
 from ._output import read_output

@@ -22,7 +22,7 @@ from ._openai import ENDPOINT, answer_of
 from ._wire import BatchAnswer, BatchState, Intent
 
 if TYPE_CHECKING:
-    from .._lm._direct import DirectChat, HttpRequest
+    from .._lm import DirectChat, HttpRequest
 
 COMMAND_ENV = "SP_DSPY_VLLM_RUN_BATCH"
 
@@ -32,7 +32,7 @@ def run_batch_command() -> list[str]:
     override = os.environ.get(COMMAND_ENV, "").strip()
     if override:
         return shlex.split(override)
-    from .._serve._vllm import vllm_executable  # ConfigError when vLLM is not installed
+    from .._serve import vllm_executable  # ConfigError when vLLM is not installed
 
     return [vllm_executable(), "run-batch"]
 

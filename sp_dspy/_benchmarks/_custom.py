@@ -9,13 +9,21 @@ from typing import Any, ClassVar, Literal
 
 from rich.console import RenderableType
 
-from .._data._custom import load_custom
-from .._data._loader import Benchmark
-from .._data._schema import Case
+from .._data import Benchmark, Case, load_custom
 from .._errors import DataError
-from .._metrics import ResultSet, ScoreReport, case_outcomes, resolve_records
-from .._metrics._policy_view import PolicyView, policy_view
-from .._metrics._render import binary_table, cell_text, interval_text, per_rule_table, rule_table
+from .._metrics import (
+    PolicyView,
+    ResultSet,
+    ScoreReport,
+    binary_table,
+    case_outcomes,
+    cell_text,
+    interval_text,
+    per_rule_table,
+    policy_view,
+    resolve_records,
+    rule_table,
+)
 from .._report._custom import custom_html_section, custom_variants_table
 from .._report._model import ComparisonSummary
 from .._table import FitTable

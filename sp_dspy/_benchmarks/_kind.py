@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from .._data._loader import Benchmark
-    from .._data._schema import Case
-    from .._metrics import ResultSet, ScoreReport
-    from .._metrics._official import Breakdown
+    from .._data import Benchmark, Case
+    from .._metrics import Breakdown, ResultSet, ScoreReport
     from .._report._model import ComparisonSummary
 
 
@@ -121,8 +119,8 @@ def looks_like_results(path: Path) -> bool:
 
 def first_json_line(path: Path) -> object:
     """The first line of ``path`` as JSON, or None (for ``recognises``: never an error)."""
-    from .._data._scan import open_regular
     from .._errors import DataError
+    from .._regular import open_regular
 
     try:
         with open_regular(path, "file") as handle:

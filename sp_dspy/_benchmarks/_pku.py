@@ -8,12 +8,8 @@ from typing import Any, ClassVar
 
 from rich.console import RenderableType
 
-from .._data._loader import Benchmark
-from .._data._pku import load_pku
-from .._data._pku_policy import PKU_CATEGORIES
-from .._data._schema import Case
-from .._metrics import ResultSet, ScoreReport
-from .._metrics._render import headline_table, per_rule_table
+from .._data import PKU_CATEGORIES, Benchmark, Case, load_pku
+from .._metrics import ResultSet, ScoreReport, headline_table, per_rule_table
 from .._metrics_pku import PKU_PUBLISHED, PkuReport, render_pku_report, score_pku_results
 from .._report._model import ComparisonSummary
 from .._report._pku import pku_html_section, pku_variants_table

@@ -7,11 +7,10 @@ from typing import Any, ClassVar, Literal
 
 from rich.console import RenderableType
 
-from .._data._loader import Benchmark, load_file
-from .._data._scan import open_regular
-from .._data._source import resolve_dataset
+from .._data import Benchmark, load_file, resolve_dataset
 from .._errors import DataError
 from .._metrics import ScoreReport, render_score_table
+from .._regular import open_regular
 from ._kind import BenchmarkKind
 
 

@@ -30,7 +30,7 @@ from sp_dspy._compile._types import (
     Selection,
     SplitRecord,
 )
-from sp_dspy._data._selection import resolved_path
+from sp_dspy._data import resolved_path
 from sp_dspy._errors import ConfigError, OutputError
 from sp_dspy._lm import LMConfig
 from sp_dspy._provenance import git_commit, package_versions, redacted_argv

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sp_dspy._benchmarks import load_benchmark
-from sp_dspy._data import Benchmark, Case, Split, load_split, make_split
-from sp_dspy._data._selection import resolved_path
+from sp_dspy._data import Benchmark, Case, Split, load_split, make_split, resolved_path
 from sp_dspy._errors import DataError
 
 DEFAULT_RATIOS: tuple[float, float, float] = (0.1, 0.1, 0.8)

@@ -14,7 +14,7 @@ from sp_dspy._budget import BudgetExceeded
 from sp_dspy._compile._types import DevScore
 from sp_dspy._data import Case
 from sp_dspy._metrics import TAUS, PolicyRecord, bootstrap_matrix, case_outcomes, compute_cell, outcome_matrix
-from sp_dspy._runner._eval import evaluate_cases
+from sp_dspy._runner import evaluate_cases
 
 N_BOOT = 1000
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from sp_dspy._lm import LMConfig
 from sp_dspy._run_manifest import ErrorSummary
-from sp_dspy._runner._failures import EarlyStop
+from sp_dspy._runner import EarlyStop
 from sp_dspy._usage import Usage
 
 

@@ -33,7 +33,7 @@ from sp_dspy._errors import SpDspyError
 from sp_dspy._lm import LMConfig, import_dspy, make_lm, redact
 from sp_dspy._pricing import completion_guess, context_window, pricing_for, prompt_sizes
 from sp_dspy._run_manifest import ErrorSummary
-from sp_dspy._runner._fake_gold import teach_fake
+from sp_dspy._runner import teach_fake
 from sp_dspy.optimizers import CompileJob, get_recipe, load_settings
 
 from ._log import library_log

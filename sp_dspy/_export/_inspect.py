@@ -18,8 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._metrics import TAUS, CaseOutcome, PolicyRecord
-from .._metrics._official import TAUS_FULL, tau_key
+from .._metrics import TAUS, TAUS_FULL, CaseOutcome, PolicyRecord, tau_key
 from .._usage import Usage
 from ._scored import ScoredRun
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .._data import BadLine, GuardLine
-from .._runner._engine import UnitEngine
+from .._runner import UnitEngine
 from ._guard import Guard
 
 #: A line's answer: ``{"line": N, "id"?, **verdict}``, or ``{"line": N, "id"?, "error": "FILE:N: ..."}``.

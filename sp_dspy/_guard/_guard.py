@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from sp_dspy.programs import OfficialPerPolicy, OfficialPerRule, is_raw_program, resolve_program, run_case
 
-from .._data._inputs import SCOPES, guard_case, last_turn_case
+from .._data import SCOPES, guard_case, last_turn_case
 from .._errors import ConfigError, validation_problem
 from .._lm import (
     LMConfig,
@@ -34,7 +34,7 @@ from .._lm import (
     resolve_model_config,
 )
 from .._metrics import PolicyRecord
-from .._protocol._parse_models import PARSE_MODES
+from .._protocol import PARSE_MODES
 from ._verdict import Verdict
 
 if TYPE_CHECKING:

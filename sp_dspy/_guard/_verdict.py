@@ -7,10 +7,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._metrics import PolicyRecord
-from .._protocol import case_rule_numbers, keep_policy_rules
-from .._protocol._parse_models import Status
-from .._protocol._targets import Protocol
-from .._protocol._text import replace_surrogates
+from .._protocol import Protocol, Status, case_rule_numbers, keep_policy_rules, replace_surrogates
 from .._usage import Usage
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from .._data._inputs import SCOPES
+from .._data import SCOPES
 from .._guard import Guard
 from .._redact import redact
 from ._gateway_models import GuardrailRequest, ModerationRequest

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._guard._guard import DEFAULT_DEADLINE_S
+from .._guard import DEFAULT_DEADLINE_S
 
 
 class ServiceLimits(BaseModel):

@@ -24,11 +24,9 @@ from aiohttp.http_exceptions import HttpProcessingError
 from .._budget import Admission, BudgetExceeded, Ledger, Reservation, Spend, spent, worst_case
 from .._data import Case, Source, policy_rules
 from .._errors import ConfigError, DataError
-from .._guard import Guard, Verdict
-from .._guard._guard import DEADLINE
+from .._guard import DEADLINE, Guard, Verdict
 from .._interrupt import graceful_stop
-from .._lm import classify_error
-from .._lm._chat import achat
+from .._lm import achat, classify_error
 from .._pricing import Pricing, prompt_bound
 from .._redact import redact
 from .._usage import Usage

@@ -18,8 +18,7 @@ from .._guard import Guard
 from .._lm import LMConfig
 from .._redact import redact, register_secret
 from .._regular import read_text
-from .._runner._admission import case_worst_case
-from .._runner._cost import run_pricing
+from .._runner import case_worst_case, run_pricing
 from ._config import GuardServiceConfig
 from ._http import refuse_open_bind
 from ._limits import ServiceLimits

@@ -30,7 +30,7 @@ from ._official import Breakdown, CaseOutcome, case_outcomes, compute_cell, grou
 from ._pvalues import paired_test_name
 
 if TYPE_CHECKING:
-    from .._data._schema import Case
+    from .._data import Case
     from ._records import PolicyRecord
 
 #: Fewer paired units than this in a cell and a paired interval says nothing (a handful of

@@ -9,8 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .._data._gc import gc_paused
-from .._data._scan import read_regular_lines
+from .._data import gc_paused, read_regular_lines
 from .._errors import DataError, validation_problem
 from ._records import POLICY_KINDS, JudgmentRecord, PolicyRecord, ResultSet
 

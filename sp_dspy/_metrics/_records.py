@@ -28,9 +28,8 @@ from pydantic import (
     model_validator,
 )
 
-from .._data._rule_number import RuleNumber
-from .._protocol._parse_models import Status
-from .._protocol._targets import Protocol
+from .._data import RuleNumber
+from .._protocol import Protocol, Status
 from .._usage import Usage
 
 #: Completions at or over this many tokens hit a provider's output cap (cap-aware mode).

@@ -8,8 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from .._data import Case
-from .._data._gc import gc_paused
+from .._data import Case, gc_paused
 from .._errors import DataError
 from ._official import (
     TAG_CELL,

@@ -23,7 +23,7 @@ from ._official import case_outcomes
 from ._paired import MIN_CI_PAIRS
 
 if TYPE_CHECKING:
-    from .._data._schema import Case
+    from .._data import Case
     from ._records import PolicyRecord
 
 #: The metric the verdict is about (RMR, higher is better).

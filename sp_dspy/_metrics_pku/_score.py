@@ -17,12 +17,10 @@ from typing import Any, Final, Literal, TypedDict
 
 from pydantic import BaseModel, Field
 
-from sp_dspy._data import Case
-from sp_dspy._data._pku_policy import PKU_CATEGORIES
+from sp_dspy._data import PKU_CATEGORIES, Case
 from sp_dspy._errors import DataError
-from sp_dspy._metrics import PolicyRecord, ResultSet, resolve_records
-from sp_dspy._metrics._policy_view import RuleCounts
-from sp_dspy._metrics._policy_view import percent as _pct
+from sp_dspy._metrics import PolicyRecord, ResultSet, RuleCounts, resolve_records
+from sp_dspy._metrics import percent as _pct
 
 SEVERITY_LEVELS = 4
 

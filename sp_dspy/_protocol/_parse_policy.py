@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from sp_dspy._data._scan import rule_line_numbers
+from sp_dspy._data import rule_line_numbers
 from sp_dspy._protocol._parse_models import ParseMode, PolicyParse, check_parse_mode
 from sp_dspy._protocol._text import (
     balanced_segment,

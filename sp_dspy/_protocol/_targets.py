@@ -31,7 +31,7 @@ from sp_dspy._protocol._prompts import (
 )
 
 if TYPE_CHECKING:
-    from sp_dspy._data._schema import Case, RubricEntry
+    from sp_dspy._data import Case, RubricEntry
 
 TargetType = Literal["decisive", "distractor", "exception"]
 Layout = Literal["official", "prefix"]

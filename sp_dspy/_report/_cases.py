@@ -15,13 +15,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._data._schema import Case
-from .._metrics import JudgmentRecord, PolicyRecord, ResultSet, case_outcomes, classify_failure
-from .._metrics._official import TAUS, CaseOutcome, error_types
+from .._data import Case
+from .._metrics import (
+    TAUS,
+    CaseOutcome,
+    JudgmentRecord,
+    PolicyRecord,
+    ResultSet,
+    case_outcomes,
+    classify_failure,
+    error_types,
+)
 from ._usage import CaseCost
 
 if TYPE_CHECKING:
-    from .._benchmarks._kind import BenchmarkKind
+    from .._benchmarks import BenchmarkKind
 
 #: Outcome codes: exact match, within the tolerance of some tau < 1.0, beyond it, excluded.
 EXACT, WITHIN, WRONG, EXCLUDED = "x", "t", "w", "e"

@@ -11,7 +11,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from .._metrics._policy_view import PolicyView
+from .._metrics import PolicyView
 from .._table import FitTable
 from ._html_tables import DASH, esc, num, row, table
 from ._model import ComparisonSummary

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .._benchmarks import benchmark_kind
-from .._metrics._pvalues import paired_test_name
+from .._metrics import paired_test_name
 from .._version import __version__
 from ._html_tables import (
     diff_table,

@@ -7,8 +7,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 
-from .._metrics._per_rule import TARGET_TYPES
-from .._metrics._pvalues import format_p
+from .._metrics import TARGET_TYPES, format_p
 from ._leaderboard import Leaderboard
 from ._model import FAILURE_MODES, ComparisonSummary, DiffRow, VariantResult
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from .._errors import DataError
-from .._metrics._official import CELLS
+from .._metrics import CELLS
+from .._protocol import Protocol
 
-Protocol = Literal["per-policy", "per-rule"]
 _SECTIONS: dict[Protocol, str] = {"per-policy": "overallPolicy", "per-rule": "overallRule"}
 
 

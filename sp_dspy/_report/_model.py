@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .._errors import ConfigError
-from .._metrics._official import TAUS_FULL, tau_key
+from .._metrics import TAUS_FULL, tau_key
 
 #: ``tau`` as shown ("1.0") and its metric key, for the main four taus plus the appendix's 0.6 and 0.5.
 TAU_KEYS: tuple[tuple[str, str], ...] = tuple((f"{tau:.1f}", tau_key(tau)) for tau, _ in TAUS_FULL)

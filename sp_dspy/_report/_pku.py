@@ -11,8 +11,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from .._metrics_pku import PKU_PUBLISHED
-from .._metrics_pku._render import CATEGORY_SCOPE
+from .._metrics_pku import CATEGORY_SCOPE, PKU_PUBLISHED
 from .._table import FitTable
 from ._html_tables import DASH, esc, num, row, table
 from ._model import ComparisonSummary

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._benchmarks import benchmark_kind
-from .._metrics._per_rule import TARGET_TYPES
+from .._metrics import TARGET_TYPES
 from ._model import FAILURE_MODES, TAU_KEYS, ComparisonSummary, VariantResult
 
 if TYPE_CHECKING:

@@ -10,10 +10,19 @@ from pathlib import Path
 from typing import Any
 
 from .._benchmarks import benchmark_kind, kind_of_cases
-from .._data._schema import Case
+from .._data import Case
 from .._errors import ConfigError, DataError
-from .._metrics import ResultSet, ScoreReport, compare_cells, read_result_files, resolve_records, score
-from .._metrics._official import LEVELS, Breakdown, grouped
+from .._metrics import (
+    LEVELS,
+    Breakdown,
+    ResultSet,
+    ScoreReport,
+    compare_cells,
+    grouped,
+    read_result_files,
+    resolve_records,
+    score,
+)
 from ._cases import ViewedRun, cases_document
 from ._labels import assign_labels, default_baseline, describe
 from ._model import FAILURE_MODES, TAU_KEYS, CellStats, ComparisonSummary, DiffRow, VariantResult

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._data._schema import Case
+from .._data import Case
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet
 from .._run_manifest import RunManifest, run_of
 from .._usage import Usage

@@ -17,7 +17,7 @@ import re
 from functools import cache
 from importlib import resources
 
-from .._metrics._pvalues import format_p
+from .._metrics import format_p
 from ._html_tables import esc
 from ._model import ComparisonSummary
 

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
-from .._lm import closing_transports
-from .._lm._direct import RequestCaptured
+from .._lm import RequestCaptured, closing_transports
 
 if TYPE_CHECKING:
     from rich.console import Console

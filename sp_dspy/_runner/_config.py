@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._benchmarks import BenchmarkName
 from .._budget import BudgetCaps
-from .._data._selection import CaseSelection, resolved_path
+from .._data import CaseSelection, resolved_path
 from .._errors import ConfigError, validation_problem
+from .._protocol import Layout, ParseMode, Protocol
 from .._yaml_lines import read_yaml_mapping
 from ._paths import RunId
 
-Protocol = Literal["per-policy", "per-rule"]
-Parser = Literal["strict", "robust"]
-Layout = Literal["official", "prefix"]
+#: ``--parser``: the mode the protocol's parsers read an answer in (``Protocol`` and ``Layout`` are the
+#: protocol's too, read from ``sp_dspy._protocol`` so each choice is spelled once).
+Parser = ParseMode
 
 
 class DataSelection(CaseSelection):

@@ -15,9 +15,7 @@ from sp_dspy.programs import NativePerPolicy, NativePerRule, is_raw_program, pro
 
 from .._budget import Spend, projected
 from .._data import Case
-from .._lm import LMConfig
-from .._lm._prompt_cache import minimum_tokens
-from .._lm._rate import limit_bound_s
+from .._lm import LMConfig, limit_bound_s, minimum_tokens
 from .._pricing import (
     PROMPT_SAMPLE,
     Pricing,
@@ -28,8 +26,7 @@ from .._pricing import (
     pricing_for,
     prompt_sizes,
 )
-from .._protocol import build_targets, per_policy_messages, per_rule_messages
-from .._protocol._targets import prefix_layout_end
+from .._protocol import build_targets, per_policy_messages, per_rule_messages, prefix_layout_end
 from .._usage import Usage
 from ._units import units_of
 

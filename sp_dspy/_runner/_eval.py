@@ -16,8 +16,7 @@ from .._benchmarks import load_benchmark
 from .._budget import require_prices
 from .._data import Benchmark, Case, conversation_id
 from .._errors import ConfigError, DataError, validation_problem
-from .._lm import closing_transports, make_lm
-from .._lm._direct import RequestCaptured, client_of
+from .._lm import RequestCaptured, client_of, closing_transports, make_lm
 from .._protocol import build_targets
 from .._user_dirs import ensure_writable_dir
 from ..files import read_json_file

@@ -24,13 +24,9 @@ from sp_dspy.programs import GUARD_PROGRAMS
 
 from .._benchmarks import benchmark_kind
 from .._budget import BudgetExceeded, Ledger
-from .._data import Benchmark, Case
-from .._data._selection import resolved_path
+from .._data import Benchmark, Case, resolved_path
 from .._errors import ConfigError, OutputError
-from .._lm import closing_transports, import_dspy, make_lm
-from .._lm._direct import client_of
-from .._lm._rate import RateWatch
-from .._lm._replicas import display_endpoint
+from .._lm import RateWatch, client_of, closing_transports, display_endpoint, import_dspy, make_lm
 from .._metrics import ResultSet, score
 from .._provenance import git_commit, package_versions, redacted_argv
 from .._regular import read_regular

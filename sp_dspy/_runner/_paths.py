@@ -12,8 +12,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from .._data._scan import open_regular
 from .._errors import ConfigError, DataError
+from .._regular import open_regular
 from .._run_manifest import manifest_path
 from .._writer_lock import WriterLock, WriterLockedError
 

@@ -16,7 +16,7 @@ from rich.progress import (
 )
 
 from .._budget import Ledger, ledger_line
-from .._lm._rate import RateWatch
+from .._lm import RateWatch
 from .._run_manifest import RunTotals
 from ._engine import Record
 

@@ -20,7 +20,7 @@ from .._usage import Usage
 
 if TYPE_CHECKING:
     from .._data import Case
-    from .._protocol._targets import RuleTarget
+    from .._protocol import RuleTarget
 
 
 def case_scores(case: Case, violated: list[int] | None) -> dict[str, Any] | None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._data._selection import CaseSelection
+from .._data import CaseSelection
 from .._errors import ConfigError
-from .._lm._config import ANSWER_SETTINGS, LMConfig
+from .._lm import ANSWER_SETTINGS, LMConfig
 from .._run_manifest import RunManifest
 from ._config import EvalConfig
 from ._identity import first_difference

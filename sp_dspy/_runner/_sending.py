@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from sp_dspy.programs import RAW_PROGRAMS
 
-from .._lm import import_dspy
-from .._lm._prompt_cache import before_last_message, marking_prefix
-from .._protocol._targets import prefix_layout_end
+from .._lm import before_last_message, import_dspy, marking_prefix
+from .._protocol import prefix_layout_end
 
 if TYPE_CHECKING:
     from .._lm import LMConfig

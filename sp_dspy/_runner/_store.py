@@ -20,7 +20,7 @@ import orjson
 
 from .._errors import OutputError
 from .._metrics import JudgmentRecord, PolicyRecord, ResultSet, read_result_files
-from .._protocol._text import replace_surrogates
+from .._protocol import replace_surrogates
 
 # Compact UTF-8 JSON as ``json.dumps(ensure_ascii=False, separators=(",", ":"))`` writes it.
 _LINE_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE

@@ -29,7 +29,7 @@ from ._records import (
 )
 
 if TYPE_CHECKING:
-    from .._protocol._targets import RuleTarget
+    from .._protocol import RuleTarget
 
 _R = TypeVar("_R", PolicyRecord, JudgmentRecord)
 

@@ -15,9 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from pydantic import ConfigDict
 
 from .._benchmarks import DEFAULT_BENCHMARK, dataset_kind, load_benchmark
-from .._data import filter_cases
-from .._data._recorded import RecordedData, check_results_belong, recorded_data
-from .._data._selection import CaseSelection
+from .._data import CaseSelection, RecordedData, check_results_belong, filter_cases, recorded_data
 from .._errors import DataError
 from .._metrics import read_result_files
 

@@ -15,7 +15,7 @@ from ._foreground import (
 from ._llamacpp import LlamaCppServer
 from ._local import ensure_local_server, local_context_window
 from ._state import ServeState, clear_state, read_state, state_path, write_state
-from ._vllm import VLLMServer
+from ._vllm import VLLMServer, vllm_executable
 
 __all__ = [
     "DEFAULT_N_CTX",
@@ -32,5 +32,6 @@ __all__ = [
     "read_state",
     "serve_model",
     "state_path",
+    "vllm_executable",
     "write_state",
 ]
