@@ -159,9 +159,7 @@ def batch_caps(config: EvalConfig, lm_config: LMConfig, left: BudgetCaps) -> Bud
 
 def _batch_worst_case(config: EvalConfig, lm_config: LMConfig) -> tuple[Reservation, bool]:
     """The worst case of every unit of a batched evaluation at the batch rate, and whether it is priced."""
-    from .._runner._admission import unit_worst_case
-    from .._runner._cost import run_pricing
-    from .._runner._eval import build_program, select_cases
+    from .._runner import build_program, run_pricing, select_cases, unit_worst_case
 
     _, cases = select_cases(config)
     program, protocol, _ = build_program(config, constrained=lm_config.json_schema, cases=cases)

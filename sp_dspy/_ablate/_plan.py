@@ -19,15 +19,13 @@ from sp_dspy.optimizers import OPTIMIZER_NAMES, get_recipe, load_settings
 from sp_dspy.programs import RAW_PROGRAMS
 
 from .._budget import BudgetCaps
+from .._compile import DEFAULT_RATIOS
 from .._compile._artifact import write_json
-from .._compile._data import DEFAULT_RATIOS
-from .._data._scan import read_json_file
+from .._data import read_json_file
 from .._errors import ConfigError, DataError, validation_problem
-from .._lm import LMConfig
-from .._lm._config import ANSWER_SETTINGS
-from .._runner import DataSelection, first_difference, refuse_changed
-from .._runner._config import Parser, Protocol
-from .._runner._paths import RunId
+from .._lm import ANSWER_SETTINGS, LMConfig
+from .._protocol import ParseMode, Protocol
+from .._runner import DataSelection, RunId, first_difference, refuse_changed
 from .._user_dirs import ensure_writable_dir
 from .._writer_lock import WriterLock
 from .._yaml_lines import read_yaml_mapping
@@ -47,7 +45,7 @@ class AblationPlan(BaseModel):
     lm: LMConfig
     variants: list[str] = Field(default_factory=lambda: list(DEFAULT_VARIANTS), min_length=1)
     data: DataSelection = Field(default_factory=DataSelection)
-    parser: Parser = "strict"
+    parser: ParseMode = "strict"
     allow_overlap: bool = False  # run artifact variants on cases of their own train/dev split
     concurrency: int = Field(default=16, ge=1, le=1024)
     batch: bool = False  # every variant's requests through the provider's batch API (--batch)

@@ -21,10 +21,16 @@ from pydantic import BaseModel, Field
 
 from .._budget import Spend
 from .._data import Case
-from .._metrics import PolicyRecord, holm, read_result_files, resolve_records
-from .._metrics._bootstrap import CI_METRICS
-from .._metrics._pvalues import format_p
-from .._metrics._seed_gain import SeedGain, seed_gain
+from .._metrics import (
+    CI_METRICS,
+    PolicyRecord,
+    SeedGain,
+    format_p,
+    holm,
+    read_result_files,
+    resolve_records,
+    seed_gain,
+)
 from .._report._html_tables import esc, num, table
 from .._report._model import ComparisonSummary, DiffRow, write_text
 from .._run_manifest import RunTotals

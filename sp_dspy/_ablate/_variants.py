@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._data._scan import read_json_file
+from .._data import read_json_file
 from .._errors import ConfigError, DataError
-from .._runner._config import Layout, Protocol
+from .._protocol import Layout, Protocol
 from .._runner._paths import UNSAFE_CHARS
 
 #: The four rows of the per-rule vs per-policy question, in report order.

@@ -18,7 +18,7 @@ from rich.table import Table
 from .._errors import OutputError
 from .._guard import CheckConfig, load_check_guard, read_check_input, run_check
 from .._lm import configure_cache, is_lasting
-from .._runner._failures import fix_for
+from .._runner import fix_for
 from . import _lm_options as lmo
 from . import _options as opt
 from ._console import console, err_console, visible, warn

@@ -17,8 +17,7 @@ from .._executor import run_eval
 from .._export import mlflow_log_eval
 from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache, key_for
-from .._metrics import JudgmentRecord
-from .._metrics._gate import EXIT_BELOW_THRESHOLD
+from .._metrics import EXIT_BELOW_THRESHOLD, JudgmentRecord
 from .._runner import EvalPlan, build_eval_config, first_request, new_run_id, plan_run
 from .._table import FitTable
 from . import _lm_options as lmo

@@ -19,7 +19,7 @@ from .._errors import ConfigError
 from .._export import mlflow_log_plan
 from .._interrupt import interrupted_exit_code
 from .._lm import configure_cache
-from .._metrics._pvalues import format_p
+from .._metrics import format_p
 from .._table import FitTable
 from . import _lm_options as lmo
 from . import _options as opt

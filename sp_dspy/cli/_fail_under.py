@@ -9,8 +9,7 @@ import typer
 from ._console import err_console
 
 if TYPE_CHECKING:
-    from .._metrics import ScoreReport
-    from .._metrics._gate import Threshold
+    from .._metrics import ScoreReport, Threshold
 
 FailUnder = Annotated[
     list[str] | None,
@@ -25,7 +24,7 @@ FailUnder = Annotated[
 
 def parse_fail_under(values: list[str] | None) -> list[Threshold]:
     """The flags' thresholds, each checked now (a bad one is one ``ConfigError`` line, before any work)."""
-    from .._metrics._gate import parse_threshold
+    from .._metrics import parse_threshold
 
     return [parse_threshold(value) for value in values or []]
 
@@ -34,7 +33,7 @@ def meets(report: ScoreReport, thresholds: list[Threshold], *, label: str = "") 
     """Print each unmet threshold (``fail-under:`` lines on stderr) or that all are met; whether they are."""
     if not thresholds:
         return True
-    from .._metrics._gate import unmet
+    from .._metrics import unmet
 
     lines = unmet(report, thresholds)
     prefix = f"{label}: " if label else ""
@@ -49,8 +48,7 @@ def meets(report: ScoreReport, thresholds: list[Threshold], *, label: str = "") 
 def check_known_cells(thresholds: list[Threshold], benchmark: str) -> None:
     """Refuse, before any work, a threshold on a cell this benchmark never has (a tag's is known later)."""
     from .._benchmarks import benchmark_kind
-    from .._metrics._gate import check_cells
-    from .._metrics._official import cell_names
+    from .._metrics import cell_names, check_cells
 
     breakdown = benchmark_kind(benchmark).breakdown
     if breakdown != "tag":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from .._benchmarks import benchmark_kind, benchmark_names
-from .._metrics._official import cell_names
+from .._metrics import cell_names
 from .._table import FitTable
 from ._console import console
 

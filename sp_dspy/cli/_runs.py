@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .._runner._listing import list_runs
+from .._runner import list_runs
 from .._table import FitTable
 from ._console import console
 

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from .._metrics._gate import EXIT_BELOW_THRESHOLD
+from .._metrics import EXIT_BELOW_THRESHOLD
 from .._scoring import build_score_config, score_results
 from . import _options as opt
 from ._console import console, say_note, warn, write_json_report

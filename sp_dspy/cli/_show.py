@@ -15,8 +15,7 @@ from rich.table import Table
 
 from .._benchmarks import benchmark_kind
 from .._errors import DataError
-from .._metrics import case_outcomes, classify_failure, resolve_records
-from .._metrics._official import cells_of
+from .._metrics import case_outcomes, cells_of, classify_failure, resolve_records
 from .._scoring import RecordedSelection, load_for_results, read_results
 from . import _options as opt
 from ._console import console, say_note, visible

@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from .._benchmarks import load_benchmark
-from .._data import make_split, parse_ratios
-from .._data._selection import resolved_path
+from .._data import make_split, parse_ratios, resolved_path
 from . import _options as opt
 from ._console import console
 
