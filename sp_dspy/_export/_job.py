@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from .._errors import ConfigError, validation_problem
-from .._scoring import Note, Notify, RecordedSelection
+from .._errors import ConfigError
+from .._scoring import NBoot, Note, Notify, RecordedSelection, config_from_flags
 from ._mlflow import MlflowLogger, check_tracking_uri, log_variant, tracking_uri
 from ._scored import ScoredRun, scored_file
 from ._tracking import MlflowConfig
@@ -35,28 +35,15 @@ class ExportConfig(BaseModel):
     cap_aware: bool = False  # also exclude completions of >= 65,000 tokens
     skip_bad_lines: bool = False  # count malformed result lines instead of failing
     seed: int = 0
-    n_boot: int = 1000  # bootstrap resamples for the 95% intervals (0: none)
-
-    @field_validator("n_boot")
-    @classmethod
-    def _n_boot(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError(f"must be >= 0, got {value}")
-        return value
+    n_boot: NBoot = 1000  # bootstrap resamples for the 95% intervals (0: none)
 
 
 def build_export_config(settings: dict[str, Any]) -> ExportConfig:
     """``settings`` (the flags' values by field name) as an ``ExportConfig``; a bad value is one
     ``ConfigError`` naming its flag (``--to: ...``, ``--mlflow-uri: ...``, ``FILES: ...``)."""
-    try:
-        return ExportConfig.model_validate(settings)
-    except ValidationError as exc:
-        name, message = validation_problem(exc)
-        top, last = name.partition(".")[0], name.rpartition(".")[2]
-        flag = (
-            "FILES" if top == "files" else ("--mlflow-" if top == "mlflow" else "--") + last.replace("_", "-")
-        )
-        raise ConfigError(f"{flag}: {message}") from None
+    return config_from_flags(
+        ExportConfig, settings, arguments={"files": "FILES"}, sections={"mlflow": "mlflow-"}
+    )
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._benchmarks import DEFAULT_BENCHMARK, benchmark_kind, kind_of_cases
-from .._errors import ConfigError, DataError, validation_problem
-from .._scoring import Note, Notify, RecordedSelection, load_for_results, read_results
+from .._errors import DataError
+from .._scoring import (
+    NBoot,
+    Note,
+    Notify,
+    RecordedSelection,
+    config_from_flags,
+    load_for_results,
+    read_results,
+)
 
 if TYPE_CHECKING:
     from .._data import Case
@@ -73,7 +81,7 @@ class CompareConfig(BaseModel):
     cap_aware: bool = False  # also exclude completions of >= 65,000 tokens
     skip_bad_lines: bool = False  # count malformed result lines instead of failing
     seed: int = 0
-    n_boot: int = 1000  # bootstrap resamples for the 95% intervals (0: none)
+    n_boot: NBoot = 1000  # bootstrap resamples for the 95% intervals (0: none)
 
     @field_validator("results_a", "results_b")
     @classmethod
@@ -82,25 +90,13 @@ class CompareConfig(BaseModel):
             raise ValueError("no result file given")
         return value
 
-    @field_validator("n_boot")
-    @classmethod
-    def _n_boot(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError(f"must be >= 0, got {value}")
-        return value
-
 
 def build_compare_config(settings: dict[str, Any]) -> CompareConfig:
     """``settings`` (the flags' values by field name) as a ``CompareConfig``; a bad value is one
     ``ConfigError`` naming its flag or argument (``--n-boot: ...``, ``RESULTS_A: ...``)."""
-    try:
-        return CompareConfig.model_validate(settings)
-    except ValidationError as exc:
-        name, message = validation_problem(exc)
-        top = name.partition(".")[0]
-        side = top in ("results_a", "results_b")
-        flag = top.upper() if side else "--" + name.rpartition(".")[2].replace("_", "-")
-        raise ConfigError(f"{flag}: {message}") from None
+    return config_from_flags(
+        CompareConfig, settings, arguments={"results_a": "RESULTS_A", "results_b": "RESULTS_B"}
+    )
 
 
 @dataclass(frozen=True)

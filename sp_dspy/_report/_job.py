@@ -13,10 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .._errors import ConfigError, validation_problem
-from .._scoring import Note, Notify, RecordedSelection, load_for_results, read_results
+from .._scoring import (
+    NBoot,
+    Note,
+    Notify,
+    RecordedSelection,
+    config_from_flags,
+    load_for_results,
+    read_results,
+)
 
 if TYPE_CHECKING:
     from ._model import ComparisonSummary
@@ -35,7 +42,7 @@ class ReportConfig(BaseModel):
     cap_aware: bool = False  # also exclude completions of >= 65,000 tokens
     skip_bad_lines: bool = False  # count malformed result lines instead of failing
     seed: int = 0
-    n_boot: int = 1000  # bootstrap resamples for the 95% intervals (0: none)
+    n_boot: NBoot = 1000  # bootstrap resamples for the 95% intervals (0: none)
 
     @field_validator("variants")
     @classmethod
@@ -47,23 +54,11 @@ class ReportConfig(BaseModel):
                 raise ValueError(f"variant {label or '(unlabelled)'} has no result files")
         return value
 
-    @field_validator("n_boot")
-    @classmethod
-    def _n_boot(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError(f"must be >= 0, got {value}")
-        return value
-
 
 def build_report_config(settings: dict[str, Any]) -> ReportConfig:
     """``settings`` (the flags' values by field name) as a ``ReportConfig``; a bad value is one
     ``ConfigError`` naming its flag (``--n-boot: ...``; ``RESULTS: ...`` for the variants)."""
-    try:
-        return ReportConfig.model_validate(settings)
-    except ValidationError as exc:
-        name, message = validation_problem(exc)
-        flag = "RESULTS" if name.startswith("variants") else "--" + name.rpartition(".")[2].replace("_", "-")
-        raise ConfigError(f"{flag}: {message}") from None
+    return config_from_flags(ReportConfig, settings, arguments={"variants": "RESULTS"})
 
 
 @dataclass(frozen=True)

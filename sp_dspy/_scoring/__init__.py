@@ -6,10 +6,12 @@ so two commands never score the same run on different cases. Importing this pack
 import numpy (the intervals load when a score asks for them).
 """
 
+from ._config import NBoot, config_from_flags
 from ._recorded import Note, Notify, RecordedSelection, ScoredData, load_for_results, read_results
 from ._score import ScoreConfig, ScoredResults, build_score_config, score_results
 
 __all__ = [
+    "NBoot",
     "Note",
     "Notify",
     "RecordedSelection",
@@ -17,6 +19,7 @@ __all__ = [
     "ScoredData",
     "ScoredResults",
     "build_score_config",
+    "config_from_flags",
     "load_for_results",
     "read_results",
     "score_results",

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from .._benchmarks import benchmark_kind
-from .._errors import ConfigError, validation_problem
 from .._metrics import score
+from ._config import NBoot, config_from_flags
 from ._recorded import Note, Notify, RecordedSelection, load_for_results, read_results
 
 if TYPE_CHECKING:
@@ -37,25 +37,13 @@ class ScoreConfig(BaseModel):
     cap_aware: bool = False  # also exclude completions of >= 65,000 tokens
     skip_bad_lines: bool = False  # count malformed result lines instead of failing
     seed: int = 0
-    n_boot: int = 1000  # bootstrap resamples for the 95% CIs (0: none)
-
-    @field_validator("n_boot")
-    @classmethod
-    def _n_boot(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError(f"must be >= 0, got {value}")
-        return value
+    n_boot: NBoot = 1000  # bootstrap resamples for the 95% CIs (0: none)
 
 
 def build_score_config(settings: dict[str, Any]) -> ScoreConfig:
     """``settings`` (the flags' values by field name) as a ``ScoreConfig``; a bad value is one
     ``ConfigError`` naming its flag (``--n-boot: ...``)."""
-    try:
-        return ScoreConfig.model_validate(settings)
-    except ValidationError as exc:
-        name, message = validation_problem(exc)
-        flag = "RESULTS" if name.startswith("files") else "--" + name.rpartition(".")[2].replace("_", "-")
-        raise ConfigError(f"{flag}: {message}") from None
+    return config_from_flags(ScoreConfig, settings, arguments={"files": "RESULTS"})
 
 
 @dataclass(frozen=True)
