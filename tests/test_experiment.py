@@ -238,6 +238,8 @@ def test_the_cap_holds_for_the_whole_experiment_and_a_raised_cap_resumes(tmp_pat
     assert len(limited) <= 1  # the compile the cap stopped, if the cap stopped a compile
     if cap == 170:  # every compile finished within the cap: it stopped in the test evaluations
         assert len(done) == 4 and not limited and stopped.ablation is not None
+    priced = {step.name: step.done for step in price_experiment(plan, out).steps if step.step == "compile"}
+    assert {name for name, finished_earlier in priced.items() if finished_earlier} == set(done) - limited
 
     resumed = run_experiment(fake_plan(seeds=[0, 1]), out, resume=True, lms=lms, show_progress=False)
     assert resumed.summary is not None and resumed.capped_by is None

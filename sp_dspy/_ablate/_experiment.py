@@ -12,7 +12,6 @@ command with ``--resume`` reuses every finished compile and every answered unit.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from .._executor import (
     StepContext,
     caps_left,
     execute,
+    finished_compile,
 )
 from .._lm import LMConfig
 from .._runner import EvalConfig, RunPaths, select_cases, units_of
@@ -82,9 +82,7 @@ def spent_so_far(plan: ExperimentPlan, out: Path) -> Spend:
     """
     total = Spend()
     for optimizer, seed in plan.steps():
-        manifest = artifact_dir(out, optimizer, seed) / "manifest.json"
-        document = json.loads(manifest.read_text(encoding="utf-8")) if manifest.exists() else None
-        if document is not None and not document.get("budget_limited"):  # a limited one is compiled again
+        if (document := finished_compile(artifact_dir(out, optimizer, seed))) is not None:
             total += manifest_spend(document)
     for label in [plan.baseline, *(artifact_dir(out, o, s).name for o, s in plan.steps())]:
         total += results_spend(variant_paths(out, label, plan).results_for(plan.protocol))

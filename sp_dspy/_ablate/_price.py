@@ -12,8 +12,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from .._budget import Spend, projected
+from .._executor import finished_compile, finished_results
 from .._pricing import batch_price_basis, completion_guess, pricing_for
-from .._run_manifest import previous_run
 from .._runner import EvalConfig, units_of
 from ._experiment import SPLIT_FILE, artifact_dir, compile_config, split_file, variant_paths, write_splits
 from ._plan import ExperimentPlan
@@ -125,7 +125,7 @@ def _compiles_priced(
         config = compile_config(plan, out, optimizer, seed, split, dry_run=True, caps=plan.caps)
         compiled = compile_guard(config, plan.lm, plan.prompt_lm, plan.reflection_lm, window=window).plan
         name = artifact_dir(out, optimizer, seed).name
-        done = (artifact_dir(out, optimizer, seed) / "manifest.json").exists()
+        done = finished_compile(artifact_dir(out, optimizer, seed)) is not None  # as the run decides
         compiles.append(PricedStep(step="compile", name=name, estimate=compiled.total, done=done))
         final = compiled.phases["dev_after"]["task"]
         per_call = final.usage.prompt_tokens / final.calls if final.calls else 0.0
@@ -146,6 +146,6 @@ def _batched_usd(step: PricedStep) -> float:
 
 
 def _evaluated(out: Path, label: str, plan: ExperimentPlan) -> bool:
-    """Whether the ablation already finished the test evaluation of this variant."""
-    run = previous_run(variant_paths(out, label, plan).manifest, plan.lm.display_name())
-    return run is not None and run.status == "complete"
+    """Whether the test evaluation of this variant finished, as the run decides (``finished_results``)."""
+    paths = variant_paths(out, label, plan)
+    return finished_results(paths, paths.results_for(plan.protocol), plan.lm.display_name()) is not None

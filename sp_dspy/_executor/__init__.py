@@ -10,6 +10,7 @@ from ._steps import (
     Step,
     StepContext,
     caps_left,
+    finished_compile,
     finished_results,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "StepContext",
     "caps_left",
     "execute",
+    "finished_compile",
     "finished_results",
     "run_eval",
 ]

@@ -184,6 +184,16 @@ def finished_results(paths: RunPaths, results_file: Path, model: str) -> ResultS
 # --- compile ------------------------------------------------------------------------------------
 
 
+def finished_compile(out: Path) -> dict[str, Any] | None:
+    """The artifact manifest in ``out`` when its compile finished, else None: none saved, or a cap cut
+    it short (a limited compile is compiled again, so it is not finished)."""
+    manifest = out / "manifest.json"
+    if not manifest.exists():
+        return None
+    document: dict[str, Any] = json.loads(manifest.read_text(encoding="utf-8"))
+    return None if document.get("budget_limited") else document
+
+
 @dataclass
 class CompileStep:
     """Compile one optimizer seed on a split into ``config.out`` (an experiment's step).
@@ -206,11 +216,8 @@ class CompileStep:
         return self.config.out
 
     def finished(self, *, retry_errors: bool) -> bool:
-        """Compiled earlier, not cut short by a cap (a limited one is compiled again)."""
-        manifest = self.out / "manifest.json"
-        done = manifest.exists() and not json.loads(manifest.read_text(encoding="utf-8")).get(
-            "budget_limited"
-        )
+        """Compiled earlier, not cut short by a cap (``finished_compile``)."""
+        done = finished_compile(self.out) is not None
         if done:
             self.status = "finished earlier"
         return done
